@@ -1,0 +1,1 @@
+"""Stage adapters: one module per stage kind."""

@@ -1,0 +1,112 @@
+"""JSONL and JSON files written atomically: temp file, fsync, rename.
+
+A reader never sees a half-written file under the final name, so a stage whose
+``rows.jsonl`` exists is a stage that finished writing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from wai_exp.rows.scrub import scrub
+
+
+def _dumps(obj: Any) -> str:
+    # sort_keys: the same row always serialises to the same bytes (the determinism tests
+    # compare files byte for byte); allow_nan keeps NaN visible rather than crashing.
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def dumps_row(row: dict[str, Any]) -> str:
+    """One scrubbed row as a JSON line (no newline)."""
+    return _dumps(scrub(row))
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically and return the path.
+
+    Raises ``OSError`` when the folder cannot be created or written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_rows(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
+    """Write scrubbed rows as JSONL, atomically. Returns the path."""
+    text = "".join(dumps_row(r) + "\n" for r in rows)
+    return atomic_write_text(path, text)
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    """Write one JSON document atomically (scrubbed, sorted keys, indented)."""
+    return atomic_write_text(path, json.dumps(scrub(obj), sort_keys=True, indent=2, default=str) + "\n")
+
+
+def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the rows of a JSONL file.
+
+    A last line cut short by a crash (no trailing newline, not valid JSON) is skipped, so
+    an append-only partial file can be resumed. Any other bad line raises ``ValueError``
+    naming the file and line number.
+    """
+    path = Path(path)
+    with path.open(encoding="utf-8") as fh:
+        lines = fh.readlines()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            if i == len(lines) and not line.endswith("\n"):
+                return  # torn tail of an interrupted append
+            raise ValueError(f"{path}:{i}: not a JSON row ({exc.msg})") from exc
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """All rows of a JSONL file; see ``iter_rows`` for how a torn tail is handled."""
+    return list(iter_rows(path))
+
+
+class RowAppender:
+    """Append finished rows to a partial JSONL file, one flushed line each.
+
+    Used by long stages so a crash loses no finished row; the stage later rewrites the
+    complete set atomically under its final name.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._fh.write(dumps_row(row) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+
+    def __enter__(self) -> RowAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

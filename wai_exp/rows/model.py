@@ -1,0 +1,148 @@
+"""The row, schema v1: one rollout, as simulate writes it and grading extends it.
+
+Steps are plain dicts with a ``kind`` discriminator:
+
+* ``{"kind": "assistant", "content": str, "tool_calls": [{"id", "name", "arguments": dict}]}``
+* ``{"kind": "tool", "tool_call_id", "name", "arguments": dict, "result": Any,
+  "status": "ok" | <fault mode>, "fault": <fault mode> | None}``
+* ``{"kind": "user", "content": str}`` (a follow-up line of the simulated person)
+
+``messages`` is the OpenAI chat transcript rebuilt from the system prompt, ``prompt``
+and the steps (see ``messages_from_steps``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1"
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class AssistantStep(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["assistant"] = "assistant"
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    logprob: float | None = None
+    n_tokens: int | None = None
+    truncated: bool = False
+
+
+class ToolStep(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["tool"] = "tool"
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    result: Any = None
+    status: str = "ok"
+    fault: str | None = None
+
+
+class UserStep(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["user"] = "user"
+    content: str
+
+
+Step = AssistantStep | ToolStep | UserStep
+
+
+class Row(BaseModel):
+    """One rollout. Unknown keys are kept (``extra="allow"``): later stages add their own."""
+
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")
+
+    schema_version: Literal["1"] = SCHEMA_VERSION
+    prompt: str
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    final_text: str = ""
+    scenario_id: str
+    rollout_index: int = 0
+    rollout_id: str = ""
+    mode: str | None = None
+    world_state: str | None = None
+    faults: dict[str, Any] | None = None
+    sampling: dict[str, Any] | None = None
+    policy_version: str | None = None
+    model_version: str | None = None
+    writer_model: str | None = None
+    user_model: str | None = None
+    lineage: dict[str, Any] = Field(default_factory=dict)
+    markers: dict[str, float] = Field(default_factory=dict)
+    scenario_dimensions: dict[str, Any] = Field(default_factory=dict)
+    behavior_signature: str | None = None
+    arm: str | None = None
+    selection_reason: str | None = None
+    seed: int | None = None
+    ended_by: str | None = None
+    usage: dict[str, int] | None = None
+    error: str | None = None
+    timing: dict[str, float] | None = None
+    # Added by grading.
+    reward: float | None = None
+    reason: str | None = None
+    judge_name: str | None = None
+    judge_status: str | None = None
+    judge_meta: dict[str, Any] | None = None
+    calibration: dict[str, Any] | None = None
+    # The teacher's answer key: in memory for judges only, never serialised.
+    privileged: dict[str, Any] | None = Field(default=None, exclude=True)
+
+
+#: Fields that vary between two runs of the same seed (wall-clock only).
+TIMING_FIELDS = ("timing",)
+
+
+def messages_from_steps(system_prompt: str | None, prompt: str, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The OpenAI chat transcript for a rollout: system, the ask, then every step in order."""
+    messages: list[dict[str, Any]] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    messages.append({"role": "user", "content": prompt})
+    for step in steps:
+        kind = step.get("kind")
+        if kind == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": step.get("content", "")}
+            calls = step.get("tool_calls") or []
+            if calls:
+                msg["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}), sort_keys=True)},
+                    }
+                    for c in calls
+                ]
+            messages.append(msg)
+        elif kind == "tool":
+            content = step.get("result")
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": step.get("tool_call_id"),
+                    "name": step.get("name"),
+                    "content": content if isinstance(content, str) else json.dumps(content, sort_keys=True, default=str),
+                }
+            )
+        elif kind == "user":
+            messages.append({"role": "user", "content": step.get("content", "")})
+    return messages
+
+
+def row_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a row, generated from ``Row`` (shipped as ``rows/row-v1.json``)."""
+    return Row.model_json_schema()
