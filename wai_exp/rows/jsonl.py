@@ -55,7 +55,9 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
 
 def write_json(path: str | Path, obj: Any) -> Path:
     """Write one JSON document atomically (scrubbed, sorted keys, indented)."""
-    return atomic_write_text(path, json.dumps(scrub(obj), sort_keys=True, indent=2, default=str) + "\n")
+    return atomic_write_text(
+        path, json.dumps(scrub(obj), sort_keys=True, indent=2, default=str) + "\n"
+    )
 
 
 def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:

@@ -107,7 +107,9 @@ class Row(BaseModel):
 TIMING_FIELDS = ("timing",)
 
 
-def messages_from_steps(system_prompt: str | None, prompt: str, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def messages_from_steps(
+    system_prompt: str | None, prompt: str, steps: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The OpenAI chat transcript for a rollout: system, the ask, then every step in order."""
     messages: list[dict[str, Any]] = []
     if system_prompt:
@@ -123,7 +125,10 @@ def messages_from_steps(system_prompt: str | None, prompt: str, steps: list[dict
                     {
                         "id": c["id"],
                         "type": "function",
-                        "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}), sort_keys=True)},
+                        "function": {
+                            "name": c["name"],
+                            "arguments": json.dumps(c.get("arguments", {}), sort_keys=True),
+                        },
                     }
                     for c in calls
                 ]
@@ -135,7 +140,9 @@ def messages_from_steps(system_prompt: str | None, prompt: str, steps: list[dict
                     "role": "tool",
                     "tool_call_id": step.get("tool_call_id"),
                     "name": step.get("name"),
-                    "content": content if isinstance(content, str) else json.dumps(content, sort_keys=True, default=str),
+                    "content": content
+                    if isinstance(content, str)
+                    else json.dumps(content, sort_keys=True, default=str),
                 }
             )
         elif kind == "user":

@@ -54,4 +54,9 @@ DIMENSION_KEYS = ("tool", "stance", "world_state", "tool_condition", "history", 
 
 #: A situation's tier follows from its stance: the hard tiers are the stances that ask the
 #: agent to do something other than carry out the request.
-TIER_OF_STANCE = {"direct": "standard", "adversarial": "adversarial", "boundary": "boundary", "vague": "ambiguous"}
+TIER_OF_STANCE = {
+    "direct": "standard",
+    "adversarial": "adversarial",
+    "boundary": "boundary",
+    "vague": "ambiguous",
+}

@@ -1,0 +1,47 @@
+import json
+from pathlib import Path
+
+from wai_exp.rows import Row, messages_from_steps, row_json_schema
+
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "wai_exp" / "rows" / "row-v1.json"
+
+
+def test_shipped_json_schema_matches_the_model():
+    shipped = json.loads(SCHEMA_FILE.read_text())
+    assert shipped == json.loads(json.dumps(row_json_schema(), sort_keys=True)), (
+        "regenerate wai_exp/rows/row-v1.json from Row.model_json_schema()"
+    )
+
+
+def test_row_dump_excludes_privileged_and_keeps_extra_fields():
+    row = Row(prompt="p", scenario_id="s", privileged={"reference": "k"}, quality=0.9)
+    dumped = row.model_dump()
+    assert "privileged" not in dumped
+    assert dumped["quality"] == 0.9
+    assert dumped["schema_version"] == "1"
+
+
+def test_messages_rebuilt_from_steps_in_openai_shape():
+    steps = [
+        {
+            "kind": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "name": "lookup_order", "arguments": {"order_id": "ORD-1"}}
+            ],
+        },
+        {
+            "kind": "tool",
+            "tool_call_id": "c1",
+            "name": "lookup_order",
+            "result": {"status": "shipped"},
+        },
+        {"kind": "assistant", "content": "It shipped."},
+    ]
+    msgs = messages_from_steps("be kind", "where is ORD-1?", steps)
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "assistant"]
+    call = msgs[2]["tool_calls"][0]
+    assert call["type"] == "function" and json.loads(call["function"]["arguments"]) == {
+        "order_id": "ORD-1"
+    }
+    assert json.loads(msgs[3]["content"]) == {"status": "shipped"}
