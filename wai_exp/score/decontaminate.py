@@ -1,0 +1,481 @@
+"""Drop training rows that overlap an evaluation set (rlhf-book ch. 16).
+
+Four rules run in order and a row flagged by one is not counted again by the next, so
+``n_contaminated`` is exactly the number of rows dropped:
+
+1. ``same_task``: the row's ``scenario_id`` or ``task_id`` is an evaluation row's.
+2. ``exact``: a field equals an evaluation text after case/whitespace normalization.
+3. near copy: one evaluation text covers at least ``overlap`` of the row's words with
+   shared word ``n``-grams (``overlap=0``: any shared n-gram).
+4. ``semantic`` (only with an ``embedder``): cosine similarity to an evaluation prompt.
+
+The n-gram rule is vectorized: every text becomes an array of word ids, every n-gram a
+64-bit rolling hash, and matches are found with one ``searchsorted`` over the sorted
+evaluation hashes instead of comparing texts pairwise. Coverage per (row, eval text) pair
+is the union of the matched n-word windows, computed from sorted positions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wai_exp.rows.keys import task_key
+
+#: eval-row keys whose text counts as the evaluation set's content. The eval set's own
+#: replies (``final_text``) are deliberately absent: a training reply that reads like an
+#: eval *reply* is not leakage of the eval's question or answer key.
+EVAL_TEXT_KEYS: tuple[str, ...] = ("prompt", "answer", "reference")
+#: offenders listed in the report
+MAX_OFFENDERS = 20
+#: percentile of distinct-task eval-prompt similarity used as the embedder's calibration
+CALIBRATION_PERCENTILE = 99.0
+#: eval prompts used for the calibration matrix (a cap keeps it O(cap^2) memory)
+CALIBRATION_MAX_PROMPTS = 2000
+#: rows per chunk of the pair expansion / similarity product (bounds peak memory)
+_PAIR_BUDGET = 4_000_000
+_SIM_CHUNK = 2048
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _normalize(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _load_source(source: Any) -> list[dict[str, Any]]:
+    """Rows of one evaluation source: a row list, an object with ``.rows``, or a JSONL path.
+
+    The only I/O in the scoring package, kept here so the rest stays pure.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        text = str(source)
+        if text.startswith("ds_") and not Path(text).exists():
+            raise ValueError(
+                f"decontaminate: {text!r} looks like a platform dataset id; this package works "
+                "offline, so export that dataset to JSONL and pass the file path instead"
+            )
+        path = Path(text)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"decontaminate: evaluation source {text!r} is not a file; pass a JSONL path "
+                "or a list of row dicts"
+            )
+        from wai_exp.rows.jsonl import iter_rows
+
+        return list(iter_rows(path))
+    rows = getattr(source, "rows", source)
+    if not isinstance(rows, Sequence):
+        raise TypeError(
+            f"decontaminate: cannot read evaluation rows from {type(source).__name__}; pass a "
+            "list of row dicts, a JSONL path, or a list of those"
+        )
+    bad = next((r for r in rows if not isinstance(r, Mapping)), None)
+    if bad is not None:
+        raise TypeError(f"decontaminate: evaluation rows must be dicts, got {type(bad).__name__}")
+    return list(rows)
+
+
+def _sources(against: Any) -> list[Any]:
+    # One source or several: a path, a row list (a sequence of dicts) or an object with
+    # .rows is one source; any other sequence is a list of sources.
+    if isinstance(against, (str, os.PathLike)) or hasattr(against, "rows"):
+        return [against]
+    if isinstance(against, Sequence):
+        if len(against) == 0 or all(isinstance(x, Mapping) for x in against):
+            return [against]
+        return list(against)
+    raise TypeError(
+        f"decontaminate: against must be rows, a JSONL path, or a list of those; got "
+        f"{type(against).__name__}"
+    )
+
+
+def _row_ids(row: Mapping[str, Any]) -> list[str]:
+    out = []
+    for key in ("scenario_id", "task_id"):
+        value = row.get(key)
+        if value is not None and value != "":
+            out.append(str(value))
+    return out
+
+
+def _eval_texts(row: Mapping[str, Any]) -> list[str]:
+    texts = []
+    for key in EVAL_TEXT_KEYS:
+        value = row.get(key)
+        if isinstance(value, str) and value.strip():
+            texts.append(value)
+    # The teacher's block only exists in memory; when it is there its reference counts.
+    priv = row.get("privileged")
+    if isinstance(priv, Mapping):
+        ref = priv.get("reference")
+        if isinstance(ref, str) and ref.strip():
+            texts.append(ref)
+    return texts
+
+
+class _Vocab:
+    """Word -> int id, shared by both sides so equal words hash equally."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def encode(self, text: str) -> np.ndarray:
+        ids = self.ids
+        return np.fromiter((ids.setdefault(w, len(ids) + 1) for w in _words(text)), dtype=np.uint64)
+
+
+def _ngram_hashes(encoded: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Hashes of every word n-gram of every text: ``(hash, text index, start position)``.
+
+    One vectorized rolling hash over the concatenation; windows crossing a text boundary
+    are dropped. Texts shorter than ``n`` words contribute nothing.
+    """
+    lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+    n_grams = np.maximum(lengths - n + 1, 0)
+    total = int(n_grams.sum())
+    if total == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.uint64), empty, empty
+    flat = np.concatenate([e for e in encoded if len(e)]) if any(len(e) for e in encoded) else None
+    starts_of_text = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    text_idx = np.repeat(np.arange(len(encoded), dtype=np.int64), n_grams)
+    first = np.concatenate([[0], np.cumsum(n_grams)[:-1]])
+    pos = np.arange(total, dtype=np.int64) - np.repeat(first, n_grams)
+    base = starts_of_text[text_idx] + pos
+    assert flat is not None
+    h = np.zeros(total, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(n):
+            h = h * _HASH_MUL + flat[base + j]
+            h ^= h >> np.uint64(29)
+    return h, text_idx, pos
+
+
+def _best_coverage(
+    row_encoded: list[np.ndarray],
+    eval_hash: np.ndarray,
+    eval_idx: np.ndarray,
+    n: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row text: the largest share of its words one eval text covers, and which text.
+
+    ``eval_hash`` is sorted and deduplicated per eval text. Returns ``(coverage, eval
+    index)``; coverage 0 and index -1 where nothing is shared.
+    """
+    n_rows = len(row_encoded)
+    cov = np.zeros(n_rows, dtype=np.float64)
+    best = np.full(n_rows, -1, dtype=np.int64)
+    if n_rows == 0 or eval_hash.size == 0:
+        return cov, best
+    lengths = np.array([len(e) for e in row_encoded], dtype=np.int64)
+    h, r_idx, r_pos = _ngram_hashes(row_encoded, n)
+    if h.size == 0:
+        return cov, best
+    lo = np.searchsorted(eval_hash, h, side="left")
+    hi = np.searchsorted(eval_hash, h, side="right")
+    cnt = hi - lo
+    keep = cnt > 0
+    h_lo, r_idx, r_pos, cnt = lo[keep], r_idx[keep], r_pos[keep], cnt[keep]
+    if cnt.size == 0:
+        return cov, best
+    # Chunk on the expanded pair count so a template-written set (one sentence shared
+    # by thousands of eval texts) cannot blow up memory.
+    cum = np.cumsum(cnt)
+    start = 0
+    while start < cnt.size:
+        base_pairs = cum[start - 1] if start else 0
+        stop = int(np.searchsorted(cum, base_pairs + _PAIR_BUDGET, side="right"))
+        stop = max(stop, start + 1)
+        # never split one row's n-grams across chunks: coverage is a per-row union
+        stop = int(np.searchsorted(r_idx, r_idx[stop - 1], side="right"))
+        c = cnt[start:stop]
+        pair_first = np.repeat(h_lo[start:stop], c)
+        offs = np.arange(int(c.sum()), dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
+        e_ids = eval_idx[pair_first + offs]
+        rows_ = np.repeat(r_idx[start:stop], c)
+        pos_ = np.repeat(r_pos[start:stop], c)
+        order = np.lexsort((pos_, e_ids, rows_))
+        rows_, e_ids, pos_ = rows_[order], e_ids[order], pos_[order]
+        new_group = np.ones(rows_.size, dtype=bool)
+        new_group[1:] = (rows_[1:] != rows_[:-1]) | (e_ids[1:] != e_ids[:-1])
+        # words covered by window at p: up to the next matched start, at most n
+        gap = np.full(rows_.size, n, dtype=np.int64)
+        same_next = ~new_group[1:]
+        gap[:-1] = np.where(same_next, np.minimum(pos_[1:] - pos_[:-1], n), n)
+        gid = np.cumsum(new_group) - 1
+        covered = np.bincount(gid, weights=gap)
+        g_rows = rows_[new_group]
+        g_eval = e_ids[new_group]
+        g_cov = covered / lengths[g_rows]
+        # per row, the eval text with the largest coverage (ties: lowest eval index)
+        order = np.lexsort((g_eval, -g_cov, g_rows))
+        g_rows, g_eval, g_cov = g_rows[order], g_eval[order], g_cov[order]
+        first_of_row = np.ones(g_rows.size, dtype=bool)
+        first_of_row[1:] = g_rows[1:] != g_rows[:-1]
+        cov[g_rows[first_of_row]] = g_cov[first_of_row]
+        best[g_rows[first_of_row]] = g_eval[first_of_row]
+        start = stop
+    return np.minimum(cov, 1.0), best
+
+
+def _unit(vectors: Any, expected: int, what: str) -> np.ndarray:
+    mat = np.asarray(vectors, dtype=np.float64)
+    if mat.ndim != 2 or mat.shape[0] != expected:
+        raise ValueError(
+            f"decontaminate: embedder returned shape {mat.shape} for {expected} {what}; it must "
+            "return one vector per text (a list of equal-length lists or a 2-D array)"
+        )
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return mat / norms
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def decontaminate(
+    rows: Sequence[dict],
+    against: Sequence[Any] | Any,
+    n: int = 8,
+    fields: Sequence[str] = ("prompt",),
+    overlap: float = 0.8,
+    embedder: Callable[[list[str]], Sequence[Sequence[float]]] | None = None,
+    similarity: float = 0.85,
+) -> tuple[list[dict], dict[str, Any]]:
+    """Drop rows whose prompt (or other ``fields``) overlaps an evaluation set.
+
+    ``against`` is one evaluation source or a list of them: row lists or JSONL paths.
+    Evaluation texts are each eval row's ``prompt``, ``answer`` and ``reference`` (not its
+    replies). Returns ``(clean_rows, report)``: the rows no rule flagged, in input order, and
+    a report with ``n_contaminated`` (= rows dropped), ``n_same_task``, ``n_exact``,
+    ``n_near``, ``n_semantic``, ``hits_by_field``, ``n_eval_texts``, ``offenders`` (the first
+    ``MAX_OFFENDERS`` with coverage or similarity), ``similarity_calibration`` and
+    ``notes``.
+
+    Raises ``ValueError`` for ``n < 1``, ``overlap`` or ``similarity`` outside [0, 1], an
+    empty ``fields``, a platform dataset id, or an embedder returning the wrong shape;
+    ``FileNotFoundError`` for a path that is not a file.
+    """
+    if n < 1:
+        raise ValueError(f"decontaminate: n={n} must be at least 1 (the book's rule is n=8)")
+    if not 0.0 <= overlap <= 1.0:
+        raise ValueError(
+            f"decontaminate: overlap={overlap} must be in [0, 1] (0.8 = 80% of the row's "
+            "words; 0 = any shared n-gram)"
+        )
+    if not -1.0 <= similarity <= 1.0:
+        raise ValueError(f"decontaminate: similarity={similarity} must be a cosine in [-1, 1]")
+    fields = tuple(fields)
+    if not fields:
+        raise ValueError("decontaminate: fields is empty; the default is ('prompt',)")
+
+    eval_rows: list[dict[str, Any]] = []
+    for src in _sources(against):
+        eval_rows.extend(_load_source(src))
+
+    eval_ids: set[str] = set()
+    text_list: list[str] = []  # distinct eval texts, by normalized form
+    text_seen: dict[str, int] = {}
+    prompt_tasks: dict[int, set[str]] = {}  # eval prompt text index -> its task ids
+    for er in eval_rows:
+        ids = _row_ids(er)
+        eval_ids.update(ids)
+        prompt = er.get("prompt")
+        for t in _eval_texts(er):
+            norm = _normalize(t)
+            idx = text_seen.get(norm)
+            if idx is None:
+                idx = text_seen[norm] = len(text_list)
+                text_list.append(t)
+            if t is prompt:
+                prompt_tasks.setdefault(idx, set()).update(ids)
+
+    n_rows = len(rows)
+    flagged: list[str | None] = [None] * n_rows
+    detail: list[dict[str, Any] | None] = [None] * n_rows
+    hits_by_field = {f: 0 for f in fields}
+    counts = {"same_task": 0, "exact": 0, "near": 0, "semantic": 0}
+
+    # 1. same_task: a task is a situation, whatever its words say.
+    for i, row in enumerate(rows):
+        ids = _row_ids(row)
+        hit = next((x for x in ids if x in eval_ids), None)
+        if hit is not None:
+            flagged[i] = "same_task"
+            detail[i] = {"task_id": hit}
+            counts["same_task"] += 1
+
+    # 2. exact after normalization.
+    for i, row in enumerate(rows):
+        if flagged[i]:
+            continue
+        for f in fields:
+            value = row.get(f)
+            if isinstance(value, str) and value.strip():
+                idx = text_seen.get(_normalize(value))
+                if idx is not None:
+                    flagged[i] = "exact"
+                    detail[i] = {"field": f, "eval_text": _short(text_list[idx]), "coverage": 1.0}
+                    counts["exact"] += 1
+                    hits_by_field[f] += 1
+                    break
+
+    # 3. near copy by n-gram coverage.
+    vocab = _Vocab()
+    eval_enc = [vocab.encode(t) for t in text_list]
+    e_hash, e_idx, _ = _ngram_hashes(eval_enc, n)
+    if e_hash.size:
+        # one entry per (hash, eval text): a text repeating an n-gram is one match
+        pair = np.unique(np.stack([e_hash, e_idx.astype(np.uint64)], axis=1), axis=0)
+        e_hash, e_idx = pair[:, 0], pair[:, 1].astype(np.int64)
+    for f in fields:
+        todo = [
+            i
+            for i in range(n_rows)
+            if not flagged[i] and isinstance(rows[i].get(f), str) and rows[i].get(f).strip()
+        ]
+        if not todo:
+            continue
+        enc = [vocab.encode(rows[i][f]) for i in todo]
+        cov, best = _best_coverage(enc, e_hash, e_idx, n)
+        hit = (cov > 0) if overlap == 0 else (cov >= overlap)
+        for j in np.flatnonzero(hit):
+            i = todo[int(j)]
+            flagged[i] = "near"
+            detail[i] = {
+                "field": f,
+                "eval_text": _short(text_list[int(best[j])]),
+                "coverage": round(float(cov[j]), 4),
+            }
+            counts["near"] += 1
+            hits_by_field[f] += 1
+
+    # 4. semantic, only with an embedder.
+    notes: list[str] = []
+    calibration: float | None = None
+    prompt_idx = sorted(prompt_tasks)
+    if embedder is not None and prompt_idx:
+        e_texts = [text_list[k] for k in prompt_idx]
+        e_vec = _unit(embedder(e_texts), len(e_texts), "evaluation prompts")
+        calibration = _calibrate(e_vec, [prompt_tasks[k] for k in prompt_idx])
+        for f in fields:
+            todo = [
+                i
+                for i in range(n_rows)
+                if not flagged[i] and isinstance(rows[i].get(f), str) and rows[i].get(f).strip()
+            ]
+            if not todo:
+                continue
+            r_vec = _unit(embedder([rows[i][f] for i in todo]), len(todo), f"rows' {f!r} texts")
+            # Rows sharing an eval task id were removed by same_task, so every pair left
+            # here is across different tasks (or tasks with no id), as the rule requires.
+            for c0 in range(0, len(todo), _SIM_CHUNK):
+                sims = r_vec[c0 : c0 + _SIM_CHUNK] @ e_vec.T
+                arg = sims.argmax(axis=1)
+                top = sims[np.arange(sims.shape[0]), arg]
+                for j in np.flatnonzero(top >= similarity):
+                    i = todo[c0 + int(j)]
+                    flagged[i] = "semantic"
+                    detail[i] = {
+                        "field": f,
+                        "eval_text": _short(e_texts[int(arg[j])]),
+                        "similarity": round(float(top[j]), 4),
+                    }
+                    counts["semantic"] += 1
+                    hits_by_field[f] += 1
+        notes.append(
+            "a semantic flag means the two prompts read alike, not that they are the same "
+            "task; check the listed offenders before trusting the count"
+        )
+        if calibration is None:
+            notes.append(
+                f"similarity={similarity} is not calibrated for this embedder: the eval rows "
+                "carry too few task ids to measure how alike distinct tasks read"
+            )
+        else:
+            notes.append(
+                f"calibration: distinct eval tasks read {calibration:.3f} alike at the "
+                f"{CALIBRATION_PERCENTILE:g}th percentile under this embedder"
+            )
+            if similarity < calibration:
+                notes.append(
+                    f"similarity={similarity} is below that calibration ({calibration:.3f}): it "
+                    "flags prompts that merely share a domain; raise it above the calibration"
+                )
+    elif embedder is not None:
+        notes.append("embedder given but the evaluation set has no prompts; semantic pass skipped")
+    else:
+        notes.append(
+            "lexical rules only: word overlap does not see a paraphrase; pass embedder= for "
+            "the semantic pass"
+        )
+    if overlap == 0:
+        notes.append(
+            "overlap=0: any shared n-gram flags a row (the book's free-form rule); on a "
+            "template-written set this flags rows sharing boilerplate sentences"
+        )
+    if not eval_rows:
+        notes.append("the evaluation set is empty; nothing can be flagged")
+
+    clean = [row for i, row in enumerate(rows) if not flagged[i]]
+    offenders = []
+    for i in range(n_rows):
+        if flagged[i] and len(offenders) < MAX_OFFENDERS:
+            entry = {"index": i, "rule": flagged[i], "task": task_key(rows[i])}
+            entry.update(detail[i] or {})
+            offenders.append(entry)
+    n_contaminated = n_rows - len(clean)
+    report: dict[str, Any] = {
+        "n_rows": n_rows,
+        "n_kept": len(clean),
+        "n_contaminated": n_contaminated,
+        "n_same_task": counts["same_task"],
+        "n_exact": counts["exact"],
+        "n_near": counts["near"],
+        "n_semantic": counts["semantic"],
+        "hits_by_field": hits_by_field,
+        "n_eval_rows": len(eval_rows),
+        "n_eval_texts": len(text_list),
+        "n_eval_tasks": len(eval_ids),
+        "n": n,
+        "overlap": overlap,
+        "fields": list(fields),
+        "similarity": similarity if embedder is not None else None,
+        "similarity_calibration": calibration,
+        "offenders": offenders,
+        "notes": notes,
+    }
+    return clean, report
+
+
+def _calibrate(e_vec: np.ndarray, tasks: list[set[str]]) -> float | None:
+    """99th percentile of cosine over eval-prompt pairs with different task ids, or None."""
+    keep = [i for i, t in enumerate(tasks) if t]
+    if len(keep) < 2:
+        return None
+    keep = keep[:CALIBRATION_MAX_PROMPTS]
+    vec = e_vec[keep]
+    sims = vec @ vec.T
+    # Map each prompt to one task label; prompts sharing any id count as the same task.
+    labels = [min(tasks[i]) for i in keep]
+    _, lab = np.unique(labels, return_inverse=True)
+    iu = np.triu_indices(len(keep), k=1)
+    distinct = lab[iu[0]] != lab[iu[1]]
+    vals = sims[iu][distinct]
+    if vals.size == 0:
+        return None
+    return float(np.percentile(vals, CALIBRATION_PERCENTILE))
