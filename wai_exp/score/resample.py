@@ -1,0 +1,649 @@
+"""Shared statistics primitives: task grouping, bootstrap, sign-flip test, Wilson, t quantiles.
+
+Every report in ``wai_exp.score`` counts tasks, never rows (rlhf-book ch. 16): rows are grouped
+by ``task_key`` into per-task arrays once (``np.unique`` inverse + ``np.bincount``), and every
+interval is a bootstrap over those task values.
+
+Resampling follows scipy's discipline:
+
+* randomness comes only from an explicit ``numpy.random.Generator`` (``seed`` may be an int
+  or a Generator), never the global NumPy RNG, so the same seed gives the same numbers in
+  any process;
+* resamples are drawn as whole matrices, ``batch`` rows at a time, and the stream is
+  consumed the same way whatever ``batch`` is, so the result does not depend on it;
+* when the data have few distinct values (pass rates at a fixed k take at most k + 1
+  values, their paired differences at most 2k + 1), a resample is drawn as its count
+  matrix over the distinct values (``Generator.multinomial``). That is exactly the
+  distribution of an index-matrix resample (the counts are its sufficient statistic) at
+  O(B * distinct) instead of O(B * n), which is what keeps 10,000 tasks under 0.2 s.
+
+Intervals. The plain percentile bootstrap of a mean is anti-conservative at small task
+counts: its spread is the plug-in ``s_n / sqrt(n)`` (divisor n, not n - 1) and it uses normal
+rather than t tails. The default ``method="expanded"`` is Hesterberg's expanded percentile
+interval (Hesterberg 2015, "What teachers should know about the bootstrap", sec. 5): the
+percentile interval is stretched about the estimate by ``sqrt(n / (n - 1)) * t_{n-1} / z``,
+which keeps the bootstrap's asymmetry and gives t-interval coverage at small n
+(experiments/bench/bench_calibration.py measures it). ``"percentile"`` and ``"bca"`` are
+available for comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+from scipy import stats as _st
+
+from wai_exp.rows.keys import task_key
+
+__all__ = [
+    "BootstrapResult",
+    "DEFAULT_BATCH_ELEMENTS",
+    "Interval",
+    "METHODS",
+    "PermutationResult",
+    "Seed",
+    "TaskGroups",
+    "Z_95",
+    "as_generator",
+    "binary_reward",
+    "bootstrap_mean",
+    "bootstrap_mean_distribution",
+    "group_values",
+    "marker_groups",
+    "marker_value",
+    "noise_band",
+    "paired_bootstrap",
+    "reward_groups",
+    "sign_flip_test",
+    "t_quantile",
+    "unpaired_bootstrap",
+    "wilson_interval",
+    "z_quantile",
+]
+
+Seed = int | np.random.Generator | None
+Method = Literal["expanded", "percentile", "bca"]
+METHODS: tuple[str, ...] = ("expanded", "percentile", "bca")
+
+#: The two-sided 95% normal quantile as the reference docs write it (``1.96 x floor``).
+Z_95 = 1.96
+#: Resample matrices are processed in chunks of about this many elements (batch x n), so
+#: memory stays near 16 MB whatever n_resamples is.
+DEFAULT_BATCH_ELEMENTS = 2_000_000
+#: Rows whose judge did not return a usable verdict; their reward is never a failure.
+_UNJUDGED_STATUSES = frozenset({"invalid_result", "error", "timeout", "abstain"})
+
+
+class Interval(NamedTuple):
+    """A confidence interval ``(low, high)``."""
+
+    low: float
+    high: float
+
+    def as_list(self) -> list[float]:
+        return [float(self.low), float(self.high)]
+
+
+def as_generator(seed: Seed) -> np.random.Generator:
+    """A ``numpy.random.Generator`` from an int seed (or the Generator itself, used as is).
+
+    ``None`` gives a fresh unseeded generator; every public default in wai-exp is an int, so
+    that only happens when a caller asks for it.
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed must be an int or a numpy.random.Generator, got {seed!r}")
+    return np.random.default_rng(seed)
+
+
+# --------------------------------------------------------------------------------------
+# Quantiles and closed-form intervals
+# --------------------------------------------------------------------------------------
+
+
+def _check_level(level: float) -> float:
+    level = float(level)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
+    return level
+
+
+def z_quantile(level: float = 0.95) -> float:
+    """The two-sided normal quantile for ``level`` (1.959964 at 0.95)."""
+    level = _check_level(level)
+    return float(_st.norm.ppf(0.5 + level / 2.0))
+
+
+def t_quantile(df: float, level: float = 0.95) -> float:
+    """The two-sided Student t quantile for ``level`` at ``df`` degrees of freedom.
+
+    ``t_quantile(2)`` is 4.303, ``t_quantile(29)`` 2.045. Raises ``ValueError`` when ``df`` is
+    not positive (a spread from one run has no degrees of freedom).
+    """
+    level = _check_level(level)
+    if not df > 0:
+        raise ValueError(f"df must be positive (runs - 1 for a re-run spread); got {df!r}")
+    return float(_st.t.ppf(0.5 + level / 2.0, df))
+
+
+def noise_band(
+    floor: float | None,
+    n_a: int = 1,
+    n_b: int = 1,
+    df: float | None = None,
+    *,
+    alpha: float = 0.05,
+) -> float | None:
+    """How far a delta moves from re-running the eval alone: the re-run band.
+
+    ``floor * sqrt(1/n_a + 1/n_b) * q``: the delta is a mean of ``n_a`` runs against a mean of
+    ``n_b``, each run with spread ``floor``. ``q`` is 1.96 (at ``alpha=0.05``; the normal
+    quantile otherwise) when ``floor`` is taken as the eval's spread, and the two-sided t
+    quantile at ``df`` when ``floor`` was estimated from re-runs (``df = runs - 1``; three
+    re-runs give 4.30, not 1.96). Returns ``None`` when ``floor`` is ``None`` (nothing
+    measured) and raises ``ValueError`` on a negative floor or a non-positive run count.
+    """
+    if floor is None:
+        return None
+    floor = float(floor)
+    if not floor >= 0.0:
+        raise ValueError(f"floor must be a non-negative standard deviation; got {floor!r}")
+    if n_a < 1 or n_b < 1:
+        raise ValueError(f"n_a and n_b count runs per side and must be >= 1; got {n_a}, {n_b}")
+    level = 1.0 - float(alpha)
+    if df is None:
+        q = Z_95 if math.isclose(alpha, 0.05) else z_quantile(level)
+    else:
+        q = t_quantile(df, level)
+    return floor * math.sqrt(1.0 / n_a + 1.0 / n_b) * q
+
+
+def wilson_interval(successes: int, n: int, level: float = 0.95) -> Interval | None:
+    """Wilson score interval for a binomial proportion ``successes / n``.
+
+    Returns ``None`` for ``n == 0`` (no trials, no interval). Unlike the Wald interval it
+    stays inside [0, 1] and is not zero-width at 0 or n successes. Raises ``ValueError``
+    when ``successes`` is outside ``0..n``.
+    """
+    if n < 0 or not 0 <= successes <= max(n, 0):
+        raise ValueError(f"need 0 <= successes <= n; got successes={successes}, n={n}")
+    if n == 0:
+        return None
+    z = z_quantile(level)
+    p = successes / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return Interval(max(0.0, centre - half), min(1.0, centre + half))
+
+
+# --------------------------------------------------------------------------------------
+# Rows -> per-task arrays
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskGroups:
+    """Per-task aggregates of one value per row.
+
+    ``keys`` are the task keys in sorted order; ``counts[i]``, ``sums[i]`` and ``means[i]``
+    belong to ``keys[i]``. ``row_task[j]`` is the task index of the j-th kept row and
+    ``values[j]`` its value. ``n_skipped`` counts rows that had no usable value.
+    """
+
+    keys: tuple[str, ...]
+    counts: np.ndarray
+    sums: np.ndarray
+    row_task: np.ndarray = field(repr=False)
+    values: np.ndarray = field(repr=False)
+    n_skipped: int = 0
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.keys)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.values.size)
+
+    @property
+    def means(self) -> np.ndarray:
+        """Per-task mean value (a task's pass rate, for rewards)."""
+        return self.sums / np.maximum(self.counts, 1)
+
+    def per_task(self) -> dict[str, float]:
+        """``{task key: mean}`` as plain floats."""
+        return dict(zip(self.keys, self.means.tolist(), strict=True))
+
+    def index(self) -> dict[str, int]:
+        """``{task key: position in keys}``."""
+        return {k: i for i, k in enumerate(self.keys)}
+
+
+def group_values(keys: Sequence[str], values: Sequence[float | None] | np.ndarray) -> TaskGroups:
+    """Group per-row ``values`` by per-row task ``keys``; ``None``/NaN values are skipped.
+
+    Raises ``ValueError`` when the two sequences differ in length.
+    """
+    if len(keys) != len(values):
+        raise ValueError(f"keys and values must align: {len(keys)} keys, {len(values)} values")
+    vals = (
+        np.array([np.nan if v is None else v for v in values], dtype=float)
+        if not isinstance(values, np.ndarray)
+        else values.astype(float, copy=False)
+    )
+    ok = ~np.isnan(vals)
+    n_skipped = int(vals.size - ok.sum())
+    if not ok.any():
+        empty = np.zeros(0)
+        return TaskGroups((), empty, empty, np.zeros(0, dtype=np.intp), empty, n_skipped)
+    key_arr = np.asarray(keys, dtype=object)[ok].astype(str)
+    uniq, inverse = np.unique(key_arr, return_inverse=True)
+    vals = vals[ok]
+    counts = np.bincount(inverse, minlength=uniq.size).astype(float)
+    sums = np.bincount(inverse, weights=vals, minlength=uniq.size)
+    return TaskGroups(tuple(uniq.tolist()), counts, sums, inverse, vals, n_skipped)
+
+
+def binary_reward(row: Mapping[str, Any]) -> float | None:
+    """The row's pass/fail as 1.0 / 0.0, or ``None`` when it does not count.
+
+    Reads ``reward``, else ``qwen_reward``. Only a binary verdict counts for pass metrics:
+    a partial reward (strictly between 0 and 1), a missing one (unjudged) and a row whose
+    ``judge_status`` says the judge did not return a verdict all give ``None``, so an
+    unjudged row is never counted as a failure.
+    """
+    status = row.get("judge_status")
+    if status is not None and status in _UNJUDGED_STATUSES:
+        return None
+    value = row.get("reward")
+    if value is None:
+        value = row.get("qwen_reward")
+    if value is None or isinstance(value, str):
+        return None
+    if value == 1 or value is True:
+        return 1.0
+    if value == 0 or value is False:
+        return 0.0
+    return None
+
+
+def marker_value(row: Mapping[str, Any], name: str) -> float | None:
+    """``row["markers"][name]`` as a float, or ``None`` when absent, non-numeric or NaN."""
+    markers = row.get("markers")
+    if not isinstance(markers, Mapping):
+        return None
+    value = markers.get(name)
+    if value is None or isinstance(value, str):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(out) else out
+
+
+def _rows_to_groups(
+    rows: Iterable[Mapping[str, Any]], value: Callable[[Mapping[str, Any]], Any]
+) -> TaskGroups:
+    keys: list[str] = []
+    vals: list[float] = []
+    skipped = 0
+    for row in rows:  # the one per-row pass: key and value, nothing else
+        v = value(row)
+        if v is None:
+            skipped += 1
+            continue
+        keys.append(task_key(row))
+        vals.append(v)
+    groups = group_values(keys, np.asarray(vals, dtype=float))
+    return TaskGroups(
+        groups.keys, groups.counts, groups.sums, groups.row_task, groups.values, skipped
+    )
+
+
+def reward_groups(rows: Iterable[Mapping[str, Any]]) -> TaskGroups:
+    """Binary rewards grouped by ``task_key``; partial and unjudged rows are skipped."""
+    return _rows_to_groups(rows, binary_reward)
+
+
+def marker_groups(rows: Iterable[Mapping[str, Any]], name: str) -> TaskGroups:
+    """Marker ``name`` grouped by ``task_key``; rows without the marker are skipped."""
+    return _rows_to_groups(rows, lambda row: marker_value(row, name))
+
+
+# --------------------------------------------------------------------------------------
+# Bootstrap
+# --------------------------------------------------------------------------------------
+
+
+def _as_1d(x: Any, name: str = "x") -> np.ndarray:
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(
+            f"{name} must be one-dimensional (one value per task); got shape {arr.shape}"
+        )
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} contains NaN; drop tasks without a value before resampling")
+    return arr
+
+
+def _batch_rows(batch: int | None, width: int, n_resamples: int) -> int:
+    if batch is None:
+        return max(1, min(n_resamples, DEFAULT_BATCH_ELEMENTS // max(width, 1)))
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise ValueError(f"batch must be a positive integer or None; got {batch!r}")
+    return int(batch)
+
+
+def bootstrap_mean_distribution(
+    x: Any, n_resamples: int = 2000, seed: Seed = 0, *, batch: int | None = None
+) -> np.ndarray:
+    """The bootstrap distribution of ``mean(x)``: ``n_resamples`` means of resamples of x.
+
+    Each resample draws ``len(x)`` values with replacement. With few distinct values (at
+    most half as many as values) the resample is drawn as its count matrix over the distinct
+    values, which has the same distribution as an index matrix; otherwise as an index
+    matrix. Either way rows are drawn ``batch`` at a time from one Generator and the result
+    does not depend on ``batch``. Raises ``ValueError`` on empty input.
+    """
+    arr = _as_1d(x)
+    n = arr.size
+    if n == 0:
+        raise ValueError("cannot bootstrap an empty sample; need at least one task")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1; got {n_resamples}")
+    rng = as_generator(seed)
+    uniq, counts = np.unique(arr, return_counts=True)
+    out = np.empty(n_resamples)
+    if uniq.size <= n // 2:
+        probs = counts / n
+        step = _batch_rows(batch, uniq.size, n_resamples)
+        for start in range(0, n_resamples, step):
+            stop = min(start + step, n_resamples)
+            draws = rng.multinomial(n, probs, size=stop - start)
+            out[start:stop] = draws @ uniq / n
+    else:
+        step = _batch_rows(batch, n, n_resamples)
+        for start in range(0, n_resamples, step):
+            stop = min(start + step, n_resamples)
+            idx = rng.integers(0, n, size=(stop - start, n), dtype=np.int64)
+            out[start:stop] = np.take(arr, idx).mean(axis=1)
+    return out
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """A bootstrap estimate.
+
+    ``estimate`` is the statistic on the data, ``interval`` the ``level`` interval (``None``
+    when there are fewer than two values), ``standard_error`` the bootstrap sd, ``n`` the
+    number of values (tasks) resampled.
+    """
+
+    estimate: float
+    interval: Interval | None
+    standard_error: float | None
+    n: int
+    n_resamples: int
+    level: float
+    method: str
+
+
+def _interval_from_distribution(
+    dist: np.ndarray,
+    estimate: float,
+    *,
+    n: int,
+    level: float,
+    method: str,
+    jackknife: np.ndarray | None,
+    df: float | None,
+) -> Interval:
+    alpha = 1.0 - level
+    if method == "bca":
+        # Bias correction from the share of resamples below the estimate (ties split),
+        # acceleration from the jackknife skewness (Efron & Tibshirani 1993, 14.3).
+        below = np.mean(dist < estimate) + 0.5 * np.mean(dist == estimate)
+        below = min(max(below, 1.0 / (dist.size + 1)), 1.0 - 1.0 / (dist.size + 1))
+        z0 = _st.norm.ppf(below)
+        accel = 0.0
+        if jackknife is not None:
+            dev = jackknife.mean() - jackknife
+            denom = 6.0 * float(np.sum(dev**2)) ** 1.5
+            accel = float(np.sum(dev**3)) / denom if denom > 0 else 0.0
+        qs = []
+        for a in (alpha / 2, 1 - alpha / 2):
+            za = _st.norm.ppf(a)
+            qs.append(_st.norm.cdf(z0 + (z0 + za) / (1 - accel * (z0 + za))))
+        lo, hi = np.quantile(dist, qs)
+        return Interval(float(lo), float(hi))
+    lo, hi = np.quantile(dist, [alpha / 2, 1 - alpha / 2])
+    if method == "expanded":
+        dof = (n - 1) if df is None else df
+        factor = math.sqrt(n / (n - 1)) * t_quantile(dof, level) / z_quantile(level)
+        lo = estimate - factor * (estimate - lo)
+        hi = estimate + factor * (hi - estimate)
+    return Interval(float(lo), float(hi))
+
+
+def _check_method(method: str) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    return method
+
+
+def _clip(interval: Interval, bounds: tuple[float, float] | None) -> Interval:
+    if bounds is None:
+        return interval
+    lo, hi = bounds
+    return Interval(min(max(interval.low, lo), hi), min(max(interval.high, lo), hi))
+
+
+def bootstrap_mean(
+    x: Any,
+    *,
+    n_resamples: int = 2000,
+    level: float = 0.95,
+    seed: Seed = 0,
+    batch: int | None = None,
+    method: Method = "expanded",
+    bounds: tuple[float, float] | None = None,
+) -> BootstrapResult:
+    """Bootstrap interval on the mean of ``x`` (one value per task).
+
+    ``method`` is ``"expanded"`` (default: the percentile interval widened by
+    ``sqrt(n/(n-1)) * t_{n-1}/z``, honest at small n), ``"percentile"`` or ``"bca"``.
+    ``bounds`` clips the interval to the metric's range (``(0, 1)`` for a rate). With fewer
+    than two values ``interval`` and ``standard_error`` are ``None``; when every value is the
+    same the interval is that value, zero width. Raises ``ValueError`` on empty input or an
+    unknown method.
+    """
+    arr = _as_1d(x)
+    method = _check_method(method)
+    level = _check_level(level)
+    if arr.size == 0:
+        raise ValueError("cannot bootstrap an empty sample; need at least one task")
+    estimate = float(arr.mean())
+    if arr.size < 2:
+        return BootstrapResult(estimate, None, None, 1, 0, level, method)
+    dist = bootstrap_mean_distribution(arr, n_resamples, seed, batch=batch)
+    jack = None
+    if method == "bca":
+        # Leave-one-out means in closed form: (n * mean - x_i) / (n - 1).
+        jack = (arr.sum() - arr) / (arr.size - 1)
+    interval = _interval_from_distribution(
+        dist, estimate, n=arr.size, level=level, method=method, jackknife=jack, df=None
+    )
+    return BootstrapResult(
+        estimate,
+        _clip(interval, bounds),
+        float(dist.std(ddof=1)),
+        int(arr.size),
+        n_resamples,
+        level,
+        method,
+    )
+
+
+def paired_bootstrap(
+    a: Any,
+    b: Any,
+    *,
+    n_resamples: int = 2000,
+    level: float = 0.95,
+    seed: Seed = 0,
+    batch: int | None = None,
+    method: Method = "expanded",
+) -> BootstrapResult:
+    """Bootstrap interval on ``mean(b - a)`` over paired tasks (``a[i]`` and ``b[i]`` are one task).
+
+    Resampling tasks keeps each pair together, so the interval carries the covariance the
+    pairing buys. Raises ``ValueError`` when the arrays differ in length.
+    """
+    aa, bb = _as_1d(a, "a"), _as_1d(b, "b")
+    if aa.shape != bb.shape:
+        raise ValueError(f"paired arrays must align task by task: {aa.size} vs {bb.size} values")
+    return bootstrap_mean(
+        bb - aa, n_resamples=n_resamples, level=level, seed=seed, batch=batch, method=method
+    )
+
+
+def unpaired_bootstrap(
+    a: Any,
+    b: Any,
+    *,
+    n_resamples: int = 2000,
+    level: float = 0.95,
+    seed: Seed = 0,
+    batch: int | None = None,
+    method: Method = "expanded",
+) -> BootstrapResult:
+    """Bootstrap interval on ``mean(b) - mean(a)`` for independent task sets.
+
+    Each side is resampled on its own (a's resamples first, then b's, from one Generator).
+    ``"expanded"`` widens by the ratio of the unbiased to the plug-in standard error of the
+    difference times ``t/z`` at the Welch degrees of freedom. ``"bca"`` is not defined here
+    and falls back to ``"percentile"`` (reported in ``method``). ``interval`` is ``None`` when
+    either side has fewer than two values.
+    """
+    aa, bb = _as_1d(a, "a"), _as_1d(b, "b")
+    method = _check_method(method)
+    level = _check_level(level)
+    if aa.size == 0 or bb.size == 0:
+        raise ValueError(f"both sides need at least one task; got {aa.size} and {bb.size}")
+    estimate = float(bb.mean() - aa.mean())
+    if aa.size < 2 or bb.size < 2:
+        return BootstrapResult(estimate, None, None, int(min(aa.size, bb.size)), 0, level, method)
+    rng = as_generator(seed)
+    dist = bootstrap_mean_distribution(
+        bb, n_resamples, rng, batch=batch
+    ) - bootstrap_mean_distribution(aa, n_resamples, rng, batch=batch)
+    used = "percentile" if method == "bca" else method
+    lo, hi = np.quantile(dist, [(1 - level) / 2, (1 + level) / 2])
+    if used == "expanded":
+        va, vb = aa.var(ddof=1) / aa.size, bb.var(ddof=1) / bb.size
+        plug = aa.var() / aa.size + bb.var() / bb.size
+        unbiased = va + vb
+        if plug > 0 and unbiased > 0:
+            # Welch-Satterthwaite degrees of freedom for the difference of two means.
+            df = unbiased**2 / (va**2 / (aa.size - 1) + vb**2 / (bb.size - 1))
+            factor = math.sqrt(unbiased / plug) * t_quantile(df, level) / z_quantile(level)
+            lo = estimate - factor * (estimate - lo)
+            hi = estimate + factor * (hi - estimate)
+    return BootstrapResult(
+        estimate,
+        Interval(float(lo), float(hi)),
+        float(dist.std(ddof=1)),
+        int(min(aa.size, bb.size)),
+        n_resamples,
+        level,
+        used,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Sign-flip permutation test
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PermutationResult:
+    """A paired sign-flip test of ``mean(d) == 0``.
+
+    ``pvalue`` is two-sided. ``exact`` says every sign pattern was enumerated; otherwise it is
+    the +1-adjusted Monte Carlo estimate ``(hits + 1) / (n_resamples + 1)``, never 0.
+    ``n_resamples`` is the number of sign patterns evaluated.
+    """
+
+    statistic: float
+    pvalue: float
+    exact: bool
+    n_resamples: int
+
+
+def sign_flip_test(
+    d: Any, *, n_resamples: int = 9999, seed: Seed = 0, batch: int | None = None
+) -> PermutationResult:
+    """Two-sided sign-flip permutation test on paired differences ``d``.
+
+    Under the null each task's difference is as likely to have either sign. Zero differences
+    carry no sign and are left out. When ``2 ** m`` (m nonzero differences) is at most
+    ``n_resamples`` every pattern is enumerated and the p-value is exact; otherwise signs are
+    drawn at random (as per-value binomial counts when values repeat, which has the same
+    distribution) and the +1-adjusted estimate is returned. Sums within a relative
+    tolerance of the observed one count as ties (as extreme). With no nonzero difference the
+    p-value is 1.
+    """
+    arr = _as_1d(d, "d")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1; got {n_resamples}")
+    nz = arr[arr != 0]
+    observed = float(nz.sum())
+    m = nz.size
+    if m == 0:
+        return PermutationResult(float(arr.mean()) if arr.size else 0.0, 1.0, True, 1)
+    target = abs(observed)
+    tol = 1e-9 * max(1.0, float(np.abs(nz).sum()))
+    stat = float(arr.mean())
+    if m <= 62 and 2**m <= n_resamples:
+        patterns = np.arange(2**m, dtype=np.uint64)[:, None]
+        bits = (patterns >> np.arange(m, dtype=np.uint64)) & np.uint64(1)
+        sums = (1.0 - 2.0 * bits.astype(float)) @ nz
+        hits = int(np.count_nonzero(np.abs(sums) >= target - tol))
+        return PermutationResult(stat, hits / 2**m, True, 2**m)
+    rng = as_generator(seed)
+    uniq, counts = np.unique(nz, return_counts=True)
+    hits = 0
+    if uniq.size <= m // 2:
+        # Sum of c signs on one value v is v * (2 * Binomial(c, 1/2) - c).
+        step = _batch_rows(batch, uniq.size, n_resamples)
+        for start in range(0, n_resamples, step):
+            stop = min(start + step, n_resamples)
+            heads = rng.binomial(counts, 0.5, size=(stop - start, uniq.size))
+            sums = (2.0 * heads - counts) @ uniq
+            hits += int(np.count_nonzero(np.abs(sums) >= target - tol))
+    else:
+        words = (m + 63) // 64
+        step = _batch_rows(batch, m, n_resamples)
+        for start in range(0, n_resamples, step):
+            stop = min(start + step, n_resamples)
+            # Full-range uint64 words: one generator draw each, no rejection, so the stream
+            # is consumed identically whatever the batch size.
+            raw = rng.integers(
+                0,
+                np.iinfo(np.uint64).max,
+                size=(stop - start, words),
+                dtype=np.uint64,
+                endpoint=True,
+            )
+            bits = np.unpackbits(raw.view(np.uint8), axis=1, count=m)
+            sums = (1.0 - 2.0 * bits) @ nz
+            hits += int(np.count_nonzero(np.abs(sums) >= target - tol))
+    return PermutationResult(stat, (hits + 1) / (n_resamples + 1), False, n_resamples)
