@@ -149,7 +149,13 @@ def test_errors_name_the_fix(tmp_path) -> None:
         decontaminate([{"prompt": "x"}], EVAL, embedder=lambda t: [[1.0]])
 
 
-def test_vectorized_coverage_matches_a_direct_computation() -> None:
+@pytest.mark.parametrize("rare_df", [0, 2, 10**9])
+def test_vectorized_coverage_matches_a_direct_computation(rare_df: int, monkeypatch) -> None:
+    # rare_df moves n-grams between the boilerplate path and the candidate path; both
+    # must give the brute-force answer.
+    import wai_exp.score.decontaminate as mod
+
+    monkeypatch.setattr(mod, "_RARE_DF", rare_df)
     rng = np.random.default_rng(3)
     words = [f"w{i}" for i in range(12)]
     ev = [{"prompt": " ".join(rng.choice(words, 20))} for _ in range(30)]

@@ -39,6 +39,8 @@ CALIBRATION_PERCENTILE = 99.0
 CALIBRATION_MAX_PROMPTS = 2000
 #: rows per chunk of the pair expansion / similarity product (bounds peak memory)
 _PAIR_BUDGET = 4_000_000
+#: eval texts an n-gram may appear in before it counts as boilerplate (see _best_coverage)
+_RARE_DF = 16
 _SIM_CHUNK = 2048
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -163,70 +165,156 @@ def _ngram_hashes(encoded: list[np.ndarray], n: int) -> tuple[np.ndarray, np.nda
     return h, text_idx, pos
 
 
+def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Indices ``starts[i] .. starts[i] + counts[i] - 1`` for every i, concatenated."""
+    total = int(counts.sum())
+    offs = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + offs
+
+
+def _group_coverage(
+    rows_: np.ndarray, e_ids: np.ndarray, pos_: np.ndarray, n: int, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Coverage of each (row, eval text) group of matched n-gram starts.
+
+    The covered words are the union of the windows ``[p, p + n)``: with the starts of one
+    group sorted, each contributes ``min(n, next start - p)`` words (``n`` for the last).
+    """
+    order = np.lexsort((pos_, e_ids, rows_))
+    rows_, e_ids, pos_ = rows_[order], e_ids[order], pos_[order]
+    new_group = np.ones(rows_.size, dtype=bool)
+    new_group[1:] = (rows_[1:] != rows_[:-1]) | (e_ids[1:] != e_ids[:-1])
+    gap = np.full(rows_.size, n, dtype=np.int64)
+    gap[:-1] = np.where(~new_group[1:], np.minimum(pos_[1:] - pos_[:-1], n), n)
+    covered = np.bincount(np.cumsum(new_group) - 1, weights=gap)
+    g_rows = rows_[new_group]
+    return g_rows, e_ids[new_group], covered / lengths[g_rows]
+
+
+def _merge_best(
+    cov: np.ndarray, best: np.ndarray, g_rows: np.ndarray, g_eval: np.ndarray, g_cov: np.ndarray
+) -> None:
+    # per row, the eval text with the largest coverage (ties: lowest eval index)
+    order = np.lexsort((g_eval, -g_cov, g_rows))
+    g_rows, g_eval, g_cov = g_rows[order], g_eval[order], g_cov[order]
+    first = np.ones(g_rows.size, dtype=bool)
+    first[1:] = g_rows[1:] != g_rows[:-1]
+    r, e, c = g_rows[first], g_eval[first], g_cov[first]
+    better = c > cov[r]
+    cov[r[better]] = c[better]
+    best[r[better]] = e[better]
+
+
 def _best_coverage(
     row_encoded: list[np.ndarray],
     eval_hash: np.ndarray,
     eval_idx: np.ndarray,
     n: int,
+    overlap: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per row text: the largest share of its words one eval text covers, and which text.
 
-    ``eval_hash`` is sorted and deduplicated per eval text. Returns ``(coverage, eval
-    index)``; coverage 0 and index -1 where nothing is shared.
+    ``eval_hash``/``eval_idx`` are the eval side's (n-gram hash, text index) pairs, unique
+    and sorted by hash then index. Returns ``(coverage, eval index)``; coverage 0 and index
+    -1 where nothing is shared. Exact for every row that can reach ``overlap``.
+
+    Template-written sets share boilerplate n-grams across thousands of eval texts, and
+    expanding every (row, eval text) pair through them is quadratic. So n-grams are split
+    by document frequency: a row whose boilerplate ("common") windows alone cannot reach
+    ``overlap`` can only be flagged by an eval text that also shares a rare n-gram with
+    it, and only those candidate pairs are scored (their common matches confirmed by a
+    membership lookup). Rows whose common windows could reach ``overlap`` are scored by
+    full expansion.
     """
     n_rows = len(row_encoded)
     cov = np.zeros(n_rows, dtype=np.float64)
     best = np.full(n_rows, -1, dtype=np.int64)
     if n_rows == 0 or eval_hash.size == 0:
         return cov, best
-    lengths = np.array([len(e) for e in row_encoded], dtype=np.int64)
+    lengths = np.array([max(len(e), 1) for e in row_encoded], dtype=np.int64)
     h, r_idx, r_pos = _ngram_hashes(row_encoded, n)
     if h.size == 0:
         return cov, best
-    lo = np.searchsorted(eval_hash, h, side="left")
-    hi = np.searchsorted(eval_hash, h, side="right")
-    cnt = hi - lo
-    keep = cnt > 0
-    h_lo, r_idx, r_pos, cnt = lo[keep], r_idx[keep], r_pos[keep], cnt[keep]
-    if cnt.size == 0:
+    uniq, starts, df = np.unique(eval_hash, return_index=True, return_counts=True)
+    rank = np.searchsorted(uniq, h)
+    rank[rank >= uniq.size] = 0
+    hit = uniq[rank] == h
+    rank, r_idx, r_pos = rank[hit], r_idx[hit], r_pos[hit]
+    if rank.size == 0:
         return cov, best
-    # Chunk on the expanded pair count so a template-written set (one sentence shared
-    # by thousands of eval texts) cannot blow up memory.
-    cum = np.cumsum(cnt)
-    start = 0
-    while start < cnt.size:
-        base_pairs = cum[start - 1] if start else 0
-        stop = int(np.searchsorted(cum, base_pairs + _PAIR_BUDGET, side="right"))
-        stop = max(stop, start + 1)
-        # never split one row's n-grams across chunks: coverage is a per-row union
-        stop = int(np.searchsorted(r_idx, r_idx[stop - 1], side="right"))
-        c = cnt[start:stop]
-        pair_first = np.repeat(h_lo[start:stop], c)
-        offs = np.arange(int(c.sum()), dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
-        e_ids = eval_idx[pair_first + offs]
-        rows_ = np.repeat(r_idx[start:stop], c)
-        pos_ = np.repeat(r_pos[start:stop], c)
-        order = np.lexsort((pos_, e_ids, rows_))
-        rows_, e_ids, pos_ = rows_[order], e_ids[order], pos_[order]
-        new_group = np.ones(rows_.size, dtype=bool)
-        new_group[1:] = (rows_[1:] != rows_[:-1]) | (e_ids[1:] != e_ids[:-1])
-        # words covered by window at p: up to the next matched start, at most n
-        gap = np.full(rows_.size, n, dtype=np.int64)
-        same_next = ~new_group[1:]
-        gap[:-1] = np.where(same_next, np.minimum(pos_[1:] - pos_[:-1], n), n)
-        gid = np.cumsum(new_group) - 1
-        covered = np.bincount(gid, weights=gap)
-        g_rows = rows_[new_group]
-        g_eval = e_ids[new_group]
-        g_cov = covered / lengths[g_rows]
-        # per row, the eval text with the largest coverage (ties: lowest eval index)
-        order = np.lexsort((g_eval, -g_cov, g_rows))
-        g_rows, g_eval, g_cov = g_rows[order], g_eval[order], g_cov[order]
-        first_of_row = np.ones(g_rows.size, dtype=bool)
-        first_of_row[1:] = g_rows[1:] != g_rows[:-1]
-        cov[g_rows[first_of_row]] = g_cov[first_of_row]
-        best[g_rows[first_of_row]] = g_eval[first_of_row]
-        start = stop
+    n_eval = int(eval_idx.max()) + 1
+    common = df[rank] > _RARE_DF
+
+    # Union of every common window per row: an upper bound on what any eval text sharing
+    # only common n-grams can cover.
+    cr, cp = r_idx[common], r_pos[common]
+    if cr.size:
+        first = np.ones(cr.size, dtype=bool)
+        first[1:] = cr[1:] != cr[:-1]
+        gap = np.full(cr.size, n, dtype=np.int64)
+        gap[:-1] = np.where(~first[1:], np.minimum(cp[1:] - cp[:-1], n), n)
+        bound = np.zeros(n_rows)
+        np.add.at(bound, cr[first], np.bincount(np.cumsum(first) - 1, weights=gap))
+        bound /= lengths
+        full = (bound > 0) if overlap == 0 else (bound >= overlap)
+    else:
+        full = np.zeros(n_rows, dtype=bool)
+
+    # Full expansion for rows the boilerplate alone could flag, chunked on pair count.
+    sel = full[r_idx]
+    f_rank, f_row, f_pos = rank[sel], r_idx[sel], r_pos[sel]
+    if f_rank.size:
+        cnt = df[f_rank]
+        cum = np.cumsum(cnt)
+        start = 0
+        while start < cnt.size:
+            done = int(cum[start - 1]) if start else 0
+            stop = max(int(np.searchsorted(cum, done + _PAIR_BUDGET, side="right")), start + 1)
+            # never split one row across chunks: coverage is a per-row union
+            stop = int(np.searchsorted(f_row, f_row[stop - 1], side="right"))
+            c = cnt[start:stop]
+            idx = _expand(starts[f_rank[start:stop]], c)
+            _merge_best(
+                cov,
+                best,
+                *_group_coverage(
+                    np.repeat(f_row[start:stop], c),
+                    eval_idx[idx],
+                    np.repeat(f_pos[start:stop], c),
+                    n,
+                    lengths,
+                ),
+            )
+            start = stop
+
+    # Candidate pairs from rare n-grams for every other row.
+    rare = ~sel & ~common
+    if rare.any():
+        c = df[rank[rare]]
+        idx = _expand(starts[rank[rare]], c)
+        p_row = np.repeat(r_idx[rare], c)
+        p_eval = eval_idx[idx]
+        p_pos = np.repeat(r_pos[rare], c)
+        # add the candidates' common matches that the eval text really contains
+        oc = ~sel & common
+        c_row, c_rank, c_pos = r_idx[oc], rank[oc], r_pos[oc]
+        if c_row.size:
+            cand = np.unique(p_row * n_eval + p_eval)
+            cand_row, cand_eval = cand // n_eval, cand % n_eval
+            lo = np.searchsorted(c_row, cand_row, side="left")
+            k = np.searchsorted(c_row, cand_row, side="right") - lo
+            j = _expand(lo, k)
+            x_row = np.repeat(cand_row, k)
+            x_eval = np.repeat(cand_eval, k)
+            key = c_rank[j].astype(np.int64) * n_eval + x_eval
+            e_key = np.repeat(np.arange(uniq.size, dtype=np.int64), df) * n_eval + eval_idx
+            at = np.searchsorted(e_key, key)
+            at[at >= e_key.size] = 0
+            ok = e_key[at] == key
+            p_row = np.concatenate([p_row, x_row[ok]])
+            p_eval = np.concatenate([p_eval, x_eval[ok]])
+            p_pos = np.concatenate([p_pos, c_pos[j][ok]])
+        _merge_best(cov, best, *_group_coverage(p_row, p_eval, p_pos, n, lengths))
     return np.minimum(cov, 1.0), best
 
 
@@ -351,7 +439,7 @@ def decontaminate(
         if not todo:
             continue
         enc = [vocab.encode(rows[i][f]) for i in todo]
-        cov, best = _best_coverage(enc, e_hash, e_idx, n)
+        cov, best = _best_coverage(enc, e_hash, e_idx, n, overlap)
         hit = (cov > 0) if overlap == 0 else (cov >= overlap)
         for j in np.flatnonzero(hit):
             i = todo[int(j)]

@@ -1,0 +1,50 @@
+"""Benchmarks for delta_report and decontaminate (run via ``python experiments/bench/run.py delta``)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def _templated_prompts(n: int, rng: np.random.Generator, prefix: str) -> list[str]:
+    # Template-written asks: a shared boilerplate sentence (what makes any-n-gram useless)
+    # plus a situation-specific body drawn from a 5,000-word vocabulary.
+    vocab = np.array([f"{prefix}{i}" for i in range(5000)])
+    openers = [
+        "hello there i need some help with my account today if you can",
+        "hi i am writing because something went wrong with my last order",
+        "good morning could you please look into the following problem for me",
+    ]
+    out = []
+    for i in range(n):
+        body = " ".join(rng.choice(vocab, int(rng.integers(20, 45))))
+        out.append(f"{openers[i % 3]} {body}")
+    return out
+
+
+def bench_decontaminate_20k() -> dict:
+    from wai_exp.score.decontaminate import decontaminate
+
+    rng = np.random.default_rng(0)
+    eval_prompts = _templated_prompts(2000, rng, "w")
+    train = _templated_prompts(20_000, rng, "w")
+    # 1% of the training rows are lightly edited copies of eval prompts
+    for i in range(0, 20_000, 100):
+        train[i] = "ok so " + eval_prompts[(i // 100) % 2000]
+    rows = [{"prompt": p, "scenario_id": f"t{i}"} for i, p in enumerate(train)]
+    against = [
+        {"prompt": p, "scenario_id": f"e{i}", "answer": f"answer {i}"}
+        for i, p in enumerate(eval_prompts)
+    ]
+    t0 = time.perf_counter()
+    _, rep = decontaminate(rows, against)
+    dt = time.perf_counter() - t0
+    assert rep["n_near"] >= 200, rep["n_near"]
+    return {
+        "name": "decontaminate 20,000 rows vs 2,000 eval prompts",
+        "value": dt,
+        "unit": "s",
+        "target": 10.0,
+        "better": "lower",
+    }
