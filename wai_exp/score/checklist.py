@@ -24,6 +24,7 @@ from typing import Any
 from wai_exp.score.grading import (
     UNGROUNDED,
     Call,
+    call_failed,
     call_provenance,
     calls_from_steps,
     conduct_from_calls,
@@ -506,7 +507,9 @@ def _state_rules(
 
     other_writes = sorted({c["name"] for c in writes if c["name"] != target})
     grounded = all(_is_grounded(c) for c in target_calls)
-    succeeded = last_target is not None and last_target["status"] == "ok"
+    succeeded = (
+        last_target is not None and last_target["status"] == "ok" and not call_failed(last_target)
+    )
     confirms = succeeded and (
         claims_success(ro.reply) or quotes_result(ro.reply_low, last_target or {})
     )
