@@ -1,0 +1,120 @@
+"""``wai-exp [overrides]``: compose, validate, run the pipeline, summarise. A thin Hydra shell.
+
+``app`` is the ``@hydra.main`` entry point; ``run(cfg)`` is the plain function it wraps (and
+returns the exit status), so tests and other tools can call it with a composed config.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from wai_exp.cli import START_DIR_ENV
+
+log = logging.getLogger("wai_exp")
+
+
+EXIT_INVALID_CONFIG = 2
+
+
+class RunFailed(RuntimeError):
+    """Raised inside a sweep job (instead of exiting) so the sweep finishes its other jobs."""
+
+
+def _error(message: str) -> None:
+    log.error(message)  # into <run dir>/wai-exp.log
+    sys.stderr.write(f"wai-exp: {message}\n")
+    sys.stderr.flush()
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    # SIGTERM becomes a KeyboardInterrupt, so the runner marks the tracking run KILLED and
+    # the streamed rows stay resumable, exactly as for Ctrl-C.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(cfg: DictConfig) -> int:
+    """Validate ``cfg``, run its pipeline and print the summary. Returns the exit status:
+    0 done, 1 a stage failed, 2 invalid config, 3 (``pipeline.refusal_exit_code``) the gate
+    refused, 130 interrupted. Nothing is recorded in MLflow unless the config is valid.
+    """
+    from hydra.core.hydra_config import HydraConfig
+
+    from wai_exp.config.validate import ConfigError, validate_config
+    from wai_exp.pipeline.dag import PipelineError, plan
+    from wai_exp.pipeline.registry import UnknownStageKind, resolve
+
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    start_dir = Path(os.environ.get(START_DIR_ENV) or hc.runtime.cwd)
+    try:
+        plain = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as exc:  # an interpolation that cannot resolve
+        _error(f"invalid config: {exc}")
+        return EXIT_INVALID_CONFIG
+    assert isinstance(plain, dict)
+    try:
+        validate_config(plain)
+        for spec in plan(plain["pipeline"]["stages"]):
+            resolve(spec.kind, spec.target)
+    except (ConfigError, PipelineError, UnknownStageKind) as exc:
+        _error(str(exc))
+        return EXIT_INVALID_CONFIG
+
+    from wai_exp.pipeline.runner import run_pipeline, summarize
+
+    tracker = _make_tracker(plain, start_dir)
+    choices = hc.runtime.choices
+    preset = choices.get("experiment") if choices else None
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        outcome = run_pipeline(
+            plain,
+            run_dir=run_dir,
+            start_dir=start_dir,
+            tracker=tracker,
+            overrides=list(hc.overrides.task),
+            preset=preset,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    summary = summarize(outcome)
+    log.info("\n%s", summary)
+    print(summary, flush=True)
+    if outcome.error and outcome.status == "failed":
+        where = run_dir / "error.log"
+        sys.stderr.write(f"wai-exp: {outcome.error}\n  (traceback in {where})\n")
+    return outcome.exit_code
+
+
+def _make_tracker(config: dict[str, Any], start_dir: Path) -> Any:
+    from wai_exp.pipeline.runner import NullTracker
+
+    try:
+        from wai_exp.tracking import make_tracker  # type: ignore[attr-defined]
+    except ImportError:
+        sys.stderr.write("wai-exp: tracking package not available; recording nothing\n")
+        return NullTracker()
+    return make_tracker(config, start_dir)
+
+
+@hydra.main(version_base="1.3", config_path="pkg://wai_exp.conf", config_name="config")
+def app(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    code = run(cfg)
+    if code == 0:
+        return
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        # An exit here would abandon the sweep; Hydra re-raises the first failed job's
+        # exception once every job ran, so the sweep still ends non-zero.
+        raise RunFailed(f"job {HydraConfig.get().job.num} ended with exit status {code}")
+    sys.exit(code)

@@ -1,0 +1,230 @@
+"""Pydantic models of the resolved Hydra config (``extra="forbid"`` throughout).
+
+Hydra composes the tree in ``conf/``; these models say what a composed config may contain.
+``wai_exp.config.validate`` runs them after composition and before any work, and turns
+their errors into messages that name the valid keys, the bounds and the expected types.
+
+Three sections are checked against tables owned elsewhere rather than re-declared here:
+``knobs`` against the knob table (``wai_exp.config.knobs``), ``world`` against
+``WorldOptions`` (``wai_exp.simulate.world``) and ``tracking`` against the tracking
+package's own config (see ``validate.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    # extra="forbid": a typo is an error, never a silently ignored key.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class SimulateConfig(_Strict):
+    """What ``simulate()`` is called with; defaults are the reference's (simulate-parameters.md).
+
+    ``None`` means "the engine's default for the mode" (repeats, phrasings, hard_share,
+    repeat_policy, unique_situations, fault_rate: 0.5, or 0.8 under ``mode=rl``).
+    """
+
+    mode: Literal["explore", "sft", "rl", "adaptive"] = "explore"
+    budget: PositiveInt = 1000
+    situations: PositiveInt | None = None
+    repeats: PositiveInt | None = None
+    phrasings: PositiveInt | None = None
+    repeat_policy: str | None = None
+    unique_situations: bool | None = None
+    fault_rate: Share | None = None
+    hard_share: Share | None = None
+    runs: PositiveInt = 1
+    reproducible: bool = False
+    time_budget: Annotated[float, Field(ge=0.0)] | None = None
+    until: Literal["compute", "saturation"] = "compute"
+    timeout: Annotated[float, Field(gt=0.0)] = 300.0
+    logprobs: bool | Literal["tokens"] | None = None
+    #: False = the built-in template writer (offline); a model spec runs a model writer.
+    simulator: bool | str = False
+    user_model: str | None = None
+    #: Path to an agent spec JSON (tools + system prompt); None = the shipped support desk.
+    spec: str | None = None
+    #: "package.module:function" answering tool calls instead of the mock world.
+    execute: str | None = None
+    #: How your own callable agent samples, recorded on every row as given.
+    sampling: dict[str, Any] | None = None
+    #: A previous run's rows (JSONL path) to replay as the task set.
+    tasks: str | None = None
+    #: Graded traces (JSONL path) that aim the coverage grid at observed failures.
+    traces: str | None = None
+
+
+class ScriptedAgent(_Strict):
+    """The offline scripted agent: one overall ``skill`` and one per checklist behaviour.
+
+    A per-behaviour skill of ``None`` falls back to ``skill``.
+    """
+
+    kind: Literal["scripted"] = "scripted"
+    skill: Share = 0.7
+    skills: dict[str, Share | None] = Field(default_factory=dict)
+
+
+class CallableAgent(_Strict):
+    """Your own agent: ``target`` is ``"package.module:function"`` (or a dotted path).
+
+    With ``factory: true`` the target is called with ``kwargs`` to build the agent.
+    """
+
+    kind: Literal["callable"] = "callable"
+    target: str
+    factory: bool = False
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelAgentConfig(_Strict):
+    """A model server: ``kind:model[@base_url]`` (openai, vllm, ollama, anthropic)."""
+
+    kind: Literal["openai", "vllm", "ollama", "anthropic"]
+    model: str
+    base_url: str | None = None
+    timeout: Annotated[float, Field(gt=0.0)] = 300.0
+    max_turns: PositiveInt = 12
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.7
+    max_tokens: PositiveInt = 1024
+
+
+AgentConfig = Annotated[
+    ScriptedAgent | CallableAgent | ModelAgentConfig, Field(discriminator="kind")
+]
+
+
+class PassAtOptions(_Strict):
+    """How the grade/evaluate report computes pass@k (``pass_at(k=, min_k=, unanimous_short=)``)."""
+
+    k: PositiveInt | None = None
+    min_k: PositiveInt = 4
+    unanimous_short: bool = False
+
+
+class JudgeConfig(_Strict):
+    """Who grades: ``checklist`` (task_checklist), ``conduct`` (conduct_grade) or ``callable``."""
+
+    kind: Literal["checklist", "conduct", "callable"] = "checklist"
+    #: For ``callable``: "package.module:function" taking a row and returning a judge result.
+    target: str | None = None
+    name: str | None = None
+    version: str | None = None
+    concurrency: PositiveInt = 8
+    timeout: Annotated[float, Field(gt=0.0)] | None = None
+    scale: tuple[float, float] | None = None
+    pass_at: PassAtOptions = Field(default_factory=PassAtOptions)
+
+    @model_validator(mode="after")
+    def _target_for_callable(self) -> JudgeConfig:
+        if self.kind == "callable" and not self.target:
+            raise ValueError("judge.kind=callable needs judge.target='package.module:function'")
+        return self
+
+
+Band = tuple[Share, Share]
+
+
+class GateConfig(_Strict):
+    """``publish_gate`` options: refuse ungraded or signal-free RL data (``strict``), and
+    refuse a reward best explained by a shortcut (``strict_hacks``)."""
+
+    strict: bool = True
+    strict_hacks: bool = False
+
+
+class SelectionConfig(_Strict):
+    """The selection recipe ``optimize`` runs and the gate checks (rl or sft)."""
+
+    mode: Literal["rl", "sft"] = "rl"
+    target: PositiveInt = 1000
+    band: Band = (0.2, 0.8)
+    enforce_band: bool = True
+    select: Literal["top_per_prompt", "top_k_overall", "random_per_prompt", "random_k_overall"] = (
+        "top_per_prompt"
+    )
+    min_reward: float = 1.0
+    endorsed: list[str] = Field(default_factory=list)
+    truncated: Literal["drop", "keep", "penalize"] = "drop"
+    order: Literal["spread", "middle"] = "spread"
+    gate: GateConfig = Field(default_factory=GateConfig)
+
+    @field_validator("band")
+    @classmethod
+    def _ordered(cls, band: tuple[float, float]) -> tuple[float, float]:
+        if band[0] > band[1]:
+            raise ValueError(f"band low end {band[0]} is above its high end {band[1]}")
+        return band
+
+
+class StageConfig(_Strict):
+    """One pipeline stage: a registered ``kind`` or your own ``_target_`` function."""
+
+    kind: str | None = None
+    target: str | None = Field(default=None, alias="_target_")
+    needs: list[str] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _kind_or_target(self) -> StageConfig:
+        if self.kind is None and self.target is None:
+            raise ValueError("a stage needs `kind:` (simulate, grade, optimize ...) or `_target_:`")
+        return self
+
+
+class PipelineConfig(_Strict):
+    """The DAG: stages by name, and the exit status of a run the publish gate refused."""
+
+    stages: dict[str, StageConfig]
+    #: Exit status when publish_gate refuses (non-zero so scripts notice; 0 to not fail).
+    refusal_exit_code: Annotated[int, Field(ge=0, le=255)] = 3
+
+
+class CacheConfig(_Strict):
+    """The stage cache: ``dir`` None = ``<start dir>/outputs/.cache``."""
+
+    enabled: bool = True
+    dir: str | None = None
+
+
+class RootConfig(_Strict):
+    """The whole resolved config (what ``wai-exp --cfg job`` prints)."""
+
+    seed: Annotated[int, Field(ge=0)] = 0
+    name: str = "wai-exp"
+    simulate: SimulateConfig = Field(default_factory=SimulateConfig)
+    agent: AgentConfig = Field(default_factory=ScriptedAgent)
+    #: WorldOptions fields; checked against WorldOptions in validate.py.
+    world: dict[str, Any] = Field(default_factory=dict)
+    #: advanced knobs; checked against the knob table in validate.py.
+    knobs: dict[str, Any] = Field(default_factory=dict)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    pipeline: PipelineConfig
+    #: checked against the tracking package's model in validate.py.
+    tracking: dict[str, Any] = Field(default_factory=dict)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+
+
+#: Models whose fields the command-line pre-check walks, by top-level section. Agent
+#: fields are the union over agent kinds (the kind is only known after composition).
+AGENT_MODELS: tuple[type[BaseModel], ...] = (ScriptedAgent, CallableAgent, ModelAgentConfig)
+
+#: Agent kind tag -> its model (pydantic puts the tag in an error's location).
+AGENT_BY_KIND: dict[str, type[BaseModel]] = {
+    "scripted": ScriptedAgent,
+    "callable": CallableAgent,
+    "openai": ModelAgentConfig,
+    "vllm": ModelAgentConfig,
+    "ollama": ModelAgentConfig,
+    "anthropic": ModelAgentConfig,
+}

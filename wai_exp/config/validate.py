@@ -1,0 +1,474 @@
+"""Validate a resolved config before any work, with errors a person can act on.
+
+Two entry points:
+
+* ``validate_config(cfg)`` after Hydra composed the config: the pydantic models of
+  ``models.py``, the knob table for ``knobs``, ``WorldOptions`` for ``world``. Raises
+  ``ConfigError`` listing every problem (unknown key -> the valid keys and the closest one;
+  out of bounds -> floor, ceiling and default; wrong type -> the expected type).
+* ``check_override_keys(argv)`` before Hydra sees the command line: Hydra itself rejects
+  ``knobs.concurency=4`` with a struct error that never names ``concurrency``, so the console
+  script checks every ``key=value`` override's key against the same models first.
+
+Both are cheap: pydantic and the knob table only (no mlflow, no scipy).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from wai_exp.config import models
+
+#: Top-level keys whose single-part override selects a config group option (``agent=callable``).
+GROUPS = ("agent", "world", "knobs", "judge", "selection", "pipeline", "tracking", "experiment")
+
+
+class ConfigError(ValueError):
+    """The composed config is not valid. ``problems`` holds one line per problem."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        n = len(self.problems)
+        head = f"invalid config ({n} problem{'s' if n != 1 else ''}):"
+        body = "\n".join(f"  - {p}" for p in self.problems)
+        tail = "Fix the key or value (`wai-exp --help` lists the groups; `wai-exp --cfg job` prints the config)."
+        return f"{head}\n{body}\n{tail}"
+
+
+# --------------------------------------------------------------------------- key tables
+
+
+def knob_names() -> list[str]:
+    from wai_exp.config.knobs import KNOBS
+
+    return [k.name for k in KNOBS]
+
+
+def world_fields() -> list[str] | None:
+    """``WorldOptions`` field names, or None while the world module is not importable."""
+    try:
+        from wai_exp.simulate.world import WorldOptions
+    except ImportError:
+        return None
+    return list(WorldOptions.model_fields)
+
+
+def tracking_fields() -> list[str] | None:
+    """The tracking group's keys (from the tracking package), or None when it is absent."""
+    try:
+        from wai_exp.tracking import _DEFAULTS  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return list(_DEFAULTS)
+
+
+def _unwrap(tp: Any) -> list[Any]:
+    """The member types of an annotation (Annotated, Optional and unions flattened)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        out: list[Any] = []
+        for arg in typing.get_args(tp):
+            out.extend(_unwrap(arg))
+        return out
+    return [tp]
+
+
+def _model_keys(model: type[BaseModel]) -> dict[str, Any]:
+    return {(f.alias or name): f.annotation for name, f in model.model_fields.items()}
+
+
+# A node of the key walk: ("keys", {key: annotation | special}) / ("any", annotation) / ("leaf",)
+def _node(tp: Any) -> tuple[str, Any]:
+    keys: dict[str, Any] = {}
+    any_value: Any = None
+    for member in _unwrap(tp):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            keys.update(_model_keys(member))
+        elif typing.get_origin(member) is dict:
+            any_value = typing.get_args(member)[1] if typing.get_args(member) else Any
+    if keys:
+        return ("keys", keys)
+    if any_value is not None:
+        return ("any", any_value)
+    return ("leaf", None)
+
+
+def _root_keys() -> dict[str, Any]:
+    keys = _model_keys(models.RootConfig)
+    keys["agent"] = typing.Union[models.AGENT_MODELS]  # noqa: UP007 - a runtime union of classes
+    return keys
+
+
+def unknown_key_message(path: str, key: str, valid: Sequence[str]) -> str:
+    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"{path}: unknown key {key!r}.{hint} Valid keys: {', '.join(sorted(valid))}"
+
+
+def check_key_path(parts: Sequence[str]) -> str | None:
+    """None when ``parts`` (``["knobs", "concurrency"]``) can exist in a config, else the
+    problem (naming the closest valid key)."""
+    if not parts or parts[0] == "hydra":
+        return None
+    table: dict[str, Any] | None = _root_keys()
+    here: list[str] = []
+    special: str | None = None
+    for i, part in enumerate(parts):
+        path = ".".join([*here, part])
+        if special is not None:
+            valid = {"knobs": knob_names, "world": world_fields, "tracking": tracking_fields}[
+                special
+            ]()
+            if valid is None:
+                return None
+            if part not in valid:
+                return unknown_key_message(path, part, valid)
+            return (
+                None  # knob/world values may be dicts themselves; their insides are checked later
+            )
+        if table is None:
+            return None  # free-form below here
+        if part not in table:
+            return unknown_key_message(path, part, list(table))
+        here.append(part)
+        if i == 0 and part in ("knobs", "world", "tracking"):
+            special = part
+            continue
+        kind, payload = _node(table[part])
+        if kind == "keys":
+            table = payload
+        elif kind == "any":
+            # a dict: the next part is a free key; the one after walks the value type
+            if i + 1 < len(parts):
+                value_kind, value_payload = _node(payload)
+                if value_kind != "keys":
+                    return None
+                return _check_below(parts[i + 2 :], value_payload, [*here, parts[i + 1]])
+            return None
+        else:
+            return (
+                None
+                if i == len(parts) - 1
+                else f"{path} is a value, not a section; it has no key {parts[i + 1]!r}"
+            )
+    return None
+
+
+def _check_below(parts: Sequence[str], table: dict[str, Any], here: list[str]) -> str | None:
+    for part in parts:
+        path = ".".join([*here, part])
+        if part not in table:
+            return unknown_key_message(path, part, list(table))
+        here = [*here, part]
+        kind, payload = _node(table[part])
+        if kind == "keys":
+            table = payload
+        else:
+            return None
+    return None
+
+
+_OPTION = re.compile(r"^(--?[\w-]+)(=.*)?$")
+# Hydra options that take the next argv element as their value.
+_TAKES_VALUE = {
+    "-cp",
+    "--config-path",
+    "-cn",
+    "--config-name",
+    "-cd",
+    "--config-dir",
+    "-p",
+    "--package",
+}
+_OPTIONAL_VALUE = {
+    "-c": {"job", "hydra", "all"},
+    "--cfg": {"job", "hydra", "all"},
+    "-i": {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"},
+    "--info": {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"},
+}
+
+
+def override_keys(argv: Sequence[str]) -> list[str]:
+    """The keys of the plain ``key=value`` overrides in ``argv`` (Hydra options skipped;
+    ``+``/``++`` appends and ``~`` deletions skipped: the composed config is validated anyway)."""
+    keys: list[str] = []
+    skip = False
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg.startswith("-"):
+            m = _OPTION.match(arg)
+            flag = m.group(1) if m else arg
+            if m and m.group(2):
+                continue
+            if (
+                flag in _TAKES_VALUE
+                or flag in _OPTIONAL_VALUE
+                and i + 1 < len(args)
+                and args[i + 1] in _OPTIONAL_VALUE[flag]
+            ):
+                skip = True
+            continue
+        if "=" not in arg or arg[0] in "+~":
+            continue
+        key = arg.split("=", 1)[0]
+        if "@" in key:  # group@package selection
+            continue
+        keys.append(key)
+    return keys
+
+
+def check_override_keys(argv: Sequence[str]) -> list[str]:
+    """One problem per command-line override whose key cannot exist in a config."""
+    problems = []
+    for key in override_keys(argv):
+        parts = key.split(".")
+        if len(parts) == 1 and parts[0] in GROUPS:
+            continue  # a group selection: Hydra lists the group's options itself
+        problem = check_key_path(parts)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+# --------------------------------------------------------------------------- full validation
+
+_TYPE_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "none": "null",
+    "dict": "a mapping",
+    "list": "a list",
+    "tuple": "a list",
+}
+
+
+def _expected(err: Mapping[str, Any]) -> str:
+    t = err["type"]
+    ctx = err.get("ctx") or {}
+    if t.startswith("int_") or t == "int_type":
+        return "expected an integer"
+    if t.startswith("float_"):
+        return "expected a number"
+    if t.startswith("bool_"):
+        return "expected true or false"
+    if t.startswith("string_"):
+        return "expected a string"
+    if t in ("dict_type", "model_type", "model_attributes_type"):
+        return "expected a mapping (key: value)"
+    if t in ("list_type", "tuple_type", "too_short", "too_long"):
+        return (
+            f"expected a list ({err['msg'].lower()})" if t.startswith("too_") else "expected a list"
+        )
+    if t == "literal_error":
+        return f"expected one of {ctx.get('expected', err['msg'])}"
+    if t == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')}"
+    if t == "greater_than":
+        return f"must be > {ctx.get('gt')}"
+    if t == "less_than_equal":
+        return f"must be <= {ctx.get('le')}"
+    if t == "less_than":
+        return f"must be < {ctx.get('lt')}"
+    if t == "union_tag_invalid":
+        return f"kind must be one of {ctx.get('expected_tags')}"
+    if t == "missing":
+        return "required, but missing"
+    return err["msg"].removeprefix("Value error, ")
+
+
+def _path(loc: Sequence[Any]) -> list[str]:
+    """Config path of a pydantic ``loc``: union-member tags (``int``, ``literal['x']``,
+    the agent kind) are dropped, so the path reads like the YAML."""
+    out: list[str] = []
+    kind, payload = "keys", _root_keys()
+    for part in loc:
+        if kind == "keys":
+            if str(part) not in payload:
+                continue  # a union member tag, not a key
+            out.append(str(part))
+            kind, payload = _node(payload[str(part)])
+        elif kind == "any":
+            out.append(str(part))  # a free key of a mapping
+            kind, payload = _node(payload)
+        elif isinstance(part, int):
+            out.append(str(part))  # a list index
+    return out
+
+
+def _fmt_value(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def pydantic_problems(exc: ValidationError, prefix: Sequence[str] = (), valid_at=None) -> list[str]:
+    """One line per config path from a pydantic ValidationError (union alternatives merged)."""
+    by_path: dict[str, list[Mapping[str, Any]]] = {}
+    for err in exc.errors():
+        loc = list(err["loc"])
+        if err["type"] == "extra_forbidden":
+            parts = (_path(loc[:-1]) if not prefix else [*prefix, *map(str, loc[:-1])]) + [
+                str(loc[-1])
+            ]
+        else:
+            parts = _path(loc) if not prefix else [*prefix, *map(str, loc)]
+        path = ".".join(parts)
+        by_path.setdefault(path, []).append(err)
+    problems = []
+    for path, errs in by_path.items():
+        extra = [e for e in errs if e["type"] == "extra_forbidden"]
+        if extra:
+            parts = path.split(".")
+            loc = errs[0]["loc"]
+            if (
+                not prefix
+                and len(loc) == 3
+                and loc[0] == "agent"
+                and loc[1] in models.AGENT_BY_KIND
+            ):
+                valid = list(_model_keys(models.AGENT_BY_KIND[str(loc[1])]))
+            else:
+                valid = valid_at(parts[:-1]) if valid_at else _valid_keys(parts[:-1])
+            problems.append(unknown_key_message(path, parts[-1], valid or []))
+            continue
+        if any(e["type"] == "missing" for e in errs):
+            problems.append(f"{path}: required, but missing")
+            continue
+        value = errs[0].get("input")
+        expectations = []
+        for e in errs:
+            text = _expected(e)
+            if text not in expectations:
+                expectations.append(text)
+        lead = f"{path} = {_fmt_value(value)}" if path else "config"
+        problems.append(f"{lead}: {'; or '.join(expectations)}")
+    return problems
+
+
+def _valid_keys(parts: Sequence[str]) -> list[str]:
+    table: dict[str, Any] | None = _root_keys()
+    for i, part in enumerate(parts):
+        if table is None or part not in table:
+            return []
+        kind, payload = _node(table[part])
+        if kind == "keys":
+            table = payload
+        elif kind == "any" and i + 1 < len(parts):
+            value_kind, value_payload = _node(payload)
+            if value_kind != "keys":
+                return []
+            rest = parts[i + 2 :]
+            table = value_payload
+            for p in rest:
+                k2, p2 = _node(table.get(p)) if p in table else ("leaf", None)
+                if k2 != "keys":
+                    return []
+                table = p2
+            return list(table)
+        else:
+            return []
+    return list(table or {})
+
+
+_ADVANCED = re.compile(r"advanced\[\s*'([^']+)'\s*\]")
+
+
+def knob_problems(knobs: Mapping[str, Any], seed: Any) -> list[str]:
+    """Each knob checked against the knob table (unknown key, type, bounds)."""
+    from wai_exp.config import knobs as table
+
+    names = knob_names()
+    problems = []
+    for name, value in knobs.items():
+        if name not in names:
+            problems.append(unknown_key_message(f"knobs.{name}", name, names))
+            continue
+        if name == "seed" and value != seed:
+            problems.append(
+                f"knobs.seed = {value!r} differs from seed = {seed!r}: set the run's seed with the "
+                f"top-level `seed={value}` (knobs.seed follows it)"
+            )
+            continue
+        try:
+            table.resolve_knobs({name: value})
+        except ValueError as exc:
+            text = _ADVANCED.sub(lambda m: f"knobs.{m.group(1)}", str(exc))
+            problems.append(text.rstrip("."))
+    return problems
+
+
+def world_problems(world: Mapping[str, Any]) -> list[str]:
+    try:
+        from wai_exp.simulate.world import WorldOptions
+    except ImportError:
+        return []
+    try:
+        WorldOptions(**dict(world))
+    except ValidationError as exc:
+        fields = list(WorldOptions.model_fields)
+        return pydantic_problems(exc, prefix=("world",), valid_at=lambda parts: fields)
+    except (TypeError, ValueError) as exc:
+        return [f"world: {exc}"]
+    return []
+
+
+def tracking_problems(tracking: Mapping[str, Any]) -> list[str]:
+    fields = tracking_fields()
+    if fields is None:
+        return []
+    problems = [
+        unknown_key_message(f"tracking.{k}", k, fields) for k in tracking if k not in fields
+    ]
+    if problems:
+        return problems
+    from wai_exp.tracking import TrackingConfigError, tracking_settings
+
+    try:
+        tracking_settings(dict(tracking))
+    except TrackingConfigError as exc:
+        return [str(exc)]
+    return []
+
+
+def validate_config(cfg: Mapping[str, Any]) -> models.RootConfig:
+    """The config as a ``RootConfig``; raises ``ConfigError`` listing every problem.
+
+    ``cfg`` is the resolved config as plain containers (``OmegaConf.to_container(cfg,
+    resolve=True)``) without the ``hydra`` node.
+    """
+    cfg = {k: v for k, v in dict(cfg).items() if k != "hydra"}
+    problems: list[str] = []
+    root: models.RootConfig | None = None
+    try:
+        root = models.RootConfig.model_validate(cfg)
+    except ValidationError as exc:
+        problems.extend(pydantic_problems(exc))
+    knobs = cfg.get("knobs")
+    if isinstance(knobs, Mapping):
+        problems.extend(knob_problems(knobs, cfg.get("seed", 0)))
+    world = cfg.get("world")
+    if isinstance(world, Mapping):
+        problems.extend(world_problems(world))
+    tracking = cfg.get("tracking")
+    if isinstance(tracking, Mapping):
+        problems.extend(tracking_problems(tracking))
+    if problems:
+        raise ConfigError(problems)
+    assert root is not None
+    return root

@@ -1,0 +1,204 @@
+"""Stage kinds: a name -> function registry, filled by a decorator.
+
+A stage kind is a function ``run(ctx, params, inputs) -> StageResult``::
+
+    from wai_exp.pipeline.registry import StageContext, StageResult, register
+
+    @register("my_report", reads=("judge",))
+    def run(ctx: StageContext, params: dict, inputs: dict[str, StageResult]) -> StageResult:
+        rows = next(iter(inputs.values())).rows
+        return StageResult(rows=rows, report={"n": len(rows)}, text=f"{len(rows)} rows")
+
+``reads`` names the top-level config sections the stage depends on (``"simulate"``,
+``"agent"``, ``"seed"`` ...). They go into the stage's cache key, so changing one of them
+re-runs the stage and changing anything else does not. ``reads=None`` means "the whole
+config except tracking, name and cache" (the safe default for user stages).
+
+Built-in kinds live in ``wai_exp/pipeline/stages/<kind>.py`` and are imported only when a
+pipeline names them, so ``wai-exp --help`` never pays for numpy/scipy. A user stage is named
+in the pipeline config by ``_target_: "package.module.function"`` (or ``"package.module:function"``);
+the function needs no decorator.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Config sections that never change what a stage computes, so never enter a cache key.
+NOT_COMPUTED_FROM = ("tracking", "name", "cache")
+
+
+@dataclass
+class StageResult:
+    """What a stage hands the runner (and its downstream stages).
+
+    ``rows`` are plain row dicts (written scrubbed to ``rows.jsonl``), ``report`` a JSON-able
+    dict (``report.json``), ``text`` the block a person reads (``report.txt``), ``metrics``
+    flat float metrics (the runner prefixes them with the stage name for MLflow) and ``tags``
+    string tags for the run (e.g. the gate verdict).
+    """
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StageContext:
+    """Everything a stage may read besides its params and inputs.
+
+    ``config`` is the whole resolved config as plain containers; ``stage_dir`` is where the
+    stage's outputs are being written (its cache entry); ``partial_path`` is the append-only
+    file a long stage streams finished rows to so a crash loses none; ``progress`` takes a
+    dict (``{"done": n, "total": m, "unit": "rows"}``) and draws the progress line.
+    """
+
+    name: str
+    kind: str
+    config: dict[str, Any]
+    run_dir: Path
+    stage_dir: Path
+    start_dir: Path
+    key: str
+    partial_path: Path
+    progress: Callable[[dict[str, Any]], None] = lambda info: None
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.get("seed", 0))
+
+
+StageFn = Callable[[StageContext, dict[str, Any], dict[str, StageResult]], StageResult]
+
+
+@dataclass(frozen=True)
+class StageKind:
+    """A registered kind: its function and the config sections its result depends on."""
+
+    name: str
+    fn: StageFn
+    reads: tuple[str, ...] | None
+
+
+#: kind name -> StageKind, filled by ``register``.
+REGISTRY: dict[str, StageKind] = {}
+
+#: Built-in kinds and the module that registers each. Imported on first use only.
+BUILTIN: dict[str, str] = {
+    "simulate": "wai_exp.pipeline.stages.simulate",
+    "grade": "wai_exp.pipeline.stages.grade",
+    "evaluate": "wai_exp.pipeline.stages.evaluate",
+    "optimize": "wai_exp.pipeline.stages.optimize",
+    "publish_gate": "wai_exp.pipeline.stages.publish_gate",
+    "report": "wai_exp.pipeline.stages.report",
+    "next_round": "wai_exp.pipeline.stages.next_round",
+    "compare": "wai_exp.pipeline.stages.compare",
+    "eval_variance": "wai_exp.pipeline.stages.eval_variance",
+}
+
+
+class UnknownStageKind(LookupError):
+    """A pipeline names a stage kind (or ``_target_``) that cannot be found."""
+
+
+def register(name: str, *, reads: tuple[str, ...] | None = None) -> Callable[[StageFn], StageFn]:
+    """Decorator: register ``fn`` as stage kind ``name``. Returns ``fn`` unchanged.
+
+    Registering a name twice replaces the earlier function (a user may shadow a built-in).
+    """
+
+    def deco(fn: StageFn) -> StageFn:
+        REGISTRY[name] = StageKind(
+            name=name, fn=fn, reads=tuple(reads) if reads is not None else None
+        )
+        return fn
+
+    return deco
+
+
+def available_kinds() -> list[str]:
+    """Every kind a pipeline can name: registered ones plus built-ins whose module exists."""
+    found = set(REGISTRY)
+    for kind, module in BUILTIN.items():
+        try:
+            if importlib.util.find_spec(module) is not None:
+                found.add(kind)
+        except ModuleNotFoundError:
+            continue
+    return sorted(found)
+
+
+def _import_target(target: str) -> Any:
+    module_name, sep, attr = target.partition(":")
+    if not sep:
+        module_name, _, attr = target.rpartition(".")
+    if not module_name or not attr:
+        raise UnknownStageKind(
+            f"_target_ {target!r} is not a dotted path; write 'package.module.function' "
+            "or 'package.module:function'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownStageKind(
+            f"_target_ {target!r}: cannot import module {module_name!r} ({exc}). Is the package "
+            "installed, or on PYTHONPATH?"
+        ) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError as exc:
+        raise UnknownStageKind(
+            f"_target_ {target!r}: module {module_name!r} has no {attr!r}"
+        ) from exc
+
+
+def resolve(kind: str | None = None, target: str | None = None) -> StageKind:
+    """The StageKind for a pipeline entry, by ``kind`` name or ``_target_`` path.
+
+    Raises ``UnknownStageKind`` naming the available kinds (and the closest one).
+    """
+    if target:
+        obj = _import_target(target)
+        if isinstance(obj, StageKind):
+            return obj
+        registered = next((k for k in REGISTRY.values() if k.fn is obj), None)
+        if registered is not None:
+            return registered
+        if not callable(obj):
+            raise UnknownStageKind(f"_target_ {target!r} is not callable")
+        return StageKind(name=target, fn=obj, reads=None)
+    if kind is None:
+        raise UnknownStageKind("a stage needs `kind:` (a registered stage kind) or `_target_:`")
+    if kind not in REGISTRY and kind in BUILTIN:
+        try:
+            importlib.import_module(BUILTIN[kind])
+        except ModuleNotFoundError as exc:
+            if exc.name != BUILTIN[kind]:
+                raise
+    if kind in REGISTRY:
+        return REGISTRY[kind]
+    import difflib
+
+    kinds = available_kinds()
+    close = difflib.get_close_matches(kind, kinds, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise UnknownStageKind(
+        f"unknown stage kind {kind!r}.{hint} Available kinds: {', '.join(kinds)}; or name your "
+        "own function with `_target_: package.module.function`."
+    )
+
+
+def module_file(kind: str) -> Path | None:
+    """Path of the module implementing a built-in kind (for the cache's code fingerprint)."""
+    module = BUILTIN.get(kind)
+    if module is None:
+        return None
+    spec = importlib.util.find_spec(module)
+    return Path(spec.origin) if spec and spec.origin else None

@@ -1,0 +1,576 @@
+"""Run a pipeline: stages in topological order, each cached by content, recorded as it ends.
+
+For every stage the runner
+
+1. computes its cache key (kind + own params + the config sections it reads + its inputs' keys);
+2. reuses a finished cache entry with that key (and says so), or runs the stage, writing
+   ``rows.jsonl``, ``report.json``, ``report.txt`` and ``metrics.json`` atomically into the
+   entry and the ``COMPLETE`` marker last;
+3. links (or copies) the entry's files into ``<run dir>/<stage>/`` and hands them to the tracker.
+
+Outcomes, and the exit status ``wai-exp`` returns for each:
+
+* every stage finished: ``passed`` (0);
+* a stage raised ``PublishGateError``: ``refused``, a recorded result, not a crash. The stage's
+  report says why, the run is tagged ``gate_verdict=refused``, every artifact is kept, stages
+  that need the refused one are skipped, and the exit status is ``pipeline.refusal_exit_code``
+  (3 by default, so scripts notice);
+* any other exception: ``failed`` (1); the tracker run is marked FAILED with the reason and the
+  traceback goes to ``<run dir>/error.log``;
+* interrupted (Ctrl-C, SIGTERM): ``interrupted`` (130); the tracker run is marked KILLED and the
+  stage's streamed rows stay in its cache entry for the next run to resume from.
+
+``<run dir>/run.json`` records the outcome and ``<run dir>/timings.json`` the seconds each stage
+computed versus what the orchestration around it cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from wai_exp.pipeline import cache as cache_mod
+from wai_exp.pipeline.dag import StageSpec, plan
+from wai_exp.pipeline.registry import NOT_COMPUTED_FROM, StageContext, StageResult, resolve
+from wai_exp.rows.jsonl import atomic_write_text, read_rows, write_json, write_rows
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class StageOutcome:
+    """What happened to one stage. ``status``: ran | cached | refused | failed | skipped."""
+
+    name: str
+    kind: str
+    key: str
+    status: str
+    dir: Path
+    compute_s: float = 0.0
+    overhead_s: float = 0.0
+    result: StageResult | None = None
+    error: str | None = None
+
+
+@dataclass
+class RunOutcome:
+    """The run as a whole. ``status``: passed | refused | failed | interrupted."""
+
+    status: str
+    exit_code: int
+    run_dir: Path
+    stages: list[StageOutcome] = field(default_factory=list)
+    wall_s: float = 0.0
+    run_id: str | None = None
+    ui_command: str | None = None
+    error: str | None = None
+    gate: str | None = None
+    gate_reason: str | None = None
+
+    def stage(self, name: str) -> StageOutcome | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+
+class NullTracker:
+    """Records nothing (``tracking=none``, and tests)."""
+
+    run_id: str | None = None
+    ui_command: str | None = None
+
+    def start(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def log_stage(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        return None
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        return None
+
+
+class ProgressLine:
+    """One updating line on stderr: ``  simulate  312/600 rows  41.0/s``.
+
+    On a terminal it redraws in place (at most ~10 times a second); into a file or pipe it
+    prints a plain line every few seconds instead of filling the log with redraws.
+    """
+
+    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+        self.drawn = False
+
+    def __call__(self, info: Mapping[str, Any]) -> None:
+        now = time.perf_counter()
+        if now - self.last < (0.1 if self.tty else 5.0):
+            return
+        self.last = now
+        done = info.get("done", info.get("rows", 0)) or 0
+        total = info.get("total")
+        unit = info.get("unit", "rows")
+        rate = done / max(now - self.t0, 1e-9)
+        text = f"  {self.label}  {done}" + (f"/{total}" if total else "") + f" {unit}  {rate:.1f}/s"
+        extra = info.get("note")
+        if extra:
+            text += f"  {extra}"
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn and self.tty:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+        self.drawn = False
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """SHA-256 (first 16 hex) of everything that decides results (not tracking, not name)."""
+    payload = {k: v for k, v in config.items() if k not in NOT_COMPUTED_FROM and k != "hydra"}
+    return hashlib.sha256(cache_mod._canonical(payload).encode()).hexdigest()[:16]
+
+
+def _is_gate_refusal(exc: BaseException) -> bool:
+    try:
+        from wai_exp.score.publish_gate import PublishGateError
+    except ImportError:  # the gate module is not there yet: recognise it by name
+        return any(c.__name__ == "PublishGateError" for c in type(exc).__mro__)
+    return isinstance(exc, PublishGateError)
+
+
+def _sections(kind_reads: tuple[str, ...] | None, config: Mapping[str, Any]) -> dict[str, Any]:
+    if kind_reads is None:
+        return {k: v for k, v in config.items() if k not in NOT_COMPUTED_FROM and k != "hydra"}
+    return {k: config.get(k) for k in kind_reads}
+
+
+def _load(entry: Path) -> StageResult:
+    info = json.loads((entry / cache_mod.MARKER).read_text())
+    rows_path = entry / "rows.jsonl"
+    return StageResult(
+        rows=read_rows(rows_path) if rows_path.exists() else [],
+        report=json.loads((entry / "report.json").read_text()),
+        text=(entry / "report.txt").read_text() if (entry / "report.txt").exists() else "",
+        metrics=json.loads((entry / "metrics.json").read_text()),
+        tags=dict(info.get("tags") or {}),
+    )
+
+
+def _write(entry: Path, result: StageResult) -> None:
+    write_rows(entry / "rows.jsonl", result.rows)
+    write_json(entry / "report.json", result.report)
+    atomic_write_text(
+        entry / "report.txt", result.text if result.text.endswith("\n") else result.text + "\n"
+    )
+    write_json(entry / "metrics.json", {k: float(v) for k, v in result.metrics.items()})
+
+
+def _check_result(name: str, result: Any) -> StageResult:
+    if not isinstance(result, StageResult):
+        raise TypeError(
+            f"stage {name!r} returned {type(result).__name__}; a stage must return "
+            "wai_exp.pipeline.registry.StageResult(rows=, report=, text=, metrics=)"
+        )
+    bad = {
+        k: v
+        for k, v in result.metrics.items()
+        if not isinstance(v, int | float) or isinstance(v, bool)
+    }
+    if bad:
+        raise TypeError(
+            f"stage {name!r} returned non-numeric metrics {sorted(bad)}; leave an unmeasured "
+            "metric out (and say so in the report) rather than passing None"
+        )
+    return result
+
+
+def _refusal(name: str, exc: BaseException, inputs: Mapping[str, StageResult]) -> StageResult:
+    reason = str(exc) or type(exc).__name__
+    rows = [r for res in inputs.values() for r in res.rows]
+    report = {"verdict": "refused", "reason": reason, "rows_in": len(rows)}
+    text = f"publish gate: REFUSED\n{reason}\n"
+    return StageResult(
+        rows=rows,
+        report=report,
+        text=text,
+        metrics={"gate_passed": 0.0, "rows_in": float(len(rows))},
+        tags={"gate_verdict": "refused", "gate_reason": reason[:2000]},
+    )
+
+
+def _say(stream: TextIO, text: str) -> None:
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def run_pipeline(
+    config: Mapping[str, Any],
+    *,
+    run_dir: str | Path,
+    start_dir: str | Path,
+    tracker: Any | None = None,
+    overrides: Sequence[str] = (),
+    preset: str | None = None,
+    stream: TextIO | None = None,
+) -> RunOutcome:
+    """Run ``config["pipeline"]`` and return what happened; never calls ``sys.exit``.
+
+    ``config`` is the validated, resolved config as plain containers. ``start_dir`` is where
+    the user typed the command (the cache root and relative paths resolve from it).
+    Raises ``PipelineError`` (before anything runs or is recorded) when the DAG is invalid,
+    ``UnknownStageKind`` when a stage kind cannot be found.
+    """
+
+    t_run = time.perf_counter()
+    stream = stream if stream is not None else sys.stderr
+    run_dir, start_dir = Path(run_dir).resolve(), Path(start_dir).resolve()
+    tracker = tracker if tracker is not None else NullTracker()
+    order = plan(config["pipeline"]["stages"])
+    kinds = {spec.name: resolve(spec.kind, spec.target) for spec in order}
+
+    cache_cfg = config.get("cache") or {}
+    root = cache_cfg.get("dir")
+    root = (start_dir / root) if root else start_dir / "outputs" / ".cache"
+    cache = cache_mod.StageCache(root, enabled=bool(cache_cfg.get("enabled", True)))
+    refusal_code = int(config["pipeline"].get("refusal_exit_code", 3))
+
+    chash = config_hash(config)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tracker.start(
+        config=dict(config),
+        overrides=list(overrides),
+        run_dir=run_dir,
+        preset=preset,
+        config_hash=chash,
+    )
+    outcome = RunOutcome(status="passed", exit_code=EXIT_OK, run_dir=run_dir)
+    outcome.run_id = getattr(tracker, "run_id", None)
+    outcome.ui_command = getattr(tracker, "ui_command", None)
+    keys: dict[str, str] = {}
+    results: dict[str, StageResult] = {}
+    blocked: dict[str, str] = {}  # stage -> why it cannot run (a refused or skipped need)
+    current: StageSpec | None = None
+    try:
+        for i, spec in enumerate(order, start=1):
+            current = spec
+            outcome.stages.append(
+                _run_stage(
+                    spec,
+                    i,
+                    len(order),
+                    kinds[spec.name],
+                    config,
+                    cache,
+                    keys,
+                    results,
+                    blocked,
+                    run_dir,
+                    start_dir,
+                    tracker,
+                    stream,
+                )
+            )
+            last = outcome.stages[-1]
+            if last.status == "refused":
+                outcome.status, outcome.exit_code = "refused", refusal_code
+                outcome.gate, outcome.gate_reason = (
+                    "refused",
+                    (last.result.report.get("reason") if last.result else None),
+                )
+            if (
+                last.result
+                and last.result.tags.get("gate_verdict") == "passed"
+                and outcome.gate is None
+            ):
+                outcome.gate = "passed"
+        current = None
+        tags = {"run_status": outcome.status}
+        if outcome.gate:
+            tags["gate_verdict"] = outcome.gate
+        tracker.set_tags(tags)
+        tracker.finish("FINISHED")
+    except KeyboardInterrupt:
+        where = f" during stage {current.name!r}" if current else ""
+        outcome.status, outcome.exit_code = "interrupted", EXIT_INTERRUPTED
+        outcome.error = f"interrupted{where}; re-run the same command to resume"
+        _safe_finish(tracker, "KILLED", outcome.error)
+    except Exception as exc:
+        where = f"stage {current.name!r} " if current else ""
+        outcome.status, outcome.exit_code = "failed", EXIT_FAILED
+        outcome.error = f"{where}failed: {type(exc).__name__}: {exc}"
+        atomic_write_text(run_dir / "error.log", traceback.format_exc())
+        if current is not None and not outcome.stage(current.name):
+            outcome.stages.append(
+                StageOutcome(
+                    current.name,
+                    kinds[current.name].name,
+                    keys.get(current.name, ""),
+                    "failed",
+                    run_dir / current.name,
+                    error=outcome.error,
+                )
+            )
+        _safe_finish(tracker, "FAILED", outcome.error)
+    outcome.wall_s = time.perf_counter() - t_run
+    _write_run_files(outcome, chash)
+    return outcome
+
+
+def _safe_finish(tracker: Any, status: str, error: str) -> None:
+    # The run already failed; a tracker that cannot record it must not hide the first error.
+    try:
+        tracker.finish(status, error=error)
+    except Exception as exc:  # noqa: BLE001
+        sys.stderr.write(f"wai-exp: could not mark the tracking run {status}: {exc}\n")
+
+
+def _run_stage(
+    spec: StageSpec,
+    index: int,
+    n: int,
+    kind: Any,
+    config: Mapping[str, Any],
+    cache: cache_mod.StageCache,
+    keys: dict[str, str],
+    results: dict[str, StageResult],
+    blocked: dict[str, str],
+    run_dir: Path,
+    start_dir: Path,
+    tracker: Any,
+    stream: TextIO,
+) -> StageOutcome:
+    from wai_exp import __version__
+
+    t0 = time.perf_counter()
+    key = cache_mod.stage_key(
+        kind.name,
+        spec.params,
+        _sections(kind.reads, config),
+        [(n_, keys[n_]) for n_ in spec.needs if n_ in keys],
+        __version__,
+    )
+    keys[spec.name] = key
+    stage_dir = run_dir / spec.name
+    head = f"[{index}/{n}] {spec.name}"
+    why = next((blocked[n_] for n_ in spec.needs if n_ in blocked), None)
+    if why is not None:
+        blocked[spec.name] = why
+        _say(stream, f"{head}: skipped ({why})")
+        tracker.log_stage(
+            spec.name,
+            kind=kind.name,
+            report={"skipped": why},
+            text=f"skipped: {why}\n",
+            rows_path=None,
+            metrics={},
+            seconds=0.0,
+            cached=False,
+        )
+        return StageOutcome(spec.name, kind.name, key, "skipped", stage_dir, error=why)
+
+    entry = cache.entry(spec.name, key)
+    compute_s = 0.0
+    if cache.reusable(spec.name, key):
+        result = _load(entry)
+        info = cache.info(spec.name, key)
+        status = "refused" if info.get("status") == "refused" else "cached"
+        cached = True
+        rel = os.path.relpath(entry, start_dir)
+        _say(
+            stream,
+            f"{head}: cached, reusing {rel} (key {key[:12]}; computed in {info.get('seconds', 0):.1f} s)",
+        )
+    else:
+        cache.prepare(spec.name, key)
+        inputs = {n_: results[n_] for n_ in spec.needs}
+        progress = ProgressLine(spec.name, stream)
+        ctx = StageContext(
+            name=spec.name,
+            kind=kind.name,
+            config=dict(config),
+            run_dir=run_dir,
+            stage_dir=entry,
+            start_dir=start_dir,
+            key=key,
+            partial_path=entry / cache_mod.PARTIAL,
+            progress=progress,
+        )
+        resumed = ctx.partial_path.exists()
+        _say(stream, f"{head}: running{' (resuming from streamed rows)' if resumed else ''}")
+        tc = time.perf_counter()
+        try:
+            result = _check_result(spec.name, kind.fn(ctx, dict(spec.params), inputs))
+            status = "ran"
+        except Exception as exc:
+            if not _is_gate_refusal(exc):
+                raise
+            result = _refusal(spec.name, exc, inputs)
+            status = "refused"
+        finally:
+            progress.close()
+        compute_s = time.perf_counter() - tc
+        _write(entry, result)
+        cache.mark_complete(
+            spec.name,
+            key,
+            {
+                "stage": spec.name,
+                "kind": kind.name,
+                "status": status,
+                "seconds": round(compute_s, 3),
+                "tags": result.tags,
+                "rows": len(result.rows),
+            },
+        )
+        cached = False
+        _say(
+            stream,
+            f"{head}: {'REFUSED' if status == 'refused' else 'done'} in {compute_s:.1f} s "
+            f"({len(result.rows)} rows)",
+        )
+    cache_mod.link_outputs(entry, stage_dir)
+    if status == "refused":
+        blocked[spec.name] = f"{spec.name} refused"
+    results[spec.name] = result
+    tracker.log_stage(
+        spec.name,
+        kind=kind.name,
+        report=result.report,
+        text=result.text,
+        rows_path=stage_dir / "rows.jsonl",
+        metrics=dict(result.metrics),
+        seconds=compute_s,
+        cached=cached,
+    )
+    if result.tags:
+        tracker.set_tags(dict(result.tags))
+    overhead = time.perf_counter() - t0 - compute_s
+    return StageOutcome(
+        spec.name,
+        kind.name,
+        key,
+        status,
+        stage_dir,
+        compute_s=compute_s,
+        overhead_s=overhead,
+        result=result,
+    )
+
+
+def _write_run_files(outcome: RunOutcome, chash: str) -> None:
+    compute = sum(s.compute_s for s in outcome.stages)
+    timings = {
+        "wall_s": round(outcome.wall_s, 4),
+        "compute_s": round(compute, 4),
+        "overhead_s": round(outcome.wall_s - compute, 4),
+        "stages": {
+            s.name: {
+                "status": s.status,
+                "compute_s": round(s.compute_s, 4),
+                "overhead_s": round(s.overhead_s, 4),
+            }
+            for s in outcome.stages
+        },
+    }
+    try:
+        write_json(outcome.run_dir / "timings.json", timings)
+        write_json(
+            outcome.run_dir / "run.json",
+            {
+                "status": outcome.status,
+                "exit_code": outcome.exit_code,
+                "error": outcome.error,
+                "gate": outcome.gate,
+                "gate_reason": outcome.gate_reason,
+                "config_hash": chash,
+                "run_id": outcome.run_id,
+                "stages": {s.name: {"status": s.status, "key": s.key} for s in outcome.stages},
+            },
+        )
+    except OSError as exc:  # the run's own result matters more than its bookkeeping
+        sys.stderr.write(f"wai-exp: could not write run.json/timings.json: {exc}\n")
+
+
+def _fmt_ci(lo: Any, hi: Any) -> str:
+    if lo is None or hi is None:
+        return "interval not measured"
+    return f"95% CI [{lo:.3f}, {hi:.3f}]"
+
+
+def summarize(outcome: RunOutcome) -> str:
+    """The closing block a person reads in the terminal."""
+    lines = []
+    for s in outcome.stages:
+        rows = f"{len(s.result.rows)} rows" if s.result is not None else ""
+        t = f"{s.compute_s:.1f} s" if s.status == "ran" else ""
+        lines.append(f"  {s.name:<16} {s.status:<8} {rows:>11} {t:>8}")
+    head = {
+        "passed": "done",
+        "refused": "done, publish gate REFUSED",
+        "failed": "FAILED",
+        "interrupted": "interrupted",
+    }[outcome.status]
+    out = [f"wai-exp: {head} in {outcome.wall_s:.1f} s", *lines]
+
+    graded = next(
+        (s for s in reversed(outcome.stages) if s.result and "pass_at_1" in s.result.metrics), None
+    )
+    if graded is not None:
+        m = graded.result.metrics
+        n = graded.result.report.get("n_groups")
+        over = f" over {n} tasks" if n is not None else ""
+        out.append(
+            f"pass@1: {m['pass_at_1']:.3f}  {_fmt_ci(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}{over}"
+        )
+        k = graded.result.report.get("k")
+        if "pass_pow_k" in m:
+            out.append(
+                f"pass^{k}: {m['pass_pow_k']:.3f}  pass@{k}: {m.get('pass_at_k', float('nan')):.3f}"
+            )
+        elif graded.result.report.get("note"):
+            out.append(f"pass^k, pass@k: not measured ({graded.result.report['note']})")
+    else:
+        out.append("pass@1: not measured (no stage graded the rows)")
+    kept = next(
+        (s for s in reversed(outcome.stages) if s.result and "rows_kept" in s.result.metrics), None
+    )
+    if kept is not None:
+        m = kept.result.metrics
+        of = f" of {int(m['rows_in'])}" if "rows_in" in m else ""
+        out.append(f"rows kept: {int(m['rows_kept'])}{of} ({kept.name})")
+    else:
+        out.append("rows kept: not measured (no selection stage)")
+    if outcome.gate == "refused":
+        out.append(f"publish gate: REFUSED - {outcome.gate_reason}")
+    elif outcome.gate == "passed":
+        out.append("publish gate: passed")
+    else:
+        out.append("publish gate: not run")
+    if outcome.error:
+        out.append(f"error: {outcome.error}")
+    out.append(f"run dir: {outcome.run_dir}")
+    if outcome.run_id:
+        out.append(f"MLflow run: {outcome.run_id}")
+        if outcome.ui_command:
+            out.append(f"open it:  {outcome.ui_command}")
+    else:
+        out.append("MLflow run: none (tracking=none)")
+    return "\n".join(out)
