@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "evaluate": "wai_exp.score.judging",
     "normalize_judge_result": "wai_exp.score.judging",
     "run_judge": "wai_exp.score.judging",
+    "judge_agreement": "wai_exp.score.agreement",
     # passat
     "PassAt": "wai_exp.score.passat",
     "pass_at": "wai_exp.score.passat",
