@@ -1,0 +1,123 @@
+"""``SimulationData``: what ``simulate()`` returns.
+
+* ``.trajectories``: the in-memory rows, each still carrying ``privileged`` (the teacher's
+  answer key) for judges;
+* ``.rows``: scrubbed copies (no ``privileged``/``vector`` at any depth), the exact list
+  ``save()`` and ``output=`` write; a ``RowList``, so ``data.rows()`` works too;
+* ``.report()``: every resolved knob the run used and how it ended.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from wai_exp.rows.jsonl import write_json, write_rows
+from wai_exp.rows.scrub import scrub
+
+
+class RowList(list):
+    """A list of rows that can also be called: ``data.rows`` and ``data.rows()`` are the same."""
+
+    def __call__(self) -> RowList:
+        return self
+
+
+class SimulationData:
+    """The rollouts of one ``simulate()`` call and the record of how they were produced."""
+
+    def __init__(
+        self,
+        trajectories: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]],
+        system_prompt: str | None,
+        report: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+        warnings: list[str] | None = None,
+        degraded: list[str] | None = None,
+        lost: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.trajectories = trajectories
+        self.tools = tools
+        self.system_prompt = system_prompt
+        #: Every distinct system prompt the rows ran under, full text, once each.
+        self.system_prompts: list[str] = [system_prompt] if system_prompt else []
+        self.metadata = dict(metadata or {})
+        self.warnings = list(warnings or [])
+        self.degraded = list(degraded or [])
+        #: Row-less records of rollouts the agent lost (raised or timed out).
+        self.lost = list(lost or [])
+        self._report = report
+        self._rows: RowList | None = None
+
+    # ---- rows --------------------------------------------------------------------------
+    @property
+    def rows(self) -> RowList:
+        """Scrubbed copies of the trajectories: what goes to disk, field for field."""
+        if self._rows is None or len(self._rows) != len(self.trajectories):
+            self._rows = RowList(scrub(t) for t in self.trajectories)
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.trajectories)
+
+    def __repr__(self) -> str:
+        r = self._report
+        return (
+            f"SimulationData({len(self.trajectories)} rows, mode={r.get('mode')!r}, "
+            f"stopped_because={r.get('stopped_because')!r}, lost={r.get('rollouts_lost', 0)})"
+        )
+
+    # ---- report ------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        """A copy of the run record: every resolved parameter and knob, counts, stop reason."""
+        return copy.deepcopy(self._report)
+
+    # ---- grading -----------------------------------------------------------------------
+    @property
+    def graded(self) -> bool:
+        """True when at least one row carries a reward (from ``grader=``)."""
+        return any(t.get("reward") is not None for t in self.trajectories)
+
+    @property
+    def pass_at(self) -> Any:
+        """pass@1 / pass^k / pass@k over the graded rows (``wai_exp.score.passat.pass_at``).
+
+        ``None`` when no row is graded (pass ``grader=`` to ``simulate`` or grade after with
+        ``run_judge``); a note is added to ``warnings`` so the gap is visible.
+        """
+        if not self.graded:
+            note = "pass_at is None: no row is graded; pass grader= or grade with run_judge."
+            if note not in self.warnings:
+                self.warnings.append(note)
+            return None
+        from wai_exp.score.passat import pass_at  # lazy: scipy lives there
+
+        return pass_at(self.trajectories)
+
+    def grade(self, judge: Any, **kwargs: Any) -> Any:
+        """Grade the trajectories with ``judge`` (``wai_exp.score.judging.run_judge``)."""
+        from wai_exp.score.judging import run_judge
+
+        return run_judge(self, judge, **kwargs)
+
+    # ---- files -------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write the scrubbed rows as JSONL at ``path`` (atomically) and return the path.
+
+        A ``<stem>.meta.json`` sidecar beside it carries ``metadata`` and the report. Raises
+        ``OSError`` when the folder cannot be written.
+        """
+        path = Path(path)
+        write_rows(path, self.trajectories)
+        write_json(
+            path.with_name(path.stem + ".meta.json"),
+            {"metadata": self.metadata, "report": self._report},
+        )
+        return path
