@@ -1,0 +1,218 @@
+"""Tracking edge: where a run's params, metrics, reports, rows and plots go (MLflow or nowhere).
+
+``make_tracker(cfg["tracking"], start_dir)`` returns a :class:`Tracker`. With ``kind: mlflow``
+that is :class:`wai_exp.tracking.mlflow_tracker.MlflowTracker` (imported only then, because
+MLflow takes seconds to import); with ``kind: none`` a :class:`NullTracker` that records
+nothing and says "tracking off".
+
+The ``tracking`` config group (``conf/tracking/*.yaml``):
+
+========== ======================================================================
+key        meaning
+========== ======================================================================
+kind       ``mlflow`` or ``none``
+uri        null = ``sqlite:///<start_dir>/mlflow.db``; or ``http(s)://host:port`` of a
+           team server; or another ``sqlite:///path`` (relative paths resolve
+           against ``start_dir``). The file store (``file:``, a bare folder) is refused.
+experiment MLflow experiment name (default ``wai-exp``)
+log_rows   log each stage's rows as ``<stage>/rows.jsonl`` and a dataset input
+plots      log PNG plots for graded stages
+========== ======================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "PARENT_RUN_ENV",
+    "NullTracker",
+    "Tracker",
+    "TrackingConfigError",
+    "make_tracker",
+    "resolve_tracking_uri",
+    "tracking_settings",
+]
+
+#: Env var the sweep callback sets in each job (on_job_start) to the parent run's id.
+#: Deliberately not MLFLOW_RUN_ID: MLflow would resume that run instead of nesting under it.
+PARENT_RUN_ENV = "WAI_EXP_MLFLOW_PARENT_RUN_ID"
+
+_KINDS = ("mlflow", "none")
+_DEFAULTS: dict[str, Any] = {
+    "kind": "mlflow",
+    "uri": None,
+    "experiment": "wai-exp",
+    "log_rows": True,
+    "plots": True,
+}
+
+
+class TrackingConfigError(ValueError):
+    """The ``tracking`` config group holds a value wai-exp cannot use; the message says the fix."""
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    """What the pipeline runner calls. Every method returns None; failures raise.
+
+    Attributes: ``run_id`` (None when nothing is recorded), ``ui_command`` (how to look at
+    the run, None when there is nothing to look at), ``summary`` (one line for the run's
+    final printout).
+    """
+
+    run_id: str | None
+    ui_command: str | None
+
+    @property
+    def summary(self) -> str: ...
+
+    def start(
+        self,
+        config: Mapping[str, Any],
+        overrides: Sequence[str],
+        run_dir: Path,
+        preset: str | None,
+        config_hash: str,
+    ) -> None: ...
+
+    def log_stage(
+        self,
+        name: str,
+        *,
+        kind: str,
+        report: Mapping[str, Any] | None,
+        text: str | None,
+        rows_path: Path | None,
+        metrics: Mapping[str, Any] | None,
+        seconds: float | None,
+        cached: bool,
+    ) -> None: ...
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None: ...
+
+    def finish(self, status: str, error: BaseException | str | None = None) -> None: ...
+
+
+class NullTracker:
+    """``tracking=none``: records nothing, anywhere. ``summary`` says tracking is off."""
+
+    run_id: str | None = None
+    ui_command: str | None = None
+
+    @property
+    def summary(self) -> str:
+        return "tracking off (tracking=none): nothing was recorded in MLflow"
+
+    def start(
+        self,
+        config: Mapping[str, Any],
+        overrides: Sequence[str],
+        run_dir: Path,
+        preset: str | None,
+        config_hash: str,
+    ) -> None:
+        return None
+
+    def log_stage(self, name: str, **_: Any) -> None:
+        return None
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        return None
+
+    def finish(self, status: str, error: BaseException | str | None = None) -> None:
+        return None
+
+
+def tracking_settings(cfg_tracking: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The tracking group with defaults filled in and every value checked.
+
+    Raises :class:`TrackingConfigError` naming the bad key or value and the valid choices.
+    Accepts a plain mapping or an OmegaConf node.
+    """
+    if cfg_tracking is not None and type(cfg_tracking).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        cfg_tracking = OmegaConf.to_container(cfg_tracking, resolve=True)  # type: ignore[assignment]
+    raw = dict(cfg_tracking or {})
+    unknown = sorted(set(raw) - set(_DEFAULTS))
+    if unknown:
+        raise TrackingConfigError(
+            f"unknown key(s) {unknown} in tracking; valid keys are {sorted(_DEFAULTS)}"
+        )
+    out = {**_DEFAULTS, **raw}
+    if out["kind"] not in _KINDS:
+        raise TrackingConfigError(
+            f"tracking.kind={out['kind']!r} is not one of {list(_KINDS)}; "
+            "pick tracking=mlflow, tracking=mlflow_server or tracking=none"
+        )
+    if out["uri"] is not None and not isinstance(out["uri"], str):
+        raise TrackingConfigError(f"tracking.uri must be a string or null, got {out['uri']!r}")
+    if not isinstance(out["experiment"], str) or not out["experiment"].strip():
+        raise TrackingConfigError(
+            f"tracking.experiment must be a non-empty name, got {out['experiment']!r}"
+        )
+    for key in ("log_rows", "plots"):
+        if not isinstance(out[key], bool):
+            raise TrackingConfigError(f"tracking.{key} must be true or false, got {out[key]!r}")
+    return out
+
+
+def resolve_tracking_uri(uri: str | None, start_dir: Path) -> str:
+    """The absolute tracking URI for ``tracking.uri`` (None = ``<start_dir>/mlflow.db``).
+
+    SQLite URIs are made absolute against ``start_dir``, so a job whose working directory
+    changed still writes to the store ``mlflow ui`` opens where the user started. ``http``,
+    ``https`` and other database URIs pass through. The file store is refused (MLflow 3.13+
+    raises on a new one unless MLFLOW_ALLOW_FILE_STORE is set, and it races under sweeps):
+    raises :class:`TrackingConfigError` for ``file:`` URIs and bare paths.
+    """
+    start = Path(start_dir).expanduser().resolve()
+    if uri is None or uri == "":
+        return f"sqlite:///{start / 'mlflow.db'}"
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///") :]
+        query = ""
+        if "?" in path:
+            path, query = path.split("?", 1)
+            query = "?" + query
+        if path in ("", ":memory:"):
+            raise TrackingConfigError(
+                f"tracking.uri={uri!r} has no database file; use null for "
+                f"{start / 'mlflow.db'} or sqlite:////absolute/path/mlflow.db"
+            )
+        p = Path(path).expanduser()
+        p = p if p.is_absolute() else start / p
+        return f"sqlite:///{p.resolve()}{query}"
+    if uri.startswith("file:") or "://" not in uri:
+        raise TrackingConfigError(
+            f"tracking.uri={uri!r} is an MLflow file store, which wai-exp does not use "
+            "(MLflow 3.13+ refuses new ones and they race under sweeps). Use null for "
+            f"sqlite:///{start / 'mlflow.db'}, a sqlite:///<path>.db URI, or http://host:port "
+            "for a tracking server"
+        )
+    return uri
+
+
+def make_tracker(cfg_tracking: Mapping[str, Any] | None, start_dir: Path) -> Tracker:
+    """The tracker the ``tracking`` config group asks for.
+
+    ``kind: none`` -> :class:`NullTracker`; ``kind: mlflow`` -> an ``MlflowTracker`` writing
+    to :func:`resolve_tracking_uri` (nothing touches the store until ``start``). Raises
+    :class:`TrackingConfigError` for an unknown key, kind or a file-store URI.
+    """
+    settings = tracking_settings(cfg_tracking)
+    if settings["kind"] == "none":
+        return NullTracker()
+    uri = resolve_tracking_uri(settings["uri"], start_dir)
+    from wai_exp.tracking.mlflow_tracker import MlflowTracker
+
+    return MlflowTracker(
+        uri=uri,
+        experiment=settings["experiment"],
+        start_dir=Path(start_dir),
+        log_rows=settings["log_rows"],
+        plots=settings["plots"],
+    )

@@ -1,0 +1,323 @@
+"""MlflowTracker against a real (temporary, pre-migrated) SQLite store, read back with
+MlflowClient: what a user finds in the MLflow UI after a run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from wai_exp.tracking import (
+    NullTracker,
+    TrackingConfigError,
+    make_tracker,
+    resolve_tracking_uri,
+)
+
+
+def _client(start: Path):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=f"sqlite:///{start / 'mlflow.db'}")
+
+
+def _artifacts(client, run_id: str, path: str | None = None) -> set[str]:
+    out: set[str] = set()
+    for item in client.list_artifacts(run_id, path):
+        if item.is_dir:
+            out |= _artifacts(client, run_id, item.path)
+        else:
+            out.add(item.path)
+    return out
+
+
+def _config() -> dict:
+    return {
+        "seed": 0,
+        "name": "wai-exp",
+        "simulate": {"mode": "rl", "budget": 200, "fault_rate": None},
+        "agent": {"kind": "scripted", "api_key": "sk-do-not-leak", "system_prompt": "p" * 7000},
+        "pipeline": {"stages": ["simulate", "grade"]},
+        # >100 leaves, so params need more than one request.
+        "knobs": {f"k{i}": i for i in range(150)},
+    }
+
+
+def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
+    tracker = make_tracker({"kind": "mlflow"}, start_dir)
+    run_dir = tmp_path / "outputs" / "run1"
+    tracker.start(
+        _config(), ["+experiment=rl_round", "seed=0"], run_dir, "rl_round", "abc123def456"
+    )
+    sim_rows = write_jsonl(
+        run_dir / "simulate" / "rows.jsonl", [{"scenario_id": "t1", "prompt": "q"}]
+    )
+    tracker.log_stage(
+        "simulate",
+        kind="simulate",
+        report={"rows": 1},
+        text="1 row",
+        rows_path=sim_rows,
+        metrics={"rows_out": 1},
+        seconds=0.5,
+        cached=True,
+    )
+    # Any file name works: the artifact is always <stage>/rows.jsonl.
+    grade_rows = write_jsonl(run_dir / "grade" / "graded.jsonl", graded_rows)
+    report = {"pass_at_1": 2 / 3, "ci95": [0.5, 1.0], "k": 4, "pass_at_k": 1.0, "n": float("nan")}
+    tracker.log_stage(
+        "grade",
+        kind="grade",
+        report=report,
+        text="pass@1 0.667 [0.500..1.000]",
+        rows_path=grade_rows,
+        metrics={
+            "pass_at_1": 2 / 3,
+            "pass_at_1_ci_lo": 0.5,
+            "pass_at_1_ci_hi": 1.0,
+            "pass_pow_k": None,
+        },
+        seconds=1.25,
+        cached=False,
+    )
+    tracker.set_tags({"gate_verdict": "pass", "stopped_because": "budget", "ok": True})
+    tracker.finish("FINISHED")
+
+    client = _client(start_dir)
+    run = client.get_run(tracker.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.info.run_name.startswith("rl_round-")
+
+    params = run.data.params
+    assert params["simulate.budget"] == "200"
+    assert params["simulate.fault_rate"] == "null"
+    assert params["pipeline.stages.1"] == "grade"
+    assert params["knobs.k149"] == "149"
+    assert params["agent.api_key"] == "***redacted***"
+    assert len(params["agent.system_prompt"]) == 6000
+    assert len(params) >= 150 + 8
+
+    m = run.data.metrics
+    assert m["grade.pass_at_1"] == pytest.approx(2 / 3)
+    assert m["grade.pass_at_1_ci_lo"] == 0.5 and m["grade.pass_at_1_ci_hi"] == 1.0
+    assert m["grade.seconds"] == 1.25 and m["simulate.seconds"] == 0.5
+    assert m["simulate.rows_out"] == 1
+    assert "grade.pass_pow_k" not in m  # unmeasured is not 0 ...
+
+    tags = run.data.tags
+    assert tags["grade.unmeasured"] == "pass_pow_k"  # ... it is named instead
+    assert tags["preset"] == "rl_round" and tags["config_hash"] == "abc123def456"
+    assert tags["mlflow.source.git.commit"] == "unknown"  # start_dir is not a git checkout
+    assert "rl_round" in tags["mlflow.note.content"] and "seed=0" in tags["mlflow.note.content"]
+    assert tags["simulate.cached"] == "true" and tags["grade.cached"] == "false"
+    assert tags["gate_verdict"] == "pass" and tags["ok"] == "true"
+    assert "mlflow.parentRunId" not in tags
+
+    arts = _artifacts(client, tracker.run_id)
+    assert {
+        "config.yaml",
+        "overrides.yaml",
+        "simulate/report.json",
+        "simulate/report.txt",
+        "simulate/rows.jsonl",
+        "grade/report.json",
+        "grade/report.txt",
+        "grade/rows.jsonl",
+        "grade/pass_rate_hist.png",
+        "grade/pass_at_k.png",
+    } <= arts
+    assert not any(a.startswith("simulate/") and a.endswith(".png") for a in arts)
+
+    # Artifacts live next to the database, and no file store appeared anywhere.
+    art_root = start_dir / "mlartifacts"
+    assert art_root.is_dir()
+    local = Path(run.info.artifact_uri.removeprefix("file://"))
+    assert art_root in local.parents
+    assert json.loads((local / "grade" / "report.json").read_text())["n"] is None  # NaN -> null
+    config_text = (local / "config.yaml").read_text()
+    assert "sk-do-not-leak" not in config_text and "p" * 7000 in config_text
+    assert (local / "grade" / "rows.jsonl").read_text().count("\n") == len(graded_rows)
+    assert not (start_dir / "mlruns").exists()
+    assert not (Path.cwd() / "mlruns").exists()
+
+    # The rows are a dataset input of the run, in the stage's context.
+    contexts = {
+        t.value for d in run.inputs.dataset_inputs for t in d.tags if t.key == "mlflow.data.context"
+    }
+    assert contexts == {"simulate", "grade"}
+
+    assert tracker.ui_command.startswith(
+        f"mlflow ui --backend-store-uri sqlite:///{start_dir.resolve()}/mlflow.db"
+    )
+    assert f"/runs/{tracker.run_id}" in tracker.ui_command
+    assert tracker.run_id in tracker.summary
+
+
+def test_failed_run_keeps_the_error(start_dir, tmp_path):
+    tracker = make_tracker({"kind": "mlflow", "plots": False}, start_dir)
+    tracker.start({"seed": 1}, [], tmp_path / "run", None, "h")
+    try:
+        raise ValueError("judge endpoint refused the request")
+    except ValueError as e:
+        err = e
+    tracker.finish("failed", error=err)
+    tracker.finish("FINISHED")  # a second finish changes nothing
+
+    client = _client(start_dir)
+    run = client.get_run(tracker.run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["wai.error"] == "ValueError: judge endpoint refused the request"
+    text = Path(client.download_artifacts(tracker.run_id, "error.txt", str(tmp_path))).read_text()
+    assert "Traceback" in text and "judge endpoint refused" in text
+    with pytest.raises(RuntimeError, match="already ended"):
+        tracker.log_stage("grade", kind="grade")
+
+
+def test_unknown_status_is_refused(start_dir, tmp_path):
+    tracker = make_tracker({}, start_dir)
+    tracker.start({}, [], tmp_path, None, "h")
+    with pytest.raises(ValueError, match="FINISHED"):
+        tracker.finish("DONE")
+    tracker.finish("KILLED")
+    assert _client(start_dir).get_run(tracker.run_id).info.status == "KILLED"
+
+
+def test_logging_before_start_says_what_to_do(start_dir):
+    tracker = make_tracker({}, start_dir)
+    with pytest.raises(RuntimeError, match="start"):
+        tracker.set_tags({"a": 1})
+
+
+def test_git_commit_tag_comes_from_the_start_dir(start_dir, tmp_path):
+    def git(*args):
+        return subprocess.run(
+            ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
+            cwd=start_dir,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+    git("init", "-q")
+    (start_dir / "f.txt").write_text("x")
+    git("add", "f.txt")
+    git("commit", "-qm", "init")
+    sha = git("rev-parse", "HEAD")
+    tracker = make_tracker({}, start_dir)
+    tracker.start({}, [], tmp_path, "eval", "h")
+    tracker.finish("FINISHED")
+    tags = _client(start_dir).get_run(tracker.run_id).data.tags
+    assert tags["mlflow.source.git.commit"] == sha
+    assert tags["wai.git_dirty"] == "false"
+
+
+def test_explicit_parent_nests_the_run(start_dir, tmp_path):
+    client = _client(start_dir)
+    from wai_exp.tracking.mlflow_tracker import prepare_store
+
+    uri = f"sqlite:///{start_dir.resolve()}/mlflow.db"
+    exp = prepare_store(uri, "wai-exp")
+    parent = client.create_run(exp, run_name="parent")
+    tracker = make_tracker({}, start_dir)
+    tracker.parent_run_id = parent.info.run_id
+    tracker.start({}, [], tmp_path, None, "h")
+    tracker.finish("FINISHED")
+    child = client.get_run(tracker.run_id)
+    assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+
+
+def test_stale_parent_from_env_is_ignored(start_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("WAI_EXP_MLFLOW_PARENT_RUN_ID", "0123456789abcdef0123456789abcdef")
+    tracker = make_tracker({}, start_dir)
+    tracker.start({}, [], tmp_path, None, "h")
+    tracker.finish("FINISHED")
+    assert "mlflow.parentRunId" not in _client(start_dir).get_run(tracker.run_id).data.tags
+
+
+def test_atexit_guard_marks_a_crashed_process_failed(start_dir, tmp_path):
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from wai_exp.tracking import make_tracker
+        t = make_tracker({{"kind": "mlflow"}}, Path({str(start_dir)!r}))
+        t.start({{"seed": 0}}, [], Path({str(tmp_path)!r}), "rl_round", "h")
+        print(t.run_id, flush=True)
+        raise SystemExit("stage crashed")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode != 0
+    run_id = proc.stdout.strip().splitlines()[-1]
+    run = _client(start_dir).get_run(run_id)
+    assert run.info.status == "FAILED"
+    assert "exited before the run finished" in run.data.tags["wai.error"]
+
+
+def test_tracking_none_records_nothing(tmp_path):
+    tracker = make_tracker({"kind": "none"}, tmp_path)
+    assert isinstance(tracker, NullTracker)
+    tracker.start({"a": 1}, [], tmp_path, None, "h")
+    tracker.log_stage("grade", kind="grade", metrics={"pass_at_1": 1.0})
+    tracker.set_tags({"x": 1})
+    tracker.finish("FINISHED")
+    assert tracker.run_id is None and tracker.ui_command is None
+    assert "tracking off" in tracker.summary
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("cfg", "match"),
+    [
+        ({"kind": "wandb"}, "tracking.kind"),
+        ({"kind": "mlflow", "urii": "x"}, "valid keys"),
+        ({"uri": "file:///tmp/mlruns"}, "file store"),
+        ({"uri": "./mlruns"}, "file store"),
+        ({"plots": "yes"}, "tracking.plots"),
+        ({"experiment": ""}, "tracking.experiment"),
+    ],
+)
+def test_bad_tracking_config_names_the_fix(cfg, match, tmp_path):
+    with pytest.raises(TrackingConfigError, match=match):
+        make_tracker(cfg, tmp_path)
+
+
+def test_uris_are_made_absolute_against_the_start_dir(tmp_path):
+    assert resolve_tracking_uri(None, tmp_path) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    assert (
+        resolve_tracking_uri("sqlite:///sub/x.db", tmp_path)
+        == f"sqlite:///{tmp_path.resolve()}/sub/x.db"
+    )
+    assert resolve_tracking_uri("sqlite:////abs/x.db", tmp_path) == "sqlite:////abs/x.db"
+    assert resolve_tracking_uri("http://10.0.0.2:5000", tmp_path) == "http://10.0.0.2:5000"
+    server = make_tracker({"uri": "http://10.0.0.2:5000"}, tmp_path)
+    assert server.uri == "http://10.0.0.2:5000"
+
+
+def test_dataset_columns_are_flat_and_typed(graded_rows):
+    from wai_exp.tracking.mlflow_tracker import row_columns, rows_dataset
+
+    cols = row_columns(graded_rows)
+    assert cols["reward"].dtype.kind == "f"  # None -> NaN, partial 0.5 kept
+    assert cols["rollout_index"].tolist()[:3] == [0.0, 1.0, 2.0]
+    assert cols["scenario_id"].tolist()[:2] == ["t1", "t1"]
+    assert cols["steps"][0] == json.dumps([{"kind": "assistant", "text": "hi"}], sort_keys=True)
+    assert cols["steps"][-1] == ""  # the row without steps
+    ds = rows_dataset(graded_rows, name="grade-rows", source=None)
+    assert ds.profile["num_rows"] == len(graded_rows)
+    assert {c.name for c in ds.schema.inputs} >= {"reward", "scenario_id", "steps"}
+    assert rows_dataset([], name="x", source=None) is None
+
+
+def test_no_pandas_means_no_dataset_input_not_a_crash(graded_rows, monkeypatch, caplog):
+    import logging
+
+    from wai_exp.tracking.mlflow_tracker import rows_dataset
+
+    monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` now raises ImportError
+    with caplog.at_level(logging.DEBUG, logger="wai_exp.tracking.mlflow_tracker"):
+        assert rows_dataset(graded_rows, name="grade-rows", source=None) is None
+    assert "need pandas" in caplog.text

@@ -1,0 +1,653 @@
+"""``MlflowTracker``: one wai-exp run -> one MLflow run (a child run inside a sweep).
+
+Everything goes through ``MlflowClient`` with an explicit run id, never the fluent
+``mlflow.start_run`` state: the basic Hydra launcher runs sweep jobs in one process, and an
+"active run" left over from one job must not swallow the next (shared/NOTES-hydra-mlflow.md).
+
+Store layout for the default ``sqlite:///<start_dir>/mlflow.db``: the experiment's artifacts
+live in ``<start_dir>/mlartifacts`` (set explicitly; MLflow would otherwise pick ``./mlruns``
+relative to wherever the process happens to be). The schema and the experiment are created
+once, under a file lock next to the database, because MLflow migrates a fresh SQLite file
+without a lock and parallel jobs corrupt it ("duplicate column", "table already exists").
+
+MLflow is imported inside functions: this module is imported only when tracking is on, but
+the sweep callback imports helpers from it on every Hydra start.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import getpass
+import json
+import logging
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from wai_exp.tracking import PARENT_RUN_ENV
+from wai_exp.tracking.params import (
+    MAX_PARAMS_PER_BATCH,
+    MAX_TAG_VALUE_CHARS,
+    chunked,
+    flatten_config,
+    format_value,
+    log_params,
+    redact_config,
+    sanitize_key,
+    truncate,
+)
+
+log = logging.getLogger(__name__)
+
+#: Written by the sweep callback into the sweep folder: ``{"run_id", "uri", "experiment_id"}``.
+#: A job finds it at ``<run_dir>/../PARENT_FILE`` when the env var did not reach it.
+PARENT_FILE = ".wai_mlflow_parent.json"
+#: One metric request holds at most this many metrics (mlflow.utils.validation).
+MAX_METRICS_PER_BATCH = 1000
+#: Where ``mlflow ui`` listens by default.
+UI_URL = "http://127.0.0.1:5000"
+
+_STATUSES = ("FINISHED", "FAILED", "KILLED")
+_prepared: dict[tuple[str, str], str] = {}
+
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be used as configured; the message says what to change."""
+
+
+# --------------------------------------------------------------------------- store set-up
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, or None for any other URI."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(unquote(uri[len("sqlite:///") :].split("?", 1)[0]))
+
+
+def default_artifact_location(uri: str) -> str | None:
+    """``<db folder>/mlartifacts`` as a file URI for SQLite stores; None (server decides) else."""
+    db = sqlite_path(uri)
+    if db is None:
+        return None
+    return (db.parent / "mlartifacts").as_uri()
+
+
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``<db>.lock`` for SQLite URIs (no-op for servers).
+
+    Serialises schema creation and experiment creation across processes on one machine.
+    On platforms without ``fcntl`` (Windows) this degrades to no lock, with a debug note.
+    """
+    db = sqlite_path(uri)
+    if db is None:
+        yield
+        return
+    db.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: create the schema before a parallel sweep yourself
+        log.debug("no fcntl on this platform; SQLite schema creation is not locked")
+        yield
+        return
+    with open(db.with_name(db.name + ".lock"), "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def prepare_store(uri: str, experiment: str) -> str:
+    """Create the store's schema and the experiment if needed; return the experiment id.
+
+    Runs under :func:`store_lock`, once per process per ``(uri, experiment)``. A new
+    experiment on SQLite gets ``artifact_location`` = ``<db folder>/mlartifacts``. Raises
+    :class:`TrackingError` when the experiment exists but is deleted (restore it or pick
+    another ``tracking.experiment``) or the store cannot be opened.
+    """
+    key = (uri, experiment)
+    if key in _prepared:
+        return _prepared[key]
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    with store_lock(uri):
+        client = MlflowClient(tracking_uri=uri)
+        try:
+            # The first call opens the store, which creates or migrates the SQLite schema.
+            exp = client.get_experiment_by_name(experiment)
+            if exp is None:
+                exp_id = client.create_experiment(
+                    experiment, artifact_location=default_artifact_location(uri)
+                )
+            else:
+                if exp.lifecycle_stage == "deleted":
+                    raise TrackingError(
+                        f"MLflow experiment {experiment!r} (id {exp.experiment_id}) in {uri} is "
+                        "deleted; restore it with `mlflow experiments restore --experiment-id "
+                        f"{exp.experiment_id}` (with MLFLOW_TRACKING_URI={uri}) or set "
+                        "tracking.experiment to another name"
+                    )
+                exp_id = exp.experiment_id
+        except MlflowException as e:
+            raise TrackingError(f"cannot open MLflow store {uri}: {e}") from e
+    _prepared[key] = exp_id
+    return exp_id
+
+
+def git_commit(cwd: Path) -> tuple[str, bool | None]:
+    """``(commit sha, dirty)`` of the git checkout at ``cwd``; ``("unknown", None)`` outside one."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", None
+    return (sha or "unknown"), bool(status.strip())
+
+
+def ui_hint(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """How to look at a run: the ``mlflow ui`` command for SQLite, the server URL otherwise."""
+    path = ""
+    if experiment_id is not None:
+        path = f"/#/experiments/{experiment_id}"
+        if run_id is not None:
+            path += f"/runs/{run_id}"
+    if uri.startswith("sqlite:"):
+        cmd = f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
+        return f"{cmd}  # then open {UI_URL}{path}" if path else cmd
+    if uri.startswith(("http://", "https://")):
+        return f"open {uri.rstrip('/')}{path}"
+    return f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON data: numpy scalars/arrays, tuples, sets, Paths converted;
+    NaN and infinities become None (JSON has no spelling for them)."""
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "tolist"):  # numpy scalar or array
+        return jsonable(obj.tolist())
+    if hasattr(obj, "to_dict"):
+        with contextlib.suppress(Exception):
+            return jsonable(obj.to_dict())
+    if hasattr(obj, "model_dump"):
+        with contextlib.suppress(Exception):
+            return jsonable(obj.model_dump())
+    return str(obj)
+
+
+def metric_value(value: Any) -> float | None:
+    """A finite float for MLflow, or None when the value is unmeasured or not a number."""
+    if value is None or isinstance(value, str):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL file; unreadable lines are skipped with one warning naming the count."""
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                bad += 1
+                continue
+            if isinstance(obj, dict):
+                rows.append(obj)
+            else:
+                bad += 1
+    if bad:
+        log.warning("%s: skipped %d line(s) that are not JSON objects", path, bad)
+    return rows
+
+
+def row_columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Rows as flat numpy columns for a dataset frame: one column per top-level key.
+
+    Numeric columns (ints/floats, None -> NaN) become float64, all-boolean ones bool, and
+    anything else a string column (containers as sorted JSON, None as ""). The JSONL artifact
+    keeps the rows exactly; this is only the dataset's schema and digest.
+    """
+    import numpy as np
+
+    keys: dict[str, None] = {}
+    for row in rows:
+        for k in row:
+            keys.setdefault(str(k), None)
+    cols: dict[str, Any] = {}
+    for k in keys:
+        values = [row.get(k) for row in rows]
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, bool) for v in present) and len(present) == len(values):
+            cols[k] = np.asarray(values, dtype=bool)
+        elif present and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in present
+        ):
+            cols[k] = np.asarray([np.nan if v is None else float(v) for v in values])
+        else:
+            cols[k] = np.asarray(
+                [
+                    ""
+                    if v is None
+                    else v
+                    if isinstance(v, str)
+                    else json.dumps(jsonable(v), sort_keys=True)
+                    for v in values
+                ],
+                dtype=str,
+            )
+    return cols
+
+
+def rows_dataset(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    name: str,
+    source: str | None,
+) -> Any | None:
+    """An ``mlflow.data`` pandas dataset describing ``rows``, or None.
+
+    MLflow's datasets need pandas, whatever the source type: ``mlflow.types.utils`` (schema
+    inference, used by ``from_numpy`` too) imports it at module top (checked in 3.17.2). So
+    without pandas this returns None with a debug note; the rows artifact is the record
+    either way. ``source`` is the rows artifact's URI; when MLflow cannot resolve it the
+    dataset is built without one. Never raises.
+    """
+    if not rows:
+        return None
+    try:
+        import pandas as pd
+    except ImportError:
+        log.debug("no MLflow dataset input for %s: MLflow datasets need pandas", name)
+        return None
+    try:
+        import mlflow.data
+
+        frame = pd.DataFrame(row_columns(rows))
+        with warnings.catch_warnings():
+            # Source-resolution ambiguity and integer-schema hints: noise for a rows preview.
+            warnings.simplefilter("ignore")
+            try:
+                return mlflow.data.from_pandas(frame, source=source, name=name)
+            except Exception:
+                return mlflow.data.from_pandas(frame, name=name)
+    except Exception as e:  # a dataset input is a convenience; the JSONL artifact is the record
+        log.debug("no MLflow dataset input for %s: %s", name, e)
+        return None
+
+
+# --------------------------------------------------------------------------- the tracker
+
+
+class MlflowTracker:
+    """Records one wai-exp run in MLflow. See ``wai_exp.tracking.Tracker`` for the protocol.
+
+    Construct through ``make_tracker``; nothing touches the store until :meth:`start`.
+    ``parent_run_id`` nests the run under a sweep's parent; when None, the id comes from
+    the env var the sweep callback sets (``WAI_EXP_MLFLOW_PARENT_RUN_ID``) or the parent
+    file in the sweep folder.
+    """
+
+    def __init__(
+        self,
+        *,
+        uri: str,
+        experiment: str = "wai-exp",
+        start_dir: Path | None = None,
+        log_rows: bool = True,
+        plots: bool = True,
+        parent_run_id: str | None = None,
+    ) -> None:
+        self.uri = uri
+        self.experiment = experiment
+        self.start_dir = Path(start_dir or Path.cwd()).resolve()
+        self.log_rows = log_rows
+        self.plots = plots
+        self.parent_run_id = parent_run_id
+        self.run_id: str | None = None
+        self.experiment_id: str | None = None
+        self.run_url_path: str | None = None
+        self.ui_command: str | None = ui_hint(uri)
+        self.status: str | None = None
+        self._client: Any = None
+        self._artifact_uri: str | None = None
+
+    # -- public -------------------------------------------------------------------------
+
+    @property
+    def summary(self) -> str:
+        if self.run_id is None:
+            return f"MLflow tracking to {self.uri} (no run started)"
+        state = f", {self.status}" if self.status else ""
+        return f"MLflow run {self.run_id} (experiment {self.experiment!r}{state}); view: {self.ui_command}"
+
+    def start(
+        self,
+        config: Mapping[str, Any],
+        overrides: Sequence[str],
+        run_dir: Path,
+        preset: str | None,
+        config_hash: str,
+    ) -> None:
+        """Create the run: tags, every resolved config value as a param, config and overrides
+        as artifacts. Raises :class:`TrackingError` if the store cannot be used and
+        RuntimeError if this tracker already started a run."""
+        if self.run_id is not None:
+            raise RuntimeError(f"this tracker already started run {self.run_id}")
+        from mlflow import MlflowClient
+
+        exp_id = prepare_store(self.uri, self.experiment)
+        client = MlflowClient(tracking_uri=self.uri)
+        run_dir = Path(run_dir)
+        parent = self._find_parent(client, run_dir)
+        if parent is not None:
+            exp_id = parent.info.experiment_id  # the UI nests children only within one experiment
+
+        overrides = [str(o) for o in overrides]
+        commit, dirty = git_commit(self.start_dir)
+        desc = (
+            f"wai-exp {preset or 'custom'} run, config {config_hash[:12]}, "
+            f"overrides: {' '.join(overrides) or 'none'}"
+        )
+        tags: dict[str, str] = {
+            "preset": preset or "none",
+            "config_hash": config_hash,
+            "mlflow.source.git.commit": commit,
+            "mlflow.source.type": "LOCAL",
+            "mlflow.source.name": "wai-exp",
+            "mlflow.note.content": desc,
+            "wai.run_dir": str(run_dir.resolve()),
+            "wai.overrides": " ".join(overrides),
+        }
+        if dirty is not None:
+            tags["wai.git_dirty"] = "true" if dirty else "false"
+        with contextlib.suppress(Exception):
+            tags["mlflow.user"] = getpass.getuser()
+        if parent is not None:
+            tags["mlflow.parentRunId"] = parent.info.run_id
+        tags = {k: truncate(v, MAX_TAG_VALUE_CHARS, f"tag {k!r}") for k, v in tags.items()}
+
+        run_name = f"{preset or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
+        run = client.create_run(exp_id, tags=tags, run_name=run_name)
+        self._client = client
+        self.run_id = run.info.run_id
+        self.experiment_id = exp_id
+        self._artifact_uri = run.info.artifact_uri
+        self.run_url_path = f"/#/experiments/{exp_id}/runs/{self.run_id}"
+        self.ui_command = ui_hint(self.uri, exp_id, self.run_id)
+        self.status = "RUNNING"
+        atexit.register(self._atexit)
+
+        log_params(client, self.run_id, flatten_config(config))
+        safe = jsonable(redact_config(config))
+        client.log_text(self.run_id, _yaml(safe), "config.yaml")
+        client.log_text(self.run_id, _yaml(overrides), "overrides.yaml")
+
+    def log_stage(
+        self,
+        name: str,
+        *,
+        kind: str,
+        report: Mapping[str, Any] | None = None,
+        text: str | None = None,
+        rows_path: Path | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        seconds: float | None = None,
+        cached: bool = False,
+    ) -> None:
+        """Record one finished stage.
+
+        Metrics go under ``<stage>.<metric>`` (plus ``<stage>.seconds``); None/NaN metrics are
+        not logged as numbers but listed in the tag ``<stage>.unmeasured``. Artifacts:
+        ``<stage>/report.json``, ``<stage>/report.txt``, ``<stage>/rows.jsonl`` (when
+        ``log_rows``), PNG plots for stages whose rows carry binary rewards (when ``plots``),
+        and a dataset input with context ``<stage>``. Plots and the dataset are best-effort
+        (a warning or debug note, never an exception); metrics and artifacts raise on failure.
+        """
+        client, run_id = self._require_run()
+        from mlflow.entities import Metric, RunTag
+
+        prefix = sanitize_key(name)
+        now = int(time.time() * 1000)
+        values: dict[str, Any] = dict(metrics or {})
+        if seconds is not None:
+            values["seconds"] = seconds
+        batch: list[Any] = []
+        unmeasured: list[str] = []
+        for key, raw in values.items():
+            v = metric_value(raw)
+            if v is None:
+                unmeasured.append(str(key))
+                continue
+            batch.append(Metric(sanitize_key(f"{prefix}.{key}"), v, now, 0))
+        for chunk in chunked(batch, MAX_METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=chunk, synchronous=True)
+        tags = [
+            RunTag(f"{prefix}.kind", str(kind)),
+            RunTag(f"{prefix}.cached", "true" if cached else "false"),
+        ]
+        if unmeasured:
+            tags.append(
+                RunTag(
+                    f"{prefix}.unmeasured",
+                    truncate(", ".join(unmeasured), MAX_TAG_VALUE_CHARS, "unmeasured list"),
+                )
+            )
+        client.log_batch(run_id, tags=tags, synchronous=True)
+
+        if report is not None:
+            client.log_text(run_id, json.dumps(jsonable(report), indent=2), f"{prefix}/report.json")
+        if text is not None:
+            client.log_text(run_id, text, f"{prefix}/report.txt")
+
+        if rows_path is None or not (self.log_rows or self.plots):
+            return
+        rows_path = Path(rows_path)
+        if not rows_path.is_file():
+            log.warning("stage %s: rows file %s does not exist; no rows logged", name, rows_path)
+            return
+        if self.log_rows:
+            self._log_rows_file(rows_path, prefix)
+        rows = read_rows(rows_path)
+        if self.log_rows:
+            source = f"{self._artifact_uri}/{prefix}/rows.jsonl" if self._artifact_uri else None
+            ds = rows_dataset(rows, name=f"{prefix}-rows", source=source)
+            if ds is not None:
+                self._log_dataset(ds, prefix)
+        if self.plots:
+            self._log_plots(prefix, rows, report)
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        """Set run tags (gate verdict, stopped_because ...): keys sanitized, values as
+        strings (null/true/false spelled as in YAML), truncated at 8,000 characters with a
+        warning, 100 per request."""
+        client, run_id = self._require_run()
+        from mlflow.entities import RunTag
+
+        items = [
+            RunTag(
+                sanitize_key(k),
+                truncate(format_value(v), MAX_TAG_VALUE_CHARS, f"tag {k!r}"),
+            )
+            for k, v in tags.items()
+        ]
+        for chunk in chunked(items, MAX_PARAMS_PER_BATCH):
+            client.log_batch(run_id, tags=chunk, synchronous=True)
+
+    def finish(self, status: str = "FINISHED", error: BaseException | str | None = None) -> None:
+        """End the run as FINISHED, FAILED or KILLED (case-insensitive).
+
+        With ``error``, the full text (the traceback for an exception) becomes the artifact
+        ``error.txt`` and its last line the tag ``wai.error``. A second call is a no-op.
+        Raises ValueError for an unknown status.
+        """
+        st = str(status).upper()
+        if st not in _STATUSES:
+            raise ValueError(f"status {status!r} is not one of {list(_STATUSES)}")
+        if self.run_id is None or self.status in _STATUSES:
+            return
+        client = self._client
+        if error is not None:
+            if isinstance(error, BaseException):
+                full = "".join(traceback.format_exception(error))
+                headline = f"{type(error).__name__}: {error}"
+            else:
+                full = str(error)
+                lines = [ln for ln in full.strip().splitlines() if ln.strip()]
+                headline = lines[-1] if lines else full
+            client.log_text(self.run_id, full, "error.txt")
+            client.set_tag(self.run_id, "wai.error", truncate(headline, 1000, "error tag"))
+        client.set_terminated(self.run_id, st)
+        self.status = st
+        with contextlib.suppress(Exception):
+            atexit.unregister(self._atexit)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _require_run(self) -> tuple[Any, str]:
+        if self.run_id is None or self._client is None:
+            raise RuntimeError("call start(...) before logging to the tracker")
+        if self.status in _STATUSES:
+            raise RuntimeError(f"run {self.run_id} already ended ({self.status})")
+        return self._client, self.run_id
+
+    def _find_parent(self, client: Any, run_dir: Path) -> Any | None:
+        """The sweep parent run to nest under, or None (standalone run)."""
+        parent_id = self.parent_run_id or os.environ.get(PARENT_RUN_ENV) or None
+        origin = "env " + PARENT_RUN_ENV if not self.parent_run_id else "parent_run_id"
+        if parent_id is None:
+            marker = run_dir.resolve().parent / PARENT_FILE
+            if marker.is_file():
+                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                    info = json.loads(marker.read_text())
+                    if info.get("uri") == self.uri:
+                        parent_id = info["run_id"]
+                        origin = str(marker)
+        if not parent_id:
+            return None
+        try:
+            parent = client.get_run(parent_id)
+        except Exception as e:
+            log.warning(
+                "sweep parent run %s (from %s) is not in %s (%s); this run is not nested",
+                parent_id,
+                origin,
+                self.uri,
+                e,
+            )
+            return None
+        if parent.info.status != "RUNNING":
+            log.warning(
+                "sweep parent run %s (from %s) is %s, not RUNNING; this run is not nested",
+                parent_id,
+                origin,
+                parent.info.status,
+            )
+            return None
+        return parent
+
+    def _log_rows_file(self, rows_path: Path, prefix: str) -> None:
+        if rows_path.name == "rows.jsonl":
+            self._client.log_artifact(self.run_id, str(rows_path), prefix)
+            return
+        with tempfile.TemporaryDirectory(prefix="wai-rows-") as tmp:
+            dest = Path(tmp) / "rows.jsonl"
+            shutil.copyfile(rows_path, dest)
+            self._client.log_artifact(self.run_id, str(dest), prefix)
+
+    def _log_dataset(self, dataset: Any, context: str) -> None:
+        try:
+            from mlflow.entities import DatasetInput, InputTag
+            from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+            entity = DatasetInput(
+                dataset=dataset._to_mlflow_entity(),
+                tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)],
+            )
+            self._client.log_inputs(self.run_id, datasets=[entity])
+        except Exception as e:
+            log.debug("dataset input for %s not logged: %s", context, e)
+
+    def _log_plots(
+        self, prefix: str, rows: list[dict[str, Any]], report: Mapping[str, Any] | None
+    ) -> None:
+        try:
+            from wai_exp.tracking.plots import stage_figures
+
+            figures = stage_figures(prefix, rows, report)
+            for fname, fig in figures.items():
+                self._client.log_figure(self.run_id, fig, f"{prefix}/{fname}")
+        except Exception as e:
+            log.warning("stage %s: plots not logged (%s: %s)", prefix, type(e).__name__, e)
+
+    def _atexit(self) -> None:
+        """Never leave a run RUNNING: a process that exits without finish() marks it FAILED."""
+        if self.run_id is None or self.status in _STATUSES:
+            return
+        with contextlib.suppress(Exception):
+            self._client.set_tag(
+                self.run_id,
+                "wai.error",
+                "the process exited before the run finished (crash, interrupt or missing finish())",
+            )
+        with contextlib.suppress(Exception):
+            self._client.set_terminated(self.run_id, "FAILED")
+            self.status = "FAILED"
+
+
+def _yaml(obj: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+def artifact_dir(artifact_uri: str) -> Path | None:
+    """Local folder of a ``file:`` artifact URI, None for remote stores (used by tests/tools)."""
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme not in ("", "file"):
+        return None
+    return Path(unquote(parsed.path))

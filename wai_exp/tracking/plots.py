@@ -1,0 +1,194 @@
+"""Plots for graded stages: pure functions from rows/report to a matplotlib ``Figure``.
+
+Figures are built with ``matplotlib.figure.Figure`` directly, never through ``pyplot``: no
+global figure registry to leak, no GUI backend picked up from the user's environment, and
+``savefig`` renders with Agg. The numbers behind each plot come from functions here that
+return arrays, so tests check the numbers rather than pixels.
+
+A row counts when its ``reward`` (or ``qwen_reward``) is binary, 0 or 1: partial and unjudged
+rows are skipped, the same rule ``pass_at`` uses. Rows group by ``task_key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from wai_exp.rows.keys import task_key
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def binary_reward(row: Mapping[str, Any]) -> float | None:
+    """The row's reward as 0.0/1.0 when it is binary, else None (partial, unjudged, missing)."""
+    for key in ("reward", "qwen_reward"):
+        value = row.get(key)
+        if value is None or isinstance(value, str):
+            continue
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            continue
+        if f in (0.0, 1.0):
+            return f
+        return None  # a partial reward in this key: the row is not binary
+    return None
+
+
+@dataclass(frozen=True)
+class TaskCounts:
+    """Per-task binary outcomes: ``keys[i]`` has ``n[i]`` graded rows, ``c[i]`` of them passing."""
+
+    keys: list[str]
+    n: np.ndarray
+    c: np.ndarray
+
+    @property
+    def rates(self) -> np.ndarray:
+        """Per-task pass rate ``c / n``."""
+        return self.c / self.n if len(self.n) else np.zeros(0)
+
+
+def task_counts(rows: Iterable[Mapping[str, Any]]) -> TaskCounts:
+    """Group the binary-graded rows by ``task_key``; tasks with no binary row are absent."""
+    keys: list[str] = []
+    rewards: list[float] = []
+    for row in rows:
+        r = binary_reward(row)
+        if r is not None:
+            keys.append(task_key(row))
+            rewards.append(r)
+    if not keys:
+        return TaskCounts([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    uniq, inverse = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
+    n = np.bincount(inverse)
+    c = np.bincount(inverse, weights=np.asarray(rewards)).round().astype(np.int64)
+    return TaskCounts([str(k) for k in uniq], n, c)
+
+
+def pass_at_k_curve(counts: TaskCounts) -> dict[str, np.ndarray]:
+    """pass@k and pass^k for k = 1 .. the largest group with two or more graded repeats.
+
+    Per task, with ``n`` graded rows and ``c`` passes, the unbiased estimators are
+    ``pass@k = 1 - C(n-c, k) / C(n, k)`` and ``pass^k = C(c, k) / C(n, k)``; each k averages
+    over the tasks with at least k rows (shorter tasks are left out, as in ``pass_at``).
+    Returns arrays ``k``, ``pass_at_k``, ``pass_pow_k``, ``n_groups``; all empty when no task
+    has two graded repeats.
+    """
+    from scipy.special import comb
+
+    n, c = counts.n, counts.c
+    multi = n[n >= 2]
+    if multi.size == 0:
+        empty = np.zeros(0)
+        return {"k": empty, "pass_at_k": empty, "pass_pow_k": empty, "n_groups": empty}
+    ks = np.arange(1, int(multi.max()) + 1)
+    # (tasks x k) matrices: C(n, k) is 0 where k > n, and those cells are masked out.
+    total = comb(n[:, None], ks[None, :])
+    fail_all = comb((n - c)[:, None], ks[None, :])
+    pass_all = comb(c[:, None], ks[None, :])
+    valid = n[:, None] >= ks[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        at_k = np.where(valid, 1.0 - fail_all / total, 0.0)
+        pow_k = np.where(valid, pass_all / total, 0.0)
+    n_groups = valid.sum(axis=0)
+    return {
+        "k": ks,
+        "pass_at_k": at_k.sum(axis=0) / n_groups,
+        "pass_pow_k": pow_k.sum(axis=0) / n_groups,
+        "n_groups": n_groups,
+    }
+
+
+def _find(report: Mapping[str, Any] | None, key: str) -> tuple[bool, Any]:
+    """``(found, value)`` for ``key`` at the top of ``report`` or one mapping level down."""
+    if not isinstance(report, Mapping):
+        return False, None
+    if key in report:
+        return True, report[key]
+    for value in report.values():
+        if isinstance(value, Mapping) and key in value:
+            return True, value[key]
+    return False, None
+
+
+def pass_rate_histogram(rows: Iterable[Mapping[str, Any]], *, title: str = "") -> Figure | None:
+    """Histogram of per-task pass rates (tasks on x in 10 bins over [0, 1]), or None.
+
+    None when no row carries a binary reward: there is nothing graded to plot.
+    """
+    from matplotlib.figure import Figure
+
+    counts = task_counts(rows)
+    if not counts.keys:
+        return None
+    rates = counts.rates
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.hist(rates, bins=np.linspace(0.0, 1.0, 11), edgecolor="black")
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("per-task pass rate")
+    ax.set_ylabel("tasks")
+    mean = float(rates.mean())
+    ax.axvline(mean, color="red", linestyle="--", label=f"pass@1 = {mean:.3f}")
+    ax.legend()
+    ax.set_title(title or f"pass rate over {len(counts.keys)} tasks ({int(counts.n.sum())} rows)")
+    fig.tight_layout()
+    return fig
+
+
+def pass_at_k_figure(
+    rows: Iterable[Mapping[str, Any]],
+    report: Mapping[str, Any] | None = None,
+    *,
+    title: str = "",
+) -> Figure | None:
+    """pass@k and pass^k against k, or None when there are no k-way numbers.
+
+    None when no task has two graded repeats, or when ``report`` says the k-way numbers are
+    missing (``pass_at_k`` present and None, as ``pass_at`` does below ``min_k`` repeats:
+    a curve would show what the report withheld as too noisy). The report's ``k`` is marked.
+    """
+    found, value = _find(report, "pass_at_k")
+    if found and value is None:
+        return None
+    curve = pass_at_k_curve(task_counts(rows))
+    if curve["k"].size < 2:
+        return None
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.plot(curve["k"], curve["pass_at_k"], marker="o", label="pass@k (any of k passes)")
+    ax.plot(curve["k"], curve["pass_pow_k"], marker="s", label="pass^k (all k pass)")
+    found_k, k = _find(report, "k")
+    if found_k and isinstance(k, (int, float)) and not isinstance(k, bool):
+        ax.axvline(float(k), color="grey", linestyle=":", label=f"reported k = {k}")
+    ax.set_ylim(0.0, 1.02)
+    ax.set_xlabel("k")
+    ax.set_ylabel("rate over tasks with >= k graded rows")
+    ax.set_xticks(curve["k"])
+    ax.legend()
+    ax.set_title(title or f"pass@k curve ({int(curve['n_groups'][0])} tasks at k=1)")
+    fig.tight_layout()
+    return fig
+
+
+def stage_figures(
+    stage: str, rows: Iterable[Mapping[str, Any]], report: Mapping[str, Any] | None = None
+) -> dict[str, Figure]:
+    """``{artifact file name: Figure}`` for one stage; empty when its rows carry no grades."""
+    rows = list(rows)
+    out: dict[str, Figure] = {}
+    hist = pass_rate_histogram(rows, title=f"{stage}: per-task pass rate")
+    if hist is None:
+        return out
+    out["pass_rate_hist.png"] = hist
+    curve = pass_at_k_figure(rows, report, title=f"{stage}: pass@k / pass^k")
+    if curve is not None:
+        out["pass_at_k.png"] = curve
+    return out
