@@ -202,3 +202,29 @@ def module_file(kind: str) -> Path | None:
         return None
     spec = importlib.util.find_spec(module)
     return Path(spec.origin) if spec and spec.origin else None
+
+
+def input_rows(name: str, inputs: dict[str, StageResult]) -> list[dict[str, Any]]:
+    """The rows a one-input stage works on: its single need's rows.
+
+    Raises ``ValueError`` naming the stage when it has no input or several (a stage that
+    combines inputs, like ``compare``, reads ``inputs`` itself).
+    """
+    if len(inputs) != 1:
+        got = ", ".join(inputs) or "none"
+        raise ValueError(
+            f"stage {name!r} reads the rows of exactly one stage; its `needs` lists {got}. "
+            "Set `needs: [<stage>]` in the pipeline config."
+        )
+    return next(iter(inputs.values())).rows
+
+
+def import_object(path: str, what: str) -> Any:
+    """``"package.module:attr"`` (or ``"package.module.attr"``) -> the object.
+
+    Raises ``ValueError`` naming ``what`` (the config key) and the import problem.
+    """
+    try:
+        return _import_target(path)
+    except UnknownStageKind as exc:
+        raise ValueError(f"{what}: {str(exc).replace('_target_ ', '', 1)}") from exc

@@ -205,7 +205,15 @@ def _check_result(name: str, result: Any) -> StageResult:
 def _refusal(name: str, exc: BaseException, inputs: Mapping[str, StageResult]) -> StageResult:
     reason = str(exc) or type(exc).__name__
     rows = [r for res in inputs.values() for r in res.rows]
-    report = {"verdict": "refused", "reason": reason, "rows_in": len(rows)}
+    # PublishGateError carries the gate's full report; keep it, so the refusal is as
+    # inspectable as a pass.
+    carried = getattr(exc, "report", None)
+    report = {
+        **(carried if isinstance(carried, dict) else {}),
+        "verdict": "refused",
+        "reason": reason,
+    }
+    report.setdefault("rows_in", len(rows))
     text = f"publish gate: REFUSED\n{reason}\n"
     return StageResult(
         rows=rows,

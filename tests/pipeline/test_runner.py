@@ -1,0 +1,305 @@
+"""The runner in-process, tracking off: files, cache reuse, resume without duplicates,
+a gate refusal recorded as a result, a failure recorded as FAILED."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from wai_exp.pipeline.registry import StageResult, register
+from wai_exp.pipeline.runner import EXIT_FAILED, EXIT_INTERRUPTED, run_pipeline, summarize
+from wai_exp.rows.jsonl import RowAppender, read_rows
+from wai_exp.score.publish_gate import PublishGateError
+
+CALLS: Counter[str] = Counter()
+#: rows after which the streaming stage raises (simulating a kill), None = never
+CRASH = {"after": None}
+
+
+@register("t_rows", reads=("seed",))
+def _rows(ctx, params, inputs):
+    CALLS["t_rows"] += 1
+    n = int(params.get("n", 6))
+    rows = [
+        {
+            "rollout_id": f"r{i}",
+            "scenario_id": f"s{i // 2}",
+            "reward": (i + ctx.seed) % 2,
+            "privileged": {"reference": "answer key"},
+        }
+        for i in range(n)
+    ]
+    return StageResult(rows=rows, report={"n": n}, text=f"{n} rows", metrics={"rows": float(n)})
+
+
+@register("t_keep", reads=())
+def _keep(ctx, params, inputs):
+    CALLS["t_keep"] += 1
+    rows = next(iter(inputs.values())).rows
+    kept = [r for r in rows if r["reward"] == 1]
+    return StageResult(
+        rows=kept,
+        report={"kept": len(kept)},
+        text="kept",
+        metrics={"rows_in": float(len(rows)), "rows_kept": float(len(kept))},
+    )
+
+
+@register("t_gate", reads=())
+def _gate(ctx, params, inputs):
+    CALLS["t_gate"] += 1
+    if params.get("refuse"):
+        err = PublishGateError("no mixed group: every ask is unanimous")
+        err.report = {"verdict": "refused", "reasons": ["no mixed group"]}
+        raise err
+    return StageResult(
+        rows=next(iter(inputs.values())).rows,
+        report={"verdict": "passed"},
+        text="passed",
+        metrics={"gate_passed": 1.0},
+        tags={"gate_verdict": "passed"},
+    )
+
+
+@register("t_boom", reads=())
+def _boom(ctx, params, inputs):
+    raise RuntimeError("the judge server is down")
+
+
+@register("t_stream", reads=("seed",))
+def _stream(ctx, params, inputs):
+    """Like simulate: streams finished rows to the partial file, resumes from it."""
+    done = (
+        {r["rollout_id"]: r for r in read_rows(ctx.partial_path)}
+        if ctx.partial_path.exists()
+        else {}
+    )
+    CALLS["t_stream_resumed"] = len(done)
+    rows = []
+    with RowAppender(ctx.partial_path) as app:
+        for i in range(int(params.get("n", 10))):
+            rid = f"r{i}"
+            if rid in done:
+                rows.append(done[rid])
+                continue
+            if CRASH["after"] is not None and CALLS["t_stream_new"] >= CRASH["after"]:
+                raise KeyboardInterrupt
+            row = {"rollout_id": rid, "value": i * ctx.seed}
+            CALLS["t_stream_new"] += 1
+            app.append(row)
+            rows.append(row)
+    return StageResult(rows=rows, report={"n": len(rows)}, text="", metrics={})
+
+
+class Recorder:
+    run_id = "run-123"
+    ui_command = "mlflow ui --backend-store-uri sqlite:////x/mlflow.db"
+
+    def __init__(self):
+        self.events = []
+
+    def start(self, **kw):
+        self.events.append(("start", kw["preset"], kw["config_hash"]))
+
+    def log_stage(self, name, **kw):
+        self.events.append(("stage", name, kw["cached"], dict(kw["metrics"])))
+
+    def set_tags(self, tags):
+        self.events.append(("tags", dict(tags)))
+
+    def finish(self, status, error=None):
+        self.events.append(("finish", status, error))
+
+
+def config(stages, seed=0, **extra):
+    return {
+        "seed": seed,
+        "name": "t",
+        "tracking": {"kind": "none"},
+        "pipeline": {"stages": stages, "refusal_exit_code": 3},
+        **extra,
+    }
+
+
+ROUND = {
+    "src": {"kind": "t_rows"},
+    "keep": {"kind": "t_keep", "needs": ["src"]},
+    "gate": {"kind": "t_gate", "needs": ["keep"]},
+}
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    CALLS.clear()
+    CRASH["after"] = None
+
+
+def run(cfg, tmp_path, run_name, tracker=None):
+    stream = io.StringIO()
+    out = run_pipeline(
+        cfg,
+        run_dir=tmp_path / "outputs" / run_name,
+        start_dir=tmp_path,
+        tracker=tracker,
+        stream=stream,
+    )
+    return out, stream.getvalue()
+
+
+def test_every_stage_writes_its_files_and_privileged_never_lands(tmp_path):
+    out, log = run(config(ROUND), tmp_path, "r1")
+    assert out.status == "passed" and out.exit_code == 0 and out.gate == "passed"
+    for stage in ROUND:
+        folder = tmp_path / "outputs" / "r1" / stage
+        assert {p.name for p in folder.iterdir()} == {
+            "rows.jsonl",
+            "report.json",
+            "report.txt",
+            "metrics.json",
+        }
+    rows = read_rows(tmp_path / "outputs/r1/src/rows.jsonl")
+    assert len(rows) == 6 and all("privileged" not in r for r in rows)
+    assert json.loads((tmp_path / "outputs/r1/keep/metrics.json").read_text()) == {
+        "rows_in": 6.0,
+        "rows_kept": 3.0,
+    }
+    run_json = json.loads((tmp_path / "outputs/r1/run.json").read_text())
+    assert run_json["status"] == "passed" and set(run_json["stages"]) == set(ROUND)
+    timings = json.loads((tmp_path / "outputs/r1/timings.json").read_text())
+    assert set(timings["stages"]) == set(ROUND) and timings["wall_s"] >= timings["compute_s"]
+    # the cache lives outside the timestamped run folder
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "outputs/.cache").iterdir()) == [
+        "gate",
+        "keep",
+        "src",
+    ]
+
+
+def test_identical_rerun_reuses_every_stage_and_says_so(tmp_path):
+    run(config(ROUND), tmp_path, "r1")
+    calls = dict(CALLS)
+    rec = Recorder()
+    out, log = run(config(ROUND), tmp_path, "r2", tracker=rec)
+    assert dict(CALLS) == calls  # nothing recomputed
+    assert [s.status for s in out.stages] == ["cached", "cached", "cached"]
+    assert log.count("cached, reusing") == 3
+    assert [e[2] for e in rec.events if e[0] == "stage"] == [True, True, True]
+    for stage in ROUND:
+        a = (tmp_path / "outputs/r1" / stage / "rows.jsonl").read_bytes()
+        assert (tmp_path / "outputs/r2" / stage / "rows.jsonl").read_bytes() == a
+    assert out.gate == "passed"  # the verdict survives the cache (it rides in the marker)
+
+
+def test_changing_what_a_stage_reads_reruns_it_and_its_dependants(tmp_path):
+    run(config(ROUND), tmp_path, "r1")
+    out, _ = run(config(ROUND, seed=1), tmp_path, "r2")
+    assert [s.status for s in out.stages] == ["ran", "ran", "ran"]
+    # a section no stage reads (name) changes nothing
+    out, _ = run({**config(ROUND), "name": "renamed"}, tmp_path, "r3")
+    assert [s.status for s in out.stages] == ["cached", "cached", "cached"]
+
+
+def test_cache_disabled_recomputes(tmp_path):
+    run(config(ROUND), tmp_path, "r1")
+    out, _ = run(config(ROUND, cache={"enabled": False, "dir": None}), tmp_path, "r2")
+    assert [s.status for s in out.stages] == ["ran", "ran", "ran"]
+
+
+def test_gate_refusal_is_a_recorded_result(tmp_path):
+    stages = {
+        **ROUND,
+        "gate": {"kind": "t_gate", "needs": ["keep"], "params": {"refuse": True}},
+        "after": {"kind": "t_keep", "needs": ["gate"]},
+        "side": {"kind": "t_keep", "needs": ["src"]},
+    }
+    rec = Recorder()
+    out, log = run(config(stages), tmp_path, "r1", tracker=rec)
+    assert out.status == "refused" and out.exit_code == 3 and out.gate == "refused"
+    assert "unanimous" in out.gate_reason
+    statuses = {s.name: s.status for s in out.stages}
+    assert statuses == {
+        "src": "ran",
+        "keep": "ran",
+        "gate": "refused",
+        "after": "skipped",
+        "side": "ran",
+    }
+    report = json.loads((tmp_path / "outputs/r1/gate/report.json").read_text())
+    assert report["verdict"] == "refused" and report["reasons"] == ["no mixed group"]
+    assert len(read_rows(tmp_path / "outputs/r1/gate/rows.jsonl")) == 3  # the refused rows are kept
+    assert (
+        "tags",
+        {"gate_verdict": "refused", "gate_reason": "no mixed group: every ask is unanimous"},
+    ) in rec.events
+    assert rec.events[-1] == ("finish", "FINISHED", None)
+    assert "publish gate: REFUSED" in summarize(out)
+    # a rerun reuses the refusal and still exits with the refusal status
+    out2, _ = run(config(stages), tmp_path, "r2")
+    assert out2.exit_code == 3 and out2.stage("gate").status == "refused"
+
+
+def test_refusal_exit_code_is_configurable(tmp_path):
+    stages = {**ROUND, "gate": {"kind": "t_gate", "needs": ["keep"], "params": {"refuse": True}}}
+    cfg = config(stages)
+    cfg["pipeline"]["refusal_exit_code"] = 0
+    out, _ = run(cfg, tmp_path, "r1")
+    assert out.status == "refused" and out.exit_code == 0
+
+
+def test_failure_marks_the_tracker_failed_with_the_reason(tmp_path):
+    rec = Recorder()
+    out, _ = run(
+        config({"src": {"kind": "t_rows"}, "judge": {"kind": "t_boom", "needs": ["src"]}}),
+        tmp_path,
+        "r1",
+        tracker=rec,
+    )
+    assert out.status == "failed" and out.exit_code == EXIT_FAILED
+    status, error = rec.events[-1][1:]
+    assert status == "FAILED" and "judge" in error and "the judge server is down" in error
+    assert "RuntimeError" in (tmp_path / "outputs/r1/error.log").read_text()
+    assert out.stage("judge").status == "failed"
+    # the finished stage before it is cached; the failed one is not
+    out2, _ = run(config({"src": {"kind": "t_rows"}}), tmp_path, "r2")
+    assert out2.stage("src").status == "cached"
+
+
+def test_interrupted_stage_resumes_without_duplicates(tmp_path):
+    stages = {"sim": {"kind": "t_stream", "params": {"n": 10}}}
+    CRASH["after"] = 4
+    rec = Recorder()
+    out, _ = run(config(stages, seed=3), tmp_path, "r1", tracker=rec)
+    assert out.status == "interrupted" and out.exit_code == EXIT_INTERRUPTED
+    assert rec.events[-1][1] == "KILLED"
+    assert not (tmp_path / "outputs/r1/sim/rows.jsonl").exists()
+    CRASH["after"] = None
+    out, log = run(config(stages, seed=3), tmp_path, "r2")
+    assert out.status == "passed" and CALLS["t_stream_resumed"] == 4
+    assert "resuming" in log
+    rows = read_rows(tmp_path / "outputs/r2/sim/rows.jsonl")
+    ids = [r["rollout_id"] for r in rows]
+    assert ids == [f"r{i}" for i in range(10)] and len(set(ids)) == 10
+    assert [r["value"] for r in rows] == [3 * i for i in range(10)]
+    assert CALLS["t_stream_new"] == 10  # 4 before the kill + 6 after: no row made twice
+
+
+def test_user_stage_by_target(tmp_path):
+    stages = {
+        "src": {"kind": "t_rows"},
+        "mine": {"_target_": f"{__name__}:_keep", "needs": ["src"]},
+    }
+    out, _ = run(config(stages), tmp_path, "r1")
+    assert out.stage("mine").status == "ran" and len(out.stage("mine").result.rows) == 3
+
+
+def test_summary_names_unmeasured_numbers(tmp_path):
+    out, _ = run(config({"src": {"kind": "t_rows"}}), tmp_path, "r1", tracker=Recorder())
+    text = summarize(out)
+    assert "pass@1: not measured" in text and "rows kept: not measured" in text
+    assert "publish gate: not run" in text
+    assert "MLflow run: run-123" in text and "mlflow ui --backend-store-uri" in text
+    assert str(Path(tmp_path / "outputs/r1").resolve()) in text

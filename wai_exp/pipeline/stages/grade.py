@@ -1,0 +1,186 @@
+"""Stage ``grade``: judge the upstream rows with the configured judge, report pass@k.
+
+The judge sees each row with its ``privileged`` block rebuilt by
+``privileged_context(scenario_dimensions, faults)``: the block never reaches disk, so rows
+read back from a cache or a previous run would otherwise reach the judge without it.
+
+Report: ``pass_at(...).to_dict()`` plus the judge's name and version, its warnings, and the
+counts. Metrics: ``pass_at_1`` (+ ``_ci_lo``/``_ci_hi``), ``pass_pow_k``, ``pass_at_k`` (each
+with bounds when measured), ``headroom``, ``n_groups``, ``rows_in``, ``unjudged``. A number
+that could not be measured is left out of the metrics; the report's ``note`` says why.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from wai_exp.pipeline.registry import StageContext, StageResult, import_object, input_rows, register
+
+#: judge.kind -> (public name of the judge function, its module)
+BUILTIN_JUDGES = {
+    "checklist": ("task_checklist", "wai_exp.score.checklist"),
+    "conduct": ("conduct_grade", "wai_exp.score.grading"),
+}
+
+
+def resolve_judge(
+    judge_cfg: dict[str, Any], declared_tools: list[str] | None
+) -> tuple[Callable[..., Any], str]:
+    """(judge callable taking one row, its name) for a ``judge`` config section.
+
+    Raises ``ValueError`` when ``kind: callable`` names nothing importable or not callable.
+    """
+    kind = judge_cfg.get("kind", "checklist")
+    if kind == "callable":
+        target = judge_cfg.get("target")
+        fn = import_object(str(target), "judge.target")
+        if not callable(fn):
+            raise ValueError(f"judge.target {target!r} is not callable")
+        return fn, judge_cfg.get("name") or getattr(fn, "__name__", str(target))
+    fname, module = BUILTIN_JUDGES[kind]
+    import importlib
+
+    fn = getattr(importlib.import_module(module), fname)
+    name = judge_cfg.get("name") or fname
+    if declared_tools:
+        # The checklist/conduct rules flag calls to tools the agent was never given.
+        fn = functools.partial(fn, declared_tools=set(declared_tools))
+    return fn, name
+
+
+def _counting(
+    judge: Callable[..., Any], total: int, progress: Callable[[dict[str, Any]], None]
+) -> Callable[..., Any]:
+    """The judge, reporting every finished call to the progress line (thread-safe)."""
+    lock = threading.Lock()
+    done = [0]
+
+    def tick() -> None:
+        with lock:
+            done[0] += 1
+            n = done[0]
+        progress({"done": n, "total": total, "unit": "rows judged"})
+
+    if inspect.iscoroutinefunction(judge) or inspect.iscoroutinefunction(
+        getattr(judge, "func", None)
+    ):
+
+        async def async_judge(row: dict[str, Any]) -> Any:
+            try:
+                return await judge(row)
+            finally:
+                tick()
+
+        return async_judge
+
+    def sync_judge(row: dict[str, Any]) -> Any:
+        try:
+            return judge(row)
+        finally:
+            tick()
+
+    return sync_judge
+
+
+def with_privileged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of ``rows`` carrying the teacher's block the judge needs (memory only)."""
+    from wai_exp.score.checklist import privileged_context
+
+    return [
+        {**r, "privileged": privileged_context(r.get("scenario_dimensions"), r.get("faults"))}
+        for r in rows
+    ]
+
+
+def _bounds(metrics: dict[str, float], name: str, ci: Any) -> None:
+    if ci is not None:
+        metrics[f"{name}_ci_lo"] = float(ci[0])
+        metrics[f"{name}_ci_hi"] = float(ci[1])
+
+
+def pass_at_metrics(pa: Any) -> dict[str, float]:
+    """Flat metrics of a ``PassAt``: only what was measured (None stays out)."""
+    m: dict[str, float] = {"n_groups": float(pa.n_groups), "graded_rows": float(pa.n_rows)}
+    if pa.pass_at_1 is not None:
+        m["pass_at_1"] = float(pa.pass_at_1)
+        _bounds(m, "pass_at_1", pa.ci95)
+    if pa.pass_pow_k is not None:
+        m["pass_pow_k"] = float(pa.pass_pow_k)
+        _bounds(m, "pass_pow_k", pa.pass_pow_k_ci95)
+    if pa.pass_at_k is not None:
+        m["pass_at_k"] = float(pa.pass_at_k)
+        _bounds(m, "pass_at_k", pa.pass_at_k_ci95)
+    if pa.headroom is not None:
+        m["headroom"] = float(pa.headroom)
+    return m
+
+
+def judge_rows(
+    ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult], source: str
+) -> StageResult:
+    """Shared by ``grade`` and ``evaluate``: judge, then pass@k over the judged rows."""
+    from wai_exp.score.passat import pass_at
+
+    rows = input_rows(ctx.name, inputs)
+    cfg = {**ctx.config.get("judge", {}), **params}
+    upstream = next(iter(inputs.values())).report
+    declared = upstream.get("declared_tools") if isinstance(upstream, dict) else None
+    judge, name = resolve_judge(cfg, declared)
+    counted = _counting(judge, len(rows), ctx.progress)
+    common = {
+        "judge_name": name,
+        "concurrency": int(cfg.get("concurrency", 8)),
+        "timeout": cfg.get("timeout"),
+        "scale": tuple(cfg["scale"]) if cfg.get("scale") else None,
+        "tools": declared or None,
+    }
+    if source == "eval":
+        from wai_exp.score.judging import evaluate
+
+        scored = evaluate(with_privileged(rows), judge=counted, **common)
+    else:
+        from wai_exp.score.judging import run_judge
+
+        scored = run_judge(
+            with_privileged(rows), counted, source="grade", version=cfg.get("version"), **common
+        )
+    graded = list(scored.rows)
+    opts = cfg.get("pass_at") or {}
+    pa = pass_at(
+        graded,
+        k=opts.get("k"),
+        min_k=int(opts.get("min_k", 4)),
+        unanimous_short=bool(opts.get("unanimous_short", False)),
+    )
+    unjudged = sum(1 for r in graded if r.get("reward") is None)
+    statuses: dict[str, int] = {}
+    for r in graded:
+        s = str(r.get("judge_status", "unknown"))
+        statuses[s] = statuses.get(s, 0) + 1
+    warnings = [str(w) for w in getattr(scored, "warnings", [])]
+    report = {
+        **pa.to_dict(),
+        "judge": {"kind": cfg.get("kind"), "name": name, "version": cfg.get("version")},
+        "source": source,
+        "rows_in": len(rows),
+        "unjudged": unjudged,
+        "judge_status": statuses,
+        "warnings": warnings,
+    }
+    metrics = {**pass_at_metrics(pa), "rows_in": float(len(rows)), "unjudged": float(unjudged)}
+    lines = [
+        f"{ctx.name}: judged {len(rows)} rows with {name} ({unjudged} unjudged, never counted as failures)",
+        str(pa),
+    ]
+    lines += [f"warning: {w}" for w in warnings]
+    return StageResult(rows=graded, report=report, text="\n".join(lines) + "\n", metrics=metrics)
+
+
+@register("grade", reads=("judge",))
+def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
+    """Grade the single input's rows (``run_judge``, lineage source ``grade``)."""
+    return judge_rows(ctx, params, inputs, source="grade")

@@ -1,0 +1,37 @@
+"""Stage ``next_round``: the next round's prompt set from this round's graded rollouts.
+
+Calls ``next_round(prior=rows, lo=, hi=)`` with ``selection.band`` (``params.band`` overrides).
+Rows out: one representative row per kept task (with ``calibration.pass_rate``). Metrics:
+``kept``, ``dropped_solved``, ``dropped_unsolved``, ``unknown``; tag ``prompt_set_sha``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
+
+
+@register("next_round", reads=("selection",))
+def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
+    """Keep the asks the current policy passes inside the band; drop solved and unsolved."""
+    from wai_exp.score.optimize import next_round
+
+    rows = input_rows(ctx.name, inputs)
+    lo, hi = params.get("band") or ctx.config.get("selection", {}).get("band", (0.2, 0.8))
+    result = next_round(rows, lo=float(lo), hi=float(hi))
+    tasks = list(result.get("tasks") or [])
+    report = {k: v for k, v in result.items() if k != "tasks"}
+    metrics = {
+        k: float(report[k])
+        for k in ("kept", "dropped_solved", "dropped_unsolved", "unknown")
+        if isinstance(report.get(k), int | float)
+    }
+    metrics["rows_in"] = float(len(rows))
+    text = (
+        f"{ctx.name}: kept {report.get('kept')} tasks in the band [{lo}, {hi}]; dropped "
+        f"{report.get('dropped_solved')} solved, {report.get('dropped_unsolved')} unsolved; "
+        f"{report.get('unknown')} unknown (kept)\nprompt set {report.get('prompt_set_sha')}"
+    )
+    tags = {"prompt_set_sha": str(report["prompt_set_sha"])} if report.get("prompt_set_sha") else {}
+    return StageResult(rows=tasks, report=report, text=text + "\n", metrics=metrics, tags=tags)

@@ -1,0 +1,60 @@
+"""Stage ``publish_gate``: check and calibrate the dataset before it leaves.
+
+Calls ``publish_gate(rows, mode=, band=, strict=, endorsed=, strict_hacks=)`` with the
+``selection`` section (``selection.gate`` holds ``strict`` and ``strict_hacks``). When the
+gate raises ``PublishGateError`` the runner records the refusal as the stage's result (tag
+``gate_verdict=refused``, exit status ``pipeline.refusal_exit_code``); see ``runner.py``.
+Rows out: the input rows with their ``calibration`` stamp.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
+from wai_exp.pipeline.stages.optimize import selection
+
+
+@register("publish_gate", reads=("selection",))
+def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
+    """Gate the single input's rows. Raises ``PublishGateError`` on refusal."""
+    from wai_exp.score.publish_gate import publish_gate
+
+    # Copies: the gate stamps calibration in place, and the upstream result stays as written.
+    rows = [dict(r) for r in input_rows(ctx.name, inputs)]
+    sel = selection(ctx, params)
+    gate = {
+        **(sel.get("gate") or {}),
+        **{k: params[k] for k in ("strict", "strict_hacks") if k in params},
+    }
+    report = publish_gate(
+        rows,
+        mode=sel.get("mode"),
+        band=tuple(sel.get("band", (0.2, 0.8))),
+        strict=bool(gate.get("strict", True)),
+        endorsed=tuple(sel.get("endorsed") or ()),
+        strict_hacks=bool(gate.get("strict_hacks", False)),
+    )
+    report = {"verdict": "passed", **report}
+    metrics = {"gate_passed": 1.0, "rows_in": float(len(rows))}
+    for key in ("n_tasks", "n_rows", "tasks", "rows_stamped"):
+        value = report.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            metrics[key] = float(value)
+    warnings = report.get("warnings") or []
+    lines = [f"publish gate: passed ({len(rows)} rows, mode {sel.get('mode')})"]
+    lines += [f"warning: {w}" for w in warnings]
+    if not warnings:
+        lines.append(
+            json.dumps(
+                {k: v for k, v in report.items() if not isinstance(v, dict | list)}, default=str
+            )
+        )
+    return StageResult(
+        rows=rows,
+        report=report,
+        text="\n".join(lines) + "\n",
+        metrics=metrics,
+        tags={"gate_verdict": "passed"},
+    )

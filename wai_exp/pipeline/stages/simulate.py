@@ -1,0 +1,175 @@
+"""Stage ``simulate``: run ``simulate()`` with the config's agent, world, knobs and seed.
+
+Crash safety: every finished row is appended (flushed) to the stage's ``partial.jsonl`` in its
+cache entry through ``simulate(on_row=...)``. When a run dies mid-stage (a crash, Ctrl-C, a
+kill), re-running the identical command finds that file at the same cache key and passes its
+rows as ``simulate(done_rows=...)``: the engine skips them by ``rollout_id`` and produces the
+rest, so the stage completes with the same rows and no duplicates.
+
+Params (``pipeline.stages.<name>.params``) override single keys of the ``simulate`` section,
+and ``params.agent`` is laid over the ``agent`` section, so one pipeline can simulate two arms
+(e.g. two skills) side by side.
+
+Report: ``data.report()`` plus ``declared_tools`` and ``resumed_rows``. Metrics: ``rows``,
+``rows_resumed``, ``rollouts_lost``, ``situations``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
+from wai_exp.rows.jsonl import RowAppender, read_rows
+
+#: simulate-section keys passed to simulate() as they are (None = leave the engine's default).
+PASSED = (
+    "mode",
+    "budget",
+    "situations",
+    "repeats",
+    "phrasings",
+    "repeat_policy",
+    "unique_situations",
+    "fault_rate",
+    "hard_share",
+    "runs",
+    "reproducible",
+    "time_budget",
+    "until",
+    "timeout",
+    "logprobs",
+    "simulator",
+    "user_model",
+    "sampling",
+)
+
+
+def build_agent(agent_cfg: dict[str, Any], seed: int) -> Any:
+    """The agent callable an ``agent`` config section describes.
+
+    Raises ``ValueError`` for a callable target that cannot be imported or an unknown kind.
+    """
+    kind = agent_cfg.get("kind", "scripted")
+    if kind == "scripted":
+        from wai_exp.simulate.agents.scripted import ScriptedAgent
+
+        skills = {k: v for k, v in (agent_cfg.get("skills") or {}).items() if v is not None}
+        return ScriptedAgent(skill=float(agent_cfg.get("skill", 0.7)), skills=skills)
+    if kind == "callable":
+        target = import_object(str(agent_cfg.get("target")), "agent.target")
+        if agent_cfg.get("factory"):
+            return target(**dict(agent_cfg.get("kwargs") or {}))
+        if not callable(target):
+            raise ValueError(f"agent.target {agent_cfg.get('target')!r} is not callable")
+        return target
+    if kind in ("openai", "vllm", "ollama", "anthropic"):
+        from wai_exp.simulate.agents.model_agent import ModelAgent
+
+        spec = f"{kind}:{agent_cfg['model']}"
+        if agent_cfg.get("base_url"):
+            spec += f"@{agent_cfg['base_url']}"
+        return ModelAgent(
+            spec,
+            timeout=float(agent_cfg.get("timeout", 300)),
+            max_turns=int(agent_cfg.get("max_turns", 12)),
+            sampling={
+                "temperature": agent_cfg.get("temperature", 0.7),
+                "max_tokens": agent_cfg.get("max_tokens", 1024),
+            },
+        )
+    raise ValueError(
+        f"agent.kind {kind!r} is not one of scripted, callable, openai, vllm, ollama, anthropic"
+    )
+
+
+def _resolve_path(value: str | None, start_dir: Path) -> str | None:
+    if value is None:
+        return None
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else start_dir / p)
+
+
+def resume_rows(partial: Path) -> list[dict[str, Any]]:
+    """Rows a previous attempt finished, first copy of each ``rollout_id`` (a torn last line,
+    from a kill mid-write, is skipped by ``read_rows``)."""
+    if not partial.exists():
+        return []
+    seen: set[Any] = set()
+    out = []
+    for row in read_rows(partial):
+        rid = row.get("rollout_id")
+        if rid is not None and rid in seen:
+            continue
+        seen.add(rid)
+        out.append(row)
+    return out
+
+
+def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``simulate()`` (without the agent and the resume hooks)."""
+    sim = {**ctx.config.get("simulate", {}), **{k: v for k, v in params.items() if k != "agent"}}
+    kwargs: dict[str, Any] = {k: sim[k] for k in PASSED if sim.get(k) is not None}
+    kwargs["seed"] = ctx.seed
+    advanced = dict(ctx.config.get("knobs") or {})
+    advanced["seed"] = ctx.seed
+    advanced["world"] = dict(ctx.config.get("world") or {})
+    kwargs["advanced"] = advanced
+    if sim.get("spec"):
+        kwargs["spec"] = _resolve_path(sim["spec"], ctx.start_dir)
+    for key in ("tasks", "traces"):
+        if sim.get(key):
+            kwargs[key] = _resolve_path(sim[key], ctx.start_dir)
+    if sim.get("execute"):
+        kwargs["execute"] = import_object(str(sim["execute"]), "simulate.execute")
+    return kwargs
+
+
+@register("simulate", reads=("simulate", "agent", "world", "knobs", "seed"))
+def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
+    """Simulate rollouts, streaming each finished row to the partial file."""
+    from wai_exp.simulate.engine import simulate
+
+    kwargs = simulate_kwargs(ctx, params)
+    agent_cfg = {**ctx.config.get("agent", {}), **(params.get("agent") or {})}
+    agent = build_agent(agent_cfg, ctx.seed)
+    done = resume_rows(ctx.partial_path)
+    budget = kwargs.get("budget")
+
+    def progress(info: dict[str, Any]) -> None:
+        n = info.get("rows", info.get("done", info.get("n_rows")))
+        ctx.progress(
+            {"done": n if n is not None else 0, "total": info.get("budget", budget), "unit": "rows"}
+        )
+
+    with RowAppender(ctx.partial_path) as appender:
+        data = simulate(
+            agent=agent, done_rows=done, on_row=appender.append, progress=progress, **kwargs
+        )
+    rows = list(data.rows)
+    report = data.report()
+    tools = getattr(data, "tools", None) or []
+    report["declared_tools"] = sorted(
+        {(t.get("function") or t).get("name") for t in tools if isinstance(t, dict)} - {None}
+    )
+    report["resumed_rows"] = len(done)
+    metrics = {
+        "rows": float(len(rows)),
+        "rows_resumed": float(len(done)),
+        "situations": float(len({r.get("scenario_id") for r in rows})),
+    }
+    lost = report.get("rollouts_lost")
+    if isinstance(lost, int | float):
+        metrics["rollouts_lost"] = float(lost)
+    stopped = report.get("stopped_because")
+    lines = [
+        f"{ctx.name}: {len(rows)} rows ({len(done)} resumed from an interrupted attempt), "
+        f"mode {report.get('mode', kwargs.get('mode'))}, stopped because {stopped}",
+    ]
+    lines += [f"warning: {w}" for w in getattr(data, "warnings", [])]
+    tags = {"stopped_because": str(stopped)} if stopped is not None else {}
+    json.dumps(report, default=str)  # fail here, not half-way through writing, on an odd report
+    return StageResult(
+        rows=rows, report=report, text="\n".join(lines) + "\n", metrics=metrics, tags=tags
+    )
