@@ -1,0 +1,195 @@
+"""Validation errors name what was wrong and what is accepted."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from wai_exp.config.validate import ConfigError, check_override_keys, override_keys, validate_config
+
+
+@pytest.fixture(scope="module")
+def base() -> dict:
+    with initialize_config_module(version_base="1.3", config_module="wai_exp.conf"):
+        cfg = compose(config_name="config", overrides=["+experiment=rl_round"])
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def problems(cfg) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg)
+    return err.value.problems
+
+
+def test_valid_config_passes(base):
+    assert validate_config(base).simulate.mode == "rl"
+
+
+def test_unknown_knob_names_the_closest_and_the_valid_keys(base):
+    cfg = copy.deepcopy(base)
+    cfg["knobs"]["concurency"] = 4
+    [p] = problems(cfg)
+    assert p.startswith("knobs.concurency: unknown key 'concurency'. Did you mean 'concurrency'?")
+    assert "Valid keys: " in p and "avg_turns" in p and "stop_grace" in p
+
+
+def test_unknown_nested_key_names_the_closest(base):
+    cfg = copy.deepcopy(base)
+    cfg["simulate"]["bugdet"] = 10
+    cfg["agent"]["skil"] = 0.5
+    cfg["pipeline"]["stages"]["grade"]["nedes"] = ["simulate"]
+    ps = problems(cfg)
+    assert any(
+        p.startswith("simulate.bugdet: unknown key 'bugdet'. Did you mean 'budget'?") for p in ps
+    )
+    # the agent's keys are the scripted agent's, not every agent kind's
+    agent = next(p for p in ps if p.startswith("agent.skil"))
+    assert "Did you mean 'skill'?" in agent and "Valid keys: kind, skill, skills" in agent
+    assert any("pipeline.stages.grade.nedes" in p and "'needs'" in p for p in ps)
+
+
+def test_unknown_top_level_key(base):
+    cfg = copy.deepcopy(base)
+    cfg["sede"] = 1
+    [p] = problems(cfg)
+    assert "unknown key 'sede'" in p and "Did you mean 'seed'?" in p
+
+
+def test_knob_out_of_bounds_names_floor_ceiling_and_default(base):
+    from wai_exp.config.knobs import knob
+
+    k = knob("concurrency")
+    cfg = copy.deepcopy(base)
+    cfg["knobs"]["concurrency"] = 0
+    [p] = problems(cfg)
+    assert p.startswith("knobs.concurrency=0 is below the floor")
+    assert f"floor {k.lo!r}" in p and f"ceiling {k.hi!r}" in p and f"default {k.default!r}" in p
+
+
+def test_wrong_type_names_the_expected_type(base):
+    cfg = copy.deepcopy(base)
+    cfg["simulate"]["budget"] = "lots"
+    cfg["simulate"]["reproducible"] = "sometimes"
+    cfg["knobs"]["avg_turns"] = "many"
+    ps = problems(cfg)
+    assert "simulate.budget = 'lots': expected an integer" in ps
+    assert "simulate.reproducible = 'sometimes': expected true or false" in ps
+    assert any(p.startswith("knobs.avg_turns must be an int") for p in ps)
+
+
+def test_bounds_on_config_values(base):
+    cfg = copy.deepcopy(base)
+    cfg["simulate"]["fault_rate"] = 1.5
+    cfg["selection"]["band"] = [0.8, 0.2]
+    cfg["simulate"]["mode"] = "rll"
+    ps = problems(cfg)
+    assert "simulate.fault_rate = 1.5: must be <= 1.0" in ps
+    assert any(p.startswith("selection.band") and "above its high end" in p for p in ps)
+    assert any(
+        p.startswith("simulate.mode = 'rll': expected one of 'explore', 'sft', 'rl' or 'adaptive'")
+        for p in ps
+    )
+
+
+def test_world_typo_names_world_options_fields(base):
+    cfg = copy.deepcopy(base)
+    cfg["world"]["serch_hits"] = 3
+    ps = problems(cfg)
+    assert any(
+        p.startswith("world.serch_hits: unknown key") and "Did you mean 'search_hits'?" in p
+        for p in ps
+    )
+
+
+def test_knobs_seed_must_follow_seed(base):
+    cfg = copy.deepcopy(base)
+    cfg["knobs"]["seed"] = 5
+    [p] = problems(cfg)
+    assert "top-level `seed=5`" in p
+
+
+def test_tracking_typo(base):
+    cfg = copy.deepcopy(base)
+    cfg["tracking"]["urii"] = "x"
+    [p] = problems(cfg)
+    assert p.startswith("tracking.urii: unknown key") and "Did you mean 'uri'?" in p
+
+
+def test_every_problem_is_reported_at_once(base):
+    cfg = copy.deepcopy(base)
+    cfg["knobs"]["concurency"] = 4
+    cfg["simulate"]["budget"] = 0
+    err = pytest.raises(ConfigError, validate_config, cfg).value
+    text = str(err)
+    assert text.startswith("invalid config (2 problems):")
+    assert "simulate.budget = 0: must be >= 1" in text
+
+
+def test_callable_judge_needs_a_target(base):
+    cfg = copy.deepcopy(base)
+    cfg["judge"]["kind"] = "callable"
+    ps = problems(cfg)
+    assert any("judge.target" in p for p in ps)
+
+
+# ---- the command-line pre-check (runs before Hydra) ----------------------------------
+
+
+def test_override_keys_skips_options_appends_and_group_packages():
+    argv = [
+        "-m",
+        "--cfg",
+        "job",
+        "--config-dir",
+        "/x",
+        "+experiment=rl_round",
+        "seed=1",
+        "knobs.concurrency=4",
+        "~simulate.spec",
+        "++extra=1",
+        "agent@foo=scripted",
+        "-cn=config",
+    ]
+    assert override_keys(argv) == ["seed", "knobs.concurrency"]
+
+
+def test_precheck_names_the_closest_key():
+    [p] = check_override_keys(["+experiment=rl_round", "knobs.concurency=4"])
+    assert "knobs.concurency" in p and "Did you mean 'concurrency'?" in p
+
+
+def test_precheck_accepts_valid_keys_group_choices_and_free_maps():
+    argv = [
+        "seed=3",
+        "agent=openai",
+        "agent.model=x",
+        "simulate.budget=5",
+        "knobs.world.search_hits=2",
+        "world.search_hits=2",
+        "pipeline.stages.grade.params.k=4",
+        "judge.pass_at.min_k=2",
+        "tracking.uri=sqlite:///x.db",
+        "hydra.run.dir=/tmp/x",
+        "cache.dir=/tmp/c",
+    ]
+    assert check_override_keys(argv) == []
+
+
+def test_precheck_rejects_typos_at_every_level():
+    ps = check_override_keys(
+        [
+            "simulate.budjet=1",
+            "world.serch_hits=2",
+            "judge.pass_at.mink=2",
+            "pipeline.stages.grade.nedes=[]",
+            "tracking.uir=x",
+            "sed=1",
+        ]
+    )
+    assert len(ps) == 6
+    assert "Did you mean 'budget'?" in ps[0] and "Did you mean 'search_hits'?" in ps[1]
+    assert "Did you mean 'min_k'?" in ps[2] and "Did you mean 'needs'?" in ps[3]
+    assert "Did you mean 'uri'?" in ps[4] and "Did you mean 'seed'?" in ps[5]
