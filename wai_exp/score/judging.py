@@ -41,6 +41,7 @@ import hashlib
 import inspect
 import json
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,10 +55,15 @@ JUDGE_STATUSES: tuple[str, ...] = ("ok", "invalid_result", "error", "timeout", "
 #: A sync judge answering the first row faster than this (seconds) runs inline: it is
 #: CPU-bound, and a thread pool would add more overhead than it could overlap.
 INLINE_PROBE_S = 0.002
-#: Words a string verdict may be (case-insensitive), optionally followed by ": reason".
+#: Words a whole string verdict may be (case-insensitive); PASS/FAIL may also lead a
+#: longer answer ("FAIL: invented the order id").
 PASS_WORDS = frozenset({"PASS", "PASSED", "YES", "TRUE", "CORRECT", "Y"})
 FAIL_WORDS = frozenset({"FAIL", "FAILED", "NO", "FALSE", "INCORRECT", "WRONG", "N"})
 ABSTAIN_WORDS = frozenset({"ABSTAIN", "UNKNOWN", "SKIP", "N/A", "NA", "UNSURE", "CANNOT_JUDGE"})
+#: A verdict word leading a longer answer, then a separator and the reason.
+_LEADING_VERDICT = re.compile(
+    r"^\s*(PASS|PASSED|FAIL|FAILED|ABSTAIN)\s*[:\-\u2013.\n]\s*(.*)$", re.I | re.S
+)
 #: Dict keys read as the reason, first present wins.
 REASON_KEYS: tuple[str, ...] = ("reason", "explanation", "rationale")
 #: Longest repr of a broken judge return kept in ``judge_meta["raw"]``.
@@ -157,11 +163,12 @@ def _verdict_string(text: str, scale: tuple[float, float] | None, raw: Any) -> d
         return _number(float(s), scale, raw, {})
     except ValueError:
         pass
-    head, sep, rest = s.partition(":")
-    if not sep:
-        head, _, rest = s.partition(" ")
-    word = head.strip().rstrip(".!").upper()
-    reason = rest.strip() or None
+    word, reason = s.rstrip(".!").upper(), None
+    match = _LEADING_VERDICT.match(s)
+    if word not in PASS_WORDS | FAIL_WORDS | ABSTAIN_WORDS and match:
+        # "PASS: why" / "FAIL - why": only the unambiguous verdict words may lead a
+        # sentence; "No issues found" is not a FAIL.
+        word, reason = match.group(1).upper(), match.group(2).strip() or None
     if word in PASS_WORDS:
         return _result(1.0, "ok", reason)
     if word in FAIL_WORDS:
