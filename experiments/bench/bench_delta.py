@@ -48,3 +48,40 @@ def bench_decontaminate_20k() -> dict:
         "target": 10.0,
         "better": "lower",
     }
+
+
+def _arm(n_tasks: int, k: int, p: float, n_markers: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    rates = np.clip(p + 0.2 * rng.standard_normal(n_tasks), 0, 1)
+    reward = rng.random((n_tasks, k)) < rates[:, None]
+    marks = rng.random((n_tasks, k, n_markers)) < 0.5
+    names = [f"marker_{j}" for j in range(n_markers)]
+    return [
+        {
+            "scenario_id": f"task{t}",
+            "reward": float(reward[t, i]),
+            "final_text": "done",
+            "markers": dict(zip(names, marks[t, i].astype(float).tolist(), strict=True)),
+        }
+        for t in range(n_tasks)
+        for i in range(k)
+    ]
+
+
+def bench_delta_report_2000x10() -> dict:
+    from wai_exp.score.delta import delta_report
+
+    before = _arm(2000, 8, 0.5, 10, 1)
+    after = _arm(2000, 8, 0.55, 10, 2)
+    delta_report(before[:80], after[:80])  # warm imports (scipy) outside the timing
+    t0 = time.perf_counter()
+    rep = delta_report(before, after)
+    dt = time.perf_counter() - t0
+    assert rep["n_paired_tasks"] == 2000 and len(rep["metrics"]) == 11
+    return {
+        "name": "delta_report 2,000 paired tasks x 10 markers, k=8",
+        "value": dt,
+        "unit": "s",
+        "target": 0.5,
+        "better": "lower",
+    }
