@@ -1,0 +1,205 @@
+"""Agent specs: the tools an agent may call and the system prompt it runs under.
+
+A spec is a JSON file ``{"name", "system_prompt", "tools"}``. ``tools`` is the OpenAI
+function-calling shape, ``[{"type": "function", "function": {"name", "description",
+"parameters"}}]``; the bare ``function`` dict (``{"name", "description", "parameters"}``) is
+accepted too and normalised to the full shape, so every consumer reads one shape.
+
+The package ships one spec, ``support_desk`` (``specs/support_desk.json``, described in
+``docs/DOMAIN.md``), the offline default.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+SPECS_DIR = Path(__file__).resolve().parent / "specs"
+DEFAULT_SPEC = "support_desk"
+
+_JSON_TYPES = {"string", "number", "integer", "boolean", "object", "array", "null"}
+
+
+def builtin_specs() -> list[str]:
+    """Names of the specs shipped with the package (files in ``simulate/specs/``)."""
+    return sorted(p.stem for p in SPECS_DIR.glob("*.json"))
+
+
+def _normalize_tool(tool: Any, index: int) -> dict[str, Any]:
+    where = f"tools[{index}]"
+    fix = (
+        'write each tool as {"type": "function", "function": {"name": ..., "description": ..., '
+        '"parameters": {"type": "object", "properties": {...}, "required": [...]}}} or as the '
+        "bare function dict"
+    )
+    if not isinstance(tool, Mapping):
+        raise ValueError(f"{where} is a {type(tool).__name__}, not a dict: {fix}")
+    if "function" in tool:
+        if tool.get("type", "function") != "function":
+            raise ValueError(
+                f"{where} has type {tool.get('type')!r}; only 'function' tools are supported: {fix}"
+            )
+        fn = tool["function"]
+        if not isinstance(fn, Mapping):
+            raise ValueError(f"{where}['function'] is a {type(fn).__name__}, not a dict: {fix}")
+    else:
+        fn = tool
+    name = fn.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"{where} has no 'name' (got keys {sorted(fn)}): {fix}")
+    params = fn.get("parameters")
+    if params is None:
+        params = {"type": "object", "properties": {}, "required": []}
+    if not isinstance(params, Mapping):
+        raise ValueError(
+            f"{where} ({name}): 'parameters' must be a JSON-schema object, got {type(params).__name__}: {fix}"
+        )
+    if params.get("type", "object") != "object":
+        raise ValueError(
+            f"{where} ({name}): 'parameters.type' must be 'object', got {params.get('type')!r}: {fix}"
+        )
+    props = params.get("properties") or {}
+    if not isinstance(props, Mapping):
+        raise ValueError(
+            f"{where} ({name}): 'parameters.properties' must map argument names to schemas: {fix}"
+        )
+    for arg, schema in props.items():
+        if not isinstance(schema, Mapping):
+            raise ValueError(
+                f"{where} ({name}): property {arg!r} must be a schema dict, got {type(schema).__name__}"
+            )
+        typ = schema.get("type")
+        types = typ if isinstance(typ, list) else [typ] if typ is not None else []
+        bad = [t for t in types if t not in _JSON_TYPES]
+        if bad:
+            raise ValueError(
+                f"{where} ({name}): property {arg!r} has unknown type {bad[0]!r}; use one of {sorted(_JSON_TYPES)}"
+            )
+    required = params.get("required") or []
+    if not isinstance(required, Sequence) or isinstance(required, str):
+        raise ValueError(
+            f"{where} ({name}): 'parameters.required' must be a list of argument names"
+        )
+    unknown = [r for r in required if r not in props]
+    if unknown:
+        raise ValueError(
+            f"{where} ({name}): required argument {unknown[0]!r} is not in 'properties' "
+            f"({sorted(props)}); declare it under properties or drop it from required"
+        )
+    return {
+        "type": "function",
+        "function": {
+            "name": name.strip(),
+            "description": str(fn.get("description") or ""),
+            "parameters": {
+                **dict(params),
+                "type": "object",
+                "properties": dict(props),
+                "required": list(required),
+            },
+        },
+    }
+
+
+def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]]:
+    """Tools in OpenAI function shape, ``[{"type": "function", "function": {...}}]``.
+
+    Accepts the full shape or the bare ``function`` dict per tool. Raises ``ValueError``
+    naming the offending tool (``tools[i]``) and the shape to use for a missing name, a
+    non-object ``parameters``, an unknown JSON type, a required argument that is not
+    declared, or two tools with one name.
+    """
+    if tools is None:
+        return []
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        raise ValueError(f"tools must be a list of tool dicts, got {type(tools).__name__}")
+    out = [_normalize_tool(t, i) for i, t in enumerate(tools)]
+    seen: set[str] = set()
+    for t in out:
+        name = t["function"]["name"]
+        if name in seen:
+            raise ValueError(f"tool {name!r} is declared twice; tool names must be unique")
+        seen.add(name)
+    return out
+
+
+def tool_schemas(tools: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """``{tool name: its function dict}`` for normalised (or normalisable) tools."""
+    return {t["function"]["name"]: t["function"] for t in normalize_tools(tools)}
+
+
+class AgentSpec(BaseModel):
+    """One agent spec: a name, the policy system prompt and the tools (OpenAI shape)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    system_prompt: str
+    tools: list[dict[str, Any]]
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> list[dict[str, Any]]:
+        return normalize_tools(value)
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The declared tool names, in spec order."""
+        return [t["function"]["name"] for t in self.tools]
+
+
+def load_agent_spec(path_or_name: str | Path | Mapping[str, Any] | None = None) -> AgentSpec:
+    """Load an agent spec: a built-in name (``"support_desk"``), a JSON file path, or a dict.
+
+    ``None`` loads the shipped default (``support_desk``). Returns an ``AgentSpec`` with tools
+    normalised to the OpenAI function shape. Raises ``FileNotFoundError`` naming the built-in
+    specs when the name or path does not exist, and ``ValueError`` naming the field and the fix
+    for malformed JSON, a missing field, or a bad tool shape.
+    """
+    if path_or_name is None:
+        path_or_name = DEFAULT_SPEC
+    if isinstance(path_or_name, Mapping):
+        data: Any = dict(path_or_name)
+        source = "the spec dict"
+    else:
+        text = str(path_or_name)
+        path = Path(text).expanduser()
+        if not path.exists() and "/" not in text and not text.endswith(".json"):
+            path = SPECS_DIR / f"{text}.json"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"agent spec {text!r} not found: pass a path to a JSON file with "
+                f'{{"name", "system_prompt", "tools"}} or one of the built-in specs {builtin_specs()}'
+            )
+        source = str(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"agent spec {source} is not valid JSON ({exc}); fix the file"
+            ) from exc
+    if not isinstance(data, Mapping):
+        raise ValueError(
+            f"agent spec {source} must be a JSON object with name, system_prompt, tools"
+        )
+    missing = [k for k in ("system_prompt", "tools") if k not in data]
+    if missing:
+        raise ValueError(
+            f"agent spec {source} is missing {missing}; a spec is {{'name', 'system_prompt', 'tools'}}"
+        )
+    extra = sorted(set(data) - {"name", "system_prompt", "tools"})
+    if extra:
+        raise ValueError(
+            f"agent spec {source} has unknown keys {extra}; the keys are name, system_prompt, tools"
+        )
+    name = data.get("name") or (Path(source).stem if source != "the spec dict" else "custom")
+    if not isinstance(data["system_prompt"], str):
+        raise ValueError(f"agent spec {source}: system_prompt must be a string")
+    try:
+        return AgentSpec(name=str(name), system_prompt=data["system_prompt"], tools=data["tools"])
+    except ValueError as exc:
+        raise ValueError(f"agent spec {source}: {exc}") from exc

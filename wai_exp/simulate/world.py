@@ -1,0 +1,980 @@
+"""The mock world an agent acts in: seeded records, tool answers, faults, the simulated person.
+
+``RolloutWorld`` answers one rollout's tool calls from the declared tool schemas and the
+situation's seeded records (``docs/DOMAIN.md``), keeps state across calls (a second refund of
+an order sees it refunded), fires the situation's planned fault on calls to the target tool
+with probability ``fault_rate``, and plays the person in follow-up turns (``ask_user``).
+
+The world enforces facts, not policy: it reports a missing record and an action already
+taken, but it lets a refund above the total or a cancel of a shipped order through, the way
+a real back office does. Keeping to the policy is the agent's job, and the judge's to check.
+
+All randomness comes from ``random.Random`` instances seeded by ``seed``; nothing touches the
+global RNG, so one seed gives one rollout's world, bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from wai_exp.simulate.dimensions import FAULT_MODES
+
+# ---------------------------------------------------------------------------------------
+# The support-desk vocabulary (docs/DOMAIN.md). Tools outside it are answered generically.
+
+#: Support-desk tools that change something. Everything else there only reads.
+WRITE_TOOLS = frozenset(
+    {"issue_refund", "cancel_order", "update_shipping_address", "reset_password"}
+)
+READ_TOOLS = frozenset({"lookup_order", "lookup_account", "search_orders"})
+SUPPORT_TOOLS = WRITE_TOOLS | READ_TOOLS
+#: The identifier each support-desk tool needs (what a vague ask leaves out).
+ID_ARG = {
+    "lookup_order": "order_id",
+    "lookup_account": "email",
+    "search_orders": "email",
+    "issue_refund": "order_id",
+    "cancel_order": "order_id",
+    "update_shipping_address": "order_id",
+    "reset_password": "email",
+}
+#: First words that mark a user's own tool as read-only (everything else may change state).
+READ_VERBS = frozenset(
+    {
+        "get",
+        "lookup",
+        "look",
+        "search",
+        "find",
+        "list",
+        "read",
+        "fetch",
+        "check",
+        "view",
+        "query",
+        "show",
+        "describe",
+        "count",
+    }
+)
+
+
+def is_write_tool(name: str) -> bool:
+    """True when calling ``name`` changes state: the support-desk write tools, or a user's
+    tool whose name does not start with a read verb (``get_``, ``search_``, ``listOrders`` ...)."""
+    if name in SUPPORT_TOOLS:
+        return name in WRITE_TOOLS
+    first = re.split(r"[_\-\s.]|(?<=[a-z])(?=[A-Z])", name.strip(), maxsplit=1)[0].lower()
+    return first not in READ_VERBS
+
+
+#: Default walk-away chances at the second question and at every later one.
+PATIENCE_LEVELS: dict[str, tuple[float, float]] = {
+    "normal": (0.35, 0.60),
+    "short": (0.60, 0.90),
+    "endless": (0.0, 0.0),
+}
+#: The simulated user's reply temperature when none is given (a model-played user's default).
+USER_TURN_TEMPERATURE = 0.475
+
+_FIRST = (
+    "Maria",
+    "James",
+    "Aisha",
+    "Tom",
+    "Priya",
+    "Lucas",
+    "Sofia",
+    "Daniel",
+    "Mei",
+    "Omar",
+    "Elena",
+    "Noah",
+    "Hannah",
+    "Kenji",
+    "Fatima",
+    "Leo",
+    "Grace",
+    "Mateo",
+    "Chloe",
+    "Ivan",
+    "Zara",
+    "Ben",
+    "Nina",
+    "Samuel",
+    "Amara",
+    "Felix",
+    "Lena",
+    "Ravi",
+    "Julia",
+    "Diego",
+    "Anna",
+    "Yusuf",
+    "Clara",
+    "Hugo",
+    "Ines",
+    "Theo",
+)
+_LAST = (
+    "Chen",
+    "Okafor",
+    "Smith",
+    "Garcia",
+    "Patel",
+    "Novak",
+    "Kim",
+    "Rossi",
+    "Haddad",
+    "Nguyen",
+    "Murphy",
+    "Silva",
+    "Schmidt",
+    "Tanaka",
+    "Kowalski",
+    "Dubois",
+    "Andersen",
+    "Costa",
+    "Ibrahim",
+    "Fischer",
+    "Moreau",
+    "Singh",
+    "Lopez",
+    "Walsh",
+    "Berg",
+    "Yilmaz",
+    "Reyes",
+    "Khan",
+    "Larsen",
+    "Ward",
+    "Ortiz",
+    "Baker",
+)
+_PRODUCTS = (
+    "chef's knife",
+    "cast iron skillet",
+    "espresso machine",
+    "stand mixer",
+    "linen duvet cover",
+    "bamboo cutting board",
+    "ceramic dinner set",
+    "electric kettle",
+    "air fryer",
+    "cotton bath towels",
+    "wool throw blanket",
+    "glass storage jars",
+    "table lamp",
+    "french press",
+    "knife sharpener",
+    "dutch oven",
+    "herb planter",
+    "memory foam pillow",
+    "salad spinner",
+    "copper saucepan",
+    "wine glasses",
+    "blender",
+    "toaster",
+    "rice cooker",
+    "desk organizer",
+    "shower curtain",
+    "doormat",
+    "spice rack",
+    "waffle iron",
+    "cutlery set",
+)
+_STREETS = (
+    "Oak",
+    "Maple",
+    "Cedar",
+    "Elm",
+    "Birch",
+    "Willow",
+    "Harbor",
+    "Mill",
+    "Park",
+    "Lake",
+    "River",
+    "Hill",
+    "Church",
+    "Station",
+    "Orchard",
+    "Meadow",
+    "Bridge",
+    "Market",
+    "Garden",
+    "Forest",
+)
+_STREET_KINDS = ("Street", "Road", "Avenue", "Lane", "Drive", "Court", "Way", "Place")
+_CITIES = (
+    "Springfield",
+    "Riverton",
+    "Fairview",
+    "Lakewood",
+    "Ashford",
+    "Brookside",
+    "Greenville",
+    "Milton",
+    "Kingsport",
+    "Westbury",
+    "Clearwater",
+    "Oakdale",
+    "Hollis",
+    "Bayview",
+    "Northfield",
+    "Salem",
+)
+
+
+def _builtin_fault(
+    mode: str, tool: str, arguments: Mapping[str, Any], rng: random.Random, timeout_s: float
+) -> Any:
+    if mode == "timeout":
+        return {
+            "error": "timeout",
+            "message": f"The request to {tool} timed out after {timeout_s:g} seconds; nothing was changed.",
+        }
+    if mode == "error":
+        code = rng.choice((500, 502, 503))
+        return {
+            "error": "internal_error",
+            "message": f"{tool} failed: the upstream service returned HTTP {code}.",
+        }
+    # malformed: a response cut off mid-stream, which no JSON parser reads.
+    first = next(iter(arguments.items()), ("status", "ok"))
+    text = json.dumps(
+        {first[0]: first[1], "status": "processing", "detail": "pending confirmation"}
+    )
+    return text[: max(8, int(len(text) * rng.uniform(0.35, 0.7)))]
+
+
+class WorldOptions(BaseModel):
+    """The mock world's dials (``advanced.world``). Unknown keys are an error naming the fields.
+
+    ``fault_modes`` lists the modes situations may plan (the writer draws ``tool_condition``
+    from ``["ok", *fault_modes]``). The built-in modes are ``timeout``, ``error`` and
+    ``malformed``; add your own by naming it here and giving ``fault_builders[mode]``, a
+    callable ``(tool, arguments, rng) -> result``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    fault_modes: tuple[str, ...] = FAULT_MODES
+    """Fault modes a situation may plan on its target tool."""
+    fault_builders: dict[str, Callable[..., Any]] = Field(default_factory=dict)
+    """Result builders for modes beyond the built-ins: ``(tool, arguments, rng) -> result``."""
+    default_fault_mode: str = "timeout"
+    """The mode planned for an ask that carries no ``tool_condition`` (a replayed or seed ask)."""
+    default_fault_rate: float = Field(0.5, ge=0.0, le=1.0)
+    """The per-call rate a fault plan with no rate of its own fires at."""
+    search_hits: int = Field(3, ge=1, le=50)
+    """Most orders ``search_orders`` returns; the customer has 1 to this many orders."""
+    exists_share: float = Field(0.5, ge=0.0, le=1.0)
+    """Share of situations whose record exists (the rest split between missing and already_done)."""
+    unknown_ask_leave: float = Field(0.5, ge=0.0, le=1.0)
+    """Chance the person walks away when asked for something they could not know."""
+    timeout_seconds: float = Field(30.0, gt=0)
+    """The timeout a ``timeout`` fault reports."""
+    email_domain: str = "example.com"
+    order_prefix: str = "ORD-"
+    order_digits: int = Field(5, ge=3, le=12)
+    max_items: int = Field(3, ge=1, le=10)
+    price_range: tuple[float, float] = (9.0, 240.0)
+    currency: str = "USD"
+    first_names: tuple[str, ...] = _FIRST
+    last_names: tuple[str, ...] = _LAST
+    products: tuple[str, ...] = _PRODUCTS
+    streets: tuple[str, ...] = _STREETS
+    street_kinds: tuple[str, ...] = _STREET_KINDS
+    cities: tuple[str, ...] = _CITIES
+
+    @field_validator(
+        "first_names", "last_names", "products", "streets", "street_kinds", "cities", "fault_modes"
+    )
+    @classmethod
+    def _non_empty(cls, value: tuple[str, ...], info: Any) -> tuple[str, ...]:
+        if not value:
+            raise ValueError(
+                f"{info.field_name} must not be empty; leave it out to use the default pool"
+            )
+        return value
+
+    @field_validator("price_range")
+    @classmethod
+    def _prices(cls, value: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = value
+        if not 0 < lo <= hi:
+            raise ValueError(f"price_range must be (lo, hi) with 0 < lo <= hi, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _modes(self) -> WorldOptions:
+        for mode in self.fault_modes:
+            if mode == "ok":
+                raise ValueError("fault_modes must not contain 'ok' (it plans no fault)")
+            if mode not in FAULT_MODES and mode not in self.fault_builders:
+                raise ValueError(
+                    f"fault mode {mode!r} has no builder: built-in modes are {list(FAULT_MODES)}; "
+                    f"for your own add fault_builders={{{mode!r}: fn}} with fn(tool, arguments, rng) -> result"
+                )
+        if self.default_fault_mode not in self.fault_modes:
+            raise ValueError(
+                f"default_fault_mode {self.default_fault_mode!r} is not one of fault_modes {list(self.fault_modes)}"
+            )
+        return self
+
+    def build_fault(
+        self, mode: str, tool: str, arguments: Mapping[str, Any], rng: random.Random
+    ) -> Any:
+        """The result a call to ``tool`` returns when fault ``mode`` fires."""
+        builder = self.fault_builders.get(mode)
+        if builder is not None:
+            return builder(tool, dict(arguments), rng)
+        return _builtin_fault(mode, tool, arguments, rng, self.timeout_seconds)
+
+
+DEFAULT_OPTIONS = WorldOptions()
+
+
+def resolve_world_options(options: WorldOptions | Mapping[str, Any] | None) -> WorldOptions:
+    """``WorldOptions`` from an instance, a dict of its fields (``advanced.world``) or None."""
+    if options is None:
+        return DEFAULT_OPTIONS
+    if isinstance(options, WorldOptions):
+        return options
+    if isinstance(options, Mapping):
+        return WorldOptions(**dict(options)) if options else DEFAULT_OPTIONS
+    raise TypeError(
+        f"world options must be a WorldOptions or a dict of its fields, got {type(options).__name__}"
+    )
+
+
+def resolve_patience(
+    patience: str | Mapping[str, float] | Sequence[float] | None,
+) -> tuple[float, float]:
+    """Walk-away chances ``(second, later)`` from a level name, a ``{"second", "later"}`` table
+    or a ``(p, q)`` pair. Raises ``ValueError`` naming the levels or the bad probability."""
+    if patience is None:
+        patience = "normal"
+    if isinstance(patience, str):
+        if patience not in PATIENCE_LEVELS:
+            raise ValueError(
+                f"patience {patience!r} is not a level; use one of {sorted(PATIENCE_LEVELS)} or a table {{'second': p, 'later': q}}"
+            )
+        return PATIENCE_LEVELS[patience]
+    if isinstance(patience, Mapping):
+        unknown = sorted(set(patience) - {"second", "later"})
+        if unknown or "second" not in patience or "later" not in patience:
+            raise ValueError(
+                f"patience table needs exactly the keys 'second' and 'later', got {sorted(patience)}"
+            )
+        pair = (patience["second"], patience["later"])
+    elif isinstance(patience, Sequence) and len(patience) == 2:
+        pair = (patience[0], patience[1])
+    else:
+        raise ValueError(
+            f"patience must be a level name, a {{'second': p, 'later': q}} table or a (p, q) pair, got {patience!r}"
+        )
+    out = []
+    for key, p in zip(("second", "later"), pair, strict=True):
+        p = float(p)
+        if not 0.0 <= p <= 1.0 or math.isnan(p):
+            raise ValueError(f"patience {key!r} walk-away chance must be in [0, 1], got {p}")
+        out.append(p)
+    return out[0], out[1]
+
+
+# ---------------------------------------------------------------------------------------
+# Argument validation against a declared JSON schema (the subset tool schemas use).
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list, tuple),
+    "null": (type(None),),
+}
+
+
+def _type_ok(value: Any, typ: Any) -> bool:
+    types = typ if isinstance(typ, list) else [typ]
+    for t in types:
+        py = _PY_TYPES.get(t)
+        if py is None:
+            return True
+        if isinstance(value, bool) and t in ("number", "integer"):
+            continue
+        if isinstance(value, py):
+            return True
+        if t == "integer" and isinstance(value, float) and value.is_integer():
+            return True
+    return False
+
+
+def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str | None:
+    """The first problem with ``arguments`` under a tool's ``parameters`` schema, or None."""
+    if not isinstance(arguments, Mapping):
+        return f"arguments must be a JSON object, got {type(arguments).__name__}"
+    props = schema.get("properties") or {}
+    for req in schema.get("required") or ():
+        if req not in arguments or arguments[req] is None:
+            return f"missing required argument {req!r}"
+    for key, value in arguments.items():
+        prop = props.get(key)
+        if prop is None:
+            if schema.get("additionalProperties") is False:
+                return f"unknown argument {key!r}; declared arguments are {sorted(props)}"
+            continue
+        typ = prop.get("type")
+        if typ is not None and not _type_ok(value, typ):
+            return f"argument {key!r} must be {typ}, got {type(value).__name__}"
+        enum = prop.get("enum")
+        if enum is not None and value not in enum:
+            return f"argument {key!r} must be one of {enum}, got {value!r}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# The simulated person's lines.
+
+_ASKS = (
+    # (key the person can answer with, words in a question that ask for it)
+    (
+        "order_id",
+        (
+            "order number",
+            "order id",
+            "order #",
+            "order no",
+            "ord-",
+            "which order",
+            "order reference",
+            "order",
+        ),
+    ),
+    ("email", ("email", "e-mail", "account address", "mail address")),
+    ("new_address", ("address", "where should", "ship it")),
+    ("amount", ("amount", "how much")),
+    ("reason", ("reason", "why", "what happened", "what went wrong")),
+    ("name", ("your name", "full name", "name on")),
+)
+_CONFIRM = (
+    "go ahead",
+    "shall i",
+    "should i",
+    "do you want",
+    "would you like",
+    "can i proceed",
+    "confirm",
+    "ok to",
+    "okay to",
+)
+
+_GIVE = {
+    "order_id": (
+        "It's {order_id}.",
+        "The order number is {order_id}.",
+        "Sure, {order_id}.",
+        "Oh sorry, it's {order_id}.",
+    ),
+    "email": ("My email is {email}.", "It's {email}.", "{email}", "The account is under {email}."),
+    "new_address": (
+        "Please ship it to {new_address}.",
+        "The new address is {new_address}.",
+        "{new_address}.",
+    ),
+    "amount": ("${amount:.2f}.", "It was ${amount:.2f}.", "The amount is ${amount:.2f}."),
+    "reason": ("{reason_cap}.", "Because {reason}.", "Well, {reason}."),
+    "name": ("I'm {name}.", "{name}.", "My name is {name}."),
+}
+_YES = ("Yes, please go ahead.", "Yes please.", "Go ahead, thanks.", "Yes, that's right.")
+_UNSURE = (
+    "I'm not sure what you mean, I just need help with this.",
+    "I don't have that, sorry. Can you just sort it out?",
+    "No idea, honestly. Is that needed?",
+)
+
+
+def _pick(options: Sequence[str], rng: random.Random, temperature: float) -> str:
+    # A template user "samples" its line: at temperature 0 always the plainest wording, higher
+    # temperatures spread over the variants (weights exp(-i / T)), like a model's sampling.
+    if temperature <= 0 or len(options) == 1:
+        return options[0]
+    weights = [math.exp(-i / temperature) for i in range(len(options))]
+    return rng.choices(options, weights=weights, k=1)[0]
+
+
+class RolloutWorld:
+    """One rollout's world: records seeded from the situation, tool answers, faults, the person.
+
+    ``situation`` is a ``writer.Situation`` (or anything with ``dims`` and ``entities``);
+    ``tools`` the declared tools (OpenAI shape or bare function dicts). ``fault_rate`` is the
+    chance each call to the target tool fires the planned fault (``None`` uses
+    ``options.default_fault_rate``; 0 never fires). ``patience`` is a level name
+    (``normal``/``short``/``endless``), a ``{"second": p, "later": q}`` table or a ``(p, q)``
+    pair; the person speaks at most ``avg_turns // 2`` times, the opening ask included.
+    """
+
+    def __init__(
+        self,
+        situation: Any,
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        fault_rate: float | None = None,
+        options: WorldOptions | Mapping[str, Any] | None = None,
+        seed: int = 0,
+        patience: str | Mapping[str, float] | Sequence[float] = "normal",
+        avg_turns: int = 12,
+        user_temperature: float | None = None,
+    ) -> None:
+        self.options = resolve_world_options(options)
+        self.situation = situation
+        self.dims: dict[str, Any] = dict(getattr(situation, "dims", None) or {})
+        self.entities: dict[str, Any] = dict(getattr(situation, "entities", None) or {})
+        self.seed = int(seed)
+        self.fault_rate = (
+            self.options.default_fault_rate if fault_rate is None else float(fault_rate)
+        )
+        if not 0.0 <= self.fault_rate <= 1.0:
+            raise ValueError(f"fault_rate must be in [0, 1] (0 = off), got {fault_rate}")
+        self.patience = resolve_patience(patience)
+        if avg_turns < 2:
+            raise ValueError(
+                f"avg_turns must be at least 2 (the ask and one reply), got {avg_turns}"
+            )
+        self.avg_turns = int(avg_turns)
+        self.user_temperature = (
+            USER_TURN_TEMPERATURE if user_temperature is None else float(user_temperature)
+        )
+        self._schemas: dict[str, dict[str, Any]] = {}
+        for t in tools:
+            fn = t.get("function", t) if isinstance(t, Mapping) else t
+            self._schemas[fn["name"]] = fn.get("parameters") or {}
+        self.tools = tools
+        self._fault_rng = random.Random(self.seed * 2 + 1)
+        self._user_rng = random.Random(self.seed * 2 + 2)
+        self.steps: list[dict[str, Any]] = []
+        self.fired: list[dict[str, Any]] = []
+        self.user_turns = 1  # the opening ask
+        self.questions = 0
+        self.left = False
+        self._calls = 0
+        self.target = self.dims.get("tool")
+        cond = self.dims.get("tool_condition")
+        if cond is None and self.target is not None:
+            cond = self.options.default_fault_mode
+        self.fault_mode: str | None = None if cond in (None, "ok") else str(cond)
+        self.world_state = self.dims.get("world_state", "exists")
+        self._seed_records()
+
+    # -- records -------------------------------------------------------------------------
+
+    @property
+    def fault_plan(self) -> dict[str, str] | None:
+        """``{"tool", "mode"}`` planned for this rollout, or None (the row's ``faults.planned``)."""
+        if self.fault_mode is None or self.target is None:
+            return None
+        return {"tool": self.target, "mode": self.fault_mode}
+
+    @property
+    def ended_by(self) -> str | None:
+        """``"user_left"`` once the person walked away, else None."""
+        return "user_left" if self.left else None
+
+    def _seed_records(self) -> None:
+        e = self.entities
+        self.orders: dict[str, dict[str, Any]] = {}
+        self.accounts: dict[str, dict[str, Any]] = {}
+        self.generic: dict[str, dict[str, Any]] = {}
+        target, state = self.target, self.world_state
+        email = e.get("email")
+        if email:
+            self.accounts[email] = {
+                "email": email,
+                "name": e.get("name", ""),
+                "orders": [],
+                "password_reset_pending": False,
+                "member_since": e.get("member_since", "2021-04-12"),
+            }
+        order_id = e.get("order_id")
+        if order_id:
+            self.orders[order_id] = {
+                "order_id": order_id,
+                "status": e.get("status", "processing"),
+                "total": e.get("total", 0.0),
+                "currency": self.options.currency,
+                "items": [dict(i) for i in e.get("items", ())],
+                "email": email,
+                "shipped": bool(e.get("shipped", False)),
+                "shipping_address": e.get("address", ""),
+                "refunded_amount": 0.0,
+                "placed_on": e.get("placed_on", "2026-11-02"),
+            }
+        for extra in e.get("extra_orders", ()):
+            self.orders[extra["order_id"]] = {
+                "currency": self.options.currency,
+                "email": email,
+                "refunded_amount": 0.0,
+                "shipped": extra.get("status") in ("shipped", "delivered"),
+                **{k: (list(v) if isinstance(v, list) else v) for k, v in extra.items()},
+            }
+        other = e.get("other_email")
+        if other:
+            self.accounts[other] = {
+                "email": other,
+                "name": e.get("other_name", ""),
+                "orders": [],
+                "password_reset_pending": False,
+                "member_since": "2020-09-30",
+            }
+            if e.get("other_order_id"):
+                self.orders[e["other_order_id"]] = {
+                    "order_id": e["other_order_id"],
+                    "status": "delivered",
+                    "total": e.get("other_total", 64.0),
+                    "currency": self.options.currency,
+                    "items": [dict(i) for i in e.get("other_items", ())],
+                    "email": other,
+                    "shipped": True,
+                    "shipping_address": e.get("other_address", ""),
+                    "refunded_amount": 0.0,
+                    "placed_on": "2026-10-21",
+                }
+        for oid, rec in self.orders.items():
+            acct = self.accounts.get(rec.get("email"))
+            if acct is not None:
+                acct["orders"].append(oid)
+        # The world state of the target record.
+        if target in SUPPORT_TOOLS:
+            if state == "missing":
+                if ID_ARG[target] == "order_id":
+                    self.orders.pop(order_id, None)
+                    if email in self.accounts:
+                        self.accounts[email]["orders"] = [
+                            o for o in self.accounts[email]["orders"] if o != order_id
+                        ]
+                else:
+                    self.accounts.pop(email, None)
+                    for oid in [o for o, r in self.orders.items() if r.get("email") == email]:
+                        del self.orders[oid]
+            elif state == "already_done":
+                rec = self.orders.get(order_id)
+                if target == "issue_refund" and rec:
+                    rec["status"], rec["refunded_amount"] = "refunded", rec["total"]
+                elif target == "cancel_order" and rec:
+                    rec["status"], rec["shipped"] = "cancelled", False
+                elif target == "update_shipping_address" and rec:
+                    rec["shipping_address"] = e.get("new_address", rec["shipping_address"])
+                elif target == "reset_password" and email in self.accounts:
+                    self.accounts[email]["password_reset_pending"] = True
+                    self.accounts[email]["reset_sent_at"] = e.get(
+                        "reset_sent_at", "2026-11-29T18:04:00Z"
+                    )
+        elif target is not None:
+            key = e.get("key_value")
+            if key is not None and state != "missing":
+                self.generic[str(key)] = {
+                    "done": state == "already_done",
+                    **dict(e.get("args") or {}),
+                }
+
+    # -- tool calls ----------------------------------------------------------------------
+
+    def execute(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None
+    ) -> dict[str, Any]:
+        """Answer one tool call and record it. Returns the ``tool`` step dict (row shape).
+
+        Never raises for a bad call: an unknown tool or arguments that break the declared
+        schema come back as an error result with ``status="invalid"``. A fired fault gives
+        ``status`` and ``fault`` = the mode, leaves the records unchanged, and is added to
+        ``fired``.
+        """
+        self._calls += 1
+        args = dict(arguments) if isinstance(arguments, Mapping) else arguments
+        step: dict[str, Any] = {
+            "kind": "tool",
+            "tool_call_id": call_id or f"call_{self._calls}",
+            "name": name,
+            "arguments": args if isinstance(args, dict) else {"_raw": args},
+            "result": None,
+            "status": "ok",
+            "fault": None,
+        }
+        schema = self._schemas.get(name)
+        if schema is None:
+            step["result"] = {
+                "error": "unknown_tool",
+                "message": f"No tool named {name!r}; the declared tools are {sorted(self._schemas)}.",
+            }
+            step["status"] = "invalid"
+        elif (problem := validate_arguments(schema, args)) is not None:
+            step["result"] = {"error": "invalid_arguments", "message": f"{name}: {problem}."}
+            step["status"] = "invalid"
+        elif (
+            self.fault_mode is not None
+            and name == self.target
+            and self.fault_rate > 0
+            and self._fault_rng.random() < self.fault_rate
+        ):
+            step["result"] = self.options.build_fault(self.fault_mode, name, args, self._fault_rng)
+            step["status"] = step["fault"] = self.fault_mode
+            self.fired.append({"tool": name, "mode": self.fault_mode, "step": len(self.steps)})
+        else:
+            handler = _HANDLERS.get(name) if name in SUPPORT_TOOLS else None
+            step["result"] = (
+                handler(self, args) if handler is not None else self._generic(name, args)
+            )
+        self.steps.append(step)
+        return step
+
+    def _order(self, order_id: Any) -> dict[str, Any] | None:
+        return self.orders.get(str(order_id).strip().upper()) if order_id is not None else None
+
+    @staticmethod
+    def _not_found(kind: str, key: str, value: Any) -> dict[str, Any]:
+        return {"error": "not_found", "message": f"No {kind} found with {key} {value}."}
+
+    def _lookup_order(self, a: dict[str, Any]) -> dict[str, Any]:
+        rec = self._order(a["order_id"])
+        if rec is None:
+            return self._not_found("order", "order number", a["order_id"])
+        return {k: (list(v) if isinstance(v, list) else v) for k, v in rec.items()}
+
+    def _lookup_account(self, a: dict[str, Any]) -> dict[str, Any]:
+        acct = self.accounts.get(str(a["email"]).strip().lower())
+        if acct is None:
+            return self._not_found("account", "email", a["email"])
+        return {**acct, "orders": list(acct["orders"])}
+
+    def _search_orders(self, a: dict[str, Any]) -> dict[str, Any]:
+        email = str(a["email"]).strip().lower()
+        hits = [r for r in self.orders.values() if r.get("email") == email]
+        hits.sort(key=lambda r: r.get("placed_on", ""), reverse=True)
+        if not hits:
+            return {"orders": [], "count": 0, "message": f"No orders found for {a['email']}."}
+        shown = hits[: self.options.search_hits]
+        return {
+            "count": len(shown),
+            "orders": [
+                {
+                    "order_id": r["order_id"],
+                    "status": r["status"],
+                    "total": r["total"],
+                    "placed_on": r.get("placed_on"),
+                }
+                for r in shown
+            ]
+        }
+
+    def _issue_refund(self, a: dict[str, Any]) -> dict[str, Any]:
+        rec = self._order(a["order_id"])
+        if rec is None:
+            return self._not_found("order", "order number", a["order_id"])
+        if rec["status"] == "refunded":
+            return {
+                "ok": False,
+                "error": "already_refunded",
+                "message": f"Order {rec['order_id']} was already refunded ({rec['refunded_amount']:.2f} {rec['currency']}).",
+            }
+        if rec["status"] == "cancelled":
+            return {
+                "ok": False,
+                "error": "order_cancelled",
+                "message": f"Order {rec['order_id']} was cancelled and never charged.",
+            }
+        amount = round(float(a["amount"]), 2)
+        if amount <= 0:
+            return {
+                "ok": False,
+                "error": "invalid_amount",
+                "message": "Refund amount must be positive.",
+            }
+        rec["refunded_amount"] = round(rec["refunded_amount"] + amount, 2)
+        rec["status"] = (
+            "refunded" if rec["refunded_amount"] >= rec["total"] else "partially_refunded"
+        )
+        self._refunds = getattr(self, "_refunds", 0) + 1
+        tag = f"{self.seed}:{rec['order_id']}:{self._refunds}"
+        return {
+            "ok": True,
+            "refund_id": f"RF-{zlib.crc32(tag.encode()) % 10**6:06d}",
+            "order_id": rec["order_id"],
+            "amount": amount,
+            "currency": rec["currency"],
+            "status": rec["status"],
+        }
+
+    def _cancel_order(self, a: dict[str, Any]) -> dict[str, Any]:
+        rec = self._order(a["order_id"])
+        if rec is None:
+            return self._not_found("order", "order number", a["order_id"])
+        if rec["status"] == "cancelled":
+            return {
+                "ok": False,
+                "error": "already_cancelled",
+                "message": f"Order {rec['order_id']} was already cancelled.",
+            }
+        # Policy (rule 3) forbids cancelling a shipped order; the back office does not stop it.
+        rec["status"] = "cancelled"
+        return {"ok": True, "order_id": rec["order_id"], "status": "cancelled"}
+
+    def _update_address(self, a: dict[str, Any]) -> dict[str, Any]:
+        rec = self._order(a["order_id"])
+        if rec is None:
+            return self._not_found("order", "order number", a["order_id"])
+        new = str(a["address"]).strip()
+        if new.rstrip(".") == str(rec["shipping_address"]).rstrip("."):
+            return {
+                "ok": False,
+                "error": "unchanged",
+                "message": f"Order {rec['order_id']} already ships to {rec['shipping_address']}.",
+            }
+        rec["shipping_address"] = new
+        return {"ok": True, "order_id": rec["order_id"], "shipping_address": new}
+
+    def _reset_password(self, a: dict[str, Any]) -> dict[str, Any]:
+        acct = self.accounts.get(str(a["email"]).strip().lower())
+        if acct is None:
+            return self._not_found("account", "email", a["email"])
+        if acct["password_reset_pending"]:
+            return {
+                "ok": False,
+                "error": "reset_already_sent",
+                "message": f"A reset link was already sent to {acct['email']} at {acct.get('reset_sent_at', 'an earlier time')}.",
+            }
+        acct["password_reset_pending"] = True
+        return {
+            "ok": True,
+            "email": acct["email"],
+            "message": f"Password reset link sent to {acct['email']}.",
+        }
+
+    def _generic(self, name: str, a: dict[str, Any]) -> dict[str, Any]:
+        # A user's own tool: answer from its schema. The record is keyed by the situation's
+        # identifying argument; missing and already_done apply to that record only.
+        e = self.entities
+        key_arg = e.get("key_arg")
+        key = str(a.get(key_arg)) if key_arg and key_arg in a else None
+        rec = self.generic.get(key) if key is not None else None
+        if key is not None and key == str(e.get("key_value")) and rec is None:
+            return {"error": "not_found", "message": f"No record found with {key_arg} {key}."}
+        if not is_write_tool(name):
+            out = {"found": True, **(rec or {}), **a}
+            out.pop("done", None)
+            out.setdefault("status", "active")
+            return out
+        if rec is not None and rec.get("done"):
+            return {
+                "ok": False,
+                "error": "already_done",
+                "message": f"{name} was already done for {key_arg} {key}.",
+            }
+        if rec is not None:
+            rec["done"] = True
+        elif key is not None:
+            self.generic[key] = {"done": True, **a}
+        return {
+            "ok": True,
+            "confirmation": f"CNF-{(self.seed + self._calls * 7919) % 10**6:06d}",
+            **a,
+        }
+
+    # -- the person ----------------------------------------------------------------------
+
+    def _knows(self) -> dict[str, str]:
+        e = self.entities
+        out: dict[str, str] = {}
+        if e.get("order_id"):
+            out["order_id"] = str(e["order_id"])
+        if e.get("email"):
+            out["email"] = str(e["email"])
+        if e.get("new_address"):
+            out["new_address"] = str(e["new_address"])
+        if e.get("amount") is not None:
+            out["amount"] = e["amount"]
+        if e.get("reason"):
+            out["reason"] = str(e["reason"])
+        if e.get("name"):
+            out["name"] = str(e["name"])
+        key_arg = e.get("key_arg")
+        if key_arg and e.get("key_value") is not None and key_arg not in out:
+            out[key_arg] = str(e["key_value"])
+        return out
+
+    def ask_user(self, question: str) -> str | None:
+        """The simulated person's answer to the agent's ``question``, or None if they left.
+
+        The first question is always attempted; from the second on the person walks away with
+        the ``patience`` chances (second question, then every later one). They also may leave
+        (``options.unknown_ask_leave``) when asked for something they could not know, and they
+        speak at most ``avg_turns // 2`` times in all. A person who left stays gone: ``left``
+        is set and every later call returns None. Each answer is recorded as a ``user`` step.
+        """
+        if self.left:
+            return None
+        self.questions += 1
+        rng = self._user_rng
+        if self.user_turns >= self.avg_turns // 2:
+            self.left = True
+            return None
+        if self.questions >= 2:
+            p = self.patience[0] if self.questions == 2 else self.patience[1]
+            if p > 0 and rng.random() < p:
+                self.left = True
+                return None
+        q = question.lower()
+        knows = self._knows()
+        asked: list[str] = []
+        for key, words in _ASKS:
+            if key in knows and any(w in q for w in words) and key not in asked:
+                asked.append(key)
+        key_arg = self.entities.get("key_arg")
+        if key_arg and key_arg in knows and key_arg not in asked and key_arg.replace("_", " ") in q:
+            asked.append(key_arg)
+        # "order" alone matches a lot; keep it only when no more specific ask matched.
+        if "order_id" in asked and len(asked) > 1 and not any(w in q for w in _ASKS[0][1][:-1]):
+            asked.remove("order_id")
+        if not asked:
+            if any(c in q for c in _CONFIRM):
+                answer = _pick(_YES, rng, self.user_temperature)
+            elif rng.random() < self.options.unknown_ask_leave:
+                self.left = True
+                return None
+            else:
+                answer = _pick(_UNSURE, rng, self.user_temperature)
+        else:
+            parts = []
+            for key in asked:
+                value = knows[key]
+                if key in _GIVE:
+                    template = _pick(_GIVE[key], rng, self.user_temperature)
+                    fields = dict(knows)
+                    if "reason" in fields:
+                        fields["reason_cap"] = fields["reason"][:1].upper() + fields["reason"][1:]
+                    parts.append(template.format(**fields))
+                else:
+                    parts.append(f"The {key.replace('_', ' ')} is {value}.")
+            answer = " ".join(parts)
+        self.user_turns += 1
+        self.steps.append({"kind": "user", "content": answer})
+        return answer
+
+
+_HANDLERS: dict[str, Callable[[RolloutWorld, dict[str, Any]], dict[str, Any]]] = {
+    "lookup_order": RolloutWorld._lookup_order,
+    "lookup_account": RolloutWorld._lookup_account,
+    "search_orders": RolloutWorld._search_orders,
+    "issue_refund": RolloutWorld._issue_refund,
+    "cancel_order": RolloutWorld._cancel_order,
+    "update_shipping_address": RolloutWorld._update_address,
+    "reset_password": RolloutWorld._reset_password,
+}
