@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -238,23 +237,21 @@ def test_stale_parent_from_env_is_ignored(start_dir, tmp_path, monkeypatch):
     assert "mlflow.parentRunId" not in _client(start_dir).get_run(tracker.run_id).data.tags
 
 
-def test_atexit_guard_marks_a_crashed_process_failed(start_dir, tmp_path):
-    script = textwrap.dedent(
-        f"""
-        from pathlib import Path
-        from wai_exp.tracking import make_tracker
-        t = make_tracker({{"kind": "mlflow"}}, Path({str(start_dir)!r}))
-        t.start({{"seed": 0}}, [], Path({str(tmp_path)!r}), "rl_round", "h")
-        print(t.run_id, flush=True)
-        raise SystemExit("stage crashed")
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert proc.returncode != 0
-    run_id = proc.stdout.strip().splitlines()[-1]
-    run = _client(start_dir).get_run(run_id)
+def test_atexit_guard_marks_an_unfinished_run_failed(start_dir, tmp_path):
+    """What the interpreter runs at exit when finish() never came (a real crashing process is
+    covered end to end in test_callbacks' crashing-sweep test)."""
+    tracker = make_tracker({}, start_dir)
+    tracker.start({"seed": 0}, [], tmp_path, "rl_round", "h")
+    tracker._atexit()
+    run = _client(start_dir).get_run(tracker.run_id)
     assert run.info.status == "FAILED"
     assert "exited before the run finished" in run.data.tags["wai.error"]
+    tracker._atexit()  # idempotent
+    finished = make_tracker({}, start_dir)
+    finished.start({}, [], tmp_path, None, "h")
+    finished.finish("FINISHED")
+    finished._atexit()  # a finished run is left alone
+    assert _client(start_dir).get_run(finished.run_id).info.status == "FINISHED"
 
 
 def test_tracking_none_records_nothing(tmp_path):

@@ -1,0 +1,358 @@
+"""Hydra callback for sweeps: one MLflow parent run per multirun, one child run per job.
+
+Register in the primary config::
+
+    hydra:
+      callbacks:
+        mlflow_sweep:
+          _target_: wai_exp.tracking.callbacks.MlflowSweepCallback
+
+Where each hook runs (shared/NOTES-hydra-mlflow.md): ``on_multirun_start``/``on_multirun_end``
+in the launching process with every launcher; ``on_job_start``/``on_job_end`` wherever the job
+runs (the same process for the basic launcher, a worker for joblib/submitit/Ray).
+
+- ``on_multirun_start`` creates the store's schema and the experiment under a file lock
+  (a fresh SQLite file races when parallel jobs migrate it), then the parent run with
+  ``MlflowClient.create_run`` (not ``mlflow.start_run``: jobs of the basic launcher run in this
+  process and an active run would clash), and writes ``.wai_mlflow_parent.json`` into the
+  sweep folder.
+- ``on_job_start`` puts the parent id into ``WAI_EXP_MLFLOW_PARENT_RUN_ID`` in the job's
+  process (never ``MLFLOW_RUN_ID``, which would resume the parent instead of nesting under
+  it); the job's ``MlflowTracker`` starts its run with ``mlflow.parentRunId`` set to it.
+- ``on_multirun_end`` aggregates the children's metrics into the parent (mean, sample sd, n;
+  for every ``*.pass_at_1`` also the re-run spread ``run_std`` and its noise band), logs the
+  run table, and ends the parent FINISHED.
+- When a job fails Hydra skips ``on_multirun_end``; an ``atexit`` hook then ends the parent
+  FAILED, so a sweep never leaves a RUNNING run behind.
+
+MLflow is imported only when a sweep with tracking on starts: Hydra instantiates callbacks on
+every start, single runs and ``--help`` included.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import csv
+import io
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+from wai_exp.tracking import PARENT_RUN_ENV, resolve_tracking_uri, tracking_settings
+
+log = logging.getLogger(__name__)
+
+#: Child metrics copied into the run table's CSV (any stage prefix); the JSON has them all.
+HEADLINE_SUFFIXES = (
+    "pass_at_1",
+    "pass_at_1_ci_lo",
+    "pass_at_1_ci_hi",
+    "pass_pow_k",
+    "pass_at_k",
+    "rows_in",
+    "rows_kept",
+)
+#: z for a two-sided 95% band, as the delta report uses for a given floor.
+Z95 = 1.96
+
+
+def summarize(values: Sequence[float]) -> dict[str, Any]:
+    """``{"mean", "sd", "n"}`` of ``values``; ``sd`` is the sample (ddof=1) standard deviation,
+    None with a ``note`` when fewer than two values exist. Raises ValueError on no values."""
+    import numpy as np
+
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise ValueError("summarize() needs at least one value")
+    out: dict[str, Any] = {"mean": float(arr.mean()), "sd": None, "n": int(arr.size)}
+    if arr.size >= 2:
+        out["sd"] = float(arr.std(ddof=1))
+    else:
+        out["note"] = "one run: no spread measured; sweep two or more seeds for run_std"
+    return out
+
+
+def aggregate_metrics(children: Sequence[Mapping[str, float]]) -> dict[str, dict[str, Any]]:
+    """Per metric over child runs: mean, sample sd and n (children lacking a metric are skipped).
+
+    For a metric whose last segment is ``pass_at_1`` (e.g. ``grade.pass_at_1`` across seeds),
+    the sd is the eval's re-run spread: ``run_std`` = sd, ``noise_band`` =
+    ``1.96 * sqrt(2) * run_std`` (how far one re-run moves a single-run delta at the 95%
+    level with the spread taken as known), and ``noise_band_t`` the same with the two-sided
+    t quantile at ``n - 1`` degrees of freedom, since a spread from n runs is an estimate.
+    """
+    by_key: dict[str, list[float]] = {}
+    for metrics in children:
+        for key, value in metrics.items():
+            if value is not None and math.isfinite(float(value)):
+                by_key.setdefault(key, []).append(float(value))
+    out: dict[str, dict[str, Any]] = {}
+    for key in sorted(by_key):
+        agg = summarize(by_key[key])
+        if key.rsplit(".", 1)[-1] == "pass_at_1":
+            sd = agg["sd"]
+            agg["run_std"] = sd
+            if sd is None:
+                agg["noise_band"] = None
+                agg["noise_band_t"] = None
+            else:
+                from scipy.stats import t
+
+                agg["noise_band"] = Z95 * math.sqrt(2.0) * sd
+                agg["noise_band_t"] = float(t.ppf(0.975, agg["n"] - 1)) * math.sqrt(2.0) * sd
+        out[key] = agg
+    return out
+
+
+def aggregate_as_metrics(aggregate: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """Flatten :func:`aggregate_metrics` into parent metrics ``<metric>.<stat>``; None skipped."""
+    out: dict[str, float] = {}
+    for key, agg in aggregate.items():
+        for stat in ("mean", "sd", "n", "run_std", "noise_band", "noise_band_t"):
+            value = agg.get(stat)
+            if value is not None:
+                out[f"{key}.{stat}"] = float(value)
+    return out
+
+
+def run_table_csv(table: Sequence[Mapping[str, Any]]) -> str:
+    """The run table as CSV: run id, name, status, overrides, then the headline metrics."""
+    metric_keys = sorted(
+        {
+            k
+            for row in table
+            for k in row.get("metrics", {})
+            if k.rsplit(".", 1)[-1] in HEADLINE_SUFFIXES
+        }
+    )
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["run_id", "run_name", "status", "overrides", *metric_keys])
+    for row in table:
+        metrics = row.get("metrics", {})
+        writer.writerow(
+            [
+                row["run_id"],
+                row.get("run_name", ""),
+                row.get("status", ""),
+                row.get("overrides", ""),
+                *("" if metrics.get(k) is None else repr(metrics[k]) for k in metric_keys),
+            ]
+        )
+    return buf.getvalue()
+
+
+def _select(config: Any, path: str) -> Any:
+    """``OmegaConf.select`` for DictConfigs, a dotted lookup for plain mappings; None if absent."""
+    if type(config).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        return OmegaConf.select(config, path, default=None)
+    node: Any = config
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+class MlflowSweepCallback(Callback):
+    """Parent MLflow run for a Hydra multirun; see the module docstring for the hook roles.
+
+    State set in ``on_multirun_start`` (``parent_run_id``, ``uri``, ``experiment_id``) travels
+    to workers with the pickled callback; the parent file in the sweep folder is the fallback.
+    """
+
+    def __init__(self) -> None:
+        self.parent_run_id: str | None = None
+        self.uri: str | None = None
+        self.experiment_id: str | None = None
+        self.sweep_dir: Path | None = None
+        self.jobs_failed = 0
+        self._ended = False
+        self._set_env = False
+
+    # -- launching side -----------------------------------------------------------------
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        """Create schema, experiment and the parent run (tracking=none: do nothing)."""
+        tracking = _select(config, "tracking")
+        if tracking is None:
+            log.debug("no tracking group in the config; no MLflow parent run")
+            return
+        settings = tracking_settings(tracking)
+        if settings["kind"] != "mlflow":
+            return
+        start_dir = Path(_select(config, "hydra.runtime.cwd") or os.getcwd())
+        uri = resolve_tracking_uri(settings["uri"], start_dir)
+        from mlflow import MlflowClient
+
+        from wai_exp.tracking.mlflow_tracker import PARENT_FILE, git_commit, prepare_store
+
+        exp_id = prepare_store(uri, settings["experiment"])
+        client = MlflowClient(tracking_uri=uri)
+        preset = _select(config, "hydra.runtime.choices.experiment")
+        task_overrides = _select(config, "hydra.overrides.task")
+        overrides = [str(o) for o in (task_overrides or [])]
+        sweep_dir_raw = _select(config, "hydra.sweep.dir")
+        sweep_dir = (start_dir / str(sweep_dir_raw)).resolve() if sweep_dir_raw else None
+        commit, _ = git_commit(start_dir)
+        tags = {
+            "preset": str(preset or "none"),
+            "wai.sweep": "parent",
+            "wai.overrides": " ".join(overrides)[:8000],
+            "mlflow.source.git.commit": commit,
+            "mlflow.source.name": "wai-exp",
+            "mlflow.source.type": "LOCAL",
+            "mlflow.note.content": (
+                f"wai-exp sweep ({preset or 'custom'}): {' '.join(overrides) or 'no overrides'}; "
+                "child runs hold each job, this run holds the aggregate"
+            )[:8000],
+        }
+        if sweep_dir is not None:
+            tags["wai.sweep_dir"] = str(sweep_dir)
+        run = client.create_run(
+            exp_id, tags=tags, run_name=f"sweep-{preset or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
+        self.parent_run_id = run.info.run_id
+        self.uri = uri
+        self.experiment_id = exp_id
+        self.sweep_dir = sweep_dir
+        self._ended = False
+        atexit.register(self._atexit)
+        client.log_text(self.parent_run_id, _yaml(overrides), "overrides.yaml")
+        if sweep_dir is not None:
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            (sweep_dir / PARENT_FILE).write_text(
+                json.dumps({"run_id": self.parent_run_id, "uri": uri, "experiment_id": exp_id})
+            )
+        log.info("MLflow sweep parent run %s in %s", self.parent_run_id, uri)
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        """Aggregate the children into the parent, log the run table, end it FINISHED."""
+        if self.parent_run_id is None or self._ended:
+            return
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.uri)
+        self.finalize(client)
+
+    # -- job side -----------------------------------------------------------------------
+
+    def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        """Hand the parent id to this job's tracker through the job's environment."""
+        parent = self.parent_run_id
+        if parent is None:
+            # A worker that got a fresh callback (no pickled state): read the sweep folder.
+            from wai_exp.tracking.mlflow_tracker import PARENT_FILE
+
+            sweep_dir = _select(config, "hydra.sweep.dir")
+            cwd = _select(config, "hydra.runtime.cwd") or os.getcwd()
+            if sweep_dir:
+                marker = Path(cwd) / str(sweep_dir) / PARENT_FILE
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    parent = json.loads(marker.read_text())["run_id"]
+        if parent:
+            os.environ[PARENT_RUN_ENV] = parent
+            self._set_env = True
+
+    def on_job_end(self, config: Any, job_return: Any = None, **kwargs: Any) -> None:
+        """Count failed jobs and drop the env var so nothing after the job nests by accident."""
+        status = getattr(job_return, "status", None)
+        if status is not None and getattr(status, "name", str(status)) == "FAILED":
+            self.jobs_failed += 1
+        if self._set_env:
+            os.environ.pop(PARENT_RUN_ENV, None)
+            self._set_env = False
+
+    # -- shared -------------------------------------------------------------------------
+
+    def children(self, client: Any) -> list[Any]:
+        """Every run nested under the parent (all pages), oldest first."""
+        runs: list[Any] = []
+        token = None
+        while True:
+            page = client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'",
+                max_results=1000,
+                order_by=["attributes.start_time ASC"],
+                page_token=token,
+            )
+            runs.extend(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def finalize(self, client: Any) -> dict[str, dict[str, Any]]:
+        """Aggregate, log ``sweep/aggregate.json``, ``sweep/runs.json``, ``sweep/runs.csv``,
+        tag the counts and end the parent FINISHED. Returns the aggregate."""
+        from mlflow.entities import Metric, RunTag
+
+        pid = self.parent_run_id
+        kids = self.children(client)
+        table = [
+            {
+                "run_id": r.info.run_id,
+                "run_name": r.info.run_name,
+                "status": r.info.status,
+                "overrides": r.data.tags.get("wai.overrides", ""),
+                "metrics": dict(r.data.metrics),
+            }
+            for r in kids
+        ]
+        finished = [row["metrics"] for row in table if row["status"] == "FINISHED"]
+        aggregate = aggregate_metrics(finished)
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, 0) for k, v in aggregate_as_metrics(aggregate).items()]
+        for start in range(0, len(metrics), 1000):
+            client.log_batch(pid, metrics=metrics[start : start + 1000], synchronous=True)
+        client.log_text(pid, json.dumps(aggregate, indent=2), "sweep/aggregate.json")
+        client.log_text(pid, json.dumps(table, indent=2), "sweep/runs.json")
+        client.log_text(pid, run_table_csv(table), "sweep/runs.csv")
+        n_failed = sum(1 for row in table if row["status"] != "FINISHED")
+        client.log_batch(
+            pid,
+            tags=[
+                RunTag("wai.sweep.n_jobs", str(len(table))),
+                RunTag("wai.sweep.n_finished", str(len(finished))),
+                RunTag("wai.sweep.n_not_finished", str(n_failed)),
+            ],
+            synchronous=True,
+        )
+        client.set_terminated(pid, "FINISHED")
+        self._ended = True
+        with contextlib.suppress(Exception):
+            atexit.unregister(self._atexit)
+        return aggregate
+
+    def _atexit(self) -> None:
+        """The sweep ended without on_multirun_end (a job failed, or a crash): parent FAILED."""
+        if self.parent_run_id is None or self._ended:
+            return
+        with contextlib.suppress(Exception):
+            from mlflow import MlflowClient
+
+            client = MlflowClient(tracking_uri=self.uri)
+            client.set_tag(
+                self.parent_run_id,
+                "wai.error",
+                f"the sweep ended before on_multirun_end ({self.jobs_failed} job(s) seen failing"
+                " in this process); see the child runs and the Hydra log",
+            )
+            client.set_terminated(self.parent_run_id, "FAILED")
+        self._ended = True
+
+
+def _yaml(obj: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(obj, sort_keys=False, allow_unicode=True)
