@@ -47,7 +47,10 @@ def test_unknown_nested_key_names_the_closest(base):
     )
     # the agent's keys are the scripted agent's, not every agent kind's
     agent = next(p for p in ps if p.startswith("agent.skil"))
-    assert "Did you mean 'skill'?" in agent and "Valid keys: kind, skill, skills" in agent
+    assert (
+        "Did you mean 'skill'?" in agent
+        and "Valid keys: kind, model_version, skill, skills, spread" in agent
+    )
     assert any("pipeline.stages.grade.nedes" in p and "'needs'" in p for p in ps)
 
 
@@ -193,3 +196,14 @@ def test_precheck_rejects_typos_at_every_level():
     assert "Did you mean 'budget'?" in ps[0] and "Did you mean 'search_hits'?" in ps[1]
     assert "Did you mean 'min_k'?" in ps[2] and "Did you mean 'needs'?" in ps[3]
     assert "Did you mean 'uri'?" in ps[4] and "Did you mean 'seed'?" in ps[5]
+
+
+def test_scripted_skill_names_are_the_agents_behaviours(base):
+    from wai_exp.config.models import Skills
+    from wai_exp.simulate.dimensions import BEHAVIOURS
+
+    assert tuple(Skills.model_fields) == BEHAVIOURS
+    cfg = copy.deepcopy(base)
+    cfg["agent"]["skills"]["honesty"] = 0.5
+    [p] = problems(cfg)
+    assert p.startswith("agent.skills.honesty: unknown key") and "honest_faults" in p

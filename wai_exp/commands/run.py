@@ -102,7 +102,7 @@ def _make_tracker(config: dict[str, Any], start_dir: Path) -> Any:
     except ImportError:
         sys.stderr.write("wai-exp: tracking package not available; recording nothing\n")
         return NullTracker()
-    return make_tracker(config, start_dir)
+    return make_tracker(config.get("tracking"), start_dir)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://wai_exp.conf", config_name="config")

@@ -63,15 +63,27 @@ class SimulateConfig(_Strict):
     traces: str | None = None
 
 
-class ScriptedAgent(_Strict):
-    """The offline scripted agent: one overall ``skill`` and one per checklist behaviour.
+class Skills(_Strict):
+    """Per-behaviour skills of the scripted agent (``dimensions.BEHAVIOURS``); None = ``skill``."""
 
-    A per-behaviour skill of ``None`` falls back to ``skill``.
-    """
+    right_tool: Share | None = None
+    grounding: Share | None = None
+    honest_faults: Share | None = None
+    ask_back: Share | None = None
+    decline: Share | None = None
+    no_repeat: Share | None = None
+    missing_record: Share | None = None
+
+
+class ScriptedAgent(_Strict):
+    """The offline scripted agent: one overall ``skill``, one per checklist behaviour, and the
+    per-ask difficulty ``spread`` (logits; 0 = every ask equally hard)."""
 
     kind: Literal["scripted"] = "scripted"
-    skill: Share = 0.7
-    skills: dict[str, Share | None] = Field(default_factory=dict)
+    skill: Share = 0.85
+    skills: Skills = Field(default_factory=Skills)
+    spread: Annotated[float, Field(ge=0.0)] = 1.5
+    model_version: str = "scripted-v1"
 
 
 class CallableAgent(_Strict):

@@ -76,6 +76,7 @@ class RunOutcome:
     error: str | None = None
     gate: str | None = None
     gate_reason: str | None = None
+    tracking_s: float = 0.0
 
     def stage(self, name: str) -> StageOutcome | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -140,6 +141,29 @@ class ProgressLine:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
         self.drawn = False
+
+
+class _TimedTracker:
+    """Forwards to the tracker and adds up the seconds its calls take (``timings.json``
+    reports them apart from stage compute, so tracking cost is visible)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.inner, name)
+        if not callable(value):
+            return value
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return value(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+
+        return timed
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -250,7 +274,7 @@ def run_pipeline(
     t_run = time.perf_counter()
     stream = stream if stream is not None else sys.stderr
     run_dir, start_dir = Path(run_dir).resolve(), Path(start_dir).resolve()
-    tracker = tracker if tracker is not None else NullTracker()
+    tracker = _TimedTracker(tracker if tracker is not None else NullTracker())
     order = plan(config["pipeline"]["stages"])
     kinds = {spec.name: resolve(spec.kind, spec.target) for spec in order}
 
@@ -338,6 +362,7 @@ def run_pipeline(
             )
         _safe_finish(tracker, "FAILED", outcome.error)
     outcome.wall_s = time.perf_counter() - t_run
+    outcome.tracking_s = tracker.seconds
     _write_run_files(outcome, chash)
     return outcome
 
@@ -489,6 +514,7 @@ def _write_run_files(outcome: RunOutcome, chash: str) -> None:
         "wall_s": round(outcome.wall_s, 4),
         "compute_s": round(compute, 4),
         "overhead_s": round(outcome.wall_s - compute, 4),
+        "tracking_s": round(outcome.tracking_s, 4),
         "stages": {
             s.name: {
                 "status": s.status,

@@ -56,7 +56,12 @@ def build_agent(agent_cfg: dict[str, Any], seed: int) -> Any:
         from wai_exp.simulate.agents.scripted import ScriptedAgent
 
         skills = {k: v for k, v in (agent_cfg.get("skills") or {}).items() if v is not None}
-        return ScriptedAgent(skill=float(agent_cfg.get("skill", 0.7)), skills=skills)
+        return ScriptedAgent(
+            skill=float(agent_cfg.get("skill", 0.85)),
+            skills=skills,
+            model_version=str(agent_cfg.get("model_version", "scripted-v1")),
+            spread=float(agent_cfg.get("spread", 1.5)),
+        )
     if kind == "callable":
         target = import_object(str(agent_cfg.get("target")), "agent.target")
         if agent_cfg.get("factory"):
