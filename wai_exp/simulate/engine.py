@@ -30,6 +30,7 @@ from typing import Any
 
 from wai_exp.config.knobs import patience_table, resolve_knobs
 from wai_exp.rows.model import SCHEMA_VERSION, messages_from_steps
+from wai_exp.rows.scrub import scrub
 from wai_exp.simulate.data import SimulationData
 
 # ---------------------------------------------------------------------------------------
@@ -376,6 +377,7 @@ class _Engine:
             _optional("wai_exp.score.judging", "normalize_judge_result") if grader else None
         )
         self._current = _optional("wai_exp.simulate.agents", "current_rollout")
+        self._context = _optional("wai_exp.simulate.agents", "RolloutContext") or dict
         if self._signature is None:
             self.warnings.append(
                 "behavior_signature is unavailable (wai_exp.score.grading missing); rows carry None."
@@ -469,8 +471,15 @@ class _Engine:
                     still_open.append(task)
             open_tasks = still_open
             # 2) open new asks with what is left of this round (not when the clock is closing).
+            #    Under an allocating policy every open ask holds back room for its possible
+            #    extension to k, so a split seen in the last rounds is never cut by the budget;
+            #    only when nothing is held back does a last, shorter group fill the budget.
             closing = self._closing()
+            reserve = 0 if policy == "fixed" else sum(t.k - t.opened for t in open_tasks)
             while len(plans) < capacity and not closing:
+                left = budget - landed - len(plans) - reserve
+                if policy != "fixed" and left < cfg.repeats and not (reserve == 0 and not plans):
+                    break
                 task = source.next_task()
                 if task is None:
                     break
@@ -480,6 +489,8 @@ class _Engine:
                         self._plan(task, eval_run, "fixed" if policy == "fixed" else "initial")
                     )
                 open_tasks.append(task)
+                if policy != "fixed":
+                    reserve += task.k - task.opened
             if not plans:
                 stop = "time_budget" if closing else source.exhausted_by
                 break
@@ -618,12 +629,12 @@ class _Engine:
             world = self._world(plan)
             if self._current is not None:
                 token = self._current.set(
-                    {
-                        "prompt": task.prompt,
-                        "rollout_index": plan.rollout_index,
-                        "scenario_id": task.scenario_id,
-                        "seed": plan.seed,
-                    }
+                    self._context(
+                        prompt=task.prompt,
+                        rollout_index=plan.rollout_index,
+                        scenario_id=task.scenario_id,
+                        seed=plan.seed,
+                    )
                 )
             out = self.agent(
                 task.prompt,
@@ -675,7 +686,9 @@ class _Engine:
         sit = task.situation
         dims = dict(sit.dims)
         steps = out.get("steps") or list(getattr(world, "steps", []) or [])
-        steps = _complete_steps([dict(s) for s in steps], str(out.get("final_text") or ""))
+        # Scrubbed before messages are rebuilt from them: a privileged block inside a tool
+        # result must not reach the transcript as text either.
+        steps = _complete_steps(scrub(list(steps)), str(out.get("final_text") or ""))
         if self.execute is not None:
             faults = {"planned": None, "rate": 0.0, "fired": []}
         else:
@@ -749,17 +762,33 @@ class _Engine:
         return {"row": row}
 
     async def _grade(self, row: dict[str, Any]) -> None:
+        """Run ``grader=`` on the landed row; a judge error leaves it unjudged (never a fail)."""
+        meta: dict[str, Any] | None = None
+        markers: Mapping[str, Any] | None = None
         try:
             verdict = self.grader(row)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
-            reward, reason, status = _normalize_verdict(verdict, self._normalize)
+            if self._normalize is not None:
+                norm = self._normalize(verdict)
+                reward, reason, status = (
+                    norm.get("reward"),
+                    norm.get("reason"),
+                    str(norm.get("judge_status") or "ok"),
+                )
+                meta, markers = norm.get("judge_meta"), norm.get("markers")
+            else:
+                reward, reason, status = _normalize_verdict(verdict)
         except Exception as exc:  # noqa: BLE001 - a judge error is an unjudged row, never a failure
             reward, reason, status = None, f"{type(exc).__name__}: {exc}"[:500], "error"
         row["reward"] = reward
         row["reason"] = reason
         row["judge_name"] = self.grader_name
         row["judge_status"] = status
+        if meta is not None:
+            row["judge_meta"] = meta
+        if markers:
+            row["markers"] = {**row["markers"], **dict(markers)}
 
     def _maybe_progress(self) -> None:
         if self.progress is None:
@@ -863,17 +892,8 @@ def _usage_from_steps(steps: list[dict[str, Any]]) -> dict[str, int] | None:
     return {"input_tokens": int(sum(inp)), "output_tokens": int(sum(outp))}
 
 
-def _normalize_verdict(
-    verdict: Any, normalize: Callable[..., Any] | None
-) -> tuple[float | None, str | None, str]:
-    if normalize is not None:
-        norm = normalize(verdict)
-        if isinstance(norm, Mapping):
-            return (
-                norm.get("reward"),
-                norm.get("reason"),
-                str(norm.get("judge_status") or norm.get("status") or "ok"),
-            )
+def _normalize_verdict(verdict: Any) -> tuple[float | None, str | None, str]:
+    """(reward, reason, status) from a judge's return when ``score.judging`` is not built."""
     if verdict is None:
         return None, None, "abstain"
     if isinstance(verdict, bool):
@@ -884,11 +904,10 @@ def _normalize_verdict(
             return None, f"reward {verdict!r} is outside [0, 1]", "invalid_result"
         return r, None, "ok"
     if isinstance(verdict, Mapping):
-        raw = verdict.get("reward", verdict.get("score"))
-        reward, _, status = _normalize_verdict(raw, None)
+        reward, _, status = _normalize_verdict(verdict.get("reward", verdict.get("score")))
         return reward, verdict.get("reason"), status
     if isinstance(verdict, tuple) and len(verdict) == 2:
-        reward, _, status = _normalize_verdict(verdict[0], None)
+        reward, _, status = _normalize_verdict(verdict[0])
         return reward, str(verdict[1]), status
     return None, f"unreadable verdict {type(verdict).__name__}", "invalid_result"
 
@@ -922,8 +941,19 @@ def _resolve_agent(
     if agent is None or agent == "scripted":
         from wai_exp.simulate.agents.scripted import ScriptedAgent
 
-        a = ScriptedAgent()
-        return a, str(getattr(a, "model_version", "scripted")), False
+        agent = ScriptedAgent()
+    scripted_cls = _optional("wai_exp.simulate.agents.scripted", "ScriptedAgent")
+    if scripted_cls is not None and isinstance(agent, scripted_cls):
+        # Pure and fast: call its synchronous ``run`` in the loop instead of awaiting a
+        # coroutine per rollout (same rollout, no scheduling overhead).
+        scripted = agent
+
+        def run_scripted(
+            prompt: str, *, tools: Any, system_prompt: Any, world: Any, sampling: Any
+        ) -> dict[str, Any]:
+            return scripted.run(prompt, tools=tools, world=world)
+
+        return run_scripted, str(scripted.model_version), False
     if isinstance(agent, str):
         backend = agent.split(":", 1)[0] if ":" in agent else ""
         if backend not in MODEL_BACKENDS:
@@ -1632,7 +1662,7 @@ def simulate(
         "grader": engine.grader_name,
         "simulator": "template",
         "writer_model": "template" if replay is None else sorted({t.writer_model for t in replay}),
-        "agent_model": agent_model,
+        "agent_model": _agent_model_of(rows, agent_model),
         "user_model": "template" if any(r.get("user_model") for r in rows) else None,
         "spec": spec_name,
         "tools": [t["function"]["name"] for t in tool_list],
@@ -1683,7 +1713,7 @@ def simulate(
         )
     metadata = {
         "run_id": run_id,
-        "model_version": agent_model,
+        "model_version": report["agent_model"],
         "writer_model": report["writer_model"],
         "user_model": report["user_model"],
         "system_prompt_sha": prompt_sha(sp),
@@ -1796,3 +1826,11 @@ def _world_dump(options: Any) -> dict[str, Any]:
     out = json.loads(json.dumps(out, default=list))
     out["fault_builders"] = sorted(getattr(options, "fault_builders", {}) or {})
     return out
+
+
+def _agent_model_of(rows: list[dict[str, Any]], fallback: str) -> str:
+    """The model the rows say answered (what the agent reported), else the agent's name."""
+    versions = sorted({str(r.get("model_version")) for r in rows if r.get("model_version")})
+    if len(versions) == 1:
+        return versions[0]
+    return ", ".join(versions) if versions else fallback
