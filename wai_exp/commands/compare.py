@@ -1,0 +1,287 @@
+"""``wai-exp compare A B``: the delta report between two recorded runs.
+
+``A`` (before) and ``B`` (after) each name graded rows, found by this rule, first match wins:
+
+1. a ``.jsonl`` file: those rows;
+2. a stage directory (it holds ``rows.jsonl``): that stage's rows;
+3. a run directory: ``<run dir>/<--stage>/rows.jsonl`` when ``--stage`` is given, else the one
+   stage directory whose name starts with ``grade`` or ``evaluate`` and holds ``rows.jsonl``
+   (several such stages, e.g. the delta preset's ``grade_before``/``grade_after``: name one
+   with ``--stage`` or point at the stage directory);
+4. anything else is an MLflow run id: the same rule over the run's artifacts
+   (``<stage>/rows.jsonl``, as the tracker logs them), downloaded through mlflow from
+   ``--tracking-uri`` (default ``$MLFLOW_TRACKING_URI``, else ``sqlite:///./mlflow.db``).
+
+Exit status: 0 when the report is ok (no regression, no failed guard, comparable arms), 1
+when it is not, 2 on bad input (the message names the fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_NOT_OK = 1
+EXIT_BAD_INPUT = 2
+#: stage-name prefixes whose rows are graded
+GRADED_PREFIXES = ("grade", "evaluate")
+
+
+class CompareInputError(ValueError):
+    """An argument does not name graded rows; the message says how to fix it."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="wai-exp compare",
+        description=(
+            "Compare two recorded runs with delta_report: paired per-task deltas on pass@1 "
+            "and every shared marker, with intervals, re-run floors and comparability checks."
+        ),
+        epilog=(
+            "Where the rows come from (first match wins): a rows .jsonl file; a stage dir "
+            "holding rows.jsonl; a run dir (its one grade*/evaluate* stage, or --stage); "
+            "else an MLflow run id (artifact <stage>/rows.jsonl, same rule).\n"
+            "Exit status: 0 ok, 1 not ok (regression, failed guard, over-optimized or not "
+            "comparable), 2 bad input.\n\n"
+            "Examples:\n"
+            "  wai-exp compare outputs/2026-01-01/10-00-00 outputs/2026-01-02/11-00-00\n"
+            "  wai-exp compare RUN/grade_before RUN/grade_after --by world_state\n"
+            "  wai-exp compare 3f2a... 9c1b... --must-not-regress marker:grounded --json"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "before", help="the before arm: rows .jsonl, stage dir, run dir or MLflow run id"
+    )
+    p.add_argument("after", help="the after arm, same forms as BEFORE")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="metric the change meant to move: pass_at_1 (default) or marker:NAME",
+    )
+    p.add_argument(
+        "--by", default=None, help="split the target by a row key or marker name (e.g. world_state)"
+    )
+    p.add_argument(
+        "--must-not-regress",
+        action="append",
+        default=[],
+        metavar="METRIC",
+        help="a metric whose significant drop fails the report (repeatable)",
+    )
+    p.add_argument(
+        "--markers",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="markers to compare (default: every shared one)",
+    )
+    p.add_argument(
+        "--proxy",
+        default=None,
+        help="the metric the run was trained on (marker:NAME), for over_optimized",
+    )
+    p.add_argument(
+        "--run-std",
+        type=float,
+        default=None,
+        help="the eval's re-run standard deviation (one floor for every metric)",
+    )
+    p.add_argument(
+        "--run-std-from",
+        default=None,
+        metavar="PATH",
+        help="an eval_variance report.json (or its stage dir): per-metric floors and run count",
+    )
+    p.add_argument(
+        "--run-std-runs", type=int, default=None, help="how many re-runs --run-std came from"
+    )
+    p.add_argument(
+        "--stage",
+        default=None,
+        help="stage dir (or artifact prefix) to read in a run dir / MLflow run",
+    )
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI for run ids")
+    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
+    p.add_argument(
+        "--alpha", type=float, default=0.05, help="false-positive rate per verdict (default 0.05)"
+    )
+    p.add_argument(
+        "--balance-rollouts",
+        action="store_true",
+        help="trim each paired task to the rows both sides have",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
+    return p
+
+
+def _pick_stage(found: list[str], where: str, stage: str | None) -> str:
+    if stage is not None:
+        if stage not in found:
+            raise CompareInputError(
+                f"{where} has no stage {stage!r} with rows.jsonl; stages with rows: "
+                f"{', '.join(sorted(found)) or 'none'}"
+            )
+        return stage
+    graded = sorted(s for s in found if s.startswith(GRADED_PREFIXES))
+    if len(graded) == 1:
+        return graded[0]
+    if not graded:
+        raise CompareInputError(
+            f"{where} has no grade*/evaluate* stage with rows.jsonl (stages with rows: "
+            f"{', '.join(sorted(found)) or 'none'}); compare needs graded rows: pass --stage "
+            "NAME or the stage directory"
+        )
+    raise CompareInputError(
+        f"{where} has several graded stages ({', '.join(graded)}); name one with --stage or "
+        "pass the stage directory itself"
+    )
+
+
+def _rows_from_path(path: Path, stage: str | None) -> tuple[list[dict[str, Any]], str]:
+    from wai_exp.rows.jsonl import iter_rows
+
+    if path.is_file():
+        return list(iter_rows(path)), str(path)
+    if (path / "rows.jsonl").is_file():
+        return list(iter_rows(path / "rows.jsonl")), str(path / "rows.jsonl")
+    found = [d.name for d in path.iterdir() if d.is_dir() and (d / "rows.jsonl").is_file()]
+    name = _pick_stage(found, f"run dir {path}", stage)
+    src = path / name / "rows.jsonl"
+    return list(iter_rows(src)), str(src)
+
+
+def _tracking_uri(given: str | None) -> str:
+    if given:
+        return given
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+
+
+def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[dict[str, Any]], str]:
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :].split("?")[0]).exists():
+        raise CompareInputError(
+            f"{run_id!r} is not a file or directory, and there is no MLflow store at {uri} to "
+            "look it up as a run id; pass a run dir, or --tracking-uri"
+        )
+    try:
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+    except ImportError as exc:  # pragma: no cover - mlflow is a dependency
+        raise CompareInputError(f"reading run ids needs mlflow ({exc}); pass a run dir") from exc
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        client.get_run(run_id)
+        top = client.list_artifacts(run_id)
+        found = []
+        for item in top:
+            if item.is_dir and any(
+                a.path.endswith("/rows.jsonl") for a in client.list_artifacts(run_id, item.path)
+            ):
+                found.append(item.path)
+        name = _pick_stage(found, f"MLflow run {run_id}", stage)
+        dest = Path(tempfile.mkdtemp(prefix="wai-exp-compare-"))
+        local = client.download_artifacts(run_id, f"{name}/rows.jsonl", str(dest))
+    except MlflowException as exc:
+        raise CompareInputError(
+            f"{run_id!r} is not a path and not a run in {uri} ({exc.message}); pass a run dir, a "
+            "stage dir, a rows .jsonl, or a run id from that store (--tracking-uri)"
+        ) from exc
+    from wai_exp.rows.jsonl import iter_rows
+
+    return list(iter_rows(local)), f"mlflow run {run_id}: {name}/rows.jsonl"
+
+
+def load_arm(
+    ref: str, stage: str | None = None, tracking_uri: str | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """(rows, where they came from) for one command-line argument; see the module docstring.
+
+    Raises ``CompareInputError`` naming the fix when ``ref`` names no graded rows.
+    """
+    path = Path(ref).expanduser()
+    if path.exists():
+        rows, src = _rows_from_path(path, stage)
+    else:
+        rows, src = _rows_from_mlflow(ref, stage, _tracking_uri(tracking_uri))
+    if not rows:
+        raise CompareInputError(f"{src} holds no rows; point at a stage that produced rows")
+    return rows, src
+
+
+def _run_std_from(ref: str) -> tuple[dict[str, float | None], int | None]:
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        path = path / "report.json"
+    if not path.is_file():
+        raise CompareInputError(
+            f"--run-std-from {ref}: no such report.json; pass an eval_variance stage dir or its "
+            "report.json"
+        )
+    report = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(report, dict) or "run_std_by_metric" not in report:
+        raise CompareInputError(
+            f"--run-std-from {ref}: not an eval_variance report (no run_std_by_metric)"
+        )
+    n_runs = report.get("n_runs")
+    return report["run_std_by_metric"], n_runs if isinstance(n_runs, int) else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``wai-exp compare``; returns the exit status (0 ok, 1 not ok, 2 bad input)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2
+        return int(exc.code or 0)
+    try:
+        before, src_b = load_arm(args.before, args.stage, args.tracking_uri)
+        after, src_a = load_arm(args.after, args.stage, args.tracking_uri)
+        run_std: Any = args.run_std
+        run_std_runs = args.run_std_runs
+        if args.run_std_from is not None:
+            if run_std is not None:
+                raise CompareInputError("give --run-std or --run-std-from, not both")
+            run_std, n_runs = _run_std_from(args.run_std_from)
+            run_std_runs = run_std_runs or (n_runs if n_runs and n_runs >= 2 else None)
+        from wai_exp.score.delta import delta_report, format_delta_report
+
+        report = delta_report(
+            before,
+            after,
+            target=args.target,
+            must_not_regress=args.must_not_regress,
+            markers=args.markers,
+            by=args.by,
+            run_std=run_std,
+            run_std_runs=run_std_runs,
+            proxy=args.proxy,
+            n_boot=args.n_boot,
+            seed=args.seed,
+            balance_rollouts=args.balance_rollouts,
+            alpha=args.alpha,
+        )
+    except (CompareInputError, ValueError, OSError) as exc:
+        sys.stderr.write(f"wai-exp compare: {exc}\n")
+        return EXIT_BAD_INPUT
+    report["sources"] = {"before": src_b, "after": src_a}
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(f"before: {src_b}\nafter:  {src_a}\n{format_delta_report(report)}\n")
+    return EXIT_OK if report["ok"] else EXIT_NOT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
