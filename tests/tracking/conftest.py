@@ -38,6 +38,7 @@ def start_dir(tmp_path: Path, migrated_db: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("WAI_EXP_MLFLOW_PARENT_RUN_ID", raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.delenv("WAI_EXP_START_DIR", raising=False)
     return start
 
 

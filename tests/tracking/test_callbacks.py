@@ -287,3 +287,19 @@ def test_parent_file_is_ignored_for_another_store(start_dir, tmp_path):
     tracker.finish("FINISHED")
     assert "mlflow.parentRunId" not in _client(other).get_run(tracker.run_id).data.tags
     cb.on_multirun_end(cfg)
+
+
+def test_parent_store_follows_the_recorded_start_dir(start_dir, tmp_path, monkeypatch):
+    """The CLI records where the command was typed (WAI_EXP_START_DIR); the parent's store
+    is there, the same store the jobs' trackers resolve, whatever Hydra's cwd says."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("WAI_EXP_START_DIR", str(start_dir))
+    cfg = _sweep_cfg(elsewhere)
+    cb = MlflowSweepCallback()
+    cb.on_multirun_start(cfg)
+    assert cb.uri == f"sqlite:///{start_dir.resolve()}/mlflow.db"
+    assert not (elsewhere / "mlflow.db").exists()
+    assert (elsewhere / "multirun/2026-11-30/06-00-00/.wai_mlflow_parent.json").is_file()
+    cb.on_multirun_end(cfg)
+    assert _client(start_dir).get_run(cb.parent_run_id).info.status == "FINISHED"

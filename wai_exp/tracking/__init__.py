@@ -150,6 +150,8 @@ def tracking_settings(cfg_tracking: Mapping[str, Any] | None) -> dict[str, Any]:
         )
     if out["uri"] is not None and not isinstance(out["uri"], str):
         raise TrackingConfigError(f"tracking.uri must be a string or null, got {out['uri']!r}")
+    # Refuse a file-store URI here already, so config validation reports it before any run.
+    resolve_tracking_uri(out["uri"], Path.cwd())
     if not isinstance(out["experiment"], str) or not out["experiment"].strip():
         raise TrackingConfigError(
             f"tracking.experiment must be a non-empty name, got {out['experiment']!r}"

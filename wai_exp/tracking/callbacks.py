@@ -50,6 +50,9 @@ from wai_exp.tracking import PARENT_RUN_ENV, resolve_tracking_uri, tracking_sett
 
 log = logging.getLogger(__name__)
 
+#: Same name as wai_exp.cli.START_DIR_ENV (not imported: the CLI module is not needed here).
+START_DIR_ENV = "WAI_EXP_START_DIR"
+
 #: Child metrics copied into the run table's CSV (any stage prefix); the JSON has them all.
 HEADLINE_SUFFIXES = (
     "pass_at_1",
@@ -191,7 +194,11 @@ class MlflowSweepCallback(Callback):
         settings = tracking_settings(tracking)
         if settings["kind"] != "mlflow":
             return
-        start_dir = Path(_select(config, "hydra.runtime.cwd") or os.getcwd())
+        # The folder the command was typed in: the CLI records it before Hydra runs (the
+        # same one the jobs' trackers resolve the store from); Hydra's runtime.cwd otherwise.
+        start_dir = Path(
+            os.environ.get(START_DIR_ENV) or _select(config, "hydra.runtime.cwd") or os.getcwd()
+        )
         uri = resolve_tracking_uri(settings["uri"], start_dir)
         from mlflow import MlflowClient
 
@@ -203,7 +210,9 @@ class MlflowSweepCallback(Callback):
         task_overrides = _select(config, "hydra.overrides.task")
         overrides = [str(o) for o in (task_overrides or [])]
         sweep_dir_raw = _select(config, "hydra.sweep.dir")
-        sweep_dir = (start_dir / str(sweep_dir_raw)).resolve() if sweep_dir_raw else None
+        # Hydra makes the sweep folder relative to the process's cwd (it never chdirs here).
+        hydra_cwd = Path(_select(config, "hydra.runtime.cwd") or os.getcwd())
+        sweep_dir = (hydra_cwd / str(sweep_dir_raw)).resolve() if sweep_dir_raw else None
         commit, _ = git_commit(start_dir)
         tags = {
             "preset": str(preset or "none"),

@@ -488,7 +488,8 @@ class MlflowTracker:
             return
         rows_path = Path(rows_path)
         if not rows_path.is_file():
-            log.warning("stage %s: rows file %s does not exist; no rows logged", name, rows_path)
+            # Stages such as publish_gate produce no rows; that is not worth a warning.
+            log.debug("stage %s: no rows file at %s; no rows logged", name, rows_path)
             return
         if self.log_rows:
             self._log_rows_file(rows_path, prefix)
