@@ -439,3 +439,30 @@ def test_evaluate_reports_eval_set_coverage() -> None:
     assert any(w.startswith("partial eval") for w in s.warnings)
     full = evaluate(rows, judge=lambda r: 1, eval_set=[r["prompt"] for r in rows])
     assert full.eval_coverage is not None and full.eval_coverage["complete"]
+
+
+def test_selection_views_delegate_to_score_select() -> None:
+    from wai_exp.score.select import select_for_rl, select_for_sft
+
+    def passes(row: dict[str, Any]) -> bool:
+        # Scenario s<j> passes (j % 3 + 1) of its 4 repeats: 25%, 50% and 75% groups.
+        return row["rollout_index"] < int(row["scenario_id"][1:]) % 3 + 1
+
+    def judge(row: dict[str, Any]) -> int:
+        return int(passes(row))
+
+    rows = make_rows(40)
+    for row in rows:
+        # Distinct replies per repeat, so dedupe keeps every rollout.
+        words = ("shipped", "delivered", "packed", "sent")[row["rollout_index"]]
+        row["final_text"] = f"It was {words}." if passes(row) else f"Not sure where it is, {words}?"
+    a = run_judge(rows, judge)
+    b = run_judge(rows, judge)
+    got, report = a.select_for_rl(target=12)
+    want, _ = select_for_rl(b.rows, target=12, lo=0.2, hi=0.8, has_tools=True)
+    assert [r["rollout_id"] for r in got] == [r["rollout_id"] for r in want]
+    assert got and isinstance(report, dict)
+    sft, _ = a.select_for_sft(target=5)
+    sft_want, _ = select_for_sft(b.rows, target=5)
+    assert [r["rollout_id"] for r in sft] == [r["rollout_id"] for r in sft_want]
+    assert sft and all(r["reward"] == 1.0 for r in sft)
