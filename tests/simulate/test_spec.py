@@ -37,7 +37,15 @@ def test_default_spec_is_the_support_desk_of_domain_md():
 
 
 def test_bare_function_dicts_are_normalised_to_openai_shape():
-    bare = {"name": "get_weather", "description": "Weather.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    bare = {
+        "name": "get_weather",
+        "description": "Weather.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    }
     full = {"type": "function", "function": dict(bare)}
     assert normalize_tools([bare]) == normalize_tools([full])
     spec = load_agent_spec({"name": "w", "system_prompt": "Be nice.", "tools": [bare]})
@@ -65,13 +73,19 @@ def test_missing_spec_names_the_builtins():
 
 def test_bad_tool_shape_names_the_tool_and_the_fix():
     with pytest.raises(ValueError, match=r"tools\[1\].*'name'.*type.*function"):
-        load_agent_spec({"system_prompt": "x", "tools": [{"name": "a"}, {"description": "no name"}]})
+        load_agent_spec(
+            {"system_prompt": "x", "tools": [{"name": "a"}, {"description": "no name"}]}
+        )
     with pytest.raises(ValueError, match="required argument 'b' is not in 'properties'"):
-        normalize_tools([{"name": "a", "parameters": {"type": "object", "properties": {}, "required": ["b"]}}])
+        normalize_tools(
+            [{"name": "a", "parameters": {"type": "object", "properties": {}, "required": ["b"]}}]
+        )
     with pytest.raises(ValueError, match="declared twice"):
         normalize_tools([{"name": "a"}, {"name": "a"}])
     with pytest.raises(ValueError, match="unknown type 'str'"):
-        normalize_tools([{"name": "a", "parameters": {"type": "object", "properties": {"x": {"type": "str"}}}}])
+        normalize_tools(
+            [{"name": "a", "parameters": {"type": "object", "properties": {"x": {"type": "str"}}}}]
+        )
 
 
 def test_bad_spec_file_errors(tmp_path):

@@ -16,13 +16,18 @@ SPEC = load_agent_spec()
 TOOLS = SPEC.tools
 
 
-def situation(tool="issue_refund", stance="direct", world_state="exists", cond="ok", **extra) -> Situation:
+def situation(
+    tool="issue_refund", stance="direct", world_state="exists", cond="ok", **extra
+) -> Situation:
     entities = {
         "first": "Maria",
         "name": "Maria Chen",
         "email": "maria.chen@example.com",
         "order_id": "ORD-10482",
-        "items": [{"product": "blender", "qty": 1, "price": 59.99}, {"product": "toaster", "qty": 2, "price": 20.0}],
+        "items": [
+            {"product": "blender", "qty": 1, "price": 59.99},
+            {"product": "toaster", "qty": 2, "price": 20.0},
+        ],
         "total": 99.99,
         "status": "delivered",
         "shipped": True,
@@ -30,59 +35,133 @@ def situation(tool="issue_refund", stance="direct", world_state="exists", cond="
         "new_address": "9 Elm Road, Milton",
         "amount": None,
         "reason": "the blender arrived damaged",
-        "extra_orders": [{"order_id": "ORD-20001", "status": "delivered", "total": 15.0, "items": [], "placed_on": "2026-07-01"}],
+        "extra_orders": [
+            {
+                "order_id": "ORD-20001",
+                "status": "delivered",
+                "total": 15.0,
+                "items": [],
+                "placed_on": "2026-07-01",
+            }
+        ],
         "identifier": "order_id",
         **extra,
     }
-    dims = {"tool": tool, "stance": stance, "world_state": world_state, "tool_condition": cond, "history": "fresh", "rule": None, "tier": "standard"}
+    dims = {
+        "tool": tool,
+        "stance": stance,
+        "world_state": world_state,
+        "tool_condition": cond,
+        "history": "fresh",
+        "rule": None,
+        "tier": "standard",
+    }
     return Situation("sit-test", dims, ("Refund ORD-10482 please.",), entities)
 
 
 def test_lookup_answers_from_the_seeded_record():
     w = RolloutWorld(situation(), TOOLS, fault_rate=0.0, seed=1)
     step = w.execute("lookup_order", {"order_id": "ORD-10482"}, call_id="c1")
-    assert step["kind"] == "tool" and step["tool_call_id"] == "c1" and step["status"] == "ok" and step["fault"] is None
+    assert (
+        step["kind"] == "tool"
+        and step["tool_call_id"] == "c1"
+        and step["status"] == "ok"
+        and step["fault"] is None
+    )
     res = step["result"]
-    assert res["total"] == 99.99 and res["email"] == "maria.chen@example.com" and res["shipped"] is True
+    assert (
+        res["total"] == 99.99
+        and res["email"] == "maria.chen@example.com"
+        and res["shipped"] is True
+    )
     assert [i["product"] for i in res["items"]] == ["blender", "toaster"]
     acct = w.execute("lookup_account", {"email": "maria.chen@example.com"})["result"]
     assert acct["name"] == "Maria Chen" and sorted(acct["orders"]) == ["ORD-10482", "ORD-20001"]
     hits = w.execute("search_orders", {"email": "maria.chen@example.com"})["result"]
-    assert hits["count"] == 2 and {o["order_id"] for o in hits["orders"]} == {"ORD-10482", "ORD-20001"}
+    assert hits["count"] == 2 and {o["order_id"] for o in hits["orders"]} == {
+        "ORD-10482",
+        "ORD-20001",
+    }
     assert w.steps[0] is step and len(w.steps) == 3
 
 
 def test_state_persists_a_second_refund_sees_the_first():
     w = RolloutWorld(situation(), TOOLS, fault_rate=0.0, seed=1)
-    first = w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 99.99, "reason": "damaged"})["result"]
+    first = w.execute(
+        "issue_refund", {"order_id": "ORD-10482", "amount": 99.99, "reason": "damaged"}
+    )["result"]
     assert first["ok"] is True and first["status"] == "refunded" and first["amount"] == 99.99
     assert w.execute("lookup_order", {"order_id": "ORD-10482"})["result"]["status"] == "refunded"
-    again = w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 99.99, "reason": "damaged"})["result"]
+    again = w.execute(
+        "issue_refund", {"order_id": "ORD-10482", "amount": 99.99, "reason": "damaged"}
+    )["result"]
     assert again["ok"] is False and again["error"] == "already_refunded"
 
 
 def test_partial_refund_then_cancel_and_address_change():
-    w = RolloutWorld(situation(tool="cancel_order", status="processing", shipped=False), TOOLS, fault_rate=0.0, seed=2)
-    part = w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 40, "reason": "x"})["result"]
+    w = RolloutWorld(
+        situation(tool="cancel_order", status="processing", shipped=False),
+        TOOLS,
+        fault_rate=0.0,
+        seed=2,
+    )
+    part = w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 40, "reason": "x"})[
+        "result"
+    ]
     assert part["status"] == "partially_refunded"
-    upd = w.execute("update_shipping_address", {"order_id": "ORD-10482", "address": "9 Elm Road, Milton"})["result"]
-    assert upd["ok"] and w.execute("lookup_order", {"order_id": "ORD-10482"})["result"]["shipping_address"] == "9 Elm Road, Milton"
-    assert w.execute("update_shipping_address", {"order_id": "ORD-10482", "address": "9 Elm Road, Milton"})["result"]["error"] == "unchanged"
-    assert w.execute("cancel_order", {"order_id": "ORD-10482", "reason": "x"})["result"]["status"] == "cancelled"
-    assert w.execute("cancel_order", {"order_id": "ORD-10482", "reason": "x"})["result"]["error"] == "already_cancelled"
+    upd = w.execute(
+        "update_shipping_address", {"order_id": "ORD-10482", "address": "9 Elm Road, Milton"}
+    )["result"]
+    assert (
+        upd["ok"]
+        and w.execute("lookup_order", {"order_id": "ORD-10482"})["result"]["shipping_address"]
+        == "9 Elm Road, Milton"
+    )
+    assert (
+        w.execute(
+            "update_shipping_address", {"order_id": "ORD-10482", "address": "9 Elm Road, Milton"}
+        )["result"]["error"]
+        == "unchanged"
+    )
+    assert (
+        w.execute("cancel_order", {"order_id": "ORD-10482", "reason": "x"})["result"]["status"]
+        == "cancelled"
+    )
+    assert (
+        w.execute("cancel_order", {"order_id": "ORD-10482", "reason": "x"})["result"]["error"]
+        == "already_cancelled"
+    )
 
 
 @pytest.mark.parametrize(
     ("tool", "call", "error"),
     [
-        ("issue_refund", ("issue_refund", {"order_id": "ORD-10482", "amount": 5, "reason": "x"}), "already_refunded"),
-        ("cancel_order", ("cancel_order", {"order_id": "ORD-10482", "reason": "x"}), "already_cancelled"),
-        ("update_shipping_address", ("update_shipping_address", {"order_id": "ORD-10482", "address": "9 Elm Road, Milton"}), "unchanged"),
-        ("reset_password", ("reset_password", {"email": "maria.chen@example.com"}), "reset_already_sent"),
+        (
+            "issue_refund",
+            ("issue_refund", {"order_id": "ORD-10482", "amount": 5, "reason": "x"}),
+            "already_refunded",
+        ),
+        (
+            "cancel_order",
+            ("cancel_order", {"order_id": "ORD-10482", "reason": "x"}),
+            "already_cancelled",
+        ),
+        (
+            "update_shipping_address",
+            ("update_shipping_address", {"order_id": "ORD-10482", "address": "9 Elm Road, Milton"}),
+            "unchanged",
+        ),
+        (
+            "reset_password",
+            ("reset_password", {"email": "maria.chen@example.com"}),
+            "reset_already_sent",
+        ),
     ],
 )
 def test_already_done_records_show_the_action_taken(tool, call, error):
-    w = RolloutWorld(situation(tool=tool, world_state="already_done"), TOOLS, fault_rate=0.0, seed=3)
+    w = RolloutWorld(
+        situation(tool=tool, world_state="already_done"), TOOLS, fault_rate=0.0, seed=3
+    )
     order = w.execute("lookup_order", {"order_id": "ORD-10482"})["result"]
     acct = w.execute("lookup_account", {"email": "maria.chen@example.com"})["result"]
     shown = {
@@ -98,11 +177,29 @@ def test_already_done_records_show_the_action_taken(tool, call, error):
 def test_missing_records_answer_not_found():
     w = RolloutWorld(situation(world_state="missing"), TOOLS, fault_rate=0.0, seed=4)
     assert w.execute("lookup_order", {"order_id": "ORD-10482"})["result"]["error"] == "not_found"
-    assert w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})["result"]["error"] == "not_found"
-    w2 = RolloutWorld(situation(tool="reset_password", world_state="missing", identifier="email"), TOOLS, fault_rate=0.0, seed=4)
-    assert w2.execute("lookup_account", {"email": "maria.chen@example.com"})["result"]["error"] == "not_found"
-    assert w2.execute("search_orders", {"email": "maria.chen@example.com"})["result"]["orders"] == []
-    assert w2.execute("reset_password", {"email": "maria.chen@example.com"})["result"]["error"] == "not_found"
+    assert (
+        w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})[
+            "result"
+        ]["error"]
+        == "not_found"
+    )
+    w2 = RolloutWorld(
+        situation(tool="reset_password", world_state="missing", identifier="email"),
+        TOOLS,
+        fault_rate=0.0,
+        seed=4,
+    )
+    assert (
+        w2.execute("lookup_account", {"email": "maria.chen@example.com"})["result"]["error"]
+        == "not_found"
+    )
+    assert (
+        w2.execute("search_orders", {"email": "maria.chen@example.com"})["result"]["orders"] == []
+    )
+    assert (
+        w2.execute("reset_password", {"email": "maria.chen@example.com"})["result"]["error"]
+        == "not_found"
+    )
 
 
 def test_bad_calls_are_error_results_not_exceptions():
@@ -123,13 +220,21 @@ def test_bad_calls_are_error_results_not_exceptions():
 def test_fault_rate_zero_never_fires_and_one_always_fires_on_the_target():
     for seed in range(200):
         w = RolloutWorld(situation(cond="timeout"), TOOLS, fault_rate=0.0, seed=seed)
-        assert w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})["status"] == "ok"
+        assert (
+            w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})[
+                "status"
+            ]
+            == "ok"
+        )
         assert w.fired == []
     w = RolloutWorld(situation(cond="error"), TOOLS, fault_rate=1.0, seed=0)
     w.execute("lookup_order", {"order_id": "ORD-10482"})  # not the target: never faults
     for _ in range(20):
         step = w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})
-        assert step["status"] == step["fault"] == "error" and step["result"]["error"] == "internal_error"
+        assert (
+            step["status"] == step["fault"] == "error"
+            and step["result"]["error"] == "internal_error"
+        )
     assert w.steps[0]["status"] == "ok"
     assert w.fired == [{"tool": "issue_refund", "mode": "error", "step": i} for i in range(1, 21)]
     # A fault changes nothing: the order was never refunded.
@@ -139,18 +244,29 @@ def test_fault_rate_zero_never_fires_and_one_always_fires_on_the_target():
 
 
 def test_fault_modes_and_rate():
-    timeout = RolloutWorld(situation(cond="timeout"), TOOLS, fault_rate=1.0).execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})
+    timeout = RolloutWorld(situation(cond="timeout"), TOOLS, fault_rate=1.0).execute(
+        "issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"}
+    )
     assert "timed out" in timeout["result"]["message"]
-    malformed = RolloutWorld(situation(cond="malformed"), TOOLS, fault_rate=1.0).execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})
+    malformed = RolloutWorld(situation(cond="malformed"), TOOLS, fault_rate=1.0).execute(
+        "issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"}
+    )
     assert isinstance(malformed["result"], str)
     with pytest.raises(ValueError):
         json.loads(malformed["result"])
     fired = sum(
-        bool(RolloutWorld(situation(cond="timeout"), TOOLS, fault_rate=0.3, seed=s).execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})["fault"])
+        bool(
+            RolloutWorld(situation(cond="timeout"), TOOLS, fault_rate=0.3, seed=s).execute(
+                "issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"}
+            )["fault"]
+        )
         for s in range(3000)
     )
     assert abs(fired / 3000 - 0.3) < 0.03  # sd 0.008
-    assert RolloutWorld(situation(cond="timeout"), TOOLS).fault_rate == WorldOptions().default_fault_rate
+    assert (
+        RolloutWorld(situation(cond="timeout"), TOOLS).fault_rate
+        == WorldOptions().default_fault_rate
+    )
     with pytest.raises(ValueError, match="fault_rate"):
         RolloutWorld(situation(), TOOLS, fault_rate=1.5)
 
@@ -158,9 +274,18 @@ def test_fault_modes_and_rate():
 def test_custom_fault_mode_needs_a_builder():
     with pytest.raises(ValidationError, match="fault_builders"):
         WorldOptions(fault_modes=("timeout", "rate_limited"))
-    opts = WorldOptions(fault_modes=("rate_limited",), default_fault_mode="rate_limited", fault_builders={"rate_limited": lambda tool, args, rng: {"error": "429", "tool": tool}})
-    step = RolloutWorld(situation(cond="rate_limited"), TOOLS, fault_rate=1.0, options=opts).execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})
-    assert step["fault"] == "rate_limited" and step["result"] == {"error": "429", "tool": "issue_refund"}
+    opts = WorldOptions(
+        fault_modes=("rate_limited",),
+        default_fault_mode="rate_limited",
+        fault_builders={"rate_limited": lambda tool, args, rng: {"error": "429", "tool": tool}},
+    )
+    step = RolloutWorld(
+        situation(cond="rate_limited"), TOOLS, fault_rate=1.0, options=opts
+    ).execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})
+    assert step["fault"] == "rate_limited" and step["result"] == {
+        "error": "429",
+        "tool": "issue_refund",
+    }
 
 
 def test_world_options_reject_typos_and_bad_values():
@@ -180,7 +305,12 @@ def test_world_options_reject_typos_and_bad_values():
 def test_same_seed_same_world_and_no_global_rng():
     def fired(seed):
         w = RolloutWorld(situation(cond="timeout"), TOOLS, fault_rate=0.5, seed=seed)
-        return [w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})["status"] for _ in range(30)]
+        return [
+            w.execute("issue_refund", {"order_id": "ORD-10482", "amount": 1.0, "reason": "x"})[
+                "status"
+            ]
+            for _ in range(30)
+        ]
 
     random.seed(123)
     state = random.getstate()
@@ -199,8 +329,9 @@ def test_ask_user_supplies_the_missing_identifier_and_records_it():
     assert w.steps[-1] == {"kind": "user", "content": answer}
     email = w.ask_user("Which email is the account under?")
     assert email is None or "maria.chen@example.com" in email
-    assert RolloutWorld(situation(), TOOLS, seed=1).ask_user("Shall I go ahead with the refund?") in (
-        "Yes, please go ahead.", "Yes please.", "Go ahead, thanks.", "Yes, that's right.")
+    assert RolloutWorld(situation(), TOOLS, seed=1).ask_user(
+        "Shall I go ahead with the refund?"
+    ) in ("Yes, please go ahead.", "Yes please.", "Go ahead, thanks.", "Yes, that's right.")
 
 
 def _walkaways(patience, n=4000, questions=4):
@@ -214,7 +345,15 @@ def _walkaways(patience, n=4000, questions=4):
     return left_at
 
 
-@pytest.mark.parametrize(("level", "second", "later"), [("normal", 0.35, 0.60), ("short", 0.60, 0.90), ({"second": 0.2, "later": 0.5}, 0.2, 0.5), ((0.1, 0.3), 0.1, 0.3)])
+@pytest.mark.parametrize(
+    ("level", "second", "later"),
+    [
+        ("normal", 0.35, 0.60),
+        ("short", 0.60, 0.90),
+        ({"second": 0.2, "later": 0.5}, 0.2, 0.5),
+        ((0.1, 0.3), 0.1, 0.3),
+    ],
+)
 def test_patience_walk_away_rates_match_the_spec(level, second, later):
     n = 4000
     left = _walkaways(level, n)
@@ -246,38 +385,79 @@ def test_the_person_speaks_at_most_avg_turns_over_two_times():
 
 
 def test_the_person_may_leave_when_asked_what_they_cannot_know():
-    gone = RolloutWorld(situation(), TOOLS, seed=0, options={"unknown_ask_leave": 1.0}).ask_user("What is your loyalty PIN?")
+    gone = RolloutWorld(situation(), TOOLS, seed=0, options={"unknown_ask_leave": 1.0}).ask_user(
+        "What is your loyalty PIN?"
+    )
     assert gone is None
-    stays = RolloutWorld(situation(), TOOLS, seed=0, options={"unknown_ask_leave": 0.0}).ask_user("What is your loyalty PIN?")
+    stays = RolloutWorld(situation(), TOOLS, seed=0, options={"unknown_ask_leave": 0.0}).ask_user(
+        "What is your loyalty PIN?"
+    )
     assert stays and "ORD-" not in stays
 
 
 def test_user_temperature_zero_gives_the_plainest_line():
-    lines = {RolloutWorld(situation(), TOOLS, seed=s, user_temperature=0.0).ask_user(QUESTION) for s in range(30)}
+    lines = {
+        RolloutWorld(situation(), TOOLS, seed=s, user_temperature=0.0).ask_user(QUESTION)
+        for s in range(30)
+    }
     assert lines == {"It's ORD-10482."}
-    spread = {RolloutWorld(situation(), TOOLS, seed=s, user_temperature=2.0).ask_user(QUESTION) for s in range(60)}
+    spread = {
+        RolloutWorld(situation(), TOOLS, seed=s, user_temperature=2.0).ask_user(QUESTION)
+        for s in range(60)
+    }
     assert len(spread) > 1
 
 
 def test_generic_tools_answer_from_their_schema():
     tools = [
-        {"name": "get_booking", "parameters": {"type": "object", "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}},
-        {"name": "cancel_booking", "parameters": {"type": "object", "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}},
+        {
+            "name": "get_booking",
+            "parameters": {
+                "type": "object",
+                "properties": {"booking_id": {"type": "string"}},
+                "required": ["booking_id"],
+            },
+        },
+        {
+            "name": "cancel_booking",
+            "parameters": {
+                "type": "object",
+                "properties": {"booking_id": {"type": "string"}},
+                "required": ["booking_id"],
+            },
+        },
     ]
     w = TemplateWriter(tools, "", seed=0)
-    sit = next(s for s in iter(w.next_situation, None) if s.dims["tool"] == "cancel_booking" and s.dims["world_state"] == "already_done")
+    sit = next(
+        s
+        for s in iter(w.next_situation, None)
+        if s.dims["tool"] == "cancel_booking" and s.dims["world_state"] == "already_done"
+    )
     key = sit.entities["key_value"]
     world = RolloutWorld(sit, tools, fault_rate=0.0, seed=0)
     assert world.execute("get_booking", {"booking_id": key})["result"]["found"] is True
     assert world.execute("cancel_booking", {"booking_id": key})["result"]["error"] == "already_done"
-    missing = next(s for s in iter(w.next_situation, None) if s.dims["tool"] == "get_booking" and s.dims["world_state"] == "missing")
+    missing = next(
+        s
+        for s in iter(w.next_situation, None)
+        if s.dims["tool"] == "get_booking" and s.dims["world_state"] == "missing"
+    )
     mw = RolloutWorld(missing, tools, fault_rate=0.0, seed=0)
-    assert mw.execute("get_booking", {"booking_id": missing.entities["key_value"]})["result"]["error"] == "not_found"
-    ok = RolloutWorld(sit, tools, fault_rate=0.0, seed=0).execute("cancel_booking", {"booking_id": "BOO-00001"})["result"]
+    assert (
+        mw.execute("get_booking", {"booking_id": missing.entities["key_value"]})["result"]["error"]
+        == "not_found"
+    )
+    ok = RolloutWorld(sit, tools, fault_rate=0.0, seed=0).execute(
+        "cancel_booking", {"booking_id": "BOO-00001"}
+    )["result"]
     assert ok["ok"] is True and ok["booking_id"] == "BOO-00001"
 
 
 def test_read_verbs_decide_write_tools():
     assert not is_write_tool("lookup_order") and is_write_tool("issue_refund")
-    assert not is_write_tool("getUser") and not is_write_tool("search-orders") and not is_write_tool("list_items")
+    assert (
+        not is_write_tool("getUser")
+        and not is_write_tool("search-orders")
+        and not is_write_tool("list_items")
+    )
     assert is_write_tool("book_flight") and is_write_tool("getaway_plan") is True

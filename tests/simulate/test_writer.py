@@ -8,7 +8,13 @@ from collections import Counter
 import pytest
 
 from wai_exp.simulate.agents.scripted import ADVERSARIAL_CUES
-from wai_exp.simulate.dimensions import FAULT_MODES, HARD_TIERS, HISTORIES, TIER_OF_STANCE, TOOL_CONDITIONS
+from wai_exp.simulate.dimensions import (
+    FAULT_MODES,
+    HARD_TIERS,
+    HISTORIES,
+    TIER_OF_STANCE,
+    TOOL_CONDITIONS,
+)
 from wai_exp.simulate.spec import load_agent_spec
 from wai_exp.simulate.writer import Situation, TemplateWriter, parse_rules
 
@@ -30,7 +36,10 @@ def test_rules_are_parsed_from_the_numbered_policy():
 
 def test_parse_rules_bullets_continuations_and_nothing():
     prompt = "Intro.\n- Never share data.\n  Not even a little.\n- Be brief.\nOutro."
-    assert parse_rules(prompt) == [("R1", "Never share data. Not even a little."), ("R2", "Be brief.")]
+    assert parse_rules(prompt) == [
+        ("R1", "Never share data. Not even a little."),
+        ("R2", "Be brief."),
+    ]
     # Numbered lines win over bullets.
     assert parse_rules("- a bullet\n1) first\n2. second") == [("R1", "first"), ("R2", "second")]
     assert parse_rules("") == [] and parse_rules("No rules here.") == []
@@ -40,7 +49,15 @@ def test_dims_follow_domain_md():
     w = writer(seed=3, hard_share=0.6)
     for s in w.next_batch(1500):
         d = s.dims
-        assert set(d) == {"tool", "stance", "world_state", "tool_condition", "history", "rule", "tier"}
+        assert set(d) == {
+            "tool",
+            "stance",
+            "world_state",
+            "tool_condition",
+            "history",
+            "rule",
+            "tier",
+        }
         assert d["tier"] == TIER_OF_STANCE[d["stance"]]
         expected = {
             "adversarial": "R4",
@@ -65,7 +82,10 @@ def test_unique_covers_every_cell_once_before_repeating():
     # 3 read tools x (direct, vague, adversarial) x 2 states + 4 write tools x 3 stances x 3
     # states + 2 boundary cells, each x 4 conditions x 3 histories.
     assert n == (3 * 3 * 2 + 4 * 3 * 3 + 2) * 4 * 3
-    cells = [tuple(s.dims[k] for k in ("tool", "stance", "world_state", "tool_condition", "history")) for s in w.next_batch(n)]
+    cells = [
+        tuple(s.dims[k] for k in ("tool", "stance", "world_state", "tool_condition", "history"))
+        for s in w.next_batch(n)
+    ]
     assert len(set(cells)) == n == len(cells)
     assert set(cells) == set(w.grid)
     assert w.passes == 0
@@ -97,7 +117,7 @@ def test_tier_share_tracks_hard_share(hard_share):
     hard = sum(tiers[t] for t in HARD_TIERS) / n
     # Binomial sd at p=0.5, n=4000 is 0.008; 0.03 is over 3.5 sd.
     assert abs(hard - hard_share) < 0.03
-    if 0 < hard_share:
+    if hard_share > 0:
         for t in HARD_TIERS:  # hard draws spread over the three hard tiers
             assert abs(tiers[t] / (hard * n) - 1 / 3) < 0.05
     assert w.tier_counts == {**dict.fromkeys(("standard", *HARD_TIERS), 0), **tiers}
@@ -174,10 +194,15 @@ def test_wording_carries_what_the_stance_says():
 
 
 def test_name_pools_come_from_world_options():
-    w = writer(seed=9, options={"first_names": ("Zed",), "last_names": ("Quill",), "email_domain": "shop.test"})
+    w = writer(
+        seed=9,
+        options={"first_names": ("Zed",), "last_names": ("Quill",), "email_domain": "shop.test"},
+    )
     for s in w.next_batch(100):
         assert s.entities["name"] == "Zed Quill"
-        assert s.entities["email"].startswith("zed.quill") and s.entities["email"].endswith("@shop.test")
+        assert s.entities["email"].startswith("zed.quill") and s.entities["email"].endswith(
+            "@shop.test"
+        )
 
 
 def test_fault_modes_come_from_world_options():
@@ -188,7 +213,15 @@ def test_fault_modes_come_from_world_options():
 
 
 GENERIC = [
-    {"name": "get_booking", "description": "Read a booking.", "parameters": {"type": "object", "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}},
+    {
+        "name": "get_booking",
+        "description": "Read a booking.",
+        "parameters": {
+            "type": "object",
+            "properties": {"booking_id": {"type": "string"}},
+            "required": ["booking_id"],
+        },
+    },
     {
         "name": "book_flight",
         "description": "Book a flight.",
@@ -209,7 +242,13 @@ GENERIC = [
 
 
 def test_generic_tools_get_templates_from_their_schema():
-    w = TemplateWriter(GENERIC, "1. Never act for someone else.\n2. Ask for the booking id; never guess it.", seed=1, hard_share=0.5, phrasings=2)
+    w = TemplateWriter(
+        GENERIC,
+        "1. Never act for someone else.\n2. Ask for the booking id; never guess it.",
+        seed=1,
+        hard_share=0.5,
+        phrasings=2,
+    )
     assert w.rules[0][0] == "R1"
     seen = Counter()
     for s in w.next_batch(600):
@@ -234,7 +273,11 @@ def test_generic_tools_get_templates_from_their_schema():
                 assert d["rule"] == "R2"
         if d["tool"] == "ping":
             assert d["stance"] in ("direct", "adversarial") and d["world_state"] == "exists"
-    assert seen[("get_booking", "vague")] and seen[("book_flight", "direct")] and seen[("ping", "direct")]
+    assert (
+        seen[("get_booking", "vague")]
+        and seen[("book_flight", "direct")]
+        and seen[("ping", "direct")]
+    )
 
 
 def test_bad_arguments_are_errors():

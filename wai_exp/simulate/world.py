@@ -772,7 +772,7 @@ class RolloutWorld:
                     "placed_on": r.get("placed_on"),
                 }
                 for r in shown
-            ]
+            ],
         }
 
     def _issue_refund(self, a: dict[str, Any]) -> dict[str, Any]:
