@@ -61,6 +61,14 @@ def test_normalize_contract(raw: Any, reward: float | None, status: str) -> None
         assert out["judge_meta"]["error"]  # a contract break says what broke
 
 
+def test_normalize_reads_numpy_scalars() -> None:
+    np = pytest.importorskip("numpy")
+    assert normalize_judge_result(np.float32(0.5))["reward"] == 0.5
+    assert normalize_judge_result(np.int64(1))["reward"] == 1.0
+    assert normalize_judge_result(np.bool_(False))["reward"] == 0.0
+    assert normalize_judge_result({"reward": np.int64(3)}, scale=(1, 5))["reward"] == 0.5
+
+
 def test_normalize_keeps_reason_markers_and_extras() -> None:
     out = normalize_judge_result(
         {
@@ -276,6 +284,12 @@ def test_simulation_data_like_object_supplies_rows_and_tools() -> None:
         rows = RowList(make_rows(2))
 
     assert len(run_judge(RowsOnly(), lambda r: 1)) == 2
+
+
+def test_empty_rows_give_an_empty_result_with_a_warning() -> None:
+    scored = run_judge([], task_checklist)
+    assert len(scored) == 0 and scored.counts == {}
+    assert any(w.startswith("no rows to judge") for w in scored.warnings)
 
 
 def test_bad_arguments_raise() -> None:

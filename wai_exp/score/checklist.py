@@ -17,6 +17,7 @@ few words by a negation ("has not been refunded") is not a claim.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -176,21 +177,24 @@ def says_already_done(text: str) -> bool:
     return bool(_ALREADY.search(_norm(text)))
 
 
+@functools.lru_cache(maxsize=4096)
 def reply_acts(text: str) -> frozenset[str]:
     """Every act the reply performs: ``ask``, ``decline``, ``claim_success``,
-    ``fault_ack``, ``not_found``, ``already_done``. Empty for a plain statement."""
+    ``fault_ack``, ``not_found``, ``already_done``. Empty for a plain statement.
+    Cached: template and scripted replies repeat, and the signature reads every row's."""
+    low = _norm(text)
     acts = []
-    if asks_question(text):
+    if _QUESTION.search(low):
         acts.append("ask")
-    if declines(text):
+    if _DECLINE.search(low):
         acts.append("decline")
     if claims_success(text):
         acts.append("claim_success")
-    if acknowledges_fault(text):
+    if _FAULT.search(low):
         acts.append("fault_ack")
-    if says_not_found(text):
+    if _NOT_FOUND.search(low):
         acts.append("not_found")
-    if says_already_done(text):
+    if _ALREADY.search(low):
         acts.append("already_done")
     return frozenset(acts)
 

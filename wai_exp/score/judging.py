@@ -178,9 +178,20 @@ def _verdict_string(text: str, scale: tuple[float, float] | None, raw: Any) -> d
     return _invalid("judge returned text with no PASS/FAIL verdict or number", raw)
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar (``np.float32(0.5)``, ``np.bool_(True)``) as its Python value."""
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        try:
+            return value.item()
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
 def _scalar(
     value: Any, scale: tuple[float, float] | None, raw: Any, meta: dict[str, Any]
 ) -> dict[str, Any]:
+    value = _plain(value)
     if isinstance(value, bool | int | float):
         return _number(value, scale, raw, meta)
     if isinstance(value, str):
@@ -246,6 +257,7 @@ def normalize_judge_result(raw: Any, scale: tuple[float, float] | None = None) -
     ``scale``.
     """
     scale = _scale_iv(scale)
+    raw = _plain(raw)
     if raw is None:
         return _result(None, "abstain", "judge returned None")
     if isinstance(raw, Mapping):
