@@ -1,0 +1,122 @@
+"""wai-exp compare: finding the graded rows, the exit status, the printed block."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wai_exp.commands.compare import EXIT_BAD_INPUT, EXIT_NOT_OK, EXIT_OK, load_arm, main
+from wai_exp.rows.jsonl import write_rows
+
+
+def arm(p: float, seed: int, marker: float = 0.5, policy: str = "a") -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "scenario_id": f"t{t}",
+            "reward": float(rng.random() < p),
+            "final_text": "done",
+            "policy_version": policy,
+            "markers": {"grounded": float(rng.random() < marker)},
+        }
+        for t in range(80)
+        for _ in range(4)
+    ]
+
+
+def run_dir(root: Path, name: str, rows: list[dict], stage: str = "grade") -> Path:
+    d = root / name
+    write_rows(d / "simulate" / "rows.jsonl", rows)  # ungraded stage: never chosen
+    write_rows(d / stage / "rows.jsonl", rows)
+    return d
+
+
+def test_run_dirs_compare_and_exit_zero_when_ok(tmp_path: Path, capsys) -> None:
+    a = run_dir(tmp_path, "a", arm(0.3, 1, policy="a"))
+    b = run_dir(tmp_path, "b", arm(0.7, 2, policy="b"))
+    assert main([str(a), str(b)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert f"before: {a / 'grade' / 'rows.jsonl'}" in out
+    assert "pass_at_1" in out and "grounded" in out
+
+
+def test_failed_guard_exits_one(tmp_path: Path, capsys) -> None:
+    a = run_dir(tmp_path, "a", arm(0.3, 1, marker=0.9, policy="a"))
+    b = run_dir(tmp_path, "b", arm(0.7, 2, marker=0.3, policy="b"), stage="evaluate")
+    assert main([str(a), str(b), "--must-not-regress", "marker:grounded"]) == EXIT_NOT_OK
+    assert capsys.readouterr().out.splitlines()[2].startswith("FAIL")
+
+
+def test_json_output_is_the_report(tmp_path: Path, capsys) -> None:
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    write_rows(a, arm(0.5, 3))
+    write_rows(b, arm(0.5, 4))
+    code = main([str(a), str(b), "--json", "--by", "grounded"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == (EXIT_OK if report["ok"] else EXIT_NOT_OK)
+    assert report["n_paired_tasks"] == 80 and set(report["groups"]) == {"0.0", "1.0"}
+    assert report["sources"] == {"before": str(a), "after": str(b)}
+
+
+def test_run_dir_with_two_graded_stages_needs_stage(tmp_path: Path, capsys) -> None:
+    d = run_dir(tmp_path, "r", arm(0.5, 5), stage="grade_before")
+    write_rows(d / "grade_after" / "rows.jsonl", arm(0.6, 6))
+    assert main([str(d), str(d)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "grade_after, grade_before" in err and "--stage" in err
+    rows, src = load_arm(str(d), stage="grade_after")
+    assert src.endswith("grade_after/rows.jsonl") and len(rows) == 320
+
+
+def test_bad_inputs_exit_two_with_the_fix(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    a = run_dir(tmp_path, "a", arm(0.5, 7))
+    assert main(["no-such-run", str(a)]) == EXIT_BAD_INPUT
+    assert "--tracking-uri" in capsys.readouterr().err
+    assert main([str(a), str(a), "--run-std-from", str(tmp_path / "missing")]) == EXIT_BAD_INPUT
+    assert "eval_variance" in capsys.readouterr().err
+    assert main([str(a), str(a), "--target", "nope"]) == EXIT_BAD_INPUT
+    assert main(["--help"]) == 0
+    assert "grade*/evaluate*" in capsys.readouterr().out
+
+
+def test_run_std_from_an_eval_variance_report(tmp_path: Path, capsys) -> None:
+    a = run_dir(tmp_path, "a", arm(0.5, 8, policy="a"))
+    b = run_dir(tmp_path, "b", arm(0.55, 9, policy="b"))
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    (ev / "report.json").write_text(
+        json.dumps({"run_std_by_metric": {"pass_at_1": 0.05}, "n_runs": 3})
+    )
+    main([str(a), str(b), "--run-std-from", str(ev), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["run_std"] == 0.05 and report["run_std_runs"] == 3
+    assert report["metrics"]["grounded"]["noise_note"] == "no_replicate_floor"
+    assert report["noise_band"] == pytest.approx(4.302653 * 0.05 * 2**0.5, rel=1e-5)
+
+
+@pytest.mark.slow
+def test_mlflow_run_ids(tmp_path: Path, capsys) -> None:
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("t", artifact_location=str(tmp_path / "artifacts"))
+    ids = []
+    for name, rows in (("a", arm(0.3, 10, policy="a")), ("b", arm(0.7, 11, policy="b"))):
+        path = tmp_path / name / "rows.jsonl"
+        write_rows(path, rows)
+        run = client.create_run(exp)
+        client.log_artifact(run.info.run_id, str(path), "grade")
+        client.log_artifact(run.info.run_id, str(path), "simulate")
+        ids.append(run.info.run_id)
+    assert main([*ids, "--tracking-uri", uri]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert f"mlflow run {ids[0]}: grade/rows.jsonl" in out
+    assert main([ids[0], "deadbeef", "--tracking-uri", uri]) == EXIT_BAD_INPUT
+    assert "not a run in" in capsys.readouterr().err

@@ -1,0 +1,56 @@
+"""The delta and eval_variance presets end to end, through the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WAI_EXP = shutil.which("wai-exp") or str(Path(sys.executable).parent / "wai-exp")
+
+
+def _run(tmp_path: Path, *args: str) -> Path:
+    env = {**os.environ, "HYDRA_FULL_ERROR": "1"}
+    proc = subprocess.run(
+        [WAI_EXP, *args, "tracking=none", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    return tmp_path / "run"
+
+
+@pytest.mark.slow
+def test_delta_preset_pairs_every_task_and_passes(tmp_path: Path) -> None:
+    run = _run(tmp_path, "+experiment=delta")
+    report = json.loads((run / "compare" / "report.json").read_text())
+    # both arms drew the same situations: everything pairs, nothing "not comparable"
+    assert report["n_unpaired_tasks"] == 0 and report["not_comparable"] == []
+    assert report["eval_runs"] == {"before": 3, "after": 3}
+    assert report["floor_source"] == "pooled"
+    assert report["headline_verdict"] == "PASS" and report["target_ci95"][0] > 0
+    # the compare command reads the same run dir's stages back
+    proc = subprocess.run(
+        [WAI_EXP, "compare", str(run / "grade_before"), str(run / "grade_after")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS: pass_at_1" in proc.stdout
+
+
+@pytest.mark.slow
+def test_eval_variance_preset_measures_a_floor(tmp_path: Path) -> None:
+    run = _run(tmp_path, "+experiment=eval_variance")
+    report = json.loads((run / "eval_variance" / "report.json").read_text())
+    assert report["n_runs"] == 3 and report["run_std"] is not None
+    assert "pass_at_1" in report["run_std_by_metric"]
