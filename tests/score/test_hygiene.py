@@ -10,7 +10,13 @@ from wai_exp.score.hygiene import dedupe_groups, near_duplicate_prompts, normali
 
 
 def row(sid: str, sig: str, text: str, reward: float | None = 1.0, **extra) -> dict:
-    return {"scenario_id": sid, "behavior_signature": sig, "final_text": text, "reward": reward, **extra}
+    return {
+        "scenario_id": sid,
+        "behavior_signature": sig,
+        "final_text": text,
+        "reward": reward,
+        **extra,
+    }
 
 
 def test_keeps_first_of_each_signature_and_reply_within_an_ask():
@@ -32,7 +38,12 @@ def test_keeps_first_of_each_signature_and_reply_within_an_ask():
 
 
 def test_counts_copies_the_judge_scored_differently():
-    rows = [row("a", "s", "ok", 1.0), row("a", "s", "ok", 0.0), row("a", "s", "ok", 1.0), row("b", "t", "x", 0.0)]
+    rows = [
+        row("a", "s", "ok", 1.0),
+        row("a", "s", "ok", 0.0),
+        row("a", "s", "ok", 1.0),
+        row("b", "t", "x", 0.0),
+    ]
     kept, report = dedupe_groups(rows)
     assert len(kept) == 2
     assert report["duplicates_dropped"] == 2
@@ -61,7 +72,12 @@ def test_signature_is_computed_when_the_row_lacks_one():
             "reward": 1.0,
         }  # fmt: skip
 
-    no_call = {"scenario_id": "a", "prompt": "Where is order ORD-1?", "steps": [], "final_text": "It has shipped."}
+    no_call = {
+        "scenario_id": "a",
+        "prompt": "Where is order ORD-1?",
+        "steps": [],
+        "final_text": "It has shipped.",
+    }
     kept, report = dedupe_groups([traj("ORD-1"), traj("ORD-1"), no_call])
     assert report["signatures_computed"] == 3
     assert len(kept) == 2  # the two identical trajectories are one; the call-less one differs

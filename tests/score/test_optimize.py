@@ -7,9 +7,19 @@ import json
 
 import pytest
 
-from wai_exp.score.optimize import filter_rl_rows, group_signal, is_incomplete_junk, next_round, optimize
+from wai_exp.score.optimize import (
+    filter_rl_rows,
+    group_signal,
+    is_incomplete_junk,
+    next_round,
+    optimize,
+)
 
-CALL = {"kind": "assistant", "content": "", "tool_calls": [{"id": "c", "name": "lookup_order", "arguments": {}}]}
+CALL = {
+    "kind": "assistant",
+    "content": "",
+    "tool_calls": [{"id": "c", "name": "lookup_order", "arguments": {}}],
+}
 
 
 def ask(sid: str, rewards: list, **extra) -> list[dict]:
@@ -37,9 +47,17 @@ def test_is_incomplete_junk_rules():
     # An empty reply after a tool call is a rollout that acted, not junk ...
     assert is_incomplete_junk({"final_text": "", "steps": [CALL], "reward": 0.0}) is None
     # ... unless the agent has no tools, where an empty reply is always incomplete.
-    assert is_incomplete_junk({"final_text": "", "steps": [CALL], "reward": 0.0}, has_tools=False) == "empty"
-    assert is_incomplete_junk({"final_text": "ok", "reward": None, "judge_status": "timeout"}) == "unjudged"
-    assert is_incomplete_junk({"final_text": "ok", "reward": 0.5}) is None  # partial credit is graded
+    assert (
+        is_incomplete_junk({"final_text": "", "steps": [CALL], "reward": 0.0}, has_tools=False)
+        == "empty"
+    )
+    assert (
+        is_incomplete_junk({"final_text": "ok", "reward": None, "judge_status": "timeout"})
+        == "unjudged"
+    )
+    assert (
+        is_incomplete_junk({"final_text": "ok", "reward": 0.5}) is None
+    )  # partial credit is graded
 
 
 def test_filter_rl_rows_splits_without_mutating():
@@ -125,7 +143,9 @@ def test_next_round_keeps_the_band_and_unknown_tasks():
 
 def test_next_round_tasks_restrict_and_match_prompts():
     prior = ask("mid", [1, 0]) + ask("easy", [1] * 9 + [0])
-    out = next_round(prior, tasks=["ask mid", "ask easy", "a brand new ask", {"prompt": "another new one"}])
+    out = next_round(
+        prior, tasks=["ask mid", "ask easy", "a brand new ask", {"prompt": "another new one"}]
+    )
     assert out["kept"] == 1 and out["dropped_solved"] == 1 and out["unknown"] == 2
     prompts = [t["prompt"] for t in out["tasks"]]
     assert prompts == ["ask mid", "a brand new ask", "another new one"]

@@ -18,7 +18,9 @@ def sids(rows: list[dict]) -> list[str]:
 
 
 def test_unanimous_asks_are_dropped_and_mixed_and_singles_stay():
-    rows = ask("pass", [1, 1, 1]) + ask("fail", [0.0, 0.0]) + ask("mixed", [1, 0]) + ask("single", [1])
+    rows = (
+        ask("pass", [1, 1, 1]) + ask("fail", [0.0, 0.0]) + ask("mixed", [1, 0]) + ask("single", [1])
+    )
     before = copy.deepcopy(rows)
     kept, report = trim_unanimous_groups(rows)
     assert sids(kept) == ["mixed", "single"]
