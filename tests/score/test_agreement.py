@@ -128,3 +128,16 @@ def test_no_comparable_rows() -> None:
     )
     with pytest.raises(TypeError, match="gold"):
         judge_agreement([], gold=3)  # type: ignore[arg-type]
+
+
+def test_scored_data_from_another_pass_as_gold() -> None:
+    from wai_exp.score.judging import run_judge
+
+    rows = [{"rollout_id": f"r{i}", "prompt": "p", "final_text": str(i)} for i in range(6)]
+    first = run_judge(rows, lambda r: int(r["rollout_id"] < "r3"))
+    second = run_judge(rows, lambda r: 1)
+    rep = judge_agreement(first, gold=second, allow_model_gold=True)
+    # first passes r0..r2 and fails r3..r5; second passes everything.
+    assert rep["n"] == 6 and rep["agreement"] == 0.5
+    assert rep["confusion"]["judge_fail_gold_pass"] == 3
+    assert rep["gold_kind"] == "model" and rep["ok"] is True

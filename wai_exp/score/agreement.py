@@ -98,7 +98,7 @@ def judge_agreement(
     from ``gold_kind`` or ``label_source``: human / model / unknown) or a second row list
     from another scoring pass (model gold), matched by ``rollout_id``, then
     ``scenario_id`` + ``rollout_index``, then ``prompt`` + ``final_text``; its label is
-    that row's ``reward`` key.
+    that row's ``reward`` key. A ``ScoredData`` is accepted for either list.
 
     Returns ``n`` (rows compared), ``agreement`` and ``agreement_ci95`` (Wilson),
     ``kappa`` and ``kappa_ci95`` (Cohen; None when either side is constant), ``confusion``
@@ -110,6 +110,9 @@ def judge_agreement(
     compared and the labels are a person's, or ``allow_model_gold``) and ``warnings``.
     Raises ``TypeError`` when ``gold`` is neither a key nor a list of rows.
     """
+    if not isinstance(gold, str | Sequence) and isinstance(getattr(gold, "rows", None), list):
+        gold = gold.rows  # a ScoredData from another scoring pass
+    rows = list(rows)
     skipped: Counter[str] = Counter()
     pairs: list[tuple[int, int]] = []
     kinds: Counter[str] = Counter()
