@@ -303,3 +303,75 @@ def test_summary_names_unmeasured_numbers(tmp_path):
     assert "publish gate: not run" in text
     assert "MLflow run: run-123" in text and "mlflow ui --backend-store-uri" in text
     assert str(Path(tmp_path / "outputs/r1").resolve()) in text
+
+
+# ---- the real stages -----------------------------------------------------------------
+
+
+def composed(*overrides):
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    with initialize_config_module(version_base="1.3", config_module="wai_exp.conf"):
+        cfg = compose(config_name="config", overrides=list(overrides))
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def _without_timing(rows):
+    return [{k: v for k, v in r.items() if k != "timing"} for r in rows]
+
+
+def test_real_rl_round_in_process(tmp_path):
+    cfg = composed("+experiment=rl_round", "simulate.budget=160", "tracking=none")
+    out, log = run(cfg, tmp_path, "r1")
+    assert out.status == "passed", out.error
+    grade = out.stage("grade").result
+    assert 0.0 <= grade.metrics["pass_at_1"] <= 1.0
+    assert (
+        grade.metrics["pass_at_1_ci_lo"]
+        <= grade.metrics["pass_at_1"]
+        <= grade.metrics["pass_at_1_ci_hi"]
+    )
+    assert grade.metrics["rows_in"] == 160 and grade.report["judge"]["name"] == "task_checklist"
+    graded = read_rows(tmp_path / "outputs/r1/grade/rows.jsonl")
+    assert len(graded) == 160 and all("privileged" not in r for r in graded)
+    assert all(r.get("judge_status") for r in graded)
+    kept = out.stage("optimize").result
+    assert kept.metrics["rows_kept"] == len(read_rows(tmp_path / "outputs/r1/optimize/rows.jsonl"))
+    assert out.gate == "passed"
+    text = summarize(out)
+    assert "pass@1: " in text and "95% CI [" in text and "rows kept: " in text
+
+
+def test_killed_simulate_resumes_with_the_same_rows_and_no_duplicates(tmp_path, monkeypatch):
+    from wai_exp.pipeline.stages import simulate as sim_stage
+
+    cfg = composed(
+        "+experiment=rl_round", "simulate.budget=120", "tracking=none", "simulate.reproducible=true"
+    )
+    cfg["pipeline"]["stages"] = {"simulate": {"kind": "simulate"}}
+    # the uninterrupted reference, with its own cache
+    ref_out, _ = run(cfg, tmp_path / "ref", "r")
+    reference = read_rows(tmp_path / "ref/outputs/r/simulate/rows.jsonl")
+    assert len(reference) == 120
+
+    real_append = sim_stage.RowAppender.append
+    count = {"n": 0}
+
+    def dying_append(self, row):
+        if count["n"] == 50:
+            raise KeyboardInterrupt  # the process is killed after 50 finished rows
+        count["n"] += 1
+        real_append(self, row)
+
+    monkeypatch.setattr(sim_stage.RowAppender, "append", dying_append)
+    out, _ = run(cfg, tmp_path / "job", "r1")
+    assert out.status == "interrupted"
+    monkeypatch.setattr(sim_stage.RowAppender, "append", real_append)
+    out, log = run(cfg, tmp_path / "job", "r2")
+    assert out.status == "passed" and "resuming" in log
+    assert out.stage("simulate").result.metrics["rows_resumed"] == 50
+    rows = read_rows(tmp_path / "job/outputs/r2/simulate/rows.jsonl")
+    ids = [r["rollout_id"] for r in rows]
+    assert len(ids) == len(set(ids)) == 120
+    assert _without_timing(rows) == _without_timing(reference)

@@ -1,0 +1,204 @@
+"""The installed ``wai-exp`` console script, run as a user runs it: a subprocess in a fresh
+directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
+SMALL = ["+experiment=rl_round", "simulate.budget=200"]
+
+
+def wai(
+    cwd: Path, *args: str, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [WAI_EXP, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def run_dirs(cwd: Path) -> list[Path]:
+    return sorted(
+        p for p in (cwd / "outputs").glob("*/*") if p.is_dir() and not p.parent.name.startswith(".")
+    )
+
+
+def test_rl_round_records_in_mlflow_and_an_identical_rerun_is_cached(tmp_path):
+    first = wai(tmp_path, *SMALL)
+    assert first.returncode == 0, first.stderr
+    out = first.stdout
+    assert (
+        "pass@1: " in out
+        and "95% CI [" in out
+        and "rows kept: " in out
+        and "publish gate: passed" in out
+    )
+    assert "mlflow ui --backend-store-uri sqlite:///" + str(tmp_path.resolve() / "mlflow.db") in out
+    [run1] = run_dirs(tmp_path)
+    for stage in ("simulate", "grade", "optimize", "publish_gate"):
+        for name in ("rows.jsonl", "report.json", "report.txt"):
+            assert (run1 / stage / name).is_file(), f"{stage}/{name}"
+    assert (run1 / ".hydra" / "config.yaml").is_file()
+    run_id = json.loads((run1 / "run.json").read_text())["run_id"]
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        status = db.execute("select status from runs where run_uuid = ?", (run_id,)).fetchone()[0]
+        params = db.execute("select count(*) from params where run_uuid = ?", (run_id,)).fetchone()[
+            0
+        ]
+        gate = db.execute(
+            "select value from tags where run_uuid = ? and key = 'gate_verdict'", (run_id,)
+        ).fetchone()
+    assert status == "FINISHED" and params > 50 and gate == ("passed",)
+
+    time.sleep(1.1)  # a new run folder (they are named to the second)
+    second = wai(tmp_path, *SMALL)
+    assert second.returncode == 0, second.stderr
+    assert second.stderr.count("cached, reusing") == 4
+    assert "running" not in second.stderr
+    run2 = [d for d in run_dirs(tmp_path) if d != run1][0]
+    assert (run2 / "optimize/rows.jsonl").read_bytes() == (
+        run1 / "optimize/rows.jsonl"
+    ).read_bytes()
+
+
+def test_typo_in_a_knob_exits_2_naming_the_right_key_and_writes_nothing(tmp_path):
+    res = wai(tmp_path, "+experiment=rl_round", "knobs.concurency=4")
+    assert res.returncode == 2
+    assert "concurency" in res.stderr and "Did you mean 'concurrency'?" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert list(tmp_path.iterdir()) == []  # no run folder, no MLflow store
+
+
+def test_knob_out_of_bounds_exits_2_before_tracking_starts(tmp_path):
+    res = wai(tmp_path, "+experiment=rl_round", "knobs.concurrency=0")
+    assert res.returncode == 2
+    assert "knobs.concurrency=0 is below the floor 1" in res.stderr and "default 32" in res.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+    [run] = run_dirs(tmp_path)
+    assert sorted(p.name for p in run.iterdir()) == [".hydra", "wai-exp.log"]  # only Hydra's record
+    assert "below the floor" in (run / "wai-exp.log").read_text()
+
+
+def test_wrong_type_exits_2_naming_the_type(tmp_path):
+    res = wai(tmp_path, "+experiment=rl_round", "simulate.budget=lots", "tracking=none")
+    assert res.returncode == 2 and "simulate.budget = 'lots': expected an integer" in res.stderr
+
+
+def test_help_lists_groups_presets_and_examples(tmp_path):
+    res = wai(tmp_path, "--help")
+    assert res.returncode == 0
+    for text in (
+        "experiment: ",
+        "rl_round",
+        "sft_round",
+        "next_round",
+        "agent: ",
+        "scripted",
+        "judge: ",
+        "tracking: ",
+        "wai-exp -m +experiment=eval_variance seed=0,1,2",
+        "mlflow ui --backend-store-uri",
+    ):
+        assert text in res.stdout, text
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_killed_mid_simulate_then_rerun_completes_without_duplicates(tmp_path):
+    args = [
+        "+experiment=rl_round",
+        "simulate.budget=3000",
+        "tracking=none",
+        "simulate.reproducible=true",
+    ]
+    proc = subprocess.Popen(
+        [WAI_EXP, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    partial = None
+    while time.monotonic() < deadline:
+        found = list((tmp_path / "outputs/.cache").glob("simulate-*/partial.jsonl"))
+        if found and found[0].stat().st_size > 0 and found[0].read_text().count("\n") >= 100:
+            partial = found[0]
+            break
+        assert proc.poll() is None, "the run ended before it could be killed; raise the budget"
+        time.sleep(0.05)
+    assert partial is not None
+    proc.send_signal(signal.SIGKILL)  # no clean-up at all
+    proc.wait(timeout=30)
+    assert not list((tmp_path / "outputs/.cache").glob("simulate-*/COMPLETE"))
+    streamed = partial.read_text().count("\n")
+    assert 100 <= streamed < 3000
+
+    res = wai(tmp_path, *args)
+    assert res.returncode == 0, res.stderr
+    assert "resuming from streamed rows" in res.stderr
+    run = max(run_dirs(tmp_path))
+    ids = [
+        json.loads(line)["rollout_id"]
+        for line in (run / "simulate/rows.jsonl").read_text().splitlines()
+    ]
+    assert len(ids) == 3000 and len(set(ids)) == 3000
+    report = json.loads((run / "simulate/report.json").read_text())
+    assert report["resumed_rows"] >= streamed - 1  # a torn last line may be redone, never doubled
+
+
+JUDGE = '''
+def always_pass(row):
+    """Every rollout passes: every ask is unanimous, so RL has nothing to learn."""
+    return {"score": 1, "reason": "always"}
+'''
+
+PIPELINE = """\
+# no optimize step: the gate sees the unanimous rows as they are
+stages:
+  simulate: {kind: simulate}
+  grade: {kind: grade, needs: [simulate]}
+  publish_gate: {kind: publish_gate, needs: [grade]}
+refusal_exit_code: 3
+"""
+
+
+def test_gate_refusal_exits_3_and_keeps_every_artifact(tmp_path):
+    (tmp_path / "userjudge.py").write_text(JUDGE)
+    (tmp_path / "myconf/pipeline").mkdir(parents=True)
+    (tmp_path / "myconf/pipeline/unanimous.yaml").write_text(PIPELINE)
+    res = wai(
+        tmp_path,
+        "--config-dir",
+        "myconf",
+        "+experiment=rl_round",
+        "pipeline=unanimous",
+        "judge=callable",
+        "judge.target=userjudge:always_pass",
+        "simulate.budget=120",
+        "tracking=none",
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert res.returncode == 3, res.stderr
+    assert "publish gate: REFUSED" in res.stdout and "no mixed group" in res.stdout
+    [run] = run_dirs(tmp_path)
+    for stage in ("simulate", "grade", "publish_gate"):
+        assert (run / stage / "rows.jsonl").is_file() and (run / stage / "report.json").is_file()
+    report = json.loads((run / "publish_gate/report.json").read_text())
+    assert report["verdict"] == "refused" and "no mixed group" in report["reason"]
+    assert json.loads((run / "run.json").read_text())["status"] == "refused"
+
+
+@pytest.mark.parametrize("bad", ["pipeline.stages.grade.needs=[simulat]"])
+def test_bad_dag_exits_2_naming_the_stage(tmp_path, bad):
+    res = wai(tmp_path, "+experiment=rl_round", bad, "tracking=none")
+    assert res.returncode == 2 and "Did you mean 'simulate'?" in res.stderr
