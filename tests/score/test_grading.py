@@ -140,6 +140,31 @@ def test_tool_calls_pairs_requests_with_results_and_reads_messages() -> None:
     ]
 
 
+def test_result_with_a_different_id_pairs_with_its_request() -> None:
+    steps = [
+        {
+            "kind": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "agent-1", "name": "lookup_order", "arguments": {"order_id": "ORD-1"}}
+            ],
+        },
+        {
+            "kind": "tool",
+            "tool_call_id": "world-1",
+            "name": "lookup_order",
+            "arguments": {"order_id": "ORD-1"},
+            "result": {},
+            "status": "timeout",
+            "fault": "timeout",
+        },
+    ]
+    calls = tool_calls({"prompt": "ORD-1", "steps": steps})
+    assert [(c["name"], c["status"], c["fault"]) for c in calls] == [
+        ("lookup_order", "timeout", "timeout")
+    ]
+
+
 def test_is_write_tool() -> None:
     assert (
         not is_write_tool("lookup_order")
@@ -272,7 +297,13 @@ def test_claiming_a_write_the_world_rejected_fails() -> None:
 
 @pytest.mark.parametrize(
     "row",
-    [{}, {"steps": None}, {"steps": [{"kind": "tool"}]}, {"messages": [{"role": "assistant"}]}],
+    [
+        {},
+        {"steps": None},
+        {"steps": [{"kind": "tool"}]},
+        {"steps": ["junk", {"kind": "assistant", "tool_calls": ["junk"]}]},
+        {"messages": [{"role": "assistant"}, "junk"]},
+    ],
 )
 def test_conduct_never_raises_on_malformed_rows(row: dict[str, Any]) -> None:
     out = conduct_grade(row)

@@ -149,7 +149,10 @@ def trajectory_steps(trajectory: Mapping[str, Any]) -> tuple[str, list[dict[str,
                 prompt = first
         else:
             steps = []
-    return ("" if prompt is None else str(prompt)), list(steps)
+    if not isinstance(steps, list | tuple):
+        steps = []
+    # Malformed steps (not dicts) are dropped here so no rule has to guard against them.
+    return ("" if prompt is None else str(prompt)), [s for s in steps if isinstance(s, Mapping)]
 
 
 def final_reply(trajectory: Mapping[str, Any], steps: list[dict[str, Any]] | None = None) -> str:
@@ -192,6 +195,19 @@ def tool_calls(trajectory: Mapping[str, Any]) -> list[Call]:
     return calls_from_steps(*trajectory_steps(trajectory))
 
 
+def _match_by_name(pending: dict[str, Call], step: Mapping[str, Any]) -> Call | None:
+    """The oldest unanswered request for the same tool (and the same arguments, when the
+    tool step records them): pairs a result whose id the agent and the world spelled
+    differently, instead of counting one call twice."""
+    name = str(step.get("name") or "")
+    args = step.get("arguments")
+    for key, call in pending.items():
+        if call["name"] == name and (not args or call["arguments"] == args):
+            del pending[key]
+            return call
+    return None
+
+
 def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
     """``tool_calls`` over an already-read ``(prompt, steps)`` pair."""
     person_parts = [prompt.lower()]
@@ -199,11 +215,15 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
     calls: list[Call] = []
     pending: dict[str, Call] = {}
     for index, step in enumerate(steps):
+        if not isinstance(step, Mapping):
+            continue  # a malformed step is skipped, never fatal
         kind = step.get("kind")
         if kind == "user":
             person_parts.append(str(step.get("content") or "").lower())
         elif kind == "assistant":
             for req in step.get("tool_calls") or []:
+                if not isinstance(req, Mapping):
+                    continue
                 args = req.get("arguments")
                 call = Call(
                     name=str(req.get("name") or ""),
@@ -221,6 +241,8 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
                     pending[str(call_id)] = call
         elif kind == "tool":
             call = pending.pop(str(step.get("tool_call_id") or ""), None)
+            if call is None:
+                call = _match_by_name(pending, step)
             if call is None:
                 args = step.get("arguments")
                 call = Call(
