@@ -302,3 +302,18 @@ def test_marker_target_and_bad_target() -> None:
         delta_report(before, after, target="nope")
     with pytest.raises(ValueError, match="rows on both sides"):
         delta_report([], after)
+
+
+def test_target_on_one_side_only_is_bad_input() -> None:
+    before = arm(20, 4, 0.5, 41, markers={"m": 0.5})
+    after = arm(20, 4, 0.5, 42)
+    with pytest.raises(ValueError, match="no after row carries it"):
+        delta_report(before, after, target="marker:m")
+
+
+def test_unequal_k_warning_is_printed_once_beside_the_sizing_line() -> None:
+    text = format_delta_report(delta_report(arm(60, 4, 0.5, 43), arm(60, 2, 0.5, 44)))
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("sizing:"))
+    assert "unequal k" in lines[at + 1]
+    assert sum("unequal k" in line for line in lines) == 1

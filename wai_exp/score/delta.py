@@ -405,6 +405,12 @@ def delta_report(
             f"target {target_name!r}: no row on either side carries {what}; grade the rows "
             f"first, or name one of the shared markers: {', '.join(marker_list) or '(none)'}"
         )
+    for side, counts in (("before", b_counts), ("after", a_counts)):
+        if not (counts[:, j_target] > 0).any():
+            raise ValueError(
+                f"target {target_name!r} is on the other side only: no {side} row carries it. "
+                "Grade both arms the same way (or stamp the marker on both) before comparing"
+            )
     if proxy_name is not None and not paired[:, metrics.index(proxy_name)].any():
         raise ValueError(
             f"proxy {proxy_name!r} is not on both sides' rows; name a marker both carry: "
@@ -571,7 +577,12 @@ def delta_report(
     k_a = _mode_k(a_counts[on_b & on_a, j_target])
 
     answered = _answered_check(
-        configs, b_rows, a_rows, t["noise_band"], answered_gap_points, answered_alpha
+        configs,
+        b_rows,
+        a_rows,
+        metric_out[PASS_AT_1]["noise_band"],
+        answered_gap_points,
+        answered_alpha,
     )
     if answered["warning"]:
         warnings.append(answered["warning"])
@@ -1028,10 +1039,13 @@ def format_delta_report(report: dict[str, Any]) -> str:
         lines.append(line)
     elif s.get("note"):
         lines.append(f"sizing: {s['note']}")
+    if s.get("warning"):
+        lines.append(f"warning: {s['warning']}")
     lines.append(
         f"family error: {report['family_error']:.1%} over {report['n_metrics']} metrics at "
         f"alpha={report['alpha']:g}"
     )
     for w in report["warnings"]:
-        lines.append(f"warning: {w}")
+        if w != s.get("warning"):  # already printed beside the sizing line
+            lines.append(f"warning: {w}")
     return "\n".join(lines)
