@@ -30,7 +30,7 @@ from typing import Any
 
 from wai_exp.config.knobs import patience_table, resolve_knobs
 from wai_exp.rows.model import SCHEMA_VERSION, messages_from_steps
-from wai_exp.rows.scrub import scrub
+from wai_exp.rows.scrub import NEVER_SHIPPED, scrub
 from wai_exp.simulate.data import SimulationData
 
 # ---------------------------------------------------------------------------------------
@@ -341,6 +341,8 @@ class _Engine:
         self.tool_names = [t["function"]["name"] for t in tools]
         self.system_prompt = system_prompt
         self.sp_sha = prompt_sha(system_prompt)
+        self.sp_head = (system_prompt or "")[:120]
+        self.sp_chars = len(system_prompt or "")
         self.policy_version = f"{agent_model}@{self.sp_sha[:12]}"
         self.world_cls = world_cls
         self.world_options = world_options
@@ -383,6 +385,8 @@ class _Engine:
                 "behavior_signature is unavailable (wai_exp.score.grading missing); rows carry None."
             )
         self.stop_reason: str | None = None
+        self._live_rows = 0  # rows landed in this call so far, updated as each lands
+        self._live_lost = 0
         self.per_run: list[dict[str, Any]] = []
 
     # ---- seeds and ids ------------------------------------------------------------------
@@ -400,11 +404,13 @@ class _Engine:
         return _Plan(task, repeat, rollout_index, eval_run, seed, rid, reason)
 
     # ---- stop rules ---------------------------------------------------------------------
-    def _dead(self, landed_this_call: int) -> bool:
-        lost = len(self.lost)
-        if landed_this_call == 0 and lost >= int(self.knobs["dead_agent_errors"]):
+    def _dead(self) -> bool:
+        """An agent that raises on every call is called off (``dead_agent_errors``), and one
+        that loses more than ``dead_agent_budget_multiple`` x budget rollouts in all too.
+        Reads live counters, so it also stops a round midway."""
+        lost = self._live_lost
+        if self._live_rows == 0 and lost >= int(self.knobs["dead_agent_errors"]):
             return True
-        # A mostly-failing agent must not loop forever either.
         return lost >= max(
             int(self.knobs["dead_agent_errors"]),
             self.knobs["dead_agent_budget_multiple"] * self.cfg.budget * self.cfg.runs,
@@ -441,7 +447,7 @@ class _Engine:
             if self._clock_out():
                 stop = "time_budget"
                 break
-            if self._dead(len(self.rows)):
+            if self._dead():
                 stop = "dead_agent"
                 break
             capacity = min(budget - landed, round_cap)
@@ -545,9 +551,7 @@ class _Engine:
                 await self._run_async(plans, todo, results)
             else:
                 for i in todo:
-                    if self._clock_out() or self._dead(
-                        len(self.rows) + sum(r is not None for r in results)
-                    ):
+                    if self._clock_out() or self._dead():
                         break
                     results[i] = await self._rollout(plans[i])
         new_keys = 0
@@ -585,7 +589,7 @@ class _Engine:
 
         async def worker() -> None:
             while queue:
-                if self._clock_out() or self._dead(len(self.rows)):
+                if self._clock_out() or self._dead():
                     return
                 i = queue.popleft()
                 results[i] = await self._rollout(plans[i])
@@ -654,6 +658,7 @@ class _Engine:
                     f"the agent returned {type(out).__name__}; it must return a dict with steps and final_text"
                 )
         except Exception as exc:  # noqa: BLE001 - a lost rollout is data, not a crash
+            self._live_lost += 1
             etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
             return {
                 "lost": {
@@ -675,6 +680,7 @@ class _Engine:
         if self.grader is not None:
             await self._grade(row)
         self.new_rows += 1
+        self._live_rows += 1
         if self.on_row is not None:
             self.on_row(row)
         return {"row": row}
@@ -688,7 +694,9 @@ class _Engine:
         steps = out.get("steps") or list(getattr(world, "steps", []) or [])
         # Scrubbed before messages are rebuilt from them: a privileged block inside a tool
         # result must not reach the transcript as text either.
-        steps = _complete_steps(scrub(list(steps)), str(out.get("final_text") or ""))
+        steps = list(steps)
+        steps = scrub(steps) if _carries_never_shipped(steps) else [dict(x) for x in steps]
+        steps = _complete_steps(steps, str(out.get("final_text") or ""))
         if self.execute is not None:
             faults = {"planned": None, "rate": 0.0, "fired": []}
         else:
@@ -724,14 +732,14 @@ class _Engine:
                 "run_id": self.run_id,
                 "source": "simulate",
                 "system_prompt_sha": self.sp_sha,
-                "system_prompt_head": (self.system_prompt or "")[:120],
-                "system_prompt_chars": len(self.system_prompt or ""),
+                "system_prompt_head": self.sp_head,
+                "system_prompt_chars": self.sp_chars,
                 "eval_run": plan.eval_run,
                 "replayed": task.replayed_from is not None or plan.eval_run > 0,
                 "replayed_from_run": task.replayed_from
                 if task.replayed_from is not None
                 else (self.run_id if plan.eval_run > 0 else None),
-                "writer": task.writer_lineage,
+                "writer": dict(task.writer_lineage) if task.writer_lineage else None,
             },
             "markers": {},
             "scenario_dimensions": dims,
@@ -759,6 +767,7 @@ class _Engine:
                 row.get("scenario_dimensions") or {}, row.get("faults")
             )
         self.reused += 1
+        self._live_rows += 1
         return {"row": row}
 
     async def _grade(self, row: dict[str, Any]) -> None:
@@ -834,6 +843,33 @@ def _faults_of(world: Any, dims: Mapping[str, Any], rate: float) -> dict[str, An
         planned = {"tool": dims.get("tool"), "mode": cond} if cond and cond != "ok" else None
     fired = [dict(f) for f in (getattr(world, "fired", None) or [])]
     return {"planned": dict(planned) if planned else None, "rate": float(rate), "fired": fired}
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def _carries_never_shipped(value: Any) -> bool:
+    """True when a ``privileged``/``vector`` key sits anywhere in ``value``.
+
+    A read-only walk with an explicit stack (half the cost of ``scrub``'s rebuild): most
+    rows carry neither key, and only those that do pay for the deep copy.
+    """
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        v = pop()
+        if isinstance(v, dict):
+            for k in v:
+                if k in NEVER_SHIPPED:
+                    return True
+            for x in v.values():
+                if isinstance(x, _CONTAINERS):
+                    push(x)
+        elif isinstance(v, list | tuple):
+            for x in v:
+                if isinstance(x, _CONTAINERS):
+                    push(x)
+    return False
 
 
 def _complete_steps(steps: list[dict[str, Any]], final_text: str) -> list[dict[str, Any]]:
