@@ -83,6 +83,17 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
         seconds=1.25,
         cached=False,
     )
+    # A selection stage's rows are graded too, but it gets no plots (not a grading stage).
+    tracker.log_stage(
+        "optimize",
+        kind="optimize",
+        report={"rows_kept": 10},
+        text="kept 10",
+        rows_path=grade_rows,
+        metrics={"rows_kept": 10},
+        seconds=0.1,
+        cached=False,
+    )
     tracker.set_tags({"gate_verdict": "pass", "stopped_because": "budget", "ok": True})
     tracker.finish("FINISHED")
 
@@ -130,6 +141,7 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
         "grade/pass_at_k.png",
     } <= arts
     assert not any(a.startswith("simulate/") and a.endswith(".png") for a in arts)
+    assert not any(a.startswith("optimize/") and a.endswith(".png") for a in arts)
 
     # Artifacts live next to the database, and no file store appeared anywhere.
     art_root = start_dir / "mlartifacts"
@@ -147,7 +159,7 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
     contexts = {
         t.value for d in run.inputs.dataset_inputs for t in d.tags if t.key == "mlflow.data.context"
     }
-    assert contexts == {"simulate", "grade"}
+    assert contexts == {"simulate", "grade", "optimize"}
 
     assert tracker.ui_command.startswith(
         f"mlflow ui --backend-store-uri sqlite:///{start_dir.resolve()}/mlflow.db"

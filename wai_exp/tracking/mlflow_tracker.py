@@ -59,6 +59,10 @@ MAX_METRICS_PER_BATCH = 1000
 UI_URL = "http://127.0.0.1:5000"
 
 _STATUSES = ("FINISHED", "FAILED", "KILLED")
+#: Stage kinds whose rows get plots. Any other stage that reports a ``pass_at_1`` metric (a
+#: user's own grading stage) gets them too; selection stages (optimize, publish_gate) carry
+#: graded rows but a histogram of the kept subset would read as the policy's pass rate.
+GRADED_KINDS = frozenset({"grade", "evaluate"})
 _prepared: dict[tuple[str, str], str] = {}
 
 
@@ -444,7 +448,8 @@ class MlflowTracker:
         Metrics go under ``<stage>.<metric>`` (plus ``<stage>.seconds``); None/NaN metrics are
         not logged as numbers but listed in the tag ``<stage>.unmeasured``. Artifacts:
         ``<stage>/report.json``, ``<stage>/report.txt``, ``<stage>/rows.jsonl`` (when
-        ``log_rows``), PNG plots for stages whose rows carry binary rewards (when ``plots``),
+        ``log_rows``), PNG plots for graded stages (kind ``grade``/``evaluate`` or a
+        ``pass_at_1`` metric) whose rows carry binary rewards (when ``plots``),
         and a dataset input with context ``<stage>``. Plots and the dataset are best-effort
         (a warning or debug note, never an exception); metrics and artifacts raise on failure.
         """
@@ -499,7 +504,7 @@ class MlflowTracker:
             ds = rows_dataset(rows, name=f"{prefix}-rows", source=source)
             if ds is not None:
                 self._log_dataset(ds, prefix)
-        if self.plots:
+        if self.plots and (kind in GRADED_KINDS or "pass_at_1" in values):
             self._log_plots(prefix, rows, report)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:

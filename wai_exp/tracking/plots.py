@@ -70,6 +70,21 @@ def task_counts(rows: Iterable[Mapping[str, Any]]) -> TaskCounts:
     return TaskCounts([str(k) for k in uniq], n, c)
 
 
+def _falling_ratio(top: np.ndarray, n: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """``C(top, k) / C(n, k)`` for every task (rows) and k in ``ks`` = 1..K (columns).
+
+    Computed as the running product of ``(top - i) / (n - i)`` over ``i < k``, which needs no
+    factorials: the product reaches 0 exactly when ``k > top`` and stays there. Cells with
+    ``k > n`` are meaningless and come back as 0 (callers mask them).
+    """
+    i = ks[None, :] - 1
+    num = top[:, None] - i
+    den = n[:, None] - i
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(den > 0, np.clip(num, 0, None) / np.where(den > 0, den, 1), 0.0)
+    return np.cumprod(terms, axis=1)
+
+
 def pass_at_k_curve(counts: TaskCounts) -> dict[str, np.ndarray]:
     """pass@k and pass^k for k = 1 .. the largest group with two or more graded repeats.
 
@@ -79,22 +94,15 @@ def pass_at_k_curve(counts: TaskCounts) -> dict[str, np.ndarray]:
     Returns arrays ``k``, ``pass_at_k``, ``pass_pow_k``, ``n_groups``; all empty when no task
     has two graded repeats.
     """
-    from scipy.special import comb
-
-    n, c = counts.n, counts.c
+    n, c = counts.n.astype(float), counts.c.astype(float)
     multi = n[n >= 2]
     if multi.size == 0:
         empty = np.zeros(0)
         return {"k": empty, "pass_at_k": empty, "pass_pow_k": empty, "n_groups": empty}
     ks = np.arange(1, int(multi.max()) + 1)
-    # (tasks x k) matrices: C(n, k) is 0 where k > n, and those cells are masked out.
-    total = comb(n[:, None], ks[None, :])
-    fail_all = comb((n - c)[:, None], ks[None, :])
-    pass_all = comb(c[:, None], ks[None, :])
     valid = n[:, None] >= ks[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        at_k = np.where(valid, 1.0 - fail_all / total, 0.0)
-        pow_k = np.where(valid, pass_all / total, 0.0)
+    at_k = np.where(valid, 1.0 - _falling_ratio(n - c, n, ks), 0.0)
+    pow_k = np.where(valid, _falling_ratio(c, n, ks), 0.0)
     n_groups = valid.sum(axis=0)
     return {
         "k": ks,
@@ -121,13 +129,14 @@ def pass_rate_histogram(rows: Iterable[Mapping[str, Any]], *, title: str = "") -
 
     None when no row carries a binary reward: there is nothing graded to plot.
     """
-    from matplotlib.figure import Figure
-
     counts = task_counts(rows)
     if not counts.keys:
-        return None
+        return None  # before importing matplotlib: ungraded stages pay nothing
+    from matplotlib.figure import Figure
+
     rates = counts.rates
     fig = Figure(figsize=(6, 4), dpi=100)
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.13, top=0.9)
     ax = fig.add_subplot()
     ax.hist(rates, bins=np.linspace(0.0, 1.0, 11), edgecolor="black")
     ax.set_xlim(0.0, 1.0)
@@ -137,7 +146,6 @@ def pass_rate_histogram(rows: Iterable[Mapping[str, Any]], *, title: str = "") -
     ax.axvline(mean, color="red", linestyle="--", label=f"pass@1 = {mean:.3f}")
     ax.legend()
     ax.set_title(title or f"pass rate over {len(counts.keys)} tasks ({int(counts.n.sum())} rows)")
-    fig.tight_layout()
     return fig
 
 
@@ -162,6 +170,7 @@ def pass_at_k_figure(
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6, 4), dpi=100)
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.13, top=0.9)
     ax = fig.add_subplot()
     ax.plot(curve["k"], curve["pass_at_k"], marker="o", label="pass@k (any of k passes)")
     ax.plot(curve["k"], curve["pass_pow_k"], marker="s", label="pass^k (all k pass)")
@@ -174,7 +183,6 @@ def pass_at_k_figure(
     ax.set_xticks(curve["k"])
     ax.legend()
     ax.set_title(title or f"pass@k curve ({int(curve['n_groups'][0])} tasks at k=1)")
-    fig.tight_layout()
     return fig
 
 
