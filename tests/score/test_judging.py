@@ -480,3 +480,19 @@ def test_selection_views_delegate_to_score_select() -> None:
     sft_want, _ = select_for_sft(b.rows, target=5)
     assert [r["rollout_id"] for r in sft] == [r["rollout_id"] for r in sft_want]
     assert sft and all(r["reward"] == 1.0 for r in sft)
+
+
+def test_wrapped_builtin_judge_runs_inline_even_with_a_timeout() -> None:
+    import functools
+
+    calls: list[int] = []
+    inner = functools.partial(task_checklist, declared_tools={"lookup_order"})
+
+    @functools.wraps(task_checklist)
+    def counted(row: dict[str, Any]) -> Any:
+        calls.append(threading.get_ident())
+        return inner(row)
+
+    scored = run_judge(make_rows(20), counted, timeout=5.0)
+    assert scored.counts == {"ok": 20}
+    assert set(calls) == {threading.get_ident()}  # no pool thread was used

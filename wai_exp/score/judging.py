@@ -475,6 +475,24 @@ def _pure_judges() -> tuple[Any, ...]:
     return (task_checklist, conduct_grade)
 
 
+def _is_pure(judge: Any) -> bool:
+    """A built-in rule judge (``task_checklist``/``conduct_grade``), also behind
+    ``functools.partial`` or a ``functools.wraps`` wrapper, or any callable marked
+    ``inline = True``: microseconds of pure CPU, so it runs inline even with a timeout."""
+    pure = _pure_judges()
+    seen = 0
+    while judge is not None and seen < 16:
+        seen += 1
+        if any(judge is p for p in pure) or getattr(judge, "inline", False) is True:
+            return True
+        judge = (
+            judge.func
+            if isinstance(judge, functools.partial)
+            else getattr(judge, "__wrapped__", None)
+        )
+    return False
+
+
 def _called_tools(row: Mapping[str, Any]) -> set[str]:
     names: set[str] = set()
     for step in row.get("steps") or ():
@@ -749,8 +767,8 @@ def run_judge(
     call: Callable[[dict[str, Any]], Any] = judge
     if declared is not None and _accepts_declared_tools(judge):
         call = functools.partial(judge, declared_tools=declared)
-    pure = any(judge is p for p in _pure_judges())
-    inputs = [_copy(dict(r)) for r in originals]
+    pure = _is_pure(judge)
+    inputs = [_copy(r if type(r) is dict else dict(r)) for r in originals]
     results = _judge_all(
         inputs,
         call,
