@@ -207,3 +207,27 @@ def test_scripted_skill_names_are_the_agents_behaviours(base):
     cfg["agent"]["skills"]["honesty"] = 0.5
     [p] = problems(cfg)
     assert p.startswith("agent.skills.honesty: unknown key") and "honest_faults" in p
+
+
+def test_named_functions_are_imported_before_any_work(base):
+    from wai_exp.config.validate import import_problems
+
+    cfg = copy.deepcopy(base)
+    assert import_problems(cfg) == []
+    cfg["agent"] = {
+        "kind": "callable",
+        "target": "no_such_pkg.agents:answer",
+        "factory": False,
+        "kwargs": {},
+    }
+    cfg["judge"]["kind"], cfg["judge"]["target"] = (
+        "callable",
+        "wai_exp.score.checklist:no_such_judge",
+    )
+    cfg["simulate"]["execute"] = "wai_exp.score.checklist:task_checklist"  # importable and callable
+    ps = import_problems(cfg)
+    assert len(ps) == 2
+    assert ps[0].startswith(
+        "agent.target: 'no_such_pkg.agents:answer': cannot import module 'no_such_pkg'"
+    )
+    assert ps[1].startswith("judge.target:") and "has no 'no_such_judge'" in ps[1]

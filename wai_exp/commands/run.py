@@ -47,7 +47,7 @@ def run(cfg: DictConfig) -> int:
     """
     from hydra.core.hydra_config import HydraConfig
 
-    from wai_exp.config.validate import ConfigError, validate_config
+    from wai_exp.config.validate import ConfigError, import_problems, validate_config
     from wai_exp.pipeline.dag import PipelineError, plan
     from wai_exp.pipeline.registry import UnknownStageKind, resolve
 
@@ -62,6 +62,9 @@ def run(cfg: DictConfig) -> int:
     assert isinstance(plain, dict)
     try:
         validate_config(plain)
+        missing = import_problems(plain)
+        if missing:
+            raise ConfigError(missing)
         for spec in plan(plain["pipeline"]["stages"]):
             resolve(spec.kind, spec.target)
     except (ConfigError, PipelineError, UnknownStageKind) as exc:

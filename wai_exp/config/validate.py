@@ -472,3 +472,30 @@ def validate_config(cfg: Mapping[str, Any]) -> models.RootConfig:
         raise ConfigError(problems)
     assert root is not None
     return root
+
+
+def import_problems(cfg: Mapping[str, Any]) -> list[str]:
+    """Every ``package.module:function`` the config names, imported now: a typo in a target
+    is a config error (exit 2, nothing recorded), not a stage failing half-way through a run."""
+    from wai_exp.pipeline.registry import import_object
+
+    named: list[tuple[str, Any]] = []
+    agent = cfg.get("agent") or {}
+    if agent.get("kind") == "callable":
+        named.append(("agent.target", agent.get("target")))
+    judge = cfg.get("judge") or {}
+    if judge.get("kind") == "callable":
+        named.append(("judge.target", judge.get("target")))
+    execute = (cfg.get("simulate") or {}).get("execute")
+    if execute:
+        named.append(("simulate.execute", execute))
+    problems = []
+    for what, path in named:
+        try:
+            obj = import_object(str(path), what)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        if not callable(obj):
+            problems.append(f"{what}: {path!r} is not callable")
+    return problems
