@@ -232,6 +232,29 @@ _CITIES = (
 )
 
 
+class FastRandom(random.Random):
+    """``random.Random`` with integer draws taken from one ``random()`` float.
+
+    The stock ``randrange`` / ``choice`` / ``sample`` draw integers bit by bit, several
+    microseconds each; the writer and the world make dozens per situation. Scaling a 53-bit
+    float is exact enough for every range used here (all far below 2**53) and is still fully
+    determined by the seed.
+    """
+
+    def _randbelow(self, n: int) -> int:  # type: ignore[override]
+        return int(self.random() * n)
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+        if stop is None:
+            return int(self.random() * start)
+        if step == 1:
+            return start + int(self.random() * (stop - start))
+        return super().randrange(start, stop, step)
+
+    def randint(self, a: int, b: int) -> int:
+        return a + int(self.random() * (b - a + 1))
+
+
 def _builtin_fault(
     mode: str, tool: str, arguments: Mapping[str, Any], rng: random.Random, timeout_s: float
 ) -> Any:
@@ -512,6 +535,25 @@ def _pick(options: Sequence[str], rng: random.Random, temperature: float) -> str
     return rng.choices(options, weights=weights, k=1)[0]
 
 
+_SCHEMA_CACHE: dict[int, tuple[Any, dict[str, dict[str, Any]]]] = {}
+
+
+def _schemas_of(tools: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """``{tool name: parameters schema}``; cached per tools list (the engine passes one list
+    to every rollout), keeping the list itself so a recycled ``id`` never matches."""
+    hit = _SCHEMA_CACHE.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    out: dict[str, dict[str, Any]] = {}
+    for t in tools:
+        fn = t.get("function", t) if isinstance(t, Mapping) else t
+        out[fn["name"]] = fn.get("parameters") or {}
+    if len(_SCHEMA_CACHE) > 64:
+        _SCHEMA_CACHE.clear()
+    _SCHEMA_CACHE[id(tools)] = (tools, out)
+    return out
+
+
 class RolloutWorld:
     """One rollout's world: records seeded from the situation, tool answers, faults, the person.
 
@@ -554,13 +596,12 @@ class RolloutWorld:
         self.user_temperature = (
             USER_TURN_TEMPERATURE if user_temperature is None else float(user_temperature)
         )
-        self._schemas: dict[str, dict[str, Any]] = {}
-        for t in tools:
-            fn = t.get("function", t) if isinstance(t, Mapping) else t
-            self._schemas[fn["name"]] = fn.get("parameters") or {}
+        self._schemas = _schemas_of(tools)
         self.tools = tools
-        self._fault_rng = random.Random(self.seed * 2 + 1)
-        self._user_rng = random.Random(self.seed * 2 + 2)
+        # Seeding a generator costs microseconds; most rollouts never draw a fault or ask the
+        # person anything, so each stream is made on first use (same seed, same draws).
+        self._fault_rng_: random.Random | None = None
+        self._user_rng_: random.Random | None = None
         self.steps: list[dict[str, Any]] = []
         self.fired: list[dict[str, Any]] = []
         self.user_turns = 1  # the opening ask
@@ -573,7 +614,40 @@ class RolloutWorld:
             cond = self.options.default_fault_mode
         self.fault_mode: str | None = None if cond in (None, "ok") else str(cond)
         self.world_state = self.dims.get("world_state", "exists")
-        self._seed_records()
+        self._records_ready = False
+
+    @property
+    def _fault_rng(self) -> random.Random:
+        if self._fault_rng_ is None:
+            self._fault_rng_ = FastRandom(self.seed * 2 + 1)
+        return self._fault_rng_
+
+    @property
+    def _user_rng(self) -> random.Random:
+        if self._user_rng_ is None:
+            self._user_rng_ = FastRandom(self.seed * 2 + 2)
+        return self._user_rng_
+
+    @property
+    def orders(self) -> dict[str, dict[str, Any]]:
+        """Order records by id, as they stand now (seeded on first use)."""
+        if not self._records_ready:
+            self._seed_records()
+        return self._orders
+
+    @property
+    def accounts(self) -> dict[str, dict[str, Any]]:
+        """Account records by email, as they stand now (seeded on first use)."""
+        if not self._records_ready:
+            self._seed_records()
+        return self._accounts
+
+    @property
+    def generic(self) -> dict[str, dict[str, Any]]:
+        """Records of a user's own tools, by the situation's identifying value."""
+        if not self._records_ready:
+            self._seed_records()
+        return self._generic_records
 
     # -- records -------------------------------------------------------------------------
 
@@ -591,9 +665,10 @@ class RolloutWorld:
 
     def _seed_records(self) -> None:
         e = self.entities
-        self.orders: dict[str, dict[str, Any]] = {}
-        self.accounts: dict[str, dict[str, Any]] = {}
-        self.generic: dict[str, dict[str, Any]] = {}
+        self._records_ready = True
+        self._orders: dict[str, dict[str, Any]] = {}
+        self._accounts: dict[str, dict[str, Any]] = {}
+        self._generic_records: dict[str, dict[str, Any]] = {}
         target, state = self.target, self.world_state
         email = e.get("email")
         if email:

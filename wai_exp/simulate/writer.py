@@ -17,7 +17,6 @@ the same situations.
 from __future__ import annotations
 
 import hashlib
-import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from wai_exp.simulate.spec import normalize_tools
 from wai_exp.simulate.world import (
     ID_ARG,
     SUPPORT_TOOLS,
+    FastRandom,
     WorldOptions,
     is_write_tool,
     resolve_world_options,
@@ -335,7 +335,7 @@ class TemplateWriter:
         self.system_prompt = system_prompt or ""
         self.rules = parse_rules(system_prompt)
         self._rule = _rule_ids(self.rules)
-        self._rng = random.Random(self.seed)
+        self._rng = FastRandom(self.seed)
         self._fns = {t["function"]["name"]: t["function"] for t in self.tools}
         self._support = {
             n
@@ -417,22 +417,30 @@ class TemplateWriter:
         if self.unique and not any(cells for t in self._buckets.values() for cells in t.values()):
             self._buckets = self._fresh_buckets()
             self.passes += 1
+        r = rng.random
         tiers = [t for t, by_ws in self._buckets.items() if any(by_ws.values())]
         hard = [t for t in tiers if t != "standard"]
-        if "standard" in tiers and (not hard or rng.random() >= self.hard_share):
+        if "standard" in tiers and (not hard or r() >= self.hard_share):
             tier = "standard"
         elif hard:
-            tier = hard[rng.randrange(len(hard))]
+            tier = hard[int(r() * len(hard))]
         else:
             tier = "standard"
         by_ws = self._buckets[tier]
         states = [ws for ws, cells in by_ws.items() if cells]
         weights = [self._ws_weight(ws) for ws in states]
-        if sum(weights) <= 0:
-            weights = [1.0] * len(states)
-        ws = rng.choices(states, weights=weights, k=1)[0]
+        total = sum(weights)
+        if total <= 0:
+            weights, total = [1.0] * len(states), float(len(states))
+        x = r() * total
+        ws = states[-1]
+        for state, wt in zip(states, weights, strict=True):
+            if x < wt:
+                ws = state
+                break
+            x -= wt
         cells = by_ws[ws]
-        i = rng.randrange(len(cells))
+        i = int(r() * len(cells))
         cell = cells[i]
         if self.unique:
             cells[i] = cells[-1]
@@ -460,35 +468,38 @@ class TemplateWriter:
     # -- entities ------------------------------------------------------------------------
 
     def _person(self) -> tuple[str, str, str]:
-        rng, o = self._rng, self.options
-        first = o.first_names[rng.randrange(len(o.first_names))]
-        last = o.last_names[rng.randrange(len(o.last_names))]
-        tail = "" if rng.random() < 0.6 else str(rng.randrange(2, 99))
-        email = f"{first.lower()}.{last.lower()}{tail}@{o.email_domain}".replace(" ", "").replace(
-            "'", ""
-        )
-        return first, f"{first} {last}", email
+        r, o = self._rng.random, self.options
+        first = o.first_names[int(r() * len(o.first_names))]
+        last = o.last_names[int(r() * len(o.last_names))]
+        tail = "" if r() < 0.6 else str(2 + int(r() * 97))
+        local = f"{first}.{last}{tail}".lower().replace(" ", "").replace("'", "")
+        return first, f"{first} {last}", f"{local}@{o.email_domain}"
 
     def _order_id(self) -> str:
         d = self.options.order_digits
-        return f"{self.options.order_prefix}{self._rng.randrange(10 ** (d - 1), 10**d)}"
+        lo = 10 ** (d - 1)
+        return f"{self.options.order_prefix}{lo + int(self._rng.random() * (10**d - lo))}"
 
     def _address(self) -> str:
-        rng, o = self._rng, self.options
-        return f"{rng.randrange(1, 400)} {o.streets[rng.randrange(len(o.streets))]} {o.street_kinds[rng.randrange(len(o.street_kinds))]}, {o.cities[rng.randrange(len(o.cities))]}"
+        r, o = self._rng.random, self.options
+        street = o.streets[int(r() * len(o.streets))]
+        kind = o.street_kinds[int(r() * len(o.street_kinds))]
+        return f"{1 + int(r() * 399)} {street} {kind}, {o.cities[int(r() * len(o.cities))]}"
 
     def _items(self) -> list[dict[str, Any]]:
-        rng, o = self._rng, self.options
+        r, o = self._rng.random, self.options
         lo, hi = o.price_range
-        n = rng.randint(1, o.max_items)
-        picks = rng.sample(range(len(o.products)), min(n, len(o.products)))
+        products = o.products
+        n = min(1 + int(r() * o.max_items), len(products))
+        picked: list[str] = []
+        while len(picked) < n:
+            p = products[int(r() * len(products))]
+            if p not in picked:
+                picked.append(p)
+        # Prices end in .99, like a shop's; int() + 0.99 needs no rounding for these sizes.
         return [
-            {
-                "product": o.products[i],
-                "qty": 1 if rng.random() < 0.8 else 2,
-                "price": round(int(rng.uniform(lo, hi)) + 0.99, 2),
-            }
-            for i in picks
+            {"product": p, "qty": 1 if r() < 0.8 else 2, "price": int(lo + r() * (hi - lo)) + 0.99}
+            for p in picked
         ]
 
     def _support_entities(self, tool: str, stance: str, ws: str) -> dict[str, Any]:

@@ -42,10 +42,12 @@ from typing import Any
 from wai_exp.simulate.dimensions import BEHAVIOURS
 from wai_exp.simulate.world import ID_ARG, READ_TOOLS, SUPPORT_TOOLS, is_write_tool
 
-#: Default chance of the right move at each decision. Calibrated (see the module's tests and
-#: ``experiments/bench/bench_writer.py``) so that under ``mode="rl"`` (fault_rate 0.8, k=8,
-#: hard_share 0.5) about half the asks have an 8-sample pass rate inside [0.2, 0.8].
-DEFAULT_SKILL = 0.85
+#: Default chance of the right move at each decision. Calibrated against the checklist
+#: (``outcome_check``) under ``mode="rl"`` (fault_rate 0.8, k=8, hard_share 0.5), 3 x 400
+#: asks: skill 0.85 put 56-60% of asks in the [0.2, 0.8] pass band, 0.88 53-55%, 0.9 46-51%
+#: (pass@1 0.73), 0.95 31-35%. 0.9 is the "about half" point; the test and
+#: ``experiments/bench/bench_writer.py`` re-measure it.
+DEFAULT_SKILL = 0.9
 #: Standard deviation, in logits, of the per-ask difficulty offset of each behaviour.
 DEFAULT_SPREAD = 1.5
 
@@ -183,7 +185,7 @@ def _result_problem(step: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _corrupt(value: str, rng: random.Random) -> str:
+def _corrupt(value: str, rng: SplitMix64) -> str:
     """A plausible mis-copy of an identifier: two digits swapped, or a letter changed."""
     digits = [i for i, c in enumerate(value) if c.isdigit()]
     if len(digits) >= 2:
@@ -198,6 +200,55 @@ def _corrupt(value: str, rng: random.Random) -> str:
         local, _, domain = value.partition("@")
         return f"{local.replace('.', '', 1) if '.' in local else local + 'x'}@{domain}"
     return value + ("x" if not value.endswith("x") else "y")
+
+
+_ADVERSARIAL_RE = re.compile("|".join(re.escape(c) for c in ADVERSARIAL_CUES))
+_MASK64 = (1 << 64) - 1
+
+
+class SplitMix64:
+    """A small seeded generator (SplitMix64) for the agent's few draws per rollout.
+
+    Seeding a Mersenne Twister costs more than the rest of a scripted rollout; this one is
+    seeded by assignment. Same seed, same draws; ``random()`` is in [0, 1) with 53 bits.
+    """
+
+    __slots__ = ("_state",)
+
+    def __init__(self, seed: int) -> None:
+        self._state = seed & _MASK64
+
+    def _next(self) -> int:
+        self._state = z = (self._state + 0x9E3779B97F4A7C15) & _MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        return z ^ (z >> 31)
+
+    def random(self) -> float:
+        return (self._next() >> 11) * (1.0 / 9007199254740992.0)
+
+    def randrange(self, start: int, stop: int | None = None) -> int:
+        if stop is None:
+            return int(self.random() * start)
+        return start + int(self.random() * (stop - start))
+
+
+_CALL_ID_KW: dict[type, bool] = {}
+
+
+def _takes_call_id(world: Any) -> bool:
+    """Whether ``world.execute`` accepts ``call_id=`` (ours does; a user's may not).
+    Cached per world class: ``inspect.signature`` costs more than a whole rollout."""
+    cls = type(world)
+    hit = _CALL_ID_KW.get(cls)
+    if hit is None:
+        execute = getattr(world, "execute", None)
+        try:
+            hit = execute is not None and "call_id" in inspect.signature(execute).parameters
+        except (TypeError, ValueError):
+            hit = False
+        _CALL_ID_KW[cls] = hit
+    return hit
 
 
 class _UserLeft(Exception):
@@ -217,7 +268,7 @@ class _Run:
         world: Any,
         tools: Sequence[Mapping[str, Any]],
         probs: dict[str, float],
-        rng: random.Random,
+        rng: SplitMix64,
     ) -> None:
         self.prompt = prompt
         self.world = world
@@ -235,13 +286,7 @@ class _Run:
         # Set once the agent invents a record or repeats a done action: from then on it keeps
         # to its story whatever the tools answer.
         self.mistaken = False
-        execute = getattr(world, "execute", None)
-        self._call_id_kw = False
-        if execute is not None:
-            try:
-                self._call_id_kw = "call_id" in inspect.signature(execute).parameters
-            except (TypeError, ValueError):
-                self._call_id_kw = False
+        self._call_id_kw = _takes_call_id(world)
 
     def draw(self, behaviour: str) -> bool:
         return self.rng.random() < self.probs[behaviour]
@@ -347,6 +392,7 @@ class ScriptedAgent:
             raise ValueError(f"spread must be >= 0 (logits), got {spread}")
         self.spread = float(spread)
         self.model_version = model_version
+        self._prob_cache: dict[str, dict[str, float]] = {}
 
     def __repr__(self) -> str:
         return f"ScriptedAgent(skills={self.skills}, spread={self.spread}, model_version={self.model_version!r})"
@@ -356,12 +402,18 @@ class ScriptedAgent:
         difficulty offset (a skill of exactly 0 or 1 is never moved)."""
         if self.spread == 0:
             return dict(self.skills)
+        hit = self._prob_cache.get(prompt)
+        if hit is not None:
+            return dict(hit)
         offsets = _ask_offsets(prompt, self.spread)
         out = {}
         for b, off in zip(BEHAVIOURS, offsets, strict=True):
             p = self.skills[b]
             out[b] = p if p <= 0.0 or p >= 1.0 else 1.0 / (1.0 + math.exp(-(_logit(p) + off)))
-        return out
+        if len(self._prob_cache) > 8192:  # the k repeats of an ask come close together
+            self._prob_cache.clear()
+        self._prob_cache[prompt] = out
+        return dict(out)
 
     @staticmethod
     def _seed(prompt: str, world: Any) -> int:
@@ -395,7 +447,7 @@ class ScriptedAgent:
             tools = getattr(world, "tools", None) or []
         seed = self._seed(prompt, world)
         # Its own stream, apart from the world's fault and user draws on the same seed.
-        rng = random.Random((seed * 0x9E3779B1 + 0x7F4A7C15) & 0xFFFFFFFFFFFF)
+        rng = SplitMix64(seed * 0x9E3779B1 + 0x7F4A7C15)
         r = _Run(prompt, world, tools, self.probabilities(prompt), rng)
         try:
             self._flow(r)
@@ -425,7 +477,7 @@ class ScriptedAgent:
             r.final(
                 "I'm sorry, I can't help with that here: none of the tools I have covers it. A colleague at support can take it from here."
             )
-        if any(cue in low for cue in ADVERSARIAL_CUES) and r.draw("decline"):
+        if _ADVERSARIAL_RE.search(low) and r.draw("decline"):
             r.final(
                 "I'm sorry, but I can't help with that. I can only look up or change orders and accounts "
                 "that belong to you, and I can't set that rule aside. If you are the account holder, "
@@ -823,7 +875,7 @@ class ScriptedAgent:
         return value
 
     @staticmethod
-    def _guess(arg: str, schema: Mapping[str, Any], rng: random.Random) -> Any:
+    def _guess(arg: str, schema: Mapping[str, Any], rng: SplitMix64) -> Any:
         typ = schema.get("type")
         if typ in ("number", "integer"):
             return rng.randrange(1, 100)
