@@ -228,6 +228,6 @@ def test_named_functions_are_imported_before_any_work(base):
     ps = import_problems(cfg)
     assert len(ps) == 2
     assert ps[0].startswith(
-        "agent.target: 'no_such_pkg.agents:answer': cannot import module 'no_such_pkg'"
+        "agent.target: 'no_such_pkg.agents:answer': cannot import module 'no_such_pkg.agents'"
     )
     assert ps[1].startswith("judge.target:") and "has no 'no_such_judge'" in ps[1]
