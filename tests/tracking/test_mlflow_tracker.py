@@ -330,3 +330,28 @@ def test_no_pandas_means_no_dataset_input_not_a_crash(graded_rows, monkeypatch, 
     with caplog.at_level(logging.DEBUG, logger="wai_exp.tracking.mlflow_tracker"):
         assert rows_dataset(graded_rows, name="grade-rows", source=None) is None
     assert "need pandas" in caplog.text
+
+
+def test_a_dead_tracking_server_fails_fast_with_the_fix(tmp_path):
+    import socket
+
+    from wai_exp.tracking.mlflow_tracker import TrackingError
+
+    with socket.socket() as sock:  # a port nothing listens on once the socket closes
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    tracker = make_tracker({"uri": f"http://127.0.0.1:{port}"}, tmp_path)
+    with pytest.raises(TrackingError, match="tracking=mlflow"):
+        tracker.start({}, [], tmp_path, None, "h")
+    assert tracker.run_id is None
+
+
+def test_a_deleted_experiment_is_reported_not_recreated(start_dir, tmp_path):
+    from wai_exp.tracking.mlflow_tracker import TrackingError
+
+    client = _client(start_dir)
+    exp_id = client.create_experiment("gone")
+    client.delete_experiment(exp_id)
+    tracker = make_tracker({"experiment": "gone"}, start_dir)
+    with pytest.raises(TrackingError, match="restore"):
+        tracker.start({}, [], tmp_path, None, "h")

@@ -114,17 +114,45 @@ def store_lock(uri: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def check_server(uri: str, timeout: float = 5.0) -> None:
+    """Fail fast when nothing answers at an ``http(s)://`` tracking URI.
+
+    MLflow's own client retries a dead server with backoff for minutes; one GET of
+    ``/health`` with a short timeout turns that into an immediate, actionable error. Any HTTP
+    answer (even 401/404 from a proxy) counts as alive. Raises :class:`TrackingError`.
+    """
+    import urllib.error
+    import urllib.request
+
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return
+    except urllib.error.HTTPError:
+        return  # something answered; let MLflow report what it thinks of us
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise TrackingError(
+            f"no MLflow tracking server answers at {uri} ({reason}). Start one "
+            f"(`mlflow server --backend-store-uri sqlite:///$PWD/mlflow.db --port 5000`), fix "
+            "tracking.uri, or use tracking=mlflow for the embedded SQLite store"
+        ) from e
+
+
 def prepare_store(uri: str, experiment: str) -> str:
     """Create the store's schema and the experiment if needed; return the experiment id.
 
     Runs under :func:`store_lock`, once per process per ``(uri, experiment)``. A new
     experiment on SQLite gets ``artifact_location`` = ``<db folder>/mlartifacts``. Raises
     :class:`TrackingError` when the experiment exists but is deleted (restore it or pick
-    another ``tracking.experiment``) or the store cannot be opened.
+    another ``tracking.experiment``), the store cannot be opened, or no server answers at an
+    ``http(s)`` URI.
     """
     key = (uri, experiment)
     if key in _prepared:
         return _prepared[key]
+    if uri.startswith(("http://", "https://")):
+        check_server(uri)
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
