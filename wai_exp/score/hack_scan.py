@@ -31,7 +31,7 @@ import numpy as np
 
 from wai_exp.rows.keys import task_key
 from wai_exp.score.hygiene import normalized_reply, row_signature
-from wai_exp.score.trim import no_gc, numeric_reward
+from wai_exp.score.trim import numeric_reward, without_gc
 
 #: Default false-positive rate of the floor: tau is the 1 - ALPHA quantile of the null max |rho|.
 ALPHA = 0.05
@@ -235,6 +235,7 @@ def _null_max(
     return np.abs(num)
 
 
+@without_gc
 def hack_scan(
     rows: Sequence[dict[str, Any]],
     endorsed: Sequence[str] = (),
@@ -274,37 +275,6 @@ def hack_scan(
     ``decoys_above_floor`` and ``warnings``. Never raises on data; raises ``ValueError`` for
     parameters out of range.
     """
-    with no_gc():
-        return _hack_scan(
-            rows,
-            endorsed,
-            features,
-            auto,
-            top_k,
-            n_perm,
-            min_obs,
-            seeds,
-            reward,
-            seed,
-            top_features,
-            alpha,
-        )
-
-
-def _hack_scan(
-    rows: Sequence[dict[str, Any]],
-    endorsed: Sequence[str],
-    features: Mapping[str, Callable[[dict[str, Any]], float | None]] | None,
-    auto: bool,
-    top_k: int,
-    n_perm: int,
-    min_obs: int,
-    seeds: int,
-    reward: str,
-    seed: int,
-    top_features: int | None,
-    alpha: float,
-) -> dict[str, Any]:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1) (got {alpha!r}); the default is {ALPHA}.")
     if n_perm < 1 or top_k < 1 or min_obs < 1 or seeds < 0:
@@ -444,6 +414,7 @@ def _hack_scan(
         for name, fn in hand.items():
             try:
                 v = fn(row)
+                v = None if v is None else float(v)
             except Exception as exc:  # a broken hand feature must not sink the scan
                 v = None
                 if name not in broken:
@@ -452,7 +423,7 @@ def _hack_scan(
                         f"feature {name!r} raised {type(exc).__name__}: treated as missing"
                     )
             if v is not None:
-                feats[name] = float(v)
+                feats[name] = v
         feat_rows.append(feats)
     names = sorted({name for f in feat_rows for name in f})
     n = len(mixed_rows)

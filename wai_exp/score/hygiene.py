@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.trim import numeric_reward
+from wai_exp.score.trim import numeric_reward, without_gc
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-_.@][a-z0-9]+)*")
 
@@ -42,6 +42,7 @@ def row_signature(row: dict[str, Any]) -> str:
     return str(behavior_signature(row))
 
 
+@without_gc
 def dedupe_groups(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Drop repeat trajectories within one ask, keeping the first of each
     (behavior signature, normalized reply) pair.

@@ -19,7 +19,14 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.trim import DEFAULT_BAND, check_band, group_stats, numeric_reward, unanimous_mask
+from wai_exp.score.trim import (
+    DEFAULT_BAND,
+    check_band,
+    group_stats,
+    numeric_reward,
+    unanimous_mask,
+    without_gc,
+)
 
 
 def _has_tool_call(row: dict[str, Any]) -> bool:
@@ -51,6 +58,7 @@ def is_incomplete_junk(row: dict[str, Any], has_tools: bool = True) -> str | Non
     return None
 
 
+@without_gc
 def filter_rl_rows(
     rows: Sequence[dict[str, Any]], has_tools: bool = True
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:

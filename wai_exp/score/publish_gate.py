@@ -24,6 +24,7 @@ from wai_exp.score.trim import (
     check_band,
     group_stats,
     put_calibration,
+    without_gc,
 )
 
 
@@ -115,6 +116,7 @@ def _pass_at_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+@without_gc
 def calibrate(
     rows: Sequence[dict[str, Any]],
     policy: Any = None,
@@ -228,6 +230,7 @@ def _rows_mode(rows: Sequence[dict[str, Any]]) -> str | None:
     return modes.most_common(1)[0][0] if modes else None
 
 
+@without_gc
 def publish_gate(
     rows: Sequence[dict[str, Any]],
     mode: str | None = None,

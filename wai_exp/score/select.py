@@ -27,6 +27,7 @@ from wai_exp.score.trim import (
     put_calibration,
     trim_out_of_band,
     trim_unanimous_groups,
+    without_gc,
 )
 
 TRUNCATED_MODES = ("drop", "keep", "penalize")
@@ -114,6 +115,7 @@ def _check_target(target: int) -> None:
         )
 
 
+@without_gc
 def select_for_rl(
     rows: Sequence[dict[str, Any]],
     target: int = 1000,
@@ -400,6 +402,7 @@ def select_for_rl(
     return selected, report
 
 
+@without_gc
 def select_for_sft(
     rows: Sequence[dict[str, Any]],
     target: int = 1000,

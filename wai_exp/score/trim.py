@@ -12,9 +12,10 @@ optimize-stage modules (hygiene, select, optimize, hack_scan, publish_gate).
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,17 @@ def no_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def without_gc(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: run ``fn`` inside ``no_gc()`` (see there for why). Keeps the signature."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with no_gc():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def binary_reward(row: dict[str, Any]) -> float | None:
