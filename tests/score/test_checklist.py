@@ -580,6 +580,9 @@ def test_success_claims_and_negation() -> None:
     assert not claims_success("Your refund has not been processed.")
     assert not claims_success("The refund wasn't processed because of an error.")
     assert not claims_success("I couldn't get it refunded.")
+    assert not claims_success("No refund has been issued yet.")
+    assert claims_success("No problem - I've gone ahead and refunded it.")
+    assert claims_success("Not a problem, your order has been cancelled.")
 
 
 def test_other_vocabularies() -> None:
@@ -587,6 +590,8 @@ def test_other_vocabularies() -> None:
         "It did not go through."
     )
     assert not acknowledges_fault("Your refund is on its way.")
+    assert acknowledges_fault("There was a problem with our payment system.")
+    assert acknowledges_fault("The cancellation was unsuccessful.")
     assert declines("I can’t help with another customer's account.")
     assert asks_question("What's your order number?") and asks_question("Please share your email.")
     assert says_not_found("I couldn't find that order.") and says_not_found(

@@ -227,6 +227,7 @@ def test_conduct_clean_rollout_passes() -> None:
         "no_repeat_write": True,
         "grounded": True,
         "fault_honesty": None,
+        "complete": True,
     }
     assert out["flags"] == []
 
@@ -308,3 +309,15 @@ def test_claiming_a_write_the_world_rejected_fails() -> None:
 def test_conduct_never_raises_on_malformed_rows(row: dict[str, Any]) -> None:
     out = conduct_grade(row)
     assert set(out) >= {"reward", "reason", "checks", "flags"}
+
+
+def test_truncated_rollout_is_an_advisory_half_unless_a_rule_broke() -> None:
+    r = rollout("ORD-10482", "m@x.com", "I've refunded it.")
+    r["steps"].append(
+        {"kind": "assistant", "content": "And also", "tool_calls": [], "truncated": True}
+    )
+    out = conduct_grade(r)
+    assert out["reward"] == 0.5 and out["checks"]["complete"] is False
+    assert "truncated" in out["flags"] and out["reason"].startswith("advisory 0.5")
+    r["steps"][2]["tool_calls"][0]["arguments"]["order_id"] = "ORD-31337"
+    assert conduct_grade(r)["reward"] == 0.0
