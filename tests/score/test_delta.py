@@ -317,3 +317,28 @@ def test_unequal_k_warning_is_printed_once_beside_the_sizing_line() -> None:
     at = next(i for i, line in enumerate(lines) if line.startswith("sizing:"))
     assert "unequal k" in lines[at + 1]
     assert sum("unequal k" in line for line in lines) == 1
+
+
+def test_marker_on_a_subset_of_tasks_gets_its_own_interval() -> None:
+    from wai_exp.score.resample import paired_bootstrap
+
+    before = arm(300, 4, 0.5, 45, markers={"m": 0.5})
+    after = arm(300, 4, 0.5, 46, markers={"m": 0.6})
+    for r in before + after:  # the marker only exists on the first 100 tasks
+        if int(r["scenario_id"][1:]) >= 100:
+            r.pop("markers")
+    rep = delta_report(before, after)
+    m = rep["metrics"]["m"]
+    assert m["n_paired"] == 100 and rep["metrics"]["pass_at_1"]["n_paired"] == 300
+
+    def per_task(rows: list[dict]) -> np.ndarray:
+        out = np.zeros(100)
+        for r in rows:
+            if "markers" in r:
+                out[int(r["scenario_id"][1:])] += r["markers"]["m"] / 4
+        return out
+
+    ref = paired_bootstrap(per_task(before), per_task(after), n_resamples=4000, seed=1)
+    assert m["delta"] == pytest.approx(ref.estimate)
+    width, ref_width = m["ci95"][1] - m["ci95"][0], ref.interval.high - ref.interval.low
+    assert width == pytest.approx(ref_width, rel=0.15)

@@ -84,36 +84,55 @@ def _lineage(row: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 class _Side:
-    """One arm read once: task keys, eval runs, and a (rows x metrics) value matrix."""
+    """One arm read once: task keys, rewards, marker dicts and eval runs per row.
 
-    def __init__(self, rows: list[Mapping[str, Any]], metrics: list[str]) -> None:
+    ``build(metrics)`` then turns them into the (rows x metrics) value matrix (NaN = the
+    row has no value for that metric).
+    """
+
+    def __init__(self, rows: list[Mapping[str, Any]]) -> None:
         self.rows = rows
         n = len(rows)
-        self.keys: list[str] = [task_key(r) for r in rows]
-        names = [m for m in metrics if m != PASS_AT_1]
-        none_row = [None] * len(names)
-        raw: list[list[Any]] = []
+        keys: list[str] = []
         rewards = np.full(n, np.nan)
+        mks: list[Mapping[str, Any] | None] = []
         runs: list[Any] = []
         for i, row in enumerate(rows):  # the one per-row pass
-            r = binary_reward(row)
-            if r is not None:
-                rewards[i] = r
+            sid = row.get("scenario_id")
+            keys.append(sid if type(sid) is str and sid else task_key(row))
+            # fast path for the common graded row; anything unusual goes through the rule
+            v, st = row.get("reward"), row.get("judge_status")
+            if (st is None or st == "ok") and type(v) in (int, float) and v in (0, 1):
+                rewards[i] = v
+            else:
+                r = binary_reward(row)
+                if r is not None:
+                    rewards[i] = r
             mk = row.get("markers")
-            ok = type(mk) is dict or isinstance(mk, Mapping)
-            raw.append([mk.get(m) for m in names] if ok else none_row)
+            mks.append(mk if mk and (type(mk) is dict or isinstance(mk, Mapping)) else None)
             runs.append(_lineage(row).get("eval_run"))
-        vals = np.full((n, len(metrics)), np.nan)
-        if PASS_AT_1 in metrics:
-            vals[:, metrics.index(PASS_AT_1)] = rewards
-        if names and n:
-            cols = [j for j, m in enumerate(metrics) if m != PASS_AT_1]
-            vals[:, cols] = _marker_matrix(rows, raw, names)
-        self.values = vals
-        self.runs = runs
+        self.keys, self.rewards, self.mks, self.runs = keys, rewards, mks, runs
         labelled = sorted({r for r in runs if r is not None}, key=str)
         self.run_labels = labelled
         self.n_runs = max(len(labelled), 1)
+        self.values = np.zeros((n, 0))
+
+    def marker_names(self) -> set[str]:
+        names: set[Any] = set().union(*(m for m in self.mks if m is not None))
+        return {str(k) for k in names}
+
+    def build(self, metrics: list[str]) -> None:
+        n = len(self.rows)
+        vals = np.full((n, len(metrics)), np.nan)
+        if PASS_AT_1 in metrics:
+            vals[:, metrics.index(PASS_AT_1)] = self.rewards
+        names = [m for m in metrics if m != PASS_AT_1]
+        if names and n:
+            none_row = [None] * len(names)
+            raw = [[mk.get(m) for m in names] if mk is not None else none_row for mk in self.mks]
+            cols = [j for j, m in enumerate(metrics) if m != PASS_AT_1]
+            vals[:, cols] = _marker_matrix(self.rows, raw, names)
+        self.values = vals
 
 
 def _marker_matrix(
@@ -136,15 +155,6 @@ def _marker_matrix(
 def _mv(row: Mapping[str, Any], name: str) -> float:
     v = marker_value(row, name)
     return math.nan if v is None else v
-
-
-def _markers_on(rows: Sequence[Mapping[str, Any]]) -> set[str]:
-    names: set[Any] = set()
-    for row in rows:
-        markers = row.get("markers")
-        if markers and (type(markers) is dict or isinstance(markers, Mapping)):
-            names.update(markers)
-    return {str(k) for k in names}
 
 
 def _task_means(
@@ -205,9 +215,14 @@ def _shared_bootstrap(
         return cis, pvals
     rng = as_generator(seed)
     alpha = 1.0 - level
-    p = present.astype(float)
+    # Only distinct presence patterns need their own denominator; a metric on every paired
+    # task has den = n_tasks in every resample, so the common case costs no extra product.
+    patterns, which = np.unique(present, axis=1, return_inverse=True)
+    which = np.asarray(which).reshape(-1)
+    partial = ~patterns.all(axis=0)
+    p = patterns[:, partial].astype(float)
     num = np.empty((n_boot, n_metrics))
-    den = np.empty((n_boot, n_metrics))
+    den = np.full((n_boot, patterns.shape[1]), float(n_tasks))
     step = max(1, min(n_boot, _BLOCK_ELEMENTS // n_tasks))
     for start in range(0, n_boot, step):
         stop = min(start + step, n_boot)
@@ -217,9 +232,10 @@ def _shared_bootstrap(
         w = np.bincount(idx.ravel(), minlength=rows_ * n_tasks).reshape(rows_, n_tasks)
         w = w.astype(float)
         num[start:stop] = w @ diffs
-        den[start:stop] = w @ p
+        if p.shape[1]:
+            den[start:stop, partial] = w @ p
     with np.errstate(invalid="ignore", divide="ignore"):
-        dist = num / den
+        dist = num / den[:, which]
     observed = diffs.sum(axis=0)
     tol = 1e-9 * np.maximum(1.0, np.abs(diffs).sum(axis=0))
     hits = np.zeros(n_metrics, dtype=np.int64)
@@ -258,9 +274,8 @@ def _two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float | None:
     return math.erfc(abs(z) / math.sqrt(2))
 
 
-def _writer(row: Mapping[str, Any]) -> str:
-    w = row.get("writer_model")
-    w = "" if w is None else str(w)
+def _writer(value: Any) -> str:
+    w = "" if value is None else str(value)
     # Situations nobody's model wrote compare as one writer: nothing there moves with weights.
     if w.lower() in _NON_MODEL_WRITERS or w.lower().startswith(("template", "seeds")):
         return "template"
@@ -367,7 +382,12 @@ def delta_report(
     target_name = _metric_name(target) if target is not None else PASS_AT_1
     proxy_name = _metric_name(proxy) if proxy is not None else None
     guard_names = [_metric_name(m) for m in must_not_regress]
-    shared_markers = _markers_on(b_rows) & _markers_on(a_rows)
+    # ---- balance rollouts (before reading values) ---------------------------------------
+    balanced = None
+    if balance_rollouts:
+        b_rows, a_rows, balanced = _balance(b_rows, a_rows, seed)
+    sb, sa = _Side(b_rows), _Side(a_rows)
+    shared_markers = sb.marker_names() & sa.marker_names()
     if markers is None:
         marker_list = sorted(shared_markers)
     else:
@@ -384,12 +404,8 @@ def delta_report(
     ]
     metrics = [PASS_AT_1] + [m for m in dict.fromkeys(marker_list + extra) if m != PASS_AT_1]
 
-    # ---- balance rollouts (before reading values) ---------------------------------------
-    balanced = None
-    if balance_rollouts:
-        b_rows, a_rows, balanced = _balance(b_rows, a_rows, seed)
-
-    sb, sa = _Side(b_rows, metrics), _Side(a_rows, metrics)
+    sb.build(metrics)
+    sa.build(metrics)
     all_keys = np.array(sb.keys + sa.keys, dtype=object).astype(str)
     uniq, inv = np.unique(all_keys, return_inverse=True)
     n_tasks = uniq.size
@@ -590,8 +606,8 @@ def delta_report(
         not_comparable.append(answered["not_comparable"])
 
     writers = {
-        "before": sorted({_writer(r) for r in b_rows}),
-        "after": sorted({_writer(r) for r in a_rows}),
+        "before": sorted({_writer(w) for w in {r.get("writer_model") for r in b_rows}}),
+        "after": sorted({_writer(w) for w in {r.get("writer_model") for r in a_rows}}),
     }
     same_writer = writers["before"] == writers["after"]
     if n_unpaired and paired_share < SITUATIONS_MIN_PAIRED_SHARE:
