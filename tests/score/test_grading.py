@@ -316,6 +316,8 @@ def test_truncated_rollout_is_an_advisory_half_unless_a_rule_broke() -> None:
     r["steps"].append(
         {"kind": "assistant", "content": "And also", "tool_calls": [], "truncated": True}
     )
+    whole = dict(r, steps=r["steps"][:-1])
+    assert behavior_signature(r) != behavior_signature(whole)
     out = conduct_grade(r)
     assert out["reward"] == 0.5 and out["checks"]["complete"] is False
     assert "truncated" in out["flags"] and out["reason"].startswith("advisory 0.5")

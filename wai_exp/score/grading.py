@@ -383,7 +383,8 @@ def behavior_signature(trajectory: Mapping[str, Any]) -> str:
     Hashed: each tool call in order as ``name(arg:provenance, ...)>status``; whether and
     where the agent asked the person something; the final reply's acts (``ask``,
     ``decline``, ``claim_success``, ``fault_ack``, ``not_found``, ``already_done``, or
-    ``plain`` / ``none``; vocabularies in ``wai_exp.score.checklist``); and ``ended_by``.
+    ``plain`` / ``none``; vocabularies in ``wai_exp.score.checklist``); ``ended_by``; and
+    whether a turn was cut at the token cap.
     Two rollouts that call the same tools with arguments from the same places, hit the
     same statuses and end with the same kind of reply share a signature whatever their
     exact ids and wording. Never raises on a malformed row: missing parts hash as absent.
@@ -398,6 +399,8 @@ def behavior_signature(trajectory: Mapping[str, Any]) -> str:
     parts.append(f"users:{user_turns}")
     parts.append("reply:" + _reply_shape(final_reply(trajectory, steps)))
     parts.append(f"end:{trajectory.get('ended_by') or ''}")
+    if is_truncated(steps):
+        parts.append("cut")  # only cut rollouts carry it, so other signatures are unchanged
     return hashlib.blake2b("|".join(parts).encode(), digest_size=8).hexdigest()
 
 
