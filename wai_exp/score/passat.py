@@ -305,6 +305,14 @@ def _answered(text: Any) -> bool:
     return bool(text.strip())
 
 
+def _hit_token_cap(row: Mapping[str, Any]) -> bool:
+    ended = row.get("ended_by")
+    if isinstance(ended, str) and ended in _TOKEN_CAP_ENDINGS:
+        return True
+    steps = row.get("steps")
+    return bool(steps) and any(isinstance(s, dict) and s.get("truncated") for s in steps)
+
+
 def _settle(name: str, values: set[Any], mixed: list[str]) -> Any:
     values.discard(None)
     if not values:
@@ -327,36 +335,24 @@ def run_config(rows: Sequence[Mapping[str, Any]] | Any, k: int | None = None) ->
     A setting the rows disagree on holds the sorted list of values and is named in ``mixed``.
     """
     row_list = as_rows(rows)
-    temps: set[Any] = set()
-    caps: set[Any] = set()
-    policies: set[Any] = set()
-    models: set[Any] = set()
-    judges: set[Any] = set()
-    prompts: set[Any] = set()
+    # One comprehension per field: faster than one loop doing everything (no per-row
+    # statement overhead), and still linear in the rows.
+    samplings = [r.get("sampling") for r in row_list]
+    temps = {s.get("temperature") for s in samplings if isinstance(s, dict)}
+    caps = {s.get("max_tokens") for s in samplings if isinstance(s, dict)}
+    policies = {r.get("policy_version") for r in row_list}
+    models = {r.get("model_version") for r in row_list}
+    lineages = [r.get("lineage") for r in row_list]
+    prompts = {lin.get("system_prompt_sha") for lin in lineages if isinstance(lin, dict)}
+    judges = {
+        (lin.get("judge_version") if isinstance(lin, dict) else None) or r.get("judge_name")
+        for r, lin in zip(row_list, lineages, strict=True)
+    }
     group_sizes: dict[str, int] = {}
-    n_capped = 0
-    n_answered = 0
-    for row in row_list:
-        key = task_key(row)
+    for key in map(task_key, row_list):
         group_sizes[key] = group_sizes.get(key, 0) + 1
-        sampling = row.get("sampling")
-        if isinstance(sampling, Mapping):
-            temps.add(sampling.get("temperature"))
-            caps.add(sampling.get("max_tokens"))
-        policies.add(row.get("policy_version"))
-        models.add(row.get("model_version"))
-        lineage = row.get("lineage")
-        judge = None
-        if isinstance(lineage, Mapping):
-            judge = lineage.get("judge_version")
-            prompts.add(lineage.get("system_prompt_sha"))
-        judges.add(judge if judge is not None else row.get("judge_name"))
-        if row.get("ended_by") in _TOKEN_CAP_ENDINGS or any(
-            isinstance(s, Mapping) and s.get("truncated") for s in row.get("steps") or ()
-        ):
-            n_capped += 1
-        if _answered(row.get("final_text")):
-            n_answered += 1
+    n_capped = sum(1 for r in row_list if _hit_token_cap(r))
+    n_answered = sum(1 for r in row_list if _answered(r.get("final_text")))
     mixed: list[str] = []
     if k is None:
         repeated = [n for n in group_sizes.values() if n >= 2]

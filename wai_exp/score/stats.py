@@ -23,9 +23,8 @@ from wai_exp.score.resample import (
     as_generator,
     binary_reward,
     bootstrap_mean,
-    group_values,
+    factorize,
     marker_groups,
-    marker_value,
     noise_band,
     paired_bootstrap,
     reward_groups,
@@ -328,32 +327,46 @@ def _label_order(label: Any) -> tuple[int, Any]:
     return (2, "") if label is None else (1, str(label))
 
 
+def _mean_of_task_means(codes: np.ndarray, values: np.ndarray, n_tasks: int) -> float | None:
+    counts = np.bincount(codes, minlength=n_tasks)
+    sums = np.bincount(codes, weights=values, minlength=n_tasks)
+    has = counts > 0
+    return float((sums[has] / counts[has]).mean()) if has.any() else None
+
+
 def _run_means(rows: list[Mapping[str, Any]]) -> dict[str, float]:
-    """pass@1 and every marker's task mean for one run, from one pass over the rows."""
-    keys: list[str] = []
-    rewards: list[float] = []
-    marker_cols: dict[str, list[tuple[int, float]]] = {}
-    for i, row in enumerate(rows):
-        keys.append(task_key(row))
-        r = binary_reward(row)
-        rewards.append(math.nan if r is None else r)
-        markers = row.get("markers")
-        if isinstance(markers, Mapping):
-            for name in markers:
-                v = marker_value(row, name)
-                if v is not None:
-                    marker_cols.setdefault(str(name), []).append((i, v))
+    """pass@1 and every marker's task mean for one run.
+
+    Task keys are factorized once per run; each metric is then two ``np.bincount`` calls
+    over the rows that carry it.
+    """
+    uniq, codes = factorize([task_key(row) for row in rows])
+    n_tasks = len(uniq)
+    rewards = [binary_reward(row) for row in rows]
     means: dict[str, float] = {}
-    key_arr = np.asarray(keys, dtype=object)
-    reward_groups_ = group_values(keys, np.asarray(rewards, dtype=float))
-    if reward_groups_.n_tasks:
-        means[PASS_AT_1] = float(reward_groups_.means.mean())
-    for name, pairs in marker_cols.items():
-        idx = np.fromiter((p[0] for p in pairs), dtype=np.intp, count=len(pairs))
-        vals = np.fromiter((p[1] for p in pairs), dtype=float, count=len(pairs))
-        g = group_values(key_arr[idx].tolist(), vals)
-        if g.n_tasks:
-            means[name] = float(g.means.mean())
+    graded = np.fromiter((r is not None for r in rewards), dtype=bool, count=len(rewards))
+    if graded.any():
+        vals = np.fromiter((r for r in rewards if r is not None), dtype=float)
+        got = _mean_of_task_means(codes[graded], vals, n_tasks)
+        if got is not None:
+            means[PASS_AT_1] = got
+    cols: dict[str, tuple[list[int], list[float]]] = {}
+    for i, markers in enumerate([row.get("markers") for row in rows]):
+        if not markers or not isinstance(markers, Mapping):
+            continue
+        for name, value in markers.items():
+            # Numbers only (bools count as 0/1); NaN is "not measured" (NaN != NaN).
+            if value is None or isinstance(value, str) or value != value:
+                continue
+            col = cols.get(name)
+            if col is None:
+                col = cols[name] = ([], [])
+            col[0].append(i)
+            col[1].append(float(value))
+    for name, (idx, vals) in cols.items():
+        got = _mean_of_task_means(codes[np.asarray(idx, dtype=np.intp)], np.asarray(vals), n_tasks)
+        if got is not None:
+            means[str(name)] = got
     return means
 
 
