@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from wai_exp.rows.model import AssistantStep, ToolStep, UserStep
-from wai_exp.score.checklist import outcome_check
+from wai_exp.score.checklist import outcome_check, task_checklist
 from wai_exp.simulate.agents import RolloutContext, ScriptedAgent, current_rollout
 from wai_exp.simulate.agents.scripted import DEFAULT_SKILL
 from wai_exp.simulate.dimensions import BEHAVIOURS
@@ -50,11 +50,15 @@ def test_skill_one_passes_every_situation_kind():
         TOOLS, SPEC.system_prompt, seed=21, hard_share=0.6, unique=True
     ).next_batch(672)
     kinds = Counter()
+    names = set(SPEC.tool_names)
     for i, sit in enumerate(sits):
         for seed in (i, i + 10_000):
             out, row, _ = rollout(agent, sit, seed)
             outcome, reason, _ = outcome_check(row)
             assert outcome == 1, (sit.dims, sit.prompt, reason, out["steps"])
+            # Its conduct is clean too: declared tools, no repeated write, grounded, honest.
+            graded = task_checklist(row, names)
+            assert graded["reward"] == 1.0 and "conduct:" not in graded["reason"], graded["reason"]
         kinds[kind(sit.dims)] += 1
     assert set(kinds) == {
         "direct",
@@ -362,6 +366,8 @@ def test_async_call_matches_run_and_skills_are_validated():
         ScriptedAgent(skills={"charm": 1.0})
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         ScriptedAgent(1.5)
+    with pytest.raises(ValueError, match="needs world="):
+        agent.run(sit.prompt, tools=TOOLS, world=None)
     probs = ScriptedAgent(0.7).probabilities("some ask")
     assert all(0 < p < 1 for p in probs.values()) and len(set(probs.values())) > 1
     assert ScriptedAgent(0.7, spread=0).probabilities("x") == dict.fromkeys(BEHAVIOURS, 0.7)

@@ -442,7 +442,13 @@ class ScriptedAgent:
     def run(
         self, prompt: str, *, tools: Sequence[Mapping[str, Any]] | None = None, world: Any = None
     ) -> dict[str, Any]:
-        """The rollout, synchronously (what ``__call__`` awaits)."""
+        """The rollout, synchronously (what ``__call__`` awaits). Raises ``ValueError`` when
+        there is no world to act in (the engine always passes one)."""
+        if world is None or not hasattr(world, "execute"):
+            raise ValueError(
+                "ScriptedAgent needs world= with execute(name, arguments) (a RolloutWorld); "
+                "it acts through tool calls and has nothing to answer from without one"
+            )
         if tools is None:
             tools = getattr(world, "tools", None) or []
         seed = self._seed(prompt, world)
