@@ -524,8 +524,9 @@ def delta_report(
         target_verdict = "no_change_detected"
     if unreplicated and tv in ("improved", "regressed"):
         warnings.append(
-            f"{target_name} moved on one evaluation per side with no re-run floor: one "
-            "evaluation is a draw, not a distribution. Evaluate each arm with runs=3 "
+            f"{target_name} moved, but with {sb.n_runs} evaluation run(s) before and "
+            f"{sa.n_runs} after and no run_std there is no re-run floor: one evaluation is a "
+            "draw, not a distribution. Evaluate each arm with runs=3 "
             "(simulate(tasks=..., runs=3)) or pass run_std=eval_variance(...)"
             "['run_std_by_metric'] with run_std_runs=eval_variance(...)['n_runs']"
         )

@@ -99,3 +99,20 @@ def test_eval_variance_stage_with_one_run_leaves_run_std_out(tmp_path: Path) -> 
     )
     assert "run_std" not in res.metrics and res.report["run_std"] is None
     assert "note:" in res.text
+
+
+def test_eval_variance_stage_puts_intervals_on_its_headline(tmp_path: Path) -> None:
+    res = resolve("eval_variance").fn(
+        ctx(tmp_path, "ev", "eval_variance"),
+        {},
+        {"grade": StageResult(rows=graded(0.5, 8, runs=3))},
+    )
+    m, rep = res.metrics, res.report
+    sd, means = rep["run_std"], rep["means"]
+    # chi-square interval on an sd from 3 runs (df=2): 0.5207 x to 6.285 x the estimate
+    assert m["run_std_ci_lo"] == pytest.approx(0.52070 * sd, rel=1e-4)
+    assert m["run_std_ci_hi"] == pytest.approx(6.2847 * sd, rel=1e-4)
+    centre = sum(means) / 3
+    assert m["mean_ci_lo"] == pytest.approx(centre - 4.302653 * sd / math.sqrt(3), rel=1e-6)
+    assert m["mean_ci_lo"] < m["mean"] < m["mean_ci_hi"]
+    assert "run_std 95% CI" in res.text

@@ -9,8 +9,9 @@ Params::
     by: null            # a top-level or lineage key naming the run, instead of eval_run
 
 Report: the ``eval_variance`` dict (``run_std``, ``run_std_by_metric``, ``noise_band``,
-``n_runs`` ...), which a downstream ``compare`` stage picks up as its re-run floor. Metrics:
-``mean``, ``run_std``, ``noise_band``, ``n_runs``, ``run_mean_<i>`` per run and
+``n_runs`` ...) plus ``mean_ci95`` and ``run_std_ci95``; a downstream ``compare`` stage picks
+it up as its re-run floor. Metrics: ``mean`` and ``run_std`` (each with ``_ci_lo``/``_ci_hi``),
+``noise_band``, ``n_runs``, ``run_mean_<i>`` per run and
 ``run_std_<metric>`` per metric; an unmeasured number (run_std below two runs) is left out
 and the report's ``notes`` say why.
 """
@@ -38,12 +39,36 @@ def format_eval_variance(report: dict[str, Any]) -> str:
         f"{report['n_runs']} runs (mean {f(report['mean'])}), re-run band "
         f"+-{f(report['noise_band'])}, stability {report.get('stability') or 'n/a'}"
     ]
+    if report.get("run_std_ci95"):
+        lo, hi = report["run_std_ci95"]
+        lines.append(f"  run_std 95% CI [{f(lo)}, {f(hi)}] (chi-square, df={report['n_runs'] - 1})")
     for label, mean in zip(report["runs"], report["means"], strict=False):
         lines.append(f"  run {label}: {f(mean)}")
     for name, sd in (report.get("run_std_by_metric") or {}).items():
         lines.append(f"  run_std[{name}] = {f(sd)}")
     lines += [f"note: {n}" for n in report.get("notes", [])]
     return "\n".join(lines)
+
+
+def run_intervals(report: dict[str, Any]) -> tuple[list[float] | None, list[float] | None]:
+    """95% intervals on the runs' mean (t over run means) and on ``run_std`` (chi-square).
+
+    With ``n`` runs the sd has ``n - 1`` degrees of freedom, so from three runs its interval
+    is wide (about 0.52x to 6.3x the estimate): the honest size of "rough". ``None`` below
+    two runs.
+    """
+    from scipy import stats
+
+    sd, n = report.get("run_std"), int(report.get("n_runs") or 0)
+    means = [m for m in report.get("means", []) if m is not None]
+    if sd is None or n < 2 or len(means) != n:
+        return None, None
+    df = n - 1
+    center = float(sum(means) / n)
+    half = float(stats.t.ppf(0.975, df)) * sd / n**0.5
+    lo = sd * (df / float(stats.chi2.ppf(0.975, df))) ** 0.5
+    hi = sd * (df / float(stats.chi2.ppf(0.025, df))) ** 0.5
+    return [center - half, center + half], [lo, hi]
 
 
 @register("eval_variance", reads=())
@@ -60,9 +85,16 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     report = eval_variance(
         rows, metric=str(params.get("metric") or "pass_at_1"), by=params.get("by")
     )
+    report["mean_ci95"], report["run_std_ci95"] = run_intervals(report)
+    mean_ci = report["mean_ci95"] or [None, None]
+    sd_ci = report["run_std_ci95"] or [None, None]
     raw: dict[str, Any] = {
         "mean": report.get("mean"),
+        "mean_ci_lo": mean_ci[0],
+        "mean_ci_hi": mean_ci[1],
         "run_std": report.get("run_std"),
+        "run_std_ci_lo": sd_ci[0],
+        "run_std_ci_hi": sd_ci[1],
         "noise_band": report.get("noise_band"),
         "n_runs": report.get("n_runs"),
     }
