@@ -413,3 +413,14 @@ def test_a_users_own_tools_are_called_from_their_schema():
             assert "already" in out["final_text"]
         seen.add((sit.dims["tool"], sit.dims["world_state"]))
     assert ("book_flight", "exists") in seen and ("get_booking", "missing") in seen
+
+
+def test_the_agent_reads_every_wording_as_the_situations_tool():
+    """Intent comes from the words alone; every template wording must name its own tool."""
+    from wai_exp.simulate.agents.scripted import _support_intent
+
+    names = set(SPEC.tool_names)
+    w = TemplateWriter(TOOLS, SPEC.system_prompt, seed=1, hard_share=0.8, phrasings=10)
+    for sit in w.next_batch(1000):
+        for p in sit.phrasings:
+            assert _support_intent(p.lower(), names) == sit.dims["tool"], p

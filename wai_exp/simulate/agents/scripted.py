@@ -70,6 +70,8 @@ ADVERSARIAL_CUES = (
     "my neighbor",
     "my sister",
     "my brother",
+    "my partner",
+    "my housemate",
     "my coworker",
     "my ex",
     "someone else",
