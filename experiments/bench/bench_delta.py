@@ -37,13 +37,14 @@ def bench_decontaminate_20k() -> dict:
         {"prompt": p, "scenario_id": f"e{i}", "answer": f"answer {i}"}
         for i, p in enumerate(eval_prompts)
     ]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     _, rep = decontaminate(rows, against)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert rep["n_near"] >= 200, rep["n_near"]
     return {
         "name": "decontaminate 20,000 rows vs 2,000 eval prompts",
         "value": dt,
+        "cpu_s": cpu,
         "unit": "s",
         "target": 10.0,
         "better": "lower",
@@ -74,13 +75,18 @@ def bench_delta_report_2000x10() -> dict:
     before = _arm(2000, 8, 0.5, 10, 1)
     after = _arm(2000, 8, 0.55, 10, 2)
     delta_report(before[:80], after[:80])  # warm imports (scipy) outside the timing
-    t0 = time.perf_counter()
-    rep = delta_report(before, after)
-    dt = time.perf_counter() - t0
+    # best of 3: on a shared 2-core machine one timing is mostly the neighbours' load
+    walls, cpus = [], []
+    for _ in range(3):
+        t0, c0 = time.perf_counter(), time.process_time()
+        rep = delta_report(before, after)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
     assert rep["n_paired_tasks"] == 2000 and len(rep["metrics"]) == 11
     return {
         "name": "delta_report 2,000 paired tasks x 10 markers, k=8",
-        "value": dt,
+        "value": min(walls),
+        "cpu_s": min(cpus),
         "unit": "s",
         "target": 0.5,
         "better": "lower",
