@@ -179,3 +179,8 @@ def test_vectorized_coverage_matches_a_direct_computation(rare_df: int, monkeypa
         if r["prompt"] not in evs and max(cov(r["prompt"], e["prompt"]) for e in ev) >= 0.5
     )
     assert rep["n_near"] == expect and expect > 0
+
+
+def test_a_field_no_row_has_is_reported_not_silently_passed() -> None:
+    _, rep = decontaminate([{"prompt": "hello"}], EVAL, fields=("prompt", "final_txt"))
+    assert any("'final_txt' is not text on any row" in n for n in rep["notes"])

@@ -518,6 +518,9 @@ def decontaminate(
         )
     if not eval_rows:
         notes.append("the evaluation set is empty; nothing can be flagged")
+    for f in fields:
+        if rows and not any(isinstance(r.get(f), str) and r.get(f).strip() for r in rows):
+            notes.append(f"field {f!r} is not text on any row, so nothing was checked against it")
 
     clean = [row for i, row in enumerate(rows) if not flagged[i]]
     offenders = []
