@@ -342,3 +342,19 @@ def test_marker_on_a_subset_of_tasks_gets_its_own_interval() -> None:
     assert m["delta"] == pytest.approx(ref.estimate)
     width, ref_width = m["ci95"][1] - m["ci95"][0], ref.interval.high - ref.interval.low
     assert width == pytest.approx(ref_width, rel=0.15)
+
+
+def test_template_seed_and_replay_writers_count_as_one_writer() -> None:
+    before = arm(30, 4, 0.5, 47, policy="a")
+    after = arm(30, 4, 0.5, 48, policy="b")
+    for r in before:
+        r["writer_model"] = None  # offline template writer
+    for r in after:
+        r["writer_model"] = "template"
+    rep = delta_report(before, after)
+    assert rep["writers"] == {"before": ["template"], "after": ["template"]}
+    assert not any("different writers" in w for w in rep["warnings"])
+    for r in after:
+        r["writer_model"] = "gpt-4.1-mini"
+    rep = delta_report(before, after)
+    assert any("different writers" in w for w in rep["warnings"])
