@@ -497,8 +497,8 @@ def _studentized(
         # A constant resample has no spread: its t is +-inf (or 0 when it sits on the estimate).
         t_star = np.where(se_star > 0, diff / se_star, np.sign(diff) * np.inf)
     alpha = 1.0 - level
-    q = np.sort(t_star)
-    lo_q, hi_q = np.quantile(q, [alpha / 2, 1 - alpha / 2])
+    with np.errstate(invalid="ignore"):  # inf - inf between two infinite order stats
+        lo_q, hi_q = np.quantile(t_star, [alpha / 2, 1 - alpha / 2])
     if not (math.isfinite(lo_q) and math.isfinite(hi_q)):
         return None
     return estimate - hi_q * se, estimate - lo_q * se
@@ -594,18 +594,20 @@ def paired_bootstrap(
     batch: int | None = None,
     method: Method = "studentized",
     continuity: bool = True,
+    bounds: tuple[float, float] | None = None,
 ) -> BootstrapResult:
     """Bootstrap interval on ``mean(b - a)`` over paired tasks (``a[i]`` and ``b[i]`` are one task).
 
     Resampling tasks keeps each pair together, so the interval carries the covariance the
-    pairing buys. Raises ``ValueError`` when the arrays differ in length.
+    pairing buys. ``bounds`` clips it to the difference's possible range. Raises
+    ``ValueError`` when the arrays differ in length.
     """
     aa, bb = _as_1d(a, "a"), _as_1d(b, "b")
     if aa.shape != bb.shape:
         raise ValueError(f"paired arrays must align task by task: {aa.size} vs {bb.size} values")
     return bootstrap_mean(
         bb - aa, n_resamples=n_resamples, level=level, seed=seed, batch=batch, method=method,
-        continuity=continuity,
+        continuity=continuity, bounds=bounds,
     )  # fmt: skip
 
 
@@ -617,6 +619,7 @@ def unpaired_bootstrap(
     level: float = 0.95,
     seed: Seed = 0,
     batch: int | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> BootstrapResult:
     """Bootstrap interval on ``mean(b) - mean(a)`` for independent task sets.
 
@@ -624,7 +627,7 @@ def unpaired_bootstrap(
     by their contents (so swapping a and b mirrors the interval exactly). The percentile
     interval is widened by the ratio of the unbiased to the plug-in standard error of the
     difference times ``t/z`` at the Welch degrees of freedom (``method="expanded"``).
-    ``interval`` is ``None`` when either side has fewer than two values.
+    ``interval`` is ``None`` when either side has fewer than two values; ``bounds`` clips it.
     """
     aa, bb = _as_1d(a, "a"), _as_1d(b, "b")
     level = _check_level(level)
@@ -655,7 +658,7 @@ def unpaired_bootstrap(
         lo = estimate - factor * (estimate - lo)
         hi = estimate + factor * (hi - estimate)
     return BootstrapResult(
-        estimate, Interval(float(lo), float(hi)), float(dist.std(ddof=1)),
+        estimate, _clip(Interval(float(lo), float(hi)), bounds), float(dist.std(ddof=1)),
         int(min(aa.size, bb.size)), n_resamples, level, "expanded",
     )  # fmt: skip
 

@@ -116,7 +116,9 @@ def _summary_from_groups(
             f"{MIN_CI_TASKS} tasks, so ci95 is None"
         )
         return out
-    res = bootstrap_mean(means, n_resamples=n_boot, seed=seed)
+    # A mean of task means cannot leave the range of the row values; clip to it.
+    bounds = (float(groups.values.min()), float(groups.values.max()))
+    res = bootstrap_mean(means, n_resamples=n_boot, seed=seed, bounds=bounds)
     if res.interval is not None:
         out["ci95"] = res.interval.as_list()
     return out
@@ -182,6 +184,13 @@ def _verdict(interval: list[float] | None) -> str:
     return "no_difference_detected"
 
 
+def _delta_bounds(ga: TaskGroups, gb: TaskGroups) -> tuple[float, float]:
+    # b - a can be no lower than b's smallest row value minus a's largest, and vice versa.
+    lo = float(gb.values.min() - ga.values.max())
+    hi = float(gb.values.max() - ga.values.min())
+    return lo, hi
+
+
 def compare_runs(
     a: Sequence[dict] | Any,
     b: Sequence[dict] | Any,
@@ -239,7 +248,9 @@ def compare_runs(
     if len(shared) >= min_paired:
         ma = ga.means[[a_idx[k] for k in shared]]
         mb = gb.means[[b_idx[k] for k in shared]]
-        boot = paired_bootstrap(ma, mb, n_resamples=n_boot, level=level, seed=rng)
+        boot = paired_bootstrap(
+            ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb)
+        )
         perm = sign_flip_test(mb - ma, n_resamples=n_boot, seed=rng)
         out.update(
             mean_a=float(ma.mean()),
@@ -269,7 +280,9 @@ def compare_runs(
             notes.append(f"run {empty} has no task with a {name} value: nothing to compare")
         else:
             ma, mb = ga.means, gb.means
-            boot = unpaired_bootstrap(ma, mb, n_resamples=n_boot, level=level, seed=rng)
+            boot = unpaired_bootstrap(
+                ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb)
+            )
             out.update(
                 mean_a=float(ma.mean()),
                 mean_b=float(mb.mean()),
