@@ -174,15 +174,43 @@ def _result_text(result: Any) -> str:
     if isinstance(result, str):
         return result
     try:
-        return json.dumps(result, sort_keys=True, default=str)
+        return json.dumps(result, default=str)
     except (TypeError, ValueError):
         return str(result)
 
 
+class _Context:
+    """What a rollout's calls could draw on, built once and shared by its calls: the
+    person's turns and the tool results so far. Text is joined and serialised lazily, the
+    first time a call's provenance is asked for."""
+
+    __slots__ = ("person", "results", "_texts")
+
+    def __init__(self, prompt: str) -> None:
+        self.person: list[str] = [prompt.lower()]
+        self.results: list[Any] = []
+        self._texts: list[str] = []
+
+    def tool_text(self, n: int) -> str:
+        while len(self._texts) < n:
+            self._texts.append(_result_text(self.results[len(self._texts)]).lower())
+        return "\n".join(self._texts[:n])
+
+
 class Call(dict):
     """One tool call as the agent made it: ``name``, ``arguments``, ``status``, ``fault``,
-    ``result``, ``step`` (index of the step that made it), ``person`` / ``tools`` (the
-    person's words and the tool results the call could draw on, lower-cased)."""
+    ``result``, ``step`` (index of the step that made it). ``call_context(call)`` gives the
+    person's words and the tool results the call could draw on."""
+
+
+def call_context(call: Mapping[str, Any]) -> tuple[str, str]:
+    """``(person, tools)``: the lower-cased text of the person's turns and of the tool
+    results that came before the call (empty strings for a call built by hand)."""
+    ctx = call.get("_ctx")
+    if ctx is None:
+        return str(call.get("person", "")), str(call.get("tools", ""))
+    context, n_person, n_tool = ctx
+    return "\n".join(context.person[:n_person]), context.tool_text(n_tool)
 
 
 def tool_calls(trajectory: Mapping[str, Any]) -> list[Call]:
@@ -210,8 +238,7 @@ def _match_by_name(pending: dict[str, Call], step: Mapping[str, Any]) -> Call | 
 
 def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
     """``tool_calls`` over an already-read ``(prompt, steps)`` pair."""
-    person_parts = [prompt.lower()]
-    tool_parts: list[str] = []
+    context = _Context(prompt)
     calls: list[Call] = []
     pending: dict[str, Call] = {}
     for index, step in enumerate(steps):
@@ -219,7 +246,7 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
             continue  # a malformed step is skipped, never fatal
         kind = step.get("kind")
         if kind == "user":
-            person_parts.append(str(step.get("content") or "").lower())
+            context.person.append(str(step.get("content") or "").lower())
         elif kind == "assistant":
             for req in step.get("tool_calls") or []:
                 if not isinstance(req, Mapping):
@@ -232,8 +259,7 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
                     fault=None,
                     result=None,
                     step=index,
-                    person="\n".join(person_parts),
-                    tools="\n".join(tool_parts),
+                    _ctx=(context, len(context.person), len(context.results)),
                 )
                 calls.append(call)
                 call_id = req.get("id")
@@ -249,8 +275,7 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
                     name=str(step.get("name") or ""),
                     arguments=args if isinstance(args, dict) else {},
                     step=index,
-                    person="\n".join(person_parts),
-                    tools="\n".join(tool_parts),
+                    _ctx=(context, len(context.person), len(context.results)),
                 )
                 calls.append(call)
             elif not call["arguments"] and isinstance(step.get("arguments"), dict):
@@ -264,7 +289,7 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
                 fault = str(status)
             call["fault"] = fault or None
             call["result"] = step.get("result")
-            tool_parts.append(_result_text(step.get("result")).lower())
+            context.results.append(step.get("result"))
     return calls
 
 
@@ -340,9 +365,18 @@ def provenance(value: Any, person: str, tools: str) -> str:
 
 def call_provenance(call: Mapping[str, Any]) -> dict[str, str]:
     """``{argument: provenance class}`` for one call, keys sorted."""
+    cached = call.get("_prov")
+    if cached is not None:
+        return cached
     args = call.get("arguments") or {}
-    person, tools = call.get("person", ""), call.get("tools", "")
-    return {str(k): provenance(args[k], person, tools) for k in sorted(args, key=str)}
+    if not args:
+        out: dict[str, str] = {}
+    else:
+        person, tools = call_context(call)
+        out = {str(k): provenance(args[k], person, tools) for k in sorted(args, key=str)}
+    if isinstance(call, Call):
+        call["_prov"] = out  # conduct, the checklist and the signature all ask
+    return out
 
 
 def ungrounded_arguments(trajectory: Mapping[str, Any]) -> list[dict[str, Any]]:
