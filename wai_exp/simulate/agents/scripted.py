@@ -43,11 +43,14 @@ from wai_exp.simulate.dimensions import BEHAVIOURS
 from wai_exp.simulate.world import ID_ARG, READ_TOOLS, SUPPORT_TOOLS, is_write_tool
 
 #: Default chance of the right move at each decision. Calibrated against the checklist
-#: (``outcome_check``) under ``mode="rl"`` (fault_rate 0.8, k=8, hard_share 0.5), 3 x 400
-#: asks: skill 0.85 put 56-60% of asks in the [0.2, 0.8] pass band, 0.88 53-55%, 0.9 46-51%
-#: (pass@1 0.73), 0.95 31-35%. 0.9 is the "about half" point; the test and
+#: (``outcome_check``) under ``mode="rl"`` (fault_rate 0.8, hard_share 0.5):
+#: * fixed k=8, 3 x 400 asks: skill 0.85 put 56-60% of asks in the [0.2, 0.8] pass band
+#:   (pass@1 0.65), 0.88 53-55%, 0.9 46-51% (pass@1 0.73), 0.95 31-35% (pass@1 0.83);
+#: * through the engine's rl preset (repeat_policy "split": 4 repeats, 8 where the group
+#:   split), budget 2,000, seeds 0 and 1: 0.8 -> 55%/55%, 0.85 -> 53%/51%, 0.9 -> 39%/46%.
+#: 0.85 is "about half" on both; ``tests/simulate/agents/test_scripted.py`` and
 #: ``experiments/bench/bench_writer.py`` re-measure it.
-DEFAULT_SKILL = 0.9
+DEFAULT_SKILL = 0.85
 #: Standard deviation, in logits, of the per-ask difficulty offset of each behaviour.
 DEFAULT_SPREAD = 1.5
 
