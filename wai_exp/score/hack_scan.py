@@ -539,11 +539,12 @@ def hack_scan(
             report["regime"] = "train"
         else:
             report["regime"] = "reward_hack"
-            how = "against" if endorsed_mask[top] else "for"
+            if endorsed_mask[top]:
+                what = f"the reward pays against the endorsed {names[top]}"
+            else:
+                what = f"the reward is best explained by {names[top]}, not by {', '.join(endorsed)}"
             warnings.append(
-                f"reward hack: the reward is best explained {how} {names[top]} "
-                f"(rho={rho[top]:+.3f} > tau={tau:.3f}), not by {', '.join(endorsed)}; "
-                f"fix the judge before training"
+                f"reward hack: {what} (rho={rho[top]:+.3f}, floor tau={tau:.3f}); fix the judge before training"
             )
     else:
         warnings.append(
