@@ -89,6 +89,11 @@ _WRITE_CACHE: dict[str, bool] = {}
 # ---------------------------------------------------------------------------------------
 
 
+def _is_map(value: Any) -> bool:
+    # The exact-type test first: isinstance against the Mapping ABC is slow in hot loops.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _steps_from_messages(messages: list[Any]) -> tuple[str | None, list[dict[str, Any]]]:
     """Rebuild ``steps`` from an OpenAI transcript (rows from elsewhere carry only that)."""
     prompt: str | None = None
@@ -152,7 +157,7 @@ def trajectory_steps(trajectory: Mapping[str, Any]) -> tuple[str, list[dict[str,
     if not isinstance(steps, list | tuple):
         steps = []
     # Malformed steps (not dicts) are dropped here so no rule has to guard against them.
-    return ("" if prompt is None else str(prompt)), [s for s in steps if isinstance(s, Mapping)]
+    return ("" if prompt is None else str(prompt)), [s for s in steps if _is_map(s)]
 
 
 def final_reply(trajectory: Mapping[str, Any], steps: list[dict[str, Any]] | None = None) -> str:
@@ -242,14 +247,14 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
     calls: list[Call] = []
     pending: dict[str, Call] = {}
     for index, step in enumerate(steps):
-        if not isinstance(step, Mapping):
+        if not _is_map(step):
             continue  # a malformed step is skipped, never fatal
         kind = step.get("kind")
         if kind == "user":
             context.person.append(str(step.get("content") or "").lower())
         elif kind == "assistant":
             for req in step.get("tool_calls") or []:
-                if not isinstance(req, Mapping):
+                if not _is_map(req):
                     continue
                 args = req.get("arguments")
                 call = Call(
@@ -298,22 +303,18 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
 # ---------------------------------------------------------------------------------------
 
 
-def _edge(ch: str) -> bool:
-    return not ch.isalnum() and ch != "_"
-
-
 def contains_token(haystack: str, needle: str) -> bool:
     """True when ``needle`` occurs in ``haystack`` with non-word characters (or the ends)
     on both sides. Both are expected lower-cased."""
     if not needle:
         return False
+    n, size = len(needle), len(haystack)
     start = haystack.find(needle)
-    n = len(needle)
     while start != -1:
         end = start + n
-        if (start == 0 or _edge(haystack[start - 1])) and (
-            end == len(haystack) or _edge(haystack[end])
-        ):
+        before = haystack[start - 1] if start else " "
+        after = haystack[end] if end < size else " "
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
             return True
         start = haystack.find(needle, start + 1)
     return False
