@@ -82,3 +82,28 @@ def test_link_outputs_places_every_present_file(tmp_path):
     # placing again (a rerun into the same folder) replaces rather than failing
     link_outputs(src, dst)
     assert (dst / "report.json").read_text() == "{}\n"
+
+
+def test_lock_makes_a_second_holder_wait(tmp_path):
+    import threading
+    import time
+
+    cache = StageCache(tmp_path)
+    k = key()
+    order: list[str] = []
+    waited = threading.Event()
+    inside = threading.Event()
+
+    def second():
+        inside.wait(5)
+        with cache.lock("grade", k, on_wait=waited.set):
+            order.append("second")
+
+    t = threading.Thread(target=second)
+    t.start()
+    with cache.lock("grade", k):
+        inside.set()
+        time.sleep(0.3)  # the second holder reaches the lock while this one holds it
+        order.append("first")
+    t.join(5)
+    assert order == ["first", "second"] and waited.is_set()

@@ -12,6 +12,7 @@ run folders so every run started from the same directory shares it; ``cache.dir`
         rows.jsonl  report.json  report.txt  metrics.json
         partial.jsonl       # rows streamed by a long stage while it runs (crash-safe)
         COMPLETE            # written last: its presence is what "finished" means
+    outputs/.cache/<stage>-<key[:16]>.lock   # held while the stage computes (see ``lock``)
 
 A directory without ``COMPLETE`` is a stage that was interrupted: it is never read as a
 result, but its ``partial.jsonl`` lets the next run resume instead of starting over.
@@ -19,11 +20,13 @@ result, but its ``partial.jsonl`` lets the next run resume instead of starting o
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +75,31 @@ class StageCache:
     def entry(self, stage: str, key: str) -> Path:
         """The directory holding stage ``stage`` at ``key`` (not created)."""
         return self.root / f"{stage}-{key[:16]}"
+
+    @contextlib.contextmanager
+    def lock(
+        self, stage: str, key: str, on_wait: Callable[[], None] | None = None
+    ) -> Iterator[None]:
+        """Hold the entry's lock (``<entry>.lock``, an exclusive ``flock``) for the block.
+
+        Two processes with the same key (parallel sweep jobs, or the same command started
+        twice) then compute a stage once: the second waits, and finds it complete. ``on_wait``
+        is called once when the lock is held by someone else. The OS drops the lock when a
+        holder dies, so a killed run never leaves it stuck.
+        """
+        path = self.root / f"{stage}-{key[:16]}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait()
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def is_complete(self, stage: str, key: str) -> bool:
         """True when the entry finished and its marker names this exact key."""

@@ -421,64 +421,28 @@ def _run_stage(
 
     entry = cache.entry(spec.name, key)
     compute_s = 0.0
-    if cache.reusable(spec.name, key):
+    with cache.lock(
+        spec.name,
+        key,
+        on_wait=lambda: _say(stream, f"{head}: another run is computing it; waiting"),
+    ):
+        # Checked under the lock: a parallel sweep job with the same key may have just
+        # finished it, and then this job reuses it instead of computing it twice.
+        reuse = cache.reusable(spec.name, key)
+        if not reuse:
+            result, status, compute_s = _compute(
+                spec, kind, config, cache, entry, key, results, run_dir, start_dir, stream, head
+            )
+    if reuse:
         result = _load(entry)
         info = cache.info(spec.name, key)
         status = "refused" if info.get("status") == "refused" else "cached"
-        cached = True
         rel = os.path.relpath(entry, start_dir)
         _say(
             stream,
             f"{head}: cached, reusing {rel} (key {key[:12]}; computed in {info.get('seconds', 0):.1f} s)",
         )
-    else:
-        cache.prepare(spec.name, key)
-        inputs = {n_: results[n_] for n_ in spec.needs}
-        progress = ProgressLine(spec.name, stream)
-        ctx = StageContext(
-            name=spec.name,
-            kind=kind.name,
-            config=dict(config),
-            run_dir=run_dir,
-            stage_dir=entry,
-            start_dir=start_dir,
-            key=key,
-            partial_path=entry / cache_mod.PARTIAL,
-            progress=progress,
-        )
-        resumed = ctx.partial_path.exists()
-        _say(stream, f"{head}: running{' (resuming from streamed rows)' if resumed else ''}")
-        tc = time.perf_counter()
-        try:
-            result = _check_result(spec.name, kind.fn(ctx, dict(spec.params), inputs))
-            status = "ran"
-        except Exception as exc:
-            if not _is_gate_refusal(exc):
-                raise
-            result = _refusal(spec.name, exc, inputs)
-            status = "refused"
-        finally:
-            progress.close()
-        compute_s = time.perf_counter() - tc
-        _write(entry, result)
-        cache.mark_complete(
-            spec.name,
-            key,
-            {
-                "stage": spec.name,
-                "kind": kind.name,
-                "status": status,
-                "seconds": round(compute_s, 3),
-                "tags": result.tags,
-                "rows": len(result.rows),
-            },
-        )
-        cached = False
-        _say(
-            stream,
-            f"{head}: {'REFUSED' if status == 'refused' else 'done'} in {compute_s:.1f} s "
-            f"({len(result.rows)} rows)",
-        )
+    cached = reuse
     cache_mod.link_outputs(entry, stage_dir)
     if status == "refused":
         blocked[spec.name] = f"{spec.name} refused"
@@ -506,6 +470,69 @@ def _run_stage(
         overhead_s=overhead,
         result=result,
     )
+
+
+def _compute(
+    spec: StageSpec,
+    kind: Any,
+    config: Mapping[str, Any],
+    cache: cache_mod.StageCache,
+    entry: Path,
+    key: str,
+    results: dict[str, StageResult],
+    run_dir: Path,
+    start_dir: Path,
+    stream: TextIO,
+    head: str,
+) -> tuple[StageResult, str, float]:
+    """Run one stage into its cache entry; the marker is written last. Returns
+    (result, "ran" | "refused", compute seconds)."""
+    cache.prepare(spec.name, key)
+    inputs = {n_: results[n_] for n_ in spec.needs}
+    progress = ProgressLine(spec.name, stream)
+    ctx = StageContext(
+        name=spec.name,
+        kind=kind.name,
+        config=dict(config),
+        run_dir=run_dir,
+        stage_dir=entry,
+        start_dir=start_dir,
+        key=key,
+        partial_path=entry / cache_mod.PARTIAL,
+        progress=progress,
+    )
+    resumed = ctx.partial_path.exists()
+    _say(stream, f"{head}: running{' (resuming from streamed rows)' if resumed else ''}")
+    tc = time.perf_counter()
+    try:
+        result = _check_result(spec.name, kind.fn(ctx, dict(spec.params), inputs))
+        status = "ran"
+    except Exception as exc:
+        if not _is_gate_refusal(exc):
+            raise
+        result = _refusal(spec.name, exc, inputs)
+        status = "refused"
+    finally:
+        progress.close()
+    compute_s = time.perf_counter() - tc
+    _write(entry, result)
+    cache.mark_complete(
+        spec.name,
+        key,
+        {
+            "stage": spec.name,
+            "kind": kind.name,
+            "status": status,
+            "seconds": round(compute_s, 3),
+            "tags": result.tags,
+            "rows": len(result.rows),
+        },
+    )
+    _say(
+        stream,
+        f"{head}: {'REFUSED' if status == 'refused' else 'done'} in {compute_s:.1f} s ({len(result.rows)} rows)",
+    )
+    return result, status, compute_s
 
 
 def _write_run_files(outcome: RunOutcome, chash: str) -> None:
