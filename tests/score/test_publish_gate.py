@@ -103,6 +103,10 @@ def test_mode_inferred_from_shape_when_rows_do_not_say():
         publish_gate(rows)
     singles = [{"scenario_id": f"s{i}", "final_text": "x", "reward": 1.0} for i in range(3)]
     assert publish_gate(singles)["rl_shaped"] is False
+    explore = [{**r, "mode": "explore"} for r in singles]
+    assert publish_gate(explore)["rl_shaped"] is False  # unique situations: nothing to mix
+    with pytest.raises(PublishGateError, match="no mixed group"):
+        publish_gate(singles, mode="rl")
 
 
 def test_empty_rows_are_refused():

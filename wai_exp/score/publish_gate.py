@@ -243,8 +243,9 @@ def publish_gate(
 ) -> dict[str, Any]:
     """Check, calibrate, and report.
 
-    ``mode`` defaults to the rows' own ``mode``; without one, rows are *RL-shaped* when some
-    task has two or more rollouts. Checks: an RL-shaped set must be graded (some row carries
+    ``mode`` defaults to the rows' own ``mode``: ``"rl"`` rows are *RL-shaped*, ``"sft"`` rows
+    are not, and otherwise (no mode, ``explore``, ...) rows are RL-shaped when some task has
+    two or more rollouts. Checks: an RL-shaped set must be graded (some row carries
     a numeric reward) and carry at least one mixed group (an ask whose rewards disagree);
     any set must be non-empty. ``hack_scan`` (with ``endorsed``) always runs for the report.
 
@@ -266,12 +267,11 @@ def publish_gate(
     rows = list(rows)
     resolved = mode or _rows_mode(rows)
     signal = group_signal(rows, lo=lo, hi=hi)
-    if resolved is None:
-        rl_shaped = signal["asks_grouped"] > 0 or any(
-            n >= 2 for n in Counter(task_key(r) for r in rows).values()
-        )
+    if resolved in ("rl", "sft"):
+        rl_shaped = resolved == "rl"
     else:
-        rl_shaped = resolved != "sft"
+        # No mode, or one that does not say (explore, eval): RL-shaped means repeats per ask.
+        rl_shaped = any(n >= 2 for n in Counter(task_key(r) for r in rows).values())
     n_numeric = sum(1 for r in rows if isinstance(r.get("reward"), int | float))
     scan = hack_scan(rows, endorsed=endorsed)
     calibration = calibrate(rows, policy=policy, model=model, band=(lo, hi))
