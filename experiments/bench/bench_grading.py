@@ -98,23 +98,34 @@ def synthetic_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
     return rows
 
 
-def bench_run_judge_checklist() -> dict:
+def bench_run_judge_checklist() -> list[dict]:
+    """Wall-clock rows/s, and rows per CPU-second of this process (the inline path is one
+    thread, so the CPU figure is what the code costs on a shared, loaded machine)."""
     from wai_exp.score.checklist import task_checklist
     from wai_exp.score.judging import run_judge
 
     rows = synthetic_rows(10_000)
     run_judge(rows[:200], task_checklist)  # warm imports
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     scored = run_judge(rows, task_checklist)
-    dt = time.perf_counter() - t0
+    cpu, dt = time.process_time() - c0, time.perf_counter() - t0
     assert scored.counts.get("ok") == len(rows), scored.counts
-    return {
-        "name": "run_judge(task_checklist) on 10,000 rows",
-        "value": len(rows) / dt,
-        "unit": "rows/s",
-        "target": 5000.0,
-        "better": "higher",
-    }
+    return [
+        {
+            "name": "run_judge(task_checklist) on 10,000 rows (wall)",
+            "value": len(rows) / dt,
+            "unit": "rows/s",
+            "target": 5000.0,
+            "better": "higher",
+        },
+        {
+            "name": "run_judge(task_checklist) on 10,000 rows (CPU)",
+            "value": len(rows) / cpu,
+            "unit": "rows/cpu-s",
+            "target": 5000.0,
+            "better": "higher",
+        },
+    ]
 
 
 def bench_behavior_signature() -> dict:
