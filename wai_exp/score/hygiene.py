@@ -19,6 +19,8 @@ from wai_exp.score.trim import numeric_reward, without_gc
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-_.@][a-z0-9]+)*")
 
+#: Asks per block of the pairwise overlap product (bounds memory to block x asks).
+_BLOCK = 1024
 #: How many example task keys a report lists for a reader to look at.
 MAX_EXAMPLES = 10
 
@@ -138,12 +140,26 @@ def near_duplicate_prompts(
             shape=(len(asks), len(vocab)),
         )
         sizes = np.diff(m.indptr).astype(float)
-        inter = sparse.triu(m @ m.T, k=1).tocoo()
-        union = sizes[inter.row] + sizes[inter.col] - inter.data
-        jac = np.divide(inter.data, union, out=np.zeros_like(inter.data), where=union > 0)
-        hit = jac >= float(threshold) - 1e-12
-        rows_i, cols_i, vals = inter.row[hit], inter.col[hit], jac[hit]
-        n_pairs = int(hit.sum())
+        mt = m.T.tocsc()
+        found_r: list[np.ndarray] = []
+        found_c: list[np.ndarray] = []
+        found_v: list[np.ndarray] = []
+        # Blocks of asks bound memory: shared boilerplate makes the full product dense.
+        for b0 in range(0, len(asks), _BLOCK):
+            inter = (m[b0 : b0 + _BLOCK] @ mt).tocoo()
+            r, c = inter.row + b0, inter.col
+            upper = c > r
+            r, c, d = r[upper], c[upper], inter.data[upper]
+            union = sizes[r] + sizes[c] - d
+            jac = np.divide(d, union, out=np.zeros_like(d), where=union > 0)
+            hit = jac >= float(threshold) - 1e-12
+            found_r.append(r[hit])
+            found_c.append(c[hit])
+            found_v.append(jac[hit])
+        rows_i = np.concatenate(found_r)
+        cols_i = np.concatenate(found_c)
+        vals = np.concatenate(found_v)
+        n_pairs = len(vals)
         involved = set(rows_i.tolist()) | set(cols_i.tolist())
         order = np.lexsort((cols_i, rows_i, -vals))[:50]
         for j in order:
