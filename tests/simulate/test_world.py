@@ -461,3 +461,48 @@ def test_read_verbs_decide_write_tools():
         and not is_write_tool("list_items")
     )
     assert is_write_tool("book_flight") and is_write_tool("getaway_plan") is True
+
+
+def test_a_tool_that_only_shares_a_support_name_is_answered_generically():
+    from wai_exp.simulate.world import is_support_tool
+
+    mine = [
+        {
+            "name": "lookup_order",
+            "parameters": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}},
+                "required": ["id"],
+            },
+        }
+    ]
+    assert not is_support_tool(mine[0])
+    assert all(is_support_tool(t["function"]) for t in TOOLS)
+    w = TemplateWriter(mine, "", seed=0)
+    sit = next(s for s in iter(w.next_situation, None) if s.dims["world_state"] == "exists")
+    assert sit.entities["key_arg"] == "id"
+    res = RolloutWorld(sit, mine, fault_rate=0.0).execute(
+        "lookup_order", {"id": sit.entities["key_value"]}
+    )
+    assert res["status"] == "ok" and res["result"]["found"] is True
+
+
+def test_a_refund_without_an_amount_refunds_what_is_left():
+    optional = [
+        {
+            "name": "issue_refund",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "order_id": {"type": "string"},
+                    "amount": {"type": "number"},
+                    "reason": {"type": "string"},
+                },
+                "required": ["order_id"],
+            },
+        }
+    ]
+    res = RolloutWorld(situation(), optional, fault_rate=0.0).execute(
+        "issue_refund", {"order_id": "ORD-10482"}
+    )["result"]
+    assert res["ok"] and res["amount"] == 99.99 and res["status"] == "refunded"

@@ -46,6 +46,31 @@ ID_ARG = {
     "update_shipping_address": "order_id",
     "reset_password": "email",
 }
+#: The arguments each support-desk tool takes (docs/DOMAIN.md).
+SUPPORT_ARGS: dict[str, frozenset[str]] = {
+    "lookup_order": frozenset({"order_id"}),
+    "lookup_account": frozenset({"email"}),
+    "search_orders": frozenset({"email"}),
+    "issue_refund": frozenset({"order_id", "amount", "reason"}),
+    "cancel_order": frozenset({"order_id", "reason"}),
+    "update_shipping_address": frozenset({"order_id", "address"}),
+    "reset_password": frozenset({"email"}),
+}
+
+
+def is_support_tool(fn: Mapping[str, Any]) -> bool:
+    """True when a declared tool (its ``function`` dict) is the support-desk tool of its name:
+    it declares that tool's arguments and requires nothing else. A user's own tool that only
+    shares a name (``lookup_order(id)``) is answered generically instead."""
+    name = fn.get("name")
+    if name not in SUPPORT_ARGS:
+        return False
+    params = fn.get("parameters") or {}
+    props = set(params.get("properties") or {})
+    required = set(params.get("required") or ())
+    return SUPPORT_ARGS[name] <= props and required <= SUPPORT_ARGS[name]
+
+
 #: First words that mark a user's own tool as read-only (everything else may change state).
 READ_VERBS = frozenset(
     {
@@ -535,23 +560,27 @@ def _pick(options: Sequence[str], rng: random.Random, temperature: float) -> str
     return rng.choices(options, weights=weights, k=1)[0]
 
 
-_SCHEMA_CACHE: dict[int, tuple[Any, dict[str, dict[str, Any]]]] = {}
+_SCHEMA_CACHE: dict[int, tuple[Any, dict[str, dict[str, Any]], frozenset[str]]] = {}
 
 
-def _schemas_of(tools: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """``{tool name: parameters schema}``; cached per tools list (the engine passes one list
-    to every rollout), keeping the list itself so a recycled ``id`` never matches."""
+def _schemas_of(tools: Sequence[Any]) -> tuple[dict[str, dict[str, Any]], frozenset[str]]:
+    """``({tool name: parameters schema}, names answered as support-desk tools)``; cached per
+    tools list (the engine passes one list to every rollout), keeping the list itself so a
+    recycled ``id`` never matches."""
     hit = _SCHEMA_CACHE.get(id(tools))
     if hit is not None and hit[0] is tools:
-        return hit[1]
+        return hit[1], hit[2]
     out: dict[str, dict[str, Any]] = {}
+    support = set()
     for t in tools:
         fn = t.get("function", t) if isinstance(t, Mapping) else t
         out[fn["name"]] = fn.get("parameters") or {}
+        if is_support_tool(fn):
+            support.add(fn["name"])
     if len(_SCHEMA_CACHE) > 64:
         _SCHEMA_CACHE.clear()
-    _SCHEMA_CACHE[id(tools)] = (tools, out)
-    return out
+    _SCHEMA_CACHE[id(tools)] = (tools, out, frozenset(support))
+    return out, frozenset(support)
 
 
 class RolloutWorld:
@@ -596,7 +625,7 @@ class RolloutWorld:
         self.user_temperature = (
             USER_TURN_TEMPERATURE if user_temperature is None else float(user_temperature)
         )
-        self._schemas = _schemas_of(tools)
+        self._schemas, self._support = _schemas_of(tools)
         self.tools = tools
         # Seeding a generator costs microseconds; most rollouts never draw a fault or ask the
         # person anything, so each stream is made on first use (same seed, same draws).
@@ -728,7 +757,7 @@ class RolloutWorld:
             if acct is not None:
                 acct["orders"].append(oid)
         # The world state of the target record.
-        if target in SUPPORT_TOOLS:
+        if target in self._support:
             if state == "missing":
                 if ID_ARG[target] == "order_id":
                     self.orders.pop(order_id, None)
@@ -804,7 +833,7 @@ class RolloutWorld:
             step["status"] = step["fault"] = self.fault_mode
             self.fired.append({"tool": name, "mode": self.fault_mode, "step": len(self.steps)})
         else:
-            handler = _HANDLERS.get(name) if name in SUPPORT_TOOLS else None
+            handler = _HANDLERS.get(name) if name in self._support else None
             step["result"] = (
                 handler(self, args) if handler is not None else self._generic(name, args)
             )
@@ -866,7 +895,9 @@ class RolloutWorld:
                 "error": "order_cancelled",
                 "message": f"Order {rec['order_id']} was cancelled and never charged.",
             }
-        amount = round(float(a["amount"]), 2)
+        raw = a.get("amount")
+        # An agent that leaves the amount out refunds what is left on the order.
+        amount = round(float(rec["total"] - rec["refunded_amount"] if raw is None else raw), 2)
         if amount <= 0:
             return {
                 "ok": False,

@@ -26,9 +26,9 @@ from wai_exp.simulate.dimensions import HISTORIES, STANCES, TIER_OF_STANCE, TIER
 from wai_exp.simulate.spec import normalize_tools
 from wai_exp.simulate.world import (
     ID_ARG,
-    SUPPORT_TOOLS,
     FastRandom,
     WorldOptions,
+    is_support_tool,
     is_write_tool,
     resolve_world_options,
 )
@@ -337,12 +337,7 @@ class TemplateWriter:
         self._rule = _rule_ids(self.rules)
         self._rng = FastRandom(self.seed)
         self._fns = {t["function"]["name"]: t["function"] for t in self.tools}
-        self._support = {
-            n
-            for n in self._fns
-            if n in SUPPORT_TOOLS
-            and ID_ARG[n] in (self._fns[n]["parameters"].get("properties") or {})
-        }
+        self._support = {n for n, fn in self._fns.items() if is_support_tool(fn)}
         self._generic = {n: self._generic_info(n) for n in self._fns if n not in self._support}
         self.conditions = ("ok", *self.options.fault_modes)
         self.grid = self._build_grid()

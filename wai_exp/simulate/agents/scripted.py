@@ -40,7 +40,12 @@ from functools import lru_cache
 from typing import Any
 
 from wai_exp.simulate.dimensions import BEHAVIOURS
-from wai_exp.simulate.world import ID_ARG, READ_TOOLS, SUPPORT_TOOLS, is_write_tool
+from wai_exp.simulate.world import (
+    ID_ARG,
+    READ_TOOLS,
+    is_support_tool,
+    is_write_tool,
+)
 
 #: Default chance of the right move at each decision. Calibrated against the checklist
 #: (``outcome_check``) under ``mode="rl"`` (fault_rate 0.8, hard_share 0.5):
@@ -481,7 +486,8 @@ class ScriptedAgent:
     def _flow(self, r: _Run) -> None:
         low = r.prompt.lower()
         names = list(r.schemas)
-        intent = _support_intent(low, set(names)) if SUPPORT_TOOLS & set(names) else None
+        support = {n for n in names if is_support_tool(r.schemas[n])}
+        intent = _support_intent(low, support) if support else None
         if intent is None:
             intent = _generic_intent(low, names)
         if intent is None:
@@ -496,13 +502,14 @@ class ScriptedAgent:
             )
         tool: str | None = intent
         if not r.draw("right_tool"):
-            tool = next((t for t in _WRONG_TOOL.get(intent, ()) if t in r.schemas), None)
+            tool = next(
+                (t for t in _WRONG_TOOL.get(intent, ()) if t in support),
+                None,
+            )
             if tool is None:
                 self._no_tool(r, intent)
         assert tool is not None
-        if tool in SUPPORT_TOOLS and ID_ARG[tool] in (r.schemas[tool].get("parameters") or {}).get(
-            "properties", {}
-        ):
+        if is_support_tool(r.schemas[tool]):
             self._support(r, tool)
         else:
             self._generic(r, tool)
@@ -564,7 +571,7 @@ class ScriptedAgent:
             self._read(r, tool, ident)
         lookup = "lookup_order" if idarg == "order_id" else "lookup_account"
         record: dict[str, Any] | None = None
-        if lookup in r.schemas:
+        if lookup in r.schemas and is_support_tool(r.schemas[lookup]):
             thing = f"order {ident}" if idarg == "order_id" else f"the account for {ident}"
             step = r.call(lookup, {idarg: ident}, f"Let me pull up {thing} first.")
             problem = _result_problem(step)
