@@ -405,8 +405,6 @@ def _vague(row: Mapping[str, Any], dims: Mapping[str, Any], ro: _Rollout) -> Out
     rest = [c for c in ro.calls if c["step"] > answer_at]
     outcome, reason, sub = _state_rules(dims, row, ro, rest)
     checks["after_answer"] = sub
-    if outcome is None:
-        return None, f"vague: asked back; then {reason}", {"rule": "vague", **checks}
     return outcome, f"vague: asked back; then {reason}", {"rule": "vague", **checks}
 
 
