@@ -70,6 +70,10 @@ def test_run_dir_with_two_graded_stages_needs_stage(tmp_path: Path, capsys) -> N
     assert "grade_after, grade_before" in err and "--stage" in err
     rows, src = load_arm(str(d), stage="grade_after")
     assert src.endswith("grade_after/rows.jsonl") and len(rows) == 320
+    # REF:STAGE picks a stage per side, so one run's two arms compare directly
+    assert main([f"{d}:grade_before", f"{d}:grade_after"]) in (EXIT_OK, EXIT_NOT_OK)
+    out = capsys.readouterr().out
+    assert "grade_before/rows.jsonl" in out and "grade_after/rows.jsonl" in out
 
 
 def test_bad_inputs_exit_two_with_the_fix(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -118,5 +122,7 @@ def test_mlflow_run_ids(tmp_path: Path, capsys) -> None:
     assert main([*ids, "--tracking-uri", uri]) == EXIT_OK
     out = capsys.readouterr().out
     assert f"mlflow run {ids[0]}: grade/rows.jsonl" in out
+    assert main([f"{ids[0]}:simulate", f"{ids[1]}:grade", "--tracking-uri", uri]) == EXIT_OK
+    assert f"mlflow run {ids[0]}: simulate/rows.jsonl" in capsys.readouterr().out
     assert main([ids[0], "deadbeef", "--tracking-uri", uri]) == EXIT_BAD_INPUT
     assert "not a run in" in capsys.readouterr().err

@@ -12,6 +12,9 @@
    (``<stage>/rows.jsonl``, as the tracker logs them), downloaded through mlflow from
    ``--tracking-uri`` (default ``$MLFLOW_TRACKING_URI``, else ``sqlite:///./mlflow.db``).
 
+``REF:STAGE`` (a run id or run dir, a colon, a stage name) picks that stage for one side,
+so both arms of one run compare as ``RUN:grade_before RUN:grade_after``.
+
 Exit status: 0 when the report is ok (no regression, no failed guard, comparable arms), 1
 when it is not, 2 on bad input (the message names the fix).
 """
@@ -48,12 +51,14 @@ def _parser() -> argparse.ArgumentParser:
         epilog=(
             "Where the rows come from (first match wins): a rows .jsonl file; a stage dir "
             "holding rows.jsonl; a run dir (its one grade*/evaluate* stage, or --stage); "
-            "else an MLflow run id (artifact <stage>/rows.jsonl, same rule).\n"
+            "else an MLflow run id (artifact <stage>/rows.jsonl, same rule). REF:STAGE picks "
+            "one stage of a run dir or run id for that side.\n"
             "Exit status: 0 ok, 1 not ok (regression, failed guard, over-optimized or not "
             "comparable), 2 bad input.\n\n"
             "Examples:\n"
             "  wai-exp compare outputs/2026-01-01/10-00-00 outputs/2026-01-02/11-00-00\n"
             "  wai-exp compare RUN/grade_before RUN/grade_after --by world_state\n"
+            "  wai-exp compare RUN_ID:grade_before RUN_ID:grade_after\n"
             "  wai-exp compare 3f2a... 9c1b... --must-not-regress marker:grounded --json"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -142,8 +147,8 @@ def _pick_stage(found: list[str], where: str, stage: str | None) -> str:
             "NAME or the stage directory"
         )
     raise CompareInputError(
-        f"{where} has several graded stages ({', '.join(graded)}); name one with --stage or "
-        "pass the stage directory itself"
+        f"{where} has several graded stages ({', '.join(graded)}); name one as REF:STAGE "
+        "(or --stage for both sides), or pass the stage directory itself"
     )
 
 
@@ -211,6 +216,11 @@ def load_arm(
     Raises ``CompareInputError`` naming the fix when ``ref`` names no graded rows.
     """
     path = Path(ref).expanduser()
+    if not path.exists() and ":" in ref:
+        # RUN_ID:STAGE names one stage of a run (both arms of the delta preset live in one)
+        head, _, tail = ref.rpartition(":")
+        if head and tail and "/" not in tail:
+            ref, stage, path = head, tail, Path(head).expanduser()
     if path.exists():
         rows, src = _rows_from_path(path, stage)
     else:
