@@ -9,7 +9,8 @@ built from its JSON schema, so a user's own spec works offline too.
 
 ``hard_share`` is the share of situations drawn from the hard tiers (adversarial, boundary,
 ambiguous; ``dimensions.TIER_OF_STANCE``). ``unique=True`` never repeats a grid cell until
-every cell was drawn once; then a new pass starts. Everything is drawn from one
+every cell was drawn once; then a new pass starts (within a pass the draw keeps to
+``hard_share`` until one side's cells run out, then takes what is left). Everything is drawn from one
 ``random.Random(seed)``, so the same seed and the same sequence of ``next_batch`` calls give
 the same situations.
 """
