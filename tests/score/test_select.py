@@ -385,3 +385,30 @@ def test_random_controls_are_seeded_and_match_counts():
 def test_sft_unknown_rule():
     with pytest.raises(ValueError, match="top_per_prompt"):
         select_for_sft([], select="best")
+
+
+# --- on the shipped simulator's rows ---------------------------------------------------
+
+
+def test_on_simulated_and_graded_rows_the_selection_is_whole_mixed_groups():
+    import wai_exp as wai
+    from wai_exp.rows.keys import task_key
+    from wai_exp.score.publish_gate import publish_gate
+
+    data = wai.simulate(mode="rl", budget=200, seed=0)
+    rows = list(wai.run_judge(data, wai.task_checklist).rows)
+    selected, report = select_for_rl(rows, target=60)
+    assert report["rows_counted"] >= 60 or report["shortfall"] > 0
+    by_ask: dict[str, list[dict]] = {}
+    for r in selected:
+        by_ask.setdefault(task_key(r), []).append(r)
+    for ask_rows in by_ask.values():
+        rewards = {r["reward"] for r in ask_rows}
+        assert rewards == {0.0, 1.0}  # every selected ask mixes
+        # The band applies to the group the trainer gets (after dedupe); the calibration stamp
+        # keeps the rate over every repeat the grader saw.
+        rate = sum(r["reward"] for r in ask_rows) / len(ask_rows)
+        assert 0.2 <= rate <= 0.8
+        assert ask_rows[0]["calibration"]["k"] >= len(ask_rows)
+    gate = publish_gate(selected)
+    assert gate["verdict"] == "pass" and gate["calibration"]["n_carried"] >= 0
