@@ -619,6 +619,12 @@ def format_hack_scan(report: dict[str, Any], top: int = 12) -> str:
             else f"{report['distinct_per_ask']:g}",
         )
     )
+    sampled = report.get("sampled")
+    if sampled:
+        lines.append(
+            f"  scanned a seeded sample: {sampled['asks']} of {sampled['of_asks']} mixed asks "
+            f"({sampled['rows']} rows)"
+        )
     if report.get("top_feature"):
         integ = report.get("integrity")
         lines.append(

@@ -344,6 +344,7 @@ def publish_gate(
                 "asks_all_fail",
                 "gradient_capacity",
                 "distinct_per_ask",
+                "sampled",
                 "warnings",
             )
         }
