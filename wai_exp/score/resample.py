@@ -639,7 +639,11 @@ def unpaired_bootstrap(
             estimate, None, None, int(min(aa.size, bb.size)), 0, level, "expanded"
         )
     rng = as_generator(seed)
-    first_a = (aa.size, np.sort(aa).tobytes()) <= (bb.size, np.sort(bb).tobytes())
+    # Task order within a side means nothing here, so sort; then draw the sides in an order
+    # fixed by content, so compare(a, b) is exactly the mirror of compare(b, a).
+    aa, bb = np.sort(aa), np.sort(bb)
+    key_a, key_b = (aa.size, aa.tobytes()), (bb.size, bb.tobytes())
+    first_a = key_a <= key_b
     if first_a:
         ma = bootstrap_mean_distribution(aa, n_resamples, rng, batch=batch)
         mb = bootstrap_mean_distribution(bb, n_resamples, rng, batch=batch)
@@ -647,6 +651,10 @@ def unpaired_bootstrap(
         mb = bootstrap_mean_distribution(bb, n_resamples, rng, batch=batch)
         ma = bootstrap_mean_distribution(aa, n_resamples, rng, batch=batch)
     dist = mb - ma
+    if key_a == key_b:
+        # Same values on both sides: the difference's distribution is symmetric about 0, and
+        # pooling the draws with their mirror makes the interval say so exactly.
+        dist = np.concatenate([dist, -dist])
     lo, hi = np.quantile(dist, [(1 - level) / 2, (1 + level) / 2])
     va, vb = aa.var(ddof=1) / aa.size, bb.var(ddof=1) / bb.size
     plug = aa.var() / aa.size + bb.var() / bb.size
