@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -355,3 +356,40 @@ def test_a_deleted_experiment_is_reported_not_recreated(start_dir, tmp_path):
     tracker = make_tracker({"experiment": "gone"}, start_dir)
     with pytest.raises(TrackingError, match="restore"):
         tracker.start({}, [], tmp_path, None, "h")
+
+
+@pytest.mark.slow
+def test_parallel_jobs_on_a_fresh_sqlite_file_all_land(tmp_path):
+    """MLflow migrates a new SQLite file without a lock; parallel first users corrupt it
+    ("duplicate column", "table ... already exists"; 0 of 4 plain mlflow.start_run jobs
+    landed when measured). The tracker creates schema and experiment under a file lock."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from wai_exp.tracking import make_tracker
+        d, i = Path(sys.argv[1]), sys.argv[2]
+        t = make_tracker({}, d)
+        t.start({"i": i, "knobs": {f"k{j}": j for j in range(150)}}, [], d / i, "x", "h")
+        t.log_stage("grade", kind="grade", metrics={"pass_at_1": 0.5})
+        t.finish("FINISHED")
+        """
+    )
+    start = tmp_path / "fresh"
+    start.mkdir()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(start), str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    errors = [p.communicate(timeout=180)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(e[-2000:] for e in errors)
+    client = _client(start)
+    runs = client.search_runs([client.get_experiment_by_name("wai-exp").experiment_id])
+    assert len(runs) == 3
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert all(len(r.data.params) == 151 for r in runs)
