@@ -296,3 +296,16 @@ def test_large_pools_scan_a_seeded_sample_of_whole_asks(monkeypatch):
     assert report["sampled"]["of_asks"] == report["asks_mixed"]  # support covers every ask
     assert report["regime"] == "train"  # a perfect shortcut still shows on the sample
     assert "seeded sample" in format_hack_scan(report)
+
+
+def test_floor_false_alarm_rate_is_near_alpha_under_the_null():
+    # Reward independent of every feature: a feature should clear the floor in about
+    # alpha = 5% of pools. 60 pools: 10 or more alarms has probability ~0.003 at 5%.
+    alarms = 0
+    for s in range(60):
+        rows = varied_pool(
+            n_asks=20, seed=100 + s, reward_rule=lambda row, rng: float(rng.random() < 0.5)
+        )
+        report = hack_scan(rows, seed=s)
+        alarms += any(f["above_floor"] for f in report["features"])
+    assert alarms <= 9
