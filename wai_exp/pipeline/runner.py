@@ -576,6 +576,10 @@ def _fmt_ci(lo: Any, hi: Any) -> str:
     return f"95% CI [{lo:.3f}, {hi:.3f}]"
 
 
+#: Stage kinds whose numbers the summary already prints in its own lines.
+_HEADLINED = ("simulate", "grade", "evaluate", "optimize", "publish_gate")
+
+
 def summarize(outcome: RunOutcome) -> str:
     """The closing block a person reads in the terminal."""
     lines = []
@@ -591,25 +595,27 @@ def summarize(outcome: RunOutcome) -> str:
     }[outcome.status]
     out = [f"wai-exp: {head} in {outcome.wall_s:.1f} s", *lines]
 
-    graded = next(
-        (s for s in reversed(outcome.stages) if s.result and "pass_at_1" in s.result.metrics), None
-    )
-    if graded is not None:
+    graded_stages = [s for s in outcome.stages if s.result and "pass_at_1" in s.result.metrics]
+    for graded in graded_stages:
         m = graded.result.metrics
         n = graded.result.report.get("n_groups")
         over = f" over {n} tasks" if n is not None else ""
-        out.append(
-            f"pass@1: {m['pass_at_1']:.3f}  {_fmt_ci(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}{over}"
-        )
+        which = f" ({graded.name})" if len(graded_stages) > 1 else ""
+        ci = _fmt_ci(m.get("pass_at_1_ci_lo"), m.get("pass_at_1_ci_hi"))
+        out.append(f"pass@1{which}: {m['pass_at_1']:.3f}  {ci}{over}")
         k = graded.result.report.get("k")
-        if "pass_pow_k" in m:
-            out.append(
-                f"pass^{k}: {m['pass_pow_k']:.3f}  pass@{k}: {m.get('pass_at_k', float('nan')):.3f}"
-            )
-        elif graded.result.report.get("note"):
-            out.append(f"pass^k, pass@k: not measured ({graded.result.report['note']})")
-    else:
+        if "pass_pow_k" in m and "pass_at_k" in m:
+            out.append(f"  pass^{k}: {m['pass_pow_k']:.3f}  pass@{k}: {m['pass_at_k']:.3f}")
+        else:
+            note = graded.result.report.get("note") or "not enough repeats per task"
+            out.append(f"  pass^k, pass@k: not measured ({note})")
+    if not graded_stages:
         out.append("pass@1: not measured (no stage graded the rows)")
+    # Report-like stages (compare, eval_variance, report, next_round, user stages) lead with
+    # their own headline; show it rather than make the reader open report.txt.
+    for st in outcome.stages:
+        if st.result and st.kind not in _HEADLINED and st.result.text.strip():
+            out.append(f"{st.name}: {st.result.text.strip().splitlines()[0]}")
     kept = next(
         (s for s in reversed(outcome.stages) if s.result and "rows_kept" in s.result.metrics), None
     )
