@@ -23,6 +23,7 @@ from wai_exp.score.trim import (
     binary_rewards,
     check_band,
     group_stats,
+    numeric_reward,
     put_calibration,
     without_gc,
 )
@@ -272,7 +273,7 @@ def publish_gate(
     else:
         # No mode, or one that does not say (explore, eval): RL-shaped means repeats per ask.
         rl_shaped = any(n >= 2 for n in Counter(task_key(r) for r in rows).values())
-    n_numeric = sum(1 for r in rows if isinstance(r.get("reward"), int | float))
+    n_numeric = sum(1 for r in rows if numeric_reward(r) is not None)
     scan = hack_scan(rows, endorsed=endorsed)
     calibration = calibrate(rows, policy=policy, model=model, band=(lo, hi))
 
@@ -304,8 +305,13 @@ def publish_gate(
     reasons = list(problems) if strict else []
     warnings = [] if strict else list(problems)
     if scan["regime"] == "reward_hack":
-        msg = f"hack_scan: reward best explained by {scan['top_feature']}, not by {', '.join(endorsed) or 'the endorsed features'}"
-        (reasons if strict_hacks else warnings).append(msg)
+        said = [w for w in scan["warnings"] if w.startswith("reward hack:")]
+        msg = (
+            said[-1]
+            if said
+            else f"reward hack: the reward is best explained by {scan['top_feature']}"
+        )
+        (reasons if strict_hacks else warnings).append("hack_scan " + msg)
     n_unjudged = len(rows) - n_numeric
     if rows and n_unjudged:
         warnings.append(
