@@ -97,7 +97,7 @@ def test_values_over_6000_chars_are_truncated_with_a_logged_warning(caplog):
 
 def test_credentials_are_redacted_in_params_and_config_copy():
     cfg = {
-        "agent": {"api_key": "sk-secret", "max_tokens": 512, "model": "m"},
+        "agent": {"api_key": "sk-secret", "max_tokens": 512, "model": "m", "eos_token": "</s>"},
         "judge": {"auth_token": "t0k", "nested": [{"password": "pw"}]},
         "unset": {"api_key": None},
     }
@@ -106,6 +106,7 @@ def test_credentials_are_redacted_in_params_and_config_copy():
     assert flat["judge.auth_token"] == REDACTED
     assert flat["judge.nested.0.password"] == REDACTED
     assert flat["agent.max_tokens"] == "512"  # not a credential
+    assert flat["agent.eos_token"] == "</s>"  # a token, but not a credential
     assert flat["unset.api_key"] == "null"  # nothing to hide
     red = redact_config(cfg)
     assert red["agent"]["api_key"] == REDACTED and red["agent"]["model"] == "m"

@@ -35,11 +35,12 @@ REDACTED = "***redacted***"
 
 # Characters MLflow accepts in a key; everything else becomes "_".
 _BAD_KEY_CHARS = re.compile(r"[^/\w.\- :]")
-# Key segments that hold credentials. Matched on the last dotted segment, so `max_tokens`
-# stays visible while `agent.api_key` and `judge.auth_token` do not reach the tracking server.
+# Key segments that hold credentials. Matched on the last dotted segment, so `max_tokens` and
+# `eos_token` stay visible while `agent.api_key` and `judge.auth_token` do not reach the
+# tracking server.
 _SECRET_SEGMENT = re.compile(
-    r"^(api[_-]?key|.*_api[_-]?key|secret|.*_secret|password|.*_password|token|.*_token"
-    r"|authorization|auth_header)$",
+    r"^(api[_-]?key|.*_api[_-]?key|secret|.*_secret|password|.*_password|token"
+    r"|(access|auth|bearer|hf|api|refresh|session)_token|authorization|auth_header)$",
     re.IGNORECASE,
 )
 
