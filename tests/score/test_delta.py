@@ -358,3 +358,16 @@ def test_template_seed_and_replay_writers_count_as_one_writer() -> None:
         r["writer_model"] = "gpt-4.1-mini"
     rep = delta_report(before, after)
     assert any("different writers" in w for w in rep["warnings"])
+
+
+def test_rows_with_different_marker_sets_read_each_value() -> None:
+    before = fixed({f"t{i}": [0, 1] for i in range(6)}, "a")
+    after = fixed({f"t{i}": [1, 1] for i in range(6)}, "b")
+    for i, r in enumerate(before + after):
+        # every row has "x"; only even rows have "y"; one row carries a non-number
+        r["markers"] = {"x": 1.0} | ({"y": 0.0} if i % 2 == 0 else {})
+    before[0]["markers"]["x"] = "n/a"
+    rep = delta_report(before, after, n_boot=200)
+    x, y = rep["metrics"]["x"], rep["metrics"]["y"]
+    assert x["n_paired"] == 6 and x["before"] == 1.0 and x["delta"] == 0.0
+    assert y["n_paired"] == 6 and y["after"] == 0.0

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -110,7 +111,8 @@ class _Side:
                     rewards[i] = r
             mk = row.get("markers")
             mks.append(mk if mk and (type(mk) is dict or isinstance(mk, Mapping)) else None)
-            runs.append(_lineage(row).get("eval_run"))
+            lin = row.get("lineage")
+            runs.append(lin.get("eval_run") if type(lin) is dict else _lineage(row).get("eval_run"))
         self.keys, self.rewards, self.mks, self.runs = keys, rewards, mks, runs
         labelled = sorted({r for r in runs if r is not None}, key=str)
         self.run_labels = labelled
@@ -128,16 +130,36 @@ class _Side:
             vals[:, metrics.index(PASS_AT_1)] = self.rewards
         names = [m for m in metrics if m != PASS_AT_1]
         if names and n:
-            none_row = [None] * len(names)
-            raw = [[mk.get(m) for m in names] if mk is not None else none_row for mk in self.mks]
+            raw = _marker_rows(self.mks, names)
             cols = [j for j, m in enumerate(metrics) if m != PASS_AT_1]
             vals[:, cols] = _marker_matrix(self.rows, raw, names)
         self.values = vals
 
 
-def _marker_matrix(
-    rows: list[Mapping[str, Any]], raw: list[list[Any]], names: list[str]
-) -> np.ndarray:
+def _marker_rows(mks: list[Mapping[str, Any] | None], names: list[str]) -> list[Any]:
+    """Per row, the values of ``names`` (None where absent).
+
+    Rows usually carry every marker, so one C-level ``itemgetter`` call per row does it;
+    a row missing one falls back to ``.get`` per name.
+    """
+    none_row = (None,) * len(names)
+    get = itemgetter(*names)
+    out: list[Any] = []
+    append = out.append
+    single = len(names) == 1
+    for mk in mks:
+        if mk is None:
+            append(none_row)
+            continue
+        try:
+            v = get(mk)
+            append((v,) if single else v)
+        except KeyError:
+            append(tuple(mk.get(m) for m in names))
+    return out
+
+
+def _marker_matrix(rows: list[Mapping[str, Any]], raw: list[Any], names: list[str]) -> np.ndarray:
     """(rows x markers) floats, NaN where a row lacks the marker.
 
     Converted as one object array; only when some value is not a number (a string, a
