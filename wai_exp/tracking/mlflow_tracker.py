@@ -573,8 +573,11 @@ class MlflowTracker:
                 full = str(error)
                 lines = [ln for ln in full.strip().splitlines() if ln.strip()]
                 headline = lines[-1] if lines else full
-            client.log_text(self.run_id, full, "error.txt")
-            client.set_tag(self.run_id, "wai.error", truncate(headline, 1000, "error tag"))
+            try:
+                client.log_text(self.run_id, full, "error.txt")
+                client.set_tag(self.run_id, "wai.error", truncate(headline, 1000, "error tag"))
+            except Exception as e:  # still end the run: a RUNNING leftover is worse
+                log.warning("could not store the error of run %s: %s", self.run_id, e)
         client.set_terminated(self.run_id, st)
         self.status = st
         with contextlib.suppress(Exception):
