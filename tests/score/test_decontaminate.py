@@ -184,3 +184,26 @@ def test_vectorized_coverage_matches_a_direct_computation(rare_df: int, monkeypa
 def test_a_field_no_row_has_is_reported_not_silently_passed() -> None:
     _, rep = decontaminate([{"prompt": "hello"}], EVAL, fields=("prompt", "final_txt"))
     assert any("'final_txt' is not text on any row" in n for n in rep["notes"])
+
+
+def test_any_ngram_mode_counts_every_row_sharing_one() -> None:
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(10)]
+    ev = [{"prompt": " ".join(rng.choice(words, 12))} for _ in range(20)]
+    rows = [{"prompt": " ".join(rng.choice(words, int(rng.integers(2, 15))))} for _ in range(300)]
+    n = 4
+    grams = set()
+    for e in ev:
+        w = e["prompt"].split()
+        grams |= {tuple(w[i : i + n]) for i in range(len(w) - n + 1)}
+    evs = {e["prompt"] for e in ev}
+
+    def shares(text: str) -> bool:
+        w = text.split()
+        return any(tuple(w[i : i + n]) in grams for i in range(len(w) - n + 1))
+
+    expect = sum(1 for r in rows if r["prompt"] not in evs and shares(r["prompt"]))
+    _, rep = decontaminate(rows, ev, n=n, overlap=0)
+    assert rep["n_near"] == expect > 20
+    # the listed offenders still carry their coverage
+    assert all(o["coverage"] is not None and o["coverage"] > 0 for o in rep["offenders"])

@@ -211,12 +211,16 @@ def _best_coverage(
     eval_idx: np.ndarray,
     n: int,
     overlap: float,
-) -> tuple[np.ndarray, np.ndarray]:
+    limit: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row text: the largest share of its words one eval text covers, and which text.
 
     ``eval_hash``/``eval_idx`` are the eval side's (n-gram hash, text index) pairs, unique
-    and sorted by hash then index. Returns ``(coverage, eval index)``; coverage 0 and index
-    -1 where nothing is shared. Exact for every row that can reach ``overlap``.
+    and sorted by hash then index. Returns ``(coverage, eval index, any_hit)``; coverage 0
+    and index -1 where nothing is shared (or nothing was computed). Exact for every row that
+    can reach ``overlap``. With ``overlap=0`` a shared n-gram is the whole test, so
+    ``any_hit`` decides and coverage is computed only for the first ``limit`` hit rows (the
+    ones a report can list).
 
     Template-written sets share boilerplate n-grams across thousands of eval texts, and
     expanding every (row, eval text) pair through them is quadratic. So n-grams are split
@@ -229,19 +233,26 @@ def _best_coverage(
     n_rows = len(row_encoded)
     cov = np.zeros(n_rows, dtype=np.float64)
     best = np.full(n_rows, -1, dtype=np.int64)
+    any_hit = np.zeros(n_rows, dtype=bool)
     if n_rows == 0 or eval_hash.size == 0:
-        return cov, best
+        return cov, best, any_hit
     lengths = np.array([max(len(e), 1) for e in row_encoded], dtype=np.int64)
     h, r_idx, r_pos = _ngram_hashes(row_encoded, n)
     if h.size == 0:
-        return cov, best
+        return cov, best, any_hit
     uniq, starts, df = np.unique(eval_hash, return_index=True, return_counts=True)
     rank = np.searchsorted(uniq, h)
     rank[rank >= uniq.size] = 0
     hit = uniq[rank] == h
     rank, r_idx, r_pos = rank[hit], r_idx[hit], r_pos[hit]
     if rank.size == 0:
-        return cov, best
+        return cov, best, any_hit
+    any_hit[r_idx] = True
+    if overlap == 0 and limit is not None:
+        keep_rows = np.zeros(n_rows, dtype=bool)
+        keep_rows[np.flatnonzero(any_hit)[:limit]] = True
+        sel_rows = keep_rows[r_idx]
+        rank, r_idx, r_pos = rank[sel_rows], r_idx[sel_rows], r_pos[sel_rows]
     n_eval = int(eval_idx.max()) + 1
     common = df[rank] > _RARE_DF
 
@@ -315,7 +326,7 @@ def _best_coverage(
             p_eval = np.concatenate([p_eval, x_eval[ok]])
             p_pos = np.concatenate([p_pos, c_pos[j][ok]])
         _merge_best(cov, best, *_group_coverage(p_row, p_eval, p_pos, n, lengths))
-    return np.minimum(cov, 1.0), best
+    return np.minimum(cov, 1.0), best, any_hit
 
 
 def _unit(vectors: Any, expected: int, what: str) -> np.ndarray:
@@ -439,15 +450,16 @@ def decontaminate(
         if not todo:
             continue
         enc = [vocab.encode(rows[i][f]) for i in todo]
-        cov, best = _best_coverage(enc, e_hash, e_idx, n, overlap)
-        hit = (cov > 0) if overlap == 0 else (cov >= overlap)
+        cov, best, any_hit = _best_coverage(enc, e_hash, e_idx, n, overlap, MAX_OFFENDERS)
+        hit = any_hit if overlap == 0 else (cov >= overlap)
         for j in np.flatnonzero(hit):
             i = todo[int(j)]
             flagged[i] = "near"
+            known = best[j] >= 0
             detail[i] = {
                 "field": f,
-                "eval_text": _short(text_list[int(best[j])]),
-                "coverage": round(float(cov[j]), 4),
+                "eval_text": _short(text_list[int(best[j])]) if known else None,
+                "coverage": round(float(cov[j]), 4) if known else None,
             }
             counts["near"] += 1
             hits_by_field[f] += 1
