@@ -266,6 +266,9 @@ def test_config_disagreements_and_prompt_sha_warn() -> None:
     assert not any("max_tokens" in w and "disagree" in w for w in rep["warnings"])
     assert any("system_prompt_sha differs" in w for w in rep["warnings"])
     assert rep["config"]["before"]["temperature"] == 0.7
+    before[0]["sampling"] = {"temperature": 0.2, "max_tokens": 512}
+    rep = delta_report(before, after)
+    assert any("before rows disagree among themselves on temperature" in w for w in rep["warnings"])
 
 
 def test_unequal_k_warns_next_to_sizing_and_balance_trims() -> None:

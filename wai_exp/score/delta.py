@@ -599,6 +599,13 @@ def delta_report(
         vb, va = configs["before"].get(key), configs["after"].get(key)
         if vb is not None and va is not None and vb != va:
             warnings.append(f"the arms disagree on {key}: before {vb!r}, after {va!r}")
+    for side in ("before", "after"):
+        mixed = [m for m in configs[side].get("mixed") or [] if m != "policy_version"]
+        if mixed:
+            warnings.append(
+                f"the {side} rows disagree among themselves on {', '.join(mixed)}: that arm is "
+                "a mix of settings, so its rates average over them"
+            )
     sha_b, sha_a = configs["before"].get("prompt_sha"), configs["after"].get("prompt_sha")
     if sha_b is not None and sha_a is not None and sha_b != sha_a:
         warnings.append(
