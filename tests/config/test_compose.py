@@ -85,7 +85,12 @@ def test_eval_and_next_round_presets():
     nr = composed("+experiment=next_round")
     assert [s.name for s in plan(nr["pipeline"]["stages"])] == ["simulate", "grade", "next_round"]
     ex = composed("+experiment=explore")
-    assert ex["pipeline"]["stages"]["dataset_report"]["params"]["fn"] == "dataset_report"
+    assert ex["pipeline"]["stages"]["by_stance"]["params"] == {
+        "fn": "metric_summary",
+        "kwargs": {"metric": "pass_at_1"},
+        "by": "scenario_dimensions.stance",
+    }
+    assert ev["simulate"]["repeat_policy"] == "fixed"
 
 
 def test_command_line_overrides_win_over_the_preset():

@@ -231,3 +231,19 @@ def test_named_functions_are_imported_before_any_work(base):
         "agent.target: 'no_such_pkg.agents:answer': cannot import module 'no_such_pkg.agents'"
     )
     assert ps[1].startswith("judge.target:") and "has no 'no_such_judge'" in ps[1]
+
+
+def test_report_stage_function_names_are_checked_before_any_work(base):
+    from wai_exp.config.validate import import_problems
+
+    cfg = copy.deepcopy(base)
+    cfg["pipeline"]["stages"]["r"] = {
+        "kind": "report",
+        "needs": ["grade"],
+        "params": {"fn": "metric_sumary", "format": "format_hack_scan"},
+    }
+    [p] = import_problems(cfg)
+    assert p.startswith(
+        "pipeline.stages.r.params.fn: wai_exp has no public function 'metric_sumary'"
+    )
+    assert "Did you mean 'metric_summary'?" in p

@@ -372,3 +372,35 @@ def test_killed_simulate_resumes_with_the_same_rows_and_no_duplicates(tmp_path, 
     ids = [r["rollout_id"] for r in rows]
     assert len(ids) == len(set(ids)) == 120
     assert _without_timing(rows) == _without_timing(reference)
+
+
+@pytest.mark.parametrize(
+    ("preset", "stage", "metric"),
+    [
+        ("eval", "evaluate", "pass_at_1"),
+        ("explore", "by_stance", "mean"),
+        ("next_round", "next_round", "kept"),
+        ("sft_round", "optimize", "rows_kept"),
+    ],
+)
+def test_other_presets_run_in_process(tmp_path, preset, stage, metric):
+    cfg = composed(f"+experiment={preset}", "simulate.budget=96", "tracking=none")
+    out, _ = run(cfg, tmp_path, "r1")
+    assert out.status == "passed", out.error
+    result = out.stage(stage).result
+    assert metric in result.metrics
+    if preset == "eval":
+        rows = read_rows(tmp_path / "outputs/r1/evaluate/rows.jsonl")
+        assert {r["lineage"]["source"] for r in rows} == {"eval"}
+        assert "pass_pow_k" in result.metrics  # repeat_policy fixed: every task has its k
+    if preset == "explore":
+        assert set(result.report["groups"]) <= {"direct", "vague", "adversarial", "boundary"}
+        n = sum(int(g["n_rows"]) for g in result.report["groups"].values())
+        assert n == 96
+    if preset == "next_round":
+        m = result.metrics
+        assert (
+            m["kept"] + m["dropped_solved"] + m["dropped_unsolved"]
+            == out.stage("grade").result.metrics["n_groups"]
+        )
+        assert len(result.rows) == m["kept"]

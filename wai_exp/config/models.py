@@ -38,7 +38,8 @@ class SimulateConfig(_Strict):
     situations: PositiveInt | None = None
     repeats: PositiveInt | None = None
     phrasings: PositiveInt | None = None
-    repeat_policy: str | None = None
+    #: fixed = every prompt gets k rollouts; split (rl) / verify (adaptive) allocate them.
+    repeat_policy: Literal["fixed", "split", "verify"] | None = None
     unique_situations: bool | None = None
     fault_rate: Share | None = None
     hard_share: Share | None = None

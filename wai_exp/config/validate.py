@@ -475,8 +475,9 @@ def validate_config(cfg: Mapping[str, Any]) -> models.RootConfig:
 
 
 def import_problems(cfg: Mapping[str, Any]) -> list[str]:
-    """Every ``package.module:function`` the config names, imported now: a typo in a target
-    is a config error (exit 2, nothing recorded), not a stage failing half-way through a run."""
+    """Every ``package.module:function`` the config names (agent, judge, execute, report
+    stages' ``fn``/``format``), imported now: a typo in a target is a config error (exit 2,
+    nothing recorded), not a stage failing half-way through a run."""
     from wai_exp.pipeline.registry import import_object
 
     named: list[tuple[str, Any]] = []
@@ -490,6 +491,19 @@ def import_problems(cfg: Mapping[str, Any]) -> list[str]:
     if execute:
         named.append(("simulate.execute", execute))
     problems = []
+    stages = ((cfg.get("pipeline") or {}).get("stages")) or {}
+    for name, stage in stages.items():
+        if (stage or {}).get("kind") != "report":
+            continue
+        from wai_exp.pipeline.stages.report import resolve_function
+
+        params = stage.get("params") or {}
+        for key in ("fn", "format"):
+            if params.get(key):
+                try:
+                    resolve_function(str(params[key]), f"pipeline.stages.{name}.params.{key}")
+                except ValueError as exc:
+                    problems.append(str(exc))
     for what, path in named:
         try:
             obj = import_object(str(path), what)
