@@ -374,3 +374,19 @@ def test_rows_with_different_marker_sets_read_each_value() -> None:
     x, y = rep["metrics"]["x"], rep["metrics"]["y"]
     assert x["n_paired"] == 6 and x["before"] == 1.0 and x["delta"] == 0.0
     assert y["n_paired"] == 6 and y["after"] == 0.0
+
+
+def test_small_significant_answered_gap_warns_but_stays_comparable() -> None:
+    # 5,000 rows per side: 97% vs 94% answered is significant (p < 0.01) yet a 3-point gap,
+    # under ANSWERED_GAP_POINTS (no re-run band here), so it warns and does not fail.
+    before = arm(1250, 4, 0.5, 49, policy="a")
+    after = arm(1250, 4, 0.5, 50, policy="b")
+    for r in before[:150]:
+        r["final_text"] = "<think>ran out"
+    for r in after[:300]:
+        r["final_text"] = "<think>ran out"
+    rep = delta_report(before, after, n_boot=300)
+    assert rep["answered"]["p_value"] < 0.01
+    assert rep["answered"]["gap"] == pytest.approx(-0.03)
+    assert any("answered share differs" in w for w in rep["warnings"])
+    assert rep["not_comparable"] == []
