@@ -18,6 +18,7 @@ repeats the k-way numbers are ``None`` with a note instead of a number too noisy
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ import numpy as np
 from scipy import special
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.resample import TaskGroups, bootstrap_mean, reward_groups
+from wai_exp.score.resample import TaskGroups, binary_reward, bootstrap_mean, group_values
 
 __all__ = [
     "MIN_CI_GROUPS",
@@ -215,7 +216,16 @@ def pass_at(
         )
     if min_k < 1:
         raise ValueError(f"min_k must be >= 1; got {min_k}")
-    groups: TaskGroups = reward_groups(row_list)
+    # One pass for keys, one for rewards; run_config reuses the keys.
+    keys = [task_key(row) for row in row_list]
+    rewards = [binary_reward(row) for row in row_list]
+    graded = [key for key, r in zip(keys, rewards, strict=True) if r is not None]
+    values = np.fromiter((r for r in rewards if r is not None), dtype=float, count=len(graded))
+    found = group_values(graded, values)
+    groups: TaskGroups = TaskGroups(
+        found.keys, found.counts, found.sums, found.row_task, found.values,
+        len(row_list) - len(graded),
+    )  # fmt: skip
     notes: list[str] = []
     if groups.n_tasks == 0:
         skipped = groups.n_skipped
@@ -226,7 +236,7 @@ def pass_at(
         use_k = k if k is not None else min_k
         return PassAt(
             k=int(use_k), pass_at_1=None, pass_pow_k=None, pass_at_k=None, n_groups=0, n_rows=0,
-            note="; ".join(notes), config=run_config(row_list, k=int(use_k)),
+            note="; ".join(notes), config=_run_config(row_list, int(use_k), keys),
         )  # fmt: skip
 
     counts, passes = groups.counts, groups.sums
@@ -290,7 +300,7 @@ def pass_at(
         n_groups_imputed=n_imputed,
         per_task=groups.per_task(),
         note="; ".join(notes),
-        config=run_config(row_list, k=use_k),
+        config=_run_config(row_list, use_k, keys),
         ci95=ci1,
         pass_pow_k_ci95=pow_ci,
         pass_at_k_ci95=at_ci,
@@ -335,6 +345,12 @@ def run_config(rows: Sequence[Mapping[str, Any]] | Any, k: int | None = None) ->
     A setting the rows disagree on holds the sorted list of values and is named in ``mixed``.
     """
     row_list = as_rows(rows)
+    return _run_config(row_list, k, [task_key(row) for row in row_list])
+
+
+def _run_config(
+    row_list: list[Mapping[str, Any]], k: int | None, keys: list[str]
+) -> dict[str, Any]:
     # One comprehension per field: faster than one loop doing everything (no per-row
     # statement overhead), and still linear in the rows.
     samplings = [r.get("sampling") for r in row_list]
@@ -348,9 +364,7 @@ def run_config(rows: Sequence[Mapping[str, Any]] | Any, k: int | None = None) ->
         (lin.get("judge_version") if isinstance(lin, dict) else None) or r.get("judge_name")
         for r, lin in zip(row_list, lineages, strict=True)
     }
-    group_sizes: dict[str, int] = {}
-    for key in map(task_key, row_list):
-        group_sizes[key] = group_sizes.get(key, 0) + 1
+    group_sizes = Counter(keys)
     n_capped = sum(1 for r in row_list if _hit_token_cap(r))
     n_answered = sum(1 for r in row_list if _answered(r.get("final_text")))
     mixed: list[str] = []
