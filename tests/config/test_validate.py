@@ -247,3 +247,30 @@ def test_report_stage_function_names_are_checked_before_any_work(base):
         "pipeline.stages.r.params.fn: wai_exp has no public function 'metric_sumary'"
     )
     assert "Did you mean 'metric_summary'?" in p
+
+
+def test_built_in_stage_params_are_checked_like_their_section(base):
+    cfg = copy.deepcopy(base)
+    cfg["pipeline"]["stages"]["grade"]["params"] = {"concurency": 2}
+    cfg["pipeline"]["stages"]["simulate"]["params"] = {"budget": 0, "agent": {"skill": 0.5}}
+    cfg["pipeline"]["stages"]["optimize"]["params"] = {"order": "random"}
+    ps = problems(cfg)
+    assert any(
+        p.startswith("pipeline.stages.grade.params.concurency: unknown key")
+        and "'concurrency'" in p
+        for p in ps
+    )
+    assert "pipeline.stages.simulate.params.budget = 0: must be >= 1" in ps
+    assert any(
+        p.startswith("pipeline.stages.optimize.params.order = 'random': expected one of")
+        for p in ps
+    )
+    assert len(ps) == 3
+
+
+def test_valid_stage_params_pass(base):
+    cfg = copy.deepcopy(base)
+    cfg["pipeline"]["stages"]["simulate"]["params"] = {"budget": 50, "agent": {"skill": 0.5}}
+    cfg["pipeline"]["stages"]["grade"]["params"] = {"pass_at": {"k": 2, "min_k": 2}}
+    cfg["pipeline"]["stages"]["publish_gate"]["params"] = {"strict": False}
+    assert validate_config(cfg)

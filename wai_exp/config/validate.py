@@ -446,6 +446,58 @@ def tracking_problems(tracking: Mapping[str, Any]) -> list[str]:
     return []
 
 
+#: Built-in stage kind -> (config section its params are laid over, model of that section,
+#: extra param keys the adapter reads). A param key outside these would be silently ignored.
+_STAGE_PARAMS: dict[str, tuple[str | None, type[BaseModel] | None, tuple[str, ...]]] = {
+    "simulate": ("simulate", models.SimulateConfig, ("agent",)),
+    "grade": ("judge", models.JudgeConfig, ()),
+    "evaluate": ("judge", models.JudgeConfig, ()),
+    "optimize": ("selection", models.SelectionConfig, ()),
+    "publish_gate": ("selection", models.SelectionConfig, ("strict", "strict_hacks")),
+    "next_round": (None, None, ("band",)),
+    "report": (None, None, ("fn", "kwargs", "format", "by")),
+}
+
+
+def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
+    """Params of built-in stages checked like the section they override (unknown key ->
+    the valid keys; wrong type or bounds -> the expected value). Other kinds (user stages,
+    compare, eval_variance) validate their own params when they run."""
+    stages = (cfg.get("pipeline") or {}).get("stages") or {}
+    problems: list[str] = []
+    for name, stage in stages.items():
+        if not isinstance(stage, Mapping) or stage.get("_target_"):
+            continue
+        spec = _STAGE_PARAMS.get(str(stage.get("kind")))
+        params = stage.get("params") or {}
+        if spec is None or not isinstance(params, Mapping):
+            continue
+        section, model, extra = spec
+        where = ("pipeline", "stages", str(name), "params")
+        valid = sorted({*(_model_keys(model) if model else ()), *extra})
+        unknown = [k for k in params if k not in valid]
+        for key in unknown:
+            problems.append(unknown_key_message(".".join([*where, str(key)]), str(key), valid))
+        if model is None or unknown:
+            continue
+        merged = {
+            **dict(cfg.get(section) or {}),
+            **{k: v for k, v in params.items() if k not in extra},
+        }
+        try:
+            model.model_validate(merged)
+        except ValidationError as exc:
+            keys = list(_model_keys(model))
+            for p in pydantic_problems(exc, prefix=where, valid_at=lambda parts, keys=keys: keys):
+                if any(p.startswith(".".join([*where, str(k)])) for k in params):
+                    problems.append(p)  # only what the params themselves got wrong
+        if "agent" in params and not isinstance(params["agent"], Mapping):
+            problems.append(
+                f"{'.'.join(where)}.agent: expected a mapping laid over the agent section"
+            )
+    return problems
+
+
 def validate_config(cfg: Mapping[str, Any]) -> models.RootConfig:
     """The config as a ``RootConfig``; raises ``ConfigError`` listing every problem.
 
@@ -468,6 +520,7 @@ def validate_config(cfg: Mapping[str, Any]) -> models.RootConfig:
     tracking = cfg.get("tracking")
     if isinstance(tracking, Mapping):
         problems.extend(tracking_problems(tracking))
+    problems.extend(stage_param_problems(cfg))
     if problems:
         raise ConfigError(problems)
     assert root is not None
