@@ -44,6 +44,8 @@ def test_primary_config_defaults():
     assert root.agent.kind == "scripted"
     assert root.judge.kind == "checklist" and root.selection.mode == "rl"
     assert cfg["tracking"]["kind"] == "mlflow"
+    # a bare `wai-exp` explores (mode explore + the explore pipeline), never a mismatched recipe
+    assert list(cfg["pipeline"]["stages"]) == ["simulate", "grade", "by_stance", "by_world_state"]
     # simulate carries the reference's defaults; null = the engine's per-mode default
     assert cfg["simulate"]["mode"] == "explore" and cfg["simulate"]["budget"] == 1000
     assert cfg["simulate"]["runs"] == 1 and cfg["simulate"]["until"] == "compute"

@@ -585,7 +585,7 @@ def summarize(outcome: RunOutcome) -> str:
     lines = []
     for s in outcome.stages:
         rows = f"{len(s.result.rows)} rows" if s.result is not None else ""
-        t = f"{s.compute_s:.1f} s" if s.status == "ran" else ""
+        t = f"{s.compute_s:.1f} s" if s.status in ("ran", "refused") and s.compute_s else ""
         lines.append(f"  {s.name:<16} {s.status:<8} {rows:>11} {t:>8}")
     head = {
         "passed": "done",
