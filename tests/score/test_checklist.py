@@ -637,3 +637,96 @@ def test_other_vocabularies() -> None:
         "ask",
     }
     assert reply_acts("Thanks.") == frozenset()
+
+
+# ---- robustness ------------------------------------------------------------------------
+
+
+def test_judges_never_raise_on_malformed_rows() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from wai_exp.score.grading import behavior_signature, conduct_grade
+
+    scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+    json_like = st.recursive(
+        scalars,
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "kind",
+                        "name",
+                        "tool_calls",
+                        "arguments",
+                        "result",
+                        "status",
+                        "fault",
+                        "content",
+                        "id",
+                        "tool_call_id",
+                        "role",
+                        "function",
+                    ]
+                ),
+                inner,
+                max_size=5,
+            )
+        ),
+        max_leaves=20,
+    )
+    step = st.fixed_dictionaries(
+        {"kind": st.sampled_from(["assistant", "tool", "user", "other"])},
+        optional={
+            "content": json_like,
+            "tool_calls": json_like,
+            "name": json_like,
+            "arguments": json_like,
+            "result": json_like,
+            "status": json_like,
+            "fault": json_like,
+            "tool_call_id": json_like,
+        },
+    )
+    dims_values = st.fixed_dictionaries(
+        {},
+        optional={
+            "tool": st.sampled_from(["issue_refund", "cancel_order", "lookup_order"]) | json_like,
+            "stance": st.sampled_from(["direct", "vague", "adversarial", "boundary"]) | json_like,
+            "world_state": st.sampled_from(["exists", "missing", "already_done"]) | json_like,
+            "tool_condition": st.sampled_from(["ok", "timeout"]) | json_like,
+            "rule": json_like,
+        },
+    )
+    rows = st.fixed_dictionaries(
+        {},
+        optional={
+            "prompt": json_like,
+            "steps": st.lists(step | json_like, max_size=6) | json_like,
+            "final_text": json_like,
+            "scenario_dimensions": dims_values | json_like,
+            "messages": st.lists(
+                st.fixed_dictionaries(
+                    {"role": st.sampled_from(["user", "assistant", "tool", "system"])},
+                    optional={"content": json_like, "tool_calls": json_like, "name": json_like},
+                )
+                | json_like,
+                max_size=5,
+            )
+            | json_like,
+            "ended_by": json_like,
+        },
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(rows)
+    def check(row: dict[str, Any]) -> None:
+        graded = task_checklist(row)
+        assert graded["reward"] in (0.0, 0.5, 1.0)
+        assert isinstance(graded["reason"], str) and graded["reason"]
+        assert conduct_grade(row)["reward"] in (0.0, 0.5, 1.0)
+        assert len(behavior_signature(row)) == 16
+        privileged_context(row.get("scenario_dimensions"), row.get("faults"))
+
+    check()

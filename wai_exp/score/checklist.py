@@ -699,10 +699,10 @@ def privileged_context(
     """
     dims = _dims(dims)
     facts: list[str] = []
-    if dims.get("stance") in _STANCE_FACT:
-        facts.append(_STANCE_FACT[dims["stance"]])
-    world = dims.get("world_state")
-    if world in _WORLD_FACT:
+    stance, world = dims.get("stance"), dims.get("world_state")
+    if isinstance(stance, str) and stance in _STANCE_FACT:
+        facts.append(_STANCE_FACT[stance])
+    if isinstance(world, str) and world in _WORLD_FACT:
         facts.append(_WORLD_FACT[world])
     planned = (faults or {}).get("planned") if isinstance(faults, Mapping) else None
     rate = (faults or {}).get("rate") if isinstance(faults, Mapping) else None

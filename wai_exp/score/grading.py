@@ -111,8 +111,12 @@ def _steps_from_messages(messages: list[Any]) -> tuple[str | None, list[dict[str
                 steps.append({"kind": "user", "content": text})
         elif role == "assistant":
             calls = []
-            for call in msg.get("tool_calls") or []:
-                fn = call.get("function") or {}
+            reqs = msg.get("tool_calls")
+            for call in reqs if isinstance(reqs, list | tuple) else ():
+                if not isinstance(call, Mapping):
+                    continue
+                fn = call.get("function")
+                fn = fn if isinstance(fn, Mapping) else {}
                 raw = fn.get("arguments", call.get("arguments", {}))
                 if isinstance(raw, str):
                     try:
@@ -148,7 +152,7 @@ def trajectory_steps(trajectory: Mapping[str, Any]) -> tuple[str, list[dict[str,
     prompt = trajectory.get("prompt")
     if not steps:
         messages = trajectory.get("messages")
-        if messages:
+        if messages and isinstance(messages, list | tuple):
             first, steps = _steps_from_messages(list(messages))
             if prompt is None:
                 prompt = first
@@ -253,7 +257,8 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
         if kind == "user":
             context.person.append(str(step.get("content") or "").lower())
         elif kind == "assistant":
-            for req in step.get("tool_calls") or []:
+            reqs = step.get("tool_calls")
+            for req in reqs if isinstance(reqs, list | tuple) else ():
                 if not _is_map(req):
                     continue
                 args = req.get("arguments")

@@ -493,20 +493,26 @@ def _is_pure(judge: Any) -> bool:
     return False
 
 
+def _seq(value: Any) -> list[Any] | tuple[Any, ...]:
+    """``value`` when it is a list or tuple, else empty (a malformed field reads as none)."""
+    return value if isinstance(value, list | tuple) else ()
+
+
 def _called_tools(row: Mapping[str, Any]) -> set[str]:
+    """Names of the tools a rollout called (its steps, else its OpenAI messages)."""
     names: set[str] = set()
-    for step in row.get("steps") or ():
+    for step in _seq(row.get("steps")):
         if not isinstance(step, Mapping):
             continue
         if step.get("kind") == "tool" and step.get("name"):
             names.add(str(step["name"]))
-        for call in step.get("tool_calls") or ():
+        for call in _seq(step.get("tool_calls")):
             if isinstance(call, Mapping) and call.get("name"):
                 names.add(str(call["name"]))
     if not names:
-        for msg in row.get("messages") or ():
+        for msg in _seq(row.get("messages")):
             if isinstance(msg, Mapping):
-                for call in msg.get("tool_calls") or ():
+                for call in _seq(msg.get("tool_calls")):
                     fn = call.get("function") if isinstance(call, Mapping) else None
                     if isinstance(fn, Mapping) and fn.get("name"):
                         names.add(str(fn["name"]))
@@ -709,7 +715,8 @@ def _hollow_warnings(
         )
     marker_values: dict[str, list[float]] = {}
     for row in scored.rows:
-        for name, val in (row.get("markers") or {}).items():
+        markers = row.get("markers")
+        for name, val in markers.items() if isinstance(markers, Mapping) else ():
             if _is_number(val):
                 marker_values.setdefault(name, []).append(float(val))
     quiet = sorted(name for name, vals in marker_values.items() if not any(vals))
@@ -794,10 +801,12 @@ def run_judge(
         row["judge_status"] = res["judge_status"]
         row["judge_meta"] = meta
         if res.get("markers"):
-            merged = dict(row.get("markers") or {})
+            prior = row.get("markers")
+            merged = dict(prior) if isinstance(prior, Mapping) else {}
             merged.update(res["markers"])
             row["markers"] = merged
-        lineage = dict(row.get("lineage") or {})
+        prior_lineage = row.get("lineage")
+        lineage = dict(prior_lineage) if isinstance(prior_lineage, Mapping) else {}
         lineage.update(
             scoring_run_id=run_id,
             source=source,
