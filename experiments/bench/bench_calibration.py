@@ -18,7 +18,7 @@ For contrast the null is also run with the plain percentile interval (no student
 continuity correction), computed from the same primitives: what the default method fixes.
 
 Run: ``python experiments/bench/run.py calibration`` (WAI_CALIBRATION_REPS overrides the
-replication count, default 1000).
+replication count, default 3000).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ SEED = 20261130
 
 
 def _reps() -> int:
-    return int(os.environ.get("WAI_CALIBRATION_REPS", "1000"))
+    return int(os.environ.get("WAI_CALIBRATION_REPS", "3000"))
 
 
 def _rows(passes: np.ndarray, k: int) -> list[dict]:
