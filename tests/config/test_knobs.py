@@ -207,3 +207,17 @@ def test_markdown_table_lists_every_knob():
     assert "`concurrency`" not in engine_only and "`wave_tokens_cap`" in engine_only
     with pytest.raises(ValueError):
         knob_table_markdown("other")
+
+
+def test_hydra_containers_are_accepted():
+    cfg = OmegaConf.create(
+        {
+            "writer_temperature": [0.1, 0.5],
+            "patience": {"second": 0.1, "later": 0.2},
+            "world": {"search_hits": 2},
+        }
+    )
+    r = resolve_knobs(cfg)
+    assert r["writer_temperature"] == (0.1, 0.5)
+    assert r["patience"] == {"second": 0.1, "later": 0.2}
+    assert r["world"] == {"search_hits": 2} and type(r["world"]) is dict

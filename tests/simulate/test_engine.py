@@ -522,3 +522,97 @@ def test_traces_aim_the_grid_and_seed_the_run():
     assert seeded and all(
         r["scenario_dimensions"]["tool"] == "issue_refund" or r["faults"] for r in seeded
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Search: mutation of failing asks, mixed rate, knobs the offline engine does not read
+# ---------------------------------------------------------------------------------------
+
+
+def test_tool_faults_and_graded_failures_become_mutation_parents():
+    data = simulate(desk_agent, mode="rl", budget=300, seed=3)
+    rep = data.report()
+    mutated = [r for r in data.rows if (r["lineage"]["writer"] or {}).get("focus")]
+    assert mutated and set(rep["search"]["mutation_parents"]) == {"tool_fault"}
+    for r in mutated:
+        focus = r["lineage"]["writer"]["focus"]
+        # a sibling ask in the parent's cell
+        assert r["scenario_dimensions"]["tool"] == focus["tool"]
+        assert r["scenario_dimensions"]["tool_condition"] == focus["tool_condition"]
+    assert sum(rep["search"]["mutation_aims"].values()) == sum(
+        rep["search"]["mutation_parents"].values()
+    )
+
+    def fail_all(row):
+        return 0.0
+
+    graded = simulate(desk_agent, budget=200, seed=3, fault_rate=0, grader=fail_all)
+    assert graded.report()["search"]["mutation_parents"].get("graded_failure", 0) > 0
+    beside = simulate(
+        desk_agent,
+        budget=200,
+        seed=3,
+        fault_rate=0,
+        grader=fail_all,
+        advanced={"mutate_graded_failures": False},
+    )
+    assert beside.report()["search"]["mutation_parents"] == {}
+    # a mutated ask replays like any other: the same situation is rebuilt from its lineage
+    again = simulate(desk_agent, tasks=mutated[:5], seed=9)
+    assert {(r["scenario_id"], r["prompt"]) for r in again.rows} == {
+        (r["scenario_id"], r["prompt"]) for r in mutated[:5]
+    }
+
+
+def test_mixed_rate_is_laplace_smoothed_by_hand():
+    data = simulate(
+        desk_agent,
+        mode="rl",
+        repeat_policy="fixed",
+        budget=40,
+        seed=8,
+        advanced={"smoothing_alpha": 2.0},
+    )
+    groups: dict = {}
+    for r in data.rows:
+        groups.setdefault(r["scenario_id"], set()).add(r["behavior_signature"])
+    mixed = sum(len(s) > 1 for s in groups.values())
+    got = data.report()["search"]["mixed_rate"]
+    assert got["groups"] == 5 and got["mixed"] == mixed
+    assert got["smoothed"] == (mixed + 2.0) / (5 + 4.0)
+
+
+def test_report_names_the_knobs_this_engine_does_not_read():
+    rep = simulate(desk_agent, budget=2, seed=0).report()
+    assert "wave_tokens_cap" in rep["knobs_not_read"] and "embedder" in rep["knobs_not_read"]
+    assert (
+        "concurrency" not in rep["knobs_not_read"]
+        and "dead_agent_errors" not in rep["knobs_not_read"]
+    )
+
+
+def test_output_is_streamed_then_written_atomically(tmp_path):
+    out = tmp_path / "rows.jsonl"
+    data = simulate(desk_agent, budget=30, seed=0, output=out, advanced={"flush_report_rows": 5})
+    assert len(read_rows(out)) == 30
+    assert not (tmp_path / "rows.jsonl.partial").exists()
+
+    def breaks_late(prompt, *, tools, system_prompt, world, sampling):
+        breaks_late.n += 1
+        if breaks_late.n > 12:
+            raise KeyboardInterrupt  # not an Exception: the run itself stops, as on Ctrl-C
+        return desk_agent(
+            prompt, tools=tools, system_prompt=system_prompt, world=world, sampling=sampling
+        )
+
+    breaks_late.n = 0
+    crashed = tmp_path / "crashed.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        simulate(breaks_late, budget=30, seed=0, output=crashed, advanced={"flush_report_rows": 5})
+    partial = read_rows(tmp_path / "crashed.jsonl.partial")
+    assert len(partial) == 12  # every finished row was flushed before the crash propagated
+    # the same first twelve rollouts as the uninterrupted run (same asks, same seeds)
+    assert [(r["scenario_id"], r["seed"]) for r in partial] == [
+        (r["scenario_id"], r["seed"]) for r in data.rows[:12]
+    ]
+    assert not crashed.exists()

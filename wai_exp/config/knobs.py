@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -888,7 +889,18 @@ def patience_table(value: Any) -> tuple[float, float]:
     return (float(value["second"]), float(value["later"]))
 
 
-def resolve_knobs(advanced: dict[str, Any] | None = None) -> dict[str, Any]:
+def _plain(value: Any) -> Any:
+    """Plain dicts and lists from any mapping or sequence (an OmegaConf ``DictConfig`` or
+    ``ListConfig`` from a Hydra config included), so validation sees one shape."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        out = [_plain(v) for v in value]
+        return tuple(out) if isinstance(value, tuple) else out
+    return value
+
+
+def resolve_knobs(advanced: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every knob, resolved: the defaults overlaid with ``advanced``, each value validated.
 
     Raises ``ValueError`` for an unknown key (naming the closest valid key and listing them
@@ -899,12 +911,12 @@ def resolve_knobs(advanced: dict[str, Any] | None = None) -> dict[str, Any]:
     resolved = knob_defaults()
     if advanced is None:
         return resolved
-    if not isinstance(advanced, dict):
+    if not isinstance(advanced, Mapping):
         raise ValueError(
             f"advanced must be a dict of knob names to values, got {type(advanced).__name__}."
         )
     for name, value in advanced.items():
-        resolved[name] = _validate(knob(name), value)
+        resolved[str(name)] = _validate(knob(str(name)), _plain(value))
     return resolved
 
 

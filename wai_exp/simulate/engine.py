@@ -88,6 +88,22 @@ MODE_PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 REPEAT_POLICIES = ("fixed", "split", "verify")
+
+#: The ``advanced`` knobs this engine reads. The rest steer parts the reference's engine has
+#: and this offline one does not (a model writer's waves and restarts, the behaviour-gap
+#: search, embedders); ``report()["knobs_not_read"]`` lists them so no one mistakes a
+#: recorded value for one that shaped the run.
+KNOBS_READ = frozenset(
+    {
+        "seed", "concurrency", "avg_turns", "patience", "user_temperature", "world", "pass_threshold",
+        "mutate_graded_failures", "smoothing_alpha", "allocation_gain", "allocation_tool_weight",
+        "allocation_condition_weight", "adaptive_verify_explore_floor", "tier_mix_min_rows",
+        "tier_mix_tolerance", "stop_grace", "empty_rounds_to_stop", "dead_agent_errors",
+        "dead_agent_budget_multiple", "closing_margin", "closing_window_rollouts", "writer_buffer_cap",
+        "failing_seeds_cap", "select_oversample", "writer_context_parents", "progress_every_s",
+        "progress_every_rows", "flush_report_rows", "flush_report_s",
+    }
+)  # fmt: skip
 UNTIL = ("compute", "saturation")
 
 #: Backends a model-spec string can name (``<backend>:<model>``).
@@ -202,8 +218,10 @@ class _SituationSource:
         oversample: int = 1,
         writer_params: dict[str, Any] | None = None,
         seeds: list[_Task] | None = None,
+        mutator: Callable[[int], list[tuple[Any, dict[str, Any]]]] | None = None,
     ) -> None:
         self.writer = writer
+        self.mutator = mutator
         self.writer_params = dict(writer_params or {})
         self.seeds = list(seeds or [])
         self.replay = replay
@@ -246,22 +264,26 @@ class _SituationSource:
             want = min(want, self.max_situations - self.situations_drawn)
             if want <= 0:
                 return False
-        base = int(getattr(self.writer, "drawn", 0))
-        if self.aim is not None:
-            # Draw more than needed and keep the share that matches the hot trace regions.
-            pool = self.writer.next_batch(want * self.oversample)
-        else:
-            pool = self.writer.next_batch(want)
-        # The writer's draw index of each situation: with the writer's own parameters it is
-        # all a replay needs to rebuild the situation (entities included) without writing
-        # the world's records onto the row.
-        index = {id(sit): base + i for i, sit in enumerate(pool)}
-        situations = self.aim(pool, want) if self.aim is not None else pool
-        if not situations:
+        # Mutations of the failing rows' asks come first, then fresh draws fill the batch.
+        drawn: list[tuple[Any, dict[str, Any]]] = self.mutator(want) if self.mutator else []
+        plain = want - len(drawn)
+        if plain > 0:
+            base = int(getattr(self.writer, "drawn", 0))
+            if self.aim is not None:
+                # Draw more than needed and keep the share that matches the hot trace regions.
+                pool = self.writer.next_batch(plain * self.oversample)
+            else:
+                pool = self.writer.next_batch(plain)
+            # The writer's draw index of each situation: with the writer's own parameters it
+            # is all a replay needs to rebuild the situation (entities included) without
+            # writing the world's records onto the row.
+            index = {id(sit): base + i for i, sit in enumerate(pool)}
+            kept = self.aim(pool, plain) if self.aim is not None else pool
+            drawn += [(sit, {**self.writer_params, "index": index[id(sit)]}) for sit in kept]
+        if not drawn:
             return False
-        for sit in situations:
+        for sit, lineage in drawn:
             self.situations_drawn += 1
-            lineage = {**self.writer_params, "index": index[id(sit)]}
             for p, text in enumerate(tuple(sit.phrasings)[: self.phrasings]):
                 self.tasks.append(
                     _Task(
@@ -388,6 +410,19 @@ class _Engine:
         self._live_rows = 0  # rows landed in this call so far, updated as each lands
         self._live_lost = 0
         self.per_run: list[dict[str, Any]] = []
+        # Mutation parents: (focus, kind) of rows that failed (a fired tool fault, or a
+        # graded failure when mutate_graded_failures is on). The next writer batch draws a
+        # sibling ask in the same cell (tool x tool_condition) for each.
+        mutate = cfg.knobs["mutate_graded_failures"]
+        self.mutate_graded = grader is not None if mutate is None else bool(mutate)
+        self.parents: deque[tuple[dict[str, Any], str]] = deque(
+            maxlen=max(0, int(cfg.knobs["writer_context_parents"]))
+        )
+        self.mutating = False  # on while a run draws fresh situations (not under replay)
+        self.mutation_aims: Counter[str] = Counter()
+        self.mutation_kinds: Counter[str] = Counter()
+        self.make_writer: Callable[..., Any] | None = None
+        self.writer_params: dict[str, Any] = {}
 
     # ---- seeds and ids ------------------------------------------------------------------
     def _plan(self, task: _Task, eval_run: int, reason: str) -> _Plan:
@@ -518,6 +553,40 @@ class _Engine:
         self.stop_reason = stop
         return {"tasks": source.tasks, "stopped_because": stop}
 
+    def _note_parent(self, row: dict[str, Any]) -> None:
+        dims = row.get("scenario_dimensions") or {}
+        fired = (row.get("faults") or {}).get("fired")
+        reward = row.get("reward")
+        if fired:
+            kind = "tool_fault"
+        elif self.mutate_graded and reward is not None and reward < self.thr:
+            kind = "graded_failure"
+        else:
+            return
+        focus = {"tool": dims.get("tool"), "tool_condition": dims.get("tool_condition")}
+        self.parents.append((focus, kind))
+
+    def take_mutations(self, limit: int) -> list[tuple[Any, dict[str, Any]]]:
+        """Sibling situations for the pending parents (at most ``limit``), with the writer
+        lineage that rebuilds each one: a writer of its own seed drawing once with the focus."""
+        out: list[tuple[Any, dict[str, Any]]] = []
+        while self.parents and len(out) < limit and self.make_writer is not None:
+            focus, kind = self.parents.popleft()
+            mseed = stable_hash(self.cfg.seed, "mutation", sum(self.mutation_kinds.values()))
+            sit = self.make_writer(mseed, unique=False).next_situation(focus=focus)
+            lineage = {
+                **self.writer_params,
+                "seed": mseed,
+                "unique": False,
+                "index": 0,
+                "focus": focus,
+                "parent": kind,
+            }
+            self.mutation_kinds[kind] += 1
+            self.mutation_aims[f"{focus['tool']}/{focus['tool_condition']}"] += 1
+            out.append((sit, lineage))
+        return out
+
     def _wants_more(self, task: _Task, policy: str) -> bool:
         if policy == "split":
             if not task.landed:
@@ -569,6 +638,8 @@ class _Engine:
             row = res["row"]
             task.landed.append(row)
             self.rows.append(row)
+            if self.mutating and self.parents.maxlen:
+                self._note_parent(row)
             dims = row.get("scenario_dimensions") or {}
             key = (
                 dims.get("stance"),
@@ -1067,6 +1138,7 @@ def _writer_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
         params.get("hard_share"),
         params.get("phrasings"),
         params.get("unique"),
+        json.dumps(params.get("focus"), sort_keys=True) if params.get("focus") else None,
     )
 
 
@@ -1099,7 +1171,8 @@ def _regenerate(
             tools, system_prompt, seed=int(p["seed"]), hard_share=float(p["hard_share"]),
             phrasings=int(p["phrasings"]), unique=bool(p["unique"]), options=options,
         )  # fmt: skip
-        drawn = writer.next_batch(max(entry["ids"].values()) + 1)
+        # A mutation was drawn once, with its parent's focus, by a writer of its own seed.
+        drawn = writer.next_batch(max(entry["ids"].values()) + 1, focus=p.get("focus") or None)
         for sid, idx in entry["ids"].items():
             sit = drawn[idx]
             if str(sit.scenario_id) != sid:
@@ -1422,6 +1495,12 @@ def simulate(
             raise ValueError("execute must be a callable execute(tool_name, arguments) -> result")
         world_cls = _user_exec_world(world_cls, execute)
 
+    # Two arms that differ only in the agent's settings (a scripted agent's skills) must not
+    # share rollout ids, so the run id hashes the agent's full description where it has one.
+    scripted_cls = _optional("wai_exp.simulate.agents.scripted", "ScriptedAgent")
+    agent_identity = (
+        repr(agent) if scripted_cls is not None and isinstance(agent, scripted_cls) else None
+    )
     agent_fn, agent_model, is_backend = _resolve_agent(
         agent,
         timeout=float(timeout),
@@ -1429,6 +1508,11 @@ def simulate(
         logprobs=logprobs,
         avg_turns=int(knobs["avg_turns"]),
     )
+    if agent_identity is None:
+        default = agent is None or agent == "scripted"
+        agent_identity = (
+            repr(scripted_cls()) if default and scripted_cls is not None else agent_model
+        )
     warnings: list[str] = []
     if logprobs and not is_backend:
         warnings.append(
@@ -1511,7 +1595,8 @@ def simulate(
     )
     run_id = "sim-" + _short_hash(
         run_seed, mode, phrasings, repeats, policy, unique, fr, hs, prompt_sha(sp), json.dumps(tool_list, sort_keys=True),
-        agent_model, situations, [(t.scenario_id, t.prompt) for t in replay] if replay else None, n=12,
+        agent_identity, situations, [(t.scenario_id, t.prompt) for t in replay] if replay else None,
+        json.dumps(_world_dump(world_options), sort_keys=True), n=12,
     )  # fmt: skip
     done_map: dict[str, dict[str, Any]] = {}
     for r in done_rows or ():
@@ -1538,8 +1623,18 @@ def simulate(
         run_id=run_id,
     )
     engine.warnings.extend(warnings)
+    stream = _Stream(Path(output), knobs) if output is not None else None
+    if stream is not None:
+        user_on_row = on_row
 
-    def make_writer(writer_seed: int) -> Any:
+        def stream_row(row: dict[str, Any]) -> None:
+            stream.add(row)
+            if user_on_row is not None:
+                user_on_row(row)
+
+        engine.on_row = stream_row
+
+    def make_writer(writer_seed: int, unique: bool = unique) -> Any:
         from wai_exp.simulate.writer import TemplateWriter
 
         return TemplateWriter(
@@ -1551,6 +1646,14 @@ def simulate(
             unique=unique,
             options=world_options,
         )
+
+    engine.make_writer = make_writer
+    engine.writer_params = {
+        "seed": run_seed,
+        "hard_share": hs,
+        "phrasings": phrasings,
+        "unique": unique,
+    }
 
     # The template writer's batch: the buffer the reference's writer keeps ahead of rollouts.
     batch = max(
@@ -1589,6 +1692,7 @@ def simulate(
                                 "unique": unique,
                             },
                             seeds=seed_tasks,
+                            mutator=engine.take_mutations,
                         )
                 else:
                     # Later runs replay the asks the first run opened, with fresh rollout seeds.
@@ -1615,6 +1719,7 @@ def simulate(
                     )
                     src.exhausted_by = "tasks_exhausted"
                 before = len(engine.rows)
+                engine.mutating = src.writer is not None
                 result = await engine.run(src, eval_run)
                 per_run_tiers.append(
                     Counter(
@@ -1633,7 +1738,12 @@ def simulate(
                 if inspect.isawaitable(res):
                     await res
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except BaseException:
+        if stream is not None:
+            stream.close(remove=False)  # keep the finished rows on disk for a resume
+        raise
     engine._emit_progress()
     elapsed = time.monotonic() - t_start
 
@@ -1738,7 +1848,16 @@ def simulate(
             "tier_mix": tier_mix,
             "ended_on_question": ended_on_question,
             "coverage": len(engine.coverage),
+            "mixed_rate": _mixed_rate(rows, float(knobs["smoothing_alpha"]), engine.thr),
+            "mutation_aims": dict(sorted(engine.mutation_aims.items())),
+            "mutation_parents": dict(sorted(engine.mutation_kinds.items())),
+            "mutate_graded_failures": engine.mutate_graded,
         },
+        "knobs_not_read": sorted(set(knobs) - KNOBS_READ),
+        "knobs_not_read_note": (
+            "recorded and validated, but this offline engine has no part they steer "
+            "(model-writer waves, tokens and restarts; the behaviour-gap search; the embedder)"
+        ),
         "timings": {"total_s": elapsed, "rows_per_s": n_rows / elapsed if elapsed > 0 else None},
         "run_id": run_id,
     }
@@ -1766,6 +1885,8 @@ def simulate(
     )
     if output is not None:
         data.save(output)
+    if stream is not None:
+        stream.close(remove=True)
     return data
 
 
@@ -1870,3 +1991,71 @@ def _agent_model_of(rows: list[dict[str, Any]], fallback: str) -> str:
     if len(versions) == 1:
         return versions[0]
     return ", ".join(versions) if versions else fallback
+
+
+def _mixed_rate(rows: list[dict[str, Any]], alpha: float, thr: float) -> dict[str, Any]:
+    """Share of repeat groups (same ask, same run, 2+ rollouts) that split, Laplace-smoothed
+    ``(mixed + a) / (groups + 2a)``. A group splits on reward when graded, else on behaviour
+    signature."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        key = (
+            r.get("scenario_id"),
+            r.get("phrasing_index"),
+            (r.get("lineage") or {}).get("eval_run"),
+        )
+        groups.setdefault(key, []).append(r)
+    n = mixed = 0
+    for g in groups.values():
+        if len(g) < 2:
+            continue
+        n += 1
+        rewards = [r["reward"] for r in g if r.get("reward") is not None]
+        if rewards:
+            mixed += any(x >= thr for x in rewards) and any(x < thr for x in rewards)
+        else:
+            mixed += len({r.get("behavior_signature") for r in g}) > 1
+    return {
+        "groups": n,
+        "mixed": mixed,
+        "raw": mixed / n if n else None,
+        "smoothed": (mixed + alpha) / (n + 2 * alpha) if n or alpha else None,
+        "alpha": alpha,
+    }
+
+
+class _Stream:
+    """Rows streamed to ``<output>.partial`` while the run goes, flushed every
+    ``flush_report_rows`` rows or ``flush_report_s`` seconds, so a crash loses at most that
+    much; the complete file is then written atomically under ``output``."""
+
+    def __init__(self, output: Path, knobs: Mapping[str, Any]) -> None:
+        from wai_exp.rows.jsonl import dumps_row
+
+        self._dumps = dumps_row
+        self.path = output.with_name(output.name + ".partial")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.path.open("w", encoding="utf-8")
+        self._pending: list[str] = []
+        self._every_rows = int(knobs["flush_report_rows"])
+        self._every_s = float(knobs["flush_report_s"])
+        self._last = time.monotonic()
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._pending.append(self._dumps(row) + "\n")
+        now = time.monotonic()
+        if len(self._pending) >= self._every_rows or now - self._last >= self._every_s:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        if self._pending:
+            self._fh.write("".join(self._pending))
+            self._fh.flush()
+            self._pending.clear()
+        self._last = time.monotonic() if now is None else now
+
+    def close(self, *, remove: bool) -> None:
+        self.flush()
+        self._fh.close()
+        if remove:
+            self.path.unlink(missing_ok=True)
