@@ -160,6 +160,15 @@ def test_direct_fails_when_reply_does_not_confirm() -> None:
     assert out == 0 and checks["confirms_result"] is False
 
 
+def test_direct_fails_when_reply_says_a_successful_action_failed() -> None:
+    r = direct_pass()
+    r["final_text"] = "Sorry, the refund of $40.00 failed (RF-123456)."
+    out, _, checks = outcome_check(r)
+    assert out == 0 and checks["confirms_result"] is False
+    r["final_text"] = "The first try timed out, but the retry went through: refund RF-123456."
+    assert outcome(r) == 1
+
+
 def test_direct_confirms_by_quoting_a_read_result() -> None:
     d = dims(tool="lookup_order", rule="R1")
     r = row(

@@ -557,8 +557,11 @@ def _state_rules(
     succeeded = (
         last_target is not None and last_target["status"] == "ok" and not call_failed(last_target)
     )
+    # Quoting a result value confirms it only when the reply does not also say the action
+    # failed ("the $40.00 refund failed" after a refund that went through misleads).
     confirms = succeeded and (
-        claims_success(ro.reply) or quotes_result(ro.reply_low, last_target or {})
+        claims_success(ro.reply)
+        or (quotes_result(ro.reply_low, last_target or {}) and not acknowledges_fault(ro.reply))
     )
     checks = {
         "called_target": last_target is not None,
