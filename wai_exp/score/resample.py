@@ -1,8 +1,9 @@
 """Shared statistics primitives: task grouping, bootstrap, sign-flip test, Wilson, t quantiles.
 
 Every report in ``wai_exp.score`` counts tasks, never rows (rlhf-book ch. 16): rows are grouped
-by ``task_key`` into per-task arrays once (``np.unique`` inverse + ``np.bincount``), and every
-interval is a bootstrap over those task values.
+by ``task_key`` into per-task arrays once (``factorize``: the sorted distinct keys and the
+inverse ``np.unique`` would give, then one ``np.bincount`` for counts and one for sums), and
+every interval is a bootstrap over those task values.
 
 Resampling follows scipy's discipline:
 
@@ -26,7 +27,9 @@ lattice (multiples of 1/k), so their mean is a discrete statistic whose bootstra
 are atoms; ``continuity=True`` widens each end by half the lattice step of the mean, the
 usual continuity correction. Measured by experiments/bench/bench_calibration.py (null: same
 agent both arms, 40 tasks, k=4, difficulties uniform on [0.2, 0.8]): the plain percentile
-interval reports a difference in about 5.5-6% of replications, the default in 4-5%.
+interval reports a difference in 5.8% of 3,000 replications, the default in 4.8%, and the
+default still detects a +0.15 gain in 82% of replications at the 42 tasks
+``holdout_size(0.15, base=0.5)`` asks for.
 ``"expanded"`` (Hesterberg 2015: percentile widened by ``sqrt(n/(n-1)) t_{n-1}/z``),
 ``"percentile"`` and ``"bca"`` are available for comparison.
 """
