@@ -202,3 +202,26 @@ def test_gate_refusal_exits_3_and_keeps_every_artifact(tmp_path):
 def test_bad_dag_exits_2_naming_the_stage(tmp_path, bad):
     res = wai(tmp_path, "+experiment=rl_round", bad, "tracking=none")
     assert res.returncode == 2 and "Did you mean 'simulate'?" in res.stderr
+
+
+def test_sigterm_mid_simulate_marks_the_mlflow_run_killed(tmp_path):
+    proc = subprocess.Popen(
+        [WAI_EXP, "+experiment=rl_round", "simulate.budget=5000"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        found = list((tmp_path / "outputs/.cache").glob("simulate-*/partial.jsonl"))
+        if found and found[0].read_text().count("\n") >= 50:
+            break
+        assert proc.poll() is None, "the run ended before it could be stopped; raise the budget"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted during stage 'simulate'; re-run the same command to resume" in out
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        assert db.execute("select status from runs").fetchall() == [("KILLED",)]

@@ -343,6 +343,17 @@ def run_pipeline(
         where = f" during stage {current.name!r}" if current else ""
         outcome.status, outcome.exit_code = "interrupted", EXIT_INTERRUPTED
         outcome.error = f"interrupted{where}; re-run the same command to resume"
+        if current is not None and not outcome.stage(current.name):
+            outcome.stages.append(
+                StageOutcome(
+                    current.name,
+                    kinds[current.name].name,
+                    keys.get(current.name, ""),
+                    "interrupted",
+                    run_dir / current.name,
+                    error=outcome.error,
+                )
+            )
         _safe_finish(tracker, "KILLED", outcome.error)
     except Exception as exc:
         where = f"stage {current.name!r} " if current else ""
