@@ -616,3 +616,79 @@ def test_output_is_streamed_then_written_atomically(tmp_path):
         (r["scenario_id"], r["seed"]) for r in data.rows[:12]
     ]
     assert not crashed.exists()
+
+
+# ---------------------------------------------------------------------------------------
+# A model backend (HTTP, mocked transport): async pool, sampling and usage from the backend
+# ---------------------------------------------------------------------------------------
+
+
+def test_model_backend_runs_in_the_async_pool():
+    import httpx
+
+    from wai_exp.simulate.agents.http import RetryPolicy
+    from wai_exp.simulate.agents.model_agent import ModelAgent
+
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        calls.append(body)
+        if len(body["messages"]) == 2:  # first turn: look the order up
+            msg = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c0",
+                        "type": "function",
+                        "function": {
+                            "name": "lookup_order",
+                            "arguments": json.dumps({"order_id": "ORD-1"}),
+                        },
+                    }
+                ],
+            }
+        else:
+            msg = {
+                "role": "assistant",
+                "content": "I could not find that order.",
+                "tool_calls": None,
+            }
+        return httpx.Response(
+            200,
+            json={
+                "model": "m",
+                "choices": [{"finish_reason": "stop", "message": msg}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+            },
+        )
+
+    agent = ModelAgent(
+        "openai:m",
+        api_key="k",
+        transport=httpx.MockTransport(handler),
+        retry=RetryPolicy(retries=0, base_s=0.0, max_s=0.0),
+    )
+    data = simulate(
+        agent, budget=6, seed=0, sampling={"temperature": 0.1}, advanced={"concurrency": 3}
+    )
+    assert len(data.rows) == 6 and len(calls) == 12
+    for r in data.rows:
+        assert r["model_version"] == "openai:m"
+        assert r["sampling"]["model"] == "m"  # the backend's own record, not simulate(sampling=)
+        assert r["usage"] == {"input_tokens": 20, "output_tokens": 10}
+        assert [s["kind"] for s in r["steps"]] == ["assistant", "tool", "assistant"]
+        assert r["messages"][-1] == {"role": "assistant", "content": "I could not find that order."}
+    assert agent._client is None  # the engine closed the backend's client
+
+
+def test_timeout_loses_the_rollout_not_the_run():
+    async def sleepy(prompt, *, tools, system_prompt, world, sampling):
+        await asyncio.sleep(1.0 if world.seed % 2 else 0.0)
+        return {"steps": [], "final_text": "ok", "model_version": "sleepy"}
+
+    data = simulate(sleepy, budget=6, seed=0, timeout=0.05, advanced={"concurrency": 8})
+    rep = data.report()
+    assert len(data.rows) == 6
+    assert rep["rollouts_lost"] > 0 and set(rep["rollouts_lost_by"]) == {"timeout"}

@@ -1088,7 +1088,8 @@ def _resolve_agent(
             f"agent must be a callable, a model spec string or None, got {type(agent).__name__}"
         )
     name = getattr(agent, "model_version", None) or _callable_name(agent)
-    return agent, str(name), False
+    backend_cls = _optional("wai_exp.simulate.agents.model_agent", "ModelAgent")
+    return agent, str(name), backend_cls is not None and isinstance(agent, backend_cls)
 
 
 def _load_rows_source(source: Any, what: str) -> list[dict[str, Any]]:
