@@ -404,3 +404,15 @@ def test_other_presets_run_in_process(tmp_path, preset, stage, metric):
             == out.stage("grade").result.metrics["n_groups"]
         )
         assert len(result.rows) == m["kept"]
+
+
+def test_a_tracking_store_that_refuses_is_a_clean_failure(tmp_path):
+    class Broken(Recorder):
+        def start(self, **kw):
+            raise OSError("database is locked")
+
+    rec = Broken()
+    out, _ = run(config(ROUND), tmp_path, "r1", tracker=rec)
+    assert out.status == "failed" and out.exit_code == EXIT_FAILED
+    assert out.error == "tracking could not start: OSError: database is locked"
+    assert CALLS["t_rows"] == 0 and rec.events == []  # nothing ran, nothing to mark

@@ -286,14 +286,23 @@ def run_pipeline(
 
     chash = config_hash(config)
     run_dir.mkdir(parents=True, exist_ok=True)
-    tracker.start(
-        config=dict(config),
-        overrides=list(overrides),
-        run_dir=run_dir,
-        preset=preset,
-        config_hash=chash,
-    )
     outcome = RunOutcome(status="passed", exit_code=EXIT_OK, run_dir=run_dir)
+    try:
+        tracker.start(
+            config=dict(config),
+            overrides=list(overrides),
+            run_dir=run_dir,
+            preset=preset,
+            config_hash=chash,
+        )
+    except Exception as exc:
+        # Nothing ran and no tracking run exists to mark; say what the store refused.
+        outcome.status, outcome.exit_code = "failed", EXIT_FAILED
+        outcome.error = f"tracking could not start: {type(exc).__name__}: {exc}"
+        atomic_write_text(run_dir / "error.log", traceback.format_exc())
+        outcome.wall_s = time.perf_counter() - t_run
+        _write_run_files(outcome, chash)
+        return outcome
     outcome.run_id = getattr(tracker, "run_id", None)
     outcome.ui_command = getattr(tracker, "ui_command", None)
     keys: dict[str, str] = {}
