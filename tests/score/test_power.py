@@ -41,6 +41,8 @@ def test_model_path_closed_form() -> None:
     assert res["sd_source"] == "model"
     assert res["half_width"] == pytest.approx(Z975 * sd / math.sqrt(38))
     assert set(res) == KEYS
+    # With t quantiles at 39 df: ((2.0227 + 0.8513) * 0.32692 / 0.15)^2 = 39.2 -> 40.
+    assert any("about 40 tasks" in note for note in res["notes"])
 
 
 def test_concentrated_gain_matches_the_documented_case() -> None:

@@ -78,6 +78,20 @@ def _true_spread(rates: np.ndarray, counts: np.ndarray) -> float | None:
     return math.sqrt(max(float(np.var(rates, ddof=1)) - noise, 0.0))
 
 
+def _n_with_t_tails(sd: float, effect: float, alpha: float, power: float, n: int) -> int:
+    """The closed form with t quantiles at n - 1 df, iterated up from the normal answer."""
+    if sd <= 0:
+        return n
+    for _ in range(50):
+        df = max(n - 1, 1)
+        q = float(_st.t.ppf(1.0 - alpha / 2.0, df) + _st.t.ppf(power, df))
+        need = _n_for(sd, effect, q)
+        if need <= n:
+            return n
+        n = need
+    return n
+
+
 def holdout_size(
     effect: float,
     base: float = 0.6,
@@ -188,6 +202,12 @@ def holdout_size(
             "paired tasks compare_runs pairs"
         )
         n = MIN_HOLDOUT_TASKS
+    n_t = _n_with_t_tails(sd, effect, alpha, power, n)
+    if n_t - n >= max(2, 0.02 * n):  # a task or two at large n is not worth a note
+        notes.append(
+            f"the closed form assumes a known sd; the interval compare_runs computes has t "
+            f"tails, which at this size need about {n_t} tasks for power {power:g}"
+        )
     return {
         "n_tasks": n,
         "effect": float(effect),
