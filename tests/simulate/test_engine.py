@@ -692,3 +692,25 @@ def test_timeout_loses_the_rollout_not_the_run():
     rep = data.report()
     assert len(data.rows) == 6
     assert rep["rollouts_lost"] > 0 and set(rep["rollouts_lost_by"]) == {"timeout"}
+
+
+def test_adaptive_mode_re_rolls_when_new_behaviour_stops_showing_up():
+    data = simulate(mode="adaptive", budget=600, seed=0)
+    reasons = Counter(r["selection_reason"] for r in data.rows)
+    assert reasons["verify"] > 0 and reasons["initial"] > 0
+    for r in data.rows:
+        if r["selection_reason"] == "verify":
+            assert r["rollout_index"] == 1  # the second look at an ask
+    # with a floor of 0 nothing is ever re-rolled
+    none = simulate(
+        mode="adaptive", budget=300, seed=0, advanced={"adaptive_verify_explore_floor": 0.0}
+    )
+    assert {r["selection_reason"] for r in none.rows} == {"initial"}
+
+
+def test_grade_stamps_the_legacy_conduct_score_and_llm_grade_says_what_to_do():
+    data = simulate(desk_agent, budget=5, seed=0, grade=True)
+    assert all({"reward", "checks"} <= set(r["conduct"]) for r in data.rows)
+    assert all(r.get("reward") is None for r in data.rows)  # conduct is not the reward
+    with pytest.raises(ValueError, match="run_judge"):
+        simulate(desk_agent, budget=5, llm_grade=True)
