@@ -195,15 +195,6 @@ def resolve(kind: str | None = None, target: str | None = None) -> StageKind:
     )
 
 
-def module_file(kind: str) -> Path | None:
-    """Path of the module implementing a built-in kind (for the cache's code fingerprint)."""
-    module = BUILTIN.get(kind)
-    if module is None:
-        return None
-    spec = importlib.util.find_spec(module)
-    return Path(spec.origin) if spec and spec.origin else None
-
-
 def input_rows(name: str, inputs: dict[str, StageResult]) -> list[dict[str, Any]]:
     """The rows a one-input stage works on: its single need's rows.
 

@@ -305,29 +305,13 @@ def run_pipeline(
         return outcome
     outcome.run_id = getattr(tracker, "run_id", None)
     outcome.ui_command = getattr(tracker, "ui_command", None)
-    keys: dict[str, str] = {}
-    results: dict[str, StageResult] = {}
-    blocked: dict[str, str] = {}  # stage -> why it cannot run (a refused or skipped need)
+    state = _Run(config, cache, run_dir, start_dir, tracker, stream)
     current: StageSpec | None = None
     try:
         for i, spec in enumerate(order, start=1):
             current = spec
             outcome.stages.append(
-                _run_stage(
-                    spec,
-                    i,
-                    len(order),
-                    kinds[spec.name],
-                    config,
-                    cache,
-                    keys,
-                    results,
-                    blocked,
-                    run_dir,
-                    start_dir,
-                    tracker,
-                    stream,
-                )
+                state.stage(spec, kinds[spec.name], f"[{i}/{len(order)}] {spec.name}")
             )
             last = outcome.stages[-1]
             if last.status == "refused":
@@ -357,7 +341,7 @@ def run_pipeline(
                 StageOutcome(
                     current.name,
                     kinds[current.name].name,
-                    keys.get(current.name, ""),
+                    state.keys.get(current.name, ""),
                     "interrupted",
                     run_dir / current.name,
                     error=outcome.error,
@@ -374,7 +358,7 @@ def run_pipeline(
                 StageOutcome(
                     current.name,
                     kinds[current.name].name,
-                    keys.get(current.name, ""),
+                    state.keys.get(current.name, ""),
                     "failed",
                     run_dir / current.name,
                     error=outcome.error,
@@ -395,164 +379,116 @@ def _safe_finish(tracker: Any, status: str, error: str) -> None:
         sys.stderr.write(f"wai-exp: could not mark the tracking run {status}: {exc}\n")
 
 
-def _run_stage(
-    spec: StageSpec,
-    index: int,
-    n: int,
-    kind: Any,
-    config: Mapping[str, Any],
-    cache: cache_mod.StageCache,
-    keys: dict[str, str],
-    results: dict[str, StageResult],
-    blocked: dict[str, str],
-    run_dir: Path,
-    start_dir: Path,
-    tracker: Any,
-    stream: TextIO,
-) -> StageOutcome:
-    from wai_exp import __version__
+@dataclass
+class _Run:
+    """State shared by the stages of one run: keys and results so far, and where to write."""
 
-    t0 = time.perf_counter()
-    key = cache_mod.stage_key(
-        kind.name,
-        spec.params,
-        _sections(kind.reads, config),
-        [(n_, keys[n_]) for n_ in spec.needs if n_ in keys],
-        __version__,
-    )
-    keys[spec.name] = key
-    stage_dir = run_dir / spec.name
-    head = f"[{index}/{n}] {spec.name}"
-    why = next((blocked[n_] for n_ in spec.needs if n_ in blocked), None)
-    if why is not None:
-        blocked[spec.name] = why
-        _say(stream, f"{head}: skipped ({why})")
-        tracker.log_stage(
-            spec.name,
-            kind=kind.name,
-            report={"skipped": why},
-            text=f"skipped: {why}\n",
-            rows_path=None,
-            metrics={},
-            seconds=0.0,
-            cached=False,
+    config: Mapping[str, Any]
+    cache: cache_mod.StageCache
+    run_dir: Path
+    start_dir: Path
+    tracker: Any
+    stream: TextIO
+    keys: dict[str, str] = field(default_factory=dict)
+    results: dict[str, StageResult] = field(default_factory=dict)
+    #: stage -> why it cannot run (a refused or skipped need)
+    blocked: dict[str, str] = field(default_factory=dict)
+
+    def stage(self, spec: StageSpec, kind: Any, head: str) -> StageOutcome:
+        """Run (or reuse, or skip) one stage, place its files, hand them to the tracker."""
+        from wai_exp import __version__
+
+        t0 = time.perf_counter()
+        key = cache_mod.stage_key(
+            kind.name,
+            spec.params,
+            _sections(kind.reads, self.config),
+            [(n, self.keys[n]) for n in spec.needs if n in self.keys],
+            __version__,
         )
-        return StageOutcome(spec.name, kind.name, key, "skipped", stage_dir, error=why)
+        self.keys[spec.name] = key
+        stage_dir = self.run_dir / spec.name
+        why = next((self.blocked[n] for n in spec.needs if n in self.blocked), None)
+        if why is not None:
+            self.blocked[spec.name] = why
+            _say(self.stream, f"{head}: skipped ({why})")
+            self.tracker.log_stage(
+                spec.name, kind=kind.name, report={"skipped": why}, text=f"skipped: {why}\n",
+                rows_path=None, metrics={}, seconds=0.0, cached=False,
+            )  # fmt: skip
+            return StageOutcome(spec.name, kind.name, key, "skipped", stage_dir, error=why)
 
-    entry = cache.entry(spec.name, key)
-    compute_s = 0.0
-    with cache.lock(
-        spec.name,
-        key,
-        on_wait=lambda: _say(stream, f"{head}: another run is computing it; waiting"),
-    ):
-        # Checked under the lock: a parallel sweep job with the same key may have just
-        # finished it, and then this job reuses it instead of computing it twice.
-        reuse = cache.reusable(spec.name, key)
-        if not reuse:
-            result, status, compute_s = _compute(
-                spec, kind, config, cache, entry, key, results, run_dir, start_dir, stream, head
+        entry = self.cache.entry(spec.name, key)
+        compute_s = 0.0
+        waiting = f"{head}: another run is computing it; waiting"
+        with self.cache.lock(spec.name, key, on_wait=lambda: _say(self.stream, waiting)):
+            # Checked under the lock: a parallel sweep job with the same key may have just
+            # finished it, and then this job reuses it instead of computing it twice.
+            reuse = self.cache.reusable(spec.name, key)
+            if not reuse:
+                result, status, compute_s = self.compute(spec, kind, entry, key, head)
+        if reuse:
+            result = _load(entry)
+            info = self.cache.info(spec.name, key)
+            status = "refused" if info.get("status") == "refused" else "cached"
+            rel = os.path.relpath(entry, self.start_dir)
+            seconds = info.get("seconds", 0)
+            _say(
+                self.stream,
+                f"{head}: cached, reusing {rel} (key {key[:12]}; computed in {seconds:.1f} s)",
             )
-    if reuse:
-        result = _load(entry)
-        info = cache.info(spec.name, key)
-        status = "refused" if info.get("status") == "refused" else "cached"
-        rel = os.path.relpath(entry, start_dir)
-        _say(
-            stream,
-            f"{head}: cached, reusing {rel} (key {key[:12]}; computed in {info.get('seconds', 0):.1f} s)",
-        )
-    cached = reuse
-    cache_mod.link_outputs(entry, stage_dir)
-    if status == "refused":
-        blocked[spec.name] = f"{spec.name} refused"
-    results[spec.name] = result
-    tracker.log_stage(
-        spec.name,
-        kind=kind.name,
-        report=result.report,
-        text=result.text,
-        rows_path=stage_dir / "rows.jsonl",
-        metrics=dict(result.metrics),
-        seconds=compute_s,
-        cached=cached,
-    )
-    if result.tags:
-        tracker.set_tags(dict(result.tags))
-    overhead = time.perf_counter() - t0 - compute_s
-    return StageOutcome(
-        spec.name,
-        kind.name,
-        key,
-        status,
-        stage_dir,
-        compute_s=compute_s,
-        overhead_s=overhead,
-        result=result,
-    )
+        cache_mod.link_outputs(entry, stage_dir)
+        if status == "refused":
+            self.blocked[spec.name] = f"{spec.name} refused"
+        self.results[spec.name] = result
+        self.tracker.log_stage(
+            spec.name, kind=kind.name, report=result.report, text=result.text,
+            rows_path=stage_dir / "rows.jsonl", metrics=dict(result.metrics), seconds=compute_s,
+            cached=reuse,
+        )  # fmt: skip
+        if result.tags:
+            self.tracker.set_tags(dict(result.tags))
+        overhead = time.perf_counter() - t0 - compute_s
+        return StageOutcome(
+            spec.name, kind.name, key, status, stage_dir, compute_s=compute_s, overhead_s=overhead,
+            result=result,
+        )  # fmt: skip
 
-
-def _compute(
-    spec: StageSpec,
-    kind: Any,
-    config: Mapping[str, Any],
-    cache: cache_mod.StageCache,
-    entry: Path,
-    key: str,
-    results: dict[str, StageResult],
-    run_dir: Path,
-    start_dir: Path,
-    stream: TextIO,
-    head: str,
-) -> tuple[StageResult, str, float]:
-    """Run one stage into its cache entry; the marker is written last. Returns
-    (result, "ran" | "refused", compute seconds)."""
-    cache.prepare(spec.name, key)
-    inputs = {n_: results[n_] for n_ in spec.needs}
-    progress = ProgressLine(spec.name, stream)
-    ctx = StageContext(
-        name=spec.name,
-        kind=kind.name,
-        config=dict(config),
-        run_dir=run_dir,
-        stage_dir=entry,
-        start_dir=start_dir,
-        key=key,
-        partial_path=entry / cache_mod.PARTIAL,
-        progress=progress,
-    )
-    resumed = ctx.partial_path.exists()
-    _say(stream, f"{head}: running{' (resuming from streamed rows)' if resumed else ''}")
-    tc = time.perf_counter()
-    try:
-        result = _check_result(spec.name, kind.fn(ctx, dict(spec.params), inputs))
-        status = "ran"
-    except Exception as exc:
-        if not _is_gate_refusal(exc):
-            raise
-        result = _refusal(spec.name, exc, inputs)
-        status = "refused"
-    finally:
-        progress.close()
-    compute_s = time.perf_counter() - tc
-    _write(entry, result)
-    cache.mark_complete(
-        spec.name,
-        key,
-        {
-            "stage": spec.name,
-            "kind": kind.name,
-            "status": status,
-            "seconds": round(compute_s, 3),
-            "tags": result.tags,
-            "rows": len(result.rows),
-        },
-    )
-    _say(
-        stream,
-        f"{head}: {'REFUSED' if status == 'refused' else 'done'} in {compute_s:.1f} s ({len(result.rows)} rows)",
-    )
-    return result, status, compute_s
+    def compute(
+        self, spec: StageSpec, kind: Any, entry: Path, key: str, head: str
+    ) -> tuple[StageResult, str, float]:
+        """Run one stage into its cache entry; the marker is written last. Returns
+        (result, "ran" | "refused", compute seconds)."""
+        self.cache.prepare(spec.name, key)
+        inputs = {n: self.results[n] for n in spec.needs}
+        progress = ProgressLine(spec.name, self.stream)
+        ctx = StageContext(
+            name=spec.name, kind=kind.name, config=dict(self.config), run_dir=self.run_dir,
+            stage_dir=entry, start_dir=self.start_dir, key=key,
+            partial_path=entry / cache_mod.PARTIAL, progress=progress,
+        )  # fmt: skip
+        resumed = " (resuming from streamed rows)" if ctx.partial_path.exists() else ""
+        _say(self.stream, f"{head}: running{resumed}")
+        tc = time.perf_counter()
+        try:
+            result = _check_result(spec.name, kind.fn(ctx, dict(spec.params), inputs))
+            status = "ran"
+        except Exception as exc:
+            if not _is_gate_refusal(exc):
+                raise
+            result = _refusal(spec.name, exc, inputs)
+            status = "refused"
+        finally:
+            progress.close()
+        compute_s = time.perf_counter() - tc
+        _write(entry, result)
+        self.cache.mark_complete(spec.name, key, {
+            "stage": spec.name, "kind": kind.name, "status": status,
+            "seconds": round(compute_s, 3), "tags": result.tags, "rows": len(result.rows),
+        })  # fmt: skip
+        verdict = "REFUSED" if status == "refused" else "done"
+        _say(self.stream, f"{head}: {verdict} in {compute_s:.1f} s ({len(result.rows)} rows)")
+        return result, status, compute_s
 
 
 def _write_run_files(outcome: RunOutcome, chash: str) -> None:
