@@ -714,3 +714,24 @@ def test_grade_stamps_the_legacy_conduct_score_and_llm_grade_says_what_to_do():
     assert all(r.get("reward") is None for r in data.rows)  # conduct is not the reward
     with pytest.raises(ValueError, match="run_judge"):
         simulate(desk_agent, budget=5, llm_grade=True)
+
+
+def test_execute_sees_the_rollout_being_answered():
+    from wai_exp.simulate.agents import current_rollout
+
+    seen = []
+
+    def my_world(name, arguments):
+        ctx = current_rollout.get()
+        seen.append((ctx["scenario_id"], ctx["rollout_index"], ctx["seed"], ctx["prompt"]))
+        return {"found": False}
+
+    data = simulate(desk_agent, budget=20, seed=1, repeats=2, execute=my_world)
+    by_seed = {r["seed"]: r for r in data.rows}
+    assert seen
+    for sid, idx, seed, prompt in seen:
+        row = by_seed[seed]
+        assert (row["scenario_id"], row["rollout_index"], row["prompt"]) == (sid, idx, prompt)
+    assert current_rollout.get() is None  # reset after each rollout
+    counts = data.report()["search"]["dimension_counts"]
+    assert sum(counts["tool"].values()) == 20

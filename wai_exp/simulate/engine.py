@@ -1850,6 +1850,16 @@ def simulate(
             "ended_on_question": ended_on_question,
             "coverage": len(engine.coverage),
             "mixed_rate": _mixed_rate(rows, float(knobs["smoothing_alpha"]), engine.thr),
+            "dimension_counts": {
+                key: dict(
+                    sorted(
+                        Counter(
+                            str((r.get("scenario_dimensions") or {}).get(key)) for r in rows
+                        ).items()
+                    )
+                )
+                for key in DIMENSION_KEYS
+            },
             "mutation_aims": dict(sorted(engine.mutation_aims.items())),
             "mutation_parents": dict(sorted(engine.mutation_kinds.items())),
             "mutate_graded_failures": engine.mutate_graded,
