@@ -396,6 +396,8 @@ def test_runs_replays_the_same_asks_with_new_rollout_seeds():
     assert {r["lineage"]["replayed"] for r in by_run[1] + by_run[2]} == {True}
     assert {r["lineage"]["replayed_from_run"] for r in by_run[2]} == {rep["run_id"]}
     assert len(rep["search"]["tier_mix"]["per_run"]) == 3
+    assert {r["arm"] for r in by_run[1] + by_run[2]} == {"replay"}
+    assert "replay" not in {r["arm"] for r in by_run[0]}
     assert len({r["rollout_id"] for r in data.rows}) == 90
 
 
@@ -413,6 +415,7 @@ def test_tasks_replays_a_run_from_a_jsonl_path_and_a_directory(tmp_path):
         assert {r["lineage"]["replayed"] for r in again.rows} == {True}
         assert {r["lineage"]["replayed_from_run"] for r in again.rows} == {first.report()["run_id"]}
         assert again.report()["stopped_because"] == "tasks_exhausted"
+        assert {r["arm"] for r in again.rows} == {"replay"}
         # the world is rebuilt from the same situation: same dims, same planned fault
         orig = {r["scenario_id"]: r for r in first.rows}
         for r in again.rows:
@@ -519,6 +522,7 @@ def test_traces_aim_the_grid_and_seed_the_run():
     }
     assert rep["seeds"] > 0
     seeded = [r for r in aimed.rows if r["writer_model"] == "seed"]
+    assert {r["arm"] for r in seeded} == {"seed"}
     assert seeded and all(
         r["scenario_dimensions"]["tool"] == "issue_refund" or r["faults"] for r in seeded
     )
@@ -534,6 +538,8 @@ def test_tool_faults_and_graded_failures_become_mutation_parents():
     rep = data.report()
     mutated = [r for r in data.rows if (r["lineage"]["writer"] or {}).get("focus")]
     assert mutated and set(rep["search"]["mutation_parents"]) == {"tool_fault"}
+    assert {r["arm"] for r in mutated} == {"mutation"}
+    assert rep["arms"]["mutation"] == len(mutated) and rep["arms"]["fresh"] == 300 - len(mutated)
     for r in mutated:
         focus = r["lineage"]["writer"]["focus"]
         # a sibling ask in the parent's cell

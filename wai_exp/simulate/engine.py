@@ -177,6 +177,9 @@ class _Task:
     k: int
     replayed_from: str | None = None
     writer_lineage: dict[str, Any] | None = None
+    #: how the ask entered the run: "fresh" (writer draw), "mutation" (a failing row's
+    #: sibling), "seed" (a failing ask mined from traces=), "replay" (tasks= or runs=N)
+    arm: str = "fresh"
     opened: int = 0
     landed: list[dict[str, Any]] = field(default_factory=list)
     lost: int = 0
@@ -294,6 +297,7 @@ class _SituationSource:
                         "template",
                         self.k,
                         writer_lineage=lineage,
+                        arm="mutation" if "focus" in lineage else "fresh",
                     )
                 )
         return True
@@ -815,7 +819,7 @@ class _Engine:
             "markers": {},
             "scenario_dimensions": dims,
             "behavior_signature": None,
-            "arm": dims.get("tier"),
+            "arm": task.arm,
             "selection_reason": plan.reason,
             "seed": plan.seed,
             "ended_by": str(out.get("ended_by") or getattr(world, "ended_by", None) or "final"),
@@ -1236,6 +1240,7 @@ def _replay_tasks(
                 writer_model=str(first.get("writer_model") or "template"),
                 k=k,
                 replayed_from=str(lineage.get("run_id") or "unknown"),
+                arm="replay",
                 writer_lineage=dict(lineage.get("writer") or {}),
             )
         )
@@ -1564,7 +1569,7 @@ def simulate(
                 warnings.append(f"traces=: failing asks could not seed the run ({exc})")
                 seed_tasks = []
             for t in seed_tasks:
-                t.writer_model, t.replayed_from = "seed", None
+                t.writer_model, t.replayed_from, t.arm = "seed", None, "seed"
         if len(rebuildable) < len(failing):
             warnings.append(
                 f"traces=: {len(failing) - len(rebuildable)} failing rows carry no writer lineage; they aim the grid "
@@ -1708,6 +1713,7 @@ def simulate(
                             repeats,
                             replayed_from=t.replayed_from,
                             writer_lineage=t.writer_lineage,
+                            arm="replay",
                         )  # fmt: skip
                         for t in first_tasks
                     ]
@@ -1783,7 +1789,8 @@ def simulate(
     )
     report: dict[str, Any] = {
         "mode": mode,
-        "budget": budget * runs,
+        "budget": budget,
+        "budget_total": budget * runs,
         "budget_per_run": budget,
         "runs": runs,
         "seed": run_seed,
@@ -1799,8 +1806,12 @@ def simulate(
         "until": until,
         "reproducible": bool(reproducible),
         "dimensions": list(DIMENSION_KEYS),
-        "arm_weights": None,  # the offline template writer draws cells uniformly within a tier
-        "arm_weights_note": "no arm weights: the template writer draws cells uniformly within the asked tier mix",
+        "arm_weights": None,
+        "arm_weights_note": (
+            "no arm weights: each writer batch is the pending mutations of failing rows (at most "
+            "writer_context_parents), then fresh draws; seeds from traces= run first"
+        ),
+        "arms": dict(sorted(Counter(str(r.get("arm")) for r in rows).items())),
         "tasks": tasks_info["tasks"],
         "tasks_info": tasks_info,
         "traces": trace_info["traces"],
