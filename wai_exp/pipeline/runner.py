@@ -503,6 +503,7 @@ def _write_run_files(outcome: RunOutcome, chash: str) -> None:
                 "status": s.status,
                 "compute_s": round(s.compute_s, 4),
                 "overhead_s": round(s.overhead_s, 4),
+                "rows": len(s.result.rows) if s.result is not None else None,
             }
             for s in outcome.stages
         },
