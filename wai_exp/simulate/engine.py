@@ -1354,11 +1354,21 @@ def simulate(
     each mode presets. Aliases: ``phrasings=``/``n=``, ``repeats=``, ``unique=``,
     ``policy=`` (system prompt), ``risk=`` (fault rate).
 
+    ``budget`` caps rows per run; lost rollouts do not count, so a flaky agent still yields
+    ``budget`` rows unless a stop rule fires first. ``report()["stopped_because"]`` is one of
+    ``budget``, ``situations_exhausted`` (``situations=N``), ``tasks_exhausted`` (a replayed
+    task set ran out), ``time_budget``, ``saturation`` (``until="saturation"``) or
+    ``dead_agent``. Scheduling is always round-synchronous, so without a clock the same
+    seed gives the same rows at any concurrency (``reproducible=`` is recorded; a clock
+    with ``reproducible=True`` is refused). Hooks for the pipeline: ``done_rows`` (rows a
+    crashed attempt finished, reused by ``rollout_id``), ``on_row(row)`` (once per newly
+    finished row), ``progress(dict)``.
+
     Returns a ``SimulationData``: ``.trajectories`` (rows with ``privileged`` in memory),
     ``.rows`` (scrubbed), ``.report()``. Raises ``ValueError`` for an unknown parameter or
     knob (naming the closest), a value out of range, two spellings of one parameter, or an
-    input that cannot be read; ``TypeError`` never escapes from a rollout (a raising agent
-    loses that rollout, recorded in ``report()["rollouts_lost"]``).
+    input that cannot be read. An exception inside the agent never escapes: that rollout is
+    lost and recorded (``data.lost``, ``report()["rollouts_lost_by"]``).
     """
     given = {
         "requests_per_situation": requests_per_situation,
