@@ -416,3 +416,28 @@ def test_a_tracking_store_that_refuses_is_a_clean_failure(tmp_path):
     assert out.status == "failed" and out.exit_code == EXIT_FAILED
     assert out.error == "tracking could not start: OSError: database is locked"
     assert CALLS["t_rows"] == 0 and rec.events == []  # nothing ran, nothing to mark
+
+
+def test_editing_user_code_invalidates_the_stages_that_call_it(tmp_path, monkeypatch):
+    import sys
+
+    pkg = tmp_path / "mycode"
+    pkg.mkdir()
+    (pkg / "mystage.py").write_text(
+        "from wai_exp.pipeline.registry import StageResult\n"
+        "def run(ctx, params, inputs):\n    return StageResult(rows=[{'v': 1}])\n"
+    )
+    monkeypatch.syspath_prepend(str(pkg))
+    stages = {"src": {"kind": "t_rows"}, "mine": {"_target_": "mystage:run", "needs": ["src"]}}
+    out, _ = run(config(stages), tmp_path, "r1")
+    assert out.stage("mine").status == "ran"
+    out, _ = run(config(stages), tmp_path, "r2")
+    assert out.stage("mine").status == "cached"
+    (pkg / "mystage.py").write_text(
+        "from wai_exp.pipeline.registry import StageResult\n"
+        "def run(ctx, params, inputs):\n    return StageResult(rows=[{'v': 2}])\n"
+    )
+    sys.modules.pop("mystage", None)
+    out, _ = run(config(stages), tmp_path, "r3")
+    assert out.stage("src").status == "cached" and out.stage("mine").status == "ran"
+    assert out.stage("mine").result.rows == [{"v": 2}]

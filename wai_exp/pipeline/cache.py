@@ -1,9 +1,12 @@
 """Content-addressed stage cache.
 
 A stage's key is the SHA-256 of its kind, its own params, the config sections it reads
-(see ``registry.register(reads=...)``), the keys of the stages it needs, and the wai-exp
-version. Identical inputs give identical keys, so re-running the same command, or resuming
-after a crash, finds the work already done.
+(see ``registry.register(reads=...)``), the keys of the stages it needs, the wai-exp
+version, and a digest of the source file of any user code it calls (a callable agent or
+judge, ``simulate.execute``, a ``_target_`` stage). Identical inputs give identical keys, so
+re-running the same command, or resuming after a crash, finds the work already done; editing
+your agent re-runs what depends on it. (Editing wai-exp itself does not: bump its version,
+set ``cache.enabled=false``, or delete ``outputs/.cache``.)
 
 Layout (the cache root defaults to ``<start dir>/outputs/.cache``, outside the timestamped
 run folders so every run started from the same directory shares it; ``cache.dir`` moves it)::

@@ -186,6 +186,39 @@ def _sections(kind_reads: tuple[str, ...] | None, config: Mapping[str, Any]) -> 
     return {k: config.get(k) for k in kind_reads}
 
 
+def _module_digest(path: str) -> str:
+    """SHA-256 (16 hex) of the source file defining ``package.module[:.]attr``; "" if unknown."""
+    import importlib.util
+
+    module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        return ""
+    return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:16]
+
+
+def user_code(sections: Mapping[str, Any], target: str | None = None) -> dict[str, str]:
+    """Digests of the user code a stage's result depends on: a callable agent or judge, a
+    user world (``simulate.execute``) and the stage's own ``_target_``. They go into the cache
+    key, so editing your agent and re-running re-simulates instead of reusing stale rows."""
+    named = []
+    agent = sections.get("agent")
+    if isinstance(agent, Mapping) and agent.get("kind") == "callable" and agent.get("target"):
+        named.append(str(agent["target"]))
+    judge = sections.get("judge")
+    if isinstance(judge, Mapping) and judge.get("kind") == "callable" and judge.get("target"):
+        named.append(str(judge["target"]))
+    sim = sections.get("simulate")
+    if isinstance(sim, Mapping) and sim.get("execute"):
+        named.append(str(sim["execute"]))
+    if target:
+        named.append(target)
+    return {path: _module_digest(path) for path in named}
+
+
 def _load(entry: Path) -> StageResult:
     info = json.loads((entry / cache_mod.MARKER).read_text())
     rows_path = entry / "rows.jsonl"
@@ -399,10 +432,12 @@ class _Run:
         from wai_exp import __version__
 
         t0 = time.perf_counter()
+        sections = _sections(kind.reads, self.config)
+        code = user_code(sections, spec.target)
         key = cache_mod.stage_key(
             kind.name,
             spec.params,
-            _sections(kind.reads, self.config),
+            {**sections, "_user_code": code} if code else sections,
             [(n, self.keys[n]) for n in spec.needs if n in self.keys],
             __version__,
         )
