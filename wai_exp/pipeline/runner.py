@@ -113,7 +113,9 @@ class ProgressLine:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.t0 = time.perf_counter()
-        self.last = 0.0
+        # Into a log, the first line waits a few seconds: a fast stage then logs nothing but
+        # its "done" line.
+        self.last = 0.0 if self.tty else self.t0
         self.drawn = False
 
     def __call__(self, info: Mapping[str, Any]) -> None:
