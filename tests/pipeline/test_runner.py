@@ -441,3 +441,24 @@ def test_editing_user_code_invalidates_the_stages_that_call_it(tmp_path, monkeyp
     out, _ = run(config(stages), tmp_path, "r3")
     assert out.stage("src").status == "cached" and out.stage("mine").status == "ran"
     assert out.stage("mine").result.rows == [{"v": 2}]
+
+
+def test_progress_line_redraws_in_place_on_a_terminal():
+    from wai_exp.pipeline.runner import ProgressLine
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    line = ProgressLine("simulate", tty)
+    line({"done": 5, "total": 10, "unit": "rows"})
+    line({"done": 6, "total": 10, "unit": "rows"})  # within 0.1 s: not redrawn
+    line.close()
+    text = tty.getvalue()
+    assert text.count("\r\x1b[2K") == 2 and "simulate  5/10 rows" in text and "6/10" not in text
+    log = io.StringIO()
+    quiet = ProgressLine("grade", log)
+    quiet({"done": 1, "total": 10})
+    quiet.close()
+    assert log.getvalue() == ""  # a log gets no line for a stage that ends within seconds
