@@ -741,3 +741,27 @@ def test_execute_sees_the_rollout_being_answered():
     assert current_rollout.get() is None  # reset after each rollout
     counts = data.report()["search"]["dimension_counts"]
     assert sum(counts["tool"].values()) == 20
+
+
+def test_budget_and_group_invariants_hold_for_any_budget_and_mode():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=20, deadline=None, derandomize=True)
+    @given(
+        budget=st.integers(min_value=1, max_value=150),
+        mode=st.sampled_from(sorted(MODE_PRESETS)),
+        seed=st.integers(min_value=0, max_value=10_000),
+    )
+    def check(budget, mode, seed):
+        data = simulate(desk_agent, mode=mode, budget=budget, seed=seed)
+        rows = data.rows
+        assert len(rows) == budget
+        assert len({r["rollout_id"] for r in rows}) == budget
+        k = MODE_PRESETS[mode]["repeats"]
+        groups = Counter((r["scenario_id"], r["phrasing_index"]) for r in rows)
+        assert max(groups.values()) <= k
+        idx = Counter((r["scenario_id"], r["rollout_index"]) for r in rows)
+        assert max(idx.values()) == 1  # rollout_index never repeats within a scenario
+
+    check()
