@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 import time
@@ -283,9 +284,14 @@ def _refusal(name: str, exc: BaseException, inputs: Mapping[str, StageResult]) -
     )
 
 
+_log = logging.getLogger("wai_exp.pipeline")
+
+
 def _say(stream: TextIO, text: str) -> None:
+    # The terminal line, and the same line in <run dir>/wai-exp.log under Hydra.
     stream.write(text + "\n")
     stream.flush()
+    _log.info(text)
 
 
 def run_pipeline(
