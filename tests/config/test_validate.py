@@ -274,3 +274,27 @@ def test_valid_stage_params_pass(base):
     cfg["pipeline"]["stages"]["grade"]["params"] = {"pass_at": {"k": 2, "min_k": 2}}
     cfg["pipeline"]["stages"]["publish_gate"]["params"] = {"strict": False}
     assert validate_config(cfg)
+
+
+def test_precheck_names_a_missing_group_option(tmp_path):
+    [p] = check_override_keys(["+experiment=rl_rnd"])
+    assert p.startswith(
+        "+experiment=rl_rnd: no option 'rl_rnd' in group 'experiment'. Did you mean +experiment=rl_round?"
+    )
+    assert "Options: " in p and "sft_round" in p
+    [p] = check_override_keys(["agent=opnai"])
+    assert "Did you mean agent=openai?" in p
+    # sweeps list options with commas; each is checked
+    [p] = check_override_keys(["-m", "judge=checklist,conduckt"])
+    assert "judge=conduckt" in p and "Did you mean judge=conduct?" in p
+
+
+def test_precheck_sees_options_from_config_dirs(tmp_path):
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "pipeline/mine.yaml").write_text("stages: {}\n")
+    assert check_override_keys(["--config-dir", str(tmp_path), "pipeline=mine"]) == []
+    assert check_override_keys(["pipeline=mine"])  # without the folder it does not exist
+    assert (
+        check_override_keys(["agent=glob(*)", "hydra.searchpath=[file:///x]", "agent=anything"])
+        == []
+    )

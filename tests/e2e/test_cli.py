@@ -225,3 +225,9 @@ def test_sigterm_mid_simulate_marks_the_mlflow_run_killed(tmp_path):
     assert "interrupted during stage 'simulate'; re-run the same command to resume" in out
     with sqlite3.connect(tmp_path / "mlflow.db") as db:
         assert db.execute("select status from runs").fetchall() == [("KILLED",)]
+
+
+def test_unknown_group_option_exits_2_naming_the_closest(tmp_path):
+    res = wai(tmp_path, "+experiment=rl_round", "agent=opnai")
+    assert res.returncode == 2 and "Did you mean agent=openai?" in res.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -20,6 +20,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -200,49 +201,101 @@ _OPTIONAL_VALUE = {
 }
 
 
-def override_keys(argv: Sequence[str]) -> list[str]:
-    """The keys of the plain ``key=value`` overrides in ``argv`` (Hydra options skipped;
-    ``+``/``++`` appends and ``~`` deletions skipped: the composed config is validated anyway)."""
-    keys: list[str] = []
-    skip = False
+def parse_argv(argv: Sequence[str]) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """Split a command line into overrides ``(prefix, key, value)`` (prefix ``""``, ``"+"``,
+    ``"++"`` or ``"~"``) and the ``--config-dir`` folders; Hydra's other options are skipped."""
+    overrides: list[tuple[str, str, str]] = []
+    config_dirs: list[str] = []
     args = list(argv)
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
         if arg.startswith("-"):
             m = _OPTION.match(arg)
             flag = m.group(1) if m else arg
-            if m and m.group(2):
-                continue
-            if (
+            value = m.group(2)[1:] if m and m.group(2) else None
+            if value is None and (
                 flag in _TAKES_VALUE
-                or flag in _OPTIONAL_VALUE
-                and i + 1 < len(args)
-                and args[i + 1] in _OPTIONAL_VALUE[flag]
+                or (flag in _OPTIONAL_VALUE and i < len(args) and args[i] in _OPTIONAL_VALUE[flag])
             ):
-                skip = True
+                value = args[i]
+                i += 1
+            if flag in ("-cd", "--config-dir") and value:
+                config_dirs.append(value)
             continue
-        if "=" not in arg or arg[0] in "+~":
-            continue
-        key = arg.split("=", 1)[0]
-        if "@" in key:  # group@package selection
-            continue
-        keys.append(key)
-    return keys
+        prefix = "++" if arg.startswith("++") else arg[0] if arg[0] in "+~" else ""
+        body = arg[len(prefix) :]
+        key, _, value = body.partition("=")
+        overrides.append((prefix, key, value))
+    return overrides, config_dirs
+
+
+def override_keys(argv: Sequence[str]) -> list[str]:
+    """The keys of the plain ``key=value`` overrides in ``argv`` (Hydra options skipped;
+    ``+``/``++`` appends and ``~`` deletions skipped: the composed config is validated anyway)."""
+    overrides, _ = parse_argv(argv)
+    return [k for prefix, k, _ in overrides if not prefix and "@" not in k]
+
+
+def group_options(group: str, config_dirs: Sequence[str] = ()) -> list[str] | None:
+    """The options of config group ``group``: the shipped ``conf/<group>/*.yaml`` plus those in
+    every ``--config-dir``. None when the group is unknown everywhere."""
+    from importlib.resources import files
+
+    found: set[str] = set()
+    known = False
+    shipped = files("wai_exp.conf").joinpath(group)
+    if shipped.is_dir():
+        known = True
+        found |= {e.name[:-5] for e in shipped.iterdir() if e.name.endswith(".yaml")}
+    for d in config_dirs:
+        folder = Path(d).expanduser() / group
+        if folder.is_dir():
+            known = True
+            found |= {p.stem for p in folder.glob("*.yaml")}
+    return sorted(found) if known else None
+
+
+_PLAIN_OPTIONS = re.compile(r"^[\w\-/]+(,[\w\-/]+)*$")
 
 
 def check_override_keys(argv: Sequence[str]) -> list[str]:
-    """One problem per command-line override whose key cannot exist in a config."""
+    """One problem per command-line override whose key cannot exist in a config, or that
+    picks a config-group option that does not exist (``agent=opnai``, ``+experiment=rl_rnd``)."""
+    overrides, config_dirs = parse_argv(argv)
+    searchpath = any(k.startswith("hydra.searchpath") for _, k, _ in overrides)
     problems = []
-    for key in override_keys(argv):
+    for prefix, key, value in overrides:
+        if prefix == "~" or "@" in key:
+            continue
         parts = key.split(".")
         if len(parts) == 1 and parts[0] in GROUPS:
-            continue  # a group selection: Hydra lists the group's options itself
+            # A group selection. Sweeps list options with commas; anything fancier (glob,
+            # choice, range) and a custom hydra.searchpath are left to Hydra.
+            if searchpath or not _PLAIN_OPTIONS.match(value):
+                continue
+            options = group_options(parts[0], config_dirs)
+            if options is None:
+                continue
+            for option in value.split(","):
+                if option not in options:
+                    problems.append(unknown_option_message(parts[0], option, options, prefix))
+            continue
+        if prefix:
+            continue  # an append: the composed config is validated anyway
         problem = check_key_path(parts)
         if problem:
             problems.append(problem)
     return problems
+
+
+def unknown_option_message(
+    group: str, option: str, options: Sequence[str], prefix: str = ""
+) -> str:
+    close = difflib.get_close_matches(option, list(options), n=1, cutoff=0.5)
+    hint = f" Did you mean {prefix}{group}={close[0]}?" if close else ""
+    return f"{prefix}{group}={option}: no option {option!r} in group {group!r}.{hint} Options: {', '.join(options)}"
 
 
 # --------------------------------------------------------------------------- full validation
