@@ -390,3 +390,50 @@ def test_small_significant_answered_gap_warns_but_stays_comparable() -> None:
     assert rep["answered"]["gap"] == pytest.approx(-0.03)
     assert any("answered share differs" in w for w in rep["warnings"])
     assert rep["not_comparable"] == []
+
+
+@pytest.mark.parametrize(
+    ("rate_b", "rate_a", "k", "seed"),
+    [(0.5, 0.5, 4, 0), (0.4, 0.6, 4, 7), (0.6, 0.45, 8, 3), (0.5, 0.55, 3, 11)],
+)
+def test_pass_at_1_interval_p_value_and_verdict_are_compare_runs(
+    rate_b: float, rate_a: float, k: int, seed: int
+) -> None:
+    from wai_exp.score.stats import compare_runs
+
+    # Markers ride along (one on a subset of tasks) and some tasks are on one side only:
+    # pass@1 must still be exactly the paired bootstrap compare_runs runs on its own.
+    before = arm(60, k, rate_b, 100 + seed, markers={"m": 0.5, "n": 0.3}, policy="a")
+    after = arm(64, k, rate_a, 200 + seed, markers={"m": 0.6, "n": 0.3}, policy="b")
+    for r in before + after:
+        if int(r["scenario_id"][1:]) % 5 == 0:
+            r["markers"].pop("n")
+    rep = delta_report(before, after, seed=seed)
+    ref = compare_runs(before, after, seed=seed)
+    m = rep["metrics"]["pass_at_1"]
+    assert ref["paired"] and m["n_paired"] == ref["n_paired"] == 60
+    assert m["delta"] == pytest.approx(ref["delta"], abs=1e-12)
+    assert m["ci95"] == pytest.approx(ref["ci95"], abs=1e-12)
+    assert m["p_value"] == pytest.approx(ref["p_value"], abs=1e-12)
+    verdicts = {
+        "improved": "b_better",
+        "regressed": "a_better",
+        "no_change": "no_difference_detected",
+    }
+    assert verdicts[m["verdict"]] == ref["verdict"]
+
+
+def test_every_marker_interval_is_its_own_paired_bootstrap() -> None:
+    from wai_exp.score.stats import compare_runs
+
+    # A marker's interval is the studentized paired bootstrap over its own paired tasks:
+    # across seeds it matches compare_runs on that marker in width and in verdict rate.
+    before = arm(80, 4, 0.5, 60, markers={"m": 0.4}, policy="a")
+    after = arm(80, 4, 0.5, 61, markers={"m": 0.55}, policy="b")
+    ours = [delta_report(before, after, seed=s)["metrics"]["m"]["ci95"] for s in range(15)]
+    theirs = [compare_runs(before, after, metric="m", seed=s)["ci95"] for s in range(15)]
+    width = np.mean([hi - lo for lo, hi in ours])
+    assert width == pytest.approx(np.mean([hi - lo for lo, hi in theirs]), rel=0.03)
+    assert np.mean([lo for lo, _ in ours]) == pytest.approx(
+        np.mean([lo for lo, _ in theirs]), abs=0.01
+    )

@@ -1,11 +1,13 @@
 """Did training move the behavior, and did anything else slip? ``delta_report``.
 
 One paired comparison of ``after`` against ``before`` over tasks (``task_key``), on pass@1
-and every marker both sides carry. The statistics are shared across metrics so the report
-stays fast at thousands of tasks: the rows are read once per side into a (rows x metrics)
-value matrix, grouped into per-task means with ``np.bincount``, and one bootstrap index
-matrix over the paired tasks (as a resample-by-task count matrix ``W``) gives every
-metric's resampled mean delta in a single matrix product ``W @ D``.
+and every marker both sides carry. The rows are read once per side into a (rows x metrics)
+value matrix and grouped into per-task means with ``np.bincount``. Every interval then
+comes from ``resample.bootstrap_columns``, the implementation ``paired_bootstrap`` and so
+``compare_runs`` use, with its defaults (studentized bootstrap-t with a lattice continuity
+correction, clipped to the delta's possible range): metrics present on the same paired
+tasks share one resample matrix, and pass@1 draws first from ``seed``'s stream, so on the
+same paired tasks and seed its interval, p-value and verdict are ``compare_runs``'.
 
 Verdicts, in the order a reader needs them:
 
@@ -32,9 +34,11 @@ from wai_exp.score.passat import as_rows, run_config
 from wai_exp.score.resample import (
     as_generator,
     binary_reward,
+    bootstrap_columns,
     marker_value,
     noise_band,
     paired_bootstrap,
+    sign_flip_test,
     t_quantile,
     z_quantile,
 )
@@ -67,8 +71,6 @@ SITUATIONS_MIN_PAIRED_SHARE = 0.5
 #: Settings compared across sides (``run_config`` keys); a disagreement is a warning.
 COMPARED_SETTINGS: tuple[str, ...] = ("k", "temperature", "max_tokens", "judge_version")
 #: Writers that are not a model: template situations, seeds, replays of either.
-#: elements per block of the resample matrices (about 4 MB of float64)
-_BLOCK_ELEMENTS = 500_000
 _NON_MODEL_WRITERS = frozenset({"", "template", "templates", "seeds", "seed", "offline"})
 
 
@@ -210,77 +212,49 @@ def _run_metric_means(side: _Side, task_idx: np.ndarray, n_tasks: int) -> np.nda
         return np.nanmean(means, axis=1) if means.size else np.zeros((n_runs, 0))
 
 
-def _expand_factor(n: int, level: float) -> float:
-    # The same widening resample.bootstrap_mean applies by default ("expanded" percentile:
-    # plug-in sd -> unbiased, normal tails -> t tails), so a delta's interval here agrees
-    # with compare_runs' on the same pairs.
-    return math.sqrt(n / (n - 1)) * t_quantile(n - 1, level) / z_quantile(level)
+def _metric_bounds(sb: _Side, sa: _Side) -> list[tuple[float, float] | None]:
+    """Per metric, the range a paired mean delta can take: compare_runs' clip.
 
-
-def _shared_bootstrap(
-    diffs: np.ndarray, present: np.ndarray, n_boot: int, seed: int, level: float
-) -> tuple[list[tuple[float, float] | None], list[float | None]]:
-    """Intervals and sign-flip p-values for every metric from shared resample matrices.
-
-    ``diffs`` is (tasks x metrics) with 0 where ``present`` is False. One index matrix
-    (held as its task-count matrix ``W``) resamples the union of paired tasks; a metric on
-    a subset of them gets the ratio ``sum(w * d) / sum(w)`` over its own tasks, so every
-    metric's resampled means come out of one product ``W @ D``. The sign-flip test is the
-    same idea: one random sign matrix ``S``, every metric's null sums in ``S @ D`` (absent
-    tasks carry 0 and flip to 0). Both are processed in row blocks of about
-    ``_BLOCK_ELEMENTS`` so the working set stays in cache.
+    ``after - before`` per task can be no lower than the after side's smallest row value
+    minus the before side's largest, and no higher than the reverse.
     """
-    n_tasks, n_metrics = diffs.shape
-    cis: list[tuple[float, float] | None] = [None] * n_metrics
-    pvals: list[float | None] = [None] * n_metrics
-    if n_tasks < 2:
-        return cis, pvals
+    out: list[tuple[float, float] | None] = []
+    for j in range(sb.values.shape[1]):
+        vb, va = sb.values[:, j], sa.values[:, j]
+        vb, va = vb[~np.isnan(vb)], va[~np.isnan(va)]
+        out.append(
+            (float(va.min() - vb.max()), float(va.max() - vb.min()))
+            if vb.size and va.size
+            else None
+        )
+    return out
+
+
+def _intervals_and_pvalues(
+    diffs: np.ndarray,
+    bounds: list[tuple[float, float] | None],
+    n_boot: int,
+    seed: int,
+    level: float,
+) -> tuple[list[list[float] | None], list[float | None]]:
+    """Every metric's interval and sign-flip p-value, by the shared resample machinery.
+
+    ``diffs`` is (tasks x metrics), ``after - before`` per paired task, NaN where the metric
+    does not pair. ``bootstrap_columns`` gives each metric the interval ``paired_bootstrap``
+    would (studentized, continuity-corrected, clipped to ``bounds``) from one resample
+    matrix shared by the metrics on the same tasks. Column 0 (pass@1) draws first from
+    ``seed``'s stream and its sign-flip test follows on that stream, which is exactly what
+    ``compare_runs`` does: on the same paired tasks and seed the two agree on interval,
+    p-value and verdict.
+    """
     rng = as_generator(seed)
-    alpha = 1.0 - level
-    # Only distinct presence patterns need their own denominator; a metric on every paired
-    # task has den = n_tasks in every resample, so the common case costs no extra product.
-    patterns, which = np.unique(present, axis=1, return_inverse=True)
-    which = np.asarray(which).reshape(-1)
-    partial = ~patterns.all(axis=0)
-    p = patterns[:, partial].astype(float)
-    num = np.empty((n_boot, n_metrics))
-    den = np.full((n_boot, patterns.shape[1]), float(n_tasks))
-    step = max(1, min(n_boot, _BLOCK_ELEMENTS // n_tasks))
-    for start in range(0, n_boot, step):
-        stop = min(start + step, n_boot)
-        rows_ = stop - start
-        idx = rng.integers(0, n_tasks, size=(rows_, n_tasks))
-        idx += np.arange(rows_)[:, None] * n_tasks
-        w = np.bincount(idx.ravel(), minlength=rows_ * n_tasks).reshape(rows_, n_tasks)
-        w = w.astype(float)
-        num[start:stop] = w @ diffs
-        if p.shape[1]:
-            den[start:stop, partial] = w @ p
-    with np.errstate(invalid="ignore", divide="ignore"):
-        dist = num / den[:, which]
-    observed = diffs.sum(axis=0)
-    tol = 1e-9 * np.maximum(1.0, np.abs(diffs).sum(axis=0))
-    hits = np.zeros(n_metrics, dtype=np.int64)
-    for start in range(0, n_boot, step):
-        stop = min(start + step, n_boot)
-        signs = rng.integers(0, 2, size=(stop - start, n_tasks), dtype=np.int8)
-        sums = (2.0 * signs - 1.0) @ diffs
-        hits += (np.abs(sums) >= np.abs(observed) - tol).sum(axis=0)
-    for j in range(n_metrics):
-        n = int(present[:, j].sum())
-        if n == 0:
-            continue
-        nonzero = bool(np.any(diffs[present[:, j], j] != 0))
-        # +1-adjusted Monte Carlo p (never 0); no nonzero difference has nothing to test
-        pvals[j] = float((hits[j] + 1) / (n_boot + 1)) if nonzero else 1.0
-        if n < 2:
-            continue
-        d = dist[:, j]
+    boots = bootstrap_columns(diffs, n_resamples=n_boot, level=level, seed=rng, bounds=bounds)
+    cis = [None if b is None or b.interval is None else b.interval.as_list() for b in boots]
+    pvals: list[float | None] = []
+    for j in range(diffs.shape[1]):  # one test per metric, each vectorized over resamples
+        d = diffs[:, j]
         d = d[~np.isnan(d)]
-        est = float(diffs[present[:, j], j].mean())
-        lo, hi = np.quantile(d, [alpha / 2, 1 - alpha / 2])
-        f = _expand_factor(n, level)
-        cis[j] = (float(est - f * (est - lo)), float(est + f * (hi - est)))
+        pvals.append(sign_flip_test(d, n_resamples=n_boot, seed=rng).pvalue if d.size else None)
     return cis, pvals
 
 
@@ -468,9 +442,8 @@ def delta_report(
         )
 
     # ---- per-metric deltas, one shared bootstrap ----------------------------------------
-    union = paired.any(axis=1)
-    diffs = np.where(paired, a_means - b_means, 0.0)[union]
-    intervals, pvalues = _shared_bootstrap(diffs, paired[union], n_boot, seed, level)
+    diffs = np.where(paired, a_means - b_means, np.nan)
+    intervals, pvalues = _intervals_and_pvalues(diffs, _metric_bounds(sb, sa), n_boot, seed, level)
 
     # ---- noise floors -------------------------------------------------------------------
     floors, floor_source, dfs, n_a, n_b, noise_rule = _floors(
@@ -499,8 +472,7 @@ def delta_report(
         if n:
             d = a_means[pm, j] - b_means[pm, j]
             entry["delta"] = float(d.mean())
-            ci = intervals[j]
-            entry["ci95"] = list(ci) if ci is not None else None
+            entry["ci95"] = intervals[j]
             entry["p_value"] = pvalues[j]
             vals_b = sb.values[:, j][~np.isnan(sb.values[:, j])]
             vals_a = sa.values[:, j][~np.isnan(sa.values[:, j])]
