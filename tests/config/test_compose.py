@@ -145,3 +145,13 @@ def test_help_template_names_groups_and_presets():
         cfg.hydra.callbacks.mlflow_sweep._target_
         == "wai_exp.tracking.callbacks.MlflowSweepCallback"
     )
+
+
+@pytest.mark.parametrize("pipeline", ["rl_round", "sft_round", "explore", "eval", "next_round"])
+def test_pipeline_options_set_every_pipeline_key(pipeline):
+    # Without the key in the file, `pipeline.max_parallel=2` would be a Hydra struct error.
+    cfg = composed(
+        f"pipeline={pipeline}", "pipeline.max_parallel=2", "pipeline.refusal_exit_code=0"
+    )
+    root = validate_config(cfg)
+    assert root.pipeline.max_parallel == 2 and root.pipeline.refusal_exit_code == 0

@@ -462,3 +462,66 @@ def test_progress_line_redraws_in_place_on_a_terminal():
     quiet({"done": 1, "total": 10})
     quiet.close()
     assert log.getvalue() == ""  # a log gets no line for a stage that ends within seconds
+
+
+# ---- independent stages side by side (pipeline.max_parallel) ------------------------
+
+import threading  # noqa: E402
+
+MEET: dict[str, threading.Event] = {}
+
+
+@register("t_meet", reads=())
+def _meet(ctx, params, inputs):
+    """Signals its own event, then waits (a bounded time) for its partner's: both can only
+    see each other when they run at the same time."""
+    MEET[params["me"]].set()
+    met = MEET[params["partner"]].wait(timeout=3)
+    return StageResult(rows=[{"met": met}], report={"met": met}, metrics={"met": float(met)})
+
+
+@register("t_join", reads=())
+def _join(ctx, params, inputs):
+    rows = [r for res in inputs.values() for r in res.rows]
+    return StageResult(rows=rows, report={"n": len(rows)})
+
+
+def meet_stages():
+    MEET.clear()
+    MEET["a"], MEET["b"] = threading.Event(), threading.Event()
+    return {
+        "a": {"kind": "t_meet", "params": {"me": "a", "partner": "b"}},
+        "b": {"kind": "t_meet", "params": {"me": "b", "partner": "a"}},
+        "both": {"kind": "t_join", "needs": ["a", "b"]},
+    }
+
+
+def test_independent_stages_run_side_by_side_when_allowed(tmp_path):
+    cfg = config(meet_stages())
+    cfg["pipeline"]["max_parallel"] = 2
+    rec = Recorder()
+    out, _ = run(cfg, tmp_path, "r1", tracker=rec)
+    assert out.status == "passed"
+    assert out.stage("a").result.report["met"] and out.stage("b").result.report["met"]
+    assert [s.name for s in out.stages] == ["a", "b", "both"]  # config order in the summary
+    assert [e[1] for e in rec.events if e[0] == "stage"][-1] == "both"  # recorded after its needs
+
+
+def test_stages_run_one_at_a_time_by_default(tmp_path):
+    out, _ = run(config(meet_stages()), tmp_path, "r1")
+    assert out.status == "passed"
+    assert not out.stage("a").result.report["met"]  # b had not started while a waited
+
+
+def test_a_failing_parallel_stage_fails_the_run_naming_it(tmp_path):
+    stages = {
+        "src": {"kind": "t_rows"},
+        "boom": {"kind": "t_boom", "needs": ["src"]},
+        "ok": {"kind": "t_keep", "needs": ["src"]},
+    }
+    cfg = config(stages)
+    cfg["pipeline"]["max_parallel"] = 3
+    rec = Recorder()
+    out, _ = run(cfg, tmp_path, "r1", tracker=rec)
+    assert out.status == "failed" and out.error.startswith("stage 'boom' failed: RuntimeError")
+    assert rec.events[-1][1] == "FAILED"

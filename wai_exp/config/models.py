@@ -200,6 +200,9 @@ class PipelineConfig(_Strict):
     stages: dict[str, StageConfig]
     #: Exit status when publish_gate refuses (non-zero so scripts notice; 0 to not fail).
     refusal_exit_code: Annotated[int, Field(ge=0, le=255)] = 3
+    #: Stages that may run at once when their needs are met (1 = one after another). Worth
+    #: raising for model-backed arms that wait on a server; offline stages share the GIL.
+    max_parallel: Annotated[int, Field(ge=1, le=64)] = 1
 
 
 class CacheConfig(_Strict):

@@ -33,7 +33,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -61,6 +61,7 @@ class StageOutcome:
     overhead_s: float = 0.0
     result: StageResult | None = None
     error: str | None = None
+    cached: bool = False
 
 
 @dataclass
@@ -109,10 +110,11 @@ class ProgressLine:
     prints a plain line every few seconds instead of filling the log with redraws.
     """
 
-    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+    def __init__(self, label: str, stream: TextIO | None = None, *, redraw: bool = True) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        # redraw=False: stages running side by side would fight over one line.
+        self.tty = redraw and bool(getattr(self.stream, "isatty", lambda: False)())
         self.t0 = time.perf_counter()
         # Into a log, the first line waits a few seconds: a fast stage then logs nothing but
         # its "done" line.
@@ -346,14 +348,16 @@ def run_pipeline(
         return outcome
     outcome.run_id = getattr(tracker, "run_id", None)
     outcome.ui_command = getattr(tracker, "ui_command", None)
-    state = _Run(config, cache, run_dir, start_dir, tracker, stream)
-    current: StageSpec | None = None
+    width = int(config["pipeline"].get("max_parallel", 1) or 1)
+    state = _Run(config, cache, run_dir, start_dir, tracker, stream, redraw=width <= 1)
+    running: set[str] = set()
+    if width <= 1:
+        outcomes = _sequential(state, order, kinds, running)
+    else:
+        outcomes = state.run_parallel(order, kinds, width, running)
     try:
-        for i, spec in enumerate(order, start=1):
-            current = spec
-            outcome.stages.append(
-                state.stage(spec, kinds[spec.name], f"[{i}/{len(order)}] {spec.name}")
-            )
+        for out in outcomes:
+            outcome.stages.append(out)
             last = outcome.stages[-1]
             if last.status == "refused":
                 outcome.status, outcome.exit_code = "refused", refusal_code
@@ -367,49 +371,62 @@ def run_pipeline(
                 and outcome.gate is None
             ):
                 outcome.gate = "passed"
-        current = None
+        # config order, whatever order parallel stages finished in
+        names = [sp.name for sp in order]
+        outcome.stages.sort(key=lambda st: names.index(st.name))
         tags = {"run_status": outcome.status}
         if outcome.gate:
             tags["gate_verdict"] = outcome.gate
         tracker.set_tags(tags)
         tracker.finish("FINISHED")
     except KeyboardInterrupt:
-        where = f" during stage {current.name!r}" if current else ""
+        stopped = [sp.name for sp in order if sp.name in running]
+        where = f" during stage {', '.join(map(repr, stopped))}" if stopped else ""
         outcome.status, outcome.exit_code = "interrupted", EXIT_INTERRUPTED
         outcome.error = f"interrupted{where}; re-run the same command to resume"
-        if current is not None and not outcome.stage(current.name):
-            outcome.stages.append(
-                StageOutcome(
-                    current.name,
-                    kinds[current.name].name,
-                    state.keys.get(current.name, ""),
-                    "interrupted",
-                    run_dir / current.name,
-                    error=outcome.error,
-                )
-            )
+        _mark(outcome, stopped, "interrupted", kinds, state, run_dir)
         _safe_finish(tracker, "KILLED", outcome.error)
     except Exception as exc:
-        where = f"stage {current.name!r} " if current else ""
+        stopped = [sp.name for sp in order if sp.name in running][:1]
+        where = f"stage {stopped[0]!r} " if stopped else ""
         outcome.status, outcome.exit_code = "failed", EXIT_FAILED
         outcome.error = f"{where}failed: {type(exc).__name__}: {exc}"
-        atomic_write_text(run_dir / "error.log", traceback.format_exc())
-        if current is not None and not outcome.stage(current.name):
-            outcome.stages.append(
-                StageOutcome(
-                    current.name,
-                    kinds[current.name].name,
-                    state.keys.get(current.name, ""),
-                    "failed",
-                    run_dir / current.name,
-                    error=outcome.error,
-                )
-            )
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        atomic_write_text(run_dir / "error.log", trace)
+        _mark(outcome, stopped, "failed", kinds, state, run_dir)
         _safe_finish(tracker, "FAILED", outcome.error)
     outcome.wall_s = time.perf_counter() - t_run
     outcome.tracking_s = tracker.seconds
     _write_run_files(outcome, chash)
     return outcome
+
+
+def _sequential(
+    state: _Run, order: list[StageSpec], kinds: dict[str, Any], running: set[str]
+) -> Iterator[StageOutcome]:
+    """Yield stage outcomes one stage at a time, in order (``pipeline.max_parallel: 1``)."""
+    for i, spec in enumerate(order, start=1):
+        running.add(spec.name)
+        out = state.stage(spec, kinds[spec.name], f"[{i}/{len(order)}] {spec.name}")
+        running.discard(spec.name)
+        yield out
+
+
+def _mark(
+    outcome: RunOutcome,
+    names: list[str],
+    status: str,
+    kinds: dict[str, Any],
+    state: _Run,
+    run_dir: Path,
+) -> None:
+    """List the stages that were running when the run stopped, and why."""
+    for name in names:
+        if not outcome.stage(name):
+            outcome.stages.append(
+                StageOutcome(name, kinds[name].name, state.keys.get(name, ""), status, run_dir / name,
+                             error=outcome.error)
+            )  # fmt: skip
 
 
 def _safe_finish(tracker: Any, status: str, error: str) -> None:
@@ -434,9 +451,18 @@ class _Run:
     results: dict[str, StageResult] = field(default_factory=dict)
     #: stage -> why it cannot run (a refused or skipped need)
     blocked: dict[str, str] = field(default_factory=dict)
+    #: progress lines redraw in place (off when stages run side by side)
+    redraw: bool = True
 
     def stage(self, spec: StageSpec, kind: Any, head: str) -> StageOutcome:
         """Run (or reuse, or skip) one stage, place its files, hand them to the tracker."""
+        out = self.execute(spec, kind, head)
+        self.record(out)
+        return out
+
+    def execute(self, spec: StageSpec, kind: Any, head: str) -> StageOutcome:
+        """Run (or reuse, or skip) one stage and place its files. No tracker calls, so it can
+        run in a worker thread; the main thread records the outcome."""
         from wai_exp import __version__
 
         t0 = time.perf_counter()
@@ -455,10 +481,6 @@ class _Run:
         if why is not None:
             self.blocked[spec.name] = why
             _say(self.stream, f"{head}: skipped ({why})")
-            self.tracker.log_stage(
-                spec.name, kind=kind.name, report={"skipped": why}, text=f"skipped: {why}\n",
-                rows_path=None, metrics={}, seconds=0.0, cached=False,
-            )  # fmt: skip
             return StageOutcome(spec.name, kind.name, key, "skipped", stage_dir, error=why)
 
         entry = self.cache.entry(spec.name, key)
@@ -484,18 +506,78 @@ class _Run:
         if status == "refused":
             self.blocked[spec.name] = f"{spec.name} refused"
         self.results[spec.name] = result
-        self.tracker.log_stage(
-            spec.name, kind=kind.name, report=result.report, text=result.text,
-            rows_path=stage_dir / "rows.jsonl", metrics=dict(result.metrics), seconds=compute_s,
-            cached=reuse,
-        )  # fmt: skip
-        if result.tags:
-            self.tracker.set_tags(dict(result.tags))
         overhead = time.perf_counter() - t0 - compute_s
         return StageOutcome(
             spec.name, kind.name, key, status, stage_dir, compute_s=compute_s, overhead_s=overhead,
-            result=result,
+            result=result, cached=reuse,
         )  # fmt: skip
+
+    def record(self, out: StageOutcome) -> None:
+        """Hand one stage's outcome to the tracker (main thread only)."""
+        t0 = time.perf_counter()
+        if out.status == "skipped":
+            self.tracker.log_stage(
+                out.name, kind=out.kind, report={"skipped": out.error}, text=f"skipped: {out.error}\n",
+                rows_path=None, metrics={}, seconds=0.0, cached=False,
+            )  # fmt: skip
+            return
+        result = out.result
+        assert result is not None
+        self.tracker.log_stage(
+            out.name, kind=out.kind, report=result.report, text=result.text,
+            rows_path=out.dir / "rows.jsonl", metrics=dict(result.metrics), seconds=out.compute_s,
+            cached=out.cached,
+        )  # fmt: skip
+        if result.tags:
+            self.tracker.set_tags(dict(result.tags))
+        out.overhead_s += time.perf_counter() - t0
+
+    def run_parallel(
+        self, order: list[StageSpec], kinds: dict[str, Any], width: int, running: set[str]
+    ) -> Iterator[StageOutcome]:
+        """Yield stage outcomes as they finish, up to ``width`` stages at once, each in a
+        daemon thread (so an interrupt never waits for one). ``running`` names the stages in
+        flight, for the caller's messages. A stage's exception is re-raised here."""
+        import queue
+        import threading
+
+        done: queue.Queue[tuple[str, StageOutcome | None, BaseException | None]] = queue.Queue()
+        pending = list(order)
+        finished: set[str] = set()
+        position = {spec.name: i for i, spec in enumerate(order, start=1)}
+
+        def work(spec: StageSpec) -> None:
+            head = f"[{position[spec.name]}/{len(order)}] {spec.name}"
+            try:
+                done.put((spec.name, self.execute(spec, kinds[spec.name], head), None))
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+                done.put((spec.name, None, exc))
+
+        while pending or running:
+            for spec in list(pending):
+                if len(running) >= width:
+                    break
+                if all(need in finished for need in spec.needs):
+                    pending.remove(spec)
+                    running.add(spec.name)
+                    threading.Thread(
+                        target=work, args=(spec,), daemon=True, name=f"stage-{spec.name}"
+                    ).start()
+            while True:
+                try:
+                    # A short timeout keeps the main thread responsive to Ctrl-C and SIGTERM.
+                    name, out, exc = done.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    continue
+            if exc is not None:
+                running.intersection_update({name})  # the failed stage is the one to name
+                raise exc
+            running.discard(name)
+            assert out is not None
+            self.record(out)
+            finished.add(name)
+            yield out
 
     def compute(
         self, spec: StageSpec, kind: Any, entry: Path, key: str, head: str
@@ -504,7 +586,7 @@ class _Run:
         (result, "ran" | "refused", compute seconds)."""
         self.cache.prepare(spec.name, key)
         inputs = {n: self.results[n] for n in spec.needs}
-        progress = ProgressLine(spec.name, self.stream)
+        progress = ProgressLine(spec.name, self.stream, redraw=self.redraw)
         ctx = StageContext(
             name=spec.name, kind=kind.name, config=dict(self.config), run_dir=self.run_dir,
             stage_dir=entry, start_dir=self.start_dir, key=key,
