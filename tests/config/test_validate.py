@@ -170,7 +170,6 @@ def test_precheck_accepts_valid_keys_group_choices_and_free_maps():
         "agent=openai",
         "agent.model=x",
         "simulate.budget=5",
-        "knobs.world.search_hits=2",
         "world.search_hits=2",
         "pipeline.stages.grade.params.k=4",
         "judge.pass_at.min_k=2",
@@ -298,3 +297,14 @@ def test_precheck_sees_options_from_config_dirs(tmp_path):
         check_override_keys(["agent=glob(*)", "hydra.searchpath=[file:///x]", "agent=anything"])
         == []
     )
+
+
+def test_knobs_seed_and_world_point_to_where_they_are_set(base):
+    [p] = check_override_keys(["knobs.world.search_hits=5"])
+    assert "set `world.<field>=...` instead" in p
+    [p] = check_override_keys(["knobs.seed=3"])
+    assert "set `seed=...` instead" in p
+    cfg = copy.deepcopy(base)
+    cfg["knobs"]["world"] = {"search_hits": 5}
+    [p] = problems(cfg)
+    assert p.startswith("knobs.world differs from the world group")

@@ -128,6 +128,9 @@ def check_key_path(parts: Sequence[str]) -> str | None:
     special: str | None = None
     for i, part in enumerate(parts):
         path = ".".join([*here, part])
+        if special == "knobs" and part in ("seed", "world"):
+            follow = "seed=..." if part == "seed" else "world.<field>=..."
+            return f"{path}: knobs.{part} follows the top-level {part}; set `{follow}` instead"
         if special is not None:
             valid = {"knobs": knob_names, "world": world_fields, "tracking": tracking_fields}[
                 special
@@ -442,8 +445,10 @@ def _valid_keys(parts: Sequence[str]) -> list[str]:
 _ADVANCED = re.compile(r"advanced\[\s*'([^']+)'\s*\]")
 
 
-def knob_problems(knobs: Mapping[str, Any], seed: Any) -> list[str]:
-    """Each knob checked against the knob table (unknown key, type, bounds)."""
+def knob_problems(knobs: Mapping[str, Any], seed: Any, world: Any = None) -> list[str]:
+    """Each knob checked against the knob table (unknown key, type, bounds). ``knobs.seed``
+    and ``knobs.world`` must follow the top-level ``seed`` and ``world`` (config.yaml links
+    them), so a value set in the wrong place is named, not silently ignored."""
     from wai_exp.config import knobs as table
 
     names = knob_names()
@@ -456,6 +461,12 @@ def knob_problems(knobs: Mapping[str, Any], seed: Any) -> list[str]:
             problems.append(
                 f"knobs.seed = {value!r} differs from seed = {seed!r}: set the run's seed with the "
                 f"top-level `seed={value}` (knobs.seed follows it)"
+            )
+            continue
+        if name == "world" and world is not None and value != world:
+            problems.append(
+                "knobs.world differs from the world group: set world dials as `world.<field>=...` "
+                "(knobs.world follows the world group)"
             )
             continue
         try:
@@ -566,7 +577,7 @@ def validate_config(cfg: Mapping[str, Any]) -> models.RootConfig:
         problems.extend(pydantic_problems(exc))
     knobs = cfg.get("knobs")
     if isinstance(knobs, Mapping):
-        problems.extend(knob_problems(knobs, cfg.get("seed", 0)))
+        problems.extend(knob_problems(knobs, cfg.get("seed", 0), cfg.get("world")))
     world = cfg.get("world")
     if isinstance(world, Mapping):
         problems.extend(world_problems(world))
