@@ -73,7 +73,11 @@ def run(cfg: DictConfig) -> int:
 
     from wai_exp.pipeline.runner import run_pipeline, summarize
 
-    tracker = _make_tracker(plain, start_dir)
+    try:
+        tracker = _make_tracker(plain, start_dir)
+    except ValueError as exc:  # TrackingConfigError: e.g. a file-store URI; says the fix
+        _error(f"invalid config: {exc}")
+        return EXIT_INVALID_CONFIG
     choices = hc.runtime.choices
     preset = choices.get("experiment") if choices else None
     previous = signal.signal(signal.SIGTERM, _terminate)
