@@ -308,3 +308,14 @@ def test_knobs_seed_and_world_point_to_where_they_are_set(base):
     cfg["knobs"]["world"] = {"search_hits": 5}
     [p] = problems(cfg)
     assert p.startswith("knobs.world differs from the world group")
+
+
+def test_precheck_knows_which_agent_was_picked():
+    [p] = check_override_keys(["agent=scripted", "agent.model=gpt-4.1"])  # scripted has no model
+    assert p.startswith("agent.model: unknown key 'model'")
+    assert "Valid keys: kind, model_version, skill" in p
+    # without agent= on the command line, a preset may have picked any agent
+    assert check_override_keys(["+experiment=rl_round", "agent.model=gpt-4.1"]) == []
+    assert check_override_keys(["agent=openai", "agent.model=gpt-4.1"]) == []
+    [p] = check_override_keys(["agent=openai", "agent.modle=gpt-4.1"])
+    assert "Did you mean 'model'?" in p and "skill" not in p

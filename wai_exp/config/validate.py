@@ -268,6 +268,9 @@ def check_override_keys(argv: Sequence[str]) -> list[str]:
     picks a config-group option that does not exist (``agent=opnai``, ``+experiment=rl_rnd``)."""
     overrides, config_dirs = parse_argv(argv)
     searchpath = any(k.startswith("hydra.searchpath") for _, k, _ in overrides)
+    # Only an explicit agent= narrows agent keys: a preset may pick another agent than the
+    # primary default, and the composed config is validated against its real kind anyway.
+    agent_choice = next((v for p, k, v in reversed(overrides) if k == "agent" and p != "~"), None)
     problems = []
     for prefix, key, value in overrides:
         if prefix == "~" or "@" in key:
@@ -287,7 +290,12 @@ def check_override_keys(argv: Sequence[str]) -> list[str]:
             continue
         if prefix:
             continue  # an append: the composed config is validated anyway
-        problem = check_key_path(parts)
+        if parts[0] == "agent" and len(parts) > 1 and agent_choice in models.AGENT_BY_KIND:
+            # The agent picked on this command line: its keys only.
+            model = models.AGENT_BY_KIND[agent_choice]
+            problem = _check_below(parts[1:], _model_keys(model), ["agent"])
+        else:
+            problem = check_key_path(parts)
         if problem:
             problems.append(problem)
     return problems
