@@ -14,6 +14,13 @@ Each replication builds two graded row sets on the same tasks and runs ``compare
   test), while the test compare_runs runs has t-like tails, so on the flat layout the
   promised n gives about 77% power rather than 80%.
 
+The same null replications also go through ``delta_report`` (before = arm a, after = arm b):
+a target verdict other than ``no_change_detected`` (``moved``, ``moved_unreplicated``,
+``regressed``) is a false positive, target at most 5%. Its pass@1 interval is the one
+``compare_runs`` computes (same resample machinery, same seed), so the two rates should be
+equal replication by replication; the share of replications where their verdicts agree is
+reported beside it.
+
 For contrast the null is also run with the plain percentile interval (no studentizing, no
 continuity correction), computed from the same primitives: what the default method fixes.
 
@@ -28,6 +35,7 @@ import time
 
 import numpy as np
 
+from wai_exp.score.delta import delta_report
 from wai_exp.score.power import holdout_size
 from wai_exp.score.resample import bootstrap_mean
 from wai_exp.score.stats import compare_runs
@@ -85,6 +93,38 @@ def null_false_positive_rate(reps: int | None = None, method: str = "compare_run
     return hits / reps
 
 
+#: delta_report's target verdict -> compare_runs' verdict (before = a, after = b).
+_SAME_CALL = {
+    "no_change_detected": "no_difference_detected",
+    "moved": "b_better",
+    "moved_unreplicated": "b_better",
+    "regressed": "a_better",
+}
+
+
+def delta_null_false_positive_rate(reps: int | None = None) -> tuple[float, float, float]:
+    """delta_report on the null replications of ``null_false_positive_rate``.
+
+    Same draws (same SEED, same order) and the same per-replication seed. Returns (share of
+    replications whose target verdict is not ``no_change_detected``, share where the
+    verdict says what compare_runs' says, seconds spent in delta_report).
+    """
+    reps = reps or _reps()
+    rng = np.random.default_rng(SEED)
+    p = rng.uniform(0.2, 0.8, size=(reps, NULL_TASKS))
+    ca, cb = rng.binomial(K, p), rng.binomial(K, p)
+    hits = agree = 0
+    secs = 0.0
+    for r in range(reps):
+        before, after = _rows(ca[r], K), _rows(cb[r], K)
+        t0 = time.perf_counter()
+        verdict = delta_report(before, after, seed=r)["target_verdict"]
+        secs += time.perf_counter() - t0
+        hits += int(verdict != "no_change_detected")
+        agree += int(_SAME_CALL.get(verdict) == compare_runs(before, after, seed=r)["verdict"])
+    return hits / reps, agree / reps, secs
+
+
 def detection_rate(
     base: float, spread: float, reps: int | None = None, seed: int = SEED + 1
 ) -> tuple[float, int]:
@@ -106,11 +146,21 @@ def bench_null_false_positive_rate() -> list[dict]:
     fpr = null_false_positive_rate(reps)
     secs = time.perf_counter() - t0
     plain = null_false_positive_rate(reps, method="percentile")
+    delta_fpr, agree, delta_secs = delta_null_false_positive_rate(reps)
     return [
         {
             "name": f"compare_runs false positives, null, 40 tasks k=4 ({reps} reps)",
             "value": fpr, "unit": "share", "target": 0.05, "better": "lower",
             "seconds": round(secs, 2),
+        },
+        {
+            "name": f"delta_report false positives, same null ({reps} reps)",
+            "value": delta_fpr, "unit": "share", "target": 0.05, "better": "lower",
+            "seconds": round(delta_secs, 2),
+        },
+        {
+            "name": f"delta_report verdict agrees with compare_runs ({reps} reps)",
+            "value": agree, "unit": "share", "target": 1.0, "better": "higher",
         },
         {
             "name": f"plain percentile interval, same null ({reps} reps, contrast)",

@@ -437,3 +437,15 @@ def test_every_marker_interval_is_its_own_paired_bootstrap() -> None:
     assert np.mean([lo for lo, _ in ours]) == pytest.approx(
         np.mean([lo for lo, _ in theirs]), abs=0.01
     )
+
+
+def test_a_numeric_string_marker_counts_as_absent_like_marker_value() -> None:
+    # marker_value (and so marker_summary / compare_runs) ignores strings, even "0.5": the
+    # bulk conversion must not turn it into a number.
+    before = fixed({f"t{i}": [0, 1] for i in range(6)}, "a")
+    after = fixed({f"t{i}": [1, 1] for i in range(6)}, "b")
+    for r in before + after:
+        r["markers"] = {"x": 1.0}
+    before[0]["markers"]["x"] = "0.5"
+    rep = delta_report(before, after, n_boot=200)
+    assert rep["metrics"]["x"]["before"] == 1.0 and rep["metrics"]["x"]["n_paired"] == 6
