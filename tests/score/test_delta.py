@@ -449,3 +449,22 @@ def test_a_numeric_string_marker_counts_as_absent_like_marker_value() -> None:
     before[0]["markers"]["x"] = "0.5"
     rep = delta_report(before, after, n_boot=200)
     assert rep["metrics"]["x"]["before"] == 1.0 and rep["metrics"]["x"]["n_paired"] == 6
+
+
+def test_each_group_interval_is_compare_runs_on_that_groups_rows() -> None:
+    from wai_exp.score.stats import compare_runs
+
+    before = arm(90, 4, 0.5, 70, policy="a")
+    after = arm(90, 4, 0.6, 71, policy="b")
+    for r in before + after:
+        r["tier"] = "hard" if int(r["scenario_id"][1:]) % 3 == 0 else "easy"
+    rep = delta_report(before, after, by="tier", seed=5)
+    for tier in ("hard", "easy"):
+        ref = compare_runs(
+            [r for r in before if r["tier"] == tier],
+            [r for r in after if r["tier"] == tier],
+            seed=5,
+        )
+        got = rep["groups"][tier]
+        assert got["n_paired"] == ref["n_paired"]
+        assert got["ci95"] == pytest.approx(ref["ci95"], abs=1e-12)

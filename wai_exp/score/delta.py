@@ -959,7 +959,13 @@ def _groups(
             x, y = meb[pm, 0], mea[pm, 0]
             entry.update(before=float(x.mean()), after=float(y.mean()), delta=float((y - x).mean()))
             if n >= 2:
-                res = paired_bootstrap(x, y, n_resamples=n_boot, level=level, seed=seed)
+                # clipped like the headline: to what the group's row values allow
+                vb, va = sb.values[mb, j], sa.values[ma, j]
+                vb, va = vb[~np.isnan(vb)], va[~np.isnan(va)]
+                res = paired_bootstrap(
+                    x, y, n_resamples=n_boot, level=level, seed=seed,
+                    bounds=(float(va.min() - vb.max()), float(va.max() - vb.min())),
+                )  # fmt: skip
                 if res.interval is not None:
                     entry["ci95"] = res.interval.as_list()
         ci = entry["ci95"]
