@@ -37,7 +37,7 @@ import numpy as np
 
 from wai_exp.score.delta import delta_report
 from wai_exp.score.power import holdout_size
-from wai_exp.score.resample import bootstrap_mean
+from wai_exp.score.resample import bootstrap_mean, wilson_interval
 from wai_exp.score.stats import compare_runs
 
 K = 4
@@ -140,6 +140,13 @@ def detection_rate(
     return float(np.mean(verdicts == "b_better")), n
 
 
+def _ci(share: float, reps: int) -> list[float]:
+    """Wilson 95% interval on a share measured over ``reps`` replications."""
+    ci = wilson_interval(round(share * reps), reps)
+    assert ci is not None
+    return [round(ci.low, 4), round(ci.high, 4)]
+
+
 def bench_null_false_positive_rate() -> list[dict]:
     reps = _reps()
     t0 = time.perf_counter()
@@ -150,13 +157,13 @@ def bench_null_false_positive_rate() -> list[dict]:
     return [
         {
             "name": f"compare_runs false positives, null, 40 tasks k=4 ({reps} reps)",
-            "value": fpr, "unit": "share", "target": 0.05, "better": "lower",
-            "seconds": round(secs, 2),
+            "value": fpr, "ci95": _ci(fpr, reps), "unit": "share", "target": 0.05,
+            "better": "lower", "seconds": round(secs, 2),
         },
         {
             "name": f"delta_report false positives, same null ({reps} reps)",
-            "value": delta_fpr, "unit": "share", "target": 0.05, "better": "lower",
-            "seconds": round(delta_secs, 2),
+            "value": delta_fpr, "ci95": _ci(delta_fpr, reps), "unit": "share", "target": 0.05,
+            "better": "lower", "seconds": round(delta_secs, 2),
         },
         {
             "name": f"delta_report verdict agrees with compare_runs ({reps} reps)",
@@ -164,7 +171,8 @@ def bench_null_false_positive_rate() -> list[dict]:
         },
         {
             "name": f"plain percentile interval, same null ({reps} reps, contrast)",
-            "value": plain, "unit": "share", "target": None, "better": "lower",
+            "value": plain, "ci95": _ci(plain, reps), "unit": "share", "target": None,
+            "better": "lower",
         },
     ]  # fmt: skip
 
