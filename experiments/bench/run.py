@@ -63,11 +63,23 @@ def main(argv: list[str]) -> int:
                 value = res.get("value")
                 shown = "n/a" if value is None else f"{value:,.4g}"
                 target = res.get("target")
-                tshown = "" if target is None else ("<= " if res.get("better", "lower") == "lower" else ">= ") + f"{target:,.4g}"
-                print(f"{res['name']:<62} {shown:>12} {res.get('unit', ''):<7} {tshown:<12} {res['verdict']}", flush=True)
+                tshown = (
+                    ""
+                    if target is None
+                    else ("<= " if res.get("better", "lower") == "lower" else ">= ")
+                    + f"{target:,.4g}"
+                )
+                print(
+                    f"{res['name']:<62} {shown:>12} {res.get('unit', ''):<7} {tshown:<12} {res['verdict']}",
+                    flush=True,
+                )
     out_dir = HERE / "results"
     out_dir.mkdir(exist_ok=True)
-    payload = {"python": platform.python_version(), "machine": platform.machine(), "results": results}
+    payload = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "results": results,
+    }
     (out_dir / "latest.json").write_text(json.dumps(payload, indent=2) + "\n")
     print(f"\nwrote {out_dir / 'latest.json'}")
     return 1 if any(r["verdict"] == "MISS" or r.get("error") for r in results) else 0

@@ -45,7 +45,7 @@ def test_passes_a_healthy_pool_and_only_stamps_calibration():
     rows = healthy()
     before = copy.deepcopy(rows)
     report = publish_gate(rows)
-    assert report["verdict"] == "pass" and report["reasons"] == []
+    assert report["verdict"] == "passed" and report["reasons"] == []
     assert report["rl_shaped"] is True and report["mode"] == "rl"
     assert report["group_signal"]["mixed"] == 6
     checks = report["checks"]
@@ -82,7 +82,7 @@ def test_refuses_all_unanimous_rows():
 
 def test_not_strict_reports_instead_of_raising():
     report = publish_gate(ask("a", [1, 1, 1]) + ask("b", [0, 0, 0]), strict=False)
-    assert report["verdict"] == "pass"
+    assert report["verdict"] == "passed"
     assert any("no mixed group" in w for w in report["warnings"])
 
 
@@ -90,7 +90,7 @@ def test_sft_rows_need_no_mixed_group():
     rows = [
         {"scenario_id": f"s{i}", "final_text": "ok", "reward": 1.0, "mode": "sft"} for i in range(3)
     ]
-    assert publish_gate(rows)["verdict"] == "pass"
+    assert publish_gate(rows)["verdict"] == "passed"
     assert publish_gate(rows, mode="sft")["rl_shaped"] is False
 
 
@@ -155,7 +155,7 @@ def hacked_pool() -> list[dict]:
 def test_strict_hacks_refuses_a_reward_best_explained_by_something_else():
     rows = hacked_pool()
     report = publish_gate(copy.deepcopy(rows), endorsed=("lookup_order",))
-    assert report["verdict"] == "pass"
+    assert report["verdict"] == "passed"
     assert report["hack_scan"]["regime"] == "reward_hack"
     assert report["hack_scan"]["top_feature"] == "marker:claims_done"
     assert report["checks"]["hack_free"] is False

@@ -31,17 +31,47 @@ def _to_openai(body: dict[str, Any]) -> dict[str, Any]:
                 {
                     "role": "assistant",
                     "content": text,
-                    "tool_calls": [{"id": u["id"], "type": "function", "function": {"name": u["name"], "arguments": json.dumps(u["input"])}} for u in uses],
+                    "tool_calls": [
+                        {
+                            "id": u["id"],
+                            "type": "function",
+                            "function": {"name": u["name"], "arguments": json.dumps(u["input"])},
+                        }
+                        for u in uses
+                    ],
                 }
             )
         elif results:
             for r in results:
-                messages.append({"role": "tool", "tool_call_id": r["tool_use_id"], "content": r["content"] if isinstance(r["content"], str) else json.dumps(r["content"])})
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": r["tool_use_id"],
+                        "content": r["content"]
+                        if isinstance(r["content"], str)
+                        else json.dumps(r["content"]),
+                    }
+                )
         else:
             messages.append({"role": m["role"], "content": text})
-    payload: dict[str, Any] = {"model": body["model"], "messages": messages, "max_tokens": body.get("max_tokens", 256), "temperature": body.get("temperature", 0)}
+    payload: dict[str, Any] = {
+        "model": body["model"],
+        "messages": messages,
+        "max_tokens": body.get("max_tokens", 256),
+        "temperature": body.get("temperature", 0),
+    }
     if body.get("tools"):
-        payload["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""), "parameters": t["input_schema"]}} for t in body["tools"]]
+        payload["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t.get("description", ""),
+                    "parameters": t["input_schema"],
+                },
+            }
+            for t in body["tools"]
+        ]
         payload["tool_choice"] = "auto"
     return payload
 
@@ -52,9 +82,18 @@ def _to_anthropic(answer: dict[str, Any], model: str) -> dict[str, Any]:
     if msg.get("content"):
         blocks.append({"type": "text", "text": msg["content"]})
     for call in msg.get("tool_calls") or []:
-        blocks.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": json.loads(call["function"]["arguments"] or "{}")})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": call["function"]["name"],
+                "input": json.loads(call["function"]["arguments"] or "{}", strict=False),
+            }
+        )
     usage = answer.get("usage") or {}
-    stop = {"length": "max_tokens", "tool_calls": "tool_use"}.get(answer["choices"][0].get("finish_reason"), "end_turn")
+    stop = {"length": "max_tokens", "tool_calls": "tool_use"}.get(
+        answer["choices"][0].get("finish_reason"), "end_turn"
+    )
     return {
         "id": answer.get("id", "msg"),
         "type": "message",
@@ -62,7 +101,10 @@ def _to_anthropic(answer: dict[str, Any], model: str) -> dict[str, Any]:
         "model": model,
         "content": blocks,
         "stop_reason": stop,
-        "usage": {"input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0)},
+        "usage": {
+            "input_tokens": usage.get("prompt_tokens", 0),
+            "output_tokens": usage.get("completion_tokens", 0),
+        },
     }
 
 
@@ -75,11 +117,22 @@ def serve(upstream: str) -> tuple[ThreadingHTTPServer, str]:
             if self.path != "/v1/messages" or self.headers.get("anthropic-version") is None:
                 self.send_response(400)
                 self.end_headers()
-                self.wfile.write(b'{"type":"error","error":{"message":"bad path or missing anthropic-version"}}')
+                self.wfile.write(
+                    b'{"type":"error","error":{"message":"bad path or missing anthropic-version"}}'
+                )
                 return
-            answer = httpx.post(upstream.rstrip("/") + "/chat/completions", json=_to_openai(body), timeout=120).json()
-            out = json.dumps(_to_anthropic(answer, body["model"])).encode()
-            self.send_response(200)
+            try:
+                answer = httpx.post(
+                    upstream.rstrip("/") + "/chat/completions", json=_to_openai(body), timeout=300
+                ).json()
+                out = json.dumps(_to_anthropic(answer, body["model"])).encode()
+                status = 200
+            except Exception as exc:  # answer like a real API would, not by dropping the socket
+                out = json.dumps(
+                    {"type": "error", "error": {"type": "api_error", "message": repr(exc)}}
+                ).encode()
+                status = 500
+            self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(out)))
             self.end_headers()

@@ -6,7 +6,9 @@ from typing import Any
 
 
 class TableWorld:
-    def __init__(self, answers: dict[str, Any] | None = None, user_answers: list[str | None] | None = None) -> None:
+    def __init__(
+        self, answers: dict[str, Any] | None = None, user_answers: list[str | None] | None = None
+    ) -> None:
         self.answers = answers or {}
         self.user_answers = list(user_answers or [])
         self.calls: list[tuple[str, dict]] = []

@@ -252,10 +252,10 @@ def publish_gate(
 
     Raises ``PublishGateError`` (with ``err.report``) when ``strict`` and a check fails, or
     when ``strict_hacks`` and the scan's regime is ``reward_hack``. With ``strict=False`` a
-    failed check becomes a warning and the verdict stays ``"pass"``. Never mutates anything
+    failed check becomes a warning and the verdict stays ``"passed"``. Never mutates anything
     except the ``calibration`` stamp (``calibrate`` on the graded rows).
 
-    Returns ``verdict`` (``"pass"`` / ``"refused"``), ``reasons`` (why refused), ``warnings``,
+    Returns ``verdict`` (``"passed"`` / ``"refused"``), ``reasons`` (why refused), ``warnings``,
     ``checks``, ``mode``, ``rl_shaped``, row counts, ``group_signal``, ``calibration`` (the
     ``calibrate`` report), ``pass_at`` (summary), ``hack_scan`` (summary: regime, tau, top
     feature, integrity, endorsed_on_top, inverted, collinear, support, warnings) and
@@ -318,7 +318,7 @@ def publish_gate(
             f"{n_unjudged} of {len(rows)} rows carry no reward (unjudged); they are not failures"
         )
     jt = _judge_trust(rows)
-    verdict = "refused" if reasons else "pass"
+    verdict = "refused" if reasons else "passed"
     report = {
         "verdict": verdict,
         "reasons": reasons,

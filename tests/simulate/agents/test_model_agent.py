@@ -16,7 +16,11 @@ TOOLS = [
         "function": {
             "name": "lookup_order",
             "description": "Look up an order",
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}},
+                "required": ["order_id"],
+            },
         },
     }
 ]
@@ -33,7 +37,11 @@ def openai_answer(content="", calls=(), finish="stop"):
                     "role": "assistant",
                     "content": content or None,
                     "tool_calls": [
-                        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                        {
+                            "id": f"c{i}",
+                            "type": "function",
+                            "function": {"name": n, "arguments": json.dumps(a)},
+                        }
                         for i, (n, a) in enumerate(calls)
                     ]
                     or None,
@@ -67,10 +75,17 @@ def test_openai_loop_runs_tools_then_answers():
         assert request.url.path == "/v1/chat/completions"
         assert request.headers["authorization"] == "Bearer k"
         if len(seen) == 1:
-            return httpx.Response(200, json=openai_answer(calls=[("lookup_order", {"order_id": "ORD-1"})], finish="tool_calls"))
+            return httpx.Response(
+                200,
+                json=openai_answer(
+                    calls=[("lookup_order", {"order_id": "ORD-1"})], finish="tool_calls"
+                ),
+            )
         return httpx.Response(200, json=openai_answer("ORD-1 has shipped."))
 
-    agent = ModelAgent("vllm:m@http://h/v1", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT)
+    agent = ModelAgent(
+        "vllm:m@http://h/v1", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT
+    )
     world = TableWorld({"lookup_order": {"status": "shipped"}})
     out = run(agent, world)
     assert world.calls == [("lookup_order", {"order_id": "ORD-1"})]
@@ -87,7 +102,12 @@ def test_openai_loop_runs_tools_then_answers():
 
 def test_question_gets_the_persons_answer_and_walk_away_ends_the_rollout():
     answers = iter([openai_answer("Which order?"), openai_answer("Thanks, which item?")])
-    agent = ModelAgent("openai:m", api_key="k", transport=httpx.MockTransport(lambda r: httpx.Response(200, json=next(answers))), retry=NO_WAIT)
+    agent = ModelAgent(
+        "openai:m",
+        api_key="k",
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, json=next(answers))),
+        retry=NO_WAIT,
+    )
     world = TableWorld(user_answers=["ORD-7", None])
     out = run(agent, world)
     assert [s["kind"] for s in out["steps"]] == ["assistant", "user", "assistant"]
@@ -104,7 +124,9 @@ def test_rate_limit_is_retried_then_succeeds():
             return httpx.Response(429, headers={"retry-after": "0"}, json={"error": "slow down"})
         return httpx.Response(200, json=openai_answer("done"))
 
-    agent = ModelAgent("openai:m", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT)
+    agent = ModelAgent(
+        "openai:m", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT
+    )
     assert run(agent, TableWorld())["final_text"] == "done"
     assert len(calls) == 3
 
@@ -116,7 +138,9 @@ def test_client_error_is_not_retried_and_says_what_failed():
         calls.append(1)
         return httpx.Response(401, json={"error": "bad key"})
 
-    agent = ModelAgent("openai:m", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT)
+    agent = ModelAgent(
+        "openai:m", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT
+    )
     with pytest.raises(BackendError, match="HTTP 401") as info:
         run(agent, TableWorld())
     assert info.value.status == 401 and len(calls) == 1
@@ -129,7 +153,9 @@ def test_persistent_server_errors_give_up_after_the_retry_budget():
         calls.append(1)
         return httpx.Response(503, text="overloaded")
 
-    agent = ModelAgent("openai:m", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT)
+    agent = ModelAgent(
+        "openai:m", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT
+    )
     with pytest.raises(BackendError, match="503"):
         run(agent, TableWorld())
     assert len(calls) == 3  # first try + 2 retries
@@ -142,7 +168,9 @@ def test_connect_errors_are_mapped_and_retried():
         calls.append(1)
         raise httpx.ConnectError("refused", request=request)
 
-    agent = ModelAgent("openai:m", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT)
+    agent = ModelAgent(
+        "openai:m", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT
+    )
     with pytest.raises(BackendError, match="could not reach"):
         run(agent, TableWorld())
     assert len(calls) == 3
@@ -157,13 +185,43 @@ def test_anthropic_protocol_shape_and_tool_loop():
         assert request.url.path == "/v1/messages"
         assert request.headers["anthropic-version"] and request.headers["x-api-key"] == "k"
         if len(seen) == 1:
-            return httpx.Response(200, json={"model": "claude-x", "content": [{"type": "tool_use", "id": "tu1", "name": "lookup_order", "input": {"order_id": "ORD-1"}}], "stop_reason": "tool_use", "usage": {"input_tokens": 7, "output_tokens": 3}})
-        return httpx.Response(200, json={"model": "claude-x", "content": [{"type": "text", "text": "Shipped."}], "stop_reason": "end_turn", "usage": {"input_tokens": 9, "output_tokens": 2}})
+            return httpx.Response(
+                200,
+                json={
+                    "model": "claude-x",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": "tu1",
+                            "name": "lookup_order",
+                            "input": {"order_id": "ORD-1"},
+                        }
+                    ],
+                    "stop_reason": "tool_use",
+                    "usage": {"input_tokens": 7, "output_tokens": 3},
+                },
+            )
+        return httpx.Response(
+            200,
+            json={
+                "model": "claude-x",
+                "content": [{"type": "text", "text": "Shipped."}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 9, "output_tokens": 2},
+            },
+        )
 
-    agent = ModelAgent("anthropic:claude-x@http://h/v1", api_key="k", transport=httpx.MockTransport(handler), retry=NO_WAIT)
+    agent = ModelAgent(
+        "anthropic:claude-x@http://h/v1",
+        api_key="k",
+        transport=httpx.MockTransport(handler),
+        retry=NO_WAIT,
+    )
     out = run(agent, TableWorld({"lookup_order": {"status": "shipped"}}))
     assert out["final_text"] == "Shipped."
-    assert seen[0]["system"] == "You help." and seen[0]["tools"][0]["input_schema"]["required"] == ["order_id"]
+    assert seen[0]["system"] == "You help." and seen[0]["tools"][0]["input_schema"]["required"] == [
+        "order_id"
+    ]
     follow = seen[1]["messages"]
     assert follow[1]["content"][0]["type"] == "tool_use"
     assert follow[2]["role"] == "user" and follow[2]["content"][0]["type"] == "tool_result"
@@ -173,6 +231,16 @@ def test_anthropic_protocol_shape_and_tool_loop():
 def test_logprobs_are_summed_per_turn_when_asked():
     answer = openai_answer("ok")
     answer["choices"][0]["logprobs"] = {"content": [{"logprob": -0.5}, {"logprob": -1.0}]}
-    agent = ModelAgent("openai:m", api_key="k", logprobs="tokens", transport=httpx.MockTransport(lambda r: httpx.Response(200, json=answer)), retry=NO_WAIT)
+    agent = ModelAgent(
+        "openai:m",
+        api_key="k",
+        logprobs="tokens",
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, json=answer)),
+        retry=NO_WAIT,
+    )
     step = run(agent, TableWorld())["steps"][0]
-    assert step["logprob"] == pytest.approx(-1.5) and step["n_tokens"] == 2 and step["token_logprobs"] == [-0.5, -1.0]
+    assert (
+        step["logprob"] == pytest.approx(-1.5)
+        and step["n_tokens"] == 2
+        and step["token_logprobs"] == [-0.5, -1.0]
+    )

@@ -69,17 +69,21 @@ def _counting(
         getattr(judge, "func", None)
     ):
 
-        async def async_judge(row: dict[str, Any]) -> Any:
+        @functools.wraps(judge)
+        async def async_judge(row: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             try:
-                return await judge(row)
+                return await judge(row, *args, **kwargs)
             finally:
                 tick()
 
         return async_judge
 
-    def sync_judge(row: dict[str, Any]) -> Any:
+    # wraps: run_judge recognises a built-in judge through the wrapper, runs it inline and
+    # passes it the keywords it takes (declared_tools), which the wrapper forwards.
+    @functools.wraps(judge)
+    def sync_judge(row: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         try:
-            return judge(row)
+            return judge(row, *args, **kwargs)
         finally:
             tick()
 

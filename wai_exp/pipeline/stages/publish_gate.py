@@ -9,7 +9,6 @@ Rows out: the input rows with their ``calibration`` stamp.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
@@ -36,25 +35,35 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         endorsed=tuple(sel.get("endorsed") or ()),
         strict_hacks=bool(gate.get("strict_hacks", False)),
     )
-    report = {"verdict": "passed", **report}
     metrics = {"gate_passed": 1.0, "rows_in": float(len(rows))}
-    for key in ("n_tasks", "n_rows", "tasks", "rows_stamped"):
-        value = report.get(key)
+    numbers = {
+        "rows_graded": report.get("n_graded"),
+        "rows_unjudged": report.get("n_unjudged"),
+        "rows_stamped": (report.get("calibration") or {}).get("rows_stamped"),
+        "tasks_stamped": (report.get("calibration") or {}).get("tasks_stamped"),
+        "mixed_groups": (report.get("group_signal") or {}).get("mixed"),
+    }
+    for key, value in numbers.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             metrics[key] = float(value)
-    warnings = report.get("warnings") or []
-    lines = [f"publish gate: passed ({len(rows)} rows, mode {sel.get('mode')})"]
-    lines += [f"warning: {w}" for w in warnings]
-    if not warnings:
+    pass_at = report.get("pass_at") or {}
+    lines = [f"publish gate: {report['verdict']} ({len(rows)} rows, mode {report.get('mode')})"]
+    lines += [
+        f"  check {name}: {'ok' if ok else 'FAILED'}"
+        for name, ok in (report.get("checks") or {}).items()
+    ]
+    if pass_at.get("pass_at_1") is not None:
         lines.append(
-            json.dumps(
-                {k: v for k, v in report.items() if not isinstance(v, dict | list)}, default=str
-            )
+            f"  pass@1 of the gated rows: {pass_at['pass_at_1']:.3f} over {pass_at.get('n_groups')} tasks"
         )
+    scan = report.get("hack_scan") or {}
+    if scan.get("regime"):
+        lines.append(f"  hack scan: {scan['regime']} (top feature {scan.get('top_feature')})")
+    lines += [f"  warning: {w}" for w in report.get("warnings") or []]
     return StageResult(
         rows=rows,
         report=report,
         text="\n".join(lines) + "\n",
         metrics=metrics,
-        tags={"gate_verdict": "passed"},
+        tags={"gate_verdict": report["verdict"]},
     )

@@ -59,7 +59,8 @@ class OpenAIChat:
             fn = call.get("function") or {}
             raw = fn.get("arguments") or "{}"
             try:
-                args = json.loads(raw) if isinstance(raw, str) else dict(raw)
+                # strict=False: small models put raw newlines inside JSON strings.
+                args = json.loads(raw, strict=False) if isinstance(raw, str) else dict(raw)
             except json.JSONDecodeError:
                 args = {"_unparsed": raw}
             calls.append(
