@@ -411,4 +411,4 @@ def test_on_simulated_and_graded_rows_the_selection_is_whole_mixed_groups():
         assert 0.2 <= rate <= 0.8
         assert ask_rows[0]["calibration"]["k"] >= len(ask_rows)
     gate = publish_gate(selected)
-    assert gate["verdict"] == "pass" and gate["calibration"]["n_carried"] >= 0
+    assert gate["verdict"] == "passed" and gate["calibration"]["n_carried"] >= 0

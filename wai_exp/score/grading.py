@@ -38,50 +38,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-#: First words of a tool name that mark it read-only (``lookup_order``, ``getUser``,
-#: ``search-orders``); any other tool is treated as a write, the safe side for the
-#: repeated-write rule. The same verbs the mock world uses, so grader and world agree.
-READ_VERBS: frozenset[str] = frozenset(
-    {
-        "get",
-        "lookup",
-        "look",
-        "search",
-        "find",
-        "list",
-        "read",
-        "fetch",
-        "check",
-        "view",
-        "query",
-        "show",
-        "describe",
-        "count",
-    }
-)
-_FIRST_WORD = re.compile(r"[_\-\s.]|(?<=[a-z])(?=[A-Z])")
+from wai_exp.rows.tools import is_write_tool
 
 #: Provenance classes that count as ungrounded.
 UNGROUNDED = frozenset({"invented"})
 
 #: Characters stripped from a token's ends before it is matched (sentence punctuation).
 _TOKEN_STRIP = ",.;:!?()[]{}\"'<>`"
-
-
-def is_write_tool(name: str) -> bool:
-    """True unless the tool name's first word is a read verb (``lookup_order`` reads)."""
-    cached = _WRITE_CACHE.get(name)
-    if cached is None:
-        first = _FIRST_WORD.split(name.strip(), maxsplit=1)[0].lower()
-        cached = _WRITE_CACHE[name] = first not in READ_VERBS
-    return cached
-
-
-_WRITE_CACHE: dict[str, bool] = {}
 
 
 # ---------------------------------------------------------------------------------------

@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from wai_exp.rows.tools import is_write_tool  # noqa: F401 - the world, agent and writer share it
 from wai_exp.simulate.dimensions import FAULT_MODES
 
 # ---------------------------------------------------------------------------------------
@@ -69,36 +69,6 @@ def is_support_tool(fn: Mapping[str, Any]) -> bool:
     props = set(params.get("properties") or {})
     required = set(params.get("required") or ())
     return SUPPORT_ARGS[name] <= props and required <= SUPPORT_ARGS[name]
-
-
-#: First words that mark a user's own tool as read-only (everything else may change state).
-READ_VERBS = frozenset(
-    {
-        "get",
-        "lookup",
-        "look",
-        "search",
-        "find",
-        "list",
-        "read",
-        "fetch",
-        "check",
-        "view",
-        "query",
-        "show",
-        "describe",
-        "count",
-    }
-)
-
-
-def is_write_tool(name: str) -> bool:
-    """True when calling ``name`` changes state: the support-desk write tools, or a user's
-    tool whose name does not start with a read verb (``get_``, ``search_``, ``listOrders`` ...)."""
-    if name in SUPPORT_TOOLS:
-        return name in WRITE_TOOLS
-    first = re.split(r"[_\-\s.]|(?<=[a-z])(?=[A-Z])", name.strip(), maxsplit=1)[0].lower()
-    return first not in READ_VERBS
 
 
 #: Default walk-away chances at the second question and at every later one.
