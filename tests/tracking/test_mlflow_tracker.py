@@ -95,7 +95,7 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
         seconds=0.1,
         cached=False,
     )
-    tracker.set_tags({"gate_verdict": "pass", "stopped_because": "budget", "ok": True})
+    tracker.set_tags({"gate_verdict": "passed", "stopped_because": "budget", "ok": True})
     tracker.finish("FINISHED")
 
     client = _client(start_dir)
@@ -125,7 +125,7 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
     assert tags["mlflow.source.git.commit"] == "unknown"  # start_dir is not a git checkout
     assert "rl_round" in tags["mlflow.note.content"] and "seed=0" in tags["mlflow.note.content"]
     assert tags["simulate.cached"] == "true" and tags["grade.cached"] == "false"
-    assert tags["gate_verdict"] == "pass" and tags["ok"] == "true"
+    assert tags["gate_verdict"] == "passed" and tags["ok"] == "true"
     assert "mlflow.parentRunId" not in tags
 
     arts = _artifacts(client, tracker.run_id)
