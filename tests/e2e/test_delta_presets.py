@@ -37,6 +37,7 @@ def test_delta_preset_pairs_every_task_and_passes(tmp_path: Path) -> None:
     assert report["eval_runs"] == {"before": 3, "after": 3}
     assert report["floor_source"] == "pooled"
     assert report["headline_verdict"] == "PASS" and report["target_ci95"][0] > 0
+    assert report["verdict"]["moved"] is True
     # the compare command reads the same run dir's stages back
     proc = subprocess.run(
         [WAI_EXP, "compare", str(run / "grade_before"), str(run / "grade_after")],
@@ -46,6 +47,23 @@ def test_delta_preset_pairs_every_task_and_passes(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "PASS: pass_at_1" in proc.stdout
+
+
+@pytest.mark.slow
+def test_delta_preset_with_the_same_agent_on_both_arms_detects_no_change(tmp_path: Path) -> None:
+    # The after arm answers the same pinned tasks with its own draws (seed_offset), so the
+    # two arms differ by re-run noise only.
+    after = "pipeline.stages.simulate_after.params.agent"
+    run = _run(
+        tmp_path,
+        "+experiment=delta",
+        f"{after}.skill=0.5",
+        f"{after}.model_version=scripted-skill-0.50",
+    )
+    report = json.loads((run / "compare" / "report.json").read_text())
+    assert report["n_unpaired_tasks"] == 0
+    assert report["verdict"]["target"] in {"no_change_detected", "within_eval_noise"}
+    assert report["verdict"]["moved"] is False and report["ok"] is True
 
 
 @pytest.mark.slow

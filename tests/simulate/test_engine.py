@@ -765,3 +765,16 @@ def test_budget_and_group_invariants_hold_for_any_budget_and_mode():
         assert max(idx.values()) == 1  # rollout_index never repeats within a scenario
 
     check()
+
+
+def test_replaying_a_runs_n_task_set_keeps_its_per_run_k():
+    from wai_exp.simulate.engine import simulate
+
+    pinned = simulate(mode="rl", budget=120, seed=0, runs=3, repeat_policy="fixed")
+    replay = simulate(tasks=list(pinned.rows), seed=1)
+    per_task: dict[str, int] = {}
+    for row in replay.rows:
+        per_task[row["scenario_id"]] = per_task.get(row["scenario_id"], 0) + 1
+    # The pinned run has k=8 per run; three eval runs must not make the replay k=24.
+    assert set(per_task.values()) == {8}
+    assert {r["scenario_id"] for r in replay.rows} == {r["scenario_id"] for r in pinned.rows}

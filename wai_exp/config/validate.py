@@ -521,7 +521,7 @@ def tracking_problems(tracking: Mapping[str, Any]) -> list[str]:
 #: Built-in stage kind -> (config section its params are laid over, model of that section,
 #: extra param keys the adapter reads). A param key outside these would be silently ignored.
 _STAGE_PARAMS: dict[str, tuple[str | None, type[BaseModel] | None, tuple[str, ...]]] = {
-    "simulate": ("simulate", models.SimulateConfig, ("agent",)),
+    "simulate": ("simulate", models.SimulateConfig, ("agent", "tasks_from", "seed_offset")),
     "grade": ("judge", models.JudgeConfig, ()),
     "evaluate": ("judge", models.JudgeConfig, ()),
     "optimize": ("selection", models.SelectionConfig, ()),
@@ -567,6 +567,15 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"{'.'.join(where)}.agent: expected a mapping laid over the agent section"
             )
+        pinned = params.get("tasks_from")
+        if pinned is not None and pinned not in (stage.get("needs") or []):
+            problems.append(
+                f"{'.'.join(where)}.tasks_from: {pinned!r} must be one of this stage's needs "
+                f"(needs: {list(stage.get('needs') or [])}); add it to pipeline.stages.{name}.needs"
+            )
+        offset = params.get("seed_offset")
+        if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int)):
+            problems.append(f"{'.'.join(where)}.seed_offset: expected an integer, got {offset!r}")
     return problems
 
 

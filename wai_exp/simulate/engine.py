@@ -1212,7 +1212,14 @@ def _replay_tasks(
         groups.setdefault((str(r["scenario_id"]), str(r["prompt"])), []).append(r)
     if not groups:
         raise ValueError(f"{what} holds no rows; pass a run that produced rows")
-    k_orig = max(len(g) for g in groups.values())
+    # k is counted within one eval run: a pinned run made with runs=N holds N copies of each
+    # group, and replaying it must not multiply k by N.
+    per_run: dict[tuple[str, str, Any], int] = {}
+    for key, g in groups.items():
+        for r in g:
+            run_key = (*key, (r.get("lineage") or {}).get("eval_run"))
+            per_run[run_key] = per_run.get(run_key, 0) + 1
+    k_orig = max(per_run.values())
     k = k_override if k_override is not None else k_orig
     situations = _regenerate(
         [g[0] for g in groups.values()],

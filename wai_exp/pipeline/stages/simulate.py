@@ -8,7 +8,10 @@ rest, so the stage completes with the same rows and no duplicates.
 
 Params (``pipeline.stages.<name>.params``) override single keys of the ``simulate`` section,
 and ``params.agent`` is laid over the ``agent`` section, so one pipeline can simulate two arms
-(e.g. two skills) side by side.
+(e.g. two skills) side by side. ``params.tasks_from: <stage>`` pins the task set to an upstream
+simulate stage's rows (``simulate(tasks=...)``: same situations and prompts, its k), and
+``params.seed_offset: N`` draws this stage's rollouts under ``seed + N``, so a second arm answers
+the same tasks with its own draws.
 
 Report: ``data.report()`` plus ``declared_tools`` and ``resumed_rows``. Metrics: ``rows``,
 ``rows_resumed``, ``rollouts_lost``, ``situations``.
@@ -114,11 +117,13 @@ def resume_rows(partial: Path) -> list[dict[str, Any]]:
 
 def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for ``simulate()`` (without the agent and the resume hooks)."""
-    sim = {**ctx.config.get("simulate", {}), **{k: v for k, v in params.items() if k != "agent"}}
+    own = ("agent", "tasks_from", "seed_offset")
+    sim = {**ctx.config.get("simulate", {}), **{k: v for k, v in params.items() if k not in own}}
     kwargs: dict[str, Any] = {k: sim[k] for k in PASSED if sim.get(k) is not None}
-    kwargs["seed"] = ctx.seed
+    seed = ctx.seed + int(params.get("seed_offset") or 0)
+    kwargs["seed"] = seed
     advanced = dict(ctx.config.get("knobs") or {})
-    advanced["seed"] = ctx.seed
+    advanced["seed"] = seed
     advanced["world"] = dict(ctx.config.get("world") or {})
     kwargs["advanced"] = advanced
     if sim.get("spec"):
@@ -137,8 +142,16 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     from wai_exp.simulate.engine import simulate
 
     kwargs = simulate_kwargs(ctx, params)
+    pinned = params.get("tasks_from")
+    if pinned:
+        if pinned not in inputs:
+            raise ValueError(
+                f"{ctx.name}: params.tasks_from={pinned!r} must name a stage in its needs "
+                f"(needs: {sorted(inputs)}); add it to pipeline.stages.{ctx.name}.needs"
+            )
+        kwargs["tasks"] = list(inputs[pinned].rows)
     agent_cfg = {**ctx.config.get("agent", {}), **(params.get("agent") or {})}
-    agent = build_agent(agent_cfg, ctx.seed)
+    agent = build_agent(agent_cfg, kwargs["seed"])
     done = resume_rows(ctx.partial_path)
     budget = kwargs.get("budget")
 
