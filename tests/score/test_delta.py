@@ -468,3 +468,42 @@ def test_each_group_interval_is_compare_runs_on_that_groups_rows() -> None:
         got = rep["groups"][tier]
         assert got["n_paired"] == ref["n_paired"]
         assert got["ci95"] == pytest.approx(ref["ci95"], abs=1e-12)
+
+
+def test_unequal_k_on_a_minority_of_tasks_still_warns_beside_sizing() -> None:
+    # The after arm lost half its rollouts on 18 of 60 tasks: its usual k is still 4, but
+    # its fewest is 2, which is the k pass_at would use. The sizing line must say so.
+    before = arm(60, 4, 0.5, 61, policy="a")
+    after = arm(60, 4, 0.5, 62, policy="b")
+    short = {f"t{t}" for t in range(18)}
+    seen: dict[str, int] = {}
+    kept = []
+    for r in after:
+        seen[r["scenario_id"]] = seen.get(r["scenario_id"], 0) + 1
+        if r["scenario_id"] not in short or seen[r["scenario_id"]] <= 2:
+            kept.append(r)
+    rep = delta_report(before, kept)
+    assert rep["k"] == {"before": 4, "after": 4}
+    assert rep["k_min"] == {"before": 4, "after": 2}
+    w = rep["sizing"]["warning"]
+    assert "fewest 4" in w and "fewest 2" in w and "18 of 60 paired tasks differ" in w
+    lines = format_delta_report(rep).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("sizing:"))
+    assert "unequal k" in lines[at + 1]
+    # equal k on both sides: no such warning
+    assert delta_report(before, after)["sizing"]["warning"] is None
+
+
+def test_sizing_says_when_the_before_side_leaves_no_provable_gain() -> None:
+    # before at 0.975 on 40 tasks at k=4: 40 tasks can prove about +0.05, more than the
+    # 0.025 left below 1 (saturation), and the sizing note says so instead of a bare number.
+    rates = np.array([1.0] * 36 + [0.75] * 4)
+    before = fixed({f"t{i}": [1.0] * int(r * 4) + [0.0] * (4 - int(r * 4)) for i, r in
+                    enumerate(rates)}, "a")  # fmt: skip
+    after = fixed({f"t{i}": [1.0] * 4 for i in range(40)}, "b")
+    rep = delta_report(before, after)
+    s = rep["sizing"]
+    assert s["detectable_effect"] > 1 - 0.975
+    assert "no gain on this holdout is provable" in s["note"]
+    assert any(line.startswith("sizing note:") for line in format_delta_report(rep).splitlines())
+    assert rep["ceiling"] is not None

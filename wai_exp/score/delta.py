@@ -682,11 +682,18 @@ def delta_report(
     both = on_b & on_a
     t_diffs = a_means[both, j_target] - b_means[both, j_target]
     sizing = _sizing(n_paired, t, k_b, t_diffs, power, alpha)
-    if k_b is not None and k_a is not None and k_b != k_a:
+    # k per side is the usual group size; a run that lost rollouts on a minority of tasks
+    # keeps that mode, so the fewest rollouts per paired task is compared as well (the k
+    # pass_at would pick): k=4 against k=2 on a third of the tasks is still unequal k.
+    kmin_b = _min_k(b_counts[on_b & on_a, j_target])
+    kmin_a = _min_k(a_counts[on_b & on_a, j_target])
+    if k_b is not None and k_a is not None and (k_b != k_a or kmin_b != kmin_a):
+        n_short = int((b_counts[on_b & on_a, j_target] != a_counts[on_b & on_a, j_target]).sum())
         sizing["warning"] = (
-            f"unequal k: before has k={k_b} rollouts per task, after k={k_a}. Rows lost at "
-            "random only widen the interval; rows lost for a reason (timeouts on hard tasks, "
-            "empty replies on long ones) bias the short arm. Check data.report()"
+            f"unequal k: before has k={k_b} rollouts per task (fewest {kmin_b}), after "
+            f"k={k_a} (fewest {kmin_a}); {n_short} of {n_paired} paired tasks differ. Rows "
+            "lost at random only widen the interval; rows lost for a reason (timeouts on hard "
+            "tasks, empty replies on long ones) bias the short arm. Check data.report()"
             "['rollouts_lost_by'] and re-run the short arm on its short tasks"
             + ("" if balance_rollouts else " (balance_rollouts=True trims to one k)")
         )
@@ -738,6 +745,7 @@ def delta_report(
         "answered": {k: v for k, v in answered.items() if k not in ("warning", "not_comparable")},
         "writers": writers,
         "k": {"before": k_b, "after": k_a},
+        "k_min": {"before": kmin_b, "after": kmin_a},
         "run_std": headline_floor,
         "run_std_by_metric": dict(floors) if floor_source != "none" else {},
         "run_std_runs": run_std_runs,
@@ -765,6 +773,10 @@ def _mode_k(counts: np.ndarray) -> int | None:
         return None
     vals, freq = np.unique(counts.astype(int), return_counts=True)
     return int(vals[np.argmax(freq)])
+
+
+def _min_k(counts: np.ndarray) -> int | None:
+    return int(counts.min()) if counts.size else None
 
 
 def _balance(
@@ -1016,6 +1028,13 @@ def _sizing(
         )
         if out["detectable_effect"] is None:
             out["note"] = f"{n_paired} paired tasks are too few for a power calculation"
+        elif out["detectable_effect"] > 1.0 - base_rate:
+            # saturation: the smallest provable gain would take the pass rate past 1
+            out["note"] = (
+                f"the before side is at {base_rate:.3f}: the smallest gain {n_paired} tasks can "
+                f"prove ({out['detectable_effect']:+.3f}) exceeds the {1.0 - base_rate:.3f} "
+                "left below 1, so no gain on this holdout is provable; use harder tasks"
+            )
         delta = t["delta"]
         if delta and task_diffs.size >= 2:
             sd = float(task_diffs.std(ddof=1))
@@ -1092,6 +1111,8 @@ def format_delta_report(report: dict[str, Any]) -> str:
         lines.append(f"sizing: {s['note']}")
     if s.get("warning"):
         lines.append(f"warning: {s['warning']}")
+    if s.get("detectable_effect") is not None and s.get("note"):
+        lines.append(f"sizing note: {s['note']}")
     lines.append(
         f"family error: {report['family_error']:.1%} over {report['n_metrics']} metrics at "
         f"alpha={report['alpha']:g}"
