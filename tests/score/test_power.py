@@ -127,3 +127,24 @@ def test_the_140_task_recipe_has_a_band_of_about_six_points() -> None:
     band_at_140 = Z975 * math.sqrt((0.24 + 0.63 * 0.37) / 4) / math.sqrt(140)
     assert band_at_140 == pytest.approx(0.056, abs=0.003)
     assert res["n_tasks"] > 140
+
+
+def test_saturation_a_gain_to_exactly_one_is_sized_and_beyond_it_is_refused() -> None:
+    # base 0.9 + 0.1 reaches 1: q = 1 has no variance, sd = sqrt(0.9 * 0.1 / 4) = 0.15,
+    # n = ((1.96 + 0.8416) * 0.15 / 0.1) ** 2 = 17.66 -> 18.
+    res = holdout_size(0.1, base=0.9, k=4)
+    assert res["task_std"] == pytest.approx(0.15)
+    assert res["n_tasks"] == math.ceil(((Z975 + Z80) * 0.15 / 0.1) ** 2) == 18
+    # Concentrated: every task goes 0.9 -> 1 (f = 1), so it equals the spread-out model.
+    assert res["n_tasks_concentrated"] == 18
+    with pytest.raises(ValueError, match="largest possible gain from this base is 0.10"):
+        holdout_size(0.11, base=0.9)
+    # A base read off rows as 0.8000000000000002 (three tasks at 4 of 5, in float) still
+    # takes the 0.2 gain that reaches exactly 1 instead of refusing it as past 1.
+    before = arm([4, 4, 4], k=5)
+    res = holdout_size(0.2, before=before)
+    assert res["base"] == pytest.approx(0.8) and res["base"] + 0.2 > 1.0
+    assert res["n_tasks"] >= MIN_HOLDOUT_TASKS
+    # Rows already at 1 everywhere: no gain is possible, and the error says so.
+    with pytest.raises(ValueError, match="passes every task every time"):
+        holdout_size(0.05, before=arm([4, 4, 4, 4, 4]))

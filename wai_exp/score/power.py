@@ -54,9 +54,9 @@ def _concentrated_sd(base: float, effect: float, k: int) -> float | None:
     """
     if base >= 1.0:
         return None
-    f = effect / (1.0 - base)
-    if f > 1.0:
+    if effect > (1.0 - base) + 1e-9:
         return None
+    f = min(effect / (1.0 - base), 1.0)
     v = base * (1.0 - base) / k
     return math.sqrt(f * v + (1.0 - f) * 2.0 * v + f * (1.0 - f) * (1.0 - base) ** 2)
 
@@ -173,13 +173,21 @@ def holdout_size(
     elif after is not None:
         raise ValueError("after= needs before= (the two graded arms on the same tasks)")
 
+    if before is not None and base >= 1.0:
+        raise ValueError(
+            "before passes every task every time (base 1.0): no gain is possible on these "
+            "tasks, so no holdout size proves one; size the holdout on harder tasks"
+        )
     if not 0.0 <= base < 1.0:
         raise ValueError(f"base must be a pass rate in [0, 1); got {base!r}")
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be a positive number of rollouts per task; got {k!r}")
-    if base + effect > 1.0:
+    # saturation: a pass rate cannot pass 1. The tolerance lets a base read off rows
+    # (a mean of task means, e.g. 0.7000000000000001) take the gain that reaches exactly 1.
+    if base + effect > 1.0 + 1e-9:
         raise ValueError(
-            f"base {base:.2f} + effect {effect:.2f} exceeds a pass rate of 1; pass a smaller effect"
+            f"base {base:.2f} + effect {effect:.2f} exceeds a pass rate of 1 (saturation): "
+            f"the largest possible gain from this base is {1.0 - base:.2f}; pass a smaller effect"
         )
 
     if sd is None and task_std is not None:
