@@ -56,7 +56,9 @@ def test_compare_stage_reports_metrics_with_bounds_and_a_tag(tmp_path: Path) -> 
     assert "run_std" not in m  # one run per side, no floor: unmeasured, not 0
     assert res.tags["delta_verdict"] == res.report["headline_verdict"]
     assert res.report["arms"] == {"before": "grade_before", "after": "grade_after"}
-    assert res.text.splitlines()[1].startswith(res.report["headline_verdict"])
+    # the headline leads (the run summary shows each report stage's first line)
+    assert res.text.splitlines()[0].startswith(res.report["headline_verdict"])
+    assert "arms: before grade_before, after grade_after" in res.text
 
 
 def test_compare_takes_its_floor_from_an_upstream_eval_variance(tmp_path: Path) -> None:
@@ -116,3 +118,5 @@ def test_eval_variance_stage_puts_intervals_on_its_headline(tmp_path: Path) -> N
     assert m["mean_ci_lo"] == pytest.approx(centre - 4.302653 * sd / math.sqrt(3), rel=1e-6)
     assert m["mean_ci_lo"] < m["mean"] < m["mean_ci_hi"]
     assert "run_std 95% CI" in res.text
+    # the headline leads, without the stage name (the run summary puts that in front)
+    assert res.text.startswith("eval_variance on pass_at_1: run_std ")

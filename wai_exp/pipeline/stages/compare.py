@@ -158,7 +158,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
             kwargs["run_std_runs"] = n_runs
     report = delta_report(inputs[before].rows, inputs[after].rows, seed=ctx.seed, **kwargs)
     report["arms"] = {"before": before, "after": after}
-    text = f"{ctx.name}: {before} -> {after}\n" + format_delta_report(report) + "\n"
+    # The headline leads: the run summary prints each report stage's first line, so the
+    # verdict is what a reader sees at the end of the run; the arms follow the block.
+    text = format_delta_report(report) + f"\narms: before {before}, after {after}\n"
     return StageResult(
         rows=[],
         report=report,

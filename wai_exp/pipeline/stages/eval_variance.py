@@ -103,5 +103,6 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     for name, sd in (report.get("run_std_by_metric") or {}).items():
         raw[f"run_std_{_key(name)}"] = sd
     metrics = {k: float(v) for k, v in raw.items() if v is not None}
-    text = f"{ctx.name}: " + format_eval_variance(report) + "\n"
+    # No stage-name prefix: the run summary already puts the stage name before line one.
+    text = format_eval_variance(report) + "\n"
     return StageResult(rows=[], report=report, text=text, metrics=metrics)
