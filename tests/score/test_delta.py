@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wai_exp.score.delta import CEILING_MIN_TASKS_WITH_ROOM, delta_report, format_delta_report
 
@@ -507,3 +514,85 @@ def test_sizing_says_when_the_before_side_leaves_no_provable_gain() -> None:
     assert "no gain on this holdout is provable" in s["note"]
     assert any(line.startswith("sizing note:") for line in format_delta_report(rep).splitlines())
     assert rep["ceiling"] is not None
+
+
+# --------------------------------------------------------------------------------------
+# Properties (hypothesis) and reproducibility across processes
+# --------------------------------------------------------------------------------------
+
+_counts = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=1, max_size=25)
+
+
+def _pair_rows(pairs: list[tuple[int, int]], side: int, marker_on: int = 0) -> list[dict]:
+    rows = []
+    for t, pair in enumerate(pairs):
+        c = pair[side]
+        for j in range(4):
+            row = {"scenario_id": f"t{t}", "reward": 1.0 if j < c else 0.0, "final_text": "ok"}
+            # a marker on every other task, so it pairs on a subset
+            if t % 2 == 0:
+                row["markers"] = {"m": 1.0 if (j + t + side + marker_on) % 3 == 0 else 0.0}
+            rows.append(row)
+    return rows
+
+
+@settings(max_examples=30, deadline=None)
+@given(_counts, st.integers(0, 4), st.booleans())
+def test_delta_intervals_bracket_antisymmetric_and_a_new_task_never_crashes(
+    pairs: list[tuple[int, int]], extra: int, extra_after: bool
+) -> None:
+    before, after = _pair_rows(pairs, 0), _pair_rows(pairs, 1)
+    ab = delta_report(before, after, n_boot=300, seed=1)
+    ba = delta_report(after, before, n_boot=300, seed=1)
+    for name, x in ab["metrics"].items():
+        y = ba["metrics"][name]
+        if x["delta"] is None:
+            continue
+        assert x["delta"] == pytest.approx(-y["delta"], abs=1e-12)
+        if x["ci95"] is not None:
+            lo, hi = x["ci95"]
+            assert lo - 1e-12 <= x["delta"] <= hi + 1e-12
+            assert y["ci95"] == pytest.approx([-hi, -lo], abs=1e-9)
+    assert ab["headline_verdict"] in {"PASS", "NO DIFFERENCE", "FAIL"} or ab[
+        "headline_verdict"
+    ].startswith("NOT COMPARABLE")
+    # a task on one side only: counted, never a crash
+    new = [{"scenario_id": "new", "reward": float(j < extra), "final_text": "ok"} for j in range(4)]
+    b2, a2 = (before, after + new) if extra_after else (before + new, after)
+    rep = delta_report(b2, a2, n_boot=300, seed=1)
+    assert rep["n_unpaired_tasks"] == 1 and rep["n_paired_tasks"] == len(pairs)
+    format_delta_report(rep)
+
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, {here!r})
+from test_delta import arm
+from wai_exp.score.delta import delta_report
+before = arm(50, 4, 0.4, 71, markers={{"m": 0.5, "n": 0.3}}, runs=3, policy="a")
+after = arm(50, 4, 0.55, 72, markers={{"m": 0.4, "n": 0.3}}, runs=3, policy="b")
+for r in before + after:
+    r["tier"] = "hard" if r["scenario_id"] < "t3" else "easy"
+print(json.dumps(delta_report(before, after, seed=5, by="tier")))
+"""
+
+
+def test_same_seed_same_report_in_another_process() -> None:
+    before = arm(50, 4, 0.4, 71, markers={"m": 0.5, "n": 0.3}, runs=3, policy="a")
+    after = arm(50, 4, 0.55, 72, markers={"m": 0.4, "n": 0.3}, runs=3, policy="b")
+    for r in before + after:
+        r["tier"] = "hard" if r["scenario_id"] < "t3" else "easy"
+    here = json.loads(json.dumps(delta_report(before, after, seed=5, by="tier")))
+    code = _CHILD.format(here=str(Path(__file__).parent))
+    child = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "123"},  # set order must not leak into numbers
+    )
+    there = json.loads(child.stdout)
+    assert there == here
+    # every marker interval and the pooled floors came through, not just pass@1
+    assert here["metrics"]["m"]["ci95"] is not None and here["floor_source"] == "pooled"
+    assert set(here["groups"]) == {"easy", "hard"}
