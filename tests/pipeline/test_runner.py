@@ -191,6 +191,34 @@ def test_identical_rerun_reuses_every_stage_and_says_so(tmp_path):
     assert out.gate == "passed"  # the verdict survives the cache (it rides in the marker)
 
 
+def test_tracker_gets_rows_in_out_and_dropped_for_every_stage(tmp_path):
+    @register("t_summary", reads=())
+    def _summary(ctx, params, inputs):  # a report: reads rows, writes none
+        return StageResult(rows=[], report={}, text="", metrics={"mean": 0.5})
+
+    stages = {**ROUND, "summary": {"kind": "t_summary", "needs": ["gate"]}}
+    for name in ("r1", "r2"):  # the second run is all cached: the same counts
+        rec = Recorder()
+        run(config(stages), tmp_path, name, tracker=rec)
+        logged = {e[1]: e[3] for e in rec.events if e[0] == "stage"}
+        # the source stage has no input: rows out only
+        assert logged["src"] == {"rows": 6.0, "rows_out": 6.0}
+        # a filter: 6 in, 3 out; its own rows_kept is kept, dropped is filled in
+        assert logged["keep"] == {
+            "rows_in": 6.0, "rows_kept": 3.0, "rows_out": 3.0, "rows_dropped": 3.0,
+        }  # fmt: skip
+        assert logged["gate"] == {
+            "gate_passed": 1.0, "rows_in": 3.0, "rows_out": 3.0, "rows_dropped": 0.0,
+        }  # fmt: skip
+        # a report that writes no rows dropped nothing: no rows_dropped
+        assert logged["summary"] == {"mean": 0.5, "rows_in": 3.0, "rows_out": 0.0}
+    # the stage's own metrics file is untouched
+    assert json.loads((tmp_path / "outputs/r1/keep/metrics.json").read_text()) == {
+        "rows_in": 6.0,
+        "rows_kept": 3.0,
+    }
+
+
 def test_changing_what_a_stage_reads_reruns_it_and_its_dependants(tmp_path):
     run(config(ROUND), tmp_path, "r1")
     out, _ = run(config(ROUND, seed=1), tmp_path, "r2")

@@ -62,6 +62,10 @@ class StageOutcome:
     result: StageResult | None = None
     error: str | None = None
     cached: bool = False
+    #: rows the stage's inputs handed it (None for a stage with no inputs)
+    rows_in: int | None = None
+    #: rollout ids of those input rows, to tell a filtering stage from one that makes new rows
+    input_ids: frozenset[str] | None = None
 
 
 @dataclass
@@ -507,9 +511,12 @@ class _Run:
             self.blocked[spec.name] = f"{spec.name} refused"
         self.results[spec.name] = result
         overhead = time.perf_counter() - t0 - compute_s
+        given = [r for n in spec.needs for r in self.results[n].rows] if spec.needs else None
         return StageOutcome(
             spec.name, kind.name, key, status, stage_dir, compute_s=compute_s, overhead_s=overhead,
             result=result, cached=reuse,
+            rows_in=None if given is None else len(given),
+            input_ids=None if given is None else frozenset(str(r.get("rollout_id")) for r in given),
         )  # fmt: skip
 
     def record(self, out: StageOutcome) -> None:
@@ -525,7 +532,7 @@ class _Run:
         assert result is not None
         self.tracker.log_stage(
             out.name, kind=out.kind, report=result.report, text=result.text,
-            rows_path=out.dir / "rows.jsonl", metrics=dict(result.metrics), seconds=out.compute_s,
+            rows_path=out.dir / "rows.jsonl", metrics=row_counts(out), seconds=out.compute_s,
             cached=out.cached,
         )  # fmt: skip
         if result.tags:
@@ -614,6 +621,25 @@ class _Run:
         verdict = "REFUSED" if status == "refused" else "done"
         _say(self.stream, f"{head}: {verdict} in {compute_s:.1f} s ({len(result.rows)} rows)")
         return result, status, compute_s
+
+
+def row_counts(out: StageOutcome) -> dict[str, float]:
+    """The stage's metrics plus row counts every stage gets in the tracker, so rows in, out and
+    dropped are comparable across stages: ``rows_in`` (its inputs' rows; only for a stage with
+    inputs), ``rows_out`` (the rows it wrote) and ``rows_dropped`` (``rows_in - rows_out``, only
+    for a stage that passes on a subset of its input rows by ``rollout_id``: a report that
+    writes no rows, or a stage that makes new rows, dropped nothing). A stage's own metric of
+    the same name wins."""
+    assert out.result is not None
+    metrics = dict(out.result.metrics)
+    rows = out.result.rows
+    metrics.setdefault("rows_out", float(len(rows)))
+    if out.rows_in is not None:
+        metrics.setdefault("rows_in", float(out.rows_in))
+        ids = {str(r.get("rollout_id")) for r in rows}
+        if rows and out.input_ids is not None and ids <= out.input_ids:
+            metrics.setdefault("rows_dropped", float(out.rows_in - len(rows)))
+    return metrics
 
 
 def _write_run_files(outcome: RunOutcome, chash: str) -> None:
