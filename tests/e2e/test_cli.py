@@ -112,6 +112,11 @@ def test_help_lists_groups_presets_and_examples(tmp_path):
         "tracking: ",
         "wai-exp -m +experiment=eval_variance seed=0,1,2",
         "mlflow ui --backend-store-uri",
+        "--config-dir DIR",
+        "--cfg job|hydra|all",
+        "--multirun",
+        "130 interrupted",
+        "3 the publish gate refused",
     ):
         assert text in res.stdout, text
     assert list(tmp_path.iterdir()) == []
