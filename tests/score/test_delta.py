@@ -596,3 +596,22 @@ def test_same_seed_same_report_in_another_process() -> None:
     # every marker interval and the pooled floors came through, not just pass@1
     assert here["metrics"]["m"]["ci95"] is not None and here["floor_source"] == "pooled"
     assert set(here["groups"]) == {"easy", "hard"}
+
+
+def test_a_regression_is_sized_from_the_failure_rate_not_refused() -> None:
+    # before 0.875 -> after 0.375 on 40 tasks: a drop of 0.5, larger than the 0.125 a gain
+    # from 0.875 could be. Sized as a rise in the failure rate, with the measured sd:
+    # n = ((1.96 + 0.8416) * sd / 0.5) ** 2.
+    before = fixed({f"t{i}": [1.0, 1.0, 1.0, 0.0] if i % 2 else [1.0] * 4 for i in range(40)}, "a")
+    after = fixed({f"t{i}": [1.0, 1.0, 0.0, 0.0] if i % 2 else [1.0, 0.0, 0.0, 0.0]
+                   for i in range(40)}, "b")  # fmt: skip
+    rep = delta_report(before, after)
+    s = rep["sizing"]
+    assert rep["target_delta"] == pytest.approx(-0.5)
+    # per-task differences: -0.25 on odd tasks, -0.75 on even ones
+    sd = float(np.std([-0.25, -0.75] * 20, ddof=1))
+    assert s["task_std"] == pytest.approx(sd)
+    z = 1.959963984540054 + 0.8416212335729143
+    assert s["n_tasks_for_observed"] == max(math.ceil((z * sd / 0.5) ** 2), 5)
+    assert s["note"] is None
+    assert "sizing note" not in format_delta_report(rep)

@@ -1040,9 +1040,12 @@ def _sizing(
             sd = float(task_diffs.std(ddof=1))
             out["task_std"] = sd
             if sd > 0:
+                # With the sd measured, base only bounds the effect. A drop of d from p is a
+                # rise of d in the failure rate 1 - p, so a regression is sized from there
+                # (sizing it as a gain from p would refuse any drop larger than 1 - p).
                 hs = holdout_size(
                     abs(delta),
-                    base=base_rate,
+                    base=base_rate if delta > 0 else 1.0 - base_rate,
                     k=max(k_b, 1),
                     power=power,
                     alpha=alpha,
