@@ -330,6 +330,21 @@ def test_summary_names_unmeasured_numbers(tmp_path):
     assert str(Path(tmp_path / "outputs/r1").resolve()) in text
 
 
+def test_summary_of_a_run_that_stopped_before_grading_says_why_numbers_are_missing(tmp_path):
+    stages = {
+        "src": {"kind": "t_rows"},
+        "boom": {"kind": "t_boom", "needs": ["src"]},
+        "keep": {"kind": "t_keep", "needs": ["boom"]},
+    }
+    out, _ = run(config(stages), tmp_path, "r1")
+    text = summarize(out)
+    assert out.status == "failed" and "FAILED" in text
+    # the pipeline has a selection stage; it just never finished
+    assert "rows kept: not measured (no selection stage finished)" in text
+    assert "pass@1: not measured (no grading stage finished)" in text
+    assert "the judge server is down" in text
+
+
 # ---- the real stages -----------------------------------------------------------------
 
 

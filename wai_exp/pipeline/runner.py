@@ -718,7 +718,7 @@ def summarize(outcome: RunOutcome) -> str:
             note = graded.result.report.get("note") or "not enough repeats per task"
             out.append(f"  pass^k, pass@k: not measured ({note})")
     if not graded_stages:
-        out.append("pass@1: not measured (no stage graded the rows)")
+        out.append("pass@1: not measured (no grading stage finished)")
     # Report-like stages (compare, eval_variance, report, next_round, user stages) lead with
     # their own headline; show it rather than make the reader open report.txt.
     for st in outcome.stages:
@@ -732,7 +732,7 @@ def summarize(outcome: RunOutcome) -> str:
         of = f" of {int(m['rows_in'])}" if "rows_in" in m else ""
         out.append(f"rows kept: {int(m['rows_kept'])}{of} ({kept.name})")
     else:
-        out.append("rows kept: not measured (no selection stage)")
+        out.append("rows kept: not measured (no selection stage finished)")
     if outcome.gate == "refused":
         out.append(f"publish gate: REFUSED - {outcome.gate_reason}")
     elif outcome.gate == "passed":
