@@ -219,6 +219,25 @@ def test_tracker_gets_rows_in_out_and_dropped_for_every_stage(tmp_path):
     }
 
 
+def test_a_cached_stage_records_the_seconds_it_took_when_computed_not_zero(tmp_path):
+    class Timed(Recorder):
+        def log_stage(self, name, **kw):
+            self.events.append(("stage", name, kw["cached"], kw["seconds"]))
+
+    first, second = Timed(), Timed()
+    run(config(ROUND), tmp_path, "r1", tracker=first)
+    out, _ = run(config(ROUND), tmp_path, "r2", tracker=second)
+    assert [s.compute_s for s in out.stages] == [0.0, 0.0, 0.0]  # nothing ran this time
+    for stage in ROUND:
+        [(_, _, cached, seconds)] = [e for e in second.events if e[:2] == ("stage", stage)]
+        marker = json.loads(
+            next((tmp_path / "outputs/.cache").glob(f"{stage}-*/COMPLETE")).read_text()
+        )
+        assert cached is True and seconds == marker["seconds"]
+        [(_, _, _, ran)] = [e for e in first.events if e[:2] == ("stage", stage)]
+        assert seconds == round(ran, 3)
+
+
 def test_changing_what_a_stage_reads_reruns_it_and_its_dependants(tmp_path):
     run(config(ROUND), tmp_path, "r1")
     out, _ = run(config(ROUND, seed=1), tmp_path, "r2")

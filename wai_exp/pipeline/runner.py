@@ -62,6 +62,8 @@ class StageOutcome:
     result: StageResult | None = None
     error: str | None = None
     cached: bool = False
+    #: for a cached stage, the seconds its result took when it was computed (from the entry)
+    computed_s: float | None = None
     #: rows the stage's inputs handed it (None for a stage with no inputs)
     rows_in: int | None = None
     #: rollout ids of those input rows, to tell a filtering stage from one that makes new rows
@@ -496,9 +498,12 @@ class _Run:
             reuse = self.cache.reusable(spec.name, key)
             if not reuse:
                 result, status, compute_s = self.compute(spec, kind, entry, key, head)
+        computed_s = None
         if reuse:
             result = _load(entry)
             info = self.cache.info(spec.name, key)
+            if isinstance(info.get("seconds"), int | float):
+                computed_s = float(info["seconds"])
             status = "refused" if info.get("status") == "refused" else "cached"
             rel = os.path.relpath(entry, self.start_dir)
             seconds = info.get("seconds", 0)
@@ -514,7 +519,7 @@ class _Run:
         given = [r for n in spec.needs for r in self.results[n].rows] if spec.needs else None
         return StageOutcome(
             spec.name, kind.name, key, status, stage_dir, compute_s=compute_s, overhead_s=overhead,
-            result=result, cached=reuse,
+            result=result, cached=reuse, computed_s=computed_s,
             rows_in=None if given is None else len(given),
             input_ids=None if given is None else frozenset(str(r.get("rollout_id")) for r in given),
         )  # fmt: skip
@@ -530,9 +535,12 @@ class _Run:
             return
         result = out.result
         assert result is not None
+        # A reused stage computed nothing in this run; its `seconds` metric is what its result
+        # took when it was computed (tagged cached), not a 0 that reads as "instant".
+        seconds = out.computed_s if out.cached else out.compute_s
         self.tracker.log_stage(
             out.name, kind=out.kind, report=result.report, text=result.text,
-            rows_path=out.dir / "rows.jsonl", metrics=row_counts(out), seconds=out.compute_s,
+            rows_path=out.dir / "rows.jsonl", metrics=row_counts(out), seconds=seconds,
             cached=out.cached,
         )  # fmt: skip
         if result.tags:
