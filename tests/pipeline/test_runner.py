@@ -353,14 +353,14 @@ def test_summary_of_a_run_that_stopped_before_grading_says_why_numbers_are_missi
     stages = {
         "src": {"kind": "t_rows"},
         "boom": {"kind": "t_boom", "needs": ["src"]},
-        "keep": {"kind": "t_keep", "needs": ["boom"]},
+        "keep": {"kind": "optimize", "needs": ["boom"]},
     }
     out, _ = run(config(stages), tmp_path, "r1")
     text = summarize(out)
     assert out.status == "failed" and "FAILED" in text
     # the pipeline has a selection stage; it just never finished
-    assert "rows kept: not measured (no selection stage finished)" in text
-    assert "pass@1: not measured (no grading stage finished)" in text
+    assert "rows kept: not measured (keep did not finish)" in text
+    assert "pass@1: not measured (no grading stage in this pipeline)" in text
     assert "the judge server is down" in text
 
 

@@ -85,6 +85,8 @@ class RunOutcome:
     gate: str | None = None
     gate_reason: str | None = None
     tracking_s: float = 0.0
+    #: every stage the pipeline lists, name -> kind (also those that never got to run)
+    planned: dict[str, str] = field(default_factory=dict)
 
     def stage(self, name: str) -> StageOutcome | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -336,6 +338,7 @@ def run_pipeline(
     chash = config_hash(config)
     run_dir.mkdir(parents=True, exist_ok=True)
     outcome = RunOutcome(status="passed", exit_code=EXIT_OK, run_dir=run_dir)
+    outcome.planned = {spec.name: kinds[spec.name].name for spec in order}
     try:
         tracker.start(
             config=dict(config),
@@ -696,6 +699,14 @@ def _fmt_ci(lo: Any, hi: Any) -> str:
 _HEADLINED = ("simulate", "grade", "evaluate", "optimize", "publish_gate")
 
 
+def _missing(outcome: RunOutcome, kinds: tuple[str, ...], what: str) -> str:
+    """Why a headline number is absent: the pipeline has no such stage, or it did not finish."""
+    named = [n for n, k in outcome.planned.items() if k in kinds]
+    if not named:
+        return f"no {what} stage in this pipeline"
+    return f"{', '.join(named)} did not finish"
+
+
 def summarize(outcome: RunOutcome) -> str:
     """The closing block a person reads in the terminal."""
     lines = []
@@ -726,7 +737,7 @@ def summarize(outcome: RunOutcome) -> str:
             note = graded.result.report.get("note") or "not enough repeats per task"
             out.append(f"  pass^k, pass@k: not measured ({note})")
     if not graded_stages:
-        out.append("pass@1: not measured (no grading stage finished)")
+        out.append(f"pass@1: not measured ({_missing(outcome, ('grade', 'evaluate'), 'grading')})")
     # Report-like stages (compare, eval_variance, report, next_round, user stages) lead with
     # their own headline; show it rather than make the reader open report.txt.
     for st in outcome.stages:
@@ -740,7 +751,7 @@ def summarize(outcome: RunOutcome) -> str:
         of = f" of {int(m['rows_in'])}" if "rows_in" in m else ""
         out.append(f"rows kept: {int(m['rows_kept'])}{of} ({kept.name})")
     else:
-        out.append("rows kept: not measured (no selection stage finished)")
+        out.append(f"rows kept: not measured ({_missing(outcome, ('optimize',), 'selection')})")
     if outcome.gate == "refused":
         out.append(f"publish gate: REFUSED - {outcome.gate_reason}")
     elif outcome.gate == "passed":
