@@ -203,6 +203,43 @@ def test_gate_refusal_exits_3_and_keeps_every_artifact(tmp_path):
     assert json.loads((run / "run.json").read_text())["status"] == "refused"
 
 
+def test_gate_refusal_is_a_finished_mlflow_run_tagged_refused_with_every_artifact(tmp_path):
+    from mlflow import MlflowClient
+
+    (tmp_path / "userjudge.py").write_text(JUDGE)
+    res = wai(
+        tmp_path,
+        "+experiment=rl_round",  # optimize keeps no unanimous group, so the gate has nothing
+        "judge=callable",
+        "judge.target=userjudge:always_pass",
+        "simulate.budget=120",
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert res.returncode == 3, res.stderr
+    [run_dir] = run_dirs(tmp_path)
+    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+    run = client.get_run(run_id)
+    # a refusal is a result: the run ends FINISHED, not FAILED, and says why in its tags
+    assert run.info.status == "FINISHED"
+    tags = run.data.tags
+    assert tags["gate_verdict"] == "refused" and tags["run_status"] == "refused"
+    assert tags["gate_reason"] and tags["publish_gate.cached"] == "false"
+    assert run.data.metrics["publish_gate.gate_passed"] == 0.0
+    assert run.data.metrics["grade.pass_at_1"] == 1.0  # every rollout passed: nothing to learn
+    stored = {
+        f.path
+        for stage in ("simulate", "grade", "optimize", "publish_gate")
+        for f in client.list_artifacts(run_id, stage)
+    }
+    for stage in ("simulate", "grade", "optimize", "publish_gate"):
+        assert {f"{stage}/report.json", f"{stage}/report.txt", f"{stage}/rows.jsonl"} <= stored
+    got = client.download_artifacts(run_id, "publish_gate/report.json", str(tmp_path / "dl"))
+    report = json.loads(Path(got).read_text())
+    assert report["verdict"] == "refused" and report["reason"] == tags["gate_reason"]
+    assert "publish gate: REFUSED" in res.stdout and run_id in res.stdout
+
+
 @pytest.mark.parametrize("bad", ["pipeline.stages.grade.needs=[simulat]"])
 def test_bad_dag_exits_2_naming_the_stage(tmp_path, bad):
     res = wai(tmp_path, "+experiment=rl_round", bad, "tracking=none")
