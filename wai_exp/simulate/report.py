@@ -1,0 +1,236 @@
+"""The run report ``SimulationData.report()`` returns: what was asked, what ran, why it
+stopped, and the search statistics (tier mix, coverage, mixed rate, mutations)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from wai_exp.config.knobs import patience_table
+from wai_exp.simulate.ids import prompt_sha
+from wai_exp.simulate.modes import Config
+from wai_exp.simulate.tasks import group_split
+
+#: The ``advanced`` knobs this engine reads. The rest steer parts the reference's engine has
+#: and this offline one does not (a model writer's waves and restarts, the behaviour-gap
+#: search, embedders); ``report()["knobs_not_read"]`` lists them so no one mistakes a
+#: recorded value for one that shaped the run.
+KNOBS_READ = frozenset(
+    {
+        "seed", "concurrency", "avg_turns", "patience", "user_temperature", "world", "pass_threshold",
+        "mutate_graded_failures", "smoothing_alpha", "allocation_gain", "allocation_tool_weight",
+        "allocation_condition_weight", "adaptive_verify_explore_floor", "tier_mix_min_rows",
+        "tier_mix_tolerance", "stop_grace", "empty_rounds_to_stop", "dead_agent_errors",
+        "dead_agent_budget_multiple", "closing_margin", "closing_window_rollouts", "writer_buffer_cap",
+        "failing_seeds_cap", "select_oversample", "writer_context_parents", "progress_every_s",
+        "progress_every_rows", "flush_report_rows", "flush_report_s",
+    }
+)  # fmt: skip
+
+
+def tier_mix(
+    cfg: Config, per_run_tiers: list[Counter[str]], n_rows: int
+) -> tuple[dict[str, Any], str | None]:
+    """``report["search"]["tier_mix"]`` and a warning when the drawn hard share fell more
+    than ``tier_mix_tolerance`` under ``hard_share`` (None otherwise)."""
+    from wai_exp.simulate.dimensions import HARD_TIERS
+
+    knobs, hs = cfg.knobs, cfg.hard_share
+    tier_counts: Counter[str] = Counter()
+    for c in per_run_tiers:
+        tier_counts.update(c)
+    hard_rows = sum(v for k, v in tier_counts.items() if k in HARD_TIERS)
+    drawn_hard = hard_rows / n_rows if n_rows else None
+    mix: dict[str, Any] = {
+        "counts": dict(sorted(tier_counts.items())),
+        "hard_share_asked": hs,
+        "hard_share_drawn": drawn_hard,
+    }
+    if cfg.runs > 1:
+        mix["per_run"] = [dict(sorted(c.items())) for c in per_run_tiers]
+    warning = None
+    if (
+        drawn_hard is not None
+        and n_rows >= int(knobs["tier_mix_min_rows"])
+        and drawn_hard < hs - float(knobs["tier_mix_tolerance"])
+    ):
+        warning = (
+            f"the drawn hard share {drawn_hard:.2f} is more than {knobs['tier_mix_tolerance']} below hard_share={hs} "
+            "(advanced tier_mix_tolerance)"
+        )
+    return mix, warning
+
+
+def build_report(
+    cfg: Config,
+    engine: Any,
+    *,
+    mix: dict[str, Any],
+    inputs: Mapping[str, Any],
+    world: dict[str, Any],
+    elapsed: float,
+) -> dict[str, Any]:
+    """The report dict of a finished run.
+
+    ``engine`` is the scheduler after the run (rows, counters, stop reasons); ``inputs``
+    holds what the run was given: ``tasks_info``, ``trace_info``, ``replay`` (the pinned
+    tasks or None), ``agent_model``, ``spec_name``, ``tools``, ``system_prompt``, ``run_id``;
+    ``world`` is the dumped ``WorldOptions``.
+    """
+    from wai_exp.simulate.dimensions import DIMENSION_KEYS
+
+    knobs, fr, rows = cfg.knobs, cfg.fault_rate, engine.rows
+    replay, tasks_info, trace_info = inputs["replay"], inputs["tasks_info"], inputs["trace_info"]
+    n_rows = len(rows)
+    p_second, p_later = patience_table(knobs["patience"])
+    graded = [r for r in rows if r.get("reward") is not None]
+    group_sizes = Counter(
+        (r["scenario_id"], r.get("phrasing_index"), r["lineage"]["eval_run"]) for r in rows
+    )
+    return {
+        "mode": cfg.mode,
+        "budget": cfg.budget,
+        "budget_total": cfg.budget * cfg.runs,
+        "budget_per_run": cfg.budget,
+        "runs": cfg.runs,
+        "seed": cfg.seed,
+        "phrasings": cfg.phrasings,
+        "repeats": cfg.repeats,
+        "repeat_policy": cfg.repeat_policy,
+        "strategy": cfg.repeat_policy,
+        "unique_situations": cfg.unique,
+        "hard_share": cfg.hard_share,
+        "fault_rate": fr,
+        "situations": cfg.situations,
+        "time_budget": cfg.time_budget,
+        "until": cfg.until,
+        "reproducible": cfg.reproducible,
+        "dimensions": list(DIMENSION_KEYS),
+        "arm_weights": None,
+        "arm_weights_note": (
+            "no arm weights: each writer batch is the pending mutations of failing rows (at most "
+            "writer_context_parents), then fresh draws; seeds from traces= run first"
+        ),
+        "arms": dict(sorted(Counter(str(r.get("arm")) for r in rows).items())),
+        "tasks": tasks_info["tasks"],
+        "tasks_info": tasks_info,
+        "traces": trace_info["traces"],
+        "traces_info": trace_info,
+        "seeds": trace_info.get("seeds", 0),
+        "grader": engine.runner.grader_name,
+        "simulator": "template",
+        "writer_model": "template" if replay is None else sorted({t.writer_model for t in replay}),
+        "agent_model": agent_model_of(rows, inputs["agent_model"]),
+        "user_model": "template" if any(r.get("user_model") for r in rows) else None,
+        "spec": inputs["spec_name"],
+        "tools": [t["function"]["name"] for t in inputs["tools"]],
+        "system_prompt_sha": prompt_sha(inputs["system_prompt"]),
+        "sampling": cfg.sampling,
+        "timeout": cfg.timeout,
+        "logprobs": cfg.logprobs,
+        "turn_limits": {
+            "avg_turns": int(knobs["avg_turns"]),
+            "max_user_turns": int(knobs["avg_turns"]) // 2,
+        },
+        "knobs": _jsonable(knobs),
+        "patience": {
+            "level": knobs["patience"] if isinstance(knobs["patience"], str) else "table",
+            "second": p_second,
+            "later": p_later,
+        },
+        "user_temperature": knobs["user_temperature"],
+        "world": world,
+        "world_note": (
+            f"report['fault_rate'] ({fr}) is this run's rate; world['default_fault_rate'] "
+            f"({world.get('default_fault_rate')}) is the rate a fault plan with no rate of its own fires at"
+        ),
+        "stopped_because": engine.stop_reason,
+        "stopped_because_per_run": [p["stopped_because"] for p in engine.per_run],
+        "per_run": engine.per_run,
+        "rows": n_rows,
+        "rows_new": engine.new_rows,
+        "rows_reused": engine.reused,
+        "rows_graded": len(graded),
+        "rollouts_lost": len(engine.lost),
+        "rollouts_lost_by": dict(sorted(engine.lost_by.items())),
+        "rollouts_abandoned": engine.abandoned,
+        "scenarios": len({r["scenario_id"] for r in rows}),
+        "group_sizes": dict(sorted(Counter(group_sizes.values()).items())),
+        "search": _search(cfg, engine, mix, DIMENSION_KEYS),
+        "knobs_not_read": sorted(set(knobs) - KNOBS_READ),
+        "knobs_not_read_note": (
+            "recorded and validated, but this offline engine has no part they steer "
+            "(model-writer waves, tokens and restarts; the behaviour-gap search; the embedder)"
+        ),
+        "timings": {"total_s": elapsed, "rows_per_s": n_rows / elapsed if elapsed > 0 else None},
+        "run_id": inputs["run_id"],
+    }
+
+
+def _search(cfg: Config, engine: Any, mix: dict[str, Any], dimension_keys: Any) -> dict[str, Any]:
+    rows = engine.rows
+    return {
+        "tier_mix": mix,
+        "ended_on_question": sum(1 for r in rows if r.get("ended_by") == "user_left"),
+        "coverage": len(engine.coverage),
+        "mixed_rate": mixed_rate(rows, float(cfg.knobs["smoothing_alpha"]), engine.thr),
+        "dimension_counts": {
+            key: dict(
+                sorted(
+                    Counter(
+                        str((r.get("scenario_dimensions") or {}).get(key)) for r in rows
+                    ).items()
+                )
+            )
+            for key in dimension_keys
+        },
+        "mutation_aims": dict(sorted(engine.mutations.aims.items())),
+        "mutation_parents": dict(sorted(engine.mutations.kinds.items())),
+        "mutate_graded_failures": engine.mutations.mutate_graded,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def agent_model_of(rows: list[dict[str, Any]], fallback: str) -> str:
+    """The model the rows say answered (what the agent reported), else the agent's name."""
+    versions = sorted({str(r.get("model_version")) for r in rows if r.get("model_version")})
+    if len(versions) == 1:
+        return versions[0]
+    return ", ".join(versions) if versions else fallback
+
+
+def mixed_rate(rows: list[dict[str, Any]], alpha: float, thr: float) -> dict[str, Any]:
+    """Share of repeat groups (same ask, same run, 2+ rollouts) that split, Laplace-smoothed
+    ``(mixed + a) / (groups + 2a)``. A group splits on reward when graded, else on behaviour
+    signature."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        key = (
+            r.get("scenario_id"),
+            r.get("phrasing_index"),
+            (r.get("lineage") or {}).get("eval_run"),
+        )
+        groups.setdefault(key, []).append(r)
+    n = mixed = 0
+    for g in groups.values():
+        if len(g) < 2:
+            continue
+        n += 1
+        mixed += group_split(g, thr)
+    return {
+        "groups": n,
+        "mixed": mixed,
+        "raw": mixed / n if n else None,
+        "smoothed": (mixed + alpha) / (n + 2 * alpha) if n or alpha else None,
+        "alpha": alpha,
+    }

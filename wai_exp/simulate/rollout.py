@@ -1,0 +1,358 @@
+"""One rollout: build its world, call the agent, and turn what came back into a schema-v1 row
+(steps scrubbed and completed, faults, usage, lineage, behaviour signature, the in-memory
+``privileged`` block), graded when ``grader=`` is given.
+
+An exception inside the agent is a lost rollout (``Outcome.lost``), never a crash; a judge
+error leaves the row unjudged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wai_exp.rows.model import SCHEMA_VERSION, messages_from_steps
+from wai_exp.rows.scrub import NEVER_SHIPPED, scrub
+from wai_exp.simulate.agent_setup import ResolvedAgent, callable_name
+from wai_exp.simulate.ids import prompt_sha
+from wai_exp.simulate.modes import Config
+from wai_exp.simulate.tasks import Plan
+from wai_exp.simulate.world_setup import WorldSetup
+
+
+@dataclass
+class Outcome:
+    """A finished rollout: its ``row`` and wall seconds, or the ``lost`` record (no row)."""
+
+    row: dict[str, Any] | None = None
+    lost: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+
+class RolloutRunner:
+    """Runs single rollouts for one ``simulate()`` call; holds nothing that changes per
+    rollout, so concurrent rollouts share it safely."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        agent: ResolvedAgent,
+        tools: list[dict[str, Any]],
+        system_prompt: str | None,
+        world: WorldSetup,
+        user_execute: bool,
+        grader: Any,
+        run_id: str,
+    ) -> None:
+        from wai_exp.score.checklist import privileged_context
+        from wai_exp.score.grading import behavior_signature, conduct_grade
+        from wai_exp.simulate.agents import RolloutContext, current_rollout
+
+        self.cfg = cfg
+        self.agent = agent.fn
+        self.agent_model = agent.model
+        self.agent_is_backend = agent.is_backend
+        self.tools = tools
+        self.tool_names = [t["function"]["name"] for t in tools]
+        self.system_prompt = system_prompt
+        self.sp_sha = prompt_sha(system_prompt)
+        self.sp_head = (system_prompt or "")[:120]
+        self.sp_chars = len(system_prompt or "")
+        self.world_setup = world
+        #: with ``execute=`` the user's world answers tools: no fault schedule to record
+        self.user_execute = user_execute
+        self.grader = grader
+        self.grader_name = None if grader is None else callable_name(grader)
+        self.run_id = run_id
+        self._signature = behavior_signature
+        self._privileged = privileged_context
+        self._conduct = conduct_grade if cfg.grade else None
+        self._normalize: Any = None
+        if grader is not None:
+            from wai_exp.score.judging import normalize_judge_result
+
+            self._normalize = normalize_judge_result
+        self._current = current_rollout
+        self._context = RolloutContext
+
+    async def run(self, plan: Plan) -> Outcome:
+        """Run ``plan``'s rollout; an agent error or timeout comes back as ``Outcome.lost``."""
+        task = plan.task
+        t_start = time.monotonic()
+        token = None
+        world = None
+        try:
+            world = self._world(plan)
+            token = self._current.set(
+                self._context(
+                    prompt=task.prompt,
+                    rollout_index=plan.rollout_index,
+                    scenario_id=task.scenario_id,
+                    seed=plan.seed,
+                )
+            )
+            out = self.agent(
+                task.prompt,
+                tools=self.tools,
+                system_prompt=self.system_prompt,
+                world=world,
+                sampling=self.cfg.sampling,
+            )
+            if inspect.isawaitable(out):
+                out = (
+                    await asyncio.wait_for(out, timeout=self.cfg.timeout)
+                    if self.cfg.timeout
+                    else await out
+                )
+            if not isinstance(out, Mapping):
+                raise TypeError(
+                    f"the agent returned {type(out).__name__}; it must return a dict with steps and final_text"
+                )
+        except Exception as exc:  # noqa: BLE001 - a lost rollout is data, not a crash
+            etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
+            return Outcome(
+                lost={
+                    "rollout_id": plan.rollout_id,
+                    "scenario_id": task.scenario_id,
+                    "prompt": task.prompt,
+                    "rollout_index": plan.rollout_index,
+                    "eval_run": plan.eval_run,
+                    "error_type": etype,
+                    "error": f"{etype}: {exc}"[:2000],
+                }
+            )
+        finally:
+            if token is not None:
+                self._current.reset(token)
+        seconds = time.monotonic() - t_start
+        row = self.row(plan, out, world, seconds)
+        if self.grader is not None:
+            await self.grade(row)
+        return Outcome(row=row, seconds=seconds)
+
+    def _world(self, plan: Plan) -> Any:
+        ws = self.world_setup
+        return ws.cls(
+            plan.task.situation,
+            self.tools,
+            fault_rate=self.cfg.fault_rate,
+            options=ws.options,
+            seed=plan.seed,
+            **ws.kwargs,
+        )
+
+    def row(self, plan: Plan, out: Mapping[str, Any], world: Any, seconds: float) -> dict[str, Any]:
+        """The schema-v1 row of a finished rollout (``privileged`` included, in memory)."""
+        task = plan.task
+        dims = dict(task.situation.dims)
+        final_text = str(out.get("final_text") or "")
+        steps = _clean_steps(
+            out.get("steps") or list(getattr(world, "steps", []) or []), final_text
+        )
+        if self.user_execute:
+            faults = {"planned": None, "rate": 0.0, "fired": []}
+        else:
+            faults = faults_of(world, dims, self.cfg.fault_rate)
+        user_turns = any(s.get("kind") == "user" for s in steps)
+        model_version = out.get("model_version") or self.agent_model
+        sampling = out.get("sampling")
+        if sampling is None and not self.agent_is_backend:
+            sampling = self.cfg.sampling
+        usage = out.get("usage")
+        if usage is None:
+            usage = usage_from_steps(steps)
+        row: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "prompt": task.prompt,
+            "messages": messages_from_steps(self.system_prompt, task.prompt, steps),
+            "steps": steps,
+            "final_text": final_text,
+            "scenario_id": task.scenario_id,
+            "phrasing_index": task.phrasing_index,
+            "rollout_index": plan.rollout_index,
+            "rollout_id": plan.rollout_id,
+            "mode": self.cfg.mode,
+            "world_state": dims.get("world_state"),
+            "faults": faults,
+            "sampling": dict(sampling) if sampling is not None else None,
+            "policy_version": f"{model_version}@{self.sp_sha[:12]}",
+            "model_version": model_version,
+            "writer_model": task.writer_model,
+            "user_model": (self.cfg.user_model or "template") if user_turns else None,
+            "lineage": self._lineage(plan),
+            "markers": {},
+            "scenario_dimensions": dims,
+            "behavior_signature": None,
+            "arm": task.arm,
+            "selection_reason": plan.reason,
+            "seed": plan.seed,
+            "ended_by": str(out.get("ended_by") or getattr(world, "ended_by", None) or "final"),
+            "usage": usage,
+            "error": out.get("error"),
+            "timing": {"rollout_s": round(seconds, 6)},
+        }
+        row["behavior_signature"] = self._signature(row)
+        if self._conduct is not None:
+            row["conduct"] = self._conduct(row, self.tool_names)
+        row["privileged"] = self._privileged(dims, faults)
+        return row
+
+    def _lineage(self, plan: Plan) -> dict[str, Any]:
+        task = plan.task
+        if task.replayed_from is not None:
+            replayed_from: str | None = task.replayed_from
+        else:
+            replayed_from = self.run_id if plan.eval_run > 0 else None
+        return {
+            "run_id": self.run_id,
+            "source": "simulate",
+            "system_prompt_sha": self.sp_sha,
+            "system_prompt_head": self.sp_head,
+            "system_prompt_chars": self.sp_chars,
+            "eval_run": plan.eval_run,
+            "replayed": task.replayed_from is not None or plan.eval_run > 0,
+            "replayed_from_run": replayed_from,
+            "writer": dict(task.writer_lineage) if task.writer_lineage else None,
+        }
+
+    def reuse(self, done: dict[str, Any]) -> dict[str, Any]:
+        """A row a crashed attempt finished (``done_rows``), with ``privileged`` rebuilt."""
+        row = dict(done)
+        if "privileged" not in row:
+            row["privileged"] = self._privileged(
+                row.get("scenario_dimensions") or {}, row.get("faults")
+            )
+        return row
+
+    async def grade(self, row: dict[str, Any]) -> None:
+        """Run ``grader=`` on the landed row; a judge error leaves it unjudged (never a fail)."""
+        meta: dict[str, Any] | None = None
+        markers: Mapping[str, Any] | None = None
+        try:
+            verdict = self.grader(row)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            norm = self._normalize(verdict)
+            reward, reason = norm.get("reward"), norm.get("reason")
+            status = str(norm.get("judge_status") or "ok")
+            meta, markers = norm.get("judge_meta"), norm.get("markers")
+        except Exception as exc:  # noqa: BLE001 - a judge error is an unjudged row, never a failure
+            reward, reason, status = None, f"{type(exc).__name__}: {exc}"[:500], "error"
+        row["reward"] = reward
+        row["reason"] = reason
+        row["judge_name"] = self.grader_name
+        row["judge_status"] = status
+        if meta is not None:
+            row["judge_meta"] = meta
+        if markers:
+            row["markers"] = {**row["markers"], **dict(markers)}
+
+
+def _clean_steps(steps: Any, final_text: str) -> list[dict[str, Any]]:
+    """Steps scrubbed, then completed into a valid transcript. Scrubbed before ``messages``
+    is rebuilt from them: a privileged block inside a tool result must not reach the
+    transcript as text either."""
+    steps = list(steps)
+    steps = scrub(steps) if _carries_never_shipped(steps) else [dict(x) for x in steps]
+    return complete_steps(steps, final_text)
+
+
+def faults_of(world: Any, dims: Mapping[str, Any], rate: float) -> dict[str, Any]:
+    """The row's ``faults``: what the world planned, the rate it fired at, what fired."""
+    if hasattr(world, "fault_plan"):
+        planned = world.fault_plan
+        rate = getattr(world, "fault_rate", rate)
+    else:
+        cond = dims.get("tool_condition")
+        planned = {"tool": dims.get("tool"), "mode": cond} if cond and cond != "ok" else None
+    fired = [dict(f) for f in (getattr(world, "fired", None) or [])]
+    return {"planned": dict(planned) if planned else None, "rate": float(rate), "fired": fired}
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def _carries_never_shipped(value: Any) -> bool:
+    """True when a ``privileged``/``vector`` key sits anywhere in ``value``.
+
+    A read-only walk with an explicit stack (half the cost of ``scrub``'s rebuild): most
+    rows carry neither key, and only those that do pay for the deep copy.
+    """
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        v = pop()
+        if isinstance(v, dict):
+            for k in v:
+                if k in NEVER_SHIPPED:
+                    return True
+            for x in v.values():
+                if isinstance(x, _CONTAINERS):
+                    push(x)
+        elif isinstance(v, list | tuple):
+            for x in v:
+                if isinstance(x, _CONTAINERS):
+                    push(x)
+    return False
+
+
+def complete_steps(steps: list[dict[str, Any]], final_text: str) -> list[dict[str, Any]]:
+    """Steps that rebuild a valid chat transcript.
+
+    An agent that only called ``world.execute`` returns no assistant steps; the world's
+    record then holds tool steps with no assistant turn that requested them. Each run of such
+    tool steps gets the assistant turn that called them, and a final reply missing from the
+    steps is appended as the last assistant turn. Well-formed steps come back unchanged.
+    """
+    out: list[dict[str, Any]] = []
+    called: set[Any] = set()
+    orphans: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if orphans:
+            calls = [
+                {
+                    "id": t.get("tool_call_id"),
+                    "name": t.get("name"),
+                    "arguments": t.get("arguments") or {},
+                }
+                for t in orphans
+            ]
+            out.append({"kind": "assistant", "content": "", "tool_calls": calls})
+            out.extend(orphans)
+            orphans.clear()
+
+    for step in steps:
+        kind = step.get("kind")
+        if kind == "tool" and step.get("tool_call_id") not in called:
+            orphans.append(step)
+            continue
+        flush()
+        if kind == "assistant":
+            called.update(c.get("id") for c in step.get("tool_calls") or [])
+        out.append(step)
+    flush()
+    if final_text:
+        last = out[-1] if out else None
+        if not (
+            last
+            and last.get("kind") == "assistant"
+            and not last.get("tool_calls")
+            and last.get("content") == final_text
+        ):
+            out.append({"kind": "assistant", "content": final_text, "tool_calls": []})
+    return out
+
+
+def usage_from_steps(steps: list[dict[str, Any]]) -> dict[str, int] | None:
+    """Token totals summed over the steps that report them, or None when none do."""
+    inp = [s.get("input_tokens") for s in steps if s.get("input_tokens") is not None]
+    outp = [s.get("output_tokens") for s in steps if s.get("output_tokens") is not None]
+    if not inp and not outp:
+        return None
+    return {"input_tokens": int(sum(inp)), "output_tokens": int(sum(outp))}

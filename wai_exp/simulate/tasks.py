@@ -1,0 +1,223 @@
+"""Asks and where they come from: a ``Task`` is one ask (a situation's phrasing) with its
+rollouts, a ``Plan`` one rollout of it, a ``SituationSource`` the asks of a run in a fixed
+order, and ``MutationQueue`` the sibling asks of rows that failed."""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wai_exp.simulate.ids import stable_hash
+
+
+@dataclass
+class Task:
+    """One ask: a situation's phrasing, and the rollouts planned and landed for it."""
+
+    situation: Any
+    phrasing_index: int
+    prompt: str
+    writer_model: str
+    k: int
+    replayed_from: str | None = None
+    writer_lineage: dict[str, Any] | None = None
+    #: how the ask entered the run: "fresh" (writer draw), "mutation" (a failing row's
+    #: sibling), "seed" (a failing ask mined from traces=), "replay" (tasks= or runs=N)
+    arm: str = "fresh"
+    opened: int = 0
+    landed: list[dict[str, Any]] = field(default_factory=list)
+    lost: int = 0
+    decided: bool = False
+
+    @property
+    def scenario_id(self) -> str:
+        return str(self.situation.scenario_id)
+
+    @property
+    def resolved(self) -> int:
+        return len(self.landed) + self.lost
+
+
+@dataclass
+class Plan:
+    """One rollout to run: its ask, ids and seed, and why the planner chose it."""
+
+    task: Task
+    rollout_index: int
+    eval_run: int
+    seed: int
+    rollout_id: str
+    reason: str
+
+
+class SituationSource:
+    """Tasks in a fixed order: drawn lazily from the writer, or a replayed list.
+
+    A drawing source serves the ``seeds`` first (failing asks mined from ``traces=``), then
+    writer batches of ``batch`` situations: the ``mutator``'s siblings of failing rows first,
+    fresh draws (``aim``-ed at hot trace regions when given) fill the rest.
+    """
+
+    def __init__(
+        self,
+        *,
+        writer: Any = None,
+        replay: list[Task] | None = None,
+        phrasings: int,
+        k: int,
+        max_situations: int | None,
+        batch: int,
+        aim: Callable[[list[Any], int], list[Any]] | None = None,
+        oversample: int = 1,
+        writer_params: dict[str, Any] | None = None,
+        seeds: list[Task] | None = None,
+        mutator: Callable[[int], list[tuple[Any, dict[str, Any]]]] | None = None,
+    ) -> None:
+        self.writer = writer
+        self.mutator = mutator
+        self.writer_params = dict(writer_params or {})
+        self.seeds = list(seeds or [])
+        self.replay = replay
+        self.phrasings = phrasings
+        self.k = k
+        self.max_situations = max_situations
+        self.batch = batch
+        self.aim = aim
+        self.oversample = oversample
+        self.situations_drawn = 0
+        self.tasks: list[Task] = []
+        self._pos = 0
+        self.exhausted_by = "situations_exhausted" if replay is None else "tasks_exhausted"
+
+    def next_task(self) -> Task | None:
+        """The next unopened task, or None when the source has run out."""
+        if self.replay is not None:
+            if self._pos >= len(self.replay):
+                return None
+            task = self.replay[self._pos]
+            self._pos += 1
+            self.tasks.append(task)
+            return task
+        if self.seeds:
+            # Failing asks mined from traces= run first.
+            task = self.seeds.pop(0)
+            self.tasks.append(task)
+            self._pos += 1
+            return task
+        if self._pos >= len(self.tasks) and not self._draw():
+            return None
+        task = self.tasks[self._pos]
+        self._pos += 1
+        return task
+
+    def _draw(self) -> bool:
+        want = self.batch
+        if self.max_situations is not None:
+            want = min(want, self.max_situations - self.situations_drawn)
+            if want <= 0:
+                return False
+        # Mutations of the failing rows' asks come first, then fresh draws fill the batch.
+        drawn: list[tuple[Any, dict[str, Any]]] = self.mutator(want) if self.mutator else []
+        plain = want - len(drawn)
+        if plain > 0:
+            base = int(getattr(self.writer, "drawn", 0))
+            if self.aim is not None:
+                # Draw more than needed and keep the share that matches the hot trace regions.
+                pool = self.writer.next_batch(plain * self.oversample)
+            else:
+                pool = self.writer.next_batch(plain)
+            # The writer's draw index of each situation: with the writer's own parameters it
+            # is all a replay needs to rebuild the situation (entities included) without
+            # writing the world's records onto the row.
+            index = {id(sit): base + i for i, sit in enumerate(pool)}
+            kept = self.aim(pool, plain) if self.aim is not None else pool
+            drawn += [(sit, {**self.writer_params, "index": index[id(sit)]}) for sit in kept]
+        if not drawn:
+            return False
+        for sit, lineage in drawn:
+            self.situations_drawn += 1
+            for p, text in enumerate(tuple(sit.phrasings)[: self.phrasings]):
+                self.tasks.append(
+                    Task(
+                        sit,
+                        p,
+                        str(text),
+                        "template",
+                        self.k,
+                        writer_lineage=lineage,
+                        arm="mutation" if "focus" in lineage else "fresh",
+                    )
+                )
+        return True
+
+
+class MutationQueue:
+    """Rows that failed (a fired tool fault, or a graded failure when ``mutate_graded`` is
+    on) become parents; each leads the next writer batch with a sibling ask in the same cell
+    (``tool`` x ``tool_condition``). At most ``maxlen`` parents wait (the oldest drop)."""
+
+    def __init__(
+        self,
+        *,
+        maxlen: int,
+        mutate_graded: bool,
+        threshold: float,
+        seed: int,
+        make_writer: Callable[..., Any],
+        writer_params: dict[str, Any],
+    ) -> None:
+        self.parents: deque[tuple[dict[str, Any], str]] = deque(maxlen=max(0, maxlen))
+        self.mutate_graded = mutate_graded
+        self.thr = threshold
+        self.seed = seed
+        self.make_writer = make_writer
+        self.writer_params = writer_params
+        self.aims: Counter[str] = Counter()
+        self.kinds: Counter[str] = Counter()
+
+    def note(self, row: dict[str, Any]) -> None:
+        """Queue ``row``'s cell as a parent when the row failed."""
+        dims = row.get("scenario_dimensions") or {}
+        fired = (row.get("faults") or {}).get("fired")
+        reward = row.get("reward")
+        if fired:
+            kind = "tool_fault"
+        elif self.mutate_graded and reward is not None and reward < self.thr:
+            kind = "graded_failure"
+        else:
+            return
+        focus = {"tool": dims.get("tool"), "tool_condition": dims.get("tool_condition")}
+        self.parents.append((focus, kind))
+
+    def take(self, limit: int) -> list[tuple[Any, dict[str, Any]]]:
+        """Sibling situations for the pending parents (at most ``limit``), with the writer
+        lineage that rebuilds each one: a writer of its own seed drawing once with the focus."""
+        out: list[tuple[Any, dict[str, Any]]] = []
+        while self.parents and len(out) < limit:
+            focus, kind = self.parents.popleft()
+            mseed = stable_hash(self.seed, "mutation", sum(self.kinds.values()))
+            sit = self.make_writer(mseed, unique=False).next_situation(focus=focus)
+            lineage = {
+                **self.writer_params,
+                "seed": mseed,
+                "unique": False,
+                "index": 0,
+                "focus": focus,
+                "parent": kind,
+            }
+            self.kinds[kind] += 1
+            self.aims[f"{focus['tool']}/{focus['tool_condition']}"] += 1
+            out.append((sit, lineage))
+        return out
+
+
+def group_split(rows: list[dict[str, Any]], thr: float, *, by_reward: bool = True) -> bool:
+    """True when a repeat group split: rewards on both sides of ``thr`` when any row is
+    graded (and ``by_reward``), else more than one behaviour signature."""
+    if by_reward:
+        rewards = [r["reward"] for r in rows if r.get("reward") is not None]
+        if rewards:
+            return any(x >= thr for x in rewards) and any(x < thr for x in rewards)
+    return len({r.get("behavior_signature") for r in rows}) > 1

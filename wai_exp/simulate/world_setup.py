@@ -1,0 +1,157 @@
+"""What the agent acts in: the spec (tools + system prompt) and the world class and options
+each rollout's world is built from, validated before any rollout runs."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+def resolve_spec(
+    spec: Any, tools: Sequence[Any] | None, system_prompt: str | None
+) -> tuple[str, list[dict[str, Any]], str | None]:
+    """``(spec name, tools, system prompt)``: ``tools=``/``system_prompt=`` win over the spec's.
+
+    ``spec=None`` with neither given is the shipped spec; with either given it is ``"inline"``
+    (the missing half from the shipped spec). Raises ``ValueError`` when the agent would have
+    no tools, or whatever ``load_agent_spec`` raises for an unreadable spec.
+    """
+    from wai_exp.simulate.spec import load_agent_spec, normalize_tools
+
+    if spec is None and tools is None and system_prompt is None:
+        loaded = load_agent_spec(None)
+        spec_name, tool_list, sp = loaded.name, list(loaded.tools), loaded.system_prompt
+    elif spec is not None:
+        loaded = load_agent_spec(spec)
+        spec_name = loaded.name
+        tool_list = normalize_tools(tools) if tools is not None else list(loaded.tools)
+        sp = system_prompt if system_prompt is not None else loaded.system_prompt
+    else:
+        spec_name = "inline"
+        tool_list = (
+            normalize_tools(tools) if tools is not None else list(load_agent_spec(None).tools)
+        )
+        sp = system_prompt if system_prompt is not None else load_agent_spec(None).system_prompt
+    if not tool_list:
+        raise ValueError("the agent has no tools: pass tools=[...] or a spec with tools")
+    return spec_name, tool_list, sp
+
+
+@dataclass
+class WorldSetup:
+    """How each rollout's world is built: ``cls(situation, tools, fault_rate=, options=,
+    seed=, **kwargs)``."""
+
+    cls: Any
+    options: Any
+    kwargs: dict[str, Any]
+
+
+def resolve_world(
+    knobs: Mapping[str, Any], execute: Callable[[str, dict[str, Any]], Any] | None
+) -> WorldSetup:
+    """The world class, its validated ``WorldOptions`` (``advanced.world``) and the person
+    knobs its constructor takes; with ``execute=`` a world whose tool calls go to it.
+
+    Raises ``ValueError`` for an unknown or invalid ``advanced.world`` field, or an
+    ``execute`` that is not callable.
+    """
+    from wai_exp.simulate import world as world_mod
+
+    options = world_options(world_mod, knobs["world"])
+    kwargs = _world_kwargs(world_mod.RolloutWorld, knobs)
+    cls = world_mod.RolloutWorld
+    if execute is not None:
+        if not callable(execute):
+            raise ValueError("execute must be a callable execute(tool_name, arguments) -> result")
+        cls = _user_exec_world(cls, execute)
+    return WorldSetup(cls, options, kwargs)
+
+
+def world_options(world_mod: Any, overrides: Mapping[str, Any]) -> Any:
+    """``WorldOptions(**overrides)``; a typo is a ValueError naming the fields."""
+    opts_cls = world_mod.WorldOptions
+    fields = sorted(getattr(opts_cls, "model_fields", {}))
+    unknown = [k for k in overrides if fields and k not in fields]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], fields, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"advanced['world'] has unknown field {unknown[0]!r}.{hint} WorldOptions fields: {', '.join(fields)}"
+        )
+    try:
+        return opts_cls(**dict(overrides))
+    except Exception as exc:  # pydantic ValidationError: name the field and the fix
+        raise ValueError(f"advanced['world'] is invalid: {exc}") from exc
+
+
+def world_dump(options: Any) -> dict[str, Any]:
+    """The resolved ``WorldOptions`` as plain JSON (fault builders by mode name only)."""
+    if not hasattr(options, "model_dump"):
+        return dict(options or {})
+    out = options.model_dump(mode="python", exclude={"fault_builders"})
+    out = json.loads(json.dumps(out, default=list))
+    out["fault_builders"] = sorted(getattr(options, "fault_builders", {}) or {})
+    return out
+
+
+def _init_params(cls: Any) -> set[str]:
+    try:
+        return set(inspect.signature(cls).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _world_kwargs(world_cls: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    """The person-model knobs, passed to the world when its constructor takes them."""
+    accepted = _init_params(world_cls)
+    candidates = {
+        "patience": knobs["patience"],
+        "avg_turns": int(knobs["avg_turns"]),
+        "user_temperature": knobs["user_temperature"],
+    }
+    return {k: v for k, v in candidates.items() if k in accepted}
+
+
+def _user_exec_world(world_cls: Any, execute: Callable[[str, dict[str, Any]], Any]) -> Any:
+    """A world whose tool calls go to the user's ``execute``: no fault schedule, the simulated
+    person (``ask_user``) still answers questions."""
+
+    class UserExecWorld(world_cls):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["fault_rate"] = 0.0
+            super().__init__(*args, **kwargs)
+            self._user_calls = 0
+
+        def execute(
+            self,
+            name: str,
+            arguments: Mapping[str, Any] | None = None,
+            *,
+            call_id: str | None = None,
+        ) -> dict[str, Any]:
+            self._user_calls += 1
+            args = dict(arguments) if isinstance(arguments, Mapping) else {"_raw": arguments}
+            step: dict[str, Any] = {
+                "kind": "tool",
+                "tool_call_id": call_id or f"call_{self._user_calls}",
+                "name": name,
+                "arguments": args,
+                "result": None,
+                "status": "ok",
+                "fault": None,
+            }
+            try:
+                step["result"] = execute(name, dict(args))
+            except Exception as exc:  # noqa: BLE001 - the user's world failing is a tool error
+                step["result"] = {"error": type(exc).__name__, "message": str(exc)}
+                step["status"] = "error"
+            self.steps.append(step)
+            return step
+
+    UserExecWorld.__name__ = f"UserExec{world_cls.__name__}"
+    return UserExecWorld
