@@ -393,3 +393,17 @@ def test_parallel_jobs_on_a_fresh_sqlite_file_all_land(tmp_path):
     assert len(runs) == 3
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert all(len(r.data.params) == 151 for r in runs)
+
+
+def test_in_memory_rows_with_privileged_never_reach_the_dataset(tmp_path):
+    from wai_exp.tracking.mlflow_tracker import DATASET_PREVIEW_ROWS, rows_dataset
+
+    rows = [
+        {"scenario_id": f"s{i}", "reward": i % 2, "privileged": {"reference": "KEY"}}
+        for i in range(DATASET_PREVIEW_ROWS + 5)
+    ]
+    ds = rows_dataset(rows, name="grade-rows", source=None)
+    assert ds is not None
+    assert "privileged" not in ds.df.columns
+    assert len(ds.df) == DATASET_PREVIEW_ROWS
+    assert f"of {len(rows):,}" in ds.name  # a sample says it is one

@@ -544,7 +544,7 @@ class _Run:
         self.tracker.log_stage(
             out.name, kind=out.kind, report=result.report, text=result.text,
             rows_path=out.dir / "rows.jsonl", metrics=row_counts(out), seconds=seconds,
-            cached=out.cached,
+            cached=out.cached, rows=result.rows,
         )  # fmt: skip
         if result.tags:
             self.tracker.set_tags(dict(result.tags))

@@ -89,6 +89,7 @@ class Tracker(Protocol):
         metrics: Mapping[str, Any] | None,
         seconds: float | None,
         cached: bool,
+        rows: Sequence[Mapping[str, Any]] | None = None,
     ) -> None: ...
 
     def set_tags(self, tags: Mapping[str, Any]) -> None: ...

@@ -255,28 +255,6 @@ def metric_value(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; unreadable lines are skipped with one warning naming the count."""
-    rows: list[dict[str, Any]] = []
-    bad = 0
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if isinstance(obj, dict):
-                rows.append(obj)
-            else:
-                bad += 1
-    if bad:
-        log.warning("%s: skipped %d line(s) that are not JSON objects", path, bad)
-    return rows
-
-
 def row_columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Rows as flat numpy columns for a dataset frame: one column per top-level key.
 
@@ -315,6 +293,10 @@ def row_columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return cols
 
 
+#: Rows a stage's MLflow dataset input is built from; the rows artifact holds them all.
+DATASET_PREVIEW_ROWS = 1000
+
+
 def rows_dataset(
     rows: Sequence[Mapping[str, Any]],
     *,
@@ -331,6 +313,14 @@ def rows_dataset(
     """
     if not rows:
         return None
+    if len(rows) > DATASET_PREVIEW_ROWS:
+        # Building columns and inferring a schema over every row cost ~8 s per 20,000-row
+        # stage; the schema and digest need only a sample, and the name says it is one.
+        name = f"{name} (first {DATASET_PREVIEW_ROWS:,} of {len(rows):,})"
+    from wai_exp.rows.scrub import scrub
+
+    # In-memory rows may still carry the judge's privileged block: never into MLflow.
+    rows = [scrub(dict(r)) for r in rows[:DATASET_PREVIEW_ROWS]]
     try:
         import pandas as pd
     except ImportError:
@@ -470,8 +460,12 @@ class MlflowTracker:
         metrics: Mapping[str, Any] | None = None,
         seconds: float | None = None,
         cached: bool = False,
+        rows: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         """Record one finished stage.
+
+        ``rows`` are the stage's rows when the caller has them in memory (the runner does), so
+        the file at ``rows_path`` is uploaded but not parsed again.
 
         Metrics go under ``<stage>.<metric>`` (plus ``<stage>.seconds``); None/NaN metrics are
         not logged as numbers but listed in the tag ``<stage>.unmeasured``. Artifacts:
@@ -526,7 +520,10 @@ class MlflowTracker:
             return
         if self.log_rows:
             self._log_rows_file(rows_path, prefix)
-        rows = read_rows(rows_path)
+        if rows is None:
+            from wai_exp.rows.jsonl import read_rows
+
+            rows = read_rows(rows_path)
         if self.log_rows:
             source = f"{self._artifact_uri}/{prefix}/rows.jsonl" if self._artifact_uri else None
             ds = rows_dataset(rows, name=f"{prefix}-rows", source=source)
