@@ -27,6 +27,8 @@ import statistics
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -97,13 +99,15 @@ class Engine:
 
     # ---- all runs -----------------------------------------------------------------------
     async def run_all(
-        self, first: SituationSource, rerun: Callable[[list[Task]], SituationSource]
+        self,
+        first: Callable[[], SituationSource],
+        rerun: Callable[[list[Task]], SituationSource],
     ) -> None:
-        """Run 0 from ``first``; runs 1..N-1 replay the asks run 0 opened (``rerun``)."""
+        """Run 0 over ``first()``; runs 1..N-1 replay the asks run 0 opened (``rerun``)."""
         first_tasks: list[Task] = []
         for eval_run in range(self.cfg.runs):
             # Later runs replay the asks the first run opened, with fresh rollout seeds.
-            src = first if eval_run == 0 else rerun(first_tasks)
+            src = first() if eval_run == 0 else rerun(first_tasks)
             before = len(self.rows)
             self.mutating = src.writer is not None
             await self.run(src, eval_run)
@@ -523,40 +527,19 @@ def simulate(
         avg_turns=int(cfg.knobs["avg_turns"]),
     )
     asks = _earlier_asks(cfg, tasks, traces, tool_list, sp, world)
-    run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks["replay"], world)
+    run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks.replay, world)
     runner = RolloutRunner(
         cfg, agent=resolved, tools=tool_list, system_prompt=sp, world=world,
         user_execute=execute is not None, grader=grader, run_id=run_id,
     )  # fmt: skip
-    make_writer, writer_params = _writer_factory(cfg, tool_list, sp, world.options)
-    mutate = cfg.knobs["mutate_graded_failures"]
-    mutations = MutationQueue(
-        maxlen=int(cfg.knobs["writer_context_parents"]),
-        mutate_graded=grader is not None if mutate is None else bool(mutate),
-        threshold=float(cfg.knobs["pass_threshold"]),
-        seed=cfg.seed,
-        make_writer=make_writer,
-        writer_params=writer_params,
+    engine, first = _assemble(
+        cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress
     )
-    engine = Engine(
-        cfg, runner, agent_async=is_async_callable(resolved.fn), mutations=mutations,
-        done_rows=_done_map(done_rows), on_row=on_row, progress=progress,
-    )  # fmt: skip
-    engine.warnings.extend(resolved.warnings + asks["warnings"])
     stream = RowStream(Path(output), cfg.knobs) if output is not None else None
     if stream is not None:
         engine.on_row = _tee(stream, on_row)
-    first = _first_source(cfg, asks, make_writer, writer_params, mutations)
-
-    def rerun(first_tasks: list[Task]) -> SituationSource:
-        again = rerun_tasks(first_tasks, cfg.repeats)
-        return SituationSource(
-            replay=again, phrasings=cfg.phrasings, k=cfg.repeats, max_situations=None,
-            batch=_writer_batch(cfg),
-        )  # fmt: skip
-
     try:
-        asyncio.run(_run_and_close(engine, first, rerun, resolved))
+        asyncio.run(_run_and_close(engine, first, partial(_rerun_source, cfg), resolved))
     except BaseException:
         if stream is not None:
             stream.close(remove=False)  # keep the finished rows on disk for a resume
@@ -571,6 +554,20 @@ def simulate(
     return data
 
 
+@dataclass
+class EarlierAsks:
+    """What ``tasks=`` and ``traces=`` contribute to a run (empty when neither is given)."""
+
+    #: the pinned task set of ``tasks=``, run instead of writer draws
+    replay: list[Task] | None = None
+    tasks_info: dict[str, Any] = field(default_factory=lambda: {"tasks": 0})
+    #: ``traces=``: the weighted choice of fresh draws, and the failing asks run first
+    aim: Callable[[list[Any], int], list[Any]] | None = None
+    trace_info: dict[str, Any] = field(default_factory=lambda: {"traces": 0})
+    seeds: list[Task] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
 def _earlier_asks(
     cfg: Config,
     tasks: Any,
@@ -578,17 +575,10 @@ def _earlier_asks(
     tools: list[dict[str, Any]],
     sp: str | None,
     world: WorldSetup,
-) -> dict[str, Any]:
+) -> EarlierAsks:
     """Asks from earlier rows: ``tasks=`` pins the task set (and, unless passed, k and a
     ``fixed`` policy on ``cfg``); ``traces=`` gives seed asks and the aim of fresh draws."""
-    out: dict[str, Any] = {
-        "replay": None,
-        "tasks_info": {"tasks": 0},
-        "aim": None,
-        "trace_info": {"traces": 0},
-        "seeds": [],
-        "warnings": [],
-    }
+    out = EarlierAsks()
     if tasks is not None:
         replay, info = pinned_tasks(
             tasks,
@@ -601,13 +591,13 @@ def _earlier_asks(
             cfg.repeats = info["k_pinned"]
         if not cfg.policy_given:
             cfg.repeat_policy = "fixed"  # a replay measures the same asks again: every ask gets k
-        out["replay"], out["tasks_info"] = replay, info
+        out.replay, out.tasks_info = replay, info
     if traces is not None:
         aim, info, seeds, warnings = trace_seeds(
             traces, cfg.knobs, cfg.seed, k=cfg.repeats, tools=tools, system_prompt=sp,
             options=world.options,
         )  # fmt: skip
-        out.update(aim=aim, trace_info=info, seeds=seeds, warnings=warnings)
+        out.aim, out.trace_info, out.seeds, out.warnings = aim, info, seeds, warnings
     return out
 
 
@@ -680,18 +670,58 @@ def _writer_batch(cfg: Config) -> int:
     return max(1, int(cfg.knobs["writer_buffer_cap"]) // max(1, cfg.phrasings * first))
 
 
+def _assemble(
+    cfg: Config,
+    runner: RolloutRunner,
+    agent: ResolvedAgent,
+    asks: EarlierAsks,
+    *,
+    done_rows: Iterable[Mapping[str, Any]] | None,
+    on_row: Callable[[dict[str, Any]], Any] | None,
+    progress: Callable[[dict[str, Any]], Any] | None,
+) -> tuple[Engine, Callable[[], SituationSource]]:
+    """The scheduler (with its mutation queue and the setup warnings) and the maker of run
+    0's source (called inside the run, so the writer is built where errors are handled)."""
+    make_writer, writer_params = _writer_factory(
+        cfg, runner.tools, runner.system_prompt, runner.world_setup.options
+    )
+    mutate = cfg.knobs["mutate_graded_failures"]
+    mutations = MutationQueue(
+        maxlen=int(cfg.knobs["writer_context_parents"]),
+        mutate_graded=runner.grader is not None if mutate is None else bool(mutate),
+        threshold=float(cfg.knobs["pass_threshold"]),
+        seed=cfg.seed,
+        make_writer=make_writer,
+        writer_params=writer_params,
+    )
+    engine = Engine(
+        cfg, runner, agent_async=is_async_callable(agent.fn), mutations=mutations,
+        done_rows=_done_map(done_rows), on_row=on_row, progress=progress,
+    )  # fmt: skip
+    engine.warnings.extend(agent.warnings + asks.warnings)
+    return engine, partial(_first_source, cfg, asks, make_writer, writer_params, mutations)
+
+
+def _rerun_source(cfg: Config, first_tasks: list[Task]) -> SituationSource:
+    """Runs 1..N-1: the asks run 0 opened, replayed with fresh rollout seeds."""
+    return SituationSource(
+        replay=rerun_tasks(first_tasks, cfg.repeats), phrasings=cfg.phrasings, k=cfg.repeats,
+        max_situations=None, batch=_writer_batch(cfg),
+    )  # fmt: skip
+
+
 def _first_source(
     cfg: Config,
-    asks: Mapping[str, Any],
+    asks: EarlierAsks,
     make_writer: Callable[..., Any],
     writer_params: dict[str, Any],
     mutations: MutationQueue,
 ) -> SituationSource:
     """Run 0's asks: the pinned ``tasks=`` set, else seeds then writer draws (and mutations)."""
     batch = _writer_batch(cfg)
-    if asks["replay"] is not None:
+    if asks.replay is not None:
         return SituationSource(
-            replay=asks["replay"], phrasings=cfg.phrasings, k=cfg.repeats, max_situations=None,
+            replay=asks.replay, phrasings=cfg.phrasings, k=cfg.repeats, max_situations=None,
             batch=batch,
         )  # fmt: skip
     return SituationSource(
@@ -700,17 +730,17 @@ def _first_source(
         k=cfg.repeats,
         max_situations=cfg.situations,
         batch=batch,
-        aim=asks["aim"],
+        aim=asks.aim,
         oversample=int(cfg.knobs["select_oversample"]),
         writer_params=writer_params,
-        seeds=asks["seeds"],
+        seeds=asks.seeds,
         mutator=mutations.take,
     )
 
 
 async def _run_and_close(
     engine: Engine,
-    first: SituationSource,
+    first: Callable[[], SituationSource],
     rerun: Callable[[list[Task]], SituationSource],
     agent: ResolvedAgent,
 ) -> None:
@@ -728,7 +758,7 @@ async def _run_and_close(
 def _result(
     cfg: Config,
     engine: Engine,
-    asks: Mapping[str, Any],
+    asks: EarlierAsks,
     agent: ResolvedAgent,
     spec_name: str,
     tools: list[dict[str, Any]],
@@ -742,9 +772,9 @@ def _result(
     if mix_warning:
         engine.warnings.append(mix_warning)
     inputs = {
-        "replay": asks["replay"],
-        "tasks_info": asks["tasks_info"],
-        "trace_info": asks["trace_info"],
+        "replay": asks.replay,
+        "tasks_info": asks.tasks_info,
+        "trace_info": asks.trace_info,
         "agent_model": agent.model,
         "spec_name": spec_name,
         "tools": tools,

@@ -199,7 +199,6 @@ def resolve_config(
         close = difflib.get_close_matches(str(mode), list(MODE_PRESETS), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"mode={mode!r} is not a mode.{hint} Modes: {list(MODE_PRESETS)}")
-    preset = MODE_PRESETS[mode]
     knobs = _knobs(advanced, seed)
     _refuse_unsupported(
         until=until,
@@ -222,6 +221,50 @@ def resolve_config(
             "reproducible=True needs the clock off: drop time_budget (a clock decides which rows land)"
         )
     timeout = check_number("timeout", timeout, 0, None)
+    shape = _shape(
+        MODE_PRESETS[mode],
+        requests_per_situation=requests_per_situation,
+        rollouts_per_request=rollouts_per_request,
+        repeat_policy=repeat_policy,
+        unique_situations=unique_situations,
+        fault_rate=fault_rate,
+        hard_share=hard_share,
+    )
+    if sampling is not None and not isinstance(sampling, Mapping):
+        raise ValueError(
+            f"sampling must be a dict like {{'temperature': 0.7, 'max_tokens': 1024, 'model': 'my-model'}}, got {type(sampling).__name__}"
+        )
+    return Config(
+        mode=mode,
+        **shape,
+        budget=budget,
+        runs=runs,
+        situations=situations,
+        time_budget=time_budget,
+        until=until,
+        seed=int(knobs["seed"]),
+        reproducible=bool(reproducible),
+        knobs=knobs,
+        timeout=float(timeout),
+        logprobs=logprobs,
+        sampling=dict(sampling) if sampling is not None else None,
+        grade=bool(grade),
+        user_model=None if user_model in (None, False) else str(user_model),
+    )
+
+
+def _shape(
+    preset: Mapping[str, Any],
+    *,
+    requests_per_situation: Any,
+    rollouts_per_request: Any,
+    repeat_policy: str | None,
+    unique_situations: Any,
+    fault_rate: Any,
+    hard_share: Any,
+) -> dict[str, Any]:
+    """The mode's preset under the passed values: phrasings, repeats, policy, uniqueness,
+    fault rate and hard share (the ``Config`` fields a mode presets), validated."""
     phrasings = check_number(
         "requests_per_situation",
         requests_per_situation if requests_per_situation is not None else preset["phrasings"],
@@ -249,34 +292,16 @@ def resolve_config(
     hs = hard_share if hard_share is not None else preset["hard_share"]
     fr = float(check_number("fault_rate", fr, 0.0, 1.0))
     hs = float(check_number("hard_share", hs, 0.0, 1.0))
-    if sampling is not None and not isinstance(sampling, Mapping):
-        raise ValueError(
-            f"sampling must be a dict like {{'temperature': 0.7, 'max_tokens': 1024, 'model': 'my-model'}}, got {type(sampling).__name__}"
-        )
-    return Config(
-        mode=mode,
-        phrasings=phrasings,
-        repeats=repeats,
-        repeats_given=repeats_given,
-        repeat_policy=policy,
-        policy_given=repeat_policy is not None,
-        unique=unique,
-        fault_rate=fr,
-        hard_share=hs,
-        budget=budget,
-        runs=runs,
-        situations=situations,
-        time_budget=time_budget,
-        until=until,
-        seed=int(knobs["seed"]),
-        reproducible=bool(reproducible),
-        knobs=knobs,
-        timeout=float(timeout),
-        logprobs=logprobs,
-        sampling=dict(sampling) if sampling is not None else None,
-        grade=bool(grade),
-        user_model=None if user_model in (None, False) else str(user_model),
-    )
+    return {
+        "phrasings": phrasings,
+        "repeats": repeats,
+        "repeats_given": repeats_given,
+        "repeat_policy": policy,
+        "policy_given": repeat_policy is not None,
+        "unique": unique,
+        "fault_rate": fr,
+        "hard_share": hs,
+    }
 
 
 def _knobs(advanced: dict[str, Any] | None, seed: int | None) -> dict[str, Any]:

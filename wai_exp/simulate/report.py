@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wai_exp.config.knobs import patience_table
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.modes import Config
 from wai_exp.simulate.tasks import group_split
+
+if TYPE_CHECKING:  # the engine imports this module
+    from wai_exp.simulate.engine import Engine
 
 #: The ``advanced`` knobs this engine reads. The rest steer parts the reference's engine has
 #: and this offline one does not (a model writer's waves and restarts, the behaviour-gap
@@ -64,7 +67,7 @@ def tier_mix(
 
 def build_report(
     cfg: Config,
-    engine: Any,
+    engine: Engine,
     *,
     mix: dict[str, Any],
     inputs: Mapping[str, Any],
@@ -80,14 +83,32 @@ def build_report(
     """
     from wai_exp.simulate.dimensions import DIMENSION_KEYS
 
-    knobs, fr, rows = cfg.knobs, cfg.fault_rate, engine.rows
-    replay, tasks_info, trace_info = inputs["replay"], inputs["tasks_info"], inputs["trace_info"]
-    n_rows = len(rows)
-    p_second, p_later = patience_table(knobs["patience"])
-    graded = [r for r in rows if r.get("reward") is not None]
-    group_sizes = Counter(
-        (r["scenario_id"], r.get("phrasing_index"), r["lineage"]["eval_run"]) for r in rows
-    )
+    rows, n_rows = engine.rows, len(engine.rows)
+    return {
+        **_parameters(cfg),
+        "dimensions": list(DIMENSION_KEYS),
+        "arm_weights": None,
+        "arm_weights_note": (
+            "no arm weights: each writer batch is the pending mutations of failing rows (at most "
+            "writer_context_parents), then fresh draws; seeds from traces= run first"
+        ),
+        "arms": dict(sorted(Counter(str(r.get("arm")) for r in rows).items())),
+        **_sources(cfg, engine, inputs),
+        **_person_and_world(cfg, world),
+        **_outcome(engine),
+        "search": _search(cfg, engine, mix, DIMENSION_KEYS),
+        "knobs_not_read": sorted(set(cfg.knobs) - KNOBS_READ),
+        "knobs_not_read_note": (
+            "recorded and validated, but this offline engine has no part they steer "
+            "(model-writer waves, tokens and restarts; the behaviour-gap search; the embedder)"
+        ),
+        "timings": {"total_s": elapsed, "rows_per_s": n_rows / elapsed if elapsed > 0 else None},
+        "run_id": inputs["run_id"],
+    }
+
+
+def _parameters(cfg: Config) -> dict[str, Any]:
+    """The resolved parameters the run ran under."""
     return {
         "mode": cfg.mode,
         "budget": cfg.budget,
@@ -101,18 +122,19 @@ def build_report(
         "strategy": cfg.repeat_policy,
         "unique_situations": cfg.unique,
         "hard_share": cfg.hard_share,
-        "fault_rate": fr,
+        "fault_rate": cfg.fault_rate,
         "situations": cfg.situations,
         "time_budget": cfg.time_budget,
         "until": cfg.until,
         "reproducible": cfg.reproducible,
-        "dimensions": list(DIMENSION_KEYS),
-        "arm_weights": None,
-        "arm_weights_note": (
-            "no arm weights: each writer batch is the pending mutations of failing rows (at most "
-            "writer_context_parents), then fresh draws; seeds from traces= run first"
-        ),
-        "arms": dict(sorted(Counter(str(r.get("arm")) for r in rows).items())),
+    }
+
+
+def _sources(cfg: Config, engine: Engine, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Where asks came from and who answered, wrote and judged them."""
+    rows, replay = engine.rows, inputs["replay"]
+    tasks_info, trace_info = inputs["tasks_info"], inputs["trace_info"]
+    return {
         "tasks": tasks_info["tasks"],
         "tasks_info": tasks_info,
         "traces": trace_info["traces"],
@@ -129,6 +151,14 @@ def build_report(
         "sampling": cfg.sampling,
         "timeout": cfg.timeout,
         "logprobs": cfg.logprobs,
+    }
+
+
+def _person_and_world(cfg: Config, world: dict[str, Any]) -> dict[str, Any]:
+    """Turn limits, knobs, the simulated person's patience and the world options."""
+    knobs, fr = cfg.knobs, cfg.fault_rate
+    p_second, p_later = patience_table(knobs["patience"])
+    return {
         "turn_limits": {
             "avg_turns": int(knobs["avg_turns"]),
             "max_user_turns": int(knobs["avg_turns"]) // 2,
@@ -145,30 +175,34 @@ def build_report(
             f"report['fault_rate'] ({fr}) is this run's rate; world['default_fault_rate'] "
             f"({world.get('default_fault_rate')}) is the rate a fault plan with no rate of its own fires at"
         ),
+    }
+
+
+def _outcome(engine: Engine) -> dict[str, Any]:
+    """Why the run stopped and what landed, was reused, graded or lost."""
+    rows = engine.rows
+    group_sizes = Counter(
+        (r["scenario_id"], r.get("phrasing_index"), r["lineage"]["eval_run"]) for r in rows
+    )
+    return {
         "stopped_because": engine.stop_reason,
         "stopped_because_per_run": [p["stopped_because"] for p in engine.per_run],
         "per_run": engine.per_run,
-        "rows": n_rows,
+        "rows": len(rows),
         "rows_new": engine.new_rows,
         "rows_reused": engine.reused,
-        "rows_graded": len(graded),
+        "rows_graded": sum(1 for r in rows if r.get("reward") is not None),
         "rollouts_lost": len(engine.lost),
         "rollouts_lost_by": dict(sorted(engine.lost_by.items())),
         "rollouts_abandoned": engine.abandoned,
         "scenarios": len({r["scenario_id"] for r in rows}),
         "group_sizes": dict(sorted(Counter(group_sizes.values()).items())),
-        "search": _search(cfg, engine, mix, DIMENSION_KEYS),
-        "knobs_not_read": sorted(set(knobs) - KNOBS_READ),
-        "knobs_not_read_note": (
-            "recorded and validated, but this offline engine has no part they steer "
-            "(model-writer waves, tokens and restarts; the behaviour-gap search; the embedder)"
-        ),
-        "timings": {"total_s": elapsed, "rows_per_s": n_rows / elapsed if elapsed > 0 else None},
-        "run_id": inputs["run_id"],
     }
 
 
-def _search(cfg: Config, engine: Any, mix: dict[str, Any], dimension_keys: Any) -> dict[str, Any]:
+def _search(
+    cfg: Config, engine: Engine, mix: dict[str, Any], dimension_keys: Any
+) -> dict[str, Any]:
     rows = engine.rows
     return {
         "tier_mix": mix,
