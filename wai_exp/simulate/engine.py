@@ -347,12 +347,12 @@ class Engine:
             dims.get("tool_condition"),
             row.get("behavior_signature"),
         )
+        novel = key not in self.coverage
+        if novel:
+            self.coverage.add(key)
+            self.novel_rows += 1
         self._maybe_progress()
-        if key in self.coverage:
-            return 0
-        self.coverage.add(key)
-        self.novel_rows += 1
-        return 1
+        return int(novel)
 
     async def _run_async(
         self, plans: list[Plan], todo: list[int], results: list[Outcome | None]
