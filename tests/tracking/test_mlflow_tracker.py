@@ -122,6 +122,7 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
     tags = run.data.tags
     assert tags["grade.unmeasured"] == "pass_pow_k"  # ... it is named instead
     assert tags["preset"] == "rl_round" and tags["config_hash"] == "abc123def456"
+    assert tags["wai.version"] == __import__("wai_exp").__version__
     assert tags["mlflow.source.git.commit"] == "unknown"  # start_dir is not a git checkout
     assert "rl_round" in tags["mlflow.note.content"] and "seed=0" in tags["mlflow.note.content"]
     assert tags["simulate.cached"] == "true" and tags["grade.cached"] == "false"

@@ -139,6 +139,21 @@ def check_server(uri: str, timeout: float = 5.0) -> None:
         ) from e
 
 
+@contextlib.contextmanager
+def _quiet_schema_logs() -> Iterator[None]:
+    """Keep MLflow's "Creating initial MLflow database tables..." INFO lines (and alembic's)
+    off the terminal on a new store: the summary, not the migration, is what a user reads."""
+    loggers = [logging.getLogger(n) for n in ("mlflow.store.db.utils", "alembic")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
 def prepare_store(uri: str, experiment: str) -> str:
     """Create the store's schema and the experiment if needed; return the experiment id.
 
@@ -156,7 +171,7 @@ def prepare_store(uri: str, experiment: str) -> str:
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    with store_lock(uri):
+    with store_lock(uri), _quiet_schema_logs():
         client = MlflowClient(tracking_uri=uri)
         try:
             # The first call opens the store, which creates or migrates the SQLite schema.
@@ -342,6 +357,12 @@ def rows_dataset(
         return None
 
 
+def _wai_version() -> str:
+    from wai_exp import __version__
+
+    return __version__
+
+
 # --------------------------------------------------------------------------- the tracker
 
 
@@ -418,6 +439,7 @@ class MlflowTracker:
         tags: dict[str, str] = {
             "preset": preset or "none",
             "config_hash": config_hash,
+            "wai.version": _wai_version(),
             "mlflow.source.git.commit": commit,
             "mlflow.source.type": "LOCAL",
             "mlflow.source.name": "wai-exp",
