@@ -85,19 +85,3 @@ def test_curve_respects_a_report_that_withheld_k_way_numbers(graded_rows, report
     figs = stage_figures("grade", graded_rows, report)
     assert "pass_rate_hist.png" in figs
     assert ("pass_at_k.png" in figs) is expect_curve
-
-
-def test_factorial_free_ratios_match_exact_binomials():
-    from scipy.special import comb
-
-    from wai_exp.tracking.plots import _falling_ratio
-
-    rng = np.random.default_rng(0)
-    n = rng.integers(1, 12, size=200).astype(float)
-    top = np.floor(rng.random(200) * (n + 1))
-    ks = np.arange(1, 12)
-    got = _falling_ratio(top, n, ks)
-    valid = n[:, None] >= ks[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):  # k > n cells are masked below
-        want = comb(top[:, None], ks[None, :]) / comb(n[:, None], ks[None, :])
-    np.testing.assert_allclose(got[valid], want[valid], rtol=1e-12, atol=1e-15)

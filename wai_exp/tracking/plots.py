@@ -5,8 +5,11 @@ global figure registry to leak, no GUI backend picked up from the user's environ
 ``savefig`` renders with Agg. The numbers behind each plot come from functions here that
 return arrays, so tests check the numbers rather than pixels.
 
-A row counts when its ``reward`` (or ``qwen_reward``) is binary, 0 or 1: partial and unjudged
-rows are skipped, the same rule ``pass_at`` uses. Rows group by ``task_key``.
+A row counts when ``score.resample.binary_reward`` says it is a pass or a fail (``reward``, else
+``qwen_reward``, is 0 or 1 and the judge returned a verdict): partial and unjudged rows are
+skipped, the rule ``pass_at`` uses, and the pass@k/pass^k estimators are ``pass_at``'s own
+(``score.passat.pass_k_estimates``), so a plot never disagrees with the report beside it.
+Rows group by ``task_key``.
 """
 
 from __future__ import annotations
@@ -18,25 +21,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.score.resample import binary_reward
+
+__all__ = [
+    "TaskCounts",
+    "binary_reward",
+    "pass_at_k_curve",
+    "pass_at_k_figure",
+    "pass_rate_histogram",
+    "stage_figures",
+    "task_counts",
+]
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-
-def binary_reward(row: Mapping[str, Any]) -> float | None:
-    """The row's reward as 0.0/1.0 when it is binary, else None (partial, unjudged, missing)."""
-    for key in ("reward", "qwen_reward"):
-        value = row.get(key)
-        if value is None or isinstance(value, str):
-            continue
-        try:
-            f = float(value)
-        except (TypeError, ValueError):
-            continue
-        if f in (0.0, 1.0):
-            return f
-        return None  # a partial reward in this key: the row is not binary
-    return None
 
 
 @dataclass(frozen=True)
@@ -70,21 +68,6 @@ def task_counts(rows: Iterable[Mapping[str, Any]]) -> TaskCounts:
     return TaskCounts([str(k) for k in uniq], n, c)
 
 
-def _falling_ratio(top: np.ndarray, n: np.ndarray, ks: np.ndarray) -> np.ndarray:
-    """``C(top, k) / C(n, k)`` for every task (rows) and k in ``ks`` = 1..K (columns).
-
-    Computed as the running product of ``(top - i) / (n - i)`` over ``i < k``, which needs no
-    factorials: the product reaches 0 exactly when ``k > top`` and stays there. Cells with
-    ``k > n`` are meaningless and come back as 0 (callers mask them).
-    """
-    i = ks[None, :] - 1
-    num = top[:, None] - i
-    den = n[:, None] - i
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(den > 0, np.clip(num, 0, None) / np.where(den > 0, den, 1), 0.0)
-    return np.cumprod(terms, axis=1)
-
-
 def pass_at_k_curve(counts: TaskCounts) -> dict[str, np.ndarray]:
     """pass@k and pass^k for k = 1 .. the largest group with two or more graded repeats.
 
@@ -99,15 +82,19 @@ def pass_at_k_curve(counts: TaskCounts) -> dict[str, np.ndarray]:
     if multi.size == 0:
         empty = np.zeros(0)
         return {"k": empty, "pass_at_k": empty, "pass_pow_k": empty, "n_groups": empty}
+    from wai_exp.score.passat import pass_k_estimates
+
     ks = np.arange(1, int(multi.max()) + 1)
-    valid = n[:, None] >= ks[None, :]
-    at_k = np.where(valid, 1.0 - _falling_ratio(n - c, n, ks), 0.0)
-    pow_k = np.where(valid, _falling_ratio(c, n, ks), 0.0)
-    n_groups = valid.sum(axis=0)
+    # One call per k (k runs to the largest repeat count, a handful): the estimators are
+    # pass_at's own, NaN for tasks shorter than k, so each k averages the tasks that have k.
+    pairs = [pass_k_estimates(n, c, int(k)) for k in ks]
+    pow_k = np.column_stack([pow_ for pow_, _ in pairs])
+    at_k = np.column_stack([at for _, at in pairs])
+    n_groups = (n[:, None] >= ks[None, :]).sum(axis=0)
     return {
         "k": ks,
-        "pass_at_k": at_k.sum(axis=0) / n_groups,
-        "pass_pow_k": pow_k.sum(axis=0) / n_groups,
+        "pass_at_k": np.nansum(at_k, axis=0) / n_groups,
+        "pass_pow_k": np.nansum(pow_k, axis=0) / n_groups,
         "n_groups": n_groups,
     }
 
