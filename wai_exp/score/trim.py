@@ -1,8 +1,9 @@
 """Group trims for a grouped RL update: drop unanimous asks, drop asks outside a difficulty band.
 
 Both trims group rows under ``task_key`` and measure each ask's pass rate over its *binary*
-rewards (0/1 under ``reward``, else ``qwen_reward``): partial-credit and unjudged rows ride with
-their ask but never decide it, the same rule ``group_signal`` and ``pass_at`` use. Group
+rewards (``score.resample.binary_reward``: 0/1 under ``reward``, else ``qwen_reward``, with a
+judge verdict): partial-credit and unjudged rows ride with their ask but never decide it, the
+same rule ``group_signal`` and ``pass_at`` use. Group
 statistics are computed with ``np.unique`` + ``np.bincount`` so a 100k-row pool costs one
 Python pass to read the rewards.
 
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.score.resample import binary_reward
 
 #: The difficulty band every selection defaults to (rlhf-book ch. 7: the 20-80% band).
 DEFAULT_BAND: tuple[float, float] = (0.2, 0.8)
@@ -55,27 +57,6 @@ def without_gc(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
 
     return wrapper
-
-
-def binary_reward(row: dict[str, Any]) -> float | None:
-    """The row's 0/1 reward (``reward``, else ``qwen_reward``), or None when it has none.
-
-    Partial credit (0 < r < 1), NaN and unjudged rows give None: they are not a pass or a fail.
-    """
-    value = row.get("reward")
-    if value is None:
-        value = row.get("qwen_reward")
-    if type(value) is float:  # the common case, checked first: this runs once per row
-        return value if value == 0.0 or value == 1.0 else None
-    if value is None or isinstance(value, str):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    if f == 0.0 or f == 1.0:
-        return f
-    return None
 
 
 def numeric_reward(row: dict[str, Any], key: str = "reward") -> float | None:
