@@ -63,8 +63,6 @@ HEADLINE_SUFFIXES = (
     "rows_in",
     "rows_kept",
 )
-#: z for a two-sided 95% band, as the delta report uses for a given floor.
-Z95 = 1.96
 
 
 def summarize(values: Sequence[float]) -> dict[str, Any]:
@@ -101,16 +99,14 @@ def aggregate_metrics(children: Sequence[Mapping[str, float]]) -> dict[str, dict
     for key in sorted(by_key):
         agg = summarize(by_key[key])
         if key.rsplit(".", 1)[-1] == "pass_at_1":
+            # The re-run band is score's (resample.noise_band, which delta_report uses), so a
+            # sweep's parent run and a delta report size the same spread with one formula.
+            from wai_exp.score.resample import noise_band
+
             sd = agg["sd"]
             agg["run_std"] = sd
-            if sd is None:
-                agg["noise_band"] = None
-                agg["noise_band_t"] = None
-            else:
-                from scipy.stats import t
-
-                agg["noise_band"] = Z95 * math.sqrt(2.0) * sd
-                agg["noise_band_t"] = float(t.ppf(0.975, agg["n"] - 1)) * math.sqrt(2.0) * sd
+            agg["noise_band"] = noise_band(sd)
+            agg["noise_band_t"] = None if sd is None else noise_band(sd, df=agg["n"] - 1)
         out[key] = agg
     return out
 
