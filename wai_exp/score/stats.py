@@ -30,6 +30,7 @@ from wai_exp.score.resample import (
     paired_bootstrap,
     reward_groups,
     sign_flip_test,
+    t_quantile,
     unpaired_bootstrap,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "metric_groups",
     "metric_summary",
     "noise_band",
+    "run_intervals",
     "stability",
 ]
 
@@ -485,3 +487,24 @@ def eval_variance(
         ],
         "notes": notes,
     }
+
+
+def run_intervals(report: Mapping[str, Any]) -> tuple[list[float] | None, list[float] | None]:
+    """95% intervals ``(mean_ci95, run_std_ci95)`` for an ``eval_variance`` report.
+
+    The first is on the runs' mean (t over the run means), the second on ``run_std``
+    (chi-square on the sample variance). With ``n`` runs the sd has ``n - 1`` degrees of
+    freedom, so from three runs its interval is wide (about 0.52x to 6.3x the estimate): the
+    honest size of "rough". Returns ``(None, None)`` below two runs, when ``run_std`` is
+    None or when some run has no mean. Never raises on a report ``eval_variance`` returned.
+    """
+    sd, n = report.get("run_std"), int(report.get("n_runs") or 0)
+    means = [m for m in report.get("means", []) if m is not None]
+    if sd is None or n < 2 or len(means) != n:
+        return None, None
+    df = n - 1
+    center = float(sum(means) / n)
+    half = t_quantile(df) * sd / n**0.5
+    lo = sd * (df / float(_st.chi2.ppf(0.975, df))) ** 0.5
+    hi = sd * (df / float(_st.chi2.ppf(0.025, df))) ** 0.5
+    return [center - half, center + half], [lo, hi]

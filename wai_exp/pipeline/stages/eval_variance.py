@@ -50,31 +50,10 @@ def format_eval_variance(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_intervals(report: dict[str, Any]) -> tuple[list[float] | None, list[float] | None]:
-    """95% intervals on the runs' mean (t over run means) and on ``run_std`` (chi-square).
-
-    With ``n`` runs the sd has ``n - 1`` degrees of freedom, so from three runs its interval
-    is wide (about 0.52x to 6.3x the estimate): the honest size of "rough". ``None`` below
-    two runs.
-    """
-    from scipy import stats
-
-    sd, n = report.get("run_std"), int(report.get("n_runs") or 0)
-    means = [m for m in report.get("means", []) if m is not None]
-    if sd is None or n < 2 or len(means) != n:
-        return None, None
-    df = n - 1
-    center = float(sum(means) / n)
-    half = float(stats.t.ppf(0.975, df)) * sd / n**0.5
-    lo = sd * (df / float(stats.chi2.ppf(0.975, df))) ** 0.5
-    hi = sd * (df / float(stats.chi2.ppf(0.025, df))) ** 0.5
-    return [center - half, center + half], [lo, hi]
-
-
 @register("eval_variance", reads=())
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """eval_variance(rows, metric=, by=) over the single upstream stage's rows."""
-    from wai_exp.score.stats import eval_variance
+    from wai_exp.score.stats import eval_variance, run_intervals
 
     unknown = sorted(set(params) - {"metric", "by"})
     if unknown:
