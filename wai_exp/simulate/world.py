@@ -29,13 +29,8 @@ from wai_exp.simulate.dimensions import FAULT_MODES
 
 # ---------------------------------------------------------------------------------------
 # The support-desk vocabulary (docs/DOMAIN.md). Tools outside it are answered generically.
+# Which of them write is rows.tools.is_write_tool's call, as for any other tool.
 
-#: Support-desk tools that change something. Everything else there only reads.
-WRITE_TOOLS = frozenset(
-    {"issue_refund", "cancel_order", "update_shipping_address", "reset_password"}
-)
-READ_TOOLS = frozenset({"lookup_order", "lookup_account", "search_orders"})
-SUPPORT_TOOLS = WRITE_TOOLS | READ_TOOLS
 #: The identifier each support-desk tool needs (what a vague ask leaves out).
 ID_ARG = {
     "lookup_order": "order_id",

@@ -39,13 +39,9 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from wai_exp.rows.tools import is_write_tool
 from wai_exp.simulate.dimensions import BEHAVIOURS
-from wai_exp.simulate.world import (
-    ID_ARG,
-    READ_TOOLS,
-    is_support_tool,
-    is_write_tool,
-)
+from wai_exp.simulate.world import ID_ARG, is_support_tool
 
 #: Default chance of the right move at each decision. Calibrated against the checklist
 #: (``outcome_check``) under ``mode="rl"`` (fault_rate 0.8, hard_share 0.5):
@@ -567,7 +563,7 @@ class ScriptedAgent:
     def _support(self, r: _Run, tool: str) -> None:
         idarg = ID_ARG[tool]
         ident = self._identifier(r, idarg)
-        if tool in READ_TOOLS:
+        if not is_write_tool(tool):
             self._read(r, tool, ident)
         lookup = "lookup_order" if idarg == "order_id" else "lookup_account"
         record: dict[str, Any] | None = None
