@@ -74,6 +74,28 @@ _EXPORTS: dict[str, str] = {
     "PublishGateError": "wai_exp.score.publish_gate",
     "calibrate": "wai_exp.score.publish_gate",
     "publish_gate": "wai_exp.score.publish_gate",
+    # curriculum
+    "curriculum": "wai_exp.score.curriculum",
+    "format_curriculum": "wai_exp.score.curriculum",
+    "retire_solved": "wai_exp.score.curriculum",
+    # grounding
+    "argument_grounding": "wai_exp.score.grounding",
+    "grounding_report": "wai_exp.score.grounding",
+    "mark_grounding": "wai_exp.score.grounding",
+    "ungrounded_arguments": "wai_exp.score.grounding",
+    # privileged
+    "format_leak_report": "wai_exp.score.privileged",
+    "leak_report": "wai_exp.score.privileged",
+    # hygiene (length)
+    "length_report": "wai_exp.score.length",
+    # stage
+    "format_stages": "wai_exp.score.stage",
+    "stage_of": "wai_exp.score.stage",
+    "stage_report": "wai_exp.score.stage",
+    "stamp_stage": "wai_exp.score.stage",
+    # labels
+    "annotator_agreement": "wai_exp.score.labels",
+    "attach_labels": "wai_exp.score.labels",
 }
 
 __all__ = sorted(_EXPORTS)
