@@ -311,17 +311,6 @@ def unknown_option_message(
 
 # --------------------------------------------------------------------------- full validation
 
-_TYPE_WORDS = {
-    "int": "an integer",
-    "float": "a number",
-    "bool": "true or false",
-    "str": "a string",
-    "none": "null",
-    "dict": "a mapping",
-    "list": "a list",
-    "tuple": "a list",
-}
-
 
 def _expected(err: Mapping[str, Any]) -> str:
     t = err["type"]

@@ -75,11 +75,6 @@ def _walk(row: dict[str, Any]) -> tuple[list[tuple[str, Any]], int, int, int]:
     return (calls or tool_steps), n_assistant, n_user, n_err
 
 
-def _tool_calls(row: dict[str, Any]) -> list[tuple[str, Any]]:
-    """(name, arguments) of every tool call, from assistant steps, else from tool steps."""
-    return _walk(row)[0]
-
-
 def auto_features(
     row: dict[str, Any],
     tool_names: Sequence[str] = (),
@@ -192,22 +187,6 @@ def _fill_missing(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
     tot = np.add.reduceat(obs, starts, axis=0)
     mean = np.divide(tot, cnt, out=np.zeros_like(tot), where=cnt > 0)
     return np.where(miss, np.repeat(mean, sizes, axis=0), x)
-
-
-def _random_centered_ranks(
-    sizes: np.ndarray, starts: np.ndarray, n: int, m: int, rng: np.random.Generator
-) -> np.ndarray:
-    """``m`` decoy columns: the centred within-ask ranks of continuous noise, which are a
-    uniformly random permutation of each ask's positions (drawn per ask-size class)."""
-    out = np.zeros((n, m))
-    if m == 0:
-        return out
-    for s in np.unique(sizes):
-        idx = np.flatnonzero(sizes == s)
-        base = starts[idx][:, None] + np.arange(s)[None, :]
-        ranks = np.argsort(rng.random((len(idx), s, m)), axis=1).astype(float) - (s - 1) / 2.0
-        out[base.reshape(-1)] = ranks.reshape(-1, m)
-    return out
 
 
 def _null_max(

@@ -127,11 +127,6 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]]:
     return out
 
 
-def tool_schemas(tools: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """``{tool name: its function dict}`` for normalised (or normalisable) tools."""
-    return {t["function"]["name"]: t["function"] for t in normalize_tools(tools)}
-
-
 class AgentSpec(BaseModel):
     """One agent spec: a name, the policy system prompt and the tools (OpenAI shape)."""
 

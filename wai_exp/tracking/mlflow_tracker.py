@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 from wai_exp.tracking import PARENT_RUN_ENV
 from wai_exp.tracking.params import (
@@ -699,11 +699,3 @@ def _yaml(obj: Any) -> str:
     import yaml
 
     return yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, default_flow_style=False)
-
-
-def artifact_dir(artifact_uri: str) -> Path | None:
-    """Local folder of a ``file:`` artifact URI, None for remote stores (used by tests/tools)."""
-    parsed = urlparse(artifact_uri)
-    if parsed.scheme not in ("", "file"):
-        return None
-    return Path(unquote(parsed.path))
