@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wai_exp.rows.keys import task_key
-from wai_exp.score.resample import binary_reward
+from wai_exp.score.resample import binary_reward, reward_groups
 
 __all__ = [
     "TaskCounts",
@@ -52,20 +51,15 @@ class TaskCounts:
 
 
 def task_counts(rows: Iterable[Mapping[str, Any]]) -> TaskCounts:
-    """Group the binary-graded rows by ``task_key``; tasks with no binary row are absent."""
-    keys: list[str] = []
-    rewards: list[float] = []
-    for row in rows:
-        r = binary_reward(row)
-        if r is not None:
-            keys.append(task_key(row))
-            rewards.append(r)
-    if not keys:
-        return TaskCounts([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    uniq, inverse = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
-    n = np.bincount(inverse)
-    c = np.bincount(inverse, weights=np.asarray(rewards)).round().astype(np.int64)
-    return TaskCounts([str(k) for k in uniq], n, c)
+    """Group the binary-graded rows by ``task_key``; tasks with no binary row are absent.
+
+    The group-by is ``score.resample.reward_groups`` (keys sorted), so the tasks and counts are
+    the ones ``pass_at`` reports. Never raises on row dicts.
+    """
+    groups = reward_groups(rows)
+    n = groups.counts.astype(np.int64)
+    c = groups.sums.round().astype(np.int64)
+    return TaskCounts(list(groups.keys), n, c)
 
 
 def pass_at_k_curve(counts: TaskCounts) -> dict[str, np.ndarray]:
