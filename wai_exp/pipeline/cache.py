@@ -47,6 +47,14 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def content_hash(value: Any) -> str:
+    """Hex SHA-256 of ``value``'s canonical JSON (sorted keys; non-JSON values as ``str``).
+
+    Equal values always give the same hash, in any process. Never raises on config data.
+    """
+    return hashlib.sha256(_canonical(value).encode()).hexdigest()
+
+
 def stage_key(
     kind: str,
     params: Mapping[str, Any],
@@ -65,7 +73,7 @@ def stage_key(
         "inputs": sorted([list(p) for p in input_keys]),
         "version": version,
     }
-    return hashlib.sha256(_canonical(payload).encode()).hexdigest()
+    return content_hash(payload)
 
 
 class StageCache:

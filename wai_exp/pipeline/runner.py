@@ -181,8 +181,7 @@ class _TimedTracker:
 
 def config_hash(config: Mapping[str, Any]) -> str:
     """SHA-256 (first 16 hex) of everything that decides results (not tracking, not name)."""
-    payload = {k: v for k, v in config.items() if k not in NOT_COMPUTED_FROM and k != "hydra"}
-    return hashlib.sha256(cache_mod._canonical(payload).encode()).hexdigest()[:16]
+    return cache_mod.content_hash(_computed_sections(config))[:16]
 
 
 def _is_gate_refusal(exc: BaseException) -> bool:
@@ -193,9 +192,14 @@ def _is_gate_refusal(exc: BaseException) -> bool:
     return isinstance(exc, PublishGateError)
 
 
+def _computed_sections(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config sections results are computed from (not tracking, name or hydra)."""
+    return {k: v for k, v in config.items() if k not in NOT_COMPUTED_FROM and k != "hydra"}
+
+
 def _sections(kind_reads: tuple[str, ...] | None, config: Mapping[str, Any]) -> dict[str, Any]:
     if kind_reads is None:
-        return {k: v for k, v in config.items() if k not in NOT_COMPUTED_FROM and k != "hydra"}
+        return _computed_sections(config)
     return {k: config.get(k) for k in kind_reads}
 
 
