@@ -102,13 +102,8 @@ def run(cfg: DictConfig) -> int:
 
 
 def _make_tracker(config: dict[str, Any], start_dir: Path) -> Any:
-    from wai_exp.pipeline.runner import NullTracker
+    from wai_exp.tracking import make_tracker
 
-    try:
-        from wai_exp.tracking import make_tracker  # type: ignore[attr-defined]
-    except ImportError:
-        sys.stderr.write("wai-exp: tracking package not available; recording nothing\n")
-        return NullTracker()
     return make_tracker(config.get("tracking"), start_dir)
 
 

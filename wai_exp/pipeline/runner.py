@@ -42,6 +42,7 @@ from wai_exp.pipeline import cache as cache_mod
 from wai_exp.pipeline.dag import StageSpec, plan
 from wai_exp.pipeline.registry import NOT_COMPUTED_FROM, StageContext, StageResult, resolve
 from wai_exp.rows.jsonl import atomic_write_text, read_rows, write_json, write_rows
+from wai_exp.tracking import NullTracker
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -90,25 +91,6 @@ class RunOutcome:
 
     def stage(self, name: str) -> StageOutcome | None:
         return next((s for s in self.stages if s.name == name), None)
-
-
-class NullTracker:
-    """Records nothing (``tracking=none``, and tests)."""
-
-    run_id: str | None = None
-    ui_command: str | None = None
-
-    def start(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def log_stage(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def set_tags(self, tags: Mapping[str, str]) -> None:
-        return None
-
-    def finish(self, status: str, error: str | None = None) -> None:
-        return None
 
 
 class ProgressLine:
