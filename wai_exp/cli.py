@@ -26,11 +26,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); exits with its status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "compare":
-        try:
-            from wai_exp.commands import compare  # type: ignore[attr-defined]
-        except ImportError:
-            sys.stderr.write("wai-exp: the compare command is not available in this install\n")
-            sys.exit(EXIT_INVALID_CONFIG)
+        from wai_exp.commands import compare
+
         sys.exit(compare.main(args[1:]) or 0)
 
     os.environ[START_DIR_ENV] = os.getcwd()

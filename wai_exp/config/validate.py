@@ -55,21 +55,17 @@ def knob_names() -> list[str]:
     return [k.name for k in KNOBS]
 
 
-def world_fields() -> list[str] | None:
-    """``WorldOptions`` field names, or None while the world module is not importable."""
-    try:
-        from wai_exp.simulate.world import WorldOptions
-    except ImportError:
-        return None
+def world_fields() -> list[str]:
+    """``WorldOptions`` field names (imported when asked: the world module is heavy)."""
+    from wai_exp.simulate.world import WorldOptions
+
     return list(WorldOptions.model_fields)
 
 
-def tracking_fields() -> list[str] | None:
-    """The tracking group's keys (from the tracking package), or None when it is absent."""
-    try:
-        from wai_exp.tracking import _DEFAULTS  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+def tracking_fields() -> list[str]:
+    """The tracking group's keys, as the tracking package defines them."""
+    from wai_exp.tracking import _DEFAULTS
+
     return list(_DEFAULTS)
 
 
@@ -135,8 +131,6 @@ def check_key_path(parts: Sequence[str]) -> str | None:
             valid = {"knobs": knob_names, "world": world_fields, "tracking": tracking_fields}[
                 special
             ]()
-            if valid is None:
-                return None
             if part not in valid:
                 return unknown_key_message(path, part, valid)
             return (
@@ -475,10 +469,8 @@ def knob_problems(knobs: Mapping[str, Any], seed: Any, world: Any = None) -> lis
 
 
 def world_problems(world: Mapping[str, Any]) -> list[str]:
-    try:
-        from wai_exp.simulate.world import WorldOptions
-    except ImportError:
-        return []
+    from wai_exp.simulate.world import WorldOptions
+
     try:
         WorldOptions(**dict(world))
     except ValidationError as exc:
@@ -491,8 +483,6 @@ def world_problems(world: Mapping[str, Any]) -> list[str]:
 
 def tracking_problems(tracking: Mapping[str, Any]) -> list[str]:
     fields = tracking_fields()
-    if fields is None:
-        return []
     problems = [
         unknown_key_message(f"tracking.{k}", k, fields) for k in tracking if k not in fields
     ]

@@ -167,10 +167,8 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 
 def _is_gate_refusal(exc: BaseException) -> bool:
-    try:
-        from wai_exp.score.publish_gate import PublishGateError
-    except ImportError:  # the gate module is not there yet: recognise it by name
-        return any(c.__name__ == "PublishGateError" for c in type(exc).__mro__)
+    from wai_exp.score.publish_gate import PublishGateError
+
     return isinstance(exc, PublishGateError)
 
 

@@ -372,14 +372,10 @@ def hack_scan(
 
     # Distinct rollouts per mixed ask: (signature, normalized reply), the dedupe key.
     distinct = np.zeros(len(starts))
-    try:
-        dk = [(row_signature(r), normalized_reply(r)) for r in mixed_rows]
-        for j, (s0, n0) in enumerate(zip(starts, sizes, strict=True)):
-            distinct[j] = len(set(dk[s0 : s0 + n0]))
-        distinct_med = float(np.median(distinct))
-    except ImportError:
-        distinct_med = None
-        warnings.append("behavior_signature unavailable: distinct rollouts per ask not measured")
+    dk = [(row_signature(r), normalized_reply(r)) for r in mixed_rows]
+    for j, (s0, n0) in enumerate(zip(starts, sizes, strict=True)):
+        distinct[j] = len(set(dk[s0 : s0 + n0]))
+    distinct_med = float(np.median(distinct))
     report["distinct_per_ask"] = distinct_med
 
     # Feature matrix: one pass over the rows builds a dict each, then one column at a time.
@@ -484,7 +480,7 @@ def hack_scan(
     report["features"] = ranked if top_features is None else ranked[:top_features]
 
     perfect = [names[j] for j in rank if absr[j] >= DEGENERATE_RHO]
-    if distinct_med is not None and distinct_med < MIN_DISTINCT_PER_ASK and len(perfect) >= 2:
+    if distinct_med < MIN_DISTINCT_PER_ASK and len(perfect) >= 2:
         report["regime"] = "degenerate"
         report["collinear"] = perfect
         warnings.append(

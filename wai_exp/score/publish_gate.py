@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.score.logprobs import mean_kl
 from wai_exp.score.trim import (
     DEFAULT_BAND,
     binary_rewards,
@@ -55,61 +56,10 @@ def _policy_label(policy: Any) -> Any:
     return str(policy)
 
 
-def _row_logprob(row: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """(summed policy logprob, generated tokens) of a rollout, from the row or its steps."""
-    lp, nt = row.get("logprob"), row.get("n_tokens")
-    if lp is None or nt is None:
-        s_lp = s_nt = 0.0
-        seen = False
-        for step in row.get("steps") or ():
-            if step.get("kind") == "assistant" and step.get("logprob") is not None:
-                seen = True
-                s_lp += float(step["logprob"])
-                s_nt += float(step.get("n_tokens") or 0)
-        if seen:
-            lp = s_lp if lp is None else lp
-            nt = s_nt if nt is None else nt
-    return (None if lp is None else float(lp)), (None if nt is None else float(nt))
-
-
-def _ref_logprobs(
-    rows: Sequence[dict[str, Any]], ref: str | Sequence[dict[str, Any]]
-) -> list[float | None]:
-    """The reference model's summed logprob per row: a key on the rows, or rows scored under
-    the reference matched by rollout id, scenario id + rollout index, or prompt + final text."""
-    if isinstance(ref, str):
-        out: list[float | None] = []
-        for row in rows:
-            v = row.get(ref)
-            out.append(None if v is None else float(v))
-        return out
-    by_id: dict[Any, float] = {}
-    by_idx: dict[Any, float] = {}
-    by_text: dict[Any, float] = {}
-    for r in ref:
-        lp, _ = _row_logprob(r)
-        if lp is None:
-            continue
-        if r.get("rollout_id"):
-            by_id.setdefault(r["rollout_id"], lp)
-        if r.get("scenario_id") is not None:
-            by_idx.setdefault((r["scenario_id"], r.get("rollout_index")), lp)
-        by_text.setdefault((r.get("prompt"), r.get("final_text")), lp)
-    out = []
-    for row in rows:
-        v = by_id.get(row.get("rollout_id")) if row.get("rollout_id") else None
-        if v is None and row.get("scenario_id") is not None:
-            v = by_idx.get((row["scenario_id"], row.get("rollout_index")))
-        if v is None:
-            v = by_text.get((row.get("prompt"), row.get("final_text")))
-        out.append(v)
-    return out
-
-
 def _pass_at_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """``pass_at(rows)`` as a dict without the per-task table (one entry per task is too big
     for a summary; ``calibration`` carries each task's rate on its rows)."""
-    from wai_exp.score.passat import pass_at  # lazy: another part's module
+    from wai_exp.score.passat import pass_at
 
     res = pass_at(rows)
     out = res.to_dict()
@@ -155,21 +105,13 @@ def calibrate(
     kl_overall: float | None = None
     n_kl = 0
     if ref is not None:
-        refs = _ref_logprobs(rows, ref)
-        diff = np.zeros(stats.n_groups)
-        toks = np.zeros(stats.n_groups)
-        for i, (row, rv) in enumerate(zip(rows, refs, strict=True)):
-            lp, nt = _row_logprob(row)
-            if rv is None or lp is None or not nt:
-                continue
-            g = stats.inv[i]
-            diff[g] += lp - rv
-            toks[g] += nt
-            n_kl += 1
-        for g in np.flatnonzero(toks > 0):
-            kl_task[int(g)] = float(diff[g] / toks[g])
-        if toks.sum() > 0:
-            kl_overall = float(diff.sum() / toks.sum())
+        kl = mean_kl(rows, ref=ref)
+        n_kl = kl["n_used"]
+        kl_overall = kl["mean_kl"]
+        # mean_kl groups by task_key, as group_stats does, so its task keys are stats.keys.
+        group_of = {k: g for g, k in enumerate(stats.keys)}
+        kl_task = {group_of[k]: t["mean_kl"] for k, t in kl["per_task"].items()}
+        if kl_overall is not None:
             kl_note = f"{len(rows) - n_kl} rows lacked a logprob on one side and were skipped"
         else:
             kl_note = (
@@ -198,10 +140,7 @@ def calibrate(
         carried += put_calibration(row, stamp)
         stamped += 1
         tasks.add(g)
-    try:
-        pa: dict[str, Any] | None = _pass_at_summary(rows)
-    except ImportError as exc:
-        pa = {"available": False, "note": f"pass_at unavailable ({exc}); pass@k not measured"}
+    pa = _pass_at_summary(rows)
     return {
         "tasks_stamped": len(tasks),
         "rows_stamped": stamped,
