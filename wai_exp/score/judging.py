@@ -391,6 +391,20 @@ class ScoredData:
 
         return select_for_sft(self._rows, target=target)
 
+    def select_for_preference(
+        self, max_pairs_per_prompt: int = 1, min_margin: float = 1.0, length_match: bool = True
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Chosen/rejected pairs from same-task contrast; failures earn here
+        (``wai_exp.score.preference.build_preference_pairs``)."""
+        from wai_exp.score.preference import build_preference_pairs
+
+        return build_preference_pairs(
+            self._rows,
+            max_pairs_per_prompt=max_pairs_per_prompt,
+            min_margin=min_margin,
+            length_match=length_match,
+        )
+
     def agreement(
         self, gold: str | Sequence[dict] = "gold_reward", reward: str = "reward"
     ) -> dict[str, Any]:
