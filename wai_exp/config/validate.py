@@ -39,6 +39,7 @@ class ConfigError(ValueError):
         super().__init__(self.render())
 
     def render(self) -> str:
+        """The message: a count, one ``- problem`` line each, then where to look. Never raises."""
         n = len(self.problems)
         head = f"invalid config ({n} problem{'s' if n != 1 else ''}):"
         body = "\n".join(f"  - {p}" for p in self.problems)
@@ -50,6 +51,7 @@ class ConfigError(ValueError):
 
 
 def knob_names() -> list[str]:
+    """Every knob name in the knob table, in table order."""
     from wai_exp.config.knobs import KNOBS
 
     return [k.name for k in KNOBS]
@@ -109,6 +111,8 @@ def _root_keys() -> dict[str, Any]:
 
 
 def unknown_key_message(path: str, key: str, valid: Sequence[str]) -> str:
+    """The problem line for an unknown ``key`` at ``path``: the closest valid key (when one is
+    close) and every valid key, sorted. Never raises."""
     close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     return f"{path}: unknown key {key!r}.{hint} Valid keys: {', '.join(sorted(valid))}"
@@ -298,6 +302,9 @@ def check_override_keys(argv: Sequence[str]) -> list[str]:
 def unknown_option_message(
     group: str, option: str, options: Sequence[str], prefix: str = ""
 ) -> str:
+    """The problem line for ``group=option`` naming no option of ``group``: the closest
+    option as a ready override (``prefix`` is ``+`` or ``++`` when the user typed one) and
+    every option. Never raises."""
     close = difflib.get_close_matches(option, list(options), n=1, cutoff=0.5)
     hint = f" Did you mean {prefix}{group}={close[0]}?" if close else ""
     return f"{prefix}{group}={option}: no option {option!r} in group {group!r}.{hint} Options: {', '.join(options)}"
@@ -469,6 +476,8 @@ def knob_problems(knobs: Mapping[str, Any], seed: Any, world: Any = None) -> lis
 
 
 def world_problems(world: Mapping[str, Any]) -> list[str]:
+    """Problem lines for the ``world`` section as ``WorldOptions`` validates it (each naming
+    the ``world.<field>``); empty when it is valid. Never raises on a mapping."""
     from wai_exp.simulate.world import WorldOptions
 
     try:
@@ -482,6 +491,8 @@ def world_problems(world: Mapping[str, Any]) -> list[str]:
 
 
 def tracking_problems(tracking: Mapping[str, Any]) -> list[str]:
+    """Problem lines for the ``tracking`` section: unknown keys (with the closest valid one),
+    else what ``tracking_settings`` refuses (a file-store URI ...); empty when it is valid."""
     fields = tracking_fields()
     problems = [
         unknown_key_message(f"tracking.{k}", k, fields) for k in tracking if k not in fields

@@ -123,6 +123,7 @@ class StageCache:
             return False
 
     def reusable(self, stage: str, key: str) -> bool:
+        """True when the cache is on and ``stage``'s entry under ``key`` finished."""
         return self.enabled and self.is_complete(stage, key)
 
     def prepare(self, stage: str, key: str) -> Path:

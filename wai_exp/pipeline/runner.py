@@ -90,6 +90,7 @@ class RunOutcome:
     planned: dict[str, str] = field(default_factory=dict)
 
     def stage(self, name: str) -> StageOutcome | None:
+        """The outcome of stage ``name``, or None when it never started."""
         return next((s for s in self.stages if s.name == name), None)
 
 
