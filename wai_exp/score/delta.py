@@ -42,6 +42,7 @@ from wai_exp.score.resample import (
     paired_bootstrap,
     sign_flip_test,
     t_quantile,
+    two_proportion_p,
     z_quantile,
 )
 
@@ -279,18 +280,6 @@ def _intervals_and_pvalues(
         d = d[~np.isnan(d)]
         pvals.append(sign_flip_test(d, n_resamples=n_boot, seed=rng).pvalue if d.size else None)
     return cis, pvals
-
-
-def _two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float | None:
-    """Two-sided p of the pooled two-proportion z test, or None when undefined."""
-    if n1 == 0 or n2 == 0:
-        return None
-    pooled = (x1 + x2) / (n1 + n2)
-    var = pooled * (1 - pooled) * (1 / n1 + 1 / n2)
-    if var <= 0:
-        return 1.0
-    z = (x1 / n1 - x2 / n2) / math.sqrt(var)
-    return math.erfc(abs(z) / math.sqrt(2))
 
 
 def _writer(value: Any) -> str:
@@ -893,7 +882,7 @@ def _answered_check(
         return out
     nb, na = len(b_rows), len(a_rows)
     xb, xa = round(sb_ * nb), round(sa_ * na)
-    p = _two_proportion_p(xb, nb, xa, na)
+    p = two_proportion_p(xb, nb, xa, na)
     gap = sa_ - sb_
     out["gap"], out["p_value"] = gap, p
     if p is not None and p < p_max:

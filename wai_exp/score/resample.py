@@ -76,7 +76,9 @@ __all__ = [
     "reward_groups",
     "sign_flip_test",
     "t_quantile",
+    "two_proportion_p",
     "unpaired_bootstrap",
+    "welch_p",
     "wilson_interval",
     "z_quantile",
 ]
@@ -244,6 +246,39 @@ class TaskGroups:
     def index(self) -> dict[str, int]:
         """``{task key: position in keys}``."""
         return {k: i for i, k in enumerate(self.keys)}
+
+
+def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float | None:
+    """Two-sided p of the pooled two-proportion z test of ``x1/n1`` against ``x2/n2``.
+
+    Returns None when either count is 0 (undefined) and 1.0 when the pooled rate is 0 or 1
+    (no variance: nothing can differ). Never raises on non-negative counts.
+    """
+    if n1 == 0 or n2 == 0:
+        return None
+    pooled = (x1 + x2) / (n1 + n2)
+    var = pooled * (1 - pooled) * (1 / n1 + 1 / n2)
+    if var <= 0:
+        return 1.0
+    z = (x1 / n1 - x2 / n2) / math.sqrt(var)
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
+def welch_p(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Two-sided Welch t-test p-value for ``mean(b) != mean(a)`` (unequal variances).
+
+    Returns None when it is undefined: fewer than two values on a side, or no spread on
+    either. Never raises on 1-D float arrays.
+    """
+    if a.size < 2 or b.size < 2:
+        return None
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    se2 = va + vb
+    if se2 <= 0:
+        return None
+    df = se2**2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    t = (float(b.mean()) - float(a.mean())) / math.sqrt(se2)
+    return float(2.0 * _st.t.sf(abs(t), df))
 
 
 def factorize(keys: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray]:

@@ -32,6 +32,7 @@ from wai_exp.score.resample import (
     sign_flip_test,
     t_quantile,
     unpaired_bootstrap,
+    welch_p,
 )
 
 __all__ = [
@@ -187,19 +188,6 @@ def _verdict(interval: list[float] | None) -> str:
     return "no_difference_detected"
 
 
-def _welch_p(a: np.ndarray, b: np.ndarray) -> float | None:
-    """Two-sided Welch t-test p-value for mean(b) != mean(a); None when it is undefined."""
-    if a.size < 2 or b.size < 2:
-        return None
-    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
-    se2 = va + vb
-    if se2 <= 0:
-        return None
-    df = se2**2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
-    t = (float(b.mean()) - float(a.mean())) / math.sqrt(se2)
-    return float(2.0 * _st.t.sf(abs(t), df))
-
-
 def _delta_bounds(ga: TaskGroups, gb: TaskGroups) -> tuple[float, float]:
     # b - a can be no lower than b's smallest row value minus a's largest, and vice versa.
     lo = float(gb.values.min() - ga.values.max())
@@ -305,7 +293,7 @@ def compare_runs(
                 delta=boot.estimate,
                 ci95=None if boot.interval is None else boot.interval.as_list(),
             )
-            p = _welch_p(ma, mb)
+            p = welch_p(ma, mb)
             if p is not None:
                 out["p_value"], out["p_exact"] = p, False
             if boot.interval is None:
