@@ -230,18 +230,20 @@ def build_preference_pairs(
         found, used = _pair_group(s, lengths[members], cap, margin, length_match)
         reasons[members[used]] = "paired"
         free = ~used
-        for j in np.flatnonzero(free):
+        if free.any():
             # A free row that still has a free partner at the margin lost out to the cap;
-            # one without could never have paired in this task.
-            partner = free & (np.abs(s - s[j]) >= margin - MARGIN_TOL)
-            reasons[members[j]] = "over_cap" if partner.any() else "no_partner"
+            # one without could never have paired in this task. The free scores' extremes
+            # decide it: a partner exists iff the farthest free score is far enough.
+            fs = s[free]
+            reach = np.maximum(fs.max() - fs, fs - fs.min()) >= margin - MARGIN_TOL
+            reasons[members[free]] = np.where(reach, "over_cap", "no_partner")
         for ci, ri in found:
             c, r = rows[members[ci]], rows[members[ri]]
             c_model, r_model = _model(c), _model(r)
             same = (
                 None
                 if c_model is None or r_model is None
-                else _bare_model(c_model) == _bare_model(r_model)
+                else c_model == r_model or _bare_model(c_model) == _bare_model(r_model)
             )
             c_len, r_len = int(lengths[members[ci]]), int(lengths[members[ri]])
             pairs.append(
