@@ -39,6 +39,12 @@ _QUANTILES = (("min", 0.0), ("p10", 0.1), ("p25", 0.25), ("p50", 0.5), ("p75", 0
 
 def _number(value: Any) -> float | None:
     """``value`` as a finite float, else None (missing, bool, str, NaN and inf do not count)."""
+    # Fast path for the float/int a row almost always holds (``v - v`` is NaN for NaN and inf).
+    kind = type(value)
+    if kind is float:
+        return value if value - value == 0 else None
+    if kind is int:
+        return float(value)
     if value is None or isinstance(value, (bool, str)):
         return None
     try:
@@ -48,32 +54,31 @@ def _number(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def _assistant_steps(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    steps = row.get("steps") or ()
-    return [s for s in steps if isinstance(s, Mapping) and s.get("kind") == "assistant"]
-
-
-def row_logprob(row: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """``(summed policy logprob, generated tokens)`` of one rollout.
-
-    Each is the row's top-level total (``logprob``, ``n_tokens``) when present, else the sum over
-    its assistant steps that carry a logprob (a step without ``logprob`` but with
-    ``token_logprobs`` contributes their sum; a step without ``n_tokens`` contributes the length
-    of its ``token_logprobs``). Tokens are summed only over steps that carry a logprob, so the
-    two totals describe the same tokens. Either is None when nothing carries it.
-    """
+def _scan(row: Mapping[str, Any]) -> tuple[float | None, float | None, bool, int]:
+    """One pass over a row: (logprob, tokens) as ``row_logprob`` defines them, whether any
+    per-token list is kept, and how many assistant turns were cut at the token cap."""
     lp = _number(row.get("logprob"))
     nt = _number(row.get("n_tokens"))
-    if lp is not None and nt is not None:
-        return lp, nt
+    need = lp is None or nt is None
+    has_tokens = bool(row.get("token_logprobs"))
+    n_trunc = 0
     s_lp = s_nt = 0.0
     seen_lp = seen_nt = False
-    for step in _assistant_steps(row):
+    for step in row.get("steps") or ():
+        if (type(step) is not dict and not isinstance(step, Mapping)) or step.get(
+            "kind"
+        ) != "assistant":
+            continue
+        if step.get("truncated"):
+            n_trunc += 1
         toks = step.get("token_logprobs")
+        if toks:
+            has_tokens = True
+        if not need:
+            continue
         step_lp = _number(step.get("logprob"))
         if step_lp is None and isinstance(toks, Sequence) and toks:
-            step_lp = float(np.sum(np.asarray(toks, dtype=float)))
-            step_lp = step_lp if math.isfinite(step_lp) else None
+            step_lp = _number(float(np.sum(np.asarray(toks, dtype=float))))
         if step_lp is None:
             continue
         seen_lp = True
@@ -88,26 +93,39 @@ def row_logprob(row: Mapping[str, Any]) -> tuple[float | None, float | None]:
         lp = s_lp
     if nt is None and seen_nt:
         nt = s_nt
+    return lp, nt, has_tokens, n_trunc
+
+
+def row_logprob(row: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """``(summed policy logprob, generated tokens)`` of one rollout.
+
+    Each is the row's top-level total (``logprob``, ``n_tokens``) when present, else the sum over
+    its assistant steps that carry a logprob (a step without ``logprob`` but with
+    ``token_logprobs`` contributes their sum; a step without ``n_tokens`` contributes the length
+    of its ``token_logprobs``). Tokens are summed only over steps that carry a logprob, so the
+    two totals describe the same tokens. Either is None when nothing carries it.
+    """
+    lp, nt, _, _ = _scan(row)
     return lp, nt
 
 
-def _has_token_logprobs(row: Mapping[str, Any]) -> bool:
-    if row.get("token_logprobs"):
-        return True
-    return any(step.get("token_logprobs") for step in _assistant_steps(row))
-
-
-def _totals(rows: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row (logprob, tokens) arrays, NaN where a row lacks one."""
-    lp = np.full(len(rows), np.nan)
-    nt = np.full(len(rows), np.nan)
+def _totals(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row arrays from one ``_scan`` each: logprob and tokens (NaN where missing), whether
+    per-token lists are kept, and truncated-turn counts."""
+    n = len(rows)
+    lp = np.full(n, np.nan)
+    nt = np.full(n, np.nan)
+    has_tokens = np.zeros(n, dtype=bool)
+    n_trunc = np.zeros(n, dtype=np.int64)
     for i, row in enumerate(rows):
-        a, b = row_logprob(row)
+        a, b, has_tokens[i], n_trunc[i] = _scan(row)
         if a is not None:
             lp[i] = a
         if b is not None:
             nt[i] = b
-    return lp, nt
+    return lp, nt, has_tokens, n_trunc
 
 
 def _ratio_interval(
@@ -186,11 +204,11 @@ def logprob_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """
     rows = list(rows)
     notes: list[str] = []
-    lp, nt = _totals(rows)
+    lp, nt, has_tokens, truncated = _totals(rows)
     covered = np.isfinite(lp) & np.isfinite(nt) & (np.nan_to_num(nt) > 0)
     n_cov = int(covered.sum())
-    n_tok_lists = sum(1 for r in rows if _has_token_logprobs(r))
-    n_trunc = sum(1 for r in rows for s in _assistant_steps(r) if s.get("truncated"))
+    n_tok_lists = int(has_tokens.sum())
+    n_trunc = int(truncated.sum())
     out: dict[str, Any] = {
         "n_rows": len(rows),
         "n_with_logprob": n_cov,
@@ -303,7 +321,7 @@ def mean_kl(
     a key nor a list of row dicts.
     """
     rows = list(rows)
-    lp, nt = _totals(rows)
+    lp, nt, _, _ = _totals(rows)
     if isinstance(ref, str):
         ref_lp = np.fromiter(
             (np.nan if (v := _number(r.get(ref))) is None else v for r in rows),
@@ -411,10 +429,9 @@ def staleness_report(
     has_version = np.fromiter((v not in (None, "") for v in version), dtype=bool, count=n)
     from_model = has_version & np.fromiter((p in (None, "") for p in policy), dtype=bool, count=n)
     has_model = np.fromiter((m not in (None, "") for m in model), dtype=bool, count=n)
-    lp, nt = _totals(rows)
+    lp, nt, has_tokens, _ = _totals(rows)
     has_lp = np.isfinite(lp) & np.isfinite(nt) & (np.nan_to_num(nt) > 0)
     has_sampling = np.fromiter((bool(r.get("sampling")) for r in rows), dtype=bool, count=n)
-    has_tokens = np.fromiter((_has_token_logprobs(r) for r in rows), dtype=bool, count=n)
     ratio_ready = has_version & has_lp
 
     versions = Counter(str(v) for v, ok in zip(version, has_version.tolist(), strict=True) if ok)
