@@ -29,8 +29,8 @@ Sub-scores (``QUALITY_CHECKS``), each in [0, 1], all deterministic:
   reply that parses as JSON) at the person instead of saying what it means; else 1.
 
 ``quality`` is the unweighted mean of the sub-scores that apply (equal weights: no evidence
-ranks one above another), ``None`` never: a row with no reply still scores its
-length and ending at 0.
+ranks one above another). It is never ``None``: ``reply_length``, ``ended_cleanly`` and
+``no_raw_json`` always apply, so a row with no reply still scores, low.
 """
 
 from __future__ import annotations
