@@ -38,6 +38,12 @@ def test_a_step_keeping_only_token_logprobs_contributes_their_sum_and_count():
     row = {"steps": [step(token_logprobs=[-0.5, -1.5]), step()]}
     assert row_logprob(row) == (-2.0, 2.0)
     assert row_logprob({"steps": [step()]}) == (None, None)
+    # NaN, inf and booleans are not logprobs: the steps are read instead.
+    assert row_logprob({"logprob": float("nan"), "n_tokens": 2, "steps": [step(-1.0, 2)]}) == (
+        -1.0,
+        2.0,
+    )
+    assert row_logprob({"logprob": True, "n_tokens": float("inf")}) == (None, None)
 
 
 # --- logprob_report ----------------------------------------------------------------------
@@ -133,6 +139,7 @@ def test_logprob_report_says_nothing_was_captured_instead_of_printing_zero():
     rep = logprob_report([{"scenario_id": "a", "reward": 1}, {"scenario_id": "b"}])
     assert rep["coverage"] == 0.0
     assert rep["mean_token_logprob"] is None and rep["per_row"] is None
+    assert rep["total_logprob"] is None and rep["n_tokens"] == 0
     assert rep["corr_reward_confidence"] is None
     assert any("logprobs=True" in n for n in rep["notes"])
     empty = logprob_report([])

@@ -190,7 +190,7 @@ def logprob_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     * ``n_rows``, ``n_with_logprob``, ``coverage`` (share covered; None for no rows),
       ``n_with_token_logprobs`` (rows keeping the per-token list), ``n_truncated_turns``;
-    * ``n_tokens`` and ``total_logprob`` over covered rows; ``mean_token_logprob`` = total
+    * ``n_tokens`` and ``total_logprob`` (None when nothing is covered) over covered rows; ``mean_token_logprob`` = total
       logprob / total tokens with ``mean_token_logprob_ci`` (delta method over tasks, None
       below two tasks);
     * ``per_row``: quantiles (min, p10 ... p90, max) of each covered row's own mean token
@@ -216,7 +216,7 @@ def logprob_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "n_with_token_logprobs": n_tok_lists,
         "n_truncated_turns": n_trunc,
         "n_tokens": int(nt[covered].sum()),
-        "total_logprob": float(lp[covered].sum()),
+        "total_logprob": float(lp[covered].sum()) if n_cov else None,
         "mean_token_logprob": None,
         "mean_token_logprob_ci": None,
         "per_row": None,
