@@ -95,7 +95,8 @@ def test_rows_without_a_valid_verdict_never_pair() -> None:
         "abstain": 1,
         "error": 1,
         "invalid_result": 1,
-        "ok": 4,
+        "no_reward": 1,
+        "bad_reward": 3,
     }
     assert report["length"]["chosen_longer_share"] is None
     assert report["off_policy_share"] is None

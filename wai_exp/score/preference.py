@@ -71,6 +71,19 @@ def _score(row: Mapping[str, Any]) -> float | None:
     return x
 
 
+def _unjudged_kind(row: Mapping[str, Any]) -> str:
+    """Why a row has no valid verdict: its judge status, else ``no_reward`` (none given)
+    or ``bad_reward`` (a reward that is not a number in [0, 1])."""
+    status = row.get("judge_status")
+    if status not in VALID_STATUSES:
+        return str(status)
+    return (
+        "no_reward"
+        if row.get("reward") is None and row.get("qwen_reward") is None
+        else "bad_reward"
+    )
+
+
 def _model(row: Mapping[str, Any]) -> str | None:
     """The policy that produced the row: ``model_version``, else ``model``, else the
     ``judged_model`` grading stamped in the lineage."""
@@ -177,7 +190,7 @@ def build_preference_pairs(
 
     The report counts rows and tasks per reason (``rows_by_reason`` over ``ROW_REASONS``,
     summing to ``n_rows``; ``tasks_by_reason`` over ``TASK_REASONS``), unjudged rows per
-    judge status, pairs per margin, how often chosen is still the longer reply (with a
+    judge status (``no_reward`` / ``bad_reward`` when the status was ``ok``), pairs per margin, how often chosen is still the longer reply (with a
     Wilson interval; ``None`` and a note when there are no pairs), off-policy and
     unknown-policy pairs, and ``warnings``. Nothing is mutated.
 
@@ -197,9 +210,7 @@ def build_preference_pairs(
     keys, codes = factorize([task_key(r) for r in rows])
     reasons = np.full(n, "", dtype=object)
     reasons[~valid] = "unjudged"
-    unjudged_by_status = Counter(
-        str(rows[i].get("judge_status") or "no_reward") for i in np.flatnonzero(~valid)
-    )
+    unjudged_by_status = Counter(_unjudged_kind(rows[i]) for i in np.flatnonzero(~valid))
     task_reasons: Counter[str] = Counter()
 
     idx = np.flatnonzero(valid)
