@@ -96,6 +96,26 @@ _EXPORTS: dict[str, str] = {
     # labels
     "annotator_agreement": "wai_exp.score.labels",
     "attach_labels": "wai_exp.score.labels",
+    # spec
+    "Spec": "wai_exp.score.spec",
+    "Trait": "wai_exp.score.spec",
+    "load_spec": "wai_exp.score.spec",
+    "spec_version": "wai_exp.score.spec",
+    "stamp_spec": "wai_exp.score.spec",
+    # hack_scan_diff
+    "format_hack_scan_diff": "wai_exp.score.hack_scan_diff",
+    "hack_scan_diff": "wai_exp.score.hack_scan_diff",
+    # quality
+    "rank_rows": "wai_exp.score.quality",
+    "score_row": "wai_exp.score.quality",
+    # preflight (failure classes)
+    "classify_failure": "wai_exp.score.failures",
+    # logprobs
+    "logprob_report": "wai_exp.score.logprobs",
+    "mean_kl": "wai_exp.score.logprobs",
+    "staleness_report": "wai_exp.score.logprobs",
+    # preference pairs
+    "build_preference_pairs": "wai_exp.score.preference",
 }
 
 __all__ = sorted(_EXPORTS)
