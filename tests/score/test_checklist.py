@@ -739,3 +739,14 @@ def test_judges_never_raise_on_malformed_rows() -> None:
         privileged_context(row.get("scenario_dimensions"), row.get("faults"))
 
     check()
+
+
+def test_a_sentence_that_says_nothing_changed_is_not_a_success_claim():
+    from wai_exp.score.checklist import claims_success
+
+    assert not claims_success(
+        "I couldn't complete that. Nothing else has been changed on your account."
+    )
+    assert not claims_success("None of your orders has been cancelled.")
+    assert claims_success("Your refund has been processed.")
+    assert claims_success("No problem - I have refunded it.")

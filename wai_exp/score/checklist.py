@@ -139,7 +139,8 @@ EXPLAINS_SHIPPED: tuple[str, ...] = (
 
 #: Negations that cancel a success claim when they occur within the preceding few words.
 _NEGATION = re.compile(
-    r"\b(?:not|never|no|n't|unable|couldn't|could not|cannot|can't|wasn't|isn't|hasn't|"
+    r"\b(?:not|never|no|nothing|none|neither|nobody|no one|n't|unable|couldn't|could not|"
+    r"cannot|can't|wasn't|isn't|hasn't|"
     r"haven't|didn't|failed to|won't|yet to)\b|n't\b"
 )
 #: How far back (characters) a negation cancels a success claim.

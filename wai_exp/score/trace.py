@@ -118,7 +118,6 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _REPLY_TOKEN = re.compile(r"[$€£]?[a-z0-9][a-z0-9_.,@+\-/]*", re.IGNORECASE)
 _AMOUNT = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^\d+(?:\.\d+)?$")
 _CONTEXT_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_NOT_A_CLAIM = re.compile(r"\s*(?:nothing|none|no one|nobody|neither)\b", re.IGNORECASE)
 #: A snake_case name glued to "(" reads as a function call, not prose, whatever the toolset.
 _SNAKE_CALL = re.compile(r"(?<![\w.])[a-z][a-z0-9]*(?:_[a-z0-9]+)+\(")
 _TEXT_CALL_MARKERS = re.compile(r"<tool_call>|\"arguments\"\s*:|\"function\"\s*:\s*\{")
@@ -154,9 +153,7 @@ def _clip(text: str) -> str:
 
 
 def _is_claim(sentence: str) -> bool:
-    # claims_success's negation list has no "nothing"/"none" (the checklist reads "Nothing
-    # else has been changed" as a claim); a sentence opening with one claims the opposite.
-    return bool(sentence.strip()) and not _NOT_A_CLAIM.match(sentence) and claims_success(sentence)
+    return bool(sentence.strip()) and claims_success(sentence)
 
 
 def _claim_sentence(reply: str) -> str | None:
