@@ -116,6 +116,12 @@ _EXPORTS: dict[str, str] = {
     "staleness_report": "wai_exp.score.logprobs",
     # preference pairs
     "build_preference_pairs": "wai_exp.score.preference",
+    # trace
+    "trace_flag_report": "wai_exp.score.trace",
+    "trace_flags": "wai_exp.score.trace",
+    "trace_markers": "wai_exp.score.trace",
+    # hygiene (correlations)
+    "reward_correlations": "wai_exp.score.correlations",
 }
 
 __all__ = sorted(_EXPORTS)
