@@ -47,8 +47,8 @@ def _select(names: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
     return {n: stock[n] for n in dict.fromkeys(names)}
 
 
-def _markers_for_text(text: str, chosen: Mapping[str, tuple[str, ...]]) -> dict[str, int]:
-    return {name: int(bool(style.compile_phrases(p).search(text))) for name, p in chosen.items()}
+def _presence(hits: Mapping[str, list[str]]) -> dict[str, int]:
+    return {name: int(bool(found)) for name, found in hits.items()}
 
 
 def row_markers(row: dict, names: Sequence[str] | None = None) -> dict[str, int]:
@@ -60,7 +60,7 @@ def row_markers(row: dict, names: Sequence[str] | None = None) -> dict[str, int]
     """
     if not isinstance(row, Mapping):
         raise TypeError(f"row must be a row dict, got {type(row).__name__}")
-    return _markers_for_text(style.reply_text(row), _select(names))
+    return _presence(style.phrase_hits(style.reply_text(row), _select(names)))
 
 
 def _rows(rows: Any) -> list[dict]:
@@ -93,8 +93,9 @@ def behavioral_markers(
     if not row_list:
         return {}
     totals = dict.fromkeys(chosen, 0)
+    match = style.phrase_matcher(chosen)
     for row in row_list:
-        for name, hit in _markers_for_text(style.reply_text(row), chosen).items():
+        for name, hit in _presence(match(style.reply_text(row))).items():
             totals[name] += hit
     return {name: totals[name] / len(row_list) for name in chosen}
 
@@ -130,12 +131,13 @@ def mark_rows(
         if not callable(fn):
             raise TypeError(f"extra detector {name!r} must be callable row -> value")
     out: list[dict] = []
+    match = style.phrase_matcher(chosen)
     for row in _rows(rows):
         copy = dict(row)
         old = row.get("markers")
         # A fresh markers dict, so stamping the copy never writes through to the input row.
         markers = dict(old) if isinstance(old, Mapping) else {}
-        markers.update(_markers_for_text(style.reply_text(row), chosen))
+        markers.update(_presence(match(style.reply_text(row))))
         for name, fn in extra.items():
             value = fn(row)
             if value is None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -129,7 +129,9 @@ def reply_text(row: Mapping[str, Any]) -> str:
     text = final_reply(row)
     if "<think" in text.lower():
         text = _THINK.sub(" ", text)
-    return " ".join(text.translate(_QUOTES).lower().split())
+    if not text.isascii():  # curly quotes are the only non-ASCII that matters; skip the copy
+        text = text.translate(_QUOTES)
+    return " ".join(text.lower().split())
 
 
 def _check_phrases(name: str, phrases: Any) -> tuple[str, ...]:
@@ -167,24 +169,61 @@ def resolve_phrases(
     return {str(name): _check_phrases(str(name), plist) for name, plist in merged.items()}
 
 
+def _trie_body(phrases: Sequence[str]) -> str:
+    # A character trie as nested alternations: at each position the engine tries only the
+    # branch for the next character instead of every phrase, which is what makes a scan of a
+    # 100k-row pool cheap. Continuations come before a phrase's end, so a longer phrase wins
+    # at the same start ("as an ai language model" over "as an ai").
+    trie: dict[str, Any] = {}
+    for phrase in phrases:
+        node = trie
+        for ch in phrase:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not alts:
+            return ""
+        if len(alts) == 1 and "" not in node:
+            return alts[0]
+        return "(?:" + "|".join(alts) + ("|" if "" in node else "") + ")"
+
+    return emit(trie)
+
+
 @lru_cache(maxsize=256)
 def compile_phrases(phrases: tuple[str, ...]) -> re.Pattern[str]:
-    """One regex matching any of ``phrases`` (normalized, lower case) as whole words.
-
-    Longer phrases come first so the alternation reports "as an ai language model" rather
-    than its prefix "as an ai"."""
-    ordered = sorted(phrases, key=lambda p: (-len(p), p))
-    body = "|".join(re.escape(p) for p in ordered)
+    """One regex matching any of ``phrases`` (normalized, lower case) as whole words; at a
+    given start the longest phrase is reported."""
     # Word edges on both sides, so "hope this helps" does not fire inside "hope this helpsdesk".
-    return re.compile(rf"(?<![a-z0-9])(?:{body})(?![a-z0-9])")
+    return re.compile(rf"(?<![a-z0-9])(?:{_trie_body(phrases)})(?![a-z0-9])")
+
+
+def phrase_matcher(
+    families: Mapping[str, tuple[str, ...]],
+) -> Callable[[str], dict[str, list[str]]]:
+    """A function ``text -> {family: phrases found}`` (sorted, distinct) for normalized text.
+
+    Compile once per report, call per row."""
+    union = compile_phrases(tuple(sorted({p for plist in families.values() for p in plist})))
+    patterns = [(name, compile_phrases(plist)) for name, plist in families.items()]
+    empty = {name: [] for name in families}
+
+    def match(text: str) -> dict[str, list[str]]:
+        # Most replies carry no tic: one scan with every phrase clears them, and only a reply
+        # that matched anything pays for the per-family scans (which also catch a phrase of
+        # one family nested inside a phrase of another).
+        if not union.search(text):
+            return {**empty}
+        return {name: sorted({m.group(0) for m in pat.finditer(text)}) for name, pat in patterns}
+
+    return match
 
 
 def phrase_hits(text: str, families: Mapping[str, tuple[str, ...]]) -> dict[str, list[str]]:
     """``{family: phrases found in text}`` (sorted, distinct) for normalized ``text``."""
-    return {
-        name: sorted({m.group(0) for m in compile_phrases(plist).finditer(text)})
-        for name, plist in families.items()
-    }
+    return phrase_matcher(families)(text)
 
 
 def _as_list(rows: Any) -> list[dict]:
@@ -211,6 +250,7 @@ def style_markers(
     """
     families = resolve_phrases(phrases)
     row_list = _as_list(rows)
+    match = phrase_matcher(families)
     for row in row_list:
         text = reply_text(row)
         if not text:
@@ -219,8 +259,9 @@ def style_markers(
         if not isinstance(markers, dict):
             markers = dict(markers) if isinstance(markers, Mapping) else {}
             row["markers"] = markers
-        for name, plist in families.items():
-            markers[name] = 0.0 if compile_phrases(plist).search(text) else 1.0
+        hits = match(text)
+        for name in families:
+            markers[name] = 0.0 if hits[name] else 1.0
     return row_list
 
 
@@ -268,15 +309,17 @@ def style_report(
     present_rows: list[list[bool]] = []
     rewards: list[float] = []
     counters = {name: Counter() for name in names}
+    match = phrase_matcher(families)
     for row in row_list:
         text = reply_text(row)
         if not text:
             continue
-        hits = phrase_hits(text, families)
+        hits = match(text)
         flags = [bool(hits[name]) for name in names]
         present_rows.append(flags)
         for name in names:
-            counters[name].update(hits[name])
+            if hits[name]:
+                counters[name].update(hits[name])
         # A minimal stand-in row, so metric_summary groups by the same task without copying.
         stubs.append(
             {
@@ -382,9 +425,9 @@ def refusal_report(
         if not text:
             continue
         n_answered += 1
-        fired = sorted({m.group(0) for m in pattern.finditer(text)})
-        if not fired:
+        if not pattern.search(text):
             continue
+        fired = sorted({m.group(0) for m in pattern.finditer(text)})
         refusals += 1
         counts.update(fired)
         if len(picked) < examples:
