@@ -206,3 +206,13 @@ def test_refusal_report_custom_phrases_and_nothing_answered() -> None:
         refusal_report(rows, phrases="i can't")
     with pytest.raises(ValueError, match="examples"):
         refusal_report(rows, examples=-1)
+
+
+def test_longest_phrase_is_reported_and_nested_families_both_fire() -> None:
+    rep = style_report([row("a", "As an AI language model, I cannot do that.", 1)])
+    boiler = rep["markers"]["no_boilerplate"]["top_phrases"]
+    assert boiler == [{"phrase": "as an ai language model", "rows": 1}]
+    # A phrase of one family inside a phrase of another: each family still sees its own.
+    rows = [row("a", "As an AI language model, no.")]
+    style_markers(rows, phrases={"no_short": ["as an ai"], "no_long": ["an ai language model"]})
+    assert rows[0]["markers"]["no_short"] == 0.0 and rows[0]["markers"]["no_long"] == 0.0
