@@ -122,6 +122,15 @@ _EXPORTS: dict[str, str] = {
     "trace_markers": "wai_exp.score.trace",
     # hygiene (correlations)
     "reward_correlations": "wai_exp.score.correlations",
+    # style
+    "refusal_report": "wai_exp.score.style",
+    "style_markers": "wai_exp.score.style",
+    "style_report": "wai_exp.score.style",
+    # markers
+    "behavioral_markers": "wai_exp.score.markers",
+    "format_markers": "wai_exp.score.markers",
+    "mark_rows": "wai_exp.score.markers",
+    "row_markers": "wai_exp.score.markers",
 }
 
 __all__ = sorted(_EXPORTS)
