@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wai_exp.rows.model import SCHEMA_VERSION, messages_from_steps
-from wai_exp.rows.scrub import NEVER_SHIPPED, scrub
+from wai_exp.rows.scrub import carries_never_shipped, scrub
 from wai_exp.simulate.agent_setup import ResolvedAgent, callable_name
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.modes import Config
@@ -258,7 +258,7 @@ def _clean_steps(steps: Any, final_text: str) -> list[dict[str, Any]]:
     is rebuilt from them: a privileged block inside a tool result must not reach the
     transcript as text either."""
     steps = list(steps)
-    steps = scrub(steps) if _carries_never_shipped(steps) else [dict(x) for x in steps]
+    steps = scrub(steps) if carries_never_shipped(steps) else [dict(x) for x in steps]
     return complete_steps(steps, final_text)
 
 
@@ -272,33 +272,6 @@ def faults_of(world: Any, dims: Mapping[str, Any], rate: float) -> dict[str, Any
         planned = {"tool": dims.get("tool"), "mode": cond} if cond and cond != "ok" else None
     fired = [dict(f) for f in (getattr(world, "fired", None) or [])]
     return {"planned": dict(planned) if planned else None, "rate": float(rate), "fired": fired}
-
-
-_CONTAINERS = (dict, list, tuple)
-
-
-def _carries_never_shipped(value: Any) -> bool:
-    """True when a ``privileged``/``vector`` key sits anywhere in ``value``.
-
-    A read-only walk with an explicit stack (half the cost of ``scrub``'s rebuild): most
-    rows carry neither key, and only those that do pay for the deep copy.
-    """
-    stack = [value]
-    pop, push = stack.pop, stack.append
-    while stack:
-        v = pop()
-        if isinstance(v, dict):
-            for k in v:
-                if k in NEVER_SHIPPED:
-                    return True
-            for x in v.values():
-                if isinstance(x, _CONTAINERS):
-                    push(x)
-        elif isinstance(v, list | tuple):
-            for x in v:
-                if isinstance(x, _CONTAINERS):
-                    push(x)
-    return False
 
 
 def complete_steps(steps: list[dict[str, Any]], final_text: str) -> list[dict[str, Any]]:
