@@ -131,6 +131,13 @@ _EXPORTS: dict[str, str] = {
     "format_markers": "wai_exp.score.markers",
     "mark_rows": "wai_exp.score.markers",
     "row_markers": "wai_exp.score.markers",
+    # rubric
+    "Criterion": "wai_exp.score.rubric",
+    "Rubric": "wai_exp.score.rubric",
+    "attach_rubric": "wai_exp.score.rubric",
+    "rubric_judge": "wai_exp.score.rubric",
+    "rubric_of": "wai_exp.score.rubric",
+    "write_rubrics": "wai_exp.score.rubric",
 }
 
 __all__ = sorted(_EXPORTS)
