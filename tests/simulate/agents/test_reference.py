@@ -26,15 +26,24 @@ _TOKEN = re.compile(r"<\|im_start\|>|<\|im_end\|>|\s+|[^\s<]+|<")
 FAST = RetryPolicy(retries=2, base_s=0.0, max_s=0.0)
 
 
-def score_body(prompt: str) -> dict:
+def score_body(prompt: str, *, bos: str = "", drop_special: bool = False) -> dict:
+    """A legacy completions answer for an echoed ``prompt`` plus one generated token "X"."""
     tokens = [m.group(0) for m in _TOKEN.finditer(prompt)]
-    offsets = [m.start() for m in _TOKEN.finditer(prompt)]
-    values = [None] + [-0.1 * len(t) for t in tokens[1:]]
+    if drop_special:
+        # A server decoding with skip_special_tokens: the ChatML markers come back empty.
+        tokens = ["" if t.startswith("<|im_") else t for t in tokens]
+    tokens = ([bos] if bos else []) + tokens + ["X"]
+    offsets, pos = [], 0
+    for t in tokens:
+        offsets.append(pos)
+        pos += len(t)
+    # The generated token is very unlikely: counting it would move every sum by -7.
+    values = [None] + [-0.1 * len(t) for t in tokens[1:-1]] + [-7.0]
     return {
         "model": "ref-model-served",
         "choices": [
             {
-                "text": prompt,
+                "text": prompt + "X",
                 "logprobs": {"tokens": tokens, "token_logprobs": values, "text_offset": offsets},
             }  # fmt: skip
         ],
@@ -104,7 +113,9 @@ def test_sums_the_assistant_tokens_by_hand() -> None:
     assert len(server.requests) == 2
     assert str(server.requests[0].url) == "http://ref.test/v1/completions"
     p = server.payloads[0]
-    assert (p["echo"], p["logprobs"], p["max_tokens"], p["model"]) == (True, 1, 0, "ref-model")
+    assert (p["echo"], p["logprobs"], p["max_tokens"], p["model"]) == (True, 1, 1, "ref-model")
+    assert p["skip_special_tokens"] is False
+    assert report["n_unverified"] == 0
 
 
 def test_tool_calls_are_scored_and_system_prompt_and_tools_are_context() -> None:
@@ -300,3 +311,32 @@ def test_api_key_goes_in_the_authorization_header() -> None:
         [row("a", [say("x")])], SPEC, api_key="sk-test", transport=httpx.MockTransport(server)
     )
     assert server.requests[0].headers["authorization"] == "Bearer sk-test"
+
+
+def test_leading_bos_token_does_not_shift_the_spans() -> None:
+    rows = [row("a", [say("hello world")])]
+    reference_logprobs(rows, SPEC, transport=lambda p: score_body(p["prompt"], bos="<s>"))
+    assert rows[0]["ref_logprob"] == pytest.approx(-1.1)
+    assert rows[0]["ref_n_tokens"] == 3
+
+
+def test_token_texts_that_do_not_reproduce_the_prompt_fail_the_row() -> None:
+    rows = [row("a", [say("hello world")])]
+    report = reference_logprobs(
+        rows, SPEC, transport=lambda p: score_body(p["prompt"], drop_special=True)
+    )
+    assert rows[0]["ref_logprob"] is None
+    assert "do not reproduce the prompt" in report["errors"][0]["error"]
+
+
+def test_answer_without_token_texts_falls_back_to_text_offset_and_says_so() -> None:
+    def answer(payload: dict) -> dict:
+        body = score_body(payload["prompt"])
+        del body["choices"][0]["logprobs"]["tokens"]
+        return body
+
+    rows = [row("a", [say("hello world")])]
+    report = reference_logprobs(rows, SPEC, transport=answer)
+    assert rows[0]["ref_logprob"] == pytest.approx(-1.1)
+    assert report["n_unverified"] == 1
+    assert any("text_offset alone" in n for n in report["notes"])

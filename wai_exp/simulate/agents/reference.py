@@ -7,13 +7,15 @@ HTTP edge, because ``wai_exp.score`` stays pure; ``mean_kl(rows)`` then reads ``
 What is scored, exactly
 -----------------------
 Each rollout is rendered as one ChatML text (``<|im_start|>role\\n...<|im_end|>\\n``; the tool
-list goes into the system block, tool calls into ``<tool_call>`` blocks, tool results into
-``tool`` turns) and sent to the OpenAI-compatible legacy completions endpoint,
-``POST {base}/completions`` with ``echo: true, logprobs: 1, max_tokens: 0``: the server scores
-the prompt's own tokens and generates nothing. The answer's ``text_offset`` places every token
-in the text; the tokens that *start* inside an assistant turn's content or tool-call block are
-summed. The turn markers (``<|im_start|>assistant\\n`` and the closing ``<|im_end|>``) are not
-scored.
+list goes into the system block, tool calls into ``<tool_call>`` blocks after the reply text,
+tool results into ``<tool_response>`` blocks of a user turn, as Qwen's template writes them)
+and sent to the OpenAI-compatible legacy completions endpoint, ``POST {base}/completions``
+with ``echo: true, logprobs: 1, max_tokens: 1, skip_special_tokens: false``: the server
+scores the prompt's own tokens (the one token it generates lies past the prompt and is
+ignored). The answer's token texts place every token in the rendered text (a leading BOS is
+allowed for); the tokens that *start* inside an assistant turn's content or tool-call block
+are summed. The turn markers (``<|im_start|>assistant\\n`` and the closing ``<|im_end|>``) are
+not scored, so the policy's stop token is not either.
 
 Limits (read before trusting the number):
 
@@ -26,6 +28,10 @@ Limits (read before trusting the number):
 * Tokens are the reference's own. ``token_count_gap`` in the report (mean
   ``|ref_n_tokens - n_tokens|`` over rows carrying the policy's ``n_tokens``) is near zero only
   when the reference shares the policy's tokenizer and the rendering matches what was sampled.
+* Positions are by token start: a reference token that runs from the turn header into the reply
+  is not counted. A row whose token texts do not reproduce the prompt (a server decoding with
+  special tokens skipped, or a non-ASCII character split across byte-level tokens) fails with
+  that error rather than be scored at wrong positions.
 * ``chat_template_kwargs`` supports only ``enable_thinking``: ``False`` puts Qwen3's empty
   ``<think>`` block (unscored) in front of every assistant turn, as Qwen3's template does.
 * Backends: ``vllm:`` (the intended one), ``ollama:``/``openai:`` only when the server still
@@ -138,14 +144,18 @@ def render_chatml(
 
 
 def sum_span_logprobs(
-    body: Mapping[str, Any], spans: Sequence[tuple[int, int]], text_len: int
-) -> tuple[float, int]:
-    """``(summed logprob, token count)`` over the tokens that start inside ``spans``.
+    body: Mapping[str, Any], spans: Sequence[tuple[int, int]], text: str
+) -> tuple[float, int, bool]:
+    """``(summed logprob, token count, placed by token text)`` over the tokens that start
+    inside ``spans`` of the prompt ``text``.
 
-    ``body`` is a legacy completions answer (``choices[0].logprobs`` with ``token_logprobs`` and
-    ``text_offset``). Tokens at or past ``text_len`` (anything generated) are ignored. Raises
-    ``BackendError`` when the answer lacks those lists, they differ in length, or a token in a
-    span has no finite logprob.
+    ``body`` is a legacy completions answer (``choices[0].logprobs`` with ``token_logprobs``,
+    ``text_offset`` and ``tokens``). When ``tokens`` is there, token positions come from the
+    token texts themselves, located in ``text`` (so a leading BOS token the server adds shifts
+    nothing); otherwise ``text_offset`` is trusted as is and the third value is False. Tokens
+    before the prompt or at/after its end (the one generated token) are ignored. Raises
+    ``BackendError`` when the lists are missing or differ in length, the token texts do not
+    reproduce the prompt, or a token in a span has no finite logprob.
     """
     try:
         lp = body["choices"][0]["logprobs"]
@@ -162,10 +172,30 @@ def sum_span_logprobs(
             f"text_offset ({len(offsets) if isinstance(offsets, list) else offsets!r}) "
             "do not line up"
         )
+    tokens = lp.get("tokens")
+    placed = (
+        isinstance(tokens, list)
+        and len(tokens) == len(values)
+        and all(isinstance(t, str) for t in tokens)
+    )
+    if placed:
+        joined = "".join(tokens)
+        shift = joined.find(text)
+        if shift < 0:
+            raise BackendError(
+                "the server's token texts do not reproduce the prompt (special tokens skipped "
+                "in decoding, or a character split across tokens), so the assistant spans "
+                "cannot be placed; serve the reference so prompt tokens decode verbatim"
+            )
+        starts, pos = [], -shift
+        for t in tokens:
+            starts.append(pos)
+            pos += len(t)
+        offsets = starts
     total = 0.0
     n = 0
     for value, off in zip(values, offsets, strict=True):
-        if not isinstance(off, int) or off >= text_len:
+        if not isinstance(off, int) or off < 0 or off >= len(text):
             continue
         if not any(a <= off < b for a, b in spans):
             continue
@@ -173,7 +203,7 @@ def sum_span_logprobs(
             raise BackendError(f"token at offset {off} inside an assistant turn has no logprob")
         total += float(value)
         n += 1
-    return total, n
+    return total, n, placed
 
 
 def _resolve_source(
@@ -300,6 +330,7 @@ def reference_logprobs(
             "saw (lineage.system_prompt_sha); pass system_prompt= to score them in their context"
         )
     served: list[str] = []
+    unplaced: list[int] = []
 
     async def run() -> None:
         sem = asyncio.Semaphore(concurrency)
@@ -315,7 +346,11 @@ def reference_logprobs(
                 "prompt": rendered.text,
                 "echo": True,
                 "logprobs": 1,
-                "max_tokens": 0,
+                # vLLM rejects max_tokens=0; the one generated token sits past the prompt's
+                # end and is ignored. skip_special_tokens=False keeps the ChatML markers in
+                # the token texts, which is how the spans are placed.
+                "max_tokens": 1,
+                "skip_special_tokens": False,
                 "temperature": 0.0,
             }
             async with sem:
@@ -328,7 +363,10 @@ def reference_logprobs(
                         body = await post_json(client, url, payload, headers=headers, policy=retry)
                     if not isinstance(body, Mapping):
                         raise BackendError(f"answer is {type(body).__name__}, not a JSON object")
-                    results[i] = sum_span_logprobs(body, rendered.spans, len(rendered.text))
+                    total, n, placed = sum_span_logprobs(body, rendered.spans, rendered.text)
+                    results[i] = (total, n)
+                    if not placed:
+                        unplaced.append(i)
                     if isinstance(body.get("model"), str):
                         served.append(body["model"])
                 except Exception as exc:  # noqa: BLE001 - every failure is kept on the report
@@ -379,6 +417,11 @@ def reference_logprobs(
         )
     if not rows:
         notes.append("no rows")
+    if unplaced:
+        notes.append(
+            f"{len(unplaced)} rows were placed by the server's text_offset alone (no token texts "
+            "in the answer to check them against the prompt)"
+        )
     if from_path:
         notes.append(f"rows read from {source} were scored in memory; nothing was written back")
     return {
@@ -388,12 +431,13 @@ def reference_logprobs(
         "skipped": {"no_assistant": no_assistant, "error": len(errors)},
         "errors": errors,
         "n_tokens": n_tokens,
+        "n_unverified": len(unplaced),
         "model": f"{spec.provider}:{spec.model}",
         "served_model": served[0] if served else None,
         "token_count_gap": gap,
         "token_count_gap_n": len(gaps),
         "method": (
-            "POST /completions echo=true logprobs=1 max_tokens=0 over a ChatML rendering; "
+            "POST /completions echo=true logprobs=1 max_tokens=1 over a ChatML rendering; "
             "summed over tokens starting in assistant content and tool-call blocks"
         ),
         "written": False,
