@@ -273,7 +273,8 @@ def reference_logprobs(
     "error"}``, ``errors``, ``n_tokens`` (reference tokens over scored rows), ``model`` (the
     spec's ``provider:model``, and ``served_model`` as the server named it), ``token_count_gap``
     (None with a note when no scored row carries the policy's ``n_tokens``),
-    ``token_count_gap_n``, ``method``, ``written`` (always False) and ``notes``.
+    ``token_count_gap_n``, ``n_unverified`` (rows placed by ``text_offset`` alone because the
+    answer had no token texts), ``method``, ``written`` (always False) and ``notes``.
 
     Raises ``ValueError`` for a malformed spec, an ``anthropic:`` reference, ``concurrency`` < 1
     or an unsupported ``chat_template_kwargs`` key; ``TypeError`` for a source of another kind.
