@@ -138,6 +138,8 @@ _EXPORTS: dict[str, str] = {
     "rubric_judge": "wai_exp.score.rubric",
     "rubric_of": "wai_exp.score.rubric",
     "write_rubrics": "wai_exp.score.rubric",
+    # reference (HTTP edge)
+    "reference_logprobs": "wai_exp.simulate.agents.reference",
 }
 
 __all__ = sorted(_EXPORTS)
