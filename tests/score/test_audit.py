@@ -258,3 +258,16 @@ def test_bad_arguments_name_the_problem(kwargs: dict) -> None:
     name = next(iter(kwargs))
     with pytest.raises(ValueError, match=name):
         audit_grades(_graded(), truthful_judge, **kwargs)
+
+
+def test_self_judging_audit_is_warned() -> None:
+    rows = _graded()
+    for r in rows:
+        r["model_version"] = "openai:gpt-x"
+
+    def judge(row: dict) -> dict:
+        return {**truthful_judge(row), "model": "openai:gpt-x"}
+
+    report = audit_grades(rows, judge)
+    assert any(w.startswith("self_judged") for w in report["warnings"])
+    assert not any(w.startswith("self_judged") for w in audit_grades(_graded(), judge)["warnings"])

@@ -247,3 +247,13 @@ def test_pairwise_judge_anthropic_and_a_failed_call() -> None:
     failed = next(p for p in pairs if p["pairwise"]["winner"] is None)
     assert failed["task_key"] == "task3"
     assert any("HTTP 400" in r for r in failed["pairwise"]["reasons"])
+
+
+def test_async_judge_behind_partial_is_awaited() -> None:
+    import functools
+
+    async def judge(a: dict, b: dict, *, prefer: str) -> dict:
+        return {"winner": prefer, "reason": "r"}
+
+    _, report = judge_pairs(_pairs(), judge=functools.partial(judge, prefer="B"))
+    assert report["failed"] == 0 and report["position_flip_rate"] == 1.0

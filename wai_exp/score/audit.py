@@ -116,13 +116,14 @@ def _judge_sample(
     concurrency: int,
     timeout: float,
     judge_name: str | None,
-) -> tuple[list[dict[str, Any]], int, str | None]:
+) -> tuple[list[dict[str, Any]], int, str | None, list[str]]:
     """Judge copies of ``rows`` with the reference in place; returns the scored copies, how
-    many had no reference to read, and the judge's name."""
+    many had no reference to read, the judge's name, and ``run_judge``'s self-judging
+    warning when the audit judge's model also wrote the rollouts."""
     from wai_exp.score.judging import run_judge
 
     if not rows:
-        return [], 0, judge_name
+        return [], 0, judge_name, []
     inputs, missing = [], 0
     for row in rows:
         copy, has_ref = _with_reference(row, question)
@@ -136,7 +137,10 @@ def _judge_sample(
         concurrency=concurrency,
         timeout=timeout,
     )
-    return list(scored.rows), missing, scored.judge_name
+    # Only the self-judging note carries over: run_judge's other hollow-run notes (no tool
+    # called, ...) describe the sample, not the audit.
+    own = [w for w in scored.warnings if w.startswith("self_judged")]
+    return list(scored.rows), missing, scored.judge_name, own
 
 
 def _check(sample: Any, passes: Any, concurrency: Any, timeout: Any, fn_warn: Any) -> None:
@@ -209,11 +213,13 @@ def audit_grades(
     )
     take_f, take_p = np.sort(take_f), np.sort(take_p)
     picked = [rows[i] for i in take_f] + [rows[i] for i in take_p]
-    judged, no_ref, name = _judge_sample(picked, judge, question, concurrency, timeout, judge_name)
+    judged, no_ref, name, judge_warnings = _judge_sample(
+        picked, judge, question, concurrency, timeout, judge_name
+    )
     j_fail, j_pass = judged[: take_f.size], judged[take_f.size :]
     o_fail = [rows[i] for i in take_f]
 
-    warnings: list[str] = []
+    warnings: list[str] = list(judge_warnings)
     notes: list[str] = []
     kinds = {
         kind: {"sampled": n, "overturned": 0}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import hashlib
 import inspect
 import json
@@ -110,6 +111,8 @@ def parse_verdict(raw: Any) -> Verdict:
 
 
 def _is_async(judge: Any) -> bool:
+    while isinstance(judge, functools.partial):
+        judge = judge.func
     return inspect.iscoroutinefunction(judge) or inspect.iscoroutinefunction(
         getattr(judge, "__call__", None)  # noqa: B004 - an object with an async __call__
     )
