@@ -271,3 +271,10 @@ def test_self_judging_audit_is_warned() -> None:
     report = audit_grades(rows, judge)
     assert any(w.startswith("self_judged") for w in report["warnings"])
     assert not any(w.startswith("self_judged") for w in audit_grades(_graded(), judge)["warnings"])
+
+
+def test_empty_rows_name_the_judge_and_measure_nothing() -> None:
+    report = audit_grades([], truthful_judge, passes=3)
+    assert report["judge"] == "truthful_judge"
+    assert report["fn_rate"] is None and report["fp_rate"] is None
+    assert format_audit(report).startswith("verifier audit (judge truthful_judge): ")

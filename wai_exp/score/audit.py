@@ -120,10 +120,10 @@ def _judge_sample(
     """Judge copies of ``rows`` with the reference in place; returns the scored copies, how
     many had no reference to read, the judge's name, and ``run_judge``'s self-judging
     warning when the audit judge's model also wrote the rollouts."""
-    from wai_exp.score.judging import run_judge
+    from wai_exp.score.judging import _judge_name, run_judge
 
     if not rows:
-        return [], 0, judge_name, []
+        return [], 0, judge_name or _judge_name(judge), []
     inputs, missing = [], 0
     for row in rows:
         copy, has_ref = _with_reference(row, question)
