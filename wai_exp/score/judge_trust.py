@@ -618,8 +618,8 @@ def _length_check(rows: list[dict[str, Any]], gold: str, seed: int, flag: float)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(LENGTH_RESAMPLES, n))
     # Resampled row counts as one (B, n) matrix: no loop over resamples.
-    counts = np.zeros((LENGTH_RESAMPLES, n))
-    np.add.at(counts, (np.repeat(np.arange(LENGTH_RESAMPLES), n), idx.ravel()), 1.0)
+    flat = (np.arange(LENGTH_RESAMPLES)[:, None] * n + idx).ravel()
+    counts = np.bincount(flat, minlength=LENGTH_RESAMPLES * n).reshape(LENGTH_RESAMPLES, n)
     draws = gap_of(counts)
     draws = draws[np.isfinite(draws)]
     out["judge_pass_long"] = float(jv[long].mean())
@@ -693,10 +693,12 @@ def judge_trust(
     agreement, held-out and length checks. ``judge`` adds the consistency and
     perturbation checks (two more calls on up to ``sample`` seeded rows); ``probes``
     (``"all"`` or names from ``PROBES``) adds ``judge_probes``; ``rubric`` feeds its
-    keyword probe.
+    keyword probe. The re-judged verdicts are compared with each row's ``reward``, so pass
+    the judge that graded the rows: another judge's disagreement reads as inconsistency.
 
     Returns ``ok`` (measured against people and clean), ``measured`` (a gold check ran
-    against human labels, or model gold with ``allow_model_gold``), ``gold_kind``,
+    against human labels, or model gold with ``allow_model_gold``), ``gold_kind``
+    (``human`` / ``model`` / ``unknown`` / ``mixed``; None when no label was compared),
     ``agreement`` (``judge_agreement``'s report on the held-out gold rows, with
     ``agreement``, its Wilson ``ci95``, ``n``, ``kappa``), ``held_out``, ``length``,
     ``consistency``, ``perturbation`` (each with ``n`` and ``flagged``; ``n=0`` and a
