@@ -140,6 +140,12 @@ _EXPORTS: dict[str, str] = {
     "write_rubrics": "wai_exp.score.rubric",
     # reference (HTTP edge)
     "reference_logprobs": "wai_exp.simulate.agents.reference",
+    # audit
+    "audit_grades": "wai_exp.score.audit",
+    "format_audit": "wai_exp.score.audit",
+    # pairwise
+    "judge_pairs": "wai_exp.score.pairwise",
+    "pairwise_judge": "wai_exp.score.pairwise",
 }
 
 __all__ = sorted(_EXPORTS)

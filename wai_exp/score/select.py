@@ -17,6 +17,10 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+
+# FN_WARN: above this verifier false-negative rate (audit_grades' fn_rate) the selection
+# warns; one threshold, defined beside the audit that measures it.
+from wai_exp.score.audit import FN_WARN
 from wai_exp.score.hygiene import dedupe_groups, normalized_reply, row_signature
 from wai_exp.score.optimize import filter_rl_rows, group_signal, is_incomplete_junk, next_round
 from wai_exp.score.trim import (
@@ -33,8 +37,6 @@ from wai_exp.score.trim import (
 TRUNCATED_MODES = ("drop", "keep", "penalize")
 ORDERS = ("spread", "middle")
 SFT_RULES = ("top_per_prompt", "top_k_overall", "random_per_prompt", "random_k_overall")
-#: Above this verifier false-negative rate (``audit_grades``'s ``fn_rate``) the selection warns.
-FN_WARN = 0.10
 #: The fewest repeats the k-way numbers (pass^k, pass@k) are reported on (``pass_at``'s min_k).
 KWAY_MIN_K = 4
 #: ``ended_by`` values that mean the rollout was cut at the token cap.
