@@ -146,6 +146,10 @@ _EXPORTS: dict[str, str] = {
     # pairwise
     "judge_pairs": "wai_exp.score.pairwise",
     "pairwise_judge": "wai_exp.score.pairwise",
+    # judge_trust
+    "format_judge_trust": "wai_exp.score.judge_trust",
+    "judge_probes": "wai_exp.score.judge_trust",
+    "judge_trust": "wai_exp.score.judge_trust",
 }
 
 __all__ = sorted(_EXPORTS)
