@@ -543,10 +543,17 @@ _STOP = frozenset(_STOP_WORDS.split())
 _IMPLIES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(cue, re.IGNORECASE), words)
     for cue, words in (
-        (r"\bmoved\b|new address|deliver(?:y|ed)? to|send (?:it|them|my \w+) to", "address ship"),
-        (r"money back|reimburs|charged (?:twice|me)|compensat", "refund"),
+        (
+            r"\bmoved\b|redirect|new address|deliver(?:y|ed)? to|send (?:it|them|my \w+) to",
+            "address ship",
+        ),
+        (r"(?:money|\$[\d.,]+) back|reimburs|charged (?:twice|me)|compensat", "refund"),
         (r"log ?in|locked out|sign ?in|forgot my", "password reset"),
-        (r"where is|where's|track|arrived|status of|update on", "lookup status"),
+        (
+            r"where is|where's|what's happening|track|(?:hasn't|has not|never|not yet|still not) arrived"
+            r"|status of|update on",
+            "lookup status",
+        ),
         (r"changed my mind|don't want (?:it|them)|stop (?:the|my) order", "cancel"),
         (r"\blist\b|all (?:my|of my) orders|which orders|recent orders", "search list"),
     )
@@ -562,10 +569,13 @@ _ADVERSARIAL = re.compile(
     re.IGNORECASE,
 )
 _BOUNDARY = re.compile(
-    r"even though|even if|whatever (?:its|the) status|don't care|do not care|more than"
-    r"|above the|extra|on top of|cover my (?:trouble|time)|already (?:shipped|left|sent)"
-    r"|regardless|anyway|right now",
+    r"even though|even if|whatever (?:its|the) status|don't care|do not care"
+    r"|more than (?:i|it|the|what|was)\b|above the|on top of|cover my (?:trouble|time)"
+    r"|already (?:shipped|left)|left the warehouse|regardless",
     re.IGNORECASE,
+)
+_WANTED = re.compile(
+    r"\b(?:want|need|like|get|have)\b[^.?!;:]{0,40}?\b([a-z]{3,}?)l?ed\b", re.IGNORECASE
 )
 _IDENTIFIER = re.compile(
     r"[\w.+-]+@[\w-]+\.[\w.]+|\b[A-Z]{2,}-?\d{3,}\b|#\d{3,}|\b\d{5,}\b", re.IGNORECASE
@@ -583,7 +593,9 @@ _RETRY = re.compile(
 
 def _stem(word: str) -> str:
     w = word.strip("'").removesuffix("'s")
-    for suffix in ("ing", "ed", "es", "s"):
+    # "-ed" is kept: a past form describes a state ("it shipped", "already refunded"), not
+    # the action the person asks for, so it must not place the ask on that action's tool.
+    for suffix in ("ing", "es", "s"):
         if len(w) > len(suffix) + 3 and w.endswith(suffix):
             w = w[: -len(suffix)]
             break
@@ -714,22 +726,28 @@ class _Placer:
                 self.grid_rule.setdefault(key, c["rule"])
 
     def _tools_for(self, terms: set[str]) -> list[str]:
-        """Tools a word names only it does win outright; else the best-scoring tools (name
-        words weigh 1/df, description words half that), ties broken by description hits and
-        then toward read tools (an ask that names a thing and no action is a lookup)."""
-        unique, scored = [], []
+        """The tools an ask's terms place it on. Name words weigh 1/df (how many tool names
+        carry them), description words half that. Tools hit by a name word no other tool
+        has win; of those, every one scoring over half the best stays (an ask may name two
+        actions, but a stray object word next to a named action does not add a tool). With
+        no such word the best-scoring tools win, ties broken by description hits and then
+        toward read tools (an ask that names a thing and no action is a lookup)."""
+        unique: list[tuple[float, str]] = []
+        scored = []
         for name, nt in self.name_terms.items():
             name_hits = terms & nt
             desc_hits = terms & self.desc_terms[name]
+            if not name_hits and len(desc_hits) < 2:
+                continue
+            score = sum(1 / self.name_df[t] for t in name_hits) + 0.5 * sum(
+                1 / self.desc_df[t] for t in desc_hits
+            )
             if any(self.name_df[t] == 1 for t in name_hits):
-                unique.append(name)
-            if name_hits or len(desc_hits) >= 2:
-                score = sum(1 / self.name_df[t] for t in name_hits) + 0.5 * sum(
-                    1 / self.desc_df[t] for t in desc_hits
-                )
-                scored.append((round(score, 9), len(desc_hits), not self.write[name], name))
+                unique.append((score, name))
+            scored.append((round(score, 9), len(desc_hits), not self.write[name], name))
         if unique:
-            return unique
+            top = max(score for score, _ in unique)
+            return [name for score, name in unique if score > top / 2]
         if not scored:
             return []
         best = max(s[:3] for s in scored)
@@ -737,10 +755,15 @@ class _Placer:
 
     def place(self, ask: str) -> dict[str, Any]:
         plain = _IDENTIFIER.sub(" ", ask)
-        terms = _terms(plain)
+        implied: set[str] = set()
         for cue, words in _IMPLIES:
             if cue.search(plain):
-                terms |= {_stem(w) for w in words.split()}
+                implied |= {_stem(w) for w in words.split()}
+                # The cue's own words are spent: "an update on my order" is not an update.
+                plain = cue.sub(" ", plain)
+        # A past form after want/need ("I want it cancelled") asks for the action itself.
+        implied |= {_stem(m) for m in _WANTED.findall(plain)}
+        terms = _terms(plain) | implied
         tools = self._tools_for(terms)
         if _ADVERSARIAL.search(ask):
             stance = "adversarial"
