@@ -391,3 +391,40 @@ def test_dataset_report_on_a_simulated_and_graded_run() -> None:
     assert report["size"]["tasks"] == len({r["scenario_id"] for r in rows})
     assert sum(report["mix"]["tiers"].values()) == 32
     assert report["signal"]["pass_at"]["n_rows"] == 32
+
+
+def test_coverage_gap_places_the_writers_own_asks_where_the_writer_drew_them() -> None:
+    # The writer knows each ask's cell; the heuristics must mostly agree with it. Boundary
+    # refunds are excluded from the stance check: "refund $291" is over the total only
+    # against an order the ask never shows.
+    sits = TemplateWriter(TOOLS, POLICY, seed=7).next_batch(400)
+    report = coverage_gap([s.prompt for s in sits], TOOLS, POLICY)
+    pairs = list(zip(sits, report["placements"], strict=True))
+    tool_share = sum(p["tools"] == [s.dims["tool"]] for s, p in pairs) / len(pairs)
+    told = [(s, p) for s, p in pairs if s.dims["stance"] != "boundary"]
+    stance_share = sum(p["stance"] == s.dims["stance"] for s, p in told) / len(told)
+    history_share = sum(p["history"] == s.dims["history"] for s, p in pairs) / len(pairs)
+    assert tool_share >= 0.85
+    assert stance_share >= 0.95
+    assert history_share >= 0.95
+    assert report["untested_tools"] == []
+
+
+def test_coverage_gap_wording_rules_for_tools() -> None:
+    report = coverage_gap(
+        [
+            "I want order ORD-51879 cancelled today.",
+            "Please cancel ORD-96348 even though I think it shipped yesterday.",
+            "I'd like an update on my recent order.",
+            "Cancel order ORD-11111 and refund me the full amount.",
+        ],
+        TOOLS,
+        POLICY,
+    )
+    tools = [p["tools"] for p in report["placements"]]
+    assert tools[0] == ["cancel_order"]  # a wanted past form asks for the action
+    assert tools[1] == ["cancel_order"]  # "it shipped" is a state, not an address change
+    assert tools[2] == ["lookup_order"]  # "an update on" is not update_shipping_address
+    assert sorted(tools[3]) == ["cancel_order", "issue_refund"]  # two actions, two tools
+    assert report["placements"][1]["stance"] == "boundary"
+    assert "R3" in report["placements"][1]["rules"]  # boundary cancel: no cancel once shipped
