@@ -150,6 +150,12 @@ _EXPORTS: dict[str, str] = {
     "format_judge_trust": "wai_exp.score.judge_trust",
     "judge_probes": "wai_exp.score.judge_trust",
     "judge_trust": "wai_exp.score.judge_trust",
+    # preflight
+    "coverage_gap": "wai_exp.score.preflight",
+    "dataset_report": "wai_exp.score.preflight",
+    "format_coverage_gap": "wai_exp.score.preflight",
+    "preflight": "wai_exp.score.preflight",
+    "recommend": "wai_exp.score.preflight",
 }
 
 __all__ = sorted(_EXPORTS)
