@@ -58,7 +58,10 @@ def _words(text: str) -> list[str]:
 def _load_source(source: Any) -> list[dict[str, Any]]:
     """Rows of one evaluation source: a row list, an object with ``.rows``, or a JSONL path.
 
-    The only I/O in the scoring package, kept here so the rest stays pure.
+    Reads the file when given a path: one of two readers in the scoring package (the other is
+    ``optimize(source=path, output=...)``, whose reference signature takes paths); keep any new
+    I/O at those edges so the rest stays pure. Raises ``ValueError`` for a platform dataset id,
+    ``FileNotFoundError`` for a missing path and ``TypeError`` for anything else unreadable.
     """
     if isinstance(source, (str, os.PathLike)):
         text = str(source)
