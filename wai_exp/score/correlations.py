@@ -14,14 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.score.resample import UNJUDGED_STATUSES
 from wai_exp.score.trim import numeric_reward
 
 __all__ = ["BASE_FEATURES", "UNJUDGED_STATUSES", "pearson_columns", "reward_correlations"]
 
 #: The cheap trajectory features every row has.
 BASE_FEATURES: tuple[str, ...] = ("reply_len", "n_tool_calls", "assistant_turns")
-#: ``judge_status`` values that mean the judge returned no verdict (the row is not graded).
-UNJUDGED_STATUSES = frozenset({"invalid_result", "error", "timeout", "abstain"})
 
 
 def pearson_columns(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -60,6 +60,7 @@ __all__ = [
     "PermutationResult",
     "Seed",
     "TaskGroups",
+    "UNJUDGED_STATUSES",
     "Z_95",
     "as_generator",
     "binary_reward",
@@ -97,7 +98,7 @@ DEFAULT_BATCH_ELEMENTS = 2_000_000
 #: 2,000 tasks x 10 columns: 0.04 s CPU at 60k elements, 0.10 s at 250k, 0.22 s at 500k).
 _REFINE_BATCH_ELEMENTS = 60_000
 #: Rows whose judge did not return a usable verdict; their reward is never a failure.
-_UNJUDGED_STATUSES = frozenset({"invalid_result", "error", "timeout", "abstain"})
+UNJUDGED_STATUSES = frozenset({"invalid_result", "error", "timeout", "abstain"})
 
 
 class Interval(NamedTuple):
@@ -335,7 +336,7 @@ def binary_reward(row: Mapping[str, Any]) -> float | None:
     unjudged row is never counted as a failure.
     """
     status = row.get("judge_status")
-    if status is not None and status in _UNJUDGED_STATUSES:
+    if status is not None and status in UNJUDGED_STATUSES:
         return None
     value = row.get("reward")
     if value is None:
