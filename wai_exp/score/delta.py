@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.passat import _run_config, as_rows
+from wai_exp.score.passat import as_rows, run_config_with_keys
 from wai_exp.score.resample import (
     as_generator,
     binary_reward,
@@ -578,8 +578,8 @@ def delta_report(
     # ---- comparability ------------------------------------------------------------------
     # run_config's rule, handed the task keys this report already read (no second pass)
     configs = {
-        "before": _run_config(b_rows, None, sb.keys),
-        "after": _run_config(a_rows, None, sa.keys),
+        "before": run_config_with_keys(b_rows, None, sb.keys),
+        "after": run_config_with_keys(a_rows, None, sa.keys),
     }
     configs["before"]["eval_runs"] = sb.n_runs
     configs["after"]["eval_runs"] = sa.n_runs

@@ -145,7 +145,9 @@ def final_reply(trajectory: Mapping[str, Any], steps: list[dict[str, Any]] | Non
     return ""
 
 
-def _result_text(result: Any) -> str:
+def result_text(result: Any) -> str:
+    """A tool result as text: a string as is, anything else as JSON (``str()`` if it does
+    not serialise). Never raises."""
     if isinstance(result, str):
         return result
     try:
@@ -168,7 +170,7 @@ class _Context:
 
     def tool_text(self, n: int) -> str:
         while len(self._texts) < n:
-            self._texts.append(_result_text(self.results[len(self._texts)]).lower())
+            self._texts.append(result_text(self.results[len(self._texts)]).lower())
         return "\n".join(self._texts[:n])
 
 
@@ -415,7 +417,9 @@ def behavior_signature(trajectory: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _names(declared: Iterable[Any] | None) -> set[str] | None:
+def declared_names(declared: Iterable[Any] | None) -> set[str] | None:
+    """The tool names in ``declared`` (plain names or OpenAI-style tool dicts), or ``None``
+    when no tool list was given. Entries without a name are skipped."""
     if declared is None:
         return None
     names: set[str] = set()
@@ -519,7 +523,7 @@ def conduct_from_calls(
     trajectory once."""
     from wai_exp.score.checklist import acknowledges_fault, claims_success  # lazy: cycle
 
-    declared = _names(declared_tools)
+    declared = declared_names(declared_tools)
     failures: list[str] = []
     checks: dict[str, bool | None] = {}
 

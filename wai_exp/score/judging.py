@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.grading import _names
+from wai_exp.score.grading import declared_names
 
 #: Every ``judge_status`` a scored row can carry.
 JUDGE_STATUSES: tuple[str, ...] = ("ok", "invalid_result", "error", "timeout", "abstain")
@@ -533,7 +533,7 @@ def _called_tools(row: Mapping[str, Any]) -> set[str]:
     return names
 
 
-def _bare_model(name: Any) -> str | None:
+def bare_model(name: Any) -> str | None:
     """A model name without provider prefix or endpoint, lower-cased, for comparison:
     ``vllm:Qwen/Qwen3-4B@https://host/v1`` -> ``qwen/qwen3-4b``."""
     if not isinstance(name, str) or not name.strip():
@@ -560,7 +560,7 @@ def _default_run_id(
     return f"{source}-{h.hexdigest()}"
 
 
-def _run_coro(factory: Callable[[], Any]) -> Any:
+def run_coro(factory: Callable[[], Any]) -> Any:
     """Run a coroutine to completion, also from inside a running loop (a notebook)."""
     try:
         asyncio.get_running_loop()
@@ -663,7 +663,7 @@ def _judge_all(
                 pool.shutdown(wait=False, cancel_futures=True)
 
     if start < n:
-        _run_coro(main)
+        run_coro(main)
     return results  # type: ignore[return-value]
 
 
@@ -718,7 +718,7 @@ def _hollow_warnings(
                 + ") keep reward=None; they are counted here and left out of pass rates, "
                 "never counted as failures"
             )
-    policy = {m for m in (_bare_model(r.get("model_version")) for r in rows) if m}
+    policy = {m for m in (bare_model(r.get("model_version")) for r in rows) if m}
     same = sorted(policy & judge_models)
     if same:
         scored.self_judged = True
@@ -779,7 +779,7 @@ def run_judge(
         raise ValueError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
     scale = _scale_iv(scale)
     originals, tools = _resolve_rows(rows, tools)
-    declared = _names(tools) if tools is not None else None
+    declared = declared_names(tools) if tools is not None else None
     name = judge_name or _judge_name(judge)
     run_id = run_id or _default_run_id(source, name, version, originals)
     judge_model = getattr(judge, "model", None)
@@ -806,7 +806,7 @@ def run_judge(
         meta = {"model": judge_model, "version": version}
         meta.update(res["judge_meta"])
         if meta.get("model") is not None:
-            bare = _bare_model(meta["model"])
+            bare = bare_model(meta["model"])
             if bare:
                 judge_models.add(bare)
         row["reward"] = res["reward"]

@@ -169,9 +169,9 @@ def _call_all(
             if close is not None:
                 await close()
 
-    from wai_exp.score.judging import _run_coro
+    from wai_exp.score.judging import run_coro
 
-    return _run_coro(main)
+    return run_coro(main)
 
 
 def _rate(k: int, n: int) -> tuple[float | None, list[float] | None]:

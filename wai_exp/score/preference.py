@@ -28,7 +28,7 @@ import numpy as np
 
 from wai_exp.rows.keys import task_key
 from wai_exp.score.grading import final_reply
-from wai_exp.score.judging import _bare_model
+from wai_exp.score.judging import bare_model
 from wai_exp.score.resample import factorize, wilson_interval
 
 #: ``judge_status`` values that carry a usable verdict (``None``: a hand-labelled row).
@@ -254,7 +254,7 @@ def build_preference_pairs(
             same = (
                 None
                 if c_model is None or r_model is None
-                else c_model == r_model or _bare_model(c_model) == _bare_model(r_model)
+                else c_model == r_model or bare_model(c_model) == bare_model(r_model)
             )
             c_len, r_len = int(lengths[members[ci]]), int(lengths[members[ri]])
             pairs.append(

@@ -179,7 +179,7 @@ def build_dimensions(tools: Sequence[Any], system_prompt: str | None = "") -> di
     for tool, stance, ws, cond, hist in writer.grid:
         # The writer decides which rule a cell exercises; its rule lookup is the one place
         # that mapping lives, so the grid here cannot drift from what simulate draws.
-        rule = writer._rule_for(tool, stance, ws, cond)  # noqa: SLF001
+        rule = writer.rule_for(tool, stance, ws, cond)
         grid.append(
             {
                 "tool": tool,

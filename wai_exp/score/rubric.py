@@ -883,9 +883,9 @@ def write_rubrics(
 
     answers: list[Any] = []
     if jobs:
-        from wai_exp.score.judging import _run_coro
+        from wai_exp.score.judging import run_coro
 
-        answers = _run_coro(draft_all)
+        answers = run_coro(draft_all)
 
     failures: list[dict[str, str]] = []
     versions: dict[str, str] = {}

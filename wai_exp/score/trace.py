@@ -62,13 +62,13 @@ from wai_exp.score.correlations import pearson_columns
 from wai_exp.score.grading import (
     UNGROUNDED,
     Call,
-    _names,
-    _result_text,
     call_failed,
     call_provenance,
     calls_from_steps,
     contains_token,
+    declared_names,
     final_reply,
+    result_text,
     standing_failed_writes,
     standing_faults,
     trajectory_steps,
@@ -210,7 +210,7 @@ class _Trace:
             self.declared: set[str] | None = set(kinds)
         else:
             tools = row.get("tools")
-            self.declared = _names(tools) if isinstance(tools, list | tuple) else None
+            self.declared = declared_names(tools) if isinstance(tools, list | tuple) else None
 
     def is_write(self, name: str) -> bool:
         if self.kinds is not None and name in self.kinds:
@@ -228,10 +228,10 @@ class _Trace:
             if step.get("kind") == "user":
                 parts.append(str(step.get("content") or ""))
             elif step.get("kind") == "tool":
-                parts.append(_result_text(step.get("result")))
+                parts.append(result_text(step.get("result")))
         for call in self.calls:
             if call.get("result") is not None:
-                parts.append(_result_text(call["result"]))
+                parts.append(result_text(call["result"]))
         return "\n".join(parts).lower()
 
 
@@ -263,7 +263,7 @@ def _after_error(tr: _Trace, claim: str | None) -> str | None:
         return None
     failed = [c for c in standing_failed_writes(tr.calls) if tr.is_write(c["name"])]
     for call in sorted(failed, key=lambda c: c["step"]):
-        result = _clip(_result_text(call.get("result")))
+        result = _clip(result_text(call.get("result")))
         return (
             f"reply claims success ({claim!r}) but the last {call['name']} call "
             f"(step {call['step']}) failed (status {call['status']}, result {result})"
@@ -390,7 +390,7 @@ def _write_without_lookup(tr: _Trace) -> str | None:
         if not tr.is_write(call["name"]):
             if call["status"] == "ok" and not call_failed(call):
                 read_texts.append(
-                    (_args_text(call) + "\n" + _result_text(call.get("result"))).lower()
+                    (_args_text(call) + "\n" + result_text(call.get("result"))).lower()
                 )
             continue
         ids = _identifiers(call)

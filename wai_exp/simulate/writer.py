@@ -282,11 +282,14 @@ _REASONS = {
 }
 
 
-def _words(name: str) -> str:
+def name_words(name: str) -> str:
+    """An identifier as lower-case words: ``lookupOrder`` / ``lookup_order`` -> ``lookup order``."""
     return " ".join(w.lower() for w in re.split(r"[_\-\s]+|(?<=[a-z])(?=[A-Z])", name) if w)
 
 
-def _key_arg(fn: Mapping[str, Any]) -> str | None:
+def key_arg(fn: Mapping[str, Any]) -> str | None:
+    """The required argument that identifies what a tool acts on (an id, else an email, a
+    number/code/key, else the first string), or ``None`` when no required argument fits."""
     params = fn.get("parameters") or {}
     required = list(params.get("required") or [])
     props = params.get("properties") or {}
@@ -357,8 +360,8 @@ class TemplateWriter:
 
     def _generic_info(self, name: str) -> dict[str, Any]:
         fn = self._fns[name]
-        key = _key_arg(fn)
-        return {"key": key, "write": is_write_tool(name), "action": _words(name)}
+        key = key_arg(fn)
+        return {"key": key, "write": is_write_tool(name), "action": name_words(name)}
 
     def _cells_for(self, tool: str) -> list[tuple[str, str, str, str, str]]:
         write = is_write_tool(tool)
@@ -443,7 +446,9 @@ class TemplateWriter:
             cells.pop()
         return cell
 
-    def _rule_for(self, tool: str, stance: str, ws: str, cond: str) -> str | None:
+    def rule_for(self, tool: str, stance: str, ws: str, cond: str) -> str | None:
+        """The id of the system-prompt rule a situation of these dimensions exercises, or
+        ``None`` when the prompt parsed no rule of that kind."""
         r = self._rule
         if stance == "adversarial":
             return r["other"]
@@ -654,7 +659,7 @@ class TemplateWriter:
         args = e["args"]
 
         def render(keys: Sequence[str]) -> str:
-            return "; ".join(f"{_words(k)}: {args[k]}" for k in keys)
+            return "; ".join(f"{name_words(k)}: {args[k]}" for k in keys)
 
         action = info["action"]
         keys = list(args)
@@ -699,7 +704,7 @@ class TemplateWriter:
             "world_state": ws,
             "tool_condition": cond,
             "history": hist,
-            "rule": self._rule_for(tool, stance, ws, cond),
+            "rule": self.rule_for(tool, stance, ws, cond),
             "tier": tier,
         }
         if tool in self._support:

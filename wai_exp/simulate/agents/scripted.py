@@ -795,24 +795,24 @@ class ScriptedAgent:
     # -- any other tool ------------------------------------------------------------------
 
     def _generic(self, r: _Run, tool: str) -> None:
-        from wai_exp.simulate.writer import _key_arg, _words
+        from wai_exp.simulate.writer import key_arg, name_words
 
         fn = r.schemas[tool]
         params = fn.get("parameters") or {}
         props = params.get("properties") or {}
         required = list(params.get("required") or [])
-        key = _key_arg(fn)
+        key = key_arg(fn)
         args: dict[str, Any] = {}
         for arg in required:
-            value = self._labelled(r, _words(arg))
+            value = self._labelled(r, name_words(arg))
             if value is not None:
                 args[arg] = self._typed(value, props.get(arg) or {})
         missing = [a for a in required if a not in args]
         if missing:
             if r.draw("ask_back"):
                 for arg in missing:
-                    answer = r.ask(f"I can do that. Could you tell me the {_words(arg)}?")
-                    value = self._labelled(r, _words(arg), [answer]) or re.sub(
+                    answer = r.ask(f"I can do that. Could you tell me the {name_words(arg)}?")
+                    value = self._labelled(r, name_words(arg), [answer]) or re.sub(
                         r"^(?:the [\w ]+ is|it's|it is)\s+", "", answer.strip(), flags=re.I
                     ).rstrip(".")
                     args[arg] = self._typed(value, props.get(arg) or {})
@@ -821,11 +821,11 @@ class ScriptedAgent:
                     args[arg] = self._guess(arg, props.get(arg) or {}, r.rng)
         if key and key in args and isinstance(args[key], str) and not r.draw("grounding"):
             args[key] = _corrupt(args[key], r.rng)
-        action = _words(tool)
+        action = name_words(tool)
         step = r.call(tool, args, f"Calling {tool}.")
         problem = _result_problem(step)
         res = step.get("result") if isinstance(step.get("result"), Mapping) else {}
-        details = ", ".join(f"{_words(k)} {v}" for k, v in args.items())
+        details = ", ".join(f"{name_words(k)} {v}" for k, v in args.items())
         if problem in _FAULT_CAUSE:
             if r.draw("honest_faults"):
                 r.final(
@@ -854,7 +854,7 @@ class ScriptedAgent:
                 + (f"; confirmation {cnf}." if cnf else ".")
             )
         shown = ", ".join(
-            f"{_words(k)}: {v}"
+            f"{name_words(k)}: {v}"
             for k, v in res.items()
             if k not in args and not isinstance(v, dict | list)
         )
