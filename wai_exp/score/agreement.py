@@ -33,7 +33,7 @@ HUMAN_KINDS = frozenset({"human", "person", "annotator", "expert", "hand"})
 MODEL_KINDS = frozenset({"model", "judge", "llm", "ai"})
 
 
-def _binary(value: Any) -> int | None:
+def binary_label(value: Any) -> int | None:
     """1 or 0 for an exact binary label (``True``/``False`` included), else None."""
     if isinstance(value, bool):
         return int(value)
@@ -65,7 +65,7 @@ def _match_keys(row: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     return keys
 
 
-def _kappa(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
+def cohen_kappa(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
     """Cohen's kappa from confusion counts (judge x gold), elementwise; NaN when the
     chance agreement is 1 (both sides constant)."""
     n = a + b + c + d
@@ -77,11 +77,29 @@ def _kappa(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.nda
         return np.where(np.isclose(pe, 1.0), np.nan, (po - pe) / (1 - pe))
 
 
+def kappa_interval(a: int, b: int, c: int, d: int) -> list[float] | None:
+    """95% interval of Cohen's kappa from the four confusion cells: a seeded multinomial
+    bootstrap (``KAPPA_RESAMPLES`` draws, ``KAPPA_SEED``) over the cells, 2.5/97.5%
+    quantiles of the defined resampled kappas. ``None`` when no draw has a defined kappa;
+    raises ``ValueError`` when the cells sum to 0 (nothing to resample)."""
+    n = a + b + c + d
+    if n <= 0:
+        raise ValueError(f"kappa_interval needs at least one compared row; got cells {a, b, c, d}")
+    rng = np.random.default_rng(KAPPA_SEED)
+    cells = rng.multinomial(n, np.array([a, b, c, d], dtype=float) / n, size=KAPPA_RESAMPLES)
+    ks = cohen_kappa(cells[:, 0], cells[:, 1], cells[:, 2], cells[:, 3])
+    ks = ks[~np.isnan(ks)]
+    if not ks.size:
+        return None
+    return [float(np.quantile(ks, 0.025)), float(np.quantile(ks, 0.975))]
+
+
 def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
 
 
-def _ci(k: int, n: int) -> list[float] | None:
+def wilson_ci(k: int, n: int) -> list[float] | None:
+    """The Wilson 95% interval of ``k / n`` as ``[low, high]``, or ``None`` when ``n`` is 0."""
     iv = wilson_interval(k, n)
     return None if iv is None else [iv[0], iv[1]]
 
@@ -121,11 +139,11 @@ def judge_agreement(
             if gold not in row or row.get(gold) is None:
                 skipped["no_gold"] += 1
                 continue
-            g = _binary(row.get(gold))
+            g = binary_label(row.get(gold))
             if g is None:
                 skipped["gold_not_binary"] += 1
                 continue
-            j = _binary(row.get(reward))
+            j = binary_label(row.get(reward))
             if j is None:
                 skipped["reward_not_binary" if row.get(reward) is not None else "unjudged"] += 1
                 continue
@@ -144,13 +162,13 @@ def judge_agreement(
             if match is None:
                 skipped["unmatched"] += 1
                 continue
-            g = _binary(match.get(reward))
+            g = binary_label(match.get(reward))
             if g is None:
                 skipped[
                     "gold_not_binary" if match.get(reward) is not None else "gold_unjudged"
                 ] += 1
                 continue
-            j = _binary(row.get(reward))
+            j = binary_label(row.get(reward))
             if j is None:
                 skipped["reward_not_binary" if row.get(reward) is not None else "unjudged"] += 1
                 continue
@@ -172,7 +190,7 @@ def judge_agreement(
     kappa: float | None = None
     kappa_ci: list[float] | None = None
     if n:
-        k = float(_kappa(np.array([a]), np.array([b]), np.array([c]), np.array([d]))[0])
+        k = float(cohen_kappa(np.array([a]), np.array([b]), np.array([c]), np.array([d]))[0])
         if math.isnan(k):
             warnings.append(
                 "kappa is undefined: the judge and the gold label are each constant on these "
@@ -180,14 +198,7 @@ def judge_agreement(
             )
         else:
             kappa = k
-            rng = np.random.default_rng(KAPPA_SEED)
-            cells = rng.multinomial(
-                n, np.array([a, b, c, d], dtype=float) / n, size=KAPPA_RESAMPLES
-            )
-            ks = _kappa(cells[:, 0], cells[:, 1], cells[:, 2], cells[:, 3])
-            ks = ks[~np.isnan(ks)]
-            if ks.size:
-                kappa_ci = [float(np.quantile(ks, 0.025)), float(np.quantile(ks, 0.975))]
+            kappa_ci = kappa_interval(a, b, c, d)
 
     if len(kinds) == 0:
         gold_kind = "unknown"
@@ -226,7 +237,7 @@ def judge_agreement(
     return {
         "n": n,
         "agreement": _rate(a + d, n),
-        "agreement_ci95": _ci(a + d, n),
+        "agreement_ci95": wilson_ci(a + d, n),
         "kappa": kappa,
         "kappa_ci95": kappa_ci,
         "confusion": {
@@ -236,9 +247,9 @@ def judge_agreement(
             "judge_fail_gold_fail": d,
         },
         "pass_when_gold_fail": _rate(b, b + d),
-        "pass_when_gold_fail_ci95": _ci(b, b + d),
+        "pass_when_gold_fail_ci95": wilson_ci(b, b + d),
         "fail_when_gold_pass": _rate(c, a + c),
-        "fail_when_gold_pass_ci95": _ci(c, a + c),
+        "fail_when_gold_pass_ci95": wilson_ci(c, a + c),
         "judge_pass_rate": _rate(a + b, n),
         "gold_pass_rate": _rate(a + c, n),
         "gold_kind": gold_kind,

@@ -17,27 +17,20 @@ from typing import Any
 
 import numpy as np
 
-# ``_binary`` (exact 0/1, bools included) and ``_kappa`` (Cohen's kappa from the four
-# confusion cells, vectorised) are private to agreement.py; reusing them keeps the two
-# reports' rules and numbers identical instead of writing kappa a second time.
+# agreement.py's label rule, kappa and its bootstrap interval: the two reports' rules and
+# numbers stay identical.
 from wai_exp.score.agreement import (
     HUMAN_KINDS,
-    KAPPA_RESAMPLES,
-    KAPPA_SEED,
-    _binary,
-    _kappa,
+    binary_label,
+    cohen_kappa,
+    kappa_interval,
+    wilson_ci,
 )
-from wai_exp.score.resample import wilson_interval
 
 #: The keys a label's value may sit under, in the order they are read.
 VALUE_KEYS = ("label", "reward", "gold_reward")
 #: Optional fields of a label that are kept on the stored entry.
 EXTRA_KEYS = ("note", "ts")
-
-
-def _ci(k: int, n: int) -> list[float] | None:
-    iv = wilson_interval(k, n)
-    return None if iv is None else iv.as_list()
 
 
 def _normalise_labels(labels: Any) -> list[Mapping[str, Any]]:
@@ -116,7 +109,7 @@ def _label_value(label: Mapping[str, Any]) -> tuple[bool, int | None]:
     """(carries a value at all, the exact 0/1 value or None)."""
     for key in VALUE_KEYS:
         if label.get(key) is not None:
-            return True, _binary(label[key])
+            return True, binary_label(label[key])
     return False, None
 
 
@@ -129,7 +122,7 @@ def _effective(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str | None, i
     for entry in entries:
         if not isinstance(entry, Mapping):
             continue
-        value = _binary(entry.get("label"))
+        value = binary_label(entry.get("label"))
         if value is None:
             continue
         who = entry.get("annotator")
@@ -155,7 +148,7 @@ def _summarise(row: dict[str, Any]) -> bool:
         return False
     row["gold_reward"] = 1 if passes > fails else 0
     kinds = [
-        str(e.get("kind") or "unknown") for e in entries if _binary(e.get("label")) is not None
+        str(e.get("kind") or "unknown") for e in entries if binary_label(e.get("label")) is not None
     ]
     other = Counter(k for k in kinds if k.strip().lower() not in HUMAN_KINDS)
     if not other:
@@ -377,7 +370,7 @@ def annotator_agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         who: {
             "n": given[who],
             "pass_share": passed[who] / given[who],
-            "pass_share_ci95": _ci(passed[who], given[who]),
+            "pass_share_ci95": wilson_ci(passed[who], given[who]),
         }
         for who in sorted(given)
     }
@@ -417,7 +410,7 @@ def annotator_agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         b = int(np.sum((x == 1) & (y == 0)))
         c = int(np.sum((x == 0) & (y == 1)))
         d = pair_n - a - b - c
-        k = float(_kappa(np.array([a]), np.array([b]), np.array([c]), np.array([d]))[0])
+        k = float(cohen_kappa(np.array([a]), np.array([b]), np.array([c]), np.array([d]))[0])
         if np.isnan(k):
             warnings.append(
                 f"kappa is undefined: {first} and {second} each gave one value on every shared "
@@ -425,14 +418,7 @@ def annotator_agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             )
         else:
             kappa = k
-            rng = np.random.default_rng(KAPPA_SEED)
-            cells = rng.multinomial(
-                pair_n, np.array([a, b, c, d], dtype=float) / pair_n, size=KAPPA_RESAMPLES
-            )
-            ks = _kappa(cells[:, 0], cells[:, 1], cells[:, 2], cells[:, 3])
-            ks = ks[~np.isnan(ks)]
-            if ks.size:
-                kappa_ci = [float(np.quantile(ks, 0.025)), float(np.quantile(ks, 0.975))]
+            kappa_ci = kappa_interval(a, b, c, d)
     elif len(overlapping) > 2:
         warnings.append(
             f"{len(overlapping)} annotators ({', '.join(overlapping)}) share rows: Cohen's kappa "
@@ -454,7 +440,7 @@ def annotator_agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "per_annotator": per_annotator,
         "multi_labeled": n_multi,
         "unanimous": n_unanimous / n_multi if n_multi else None,
-        "unanimous_ci95": _ci(n_unanimous, n_multi),
+        "unanimous_ci95": wilson_ci(n_unanimous, n_multi),
         "kappa": kappa,
         "kappa_ci95": kappa_ci,
         "pair": pair,
