@@ -23,6 +23,7 @@ from wai_exp.score.resample import (
     lattice_step,
     marker_groups,
     noise_band,
+    numeric_reward,
     paired_bootstrap,
     reward_groups,
     sign_flip_test,
@@ -110,6 +111,17 @@ def test_binary_reward_counts_only_binary_judged_verdicts() -> None:
     assert binary_reward({"reward": 0.0, "judge_status": "error"}) is None
     assert binary_reward({"reward": 0.0, "judge_status": "timeout"}) is None
     assert binary_reward({"reward": 1.0, "judge_status": "ok"}) == 1.0
+
+
+def test_numeric_reward_keeps_partials_under_binary_rewards_status_rule() -> None:
+    assert numeric_reward({"reward": 0.5}) == 0.5  # a partial counts here
+    assert numeric_reward({"reward": True}) == 1.0
+    assert numeric_reward({"qwen_reward": 0.25}) == 0.25
+    assert numeric_reward({"reward": 0.0, "qwen_reward": 1.0}) == 0.0  # reward wins
+    assert numeric_reward({"reward": 0.7, "judge_status": "abstain"}) is None
+    assert numeric_reward({"reward": 0.7, "judge_status": "ok"}) == 0.7
+    for bad in (None, "0.5", 1.5, -0.1, float("nan"), float("inf")):
+        assert numeric_reward({"reward": bad}) is None
 
 
 def test_factorize_is_sorted_unique_with_inverse() -> None:

@@ -29,7 +29,7 @@ import numpy as np
 from wai_exp.rows.keys import task_key
 from wai_exp.score.grading import final_reply
 from wai_exp.score.judging import bare_model
-from wai_exp.score.resample import factorize, wilson_interval
+from wai_exp.score.resample import factorize, numeric_reward, wilson_interval
 
 #: ``judge_status`` values that carry a usable verdict (``None``: a hand-labelled row).
 VALID_STATUSES = frozenset({"ok", None})
@@ -52,23 +52,13 @@ TASK_REASONS: tuple[str, ...] = ("paired", "no_valid_rows", "single_rollout", "n
 def _score(row: Mapping[str, Any]) -> float | None:
     """The row's judged score in [0, 1], or ``None`` when it has no valid judge verdict.
 
-    Reads ``reward``, else ``qwen_reward`` (the same fields ``binary_reward`` reads). A
-    judge status other than ``ok`` (abstain, error, timeout, invalid_result), a missing or
-    non-numeric reward, and a number outside [0, 1] are all "no verdict".
+    ``resample.numeric_reward`` (``reward``, else ``qwen_reward``; a missing, non-numeric or
+    out-of-[0, 1] reward is "no verdict"), gated more strictly on status: only ``ok`` or no
+    status (a hand-labelled row) counts, so an unknown status is not taken as a verdict.
     """
     if row.get("judge_status") not in VALID_STATUSES:
         return None
-    value = row.get("reward")
-    if value is None:
-        value = row.get("qwen_reward")
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if not isinstance(value, int | float):
-        return None
-    x = float(value)
-    if not math.isfinite(x) or not 0.0 <= x <= 1.0:
-        return None
-    return x
+    return numeric_reward(row)
 
 
 def _unjudged_kind(row: Mapping[str, Any]) -> str:

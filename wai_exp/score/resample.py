@@ -73,6 +73,7 @@ __all__ = [
     "marker_groups",
     "marker_value",
     "noise_band",
+    "numeric_reward",
     "paired_bootstrap",
     "reward_groups",
     "sign_flip_test",
@@ -348,6 +349,30 @@ def binary_reward(row: Mapping[str, Any]) -> float | None:
     if value == 0 or value is False:
         return 0.0
     return None
+
+
+def numeric_reward(row: Mapping[str, Any]) -> float | None:
+    """The row's judged score in [0, 1] (partial rewards included), or ``None`` when it has
+    no usable verdict.
+
+    Same fields and status rule as ``binary_reward``: reads ``reward``, else ``qwen_reward``;
+    a ``judge_status`` in ``UNJUDGED_STATUSES``, a missing or non-numeric reward and a number
+    outside [0, 1] (or NaN/inf) all give ``None``. ``True``/``False`` read as 1.0/0.0.
+    """
+    status = row.get("judge_status")
+    if status is not None and status in UNJUDGED_STATUSES:
+        return None
+    value = row.get("reward")
+    if value is None:
+        value = row.get("qwen_reward")
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if not isinstance(value, int | float):
+        return None
+    x = float(value)
+    if not math.isfinite(x) or not 0.0 <= x <= 1.0:
+        return None
+    return x
 
 
 def marker_value(row: Mapping[str, Any], name: str) -> float | None:
