@@ -9,37 +9,12 @@ Run: ``python experiments/bench/run.py curriculum``.
 
 from __future__ import annotations
 
-import time
-
-import numpy as np
+from _pools import best_of, graded_pool
 
 
 def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
     """Graded rows: ``n_tasks`` tasks x ``k`` repeats; about 5% unjudged."""
-    rng = np.random.default_rng(seed)
-    p = rng.beta(0.7, 0.7, n_tasks)
-    passed = rng.random((n_tasks, k)) < p[:, None]
-    unjudged = rng.random((n_tasks, k)) < 0.05
-    return [
-        {
-            "scenario_id": f"s{t:05d}",
-            "rollout_id": f"s{t:05d}-{j}",
-            "rollout_index": j,
-            "reward": None if unjudged[t, j] else int(passed[t, j]),
-            "judge_status": None if unjudged[t, j] else "ok",
-        }
-        for t in range(n_tasks)
-        for j in range(k)
-    ]
-
-
-def _best_of(fn, repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return graded_pool(n_tasks, k, seed, extra=lambda rng: lambda t, j: {"rollout_index": j})
 
 
 def bench_curriculum() -> list[dict]:
@@ -49,14 +24,14 @@ def bench_curriculum() -> list[dict]:
     return [
         {
             "name": "curriculum on 100,000 rows (12,500 tasks)",
-            "value": round(_best_of(lambda: curriculum(rows)), 4),
+            "value": round(best_of(lambda: curriculum(rows)), 4),
             "unit": "s",
             "target": 0.5,
             "better": "lower",
         },
         {
             "name": "retire_solved on 100,000 rows (12,500 tasks)",
-            "value": round(_best_of(lambda: retire_solved(rows)), 4),
+            "value": round(best_of(lambda: retire_solved(rows)), 4),
             "unit": "s",
             "target": 0.3,
             "better": "lower",

@@ -10,9 +10,8 @@ Run: ``python experiments/bench/run.py logprobs``.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
+from _pools import best_of
 
 
 def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
@@ -45,15 +44,6 @@ def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
     return rows
 
 
-def _best_of(fn, repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def bench_logprobs() -> list[dict]:
     from wai_exp.score.logprobs import logprob_report, mean_kl, staleness_report
 
@@ -61,7 +51,7 @@ def bench_logprobs() -> list[dict]:
     return [
         {
             "name": f"{fn.__name__} on 100,000 rows (12,500 tasks, 3 steps each)",
-            "value": round(_best_of(lambda fn=fn, kw=kw: fn(rows, **kw)), 4),
+            "value": round(best_of(lambda fn=fn, kw=kw: fn(rows, **kw)), 4),
             "unit": "s",
             "target": 0.5,
             "better": "lower",

@@ -9,41 +9,24 @@ Run: ``python experiments/bench/run.py preference``.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
+from _pools import best_of, graded_pool
 
 
 def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
-    """Graded rows: ``n_tasks`` tasks x ``k`` repeats; about 5% unjudged."""
-    rng = np.random.default_rng(seed)
-    p = rng.beta(0.7, 0.7, n_tasks)
-    passed = rng.random((n_tasks, k)) < p[:, None]
-    unjudged = rng.random((n_tasks, k)) < 0.05
-    chars = rng.integers(20, 400, (n_tasks, k))
-    return [
-        {
-            "scenario_id": f"s{t:05d}",
-            "rollout_id": f"s{t:05d}-{j}",
+    """Graded rows: ``n_tasks`` tasks x ``k`` repeats; about 5% unjudged; reply lengths
+    drawn per row."""
+
+    def extra(rng: np.random.Generator):
+        chars = rng.integers(20, 400, (n_tasks, k))
+        return lambda t, j: {
             "prompt": f"ask {t}",
             "final_text": "x" * int(chars[t, j]),
             "model_version": "policy-v1",
-            "reward": None if unjudged[t, j] else int(passed[t, j]),
-            "judge_status": None if unjudged[t, j] else "ok",
             "lineage": {"run_id": "bench"},
         }
-        for t in range(n_tasks)
-        for j in range(k)
-    ]
 
-
-def _best_of(fn, repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return graded_pool(n_tasks, k, seed, extra=extra)
 
 
 def bench_preference() -> list[dict]:
@@ -53,7 +36,7 @@ def bench_preference() -> list[dict]:
     return [
         {
             "name": "build_preference_pairs on 100,000 rows (12,500 tasks)",
-            "value": round(_best_of(lambda: build_preference_pairs(rows)), 4),
+            "value": round(best_of(lambda: build_preference_pairs(rows)), 4),
             "unit": "s",
             "target": 1.0,
             "better": "lower",
@@ -61,7 +44,7 @@ def bench_preference() -> list[dict]:
         {
             "name": "build_preference_pairs, 4 pairs per task, on 100,000 rows",
             "value": round(
-                _best_of(lambda: build_preference_pairs(rows, max_pairs_per_prompt=4)), 4
+                best_of(lambda: build_preference_pairs(rows, max_pairs_per_prompt=4)), 4
             ),
             "unit": "s",
             "target": 1.5,

@@ -10,9 +10,8 @@ Run: ``python experiments/bench/run.py style``.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
+from _pools import best_of
 
 _BODY = (
     "Your order {n} was located and the refund of {n} dollars was issued to the card on file; "
@@ -38,15 +37,6 @@ def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
     return rows
 
 
-def _best_of(fn, repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def bench_style() -> list[dict]:
     from wai_exp.score.style import refusal_report, style_markers, style_report
 
@@ -54,21 +44,21 @@ def bench_style() -> list[dict]:
     return [
         {
             "name": "style_report on 100,000 rows (12,500 tasks, 5 families)",
-            "value": round(_best_of(lambda: style_report(rows)), 4),
+            "value": round(best_of(lambda: style_report(rows)), 4),
             "unit": "s",
             "target": 2.0,
             "better": "lower",
         },
         {
             "name": "style_markers on 100,000 rows",
-            "value": round(_best_of(lambda: style_markers(rows)), 4),
+            "value": round(best_of(lambda: style_markers(rows)), 4),
             "unit": "s",
             "target": 1.5,
             "better": "lower",
         },
         {
             "name": "refusal_report on 100,000 rows",
-            "value": round(_best_of(lambda: refusal_report(rows)), 4),
+            "value": round(best_of(lambda: refusal_report(rows)), 4),
             "unit": "s",
             "target": 0.5,
             "better": "lower",
