@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.rows import call
 from wai_exp.score.checklist import (
     acknowledges_fault,
     asks_question,
@@ -22,35 +23,6 @@ from wai_exp.score.checklist import (
 
 ORDER = "ORD-10482"
 EMAIL = "maria.chen@example.com"
-_ids = iter(range(10_000))
-
-
-def call(
-    name: str,
-    args: dict[str, Any],
-    result: Any = None,
-    status: str = "ok",
-    fault: str | None = None,
-    content: str = "",
-) -> list[dict[str, Any]]:
-    """An assistant turn making one call, and the tool step that answered it."""
-    cid = f"c{next(_ids)}"
-    return [
-        {
-            "kind": "assistant",
-            "content": content,
-            "tool_calls": [{"id": cid, "name": name, "arguments": args}],
-        },
-        {
-            "kind": "tool",
-            "tool_call_id": cid,
-            "name": name,
-            "arguments": args,
-            "result": result,
-            "status": status,
-            "fault": fault,
-        },
-    ]
 
 
 def say(text: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.rows import call
 from wai_exp.score.grading import (
     behavior_signature,
     conduct_grade,
@@ -16,34 +17,6 @@ from wai_exp.score.grading import (
     tool_calls,
     ungrounded_arguments,
 )
-
-_ids = iter(range(10_000))
-
-
-def call(
-    name: str,
-    args: dict[str, Any],
-    result: Any = None,
-    status: str = "ok",
-    fault: str | None = None,
-) -> list[dict[str, Any]]:
-    cid = f"c{next(_ids)}"
-    return [
-        {
-            "kind": "assistant",
-            "content": "",
-            "tool_calls": [{"id": cid, "name": name, "arguments": args}],
-        },
-        {
-            "kind": "tool",
-            "tool_call_id": cid,
-            "name": name,
-            "arguments": args,
-            "result": result,
-            "status": status,
-            "fault": fault,
-        },
-    ]
 
 
 def rollout(

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.rows import call
 from wai_exp.score.grading import conduct_grade, contains_token
 from wai_exp.score.grounding import (
     GROUNDING_MARKER,
@@ -15,18 +16,6 @@ from wai_exp.score.grounding import (
     mark_grounding,
     ungrounded_arguments,
 )
-
-_ids = iter(range(100_000))
-
-
-def call(name: str, args: dict[str, Any], result: Any = None) -> list[dict[str, Any]]:
-    """An assistant request and the tool step answering it."""
-    cid = f"c{next(_ids)}"
-    return [
-        {"kind": "assistant", "content": "", "tool_calls": [{"id": cid, "name": name, "arguments": args}]},
-        {"kind": "tool", "tool_call_id": cid, "name": name, "arguments": args, "result": result,
-         "status": "ok", "fault": None},
-    ]  # fmt: skip
 
 
 def row(prompt: str, *steps: list[dict[str, Any]], task: str = "t", **extra: Any) -> dict:
