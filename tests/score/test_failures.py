@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.rows import call
 from wai_exp.score.checklist import task_checklist
 from wai_exp.score.failures import FAILURE_CLASSES, classify_failure
 from wai_exp.score.judging import run_judge
@@ -32,23 +33,7 @@ def dims(tool: str, stance: str = "direct", world: str = "exists") -> dict[str, 
 
 
 def turn(name: str, args: dict[str, Any], result: Any, status: str = "ok") -> list[dict]:
-    cid = f"c-{name}-{status}"
-    return [
-        {
-            "kind": "assistant",
-            "content": "",
-            "tool_calls": [{"id": cid, "name": name, "arguments": args}],
-        },
-        {
-            "kind": "tool",
-            "tool_call_id": cid,
-            "name": name,
-            "arguments": args,
-            "result": result,
-            "status": status,
-            "fault": None if status == "ok" else status,
-        },
-    ]
+    return call(name, args, result, status, None if status == "ok" else status)
 
 
 def failed(reason: str | None, steps: list[dict] | None = None, **extra: Any) -> dict[str, Any]:

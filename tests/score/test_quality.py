@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.rows import call
 from wai_exp.score.checklist import task_checklist
 from wai_exp.score.judging import run_judge
 from wai_exp.score.quality import LENGTH_WORDS, QUALITY_CHECKS, rank_rows, score_row
@@ -17,23 +18,8 @@ ORDER_RESULT = {"order_id": ORDER, "status": "processing", "total": 59.9}
 
 
 def tool_turn(name: str, args: dict[str, Any], result: Any, status: str = "ok") -> list[dict]:
-    cid = f"c-{name}-{len(str(args))}"
-    return [
-        {
-            "kind": "assistant",
-            "content": f"Checking {name}.",
-            "tool_calls": [{"id": cid, "name": name, "arguments": args}],
-        },
-        {
-            "kind": "tool",
-            "tool_call_id": cid,
-            "name": name,
-            "arguments": args,
-            "result": result,
-            "status": status,
-            "fault": None if status == "ok" else status,
-        },
-    ]
+    fault = None if status == "ok" else status
+    return call(name, args, result, status, fault, content=f"Checking {name}.")
 
 
 def row(final: str, steps: list[dict] | None = None, **extra: Any) -> dict[str, Any]:
