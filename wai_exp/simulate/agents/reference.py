@@ -43,7 +43,6 @@ Limits (read before trusting the number):
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import json
 import math
@@ -232,16 +231,6 @@ def _resolve_source(
     )
 
 
-def _run_coro(factory: Callable[[], Any]) -> Any:
-    """Run a coroutine to completion, also from inside a running loop (a notebook)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(factory())
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(factory())).result()
-
-
 def reference_logprobs(
     source: Any,
     ref: str,
@@ -386,7 +375,9 @@ def reference_logprobs(
                 await client.aclose()
 
     if jobs:
-        _run_coro(run)
+        from wai_exp.score.judging import run_coro  # lazy: simulate loads score on use only
+
+        run_coro(run)
 
     n_tokens = 0
     gaps: list[float] = []
