@@ -466,11 +466,7 @@ class PairwiseJudge:
 
         self.spec = parse_model_spec(spec)
         prov = PROVIDERS[self.spec.provider]
-        self.api_key = (
-            api_key
-            if api_key is not None
-            else (os.environ.get(prov.key_env) if prov.key_env else None)
-        )
+        self.api_key = prov.api_key(api_key)
         self.kind = prov.kind
         self.system = system
         self.timeout = timeout

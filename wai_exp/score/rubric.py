@@ -455,11 +455,7 @@ class _Chat:
         self.spec = parse_model_spec(spec)
         prov = PROVIDERS[self.spec.provider]
         self.kind = prov.kind
-        self.api_key = (
-            api_key
-            if api_key is not None
-            else (os.environ.get(prov.key_env) if prov.key_env else None)
-        )
+        self.api_key = prov.api_key(api_key)
         self.timeout = timeout
         self.transport = transport
         self.retry = retry

@@ -31,6 +31,13 @@ class Provider:
     url_env: str | None
     kind: str  # "openai" | "anthropic"
 
+    def api_key(self, given: str | None = None) -> str | None:
+        """``given`` when it is not None, else the provider's key variable from the
+        environment; None when the provider takes no key or the variable is unset."""
+        if given is not None:
+            return given
+        return os.environ.get(self.key_env) if self.key_env else None
+
 
 PROVIDERS: dict[str, Provider] = {
     "openai": Provider("https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL", "openai"),
@@ -94,11 +101,7 @@ class ModelAgent:
     ) -> None:
         self.spec = parse_model_spec(spec)
         prov = PROVIDERS[self.spec.provider]
-        key = (
-            api_key
-            if api_key is not None
-            else (os.environ.get(prov.key_env) if prov.key_env else None)
-        )
+        key = prov.api_key(api_key)
         self.timeout = timeout
         self.transport = transport
         self.retry = retry

@@ -46,7 +46,6 @@ import asyncio
 import inspect
 import json
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,9 +285,7 @@ def reference_logprobs(
         )
     enable_thinking = bool(kwargs.get("enable_thinking", True))
     rows, mirrors, sp, tool_list, from_path = _resolve_source(source, system_prompt, tools)
-    key = (
-        api_key if api_key is not None else (os.environ.get(prov.key_env) if prov.key_env else None)
-    )
+    key = prov.api_key(api_key)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = spec.base_url.rstrip("/") + "/completions"
 
