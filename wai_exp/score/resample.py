@@ -328,6 +328,16 @@ def group_values(keys: Sequence[str], values: Sequence[float | None] | np.ndarra
     return TaskGroups(uniq, counts, sums, inverse, vals, n_skipped)
 
 
+def _judged_value(row: Mapping[str, Any]) -> Any:
+    # The status rule and fields shared by binary_reward and numeric_reward: None when the
+    # judge gave no verdict, else ``reward`` (``qwen_reward`` when reward is missing), as is.
+    status = row.get("judge_status")
+    if status is not None and status in UNJUDGED_STATUSES:
+        return None
+    value = row.get("reward")
+    return row.get("qwen_reward") if value is None else value
+
+
 def binary_reward(row: Mapping[str, Any]) -> float | None:
     """The row's pass/fail as 1.0 / 0.0, or ``None`` when it does not count.
 
@@ -336,12 +346,7 @@ def binary_reward(row: Mapping[str, Any]) -> float | None:
     ``judge_status`` says the judge did not return a verdict all give ``None``, so an
     unjudged row is never counted as a failure.
     """
-    status = row.get("judge_status")
-    if status is not None and status in UNJUDGED_STATUSES:
-        return None
-    value = row.get("reward")
-    if value is None:
-        value = row.get("qwen_reward")
+    value = _judged_value(row)
     if value is None or isinstance(value, str):
         return None
     if value == 1 or value is True:
@@ -359,12 +364,7 @@ def numeric_reward(row: Mapping[str, Any]) -> float | None:
     a ``judge_status`` in ``UNJUDGED_STATUSES``, a missing or non-numeric reward and a number
     outside [0, 1] (or NaN/inf) all give ``None``. ``True``/``False`` read as 1.0/0.0.
     """
-    status = row.get("judge_status")
-    if status is not None and status in UNJUDGED_STATUSES:
-        return None
-    value = row.get("reward")
-    if value is None:
-        value = row.get("qwen_reward")
+    value = _judged_value(row)
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if not isinstance(value, int | float):
