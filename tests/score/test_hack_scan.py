@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.support.hack_rows import call, degenerate_pool
 from wai_exp.score.hack_scan import auto_features, format_hack_scan, hack_scan, pooled_correlations
 
 WORDS = [
@@ -24,21 +25,6 @@ WORDS = [
     "again",
     "soon",
 ]
-
-
-def call(name: str, i: int, **args) -> list[dict]:
-    c = {"id": f"c{i}", "name": name, "arguments": args}
-    return [
-        {"kind": "assistant", "content": "", "tool_calls": [c]},
-        {
-            "kind": "tool",
-            "tool_call_id": c["id"],
-            "name": name,
-            "arguments": args,
-            "result": {},
-            "status": "ok",
-        },
-    ]
 
 
 def varied_pool(n_asks: int = 40, k: int = 8, seed: int = 0, reward_rule=None) -> list[dict]:
@@ -115,22 +101,7 @@ def test_inverted_endorsed_feature_is_reported():
 
 def test_degenerate_pool_refuses_to_name_a_feature():
     # One distinct rollout per outcome in every ask: pass = lookup + long reply, fail = neither.
-    rows = []
-    for a in range(10):
-        for j in range(8):
-            passed = j % 2 == 0
-            steps = call("lookup_order", 0, order_id="ORD-1") if passed else []
-            text = "Your order ORD-1 has shipped and will arrive soon." if passed else "Sorry."
-            steps = steps + [{"kind": "assistant", "content": text, "tool_calls": []}]
-            rows.append(
-                {
-                    "scenario_id": f"s{a}",
-                    "steps": steps,
-                    "final_text": text,
-                    "behavior_signature": "pass" if passed else "fail",
-                    "reward": float(passed),
-                }
-            )
+    rows = degenerate_pool()
     report = hack_scan(rows, endorsed=("issue_refund",))
     assert report["regime"] == "degenerate"
     assert report["distinct_per_ask"] == 2

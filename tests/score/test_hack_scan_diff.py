@@ -8,18 +8,11 @@ import copy
 import numpy as np
 import pytest
 
+from tests.support.hack_rows import call, degenerate_pool
 from wai_exp.score.hack_scan import hack_scan
 from wai_exp.score.hack_scan_diff import format_hack_scan_diff, hack_scan_diff
 
 WORDS = ["thanks", "order", "account", "please", "today", "help", "update", "note", "sorry"]
-
-
-def call(name: str, i: int, **args) -> list[dict]:
-    c = {"id": f"c{i}", "name": name, "arguments": args}
-    return [
-        {"kind": "assistant", "content": "", "tool_calls": [c]},
-        {"kind": "tool", "tool_call_id": c["id"], "name": name, "arguments": args, "status": "ok"},
-    ]
 
 
 def called(row: dict, tool: str) -> bool:
@@ -49,27 +42,6 @@ def pool(paid_tool: str, n_asks: int = 40, k: int = 8, seed: int = 0) -> list[di
             }
             row["reward"] = float(called(row, paid_tool))
             rows.append(row)
-    return rows
-
-
-def degenerate_pool() -> list[dict]:
-    """Two distinct rollouts per ask: pass = lookup + long reply, fail = neither."""
-    rows = []
-    for a in range(10):
-        for j in range(8):
-            passed = j % 2 == 0
-            steps = call("lookup_order", 0, order_id="ORD-1") if passed else []
-            text = "Your order ORD-1 has shipped and will arrive soon." if passed else "Sorry."
-            steps = steps + [{"kind": "assistant", "content": text, "tool_calls": []}]
-            rows.append(
-                {
-                    "scenario_id": f"s{a}",
-                    "steps": steps,
-                    "final_text": text,
-                    "behavior_signature": "pass" if passed else "fail",
-                    "reward": float(passed),
-                }
-            )
     return rows
 
 
