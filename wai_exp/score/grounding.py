@@ -134,13 +134,9 @@ def _has_call(row: Mapping[str, Any]) -> bool:
 
 
 def _rows(rows: Any) -> list[Mapping[str, Any]]:
-    from wai_exp.score.passat import as_rows  # the one reader of "a row list or .rows"
+    from wai_exp.score.passat import row_dicts  # lazy: passat imports scipy
 
-    row_list = as_rows(rows)
-    for i, row in enumerate(row_list):
-        if not isinstance(row, Mapping):
-            raise TypeError(f"rows[{i}] is a {type(row).__name__}, not a row dict")
-    return row_list
+    return row_dicts(rows)
 
 
 def _stamp(row: Mapping[str, Any], value: float, extra: Mapping[str, float] | None = None) -> dict:

@@ -64,13 +64,9 @@ def row_markers(row: dict, names: Sequence[str] | None = None) -> dict[str, int]
 
 
 def _rows(rows: Any) -> list[dict]:
-    from wai_exp.score.passat import as_rows
+    from wai_exp.score.passat import row_dicts  # lazy: passat imports scipy
 
-    row_list = as_rows(rows)
-    for i, row in enumerate(row_list):
-        if not isinstance(row, Mapping):
-            raise TypeError(f"rows[{i}] is a {type(row).__name__}, not a row dict")
-    return row_list
+    return row_dicts(rows)
 
 
 def behavioral_markers(

@@ -37,6 +37,7 @@ __all__ = [
     "as_rows",
     "pass_at",
     "pass_k_estimates",
+    "row_dicts",
     "run_config",
 ]
 
@@ -71,6 +72,16 @@ def as_rows(source: Any) -> list[Mapping[str, Any]]:
         f"expected a list of row dicts or an object with .rows (SimulationData, ScoredData); "
         f"got {type(source).__name__}"
     )
+
+
+def row_dicts(source: Any) -> list[Mapping[str, Any]]:
+    """``as_rows(source)``, checked: raises ``TypeError`` naming the first element (by index)
+    that is not a row dict, as well as when ``source`` is not a row list at all."""
+    row_list = as_rows(source)
+    for i, row in enumerate(row_list):
+        if not isinstance(row, Mapping):
+            raise TypeError(f"rows[{i}] is a {type(row).__name__}, not a row dict")
+    return row_list
 
 
 def pass_k_estimates(n: Any, c: Any, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -227,13 +227,9 @@ def phrase_hits(text: str, families: Mapping[str, tuple[str, ...]]) -> dict[str,
 
 
 def _as_list(rows: Any) -> list[dict]:
-    from wai_exp.score.passat import as_rows
+    from wai_exp.score.passat import row_dicts  # lazy: passat imports scipy
 
-    row_list = as_rows(rows)
-    for i, row in enumerate(row_list):
-        if not isinstance(row, Mapping):
-            raise TypeError(f"rows[{i}] is a {type(row).__name__}, not a row dict")
-    return row_list
+    return row_dicts(rows)
 
 
 def style_markers(
