@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
+from tests.support.stats import wilson
 from wai_exp.score.audit import (
     DEFAULT_QUESTION,
     FN_WARN,
@@ -73,14 +72,6 @@ def _graded() -> list[dict]:
     return list(run_judge(_rows(), exact_verifier).rows)
 
 
-def _wilson(k: int, n: int, z: float = 1.959963984540054) -> list[float]:
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return [centre - half, centre + half]
-
-
 def test_fn_rate_known_by_construction() -> None:
     # 30 failed rows: 10 right answers the exact match rejected ("42.0" x6, "forty-two" x4)
     # and 20 wrong ones. sample=40 > 30, so every failure is audited: fn_rate = 10/30.
@@ -88,9 +79,9 @@ def test_fn_rate_known_by_construction() -> None:
     assert report["n_failed"] == 30 and report["n_sampled"] == 30
     assert report["n_judged"] == 30 and report["n_overturned"] == 10
     assert report["fn_rate"] == pytest.approx(1 / 3)
-    assert report["fn_ci95"] == pytest.approx(_wilson(10, 30))
+    assert report["fn_ci95"] == pytest.approx(wilson(10, 30))
     assert report["estimated_wrong_fails"] == pytest.approx(10.0)
-    assert report["estimated_wrong_fails_ci95"] == pytest.approx([30 * x for x in _wilson(10, 30)])
+    assert report["estimated_wrong_fails_ci95"] == pytest.approx([30 * x for x in wilson(10, 30)])
     # 21 numeric mismatches ("42.0" x6 + "41" x15), 6 of them right; 9 non-numbers, 4 right.
     assert report["reasons"] == {
         "mismatch": {"sampled": 21, "overturned": 6},
@@ -120,7 +111,7 @@ def test_a_verifier_that_is_right_passes_the_audit() -> None:
         r["reward"] = 1.0 if _value(r["final_text"]) == 42.0 else 0.0
     report = audit_grades(rows, truthful_judge)
     assert report["n_failed"] == 20 and report["fn_rate"] == 0.0
-    assert report["fn_ci95"][0] == 0.0 and report["fn_ci95"][1] == pytest.approx(_wilson(0, 20)[1])
+    assert report["fn_ci95"][0] == 0.0 and report["fn_ci95"][1] == pytest.approx(wilson(0, 20)[1])
     assert report["ok"] is True and report["examples"] == []
     assert not any("fix the verifier" in w for w in report["warnings"])
     # An upper bound above fn_warn is said out loud, not hidden behind fn_rate = 0.
@@ -160,7 +151,7 @@ def test_passes_sample_gives_fp_rate() -> None:
     report = audit_grades(_graded(), picky, passes=40)
     assert report["fp_judged"] == 20 and report["fp_overturned"] == 5
     assert report["fp_rate"] == pytest.approx(0.25)
-    assert report["fp_ci95"] == pytest.approx(_wilson(5, 20))
+    assert report["fp_ci95"] == pytest.approx(wilson(5, 20))
     assert report["fn_rate"] == pytest.approx(1 / 3)  # the failed side is unchanged
     assert len(report["fp_examples"]) == 5
     assert "fp_rate 25%" in report["summary"]

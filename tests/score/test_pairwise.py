@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 
 import httpx
 import pytest
 
+from tests.support.stats import wilson
 from wai_exp.score.pairwise import (
     DEFAULT_PAIRWISE_PROMPT,
     POSITION_FLIP_FLAG,
@@ -43,14 +43,6 @@ def _pairs(n_tasks: int = 5) -> list[dict]:
     return pairs
 
 
-def _wilson(k: int, n: int, z: float = 1.959963984540054) -> list[float]:
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return [centre - half, centre + half]
-
-
 def always_a(a: dict, b: dict) -> dict:
     return {"winner": "A", "reason": "the first one"}
 
@@ -67,7 +59,7 @@ def content_judge(a: dict, b: dict) -> str:
 def test_position_biased_judge_flips_every_pair() -> None:
     pairs, report = judge_pairs(_pairs(), judge=always_a)
     assert report["position_flip_rate"] == 1.0 and report["position_flips"] == 5
-    assert report["position_flip_ci95"] == pytest.approx(_wilson(5, 5))
+    assert report["position_flip_ci95"] == pytest.approx(wilson(5, 5))
     assert report["tie_rate"] == 1.0 and report["agrees_with_scores"] == 0.0
     assert report["calls"] == 10 and report["judge"] == "always_a"
     assert any(w.startswith("position bias") for w in report["warnings"])
@@ -84,7 +76,7 @@ def test_consistent_judge_agrees_with_scores() -> None:
     assert pairs is not given and pairs[0] is given[0]  # written in place
     assert report["position_flip_rate"] == 0.0 and report["tie_rate"] == 0.0
     assert report["agrees_with_scores"] == 1.0
-    assert report["agrees_with_scores_ci95"] == pytest.approx(_wilson(5, 5))
+    assert report["agrees_with_scores_ci95"] == pytest.approx(wilson(5, 5))
     assert report["prefers_rejected"] == 0.0 and report["failed"] == 0
     assert report["warnings"] == []
     for p in given:
