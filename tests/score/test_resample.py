@@ -29,6 +29,7 @@ from wai_exp.score.resample import (
     sign_flip_test,
     t_quantile,
     unpaired_bootstrap,
+    wilson_ci,
     wilson_interval,
     z_quantile,
 )
@@ -59,6 +60,14 @@ def test_wilson_empty_and_invalid() -> None:
     assert wilson_interval(0, 0) is None
     with pytest.raises(ValueError, match="successes"):
         wilson_interval(5, 3)
+
+
+def test_wilson_ci_is_the_interval_as_a_list() -> None:
+    # 1 of 4: p = 0.25, z^2 = 3.8415: centre = (0.25 + 0.4802) / 1.9604 = 0.3724,
+    # half = 1.96 * sqrt(0.046875 + 0.060024) / 1.9604 = 0.3268.
+    assert wilson_ci(1, 4) == pytest.approx([0.0456, 0.6993], abs=1e-4)
+    assert wilson_ci(1, 4) == wilson_interval(1, 4).as_list()
+    assert wilson_ci(0, 0) is None
 
 
 def test_t_and_z_quantiles_known_values() -> None:

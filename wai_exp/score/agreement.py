@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from wai_exp.score.resample import wilson_interval
+from wai_exp.score.resample import wilson_ci
 
 #: Fewer compared rows than this and the report says the sample is below the floor.
 GOLD_FLOOR = 50
@@ -96,12 +96,6 @@ def kappa_interval(a: int, b: int, c: int, d: int) -> list[float] | None:
 
 def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
-
-
-def wilson_ci(k: int, n: int) -> list[float] | None:
-    """The Wilson 95% interval of ``k / n`` as ``[low, high]``, or ``None`` when ``n`` is 0."""
-    iv = wilson_interval(k, n)
-    return None if iv is None else [iv[0], iv[1]]
 
 
 def judge_agreement(

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.resample import as_generator, binary_reward, wilson_interval
+from wai_exp.score.resample import as_generator, binary_reward, wilson_ci
 
 #: Above this false-negative rate the audit says to fix the verifier before training
 #: (``select_for_rl`` reads the same default from its own ``FN_WARN``).
@@ -90,8 +90,7 @@ def _with_reference(row: Mapping[str, Any], question: str) -> tuple[dict[str, An
 
 
 def _rate(k: int, n: int) -> tuple[float | None, list[float] | None]:
-    ci = wilson_interval(k, n)
-    return (k / n if n else None), (ci.as_list() if ci is not None else None)
+    return (k / n if n else None), wilson_ci(k, n)
 
 
 def _example(original: Mapping[str, Any], judged: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import numpy as np
 
 from wai_exp.score.agreement import judge_agreement
 from wai_exp.score.grading import final_reply, trajectory_steps
-from wai_exp.score.resample import binary_reward, two_proportion_p, wilson_interval
+from wai_exp.score.resample import binary_reward, two_proportion_p, wilson_ci
 
 #: Default floors and flags (the reference defaults).
 MIN_AGREEMENT = 0.8
@@ -124,11 +124,6 @@ _SENTENCE_END = re.compile(r"([.!?])\s+")
 # ---------------------------------------------------------------------------------------
 # Small helpers
 # ---------------------------------------------------------------------------------------
-
-
-def _ci(k: int, n: int) -> list[float] | None:
-    iv = wilson_interval(k, n)
-    return None if iv is None else [float(iv[0]), float(iv[1])]
 
 
 def _rate(k: int, n: int) -> float | None:
@@ -451,7 +446,7 @@ def judge_probes(
             "passed": passed,
             "unjudged": len(results) - n,
             "rate": _rate(passed, n),
-            "ci95": _ci(passed, n),
+            "ci95": wilson_ci(passed, n),
             "mean_shift": float(np.mean(shifts)) if shifts else None,
             "flagged": False,
             "examples": [
@@ -646,7 +641,7 @@ def _flip_check(
         "unjudged": len(judged) - n,
         "flips": flips,
         "flip_rate": _rate(flips, n),
-        "ci95": _ci(flips, n),
+        "ci95": wilson_ci(flips, n),
         "flagged": bool(n and flips / n >= flag),
         "what": what,
         "note": None if n else "no re-judged row returned a 0/1 verdict to compare",

@@ -24,8 +24,8 @@ from wai_exp.score.agreement import (
     binary_label,
     cohen_kappa,
     kappa_interval,
-    wilson_ci,
 )
+from wai_exp.score.resample import wilson_ci
 
 #: The keys a label's value may sit under, in the order they are read.
 VALUE_KEYS = ("label", "reward", "gold_reward")

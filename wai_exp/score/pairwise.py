@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.resample import wilson_interval
+from wai_exp.score.resample import wilson_ci
 
 #: A flip rate at or over this is flagged: the judge's answer follows the order.
 POSITION_FLIP_FLAG = 0.2
@@ -175,8 +175,7 @@ def _call_all(
 
 
 def _rate(k: int, n: int) -> tuple[float | None, list[float] | None]:
-    ci = wilson_interval(k, n)
-    return (k / n if n else None), (ci.as_list() if ci is not None else None)
+    return (k / n if n else None), wilson_ci(k, n)
 
 
 def _side(verdict: Verdict, chosen_is_a: bool) -> str | None:

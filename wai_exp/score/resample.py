@@ -81,6 +81,7 @@ __all__ = [
     "two_proportion_p",
     "unpaired_bootstrap",
     "welch_p",
+    "wilson_ci",
     "wilson_interval",
     "z_quantile",
 ]
@@ -205,6 +206,13 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> Interval | N
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
     return Interval(max(0.0, centre - half), min(1.0, centre + half))
+
+
+def wilson_ci(successes: int, n: int, level: float = 0.95) -> list[float] | None:
+    """``wilson_interval`` as a ``[low, high]`` list of floats (the shape reports store), or
+    ``None`` for ``n == 0``; raises ``ValueError`` as ``wilson_interval`` does."""
+    iv = wilson_interval(successes, n, level)
+    return None if iv is None else iv.as_list()
 
 
 # --------------------------------------------------------------------------------------
