@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
-from wai_exp.simulate.agents.http import DEFAULT_RETRY, BackendError, RetryPolicy, post_json
-from wai_exp.simulate.agents.turn import Completion
+from wai_exp.simulate.agents.http import BackendError, post_json
+from wai_exp.simulate.agents.turn import ChatBackend, Completion
 
 API_VERSION = "2023-06-01"
 
@@ -70,26 +68,14 @@ def to_anthropic(
     return system, out, a_tools
 
 
-class AnthropicChat:
+class AnthropicChat(ChatBackend):
     """One model behind ``{base_url}/messages``."""
 
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        policy: RetryPolicy = DEFAULT_RETRY,
-    ) -> None:
-        self.client = client
-        self.url = base_url.rstrip("/") + "/messages"
-        self.model = model
-        self.headers = {
-            "anthropic-version": API_VERSION,
-            **({"x-api-key": api_key} if api_key else {}),
-        }
-        self.policy = policy
+    PATH = "/messages"
+
+    @staticmethod
+    def auth_headers(api_key: str | None) -> dict[str, str]:
+        return {"anthropic-version": API_VERSION, **({"x-api-key": api_key} if api_key else {})}
 
     async def complete(
         self,

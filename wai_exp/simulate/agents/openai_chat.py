@@ -5,29 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
-from wai_exp.simulate.agents.http import DEFAULT_RETRY, BackendError, RetryPolicy, post_json
-from wai_exp.simulate.agents.turn import Completion
+from wai_exp.simulate.agents.http import BackendError, post_json
+from wai_exp.simulate.agents.turn import ChatBackend, Completion
 
 
-class OpenAIChat:
+class OpenAIChat(ChatBackend):
     """One model behind ``{base_url}/chat/completions``."""
 
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        policy: RetryPolicy = DEFAULT_RETRY,
-    ) -> None:
-        self.client = client
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.policy = policy
+    PATH = "/chat/completions"
 
     async def complete(
         self,

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
+
+    from wai_exp.simulate.agents.http import RetryPolicy
 
 
 @dataclass
@@ -17,3 +22,31 @@ class Completion:
     truncated: bool = False
     model: str = ""
     token_logprobs: list[float] | None = None
+
+
+class ChatBackend:
+    """One model behind ``{base_url}{PATH}``: what every backend holds. Subclasses set
+    ``PATH`` and ``auth_headers`` and implement ``complete``."""
+
+    PATH = ""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> None:
+        from wai_exp.simulate.agents.http import DEFAULT_RETRY
+
+        self.client = client
+        self.url = base_url.rstrip("/") + self.PATH
+        self.model = model
+        self.headers = self.auth_headers(api_key)
+        self.policy = policy or DEFAULT_RETRY
+
+    @staticmethod
+    def auth_headers(api_key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
