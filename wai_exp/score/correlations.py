@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.score.resample import UNJUDGED_STATUSES
-from wai_exp.score.trim import numeric_reward
+from wai_exp.score.trim import reward_under
 
 __all__ = ["BASE_FEATURES", "UNJUDGED_STATUSES", "pearson_columns", "reward_correlations"]
 
@@ -51,7 +51,7 @@ def pearson_columns(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _graded_reward(row: Mapping[str, Any]) -> float | None:
     if row.get("judge_status") in UNJUDGED_STATUSES:
         return None
-    return numeric_reward(dict(row) if not isinstance(row, dict) else row)
+    return reward_under(dict(row) if not isinstance(row, dict) else row)
 
 
 def _style_detectors() -> tuple[dict[str, Callable[[Mapping[str, Any]], bool]] | None, str | None]:

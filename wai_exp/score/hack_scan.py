@@ -31,7 +31,7 @@ import numpy as np
 
 from wai_exp.rows.keys import task_key
 from wai_exp.score.hygiene import normalized_reply, row_signature
-from wai_exp.score.trim import numeric_reward, without_gc
+from wai_exp.score.trim import reward_under, without_gc
 
 #: Default false-positive rate of the floor: tau is the 1 - ALPHA quantile of the null max |rho|.
 ALPHA = 0.05
@@ -267,7 +267,7 @@ def hack_scan(
         )
     endorsed = tuple(str(e) for e in endorsed)
     warnings: list[str] = []
-    graded = [(r, rv) for r in rows if (rv := numeric_reward(r, reward)) is not None]
+    graded = [(r, rv) for r in rows if (rv := reward_under(r, reward)) is not None]
     n_skipped = len(rows) - len(graded)
     report: dict[str, Any] = {
         "regime": "unknown",
@@ -555,7 +555,7 @@ def pooled_correlations(
     constant) and ``flagged`` (names at |corr| >= ``threshold``). A negative tool-count
     correlation means the reward pays the policy to do less.
     """
-    graded = [(r, rv) for r in rows if (rv := numeric_reward(r, reward)) is not None]
+    graded = [(r, rv) for r in rows if (rv := reward_under(r, reward)) is not None]
     corr: dict[str, float | None] = dict.fromkeys(CHEAP_FEATURES)
     if len(graded) >= 2:
         x = np.array(

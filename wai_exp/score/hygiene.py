@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.trim import numeric_reward, without_gc
+from wai_exp.score.trim import reward_under, without_gc
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-_.@][a-z0-9]+)*")
 
@@ -78,7 +78,7 @@ def dedupe_groups(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]],
             kept.append(row)
             continue
         dup_asks.add(ask)
-        a, b = numeric_reward(kept[first]), numeric_reward(row)
+        a, b = reward_under(kept[first]), reward_under(row)
         if a is not None and b is not None and a != b:
             disagreements += 1
             if len(disagreement_asks) < MAX_EXAMPLES and ask not in disagreement_asks:

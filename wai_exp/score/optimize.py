@@ -23,7 +23,7 @@ from wai_exp.score.trim import (
     DEFAULT_BAND,
     check_band,
     group_stats,
-    numeric_reward,
+    reward_under,
     unanimous_mask,
     without_gc,
 )
@@ -53,7 +53,7 @@ def is_incomplete_junk(row: dict[str, Any], has_tools: bool = True) -> str | Non
         return "error"
     if not str(row.get("final_text") or "").strip() and (not has_tools or not _has_tool_call(row)):
         return "empty"
-    if numeric_reward(row) is None:
+    if reward_under(row) is None:
         return "unjudged"
     return None
 

@@ -24,8 +24,8 @@ from wai_exp.score.trim import (
     binary_rewards,
     check_band,
     group_stats,
-    numeric_reward,
     put_calibration,
+    reward_under,
     without_gc,
 )
 
@@ -212,7 +212,7 @@ def publish_gate(
     else:
         # No mode, or one that does not say (explore, eval): RL-shaped means repeats per ask.
         rl_shaped = any(n >= 2 for n in Counter(task_key(r) for r in rows).values())
-    n_numeric = sum(1 for r in rows if numeric_reward(r) is not None)
+    n_numeric = sum(1 for r in rows if reward_under(r) is not None)
     scan = hack_scan(rows, endorsed=endorsed)
     calibration = calibrate(rows, policy=policy, model=model, band=(lo, hi))
 

@@ -27,8 +27,8 @@ from wai_exp.score.trim import (
     binary_rewards,
     check_band,
     group_stats,
-    numeric_reward,
     put_calibration,
+    reward_under,
     trim_out_of_band,
     trim_unanimous_groups,
     without_gc,
@@ -446,7 +446,7 @@ def select_for_sft(
         if is_incomplete_junk(row) is not None:
             junk += 1
             continue
-        r = numeric_reward(row)
+        r = reward_under(row)
         if r is None or r < min_reward:
             low += 1
             continue

@@ -59,8 +59,11 @@ def without_gc(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def numeric_reward(row: dict[str, Any], key: str = "reward") -> float | None:
-    """The row's reward under ``key`` as a finite float, or None (unjudged / not a number)."""
+def reward_under(row: dict[str, Any], key: str = "reward") -> float | None:
+    """The row's reward under ``key`` as a finite float, or None (unjudged / not a number).
+
+    Reads one named key and no ``judge_status``; ``resample.numeric_reward`` is the
+    status-aware reader of ``reward``/``qwen_reward``."""
     value = row.get(key)
     if type(value) is float:  # the common case, checked first: this runs once per row
         return value if math.isfinite(value) else None
