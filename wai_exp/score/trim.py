@@ -190,6 +190,22 @@ def check_band(lo: float, hi: float) -> tuple[float, float]:
     return lo, hi
 
 
+def _drop_asks(
+    rows: list[dict[str, Any]], stats: GroupStats, drop: np.ndarray
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows of asks not in ``drop`` (in input order) and the counts both trims report."""
+    keep_row = ~drop[stats.inv] if rows else np.zeros(0, dtype=bool)
+    kept = [r for r, keep in zip(rows, keep_row, strict=True) if keep]
+    report = {
+        "rows_in": len(rows),
+        "rows_kept": len(kept),
+        "rows_dropped": len(rows) - len(kept),
+        "asks_in": stats.n_groups,
+        "asks_kept": int((~drop).sum()),
+    }
+    return kept, report
+
+
 def trim_unanimous_groups(
     rows: Sequence[dict[str, Any]], min_k: int = 2
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -210,19 +226,15 @@ def trim_unanimous_groups(
     stats = group_stats(rows)
     unanimous = unanimous_mask(stats, min_k)
     all_pass = unanimous & (stats.n_pass == stats.k)
-    keep_row = ~unanimous[stats.inv] if rows else np.zeros(0, dtype=bool)
-    kept = [r for r, keep in zip(rows, keep_row, strict=True) if keep]
-    report = {
-        "rows_in": len(rows),
-        "rows_kept": len(kept),
-        "rows_dropped": len(rows) - len(kept),
-        "asks_in": stats.n_groups,
-        "asks_kept": int((~unanimous).sum()),
-        "asks_dropped_all_pass": int(all_pass.sum()),
-        "asks_dropped_all_fail": int((unanimous & ~all_pass).sum()),
-        "asks_short": int((stats.k < min_k).sum()),
-        "min_k": min_k,
-    }
+    kept, report = _drop_asks(rows, stats, unanimous)
+    report.update(
+        {
+            "asks_dropped_all_pass": int(all_pass.sum()),
+            "asks_dropped_all_fail": int((unanimous & ~all_pass).sum()),
+            "asks_short": int((stats.k < min_k).sum()),
+            "min_k": min_k,
+        }
+    )
     return kept, report
 
 
@@ -257,19 +269,15 @@ def trim_out_of_band(
     too_easy = eligible & ~unanimous & (rate > hi + eps)
     too_hard = eligible & ~unanimous & (rate < lo - eps)
     drop = too_easy | too_hard
-    keep_row = ~drop[stats.inv] if rows else np.zeros(0, dtype=bool)
-    kept = [r for r, keep in zip(rows, keep_row, strict=True) if keep]
-    report = {
-        "rows_in": len(rows),
-        "rows_kept": len(kept),
-        "rows_dropped": len(rows) - len(kept),
-        "asks_in": stats.n_groups,
-        "asks_kept": int((~drop).sum()),
-        "asks_dropped_too_easy": int(too_easy.sum()),
-        "asks_dropped_too_hard": int(too_hard.sum()),
-        "asks_unanimous_left": int(unanimous.sum()),
-        "asks_short": int((~eligible).sum()),
-        "band": [lo, hi],
-        "min_k": min_k,
-    }
+    kept, report = _drop_asks(rows, stats, drop)
+    report.update(
+        {
+            "asks_dropped_too_easy": int(too_easy.sum()),
+            "asks_dropped_too_hard": int(too_hard.sum()),
+            "asks_unanimous_left": int(unanimous.sum()),
+            "asks_short": int((~eligible).sum()),
+            "band": [lo, hi],
+            "min_k": min_k,
+        }
+    )
     return kept, report
