@@ -35,10 +35,10 @@ import time
 
 import numpy as np
 
-from wai_exp.score.delta import delta_report
-from wai_exp.score.power import holdout_size
-from wai_exp.score.resample import bootstrap_mean, wilson_interval
-from wai_exp.score.stats import compare_runs
+from wai_exp.score.stats.delta import delta_report
+from wai_exp.score.stats.power import holdout_size
+from wai_exp.score.stats.resample import bootstrap_mean, wilson_interval
+from wai_exp.score.stats.stats import compare_runs
 
 K = 4
 NULL_TASKS = 40

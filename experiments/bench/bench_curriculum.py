@@ -18,7 +18,7 @@ def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
 
 
 def bench_curriculum() -> list[dict]:
-    from wai_exp.score.curriculum import curriculum, retire_solved
+    from wai_exp.score.select.curriculum import curriculum, retire_solved
 
     rows = make_rows()
     return [

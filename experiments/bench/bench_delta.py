@@ -24,7 +24,7 @@ def _templated_prompts(n: int, rng: np.random.Generator, prefix: str) -> list[st
 
 
 def bench_decontaminate_20k() -> dict:
-    from wai_exp.score.decontaminate import decontaminate
+    from wai_exp.score.select.decontaminate import decontaminate
 
     rng = np.random.default_rng(0)
     eval_prompts = _templated_prompts(2000, rng, "w")
@@ -76,7 +76,7 @@ def bench_delta_report_2000x10() -> dict:
     process CPU time, which neighbours' load on a shared 2-core machine inflates far less
     (BLAS threads spinning would show up there, not in wall time). Both medians too.
     """
-    from wai_exp.score.delta import delta_report
+    from wai_exp.score.stats.delta import delta_report
 
     before = _arm(2000, 8, 0.5, 10, 1)
     after = _arm(2000, 8, 0.55, 10, 2)

@@ -101,8 +101,8 @@ def synthetic_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
 def bench_run_judge_checklist() -> list[dict]:
     """Wall-clock rows/s, and rows per CPU-second of this process (the inline path is one
     thread, so the CPU figure is what the code costs on a shared, loaded machine)."""
-    from wai_exp.score.checklist import task_checklist
-    from wai_exp.score.judging import run_judge
+    from wai_exp.score.grade.checklist import task_checklist
+    from wai_exp.score.judges.judging import run_judge
 
     rows = synthetic_rows(10_000)
     run_judge(rows[:200], task_checklist)  # warm imports
@@ -129,7 +129,7 @@ def bench_run_judge_checklist() -> list[dict]:
 
 
 def bench_behavior_signature() -> dict:
-    from wai_exp.score.grading import behavior_signature
+    from wai_exp.score.grade.grading import behavior_signature
 
     rows = synthetic_rows(10_000, seed=1)
     t0 = time.perf_counter()

@@ -45,7 +45,7 @@ def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
 
 
 def bench_logprobs() -> list[dict]:
-    from wai_exp.score.logprobs import logprob_report, mean_kl, staleness_report
+    from wai_exp.score.diagnose.logprobs import logprob_report, mean_kl, staleness_report
 
     rows = make_rows()
     return [

@@ -106,14 +106,14 @@ def _timed(label: str, goal: float, fn, *args, **kwargs) -> list[dict]:
 
 
 def bench_select_for_rl_100k() -> list[dict]:
-    from wai_exp.score.select import select_for_rl
+    from wai_exp.score.select.select import select_for_rl
 
     rows = make_pool()
     return _timed("select_for_rl on 100,000 graded rows", 3.0, select_for_rl, rows, target=1000)
 
 
 def bench_publish_gate_100k() -> list[dict]:
-    from wai_exp.score.publish_gate import publish_gate
+    from wai_exp.score.select.publish_gate import publish_gate
 
     rows = make_pool(seed=1)
     return _timed(
@@ -127,7 +127,7 @@ def bench_publish_gate_100k() -> list[dict]:
 
 
 def bench_hack_scan_100k() -> list[dict]:
-    from wai_exp.score.hack_scan import hack_scan
+    from wai_exp.score.diagnose.hack_scan import hack_scan
 
     rows = make_pool(seed=2)
     return _timed(

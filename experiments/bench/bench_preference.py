@@ -30,7 +30,7 @@ def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
 
 
 def bench_preference() -> list[dict]:
-    from wai_exp.score.preference import build_preference_pairs
+    from wai_exp.score.select.preference import build_preference_pairs
 
     rows = make_rows()
     return [

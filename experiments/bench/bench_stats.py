@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from wai_exp.score.passat import pass_at
-from wai_exp.score.stats import compare_runs, eval_variance
+from wai_exp.score.stats.passat import pass_at
+from wai_exp.score.stats.stats import compare_runs, eval_variance
 
 
 def _rows(

@@ -20,7 +20,7 @@ _BODY = (
 
 
 def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
-    from wai_exp.score.style import STYLE_MARKERS
+    from wai_exp.score.grade.style import STYLE_MARKERS
 
     rng = np.random.default_rng(seed)
     phrases = [p for plist in STYLE_MARKERS.values() for p in plist]
@@ -38,7 +38,7 @@ def make_rows(n_tasks: int = 12_500, k: int = 8, seed: int = 0) -> list[dict]:
 
 
 def bench_style() -> list[dict]:
-    from wai_exp.score.style import refusal_report, style_markers, style_report
+    from wai_exp.score.grade.style import refusal_report, style_markers, style_report
 
     rows = make_rows()
     return [

@@ -70,7 +70,7 @@ def bench_scripted_agent() -> list[dict]:
         }
     ]
     try:
-        from wai_exp.score.checklist import outcome_check
+        from wai_exp.score.grade.checklist import outcome_check
     except ImportError:
         return out
     t0 = time.perf_counter()

@@ -221,9 +221,11 @@ def test_named_functions_are_imported_before_any_work(base):
     }
     cfg["judge"]["kind"], cfg["judge"]["target"] = (
         "callable",
-        "wai_exp.score.checklist:no_such_judge",
+        "wai_exp.score.grade.checklist:no_such_judge",
     )
-    cfg["simulate"]["execute"] = "wai_exp.score.checklist:task_checklist"  # importable and callable
+    cfg["simulate"]["execute"] = (
+        "wai_exp.score.grade.checklist:task_checklist"  # importable and callable
+    )
     ps = import_problems(cfg)
     assert len(ps) == 2
     assert ps[0].startswith(

@@ -13,7 +13,7 @@ import pytest
 from wai_exp.pipeline.registry import StageResult, register
 from wai_exp.pipeline.runner import EXIT_FAILED, EXIT_INTERRUPTED, run_pipeline, summarize
 from wai_exp.rows.jsonl import RowAppender, read_rows
-from wai_exp.score.publish_gate import PublishGateError
+from wai_exp.score.select.publish_gate import PublishGateError
 
 CALLS: Counter[str] = Counter()
 #: rows after which the streaming stage raises (simulating a kill), None = never

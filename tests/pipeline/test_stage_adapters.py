@@ -104,7 +104,7 @@ def make_agent(**kwargs):
 
 def test_callable_agent_directly_or_from_a_factory():
     direct = build_agent(
-        {"kind": "callable", "target": "wai_exp.score.checklist:task_checklist"}, seed=0
+        {"kind": "callable", "target": "wai_exp.score.grade.checklist:task_checklist"}, seed=0
     )
     assert direct.__name__ == "task_checklist"
     built = build_agent(
@@ -138,7 +138,7 @@ def test_judges_by_kind():
 
 
 def test_privileged_is_rebuilt_for_the_judge_only():
-    from wai_exp.score.checklist import privileged_context
+    from wai_exp.score.grade.checklist import privileged_context
 
     dims = {
         "tool": "refund_order",
@@ -156,7 +156,7 @@ def test_privileged_is_rebuilt_for_the_judge_only():
 
 
 def test_pass_at_metrics_leave_out_what_was_not_measured():
-    from wai_exp.score.passat import pass_at
+    from wai_exp.score.stats.passat import pass_at
 
     rows = [{"scenario_id": f"s{i % 5}", "reward": (i // 5) % 2} for i in range(10)]  # k=2 per task
     m = pass_at_metrics(pass_at(rows))

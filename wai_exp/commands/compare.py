@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise CompareInputError("give --run-std or --run-std-from, not both")
             run_std, n_runs = _run_std_from(args.run_std_from)
             run_std_runs = run_std_runs or (n_runs if n_runs and n_runs >= 2 else None)
-        from wai_exp.score.delta import delta_report, format_delta_report
+        from wai_exp.score.stats.delta import delta_report, format_delta_report
 
         report = delta_report(
             before,

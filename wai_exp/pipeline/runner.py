@@ -168,7 +168,7 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 
 def _is_gate_refusal(exc: BaseException) -> bool:
-    from wai_exp.score.publish_gate import PublishGateError
+    from wai_exp.score.select.publish_gate import PublishGateError
 
     return isinstance(exc, PublishGateError)
 

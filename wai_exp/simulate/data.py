@@ -87,7 +87,7 @@ class SimulationData:
 
     @property
     def pass_at(self) -> Any:
-        """pass@1 / pass^k / pass@k over the graded rows (``wai_exp.score.passat.pass_at``).
+        """pass@1 / pass^k / pass@k over the graded rows (``wai_exp.score.stats.passat.pass_at``).
 
         ``None`` when no row is graded (pass ``grader=`` to ``simulate`` or grade after with
         ``run_judge``); a note is added to ``warnings`` so the gap is visible.
@@ -97,13 +97,13 @@ class SimulationData:
             if note not in self.warnings:
                 self.warnings.append(note)
             return None
-        from wai_exp.score.passat import pass_at  # lazy: scipy lives there
+        from wai_exp.score.stats.passat import pass_at  # lazy: scipy lives there
 
         return pass_at(self.trajectories)
 
     def grade(self, judge: Any, **kwargs: Any) -> Any:
-        """Grade the trajectories with ``judge`` (``wai_exp.score.judging.run_judge``)."""
-        from wai_exp.score.judging import run_judge
+        """Grade the trajectories with ``judge`` (``wai_exp.score.judges.judging.run_judge``)."""
+        from wai_exp.score.judges.judging import run_judge
 
         return run_judge(self, judge, **kwargs)
 

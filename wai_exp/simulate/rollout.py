@@ -49,8 +49,8 @@ class RolloutRunner:
         grader: Any,
         run_id: str,
     ) -> None:
-        from wai_exp.score.checklist import privileged_context
-        from wai_exp.score.grading import behavior_signature, conduct_grade
+        from wai_exp.score.grade.checklist import privileged_context
+        from wai_exp.score.grade.grading import behavior_signature, conduct_grade
         from wai_exp.simulate.agents import RolloutContext, current_rollout
 
         self.cfg = cfg
@@ -74,7 +74,7 @@ class RolloutRunner:
         self._conduct = conduct_grade if cfg.grade else None
         self._normalize: Any = None
         if grader is not None:
-            from wai_exp.score.judging import normalize_judge_result
+            from wai_exp.score.judges.judging import normalize_judge_result
 
             self._normalize = normalize_judge_result
         self._current = current_rollout

@@ -101,7 +101,7 @@ def aggregate_metrics(children: Sequence[Mapping[str, float]]) -> dict[str, dict
         if key.rsplit(".", 1)[-1] == "pass_at_1":
             # The re-run band is score's (resample.noise_band, which delta_report uses), so a
             # sweep's parent run and a delta report size the same spread with one formula.
-            from wai_exp.score.resample import noise_band
+            from wai_exp.score.stats.resample import noise_band
 
             sd = agg["sd"]
             agg["run_std"] = sd

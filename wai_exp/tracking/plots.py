@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wai_exp.score.resample import binary_reward, reward_groups
+from wai_exp.score.stats.resample import binary_reward, reward_groups
 
 __all__ = [
     "TaskCounts",
@@ -76,7 +76,7 @@ def pass_at_k_curve(counts: TaskCounts) -> dict[str, np.ndarray]:
     if multi.size == 0:
         empty = np.zeros(0)
         return {"k": empty, "pass_at_k": empty, "pass_pow_k": empty, "n_groups": empty}
-    from wai_exp.score.passat import pass_k_estimates
+    from wai_exp.score.stats.passat import pass_k_estimates
 
     ks = np.arange(1, int(multi.max()) + 1)
     # One call per k (k runs to the largest repeat count, a handful): the estimators are

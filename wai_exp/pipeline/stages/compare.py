@@ -131,7 +131,7 @@ def delta_metrics(report: dict[str, Any]) -> dict[str, float]:
 @register("compare", reads=("seed",))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """delta_report(before rows, after rows, ...) with the run's seed."""
-    from wai_exp.score.delta import delta_report, format_delta_report
+    from wai_exp.score.stats.delta import delta_report, format_delta_report
 
     unknown = sorted(set(params) - KNOWN)
     if unknown:

@@ -53,7 +53,7 @@ def format_eval_variance(report: dict[str, Any]) -> str:
 @register("eval_variance", reads=())
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """eval_variance(rows, metric=, by=) over the single upstream stage's rows."""
-    from wai_exp.score.stats import eval_variance, run_intervals
+    from wai_exp.score.stats.stats import eval_variance, run_intervals
 
     unknown = sorted(set(params) - {"metric", "by"})
     if unknown:

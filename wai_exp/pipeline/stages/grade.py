@@ -22,8 +22,8 @@ from wai_exp.pipeline.registry import StageContext, StageResult, import_object, 
 
 #: judge.kind -> (public name of the judge function, its module)
 BUILTIN_JUDGES = {
-    "checklist": ("task_checklist", "wai_exp.score.checklist"),
-    "conduct": ("conduct_grade", "wai_exp.score.grading"),
+    "checklist": ("task_checklist", "wai_exp.score.grade.checklist"),
+    "conduct": ("conduct_grade", "wai_exp.score.grade.grading"),
 }
 
 
@@ -92,7 +92,7 @@ def _counting(
 
 def with_privileged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Copies of ``rows`` carrying the teacher's block the judge needs (memory only)."""
-    from wai_exp.score.checklist import privileged_context
+    from wai_exp.score.grade.checklist import privileged_context
 
     return [
         {**r, "privileged": privileged_context(r.get("scenario_dimensions"), r.get("faults"))}
@@ -127,7 +127,7 @@ def judge_rows(
     ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult], source: str
 ) -> StageResult:
     """Shared by ``grade`` and ``evaluate``: judge, then pass@k over the judged rows."""
-    from wai_exp.score.passat import pass_at
+    from wai_exp.score.stats.passat import pass_at
 
     rows = input_rows(ctx.name, inputs)
     cfg = {**ctx.config.get("judge", {}), **params}
@@ -143,11 +143,11 @@ def judge_rows(
         "tools": declared or None,
     }
     if source == "eval":
-        from wai_exp.score.judging import evaluate
+        from wai_exp.score.judges.judging import evaluate
 
         scored = evaluate(with_privileged(rows), judge=counted, **common)
     else:
-        from wai_exp.score.judging import run_judge
+        from wai_exp.score.judges.judging import run_judge
 
         scored = run_judge(
             with_privileged(rows), counted, source="grade", version=cfg.get("version"), **common

@@ -15,7 +15,7 @@ from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, reg
 @register("next_round", reads=("selection",))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Keep the asks the current policy passes inside the band; drop solved and unsolved."""
-    from wai_exp.score.optimize import next_round
+    from wai_exp.score.select.optimize import next_round
 
     rows = input_rows(ctx.name, inputs)
     lo, hi = params.get("band") or ctx.config.get("selection", {}).get("band", (0.2, 0.8))

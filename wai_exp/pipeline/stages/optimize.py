@@ -20,8 +20,8 @@ def selection(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
 
 @register("optimize", reads=("selection",))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
-    """Select from the single input's graded rows; see ``wai_exp.score.optimize.optimize``."""
-    from wai_exp.score.optimize import optimize
+    """Select from the single input's graded rows; see ``wai_exp.score.select.optimize.optimize``."""
+    from wai_exp.score.select.optimize import optimize
 
     rows = input_rows(ctx.name, inputs)
     sel = selection(ctx, params)

@@ -18,7 +18,7 @@ from wai_exp.pipeline.stages.optimize import selection
 @register("publish_gate", reads=("selection",))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Gate the single input's rows. Raises ``PublishGateError`` on refusal."""
-    from wai_exp.score.publish_gate import publish_gate
+    from wai_exp.score.select.publish_gate import publish_gate
 
     # Copies: the gate stamps calibration in place, and the upstream result stays as written.
     rows = [dict(r) for r in input_rows(ctx.name, inputs)]

@@ -289,7 +289,7 @@ def reference_logprobs(
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = spec.base_url.rstrip("/") + "/completions"
 
-    from wai_exp.score.logprobs import row_logprob
+    from wai_exp.score.diagnose.logprobs import row_logprob
     from wai_exp.simulate.ids import prompt_sha
 
     notes: list[str] = []
@@ -372,7 +372,7 @@ def reference_logprobs(
                 await client.aclose()
 
     if jobs:
-        from wai_exp.score.judging import run_coro  # lazy: simulate loads score on use only
+        from wai_exp.score.judges.judging import run_coro  # lazy: simulate loads score on use only
 
         run_coro(run)
 

@@ -1,0 +1,316 @@
+"""pass@1, pass^k, pass@k: unbiased estimators by hand, grouping, notes, printed form."""
+
+from __future__ import annotations
+
+import re
+from math import comb
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wai_exp.score.stats.passat import PassAt, as_rows, pass_at, pass_k_estimates, run_config
+
+
+def group(task: str, passes: int, n: int, **extra: object) -> list[dict]:
+    """``n`` graded rows of one task, the first ``passes`` of them passing."""
+    return [
+        {"scenario_id": task, "rollout_index": i, "reward": 1.0 if i < passes else 0.0, **extra}
+        for i in range(n)
+    ]
+
+
+def rows_from(spec: list[tuple[int, int]], **extra: object) -> list[dict]:
+    out: list[dict] = []
+    for i, (c, n) in enumerate(spec):
+        out.extend(group(f"t{i}", c, n, **extra))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The estimators
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "pow_k", "at_k"),
+    [
+        (4, 2, 2, 1 / 6, 5 / 6),  # C(2,2)/C(4,2); 1 - C(2,2)/C(4,2)
+        (5, 4, 4, 1 / 5, 1.0),  # C(4,4)/C(5,4); C(1,4) = 0
+        (6, 4, 4, 1 / 15, 1.0),  # C(4,4)/C(6,4) = 1/15
+        (8, 2, 4, 0.0, 1 - 15 / 70),  # C(2,4) = 0; 1 - C(6,4)/C(8,4)
+        (4, 4, 4, 1.0, 1.0),
+        (4, 0, 4, 0.0, 0.0),
+        (10, 3, 1, 0.3, 0.3),  # k=1: both are the pass rate
+    ],
+)
+def test_unbiased_estimators_by_hand(n: int, c: int, k: int, pow_k: float, at_k: float) -> None:
+    pk, ak = pass_k_estimates([n], [c], k)
+    assert pk[0] == pytest.approx(pow_k)
+    assert ak[0] == pytest.approx(at_k)
+    assert pk[0] == pytest.approx(comb(c, k) / comb(n, k))
+    assert ak[0] == pytest.approx(1 - comb(n - c, k) / comb(n, k))
+
+
+def test_estimators_short_groups_are_nan_and_bad_input_raises() -> None:
+    pk, ak = pass_k_estimates([3, 5], [1, 2], 4)
+    assert np.isnan(pk[0]) and np.isnan(ak[0])
+    assert not np.isnan(pk[1])
+    with pytest.raises(ValueError, match="k must be"):
+        pass_k_estimates([4], [2], 0)
+    with pytest.raises(ValueError, match="0 <= c <= n"):
+        pass_k_estimates([4], [5], 2)
+
+
+def test_pass_at_known_answer() -> None:
+    # Four tasks at k=4 with 4, 2, 0, 3 passes.
+    p = pass_at(rows_from([(4, 4), (2, 4), (0, 4), (3, 4)]))
+    assert p.k == 4
+    assert p.pass_at_1 == pytest.approx((1 + 0.5 + 0 + 0.75) / 4)
+    assert p.pass_pow_k == pytest.approx(0.25)  # only the 4/4 task passes all four
+    assert p.pass_at_k == pytest.approx(0.75)  # every task but the 0/4 one
+    assert p.headroom == pytest.approx(0.75 - 0.5625)
+    assert p.n_groups == 4 and p.n_rows == 16 and p.n_groups_at_k == 4
+    assert p.per_task == {"t0": 1.0, "t1": 0.5, "t2": 0.0, "t3": 0.75}
+    assert p.note == ""
+
+
+def test_pass_at_averages_tasks_not_rows() -> None:
+    # 8 passing rows on one task, 0 of 4 on another: pass@1 is 0.5, not 8/12.
+    p = pass_at(group("a", 8, 8) + group("b", 0, 4))
+    assert p.pass_at_1 == pytest.approx(0.5)
+
+
+def test_default_k_is_smallest_repeated_group_and_short_groups_are_left_out() -> None:
+    rows = rows_from([(3, 6), (2, 4), (5, 5), (1, 1)])
+    p = pass_at(rows)
+    assert p.k == 4
+    assert p.n_groups == 4
+    assert p.n_groups_at_k == 3  # the single-rollout task cannot give a 4-way number
+    assert "left out 1 of 4 groups" in p.note
+    pk, ak = pass_k_estimates([6, 4, 5], [3, 2, 5], 4)
+    assert p.pass_pow_k == pytest.approx(pk.mean())
+    assert p.pass_at_k == pytest.approx(ak.mean())
+    # pass@1 still averages every group, including the short one.
+    assert p.pass_at_1 == pytest.approx((0.5 + 0.5 + 1 + 1) / 4)
+
+
+def test_below_min_k_the_k_way_numbers_are_none_with_the_fix() -> None:
+    p = pass_at(rows_from([(1, 2), (2, 2), (0, 2)]))
+    assert p.k == 2
+    assert p.pass_pow_k is None and p.pass_at_k is None and p.headroom is None
+    assert p.pass_at_1 == pytest.approx(0.5)
+    assert "min_k=4" in p.note and "repeats>=4" in p.note
+    # Lowering min_k accepts it.
+    p2 = pass_at(rows_from([(1, 2), (2, 2), (0, 2)]), min_k=2)
+    assert p2.pass_pow_k == pytest.approx((0 + 1 + 0) / 3)
+
+
+def test_explicit_k() -> None:
+    rows = rows_from([(2, 4), (4, 4), (1, 4)])
+    p = pass_at(rows, k=2, min_k=2)
+    assert p.k == 2
+    assert p.pass_pow_k == pytest.approx((1 / 6 + 1 + 0) / 3)
+    with pytest.raises(ValueError, match="k must be"):
+        pass_at(rows, k=0)
+
+
+def test_single_rollouts_have_no_k_way_numbers() -> None:
+    p = pass_at(rows_from([(1, 1), (0, 1), (1, 1)]))
+    assert p.pass_pow_k is None and p.pass_at_k is None
+    assert "one graded rollout" in p.note
+
+
+def test_unanimous_short_imputes_only_unanimous_groups() -> None:
+    rows = rows_from([(2, 4), (2, 2), (1, 2), (0, 3)])
+    plain = pass_at(rows, k=4)
+    assert plain.n_groups_at_k == 1 and plain.n_groups_imputed == 0
+    imputed = pass_at(rows, k=4, unanimous_short=True)
+    # The 2/2 group counts as 1, the 0/3 group as 0; the mixed 1/2 group stays out.
+    assert imputed.n_groups_imputed == 2
+    assert imputed.n_groups_at_k == 3
+    pk, ak = pass_k_estimates([4], [2], 4)
+    assert imputed.pass_pow_k == pytest.approx((pk[0] + 1 + 0) / 3)
+    assert imputed.pass_at_k == pytest.approx((ak[0] + 1 + 0) / 3)
+
+
+def test_unjudged_and_partial_rows_are_never_counted() -> None:
+    base = rows_from([(2, 4), (3, 4), (1, 4)])
+    noisy = base + [
+        {"scenario_id": "t0", "reward": None},
+        {"scenario_id": "t0", "reward": 0.0, "judge_status": "error"},
+        {"scenario_id": "t1", "reward": 0.5},
+        {"scenario_id": "t9", "reward": None, "judge_status": "timeout"},
+    ]
+    a, b = pass_at(base), pass_at(noisy)
+    assert a.to_dict() | {"config": None} == b.to_dict() | {"config": None}
+    assert b.n_groups == 3 and b.n_rows == 12
+
+
+def test_qwen_reward_counts_when_reward_is_absent() -> None:
+    rows = [{"scenario_id": "a", "qwen_reward": 1.0}, {"scenario_id": "a", "qwen_reward": 0.0}]
+    assert pass_at(rows).pass_at_1 == pytest.approx(0.5)
+
+
+def test_no_graded_rows() -> None:
+    p = pass_at([{"scenario_id": "a", "reward": None}])
+    assert p.pass_at_1 is None and p.ci95 is None and p.n_groups == 0
+    assert "no binary-graded rows" in p.note
+    assert "pass@1 n/a" in str(p)
+
+
+def test_grouping_uses_task_key() -> None:
+    rows = [
+        {"scenario_id": "s1", "prompt": "phrasing one", "reward": 1.0},
+        {"scenario_id": "s1", "prompt": "phrasing two", "reward": 0.0},
+        {"task_id": "t1", "prompt": "x", "reward": 1.0},
+        {"prompt": "bare prompt", "reward": 0.0},
+    ]
+    p = pass_at(rows)
+    assert p.per_task == {"s1": 0.5, "t1": 1.0, "bare prompt": 0.0}
+
+
+# --------------------------------------------------------------------------------------
+# Intervals
+# --------------------------------------------------------------------------------------
+
+
+def test_intervals_none_under_three_groups() -> None:
+    p = pass_at(rows_from([(2, 4), (3, 4)]))
+    assert p.ci95 is None and p.pass_pow_k_ci95 is None and p.pass_at_k_ci95 is None
+    assert p.pass_pow_k is not None
+    assert "intervals need >= 3 tasks" in p.note
+
+
+def test_intervals_present_from_three_groups_and_reproducible() -> None:
+    rows = rows_from([(2, 4), (3, 4), (1, 4), (4, 4), (0, 4)])
+    p = pass_at(rows)
+    for value, ci in (
+        (p.pass_at_1, p.ci95),
+        (p.pass_pow_k, p.pass_pow_k_ci95),
+        (p.pass_at_k, p.pass_at_k_ci95),
+    ):
+        assert ci is not None
+        assert 0.0 <= ci[0] <= value <= ci[1] <= 1.0
+    assert pass_at(rows).to_dict() == p.to_dict()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.integers(1, 6)).map(lambda t: (min(t), t[1])),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_intervals_bracket_estimates_and_adding_a_task_never_crashes(
+    spec: list[tuple[int, int]],
+) -> None:
+    rows = rows_from(spec)
+    for p in (pass_at(rows), pass_at(rows + group("extra", 1, 4)), pass_at(rows, k=1, min_k=1)):
+        for value, ci in (
+            (p.pass_at_1, p.ci95),
+            (p.pass_pow_k, p.pass_pow_k_ci95),
+            (p.pass_at_k, p.pass_at_k_ci95),
+        ):
+            if ci is not None:
+                assert ci[0] - 1e-12 <= value <= ci[1] + 1e-12
+        str(p)
+        p.to_dict()
+
+
+# --------------------------------------------------------------------------------------
+# The printed form and to_dict
+# --------------------------------------------------------------------------------------
+
+
+def test_printed_line_has_the_documented_shape() -> None:
+    rows = rows_from([(c, 4) for c in (4, 3, 2, 4, 1, 3, 4, 2, 3, 4, 0, 4, 3, 2, 4, 3)])
+    p = pass_at(rows)
+    pattern = (
+        r"pass@1 \d\.\d\d \[\d\.\d\d\.\.\d\.\d\d\] \| "
+        r"pass\^4 \(pass_pow_k\) \d\.\d\d \[\d\.\d\d\.\.\d\.\d\d\] \| "
+        r"pass@4 \d\.\d\d \[\d\.\d\d\.\.\d\.\d\d\] \| "
+        r"headroom -?\d\.\d\d \(16 groups, k=4\)$"
+    )
+    assert re.fullmatch(pattern, str(p)), str(p)
+    assert f"pass@1 {p.pass_at_1:.2f} [{p.ci95[0]:.2f}..{p.ci95[1]:.2f}]" in str(p)
+
+
+def test_printed_line_ends_with_the_note() -> None:
+    p = pass_at(rows_from([(1, 2), (2, 2), (0, 2)]))
+    assert str(p).endswith(p.note)
+    assert "pass^2 (pass_pow_k) n/a" in str(p)
+
+
+def test_to_dict_keys_lists_and_headroom() -> None:
+    p = pass_at(rows_from([(2, 4), (3, 4), (1, 4), (4, 4)]))
+    d = p.to_dict()
+    assert set(d) == {
+        "k", "pass_at_1", "pass_pow_k", "pass_at_k", "headroom", "n_groups", "n_rows",
+        "n_groups_at_k", "n_groups_imputed", "per_task", "note", "config", "ci95",
+        "pass_pow_k_ci95", "pass_at_k_ci95",
+    }  # fmt: skip
+    assert isinstance(d["ci95"], list) and len(d["ci95"]) == 2
+    assert d["headroom"] == pytest.approx(p.pass_at_k - p.pass_at_1)
+
+
+def test_headroom_property_on_a_hand_built_passat() -> None:
+    p = PassAt(k=4, pass_at_1=0.66, pass_pow_k=0.31, pass_at_k=0.94, n_groups=16, n_rows=64)
+    assert p.headroom == pytest.approx(0.28)
+    assert str(p) == (
+        "pass@1 0.66 | pass^4 (pass_pow_k) 0.31 | pass@4 0.94 | headroom 0.28 (16 groups, k=4)"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Inputs and config
+# --------------------------------------------------------------------------------------
+
+
+def test_accepts_objects_with_rows() -> None:
+    rows = rows_from([(2, 4), (3, 4), (1, 4)])
+
+    class Data:
+        def __init__(self) -> None:
+            self.rows = rows
+
+    class Callable:
+        def rows(self) -> list[dict]:
+            return rows
+
+    assert pass_at(Data()).to_dict() == pass_at(rows).to_dict()
+    assert pass_at(Callable()).to_dict() == pass_at(rows).to_dict()
+    with pytest.raises(TypeError, match=r"\.rows"):
+        as_rows(42)
+
+
+def test_config_names_settings_and_what_is_mixed() -> None:
+    common = {
+        "policy_version": "agent@abc",
+        "lineage": {"system_prompt_sha": "abc", "judge_version": "checklist@2"},
+        "final_text": "Your booking is confirmed.",
+    }
+    rows = rows_from([(2, 4), (3, 4)], sampling={"temperature": 0.7, "max_tokens": 512}, **common)
+    rows += rows_from([(1, 4)], sampling={"temperature": 1.0, "max_tokens": 512}, **common)
+    rows[0]["ended_by"] = "max_tokens"
+    rows[1]["final_text"] = "<think>still thinking"
+    cfg = pass_at(rows).config
+    assert cfg["k"] == 4 and cfg["n_rows"] == 12
+    assert cfg["max_tokens"] == 512
+    assert cfg["temperature"] == [0.7, 1.0] and cfg["mixed"] == ["temperature"]
+    assert cfg["policy_version"] == "agent@abc"
+    assert cfg["judge_version"] == "checklist@2"
+    assert cfg["prompt_sha"] == "abc"
+    assert cfg["token_cap_share"] == pytest.approx(1 / 12)
+    assert cfg["answered_share"] == pytest.approx(11 / 12)
+    assert "token cap hit on 8% of rows" in str(pass_at(rows))
+
+
+def test_run_config_standalone() -> None:
+    rows = rows_from([(1, 3), (2, 2)], judge_name="checklist")
+    cfg = run_config(rows)
+    assert cfg["n_tasks"] == 2 and cfg["k"] == 2
+    assert cfg["judge_version"] == "checklist"
+    assert cfg["temperature"] is None and cfg["mixed"] == []

@@ -1,0 +1,948 @@
+"""One judge contract for grading and evaluation, and the loop around it.
+
+A *judge* is any callable ``judge(row) -> result`` (sync or ``async``). Whatever it returns
+goes through ``normalize_judge_result``, which never invents a reward:
+
+=========================================  ==============================================
+judge returns                              row gets
+=========================================  ==============================================
+``True`` / ``False``                       reward 1.0 / 0.0
+a number in [0, 1] (or on ``scale``)       that number (mapped onto [0, 1])
+``{"reward"|"score"|"rating": x, ...}``    x as above; ``reason``, ``markers`` kept, other
+                                           keys (``checks``, ``flags``, ``model`` ...) go to
+                                           ``judge_meta``
+``"PASS"`` / ``"FAIL: why"`` / ``"0.7"``   1.0 / 0.0 with reason ``why`` / 0.7
+a JSON object string                       parsed, then as a dict
+``(x, "why")``                             x with reason ``why``
+``None``, ``"ABSTAIN"``, ``{"reward": None}``  reward None, ``judge_status="abstain"``
+anything else, or a number out of range    reward None, ``judge_status="invalid_result"``
+the judge raises / runs past ``timeout``   reward None, ``judge_status`` ``error`` /
+                                           ``timeout``, the message in ``judge_meta``
+=========================================  ==============================================
+
+Rows the judge could not score keep ``reward=None``; they are counted (``ScoredData.counts``,
+``warnings``), never hidden, and never treated as failures.
+
+Concurrency: an async judge runs on an asyncio loop under a semaphore of ``concurrency``;
+a sync judge that answers the first row in under ``INLINE_PROBE_S`` (a rule-based judge
+such as ``task_checklist``) runs inline, since threads would only add overhead to
+CPU-bound work under the GIL; any other sync judge runs on a pool of ``concurrency``
+threads (never a thread per row). ``timeout`` is per call; a timed-out sync call keeps its
+thread until it returns (Python cannot stop a thread) and holds its concurrency slot until
+then, so in-flight calls never exceed ``concurrency``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import hashlib
+import inspect
+import json
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from wai_exp.rows.keys import task_key
+from wai_exp.score.grade.grading import declared_names
+
+#: Every ``judge_status`` a scored row can carry.
+JUDGE_STATUSES: tuple[str, ...] = ("ok", "invalid_result", "error", "timeout", "abstain")
+#: A sync judge answering the first row faster than this (seconds) runs inline: it is
+#: CPU-bound, and a thread pool would add more overhead than it could overlap.
+INLINE_PROBE_S = 0.002
+#: Words a whole string verdict may be (case-insensitive); PASS/FAIL may also lead a
+#: longer answer ("FAIL: invented the order id").
+PASS_WORDS = frozenset({"PASS", "PASSED", "YES", "TRUE", "CORRECT", "Y"})
+FAIL_WORDS = frozenset({"FAIL", "FAILED", "NO", "FALSE", "INCORRECT", "WRONG", "N"})
+ABSTAIN_WORDS = frozenset({"ABSTAIN", "UNKNOWN", "SKIP", "N/A", "NA", "UNSURE", "CANNOT_JUDGE"})
+#: A verdict word leading a longer answer, then a separator and the reason.
+_LEADING_VERDICT = re.compile(
+    r"^\s*(PASS|PASSED|FAIL|FAILED|ABSTAIN)\s*[:\-\u2013.\n]\s*(.*)$", re.I | re.S
+)
+#: Dict keys read as the reason, first present wins.
+REASON_KEYS: tuple[str, ...] = ("reason", "explanation", "rationale")
+#: Longest repr of a broken judge return kept in ``judge_meta["raw"]``.
+RAW_CHARS = 200
+
+
+class RowList(list):
+    """A list of rows that can also be called: ``scored.rows`` and ``scored.rows()`` agree."""
+
+    def __call__(self) -> RowList:
+        return self
+
+
+# ---------------------------------------------------------------------------------------
+# normalize_judge_result
+# ---------------------------------------------------------------------------------------
+
+
+def _scale_iv(scale: Any) -> tuple[float, float] | None:
+    if scale is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in scale)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"scale={scale!r} is not a (lo, hi) pair of numbers; pass e.g. scale=(1, 5) for a "
+            "1-5 Likert rating, or scale=None for rewards already in [0, 1]"
+        ) from None
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        raise ValueError(f"scale={scale!r} needs finite lo < hi, e.g. scale=(0, 10)")
+    return lo, hi
+
+
+def _result(
+    reward: float | None,
+    status: str,
+    reason: str | None = None,
+    meta: dict[str, Any] | None = None,
+    markers: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "reward": reward,
+        "reason": reason,
+        "judge_status": status,
+        "judge_meta": meta if meta is not None else {},
+    }
+    if markers:
+        out["markers"] = markers
+    return out
+
+
+def _invalid(message: str, raw: Any, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta = dict(meta or {})
+    meta["error"] = message
+    meta["raw"] = repr(raw)[:RAW_CHARS]
+    return _result(None, "invalid_result", None, meta)
+
+
+def _number(
+    value: Any, scale: tuple[float, float] | None, raw: Any, meta: dict[str, Any]
+) -> dict[str, Any]:
+    """A numeric verdict onto the contract (``value`` already known to be a real number)."""
+    if isinstance(value, bool):
+        return _result(1.0 if value else 0.0, "ok", None, meta)
+    x = float(value)
+    if not math.isfinite(x):
+        return _invalid(f"judge returned a non-finite number ({x})", raw, meta)
+    if scale is not None:
+        lo, hi = scale
+        if not lo <= x <= hi:
+            return _invalid(f"rating {x:g} is outside scale ({lo:g}, {hi:g})", raw, meta)
+        meta["rating"] = x
+        meta["scale"] = [lo, hi]
+        return _result((x - lo) / (hi - lo), "ok", None, meta)
+    if not 0.0 <= x <= 1.0:
+        return _invalid(
+            f"reward {x:g} is outside [0, 1]; pass scale=(lo, hi) if the judge rates on another scale",
+            raw,
+            meta,
+        )
+    return _result(x, "ok", None, meta)
+
+
+def _verdict_string(text: str, scale: tuple[float, float] | None, raw: Any) -> dict[str, Any]:
+    s = text.strip()
+    if not s:
+        return _invalid("judge returned an empty string", raw)
+    if s[0] in "{[":
+        try:
+            parsed = json.loads(s)
+        except ValueError:
+            return _invalid("judge returned text that starts like JSON but does not parse", raw)
+        if isinstance(parsed, Mapping):
+            return _normalize(parsed, scale, raw)
+        return _invalid("a JSON judge return must be an object with a reward, score or rating", raw)
+    try:
+        return _number(float(s), scale, raw, {})
+    except ValueError:
+        pass
+    word, reason = s.rstrip(".!").upper(), None
+    match = _LEADING_VERDICT.match(s)
+    if word not in PASS_WORDS | FAIL_WORDS | ABSTAIN_WORDS and match:
+        # "PASS: why" / "FAIL - why": only the unambiguous verdict words may lead a
+        # sentence; "No issues found" is not a FAIL.
+        word, reason = match.group(1).upper(), match.group(2).strip() or None
+    if word in PASS_WORDS:
+        return _result(1.0, "ok", reason)
+    if word in FAIL_WORDS:
+        return _result(0.0, "ok", reason)
+    if word in ABSTAIN_WORDS:
+        return _result(None, "abstain", reason)
+    return _invalid("judge returned text with no PASS/FAIL verdict or number", raw)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar (``np.float32(0.5)``, ``np.bool_(True)``) as its Python value."""
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        try:
+            return value.item()
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
+def _scalar(
+    value: Any, scale: tuple[float, float] | None, raw: Any, meta: dict[str, Any]
+) -> dict[str, Any]:
+    value = _plain(value)
+    if isinstance(value, bool | int | float):
+        return _number(value, scale, raw, meta)
+    if isinstance(value, str):
+        out = _verdict_string(value, scale, raw)
+        out["judge_meta"] = {**meta, **out["judge_meta"]}
+        return out
+    return _invalid(f"judge's reward has unsupported type {type(value).__name__}", raw, meta)
+
+
+def _normalize(
+    raw: Mapping[str, Any], scale: tuple[float, float] | None, original: Any
+) -> dict[str, Any]:
+    key = next((k for k in ("reward", "score") if k in raw), None)
+    if key is None and "rating" in raw:
+        if scale is None and not (
+            isinstance(raw["rating"], int | float) and 0.0 <= float(raw["rating"]) <= 1.0
+        ):
+            return _invalid(
+                "judge returned a rating but no scale; pass scale=(lo, hi), e.g. scale=(1, 5)",
+                original,
+            )
+        key = "rating"
+    reason = next((raw[k] for k in REASON_KEYS if raw.get(k) is not None), None)
+    reason = None if reason is None else str(reason)
+    skip = {"reward", "score", "rating", "markers", "judge_status", "judge_meta", *REASON_KEYS}
+    meta = {k: v for k, v in raw.items() if k not in skip}
+    if isinstance(raw.get("judge_meta"), Mapping):
+        meta.update(raw["judge_meta"])
+    markers: dict[str, float] | None = None
+    raw_markers = raw.get("markers")
+    if isinstance(raw_markers, Mapping):
+        markers = {}
+        for name, val in raw_markers.items():
+            if isinstance(val, int | float) and not isinstance(val, bool) and math.isfinite(val):
+                markers[str(name)] = float(val)
+            else:
+                meta.setdefault("dropped_markers", []).append(str(name))
+    if key is None:
+        return _invalid(
+            "judge returned a dict without a reward, score or rating key", original, meta
+        )
+    value = raw[key]
+    if value is None:
+        out = _result(None, "abstain", reason, meta, markers)
+        return out
+    out = _scalar(value, scale, original, meta)
+    if reason is not None and out["reason"] is None:
+        out["reason"] = reason
+    if markers:
+        out["markers"] = markers
+    return out
+
+
+def normalize_judge_result(raw: Any, scale: tuple[float, float] | None = None) -> dict[str, Any]:
+    """Coerce one judge return into the contract; never invent a reward.
+
+    Returns ``{"reward", "reason", "judge_status", "judge_meta"}`` plus ``markers`` when the
+    judge gave any (the shapes are in the module docstring). ``scale=(lo, hi)`` reads the
+    number as a rating on that scale: ``reward = (rating - lo) / (hi - lo)`` and
+    ``judge_meta`` keeps ``rating`` and ``scale``. A number outside [0, 1] (or outside the
+    scale) is a contract break: ``reward`` None and ``judge_status="invalid_result"`` with
+    the problem in ``judge_meta["error"]``. Raises ``ValueError`` only for a malformed
+    ``scale``.
+    """
+    scale = _scale_iv(scale)
+    raw = _plain(raw)
+    if raw is None:
+        return _result(None, "abstain", "judge returned None")
+    if isinstance(raw, Mapping):
+        return _normalize(raw, scale, raw)
+    if isinstance(raw, tuple) and len(raw) == 2 and isinstance(raw[1], str | type(None)):
+        out = _scalar(raw[0], scale, raw, {})
+        if raw[1] is not None and out["reason"] is None:
+            out["reason"] = raw[1]
+        return out
+    if isinstance(raw, bool | int | float | str):
+        return _scalar(raw, scale, raw, {})
+    return _invalid(f"judge returned unsupported type {type(raw).__name__}", raw)
+
+
+# ---------------------------------------------------------------------------------------
+# ScoredData
+# ---------------------------------------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class ScoredData:
+    """Scored trajectories: the one representation grade and eval share.
+
+    Iterates as plain dicts; ``.rows`` is a ``RowList`` (``scored.rows`` and
+    ``scored.rows()`` both work). ``.warnings`` lists the hollow-run notes ``run_judge``
+    found: read it before any number. ``.counts`` counts rows per ``judge_status``
+    (``unjudged`` for rows that never met a judge). ``.eval_coverage`` is set by
+    ``evaluate(eval_set=...)``.
+    """
+
+    def __init__(
+        self,
+        rows: list[dict[str, Any]],
+        run_id: str,
+        source: str,
+        judge_name: str,
+        model: str | None = None,
+    ) -> None:
+        self._rows = RowList(rows)
+        self.run_id = run_id
+        self.source = source
+        self.judge_name = judge_name
+        self.model = model
+        self.warnings: list[str] = []
+        self.self_judged = False
+        self.eval_coverage: dict[str, Any] | None = None
+
+    # ---- the rows ----------------------------------------------------------------------
+    @property
+    def rows(self) -> RowList:
+        """The scored rows (copies of the inputs plus the judge's fields)."""
+        return self._rows
+
+    @property
+    def traces(self) -> list[dict[str, Any]]:
+        """The scored rows as a plain list, ready for ``simulate(traces=...)``."""
+        return list(self._rows)
+
+    def __iter__(self):
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._rows[index]
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+        return (
+            f"ScoredData({len(self._rows)} rows, judge={self.judge_name!r}, source={self.source!r}, "
+            f"run_id={self.run_id!r}, {counts}, {len(self.warnings)} warning(s))"
+        )
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Rows per ``judge_status`` (``unjudged`` when a row has none)."""
+        return dict(Counter(r.get("judge_status") or "unjudged" for r in self._rows))
+
+    # ---- views -------------------------------------------------------------------------
+    @property
+    def pass_at(self) -> Any:
+        """pass@1 / pass^k / pass@k over these rows (``wai_exp.score.stats.passat.pass_at``)."""
+        from wai_exp.score.stats.passat import pass_at  # lazy: scipy lives there
+
+        return pass_at(self._rows)
+
+    def unjudged(self) -> list[dict[str, Any]]:
+        """Rows the judge could not score (reward None). Never treated as failures."""
+        return [r for r in self._rows if not _is_number(r.get("reward"))]
+
+    def partials(self) -> list[dict[str, Any]]:
+        """Rows with a reward strictly between 0 and 1. With passes (1), fails (0) and
+        ``unjudged`` (None), every contract-legal reward is in exactly one view."""
+        return [r for r in self._rows if _is_number(r.get("reward")) and 0.0 < r["reward"] < 1.0]
+
+    def failed_traces(self) -> list[dict[str, Any]]:
+        """Judged failures (reward exactly 0), ready to hand to ``simulate(traces=...)``."""
+        return [r for r in self._rows if _is_number(r.get("reward")) and r["reward"] == 0.0]
+
+    def select_by_reward_range(
+        self, lo: float, hi: float, inclusive: bool = True
+    ) -> list[dict[str, Any]]:
+        """Rows whose numeric reward is in [lo, hi] (``inclusive``) or (lo, hi). Unjudged
+        rows are never selected. Raises ``ValueError`` when ``lo > hi``."""
+        if lo > hi:
+            raise ValueError(f"select_by_reward_range needs lo <= hi, got lo={lo}, hi={hi}")
+        out = []
+        for r in self._rows:
+            x = r.get("reward")
+            if not _is_number(x):
+                continue
+            if (lo <= x <= hi) if inclusive else (lo < x < hi):
+                out.append(r)
+        return out
+
+    def select_for_rl(
+        self, target: int = 1000, lo: float = 0.2, hi: float = 0.8, has_tools: bool = True
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Whole mixed-reward groups for RL (``wai_exp.score.select.select.select_for_rl``)."""
+        from wai_exp.score.select.select import select_for_rl
+
+        return select_for_rl(self._rows, target=target, lo=lo, hi=hi, has_tools=has_tools)
+
+    def select_for_sft(self, target: int = 1000) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Diverse correct demonstrations (``wai_exp.score.select.select.select_for_sft``)."""
+        from wai_exp.score.select.select import select_for_sft
+
+        return select_for_sft(self._rows, target=target)
+
+    def select_for_preference(
+        self, max_pairs_per_prompt: int = 1, min_margin: float = 1.0, length_match: bool = True
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Chosen/rejected pairs from same-task contrast; failures earn here
+        (``wai_exp.score.select.preference.build_preference_pairs``)."""
+        from wai_exp.score.select.preference import build_preference_pairs
+
+        return build_preference_pairs(
+            self._rows,
+            max_pairs_per_prompt=max_pairs_per_prompt,
+            min_margin=min_margin,
+            length_match=length_match,
+        )
+
+    def agreement(
+        self, gold: str | Sequence[dict] = "gold_reward", reward: str = "reward"
+    ) -> dict[str, Any]:
+        """Agreement of this run's rewards with a trusted label (``judge_agreement``)."""
+        from wai_exp.score.judges.agreement import judge_agreement
+
+        return judge_agreement(self._rows, gold=gold, reward=reward)
+
+
+# ---------------------------------------------------------------------------------------
+# run_judge
+# ---------------------------------------------------------------------------------------
+
+
+def _copy(value: Any) -> Any:
+    """Deep copy of JSON-shaped data (dicts and lists rebuilt, everything else shared);
+    several times faster than ``copy.deepcopy`` on rows."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _resolve_rows(rows: Any, tools: Any) -> tuple[list[Mapping[str, Any]], Any]:
+    if rows is None:
+        raise ValueError("no rows to judge: pass a list of row dicts or the SimulationData")
+    if isinstance(rows, Mapping):
+        raise TypeError("rows is a single dict; pass a list of rows (e.g. [row])")
+    if not isinstance(rows, list | tuple):
+        source = getattr(rows, "trajectories", None)  # SimulationData: keeps `privileged`
+        if source is None:
+            source = getattr(rows, "rows", None)
+            if callable(source) and not isinstance(source, list):
+                source = source()
+        if tools is None:
+            tools = getattr(rows, "tools", None)
+        rows = source if source is not None else rows
+    try:
+        out = list(rows)
+    except TypeError:
+        raise TypeError(
+            f"rows of type {type(rows).__name__} is not a list of row dicts or a SimulationData"
+        ) from None
+    for i, row in enumerate(out):
+        if not isinstance(row, Mapping):
+            raise TypeError(
+                f"row {i} is a {type(row).__name__}, not a dict; every row must be a dict"
+            )
+    return out, tools
+
+
+def _judge_name(judge: Any) -> str:
+    for attr in ("judge_name", "__name__"):
+        name = getattr(judge, attr, None)
+        if isinstance(name, str) and name:
+            return name
+    if isinstance(judge, functools.partial):
+        return _judge_name(judge.func)
+    return type(judge).__name__
+
+
+def _is_async(judge: Any) -> bool:
+    target = judge.func if isinstance(judge, functools.partial) else judge
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        getattr(target, "__call__", None)  # noqa: B004 - an object with an async __call__
+    )
+
+
+def _accepts_declared_tools(judge: Any) -> bool:
+    try:
+        params = inspect.signature(judge).parameters
+    except (TypeError, ValueError):
+        return False
+    return "declared_tools" in params
+
+
+def _pure_judges() -> tuple[Any, ...]:
+    from wai_exp.score.grade.checklist import task_checklist
+    from wai_exp.score.grade.grading import conduct_grade
+
+    return (task_checklist, conduct_grade)
+
+
+def _is_pure(judge: Any) -> bool:
+    """A built-in rule judge (``task_checklist``/``conduct_grade``), also behind
+    ``functools.partial`` or a ``functools.wraps`` wrapper, or any callable marked
+    ``inline = True``: microseconds of pure CPU, so it runs inline even with a timeout."""
+    pure = _pure_judges()
+    seen = 0
+    while judge is not None and seen < 16:
+        seen += 1
+        if any(judge is p for p in pure) or getattr(judge, "inline", False) is True:
+            return True
+        judge = (
+            judge.func
+            if isinstance(judge, functools.partial)
+            else getattr(judge, "__wrapped__", None)
+        )
+    return False
+
+
+def _seq(value: Any) -> list[Any] | tuple[Any, ...]:
+    """``value`` when it is a list or tuple, else empty (a malformed field reads as none)."""
+    return value if isinstance(value, list | tuple) else ()
+
+
+def _called_tools(row: Mapping[str, Any]) -> set[str]:
+    """Names of the tools a rollout called (its steps, else its OpenAI messages)."""
+    names: set[str] = set()
+    for step in _seq(row.get("steps")):
+        if not isinstance(step, Mapping):
+            continue
+        if step.get("kind") == "tool" and step.get("name"):
+            names.add(str(step["name"]))
+        for call in _seq(step.get("tool_calls")):
+            if isinstance(call, Mapping) and call.get("name"):
+                names.add(str(call["name"]))
+    if not names:
+        for msg in _seq(row.get("messages")):
+            if isinstance(msg, Mapping):
+                for call in _seq(msg.get("tool_calls")):
+                    fn = call.get("function") if isinstance(call, Mapping) else None
+                    if isinstance(fn, Mapping) and fn.get("name"):
+                        names.add(str(fn["name"]))
+    return names
+
+
+def bare_model(name: Any) -> str | None:
+    """A model name without provider prefix or endpoint, lower-cased, for comparison:
+    ``vllm:Qwen/Qwen3-4B@https://host/v1`` -> ``qwen/qwen3-4b``."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    s = name.strip()
+    if "@" in s:
+        s = s.split("@", 1)[0]
+    for prefix in ("vllm:", "openai:", "anthropic:", "hf:", "local:"):
+        if s.lower().startswith(prefix):
+            s = s[len(prefix) :]
+    return s.lower() or None
+
+
+def _default_run_id(
+    source: str, name: str, version: str | None, rows: Sequence[Mapping[str, Any]]
+) -> str:
+    # Deterministic: the same judge on the same rows gets the same id, so two runs of one
+    # seed stay byte-identical outside `timing`.
+    h = hashlib.blake2b(digest_size=6)
+    h.update(f"{source}|{name}|{version}|{len(rows)}".encode())
+    for row in rows:
+        h.update(b"|")
+        h.update(str(row.get("rollout_id") or task_key(row)).encode())
+    return f"{source}-{h.hexdigest()}"
+
+
+def run_coro(factory: Callable[[], Any]) -> Any:
+    """Run a coroutine to completion, also from inside a running loop (a notebook)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(factory())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(factory())).result()
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    return _result(None, "error", None, {"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _timeout(timeout: float | None) -> dict[str, Any]:
+    return _result(
+        None, "timeout", None, {"error": f"judge did not answer within timeout={timeout:g} s"}
+    )
+
+
+def _judge_all(
+    inputs: list[dict[str, Any]],
+    call: Callable[[dict[str, Any]], Any],
+    *,
+    is_async: bool,
+    pure: bool,
+    concurrency: int,
+    timeout: float | None,
+    scale: tuple[float, float] | None,
+) -> list[dict[str, Any]]:
+    """Judge every input row; returns one normalized result per row, in order."""
+    n = len(inputs)
+    results: list[dict[str, Any] | None] = [None] * n
+    pending_first: Any = None
+    start = 0
+    if not is_async and n and (pure or timeout is None):
+        # Probe the first row inline: a fast sync judge then runs inline to the end.
+        t0 = time.perf_counter()
+        try:
+            raw = call(inputs[0])
+        except Exception as exc:
+            raw, results[0] = None, _error(exc)
+        elapsed = time.perf_counter() - t0
+        if inspect.isawaitable(raw):
+            is_async, pending_first = True, raw
+        else:
+            if results[0] is None:
+                results[0] = normalize_judge_result(raw, scale)
+            start = 1
+            if pure or elapsed < INLINE_PROBE_S:
+                for i in range(1, n):
+                    try:
+                        results[i] = normalize_judge_result(call(inputs[i]), scale)
+                    except Exception as exc:
+                        results[i] = _error(exc)
+                return results  # type: ignore[return-value]
+
+    async def main() -> None:
+        sem = asyncio.Semaphore(concurrency)
+        loop = asyncio.get_running_loop()
+        pool = None if is_async else concurrent.futures.ThreadPoolExecutor(max_workers=concurrency)
+
+        async def settle(value: Any) -> Any:
+            if inspect.isawaitable(value):
+                return await value
+            return value
+
+        async def one(i: int) -> None:
+            await sem.acquire()
+            release = True
+            try:
+                if is_async:
+                    coro = pending_first if (i == 0 and pending_first is not None) else None
+                    if coro is None:
+                        coro = call(inputs[i])
+                    raw = await asyncio.wait_for(settle(coro), timeout)
+                else:
+                    assert pool is not None
+                    fut = loop.run_in_executor(pool, call, inputs[i])
+                    try:
+                        raw = await asyncio.wait_for(asyncio.shield(fut), timeout)
+                    except TimeoutError:
+                        # The thread cannot be stopped: it keeps its slot until it returns.
+                        release = False
+                        fut.add_done_callback(lambda _f: loop.call_soon_threadsafe(sem.release))
+                        raise
+                    raw = await asyncio.wait_for(settle(raw), timeout)
+                results[i] = normalize_judge_result(raw, scale)
+            except TimeoutError:
+                results[i] = _timeout(timeout)
+            except Exception as exc:
+                results[i] = _error(exc)
+            finally:
+                if release:
+                    sem.release()
+
+        try:
+            await asyncio.gather(*(one(i) for i in range(start, n)))
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    if start < n:
+        run_coro(main)
+    return results  # type: ignore[return-value]
+
+
+def _hollow_warnings(
+    scored: ScoredData,
+    rows: Sequence[Mapping[str, Any]],
+    declared: set[str] | None,
+    judge_models: set[str],
+) -> None:
+    w = scored.warnings
+    if not rows:
+        w.append("no rows to judge: the result is empty, so every number on it is undefined")
+        return
+    called: set[str] = set()
+    for row in rows:
+        called |= _called_tools(row)
+    if not called:
+        w.append(
+            "no rollout called a tool: every answer came from text alone, so this grade "
+            "says nothing about tool use"
+        )
+    if declared:
+        unused = sorted(declared - called)
+        if unused:
+            w.append(
+                f"declared tool(s) no rollout called: {', '.join(unused)}; the asks never "
+                "reach that part of the agent"
+            )
+    counts = scored.counts
+    if counts.get("ok", 0) == 0:
+        first = next(
+            (
+                r.get("judge_meta", {}).get("error")
+                for r in scored.rows
+                if r.get("judge_meta", {}).get("error")
+            ),
+            None,
+        )
+        w.append(
+            "every row is unjudged ("
+            + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+            + ")"
+            + (f"; first error: {first}" if first else "")
+            + ": there is no reward to read"
+        )
+    else:
+        broken = {k: v for k, v in counts.items() if k != "ok"}
+        if broken:
+            w.append(
+                "rows the judge did not score ("
+                + ", ".join(f"{k}={v}" for k, v in sorted(broken.items()))
+                + ") keep reward=None; they are counted here and left out of pass rates, "
+                "never counted as failures"
+            )
+    policy = {m for m in (bare_model(r.get("model_version")) for r in rows) if m}
+    same = sorted(policy & judge_models)
+    if same:
+        scored.self_judged = True
+        w.append(
+            f"self_judged: the judge model {same[0]} also produced the rollouts "
+            "(model_version); a judge grading its own model's writing prefers it. Use a "
+            "judge from a different model family."
+        )
+    marker_values: dict[str, list[float]] = {}
+    for row in scored.rows:
+        markers = row.get("markers")
+        for name, val in markers.items() if isinstance(markers, Mapping) else ():
+            if _is_number(val):
+                marker_values.setdefault(name, []).append(float(val))
+    quiet = sorted(name for name, vals in marker_values.items() if not any(vals))
+    if quiet:
+        w.append(f"marker(s) that fired on no row: {', '.join(quiet)}")
+
+
+def run_judge(
+    rows: Sequence[dict] | Any,
+    judge: Callable[[dict], Any],
+    judge_name: str | None = None,
+    source: str = "grade",
+    model: str | None = None,
+    run_id: str | None = None,
+    concurrency: int = 8,
+    timeout: float | None = None,
+    version: str | None = None,
+    scale: tuple[float, float] | None = None,
+    tools: Sequence[dict] | Sequence[str] | None = None,
+) -> ScoredData:
+    """Score trajectories with any judge; the originals are left unmodified.
+
+    ``rows`` is a list of row dicts or a ``SimulationData`` (its in-memory trajectories are
+    judged and its ``tools`` fill ``tools=``). Each scored row is a copy plus ``reward``,
+    ``reason``, ``judge_name``, ``judge_status``, ``judge_meta`` (``model``: the judge's
+    model, from ``judge.model`` or the judge's own return; ``version``; plus anything else
+    the judge returned, e.g. ``checks``/``flags``) and ``lineage`` updated with
+    ``scoring_run_id``, ``source``, ``judged_model`` (``model`` or the row's
+    ``model_version``), ``parent`` (the row's ``rollout_id``) and ``judge_version``.
+    Markers the judge returns are merged into the row's ``markers``. A judge with a
+    ``declared_tools`` parameter (``task_checklist``, ``conduct_grade``) is given the names
+    from ``tools``. ``run_id`` defaults to a hash of source, judge, version and the rows'
+    ids, so re-grading the same rows gives the same id.
+
+    Rows the judge could not score keep ``reward=None`` with ``judge_status``
+    ``invalid_result``/``error``/``timeout``/``abstain``; they are counted on
+    ``.counts`` and in ``.warnings``, never hidden. Raises ``TypeError`` for a judge that is
+    not callable or rows that are not dicts, ``ValueError`` for a bad ``concurrency``,
+    ``timeout`` or ``scale``.
+    """
+    if not callable(judge):
+        raise TypeError(f"judge must be callable (row -> result), got {type(judge).__name__}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    if timeout is not None and (not isinstance(timeout, int | float) or not timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
+    scale = _scale_iv(scale)
+    originals, tools = _resolve_rows(rows, tools)
+    declared = declared_names(tools) if tools is not None else None
+    name = judge_name or _judge_name(judge)
+    run_id = run_id or _default_run_id(source, name, version, originals)
+    judge_model = getattr(judge, "model", None)
+    judge_model = judge_model if isinstance(judge_model, str) else None
+
+    call: Callable[[dict[str, Any]], Any] = judge
+    if declared is not None and _accepts_declared_tools(judge):
+        call = functools.partial(judge, declared_tools=declared)
+    pure = _is_pure(judge)
+    inputs = [_copy(r if type(r) is dict else dict(r)) for r in originals]
+    results = _judge_all(
+        inputs,
+        call,
+        is_async=_is_async(judge),
+        pure=pure,
+        concurrency=concurrency,
+        timeout=timeout,
+        scale=scale,
+    )
+
+    scored_rows: list[dict[str, Any]] = []
+    judge_models: set[str] = set()
+    for original, row, res in zip(originals, inputs, results, strict=True):
+        meta = {"model": judge_model, "version": version}
+        meta.update(res["judge_meta"])
+        if meta.get("model") is not None:
+            bare = bare_model(meta["model"])
+            if bare:
+                judge_models.add(bare)
+        row["reward"] = res["reward"]
+        row["reason"] = res["reason"]
+        row["judge_name"] = name
+        row["judge_status"] = res["judge_status"]
+        row["judge_meta"] = meta
+        if res.get("markers"):
+            prior = row.get("markers")
+            merged = dict(prior) if isinstance(prior, Mapping) else {}
+            merged.update(res["markers"])
+            row["markers"] = merged
+        prior_lineage = row.get("lineage")
+        lineage = dict(prior_lineage) if isinstance(prior_lineage, Mapping) else {}
+        lineage.update(
+            scoring_run_id=run_id,
+            source=source,
+            judged_model=model or original.get("model_version"),
+            parent=original.get("rollout_id") or None,
+            judge_version=version,
+        )
+        row["lineage"] = lineage
+        scored_rows.append(row)
+
+    scored = ScoredData(scored_rows, run_id=run_id, source=source, judge_name=name, model=model)
+    _hollow_warnings(scored, originals, declared, judge_models)
+    return scored
+
+
+# ---------------------------------------------------------------------------------------
+# evaluate
+# ---------------------------------------------------------------------------------------
+
+#: Missing eval-set items listed by name in ``eval_coverage``.
+MAX_MISSING_LISTED = 20
+
+
+def _eval_coverage(rows: Sequence[Mapping[str, Any]], eval_set: Iterable[Any]) -> dict[str, Any]:
+    prompts = {" ".join(str(r.get("prompt") or "").split()) for r in rows}
+    keys = {task_key(r) for r in rows}
+    expected: dict[str, tuple[str | None, str | None]] = {}
+    for item in eval_set:
+        if isinstance(item, str):
+            p = " ".join(item.split())
+            expected.setdefault(p, (None, p))
+        elif isinstance(item, Mapping):
+            k = item.get("scenario_id") or item.get("task_id")
+            p = " ".join(str(item.get("prompt") or "").split()) or None
+            label = str(k) if k else (p or "")
+            expected.setdefault(label, (str(k) if k else None, p))
+        else:
+            raise TypeError(
+                f"eval_set items must be prompt strings or row dicts, got {type(item).__name__}"
+            )
+    missing = [
+        label
+        for label, (k, p) in expected.items()
+        if not ((k and k in keys) or (p and p in prompts))
+    ]
+    matched_keys = {k for k, _ in expected.values() if k}
+    matched_prompts = {p for _, p in expected.values() if p}
+    extra = sum(
+        1
+        for r in rows
+        if task_key(r) not in matched_keys
+        and " ".join(str(r.get("prompt") or "").split()) not in matched_prompts
+    )
+    n = len(expected)
+    covered = n - len(missing)
+    return {
+        "expected": n,
+        "covered": covered,
+        "coverage": (covered / n) if n else None,
+        "complete": not missing,
+        "n_missing": len(missing),
+        "missing": missing[:MAX_MISSING_LISTED],
+        "extra_rollouts": extra,
+    }
+
+
+def evaluate(
+    rows: Sequence[dict] | Any = None,
+    judge: Callable[[dict], Any] | None = None,
+    grader: Callable[[dict], Any] | None = None,
+    model: str | None = None,
+    eval_set: Sequence[Any] | None = None,
+    judge_name: str | None = None,
+    run_id: str | None = None,
+    concurrency: int = 8,
+    timeout: float | None = None,
+    scale: tuple[float, float] | None = None,
+    tools: Sequence[dict] | Sequence[str] | None = None,
+) -> ScoredData:
+    """Judge held-out rollouts under the exact contract ``run_judge`` uses, with lineage
+    ``source="eval"``.
+
+    ``judge=`` and ``grader=`` are two spellings of the judge callable: pass one, not both
+    (``ValueError``); with neither, the default ``task_checklist`` judges. ``eval_set``
+    (prompt strings or rows) is checked against the rollouts and the result's
+    ``eval_coverage`` says how many eval items the rollouts cover (``expected``,
+    ``covered``, ``coverage``, ``complete``, ``missing``, ``extra_rollouts``); a partial
+    eval is also a warning. Raises ``ValueError`` when ``rows`` is missing.
+    """
+    if rows is None:
+        raise ValueError(
+            "evaluate needs rows=: the held-out rollouts (row dicts or the SimulationData)"
+        )
+    if judge is not None and grader is not None:
+        raise ValueError("pass judge= or grader= (two names for the same callable), not both")
+    chosen = judge if judge is not None else grader
+    if chosen is None:
+        from wai_exp.score.grade.checklist import task_checklist
+
+        chosen = task_checklist
+    scored = run_judge(
+        rows,
+        chosen,
+        judge_name=judge_name,
+        source="eval",
+        model=model,
+        run_id=run_id,
+        concurrency=concurrency,
+        timeout=timeout,
+        scale=scale,
+        tools=tools,
+    )
+    if eval_set is not None:
+        cov = _eval_coverage(scored.rows, eval_set)
+        scored.eval_coverage = cov
+        if not cov["complete"]:
+            scored.warnings.append(
+                f"partial eval: the rollouts cover {cov['covered']} of {cov['expected']} eval-set "
+                f"items ({cov['n_missing']} missing, e.g. {cov['missing'][:3]}); a partial eval "
+                "is not the frozen set's number"
+            )
+    return scored
+
+
+__all__ = ["RowList", "ScoredData", "evaluate", "normalize_judge_result", "run_judge"]

@@ -1,0 +1,366 @@
+"""Concentrate a big graded batch into the dataset post-training needs.
+
+* ``filter_rl_rows`` splits off junk (``is_incomplete_junk``): rows no trainer should see.
+* ``group_signal`` measures within-ask contrast: how many asks mix passes and fails.
+* ``next_round`` picks the next round's prompt set from the current policy's pass rates.
+* ``optimize`` is the one call after grading: RL selection (``select_for_rl``) or SFT
+  selection (``select_for_sft``) by mode, with the result optionally written as JSONL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wai_exp.rows.keys import task_key
+from wai_exp.score.select.trim import (
+    DEFAULT_BAND,
+    check_band,
+    group_stats,
+    reward_under,
+    unanimous_mask,
+    without_gc,
+)
+
+
+def _has_tool_call(row: dict[str, Any]) -> bool:
+    for step in row.get("steps") or ():
+        kind = step.get("kind")
+        if kind == "tool" or (kind == "assistant" and step.get("tool_calls")):
+            return True
+    return False
+
+
+def is_incomplete_junk(row: dict[str, Any], has_tools: bool = True) -> str | None:
+    """Why ``row`` is junk no trainer should see, or None when it is a usable rollout.
+
+    The rule, first match wins:
+
+    * ``"error"``: the rollout was lost (``row["error"]`` is set, e.g. an HTTP failure).
+    * ``"empty"``: the final reply is empty and the agent made no tool call. With
+      ``has_tools=False`` the agent has no tools to act through, so an empty reply is junk
+      whatever the steps hold.
+    * ``"unjudged"``: no numeric reward (the judge errored, timed out or abstained). An
+      unjudged row is not a failure, so it must not enter a dataset as one.
+    """
+    if row.get("error"):
+        return "error"
+    if not str(row.get("final_text") or "").strip() and (not has_tools or not _has_tool_call(row)):
+        return "empty"
+    if reward_under(row) is None:
+        return "unjudged"
+    return None
+
+
+@without_gc
+def filter_rl_rows(
+    rows: Sequence[dict[str, Any]], has_tools: bool = True
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Split keep/drop by ``is_incomplete_junk``. Does not mutate ``rows``.
+
+    Returns ``(kept_rows, report)``: the kept rows are the same dicts in input order; the
+    report has ``rows_in``, ``rows_kept``, ``rows_dropped`` and ``dropped`` (count per reason:
+    ``error``, ``empty``, ``unjudged``).
+    """
+    kept: list[dict[str, Any]] = []
+    reasons: Counter[str] = Counter()
+    n = 0
+    for row in rows:
+        n += 1
+        why = is_incomplete_junk(row, has_tools=has_tools)
+        if why is None:
+            kept.append(row)
+        else:
+            reasons[why] += 1
+    dropped = {r: reasons.get(r, 0) for r in ("error", "empty", "unjudged")}
+    return kept, {
+        "rows_in": n,
+        "rows_kept": len(kept),
+        "rows_dropped": n - len(kept),
+        "dropped": dropped,
+    }
+
+
+def group_signal(
+    rows: Sequence[dict[str, Any]], lo: float = 0.2, hi: float = 0.8
+) -> dict[str, Any]:
+    """Within-ask contrast: how many asks' k rollouts disagree.
+
+    Rows group under ``task_key``; only binary rewards count (partial and unjudged rows are
+    skipped, the rule ``pass_at`` uses). An ask with two or more graded rollouts is *mixed*
+    when it holds both a 0 and a 1; mixed asks whose pass rate lies in ``[lo, hi]`` (edges
+    inclusive) are *in band*. Unanimous asks are dead gradient. Asks with one graded rollout
+    cannot mix and are counted under ``asks_single``, not blamed.
+
+    Returns ``n_rows``, ``n_graded``, ``n_skipped``, ``n_asks``, ``asks_grouped`` (k >= 2),
+    ``asks_single``, ``asks_ungraded``, ``mixed``, ``all_pass``, ``all_fail``, ``in_band``,
+    ``out_of_band`` (mixed but outside the band), ``mixed_share`` and ``in_band_share`` (of
+    grouped asks; None with a note when there are none), ``rows_in_mixed``,
+    ``gradient_capacity`` (share of graded rows sitting in a mixed ask), ``k_min``,
+    ``k_median``, ``k_max``, ``mean_pass_rate``, ``band``, ``has_signal`` and ``note``.
+    Raises ``ValueError`` for a band outside ``0 <= lo <= hi <= 1``.
+    """
+    lo, hi = check_band(lo, hi)
+    rows = list(rows)
+    stats = group_stats(rows)
+    return _signal_from_stats(stats, len(rows), lo, hi)
+
+
+def _signal_from_stats(stats: Any, n_rows: int, lo: float, hi: float) -> dict[str, Any]:
+    k, npass, rate = stats.k, stats.n_pass, stats.pass_rate
+    grouped = k >= 2
+    unanimous = unanimous_mask(stats, 2)
+    mixed = grouped & ~unanimous
+    eps = 1e-9
+    in_band = mixed & (rate >= lo - eps) & (rate <= hi + eps)
+    n_graded = int(k.sum())
+    n_grouped = int(grouped.sum())
+    rows_in_mixed = int(k[mixed].sum())
+    graded_k = k[k > 0]
+    note = ""
+    if n_graded == 0:
+        note = "no row carries a 0/1 reward: grade the rows before measuring signal"
+    elif n_grouped == 0:
+        note = "every ask has one graded rollout: simulate with repeats >= 2 to measure contrast"
+    elif not mixed.any():
+        note = "every grouped ask is unanimous: no within-ask contrast for a grouped update"
+    return {
+        "n_rows": n_rows,
+        "n_graded": n_graded,
+        "n_skipped": n_rows - n_graded,
+        "n_asks": stats.n_groups,
+        "asks_grouped": n_grouped,
+        "asks_single": int((k == 1).sum()),
+        "asks_ungraded": int((k == 0).sum()),
+        "mixed": int(mixed.sum()),
+        "all_pass": int((unanimous & (npass == k)).sum()),
+        "all_fail": int((unanimous & (npass == 0)).sum()),
+        "in_band": int(in_band.sum()),
+        "out_of_band": int((mixed & ~in_band).sum()),
+        "mixed_share": (float(mixed.sum()) / n_grouped) if n_grouped else None,
+        "in_band_share": (float(in_band.sum()) / n_grouped) if n_grouped else None,
+        "rows_in_mixed": rows_in_mixed,
+        "gradient_capacity": (rows_in_mixed / n_graded) if n_graded else None,
+        "k_min": int(graded_k.min()) if graded_k.size else None,
+        "k_median": float(np.median(graded_k)) if graded_k.size else None,
+        "k_max": int(graded_k.max()) if graded_k.size else None,
+        "mean_pass_rate": float(np.nanmean(rate)) if graded_k.size else None,
+        "band": [lo, hi],
+        "has_signal": bool(mixed.any()),
+        "note": note,
+    }
+
+
+def _candidate_key(task: Any, prompt_to_key: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """The task key a ``tasks=`` entry names, and a row-like dict to represent it."""
+    if isinstance(task, str):
+        return prompt_to_key.get(task, task), {"prompt": task}
+    if isinstance(task, dict):
+        key = task_key(task)
+        prompt = task.get("prompt")
+        if not (task.get("scenario_id") or task.get("task_id")) and isinstance(prompt, str):
+            key = prompt_to_key.get(prompt, key)
+        return key, task
+    raise TypeError(
+        f"next_round(tasks=...) takes rows, task dicts with a 'prompt', or prompt strings; "
+        f"got {type(task).__name__}"
+    )
+
+
+def next_round(
+    prior: Sequence[dict[str, Any]],
+    tasks: Sequence[Any] | None = None,
+    lo: float = 0.2,
+    hi: float = 0.8,
+) -> dict[str, Any]:
+    """The prompt set for the next round, from the last round's graded rollouts.
+
+    Each task's pass rate over ``prior``'s binary rewards decides: inside ``[lo, hi]``
+    (inclusive) it is kept, above ``hi`` it is solved and dropped, below ``lo`` unsolved and
+    dropped. ``tasks`` restricts the candidates (rows, task dicts with a ``prompt``, or prompt
+    strings, matched to prior rows by ``task_key`` or by prompt text); a candidate with no
+    graded prior rollout is ``unknown`` and kept, since nothing says it is flat. Does not
+    mutate ``prior`` or ``tasks``.
+
+    Returns ``tasks`` (one representative per kept task: a copy of its first prior row, or of
+    the candidate when unknown, with ``calibration`` = pass rate, k, band), ``kept``,
+    ``dropped_solved``, ``dropped_unsolved``, ``unknown``, ``pass_rates`` (task key -> rate),
+    ``band``, ``from_policy`` (policy versions of the prior rows) and ``prompt_set_sha``
+    (sha256 of the kept task keys and prompts, for lineage). Raises ``ValueError`` for a bad
+    band and ``TypeError`` for a candidate of another type.
+    """
+    lo, hi = check_band(lo, hi)
+    prior = list(prior)
+    keys = [task_key(r) for r in prior]
+    stats = group_stats(prior, keys=keys)
+    index = {k: g for g, k in enumerate(stats.keys)}
+    first_row: dict[str, dict[str, Any]] = {}
+    prompt_to_key: dict[str, str] = {}
+    policies: Counter[str] = Counter()
+    for row, key in zip(prior, keys, strict=True):
+        first_row.setdefault(key, row)
+        prompt = row.get("prompt")
+        if isinstance(prompt, str):
+            prompt_to_key.setdefault(prompt, key)
+        pv = row.get("policy_version") or row.get("model_version")
+        if pv:
+            policies[str(pv)] += 1
+    if tasks is None:
+        candidates = [(key, first_row[key]) for key in dict.fromkeys(keys)]
+    else:
+        candidates = [_candidate_key(t, prompt_to_key) for t in tasks]
+    eps = 1e-9
+    out: list[dict[str, Any]] = []
+    pass_rates: dict[str, float] = {}
+    counts = {"kept": 0, "dropped_solved": 0, "dropped_unsolved": 0, "unknown": 0}
+    seen: set[str] = set()
+    for key, candidate in candidates:
+        if key in seen:
+            continue
+        seen.add(key)
+        g = index.get(key)
+        k = int(stats.k[g]) if g is not None else 0
+        if k == 0:
+            counts["unknown"] += 1
+            rep = dict(candidate)
+            rep["calibration"] = {"pass_rate": None, "k": 0, "band": [lo, hi], "status": "unknown"}
+            out.append(rep)
+            continue
+        rate = float(stats.pass_rate[g])
+        pass_rates[key] = rate
+        if rate > hi + eps:
+            counts["dropped_solved"] += 1
+        elif rate < lo - eps:
+            counts["dropped_unsolved"] += 1
+        else:
+            counts["kept"] += 1
+            rep = dict(first_row[key])
+            rep["calibration"] = {
+                **(rep.get("calibration") or {}),
+                "pass_rate": rate,
+                "k": k,
+                "band": [lo, hi],
+                "status": "in_band",
+            }
+            out.append(rep)
+    sha = hashlib.sha256(
+        json.dumps(
+            sorted([task_key(r), str(r.get("prompt") or "")] for r in out), ensure_ascii=False
+        ).encode()
+    ).hexdigest()
+    return {
+        "tasks": out,
+        **counts,
+        "pass_rates": pass_rates,
+        "band": [lo, hi],
+        "from_policy": sorted(policies),
+        "prompt_set_sha": sha,
+    }
+
+
+def _resolve_source(source: Any) -> tuple[list[dict[str, Any]], Path | None, str | None]:
+    """Rows, the source path (when a path) and the data's own mode (when it says)."""
+    if isinstance(source, str | Path):
+        from wai_exp.rows.jsonl import read_rows
+
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(f"optimize(source=...): no such JSONL file: {path}")
+        return read_rows(path), path, None
+    mode = getattr(source, "mode", None)
+    if mode is None:
+        meta = getattr(source, "metadata", None)
+        if isinstance(meta, dict):
+            mode = meta.get("mode")
+    if hasattr(source, "rows") and not isinstance(source, list | tuple):
+        rows = source.rows
+        # SimulationData.rows / ScoredData.rows are lists that are also callable.
+        if callable(rows) and not isinstance(rows, list):
+            rows = rows()
+        return list(rows), None, mode if isinstance(mode, str) else None
+    if isinstance(source, Sequence):
+        return list(source), None, None
+    raise TypeError(
+        f"optimize(source=...) takes a row list, an object with .rows (SimulationData, "
+        f"ScoredData) or a JSONL path; got {type(source).__name__}"
+    )
+
+
+def _rows_mode(rows: Sequence[dict[str, Any]]) -> str | None:
+    modes = Counter(str(r["mode"]) for r in rows if r.get("mode"))
+    return modes.most_common(1)[0][0] if modes else None
+
+
+def optimize(
+    source: Any,
+    mode: str | None = None,
+    target: int = 1000,
+    output: str | None = None,
+    band: tuple[float, float] = DEFAULT_BAND,
+    enforce_band: bool = True,
+    select: str = "top_per_prompt",
+    min_reward: float = 1.0,
+    endorsed: Sequence[str] = (),
+    truncated: str = "drop",
+    order: str = "spread",
+    audit: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One call after grading: concentrate a graded batch for the post-training target.
+
+    ``source`` is a row list, an object with ``.rows`` (``SimulationData``, ``ScoredData``) or
+    a JSONL path. ``mode`` defaults to the data's own mode (the object's ``mode``, else the
+    rows' most common ``mode`` field): ``"sft"`` runs ``select_for_sft`` (``select``,
+    ``min_reward``); anything else runs ``select_for_rl`` with the difficulty ``band``,
+    ``enforce_band``, ``endorsed``, ``truncated``, ``order`` and ``audit``, which applies the
+    junk filter (``is_incomplete_junk``) first.
+
+    Writes the selected rows (scrubbed, atomically, via ``wai_exp.rows.write_rows``) to
+    ``output`` when given, or to ``<stem>.<mode>.jsonl`` beside a path source. The source file
+    is never overwritten unless ``output`` names it. Returns ``(rows, report)``: the
+    selector's report plus ``mode``, ``source`` and ``output`` (the path written, or None).
+    Raises ``ValueError`` for an unknown option value and ``FileNotFoundError`` for a missing
+    source path.
+    """
+    rows, path, data_mode = _resolve_source(source)
+    resolved_mode = mode or data_mode or _rows_mode(rows) or "rl"
+    lo, hi = check_band(*band)
+    if resolved_mode == "sft":
+        from wai_exp.score.select.select import select_for_sft
+
+        selected, report = select_for_sft(rows, target=target, select=select, min_reward=min_reward)
+    else:
+        from wai_exp.score.select.select import select_for_rl
+
+        selected, report = select_for_rl(
+            rows,
+            target=target,
+            lo=lo,
+            hi=hi,
+            enforce_band=enforce_band,
+            endorsed=endorsed,
+            truncated=truncated,
+            order=order,
+            audit=audit,
+        )
+    out_path: Path | None = None
+    if output is not None:
+        out_path = Path(output)
+    elif path is not None:
+        out_path = path.with_name(f"{path.stem}.{resolved_mode}.jsonl")
+    if out_path is not None:
+        from wai_exp.rows.jsonl import write_rows
+
+        write_rows(out_path, selected)
+    report = {
+        **report,
+        "mode": resolved_mode,
+        "source": str(path) if path is not None else type(source).__name__,
+        "output": str(out_path) if out_path is not None else None,
+    }
+    return selected, report

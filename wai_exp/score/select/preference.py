@@ -1,0 +1,362 @@
+"""Same-task chosen/rejected pairs for preference training (DPO-style): ``build_preference_pairs``.
+
+A pair exists only where one task (``task_key``) has two trajectories whose judged scores
+differ by at least ``min_margin``: the contrast is the training signal, so failures are
+supply here, not waste. Rows without a valid judge verdict never pair.
+
+Pairing, per task, is greedy and deterministic. Valid rows are ordered by score (highest
+first), then ``rollout_id``, then input position; each row in that order that is still free
+becomes a chosen side and takes one still-free row scoring at least ``min_margin`` less:
+
+* ``length_match=True``: the rejected row whose reply length is closest to the chosen one
+  (ties: the larger margin, then the same order as above). DPO learns a length gap faster
+  than the behaviour behind it, so the pair should differ in what was done, not in length.
+* ``length_match=False``: the largest margin (ties: the same order).
+
+A row sits in at most one pair, so no single trajectory is weighted several times in the
+loss, and a task gives at most ``max_pairs_per_prompt`` pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from wai_exp.rows.keys import task_key
+from wai_exp.score.grade.grading import final_reply
+from wai_exp.score.judges.judging import bare_model
+from wai_exp.score.stats.resample import factorize, numeric_reward, wilson_interval
+
+#: ``judge_status`` values that carry a usable verdict (``None``: a hand-labelled row).
+VALID_STATUSES = frozenset({"ok", None})
+#: Two scores this close count as equal when compared against ``min_margin`` (so 0.7 - 0.2
+#: still clears a margin of 0.5 despite float rounding).
+MARGIN_TOL = 1e-9
+#: Every reason a row is or is not in a pair; ``report["rows_by_reason"]`` has each key.
+ROW_REASONS: tuple[str, ...] = (
+    "paired",
+    "unjudged",
+    "single_rollout",
+    "no_contrast",
+    "no_partner",
+    "over_cap",
+)
+#: Every reason a task does or does not give a pair; ``report["tasks_by_reason"]`` keys.
+TASK_REASONS: tuple[str, ...] = ("paired", "no_valid_rows", "single_rollout", "no_contrast")
+
+
+def _score(row: Mapping[str, Any]) -> float | None:
+    """The row's judged score in [0, 1], or ``None`` when it has no valid judge verdict.
+
+    ``resample.numeric_reward`` (``reward``, else ``qwen_reward``; a missing, non-numeric or
+    out-of-[0, 1] reward is "no verdict"), gated more strictly on status: only ``ok`` or no
+    status (a hand-labelled row) counts, so an unknown status is not taken as a verdict.
+    """
+    if row.get("judge_status") not in VALID_STATUSES:
+        return None
+    return numeric_reward(row)
+
+
+def _unjudged_kind(row: Mapping[str, Any]) -> str:
+    """Why a row has no valid verdict: its judge status, else ``no_reward`` (none given)
+    or ``bad_reward`` (a reward that is not a number in [0, 1])."""
+    status = row.get("judge_status")
+    if status not in VALID_STATUSES:
+        return str(status)
+    return (
+        "no_reward"
+        if row.get("reward") is None and row.get("qwen_reward") is None
+        else "bad_reward"
+    )
+
+
+def _model(row: Mapping[str, Any]) -> str | None:
+    """The policy that produced the row: ``model_version``, else ``model``, else the
+    ``judged_model`` grading stamped in the lineage."""
+    for value in (row.get("model_version"), row.get("model")):
+        if isinstance(value, str) and value.strip():
+            return value
+    lineage = row.get("lineage")
+    if isinstance(lineage, Mapping):
+        value = lineage.get("judged_model")
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _lineage(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the row's lineage plus its own ``rollout_id``, so a pair names both parents."""
+    lineage = row.get("lineage")
+    out = dict(lineage) if isinstance(lineage, Mapping) else {}
+    out["rollout_id"] = row.get("rollout_id")
+    return out
+
+
+def _check(max_pairs_per_prompt: Any, min_margin: Any) -> tuple[int, float]:
+    if (
+        isinstance(max_pairs_per_prompt, bool)
+        or not isinstance(max_pairs_per_prompt, int | np.integer)
+        or max_pairs_per_prompt < 1
+    ):
+        raise ValueError(
+            f"max_pairs_per_prompt must be an int >= 1 (pairs kept per task), got "
+            f"{max_pairs_per_prompt!r}"
+        )
+    if isinstance(min_margin, bool) or not isinstance(min_margin, int | float | np.floating):
+        raise ValueError(f"min_margin must be a number in (0, 1], got {min_margin!r}")
+    margin = float(min_margin)
+    if not (math.isfinite(margin) and 0.0 < margin <= 1.0):
+        raise ValueError(
+            f"min_margin must be in (0, 1] (rewards live in [0, 1]; 1.0 pairs passes with "
+            f"fails, 0.5 also admits partial credit), got {min_margin!r}"
+        )
+    return int(max_pairs_per_prompt), margin
+
+
+def _share(count: int, n: int) -> tuple[float | None, list[float] | None]:
+    ci = wilson_interval(count, n)
+    return (count / n if n else None), (ci.as_list() if ci is not None else None)
+
+
+def _pair_group(
+    scores: np.ndarray, lengths: np.ndarray, cap: int, margin: float, length_match: bool
+) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """Greedy pairs inside one task whose rows are already in pairing order (score
+    descending, then tie-break). Returns ``(pairs as (chosen, rejected) positions, used)``."""
+    n = scores.size
+    used = np.zeros(n, dtype=bool)
+    positions = np.arange(n)
+    pairs: list[tuple[int, int]] = []
+    for i in range(n):
+        if len(pairs) >= cap:
+            break
+        if used[i]:
+            continue
+        eligible = ~used & (scores <= scores[i] - margin + MARGIN_TOL)
+        if not eligible.any():
+            continue
+        cand = positions[eligible]
+        if length_match:
+            gap = np.abs(lengths[cand] - lengths[i])
+            # Closest length first; then the larger margin (lower score); then order.
+            pick = cand[np.lexsort((cand, scores[cand], gap))[0]]
+        else:
+            pick = cand[np.lexsort((cand, scores[cand]))[0]]
+        used[i] = used[pick] = True
+        pairs.append((i, int(pick)))
+    return pairs, used
+
+
+def build_preference_pairs(
+    rows: Sequence[dict[str, Any]],
+    max_pairs_per_prompt: int = 1,
+    min_margin: float = 1.0,
+    length_match: bool = True,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Same-task chosen/rejected pairs for preference training (DPO-style).
+
+    ``rows`` are graded row dicts (``run_judge`` output, or anything with ``reward`` and
+    ``judge_status``). Rows group by ``task_key``; a pair needs two valid rows of one task
+    whose scores differ by at least ``min_margin`` (1.0: passes against fails only; 0.5
+    also admits partial credit against a full pass or fail). Rows whose judge gave no valid
+    verdict never pair. How a chosen row picks its rejected partner is in the module
+    docstring; each row is in at most one pair, each task gives at most
+    ``max_pairs_per_prompt`` pairs. Pairs come in sorted task-key order, then pairing order,
+    so the same rows always give the same pairs (whatever order they arrive in, as long as
+    ``rollout_id`` is unique).
+
+    Each pair is a dict: ``task_key``, ``prompt`` (the chosen row's), ``same_prompt`` (the
+    two rows' prompt texts agree; phrasings of one situation share a task key), ``chosen``
+    and ``rejected`` (the input row dicts themselves, not copies), ``chosen_score``,
+    ``rejected_score``, ``margin``, ``chosen_model``, ``rejected_model``, ``same_policy``
+    (``None`` when either model is unknown), ``chosen_chars``, ``rejected_chars``,
+    ``length_delta`` (chosen reply chars minus rejected), and ``lineage`` = ``{"source":
+    "preference", "chosen": ..., "rejected": ...}`` with a copy of each parent's lineage
+    plus its ``rollout_id``.
+
+    The report counts rows and tasks per reason (``rows_by_reason`` over ``ROW_REASONS``,
+    summing to ``n_rows``; ``tasks_by_reason`` over ``TASK_REASONS``), unjudged rows per
+    judge status (``no_reward`` / ``bad_reward`` when the status was ``ok``), pairs per margin, how often chosen is still the longer reply (with a
+    Wilson interval; ``None`` and a note when there are no pairs), off-policy and
+    unknown-policy pairs, and ``warnings``. Nothing is mutated.
+
+    Raises ``ValueError`` for ``max_pairs_per_prompt`` < 1 or ``min_margin`` outside
+    (0, 1], and ``TypeError`` when a row is not a dict.
+    """
+    cap, margin = _check(max_pairs_per_prompt, min_margin)
+    rows = list(rows)
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise TypeError(f"row {i} is a {type(row).__name__}, not a dict; pass graded rows")
+    n = len(rows)
+    scores = np.array(
+        [np.nan if (s := _score(r)) is None else s for r in rows], dtype=float
+    ).reshape(n)
+    valid = ~np.isnan(scores)
+    keys, codes = factorize([task_key(r) for r in rows])
+    reasons = np.full(n, "", dtype=object)
+    reasons[~valid] = "unjudged"
+    unjudged_by_status = Counter(_unjudged_kind(rows[i]) for i in np.flatnonzero(~valid))
+    task_reasons: Counter[str] = Counter()
+
+    idx = np.flatnonzero(valid)
+    lengths = np.zeros(n, dtype=float)
+    lengths[idx] = [len(final_reply(rows[i])) for i in idx]
+    ids = [str(rows[i].get("rollout_id") or "") for i in idx]
+    _, id_rank = factorize(ids)
+    # One sort puts each task's valid rows together in pairing order: task, score
+    # descending, rollout id, input position.
+    order = idx[np.lexsort((idx, id_rank, -scores[idx], codes[idx]))]
+    counts = np.bincount(codes[order], minlength=len(keys))
+    starts = np.cumsum(counts) - counts
+    task_reasons["no_valid_rows"] = int(np.sum(counts == 0))
+
+    pairs: list[dict[str, Any]] = []
+    for g in np.flatnonzero(counts):
+        members = order[starts[g] : starts[g] + counts[g]]
+        s = scores[members]
+        if members.size == 1:
+            reasons[members] = "single_rollout"
+            task_reasons["single_rollout"] += 1
+            continue
+        if s[0] - s[-1] < margin - MARGIN_TOL:
+            reasons[members] = "no_contrast"
+            task_reasons["no_contrast"] += 1
+            continue
+        task_reasons["paired"] += 1
+        found, used = _pair_group(s, lengths[members], cap, margin, length_match)
+        reasons[members[used]] = "paired"
+        free = ~used
+        if free.any():
+            # A free row that still has a free partner at the margin lost out to the cap;
+            # one without could never have paired in this task. The free scores' extremes
+            # decide it: a partner exists iff the farthest free score is far enough.
+            fs = s[free]
+            reach = np.maximum(fs.max() - fs, fs - fs.min()) >= margin - MARGIN_TOL
+            reasons[members[free]] = np.where(reach, "over_cap", "no_partner")
+        for ci, ri in found:
+            c, r = rows[members[ci]], rows[members[ri]]
+            c_model, r_model = _model(c), _model(r)
+            same = (
+                None
+                if c_model is None or r_model is None
+                else c_model == r_model or bare_model(c_model) == bare_model(r_model)
+            )
+            c_len, r_len = int(lengths[members[ci]]), int(lengths[members[ri]])
+            pairs.append(
+                {
+                    "task_key": keys[g],
+                    "prompt": c.get("prompt"),
+                    "same_prompt": c.get("prompt") == r.get("prompt"),
+                    "chosen": c,
+                    "rejected": r,
+                    "chosen_score": float(s[ci]),
+                    "rejected_score": float(s[ri]),
+                    "margin": float(s[ci] - s[ri]),
+                    "chosen_model": c_model,
+                    "rejected_model": r_model,
+                    "same_policy": same,
+                    "chosen_chars": c_len,
+                    "rejected_chars": r_len,
+                    "length_delta": c_len - r_len,
+                    "lineage": {
+                        "source": "preference",
+                        "chosen": _lineage(c),
+                        "rejected": _lineage(r),
+                    },
+                }
+            )
+    return pairs, _report(
+        pairs, rows, reasons, task_reasons, unjudged_by_status, len(keys), cap, margin, length_match
+    )
+
+
+def _report(
+    pairs: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
+    reasons: np.ndarray,
+    task_reasons: Counter[str],
+    unjudged_by_status: Counter[str],
+    n_tasks: int,
+    cap: int,
+    margin: float,
+    length_match: bool,
+) -> dict[str, Any]:
+    n_pairs = len(pairs)
+    deltas = np.array([p["length_delta"] for p in pairs], dtype=float)
+    longer = int(np.sum(deltas > 0))
+    shorter = int(np.sum(deltas < 0))
+    longer_share, longer_ci = _share(longer, n_pairs)
+    off = sum(p["same_policy"] is False for p in pairs)
+    unknown = sum(p["same_policy"] is None for p in pairs)
+    known = n_pairs - unknown
+    off_share, off_ci = _share(off, known)
+    cross = sum(not p["same_prompt"] for p in pairs)
+    row_counts = Counter(reasons.tolist())
+    notes: list[str] = []
+    warnings: list[str] = []
+    if not n_pairs:
+        notes.append(
+            "no pairs: no task has two validly judged rollouts whose scores differ by at least "
+            f"min_margin={margin:g} (see rows_by_reason); length and policy shares are "
+            "unmeasured (None)"
+        )
+    if unknown:
+        notes.append(
+            f"{unknown} pair(s) have a side with no model_version; same_policy is None there "
+            "and they are left out of off_policy_share"
+        )
+    if longer_ci is not None and longer_ci[0] > 0.5:
+        warnings.append(
+            f"chosen is the longer reply in {longer} of {n_pairs} pairs (95% CI "
+            f"{longer_ci[0]:.2f}-{longer_ci[1]:.2f}): length still predicts the label, and DPO "
+            "learns that gap faster than the behaviour"
+            + ("" if length_match else "; pass length_match=True")
+        )
+    if off:
+        warnings.append(
+            f"{off} of {known} pairs are off-policy (chosen and rejected from different "
+            "models); preference data works best when both sides come from the policy trained"
+        )
+    if cross:
+        warnings.append(
+            f"{cross} pair(s) join different phrasings of one task (prompt texts differ); a "
+            "DPO trainer needs one prompt per pair, so check how it reads `prompt`"
+        )
+    margins = Counter(round(p["margin"], 6) for p in pairs)
+    return {
+        "n_rows": len(rows),
+        "n_valid": int(sum(row_counts[r] for r in ROW_REASONS if r != "unjudged")),
+        "n_tasks": n_tasks,
+        "n_pairs": n_pairs,
+        "min_margin": margin,
+        "max_pairs_per_prompt": cap,
+        "length_match": length_match,
+        "rows_by_reason": {r: int(row_counts.get(r, 0)) for r in ROW_REASONS},
+        "tasks_by_reason": {r: int(task_reasons.get(r, 0)) for r in TASK_REASONS},
+        "unjudged_by_status": dict(sorted(unjudged_by_status.items())),
+        "pairs_by_margin": {f"{m:g}": c for m, c in sorted(margins.items(), reverse=True)},
+        "length": {
+            "chosen_longer": longer,
+            "chosen_shorter": shorter,
+            "equal_length": n_pairs - longer - shorter,
+            "chosen_longer_share": longer_share,
+            "chosen_longer_ci95": longer_ci,
+            "mean_length_delta": float(deltas.mean()) if n_pairs else None,
+            "mean_abs_length_delta": float(np.abs(deltas).mean()) if n_pairs else None,
+        },
+        "off_policy": off,
+        "unknown_policy": unknown,
+        "off_policy_share": off_share,
+        "off_policy_ci95": off_ci,
+        "cross_phrasing": cross,
+        "notes": notes,
+        "warnings": warnings,
+    }
+
+
+__all__ = ["ROW_REASONS", "TASK_REASONS", "build_preference_pairs"]

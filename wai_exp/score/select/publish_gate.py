@@ -1,0 +1,301 @@
+"""The gate a dataset passes before it leaves for the platform: check, calibrate, report.
+
+``calibrate`` stamps each graded row with its task's measured difficulty (pass rate over the
+k repeats, the band, who produced it). ``publish_gate`` refuses RL-shaped rows that are
+ungraded or carry no mixed group (nothing for a grouped update to learn from), and, with
+``strict_hacks``, rows whose reward ``hack_scan`` says is best explained by something other
+than what it should track. A refusal raises ``PublishGateError`` carrying the full report
+(``err.report``), so the pipeline can record it as a result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from wai_exp.rows.keys import task_key
+from wai_exp.score.diagnose.logprobs import mean_kl
+from wai_exp.score.select.trim import (
+    DEFAULT_BAND,
+    binary_rewards,
+    check_band,
+    group_stats,
+    put_calibration,
+    reward_under,
+    without_gc,
+)
+
+
+class PublishGateError(RuntimeError):
+    """The dataset must not be published as it stands. The message says why.
+
+    ``report`` is the gate's full report (``verdict == "refused"``, ``reasons``), so a caller
+    that treats the refusal as a result can record it without re-running the gate.
+    """
+
+    def __init__(self, message: str, report: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.report = report or {}
+
+
+def _policy_label(policy: Any) -> Any:
+    """A JSON-friendly form of ``policy``: str and dict as given, a pydantic model or a
+    dataclass as its dict, anything else as ``str``."""
+    if policy is None or isinstance(policy, str):
+        return policy
+    if isinstance(policy, Mapping):
+        return dict(policy)
+    if hasattr(policy, "model_dump"):
+        return policy.model_dump()
+    if dataclasses.is_dataclass(policy) and not isinstance(policy, type):
+        return dataclasses.asdict(policy)
+    return str(policy)
+
+
+def _pass_at_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``pass_at(rows)`` as a dict without the per-task table (one entry per task is too big
+    for a summary; ``calibration`` carries each task's rate on its rows)."""
+    from wai_exp.score.stats.passat import pass_at
+
+    res = pass_at(rows)
+    out = res.to_dict()
+    out.pop("per_task", None)
+    return out
+
+
+@without_gc
+def calibrate(
+    rows: Sequence[dict[str, Any]],
+    policy: Any = None,
+    model: str | None = None,
+    ref: str | Sequence[dict[str, Any]] | None = None,
+    band: tuple[float, float] = DEFAULT_BAND,
+) -> dict[str, Any]:
+    """Stamp ``calibration`` on every row with a 0/1 reward, in place.
+
+    The stamp is the row's task difficulty: ``pass_rate`` and ``n_pass`` over the task's
+    binary rewards (grouped by ``task_key``, the grouping ``group_signal`` and ``pass_at``
+    use), ``k``, ``band`` and ``in_band``, plus ``policy`` (this call's, else the row's
+    ``policy_version``) and ``model`` (else ``model_version``). Rows without a 0/1 reward
+    are left alone and counted. A row whose carried stamp counts more repeats than these
+    rows hold keeps its pass rate (``n_carried``): a dedupe upstream shrank the group, and
+    re-measuring would report the post-dedup k; the policy, model and ``mean_kl`` are still
+    filled in. ``ref`` (a key holding the reference model's summed logprob, or rows scored
+    under it) fills ``mean_kl`` per task: sum(logprob - ref) over generated tokens, pooled
+    over the task's rollouts.
+
+    Returns ``tasks_stamped``, ``rows_stamped``, ``rows_skipped``, ``n_carried``, ``band``,
+    ``policy``, ``model``, ``mean_kl`` (overall, or None with a note) and ``pass_at`` (the
+    ``pass_at`` summary without its per-task table). Raises ``ValueError`` for a bad band.
+    """
+    lo, hi = check_band(*band)
+    rows = list(rows)
+    keys = [task_key(r) for r in rows]
+    binary = binary_rewards(rows)
+    stats = group_stats(rows, keys=keys, binary=binary)
+    pol = _policy_label(policy)
+    kl_task: dict[int, float] = {}
+    kl_note = (
+        "pass ref= (a key holding the reference logprob, or reference-scored rows) to fill mean_kl"
+    )
+    kl_overall: float | None = None
+    n_kl = 0
+    if ref is not None:
+        kl = mean_kl(rows, ref=ref)
+        n_kl = kl["n_used"]
+        kl_overall = kl["mean_kl"]
+        # mean_kl groups by task_key, as group_stats does, so its task keys are stats.keys.
+        group_of = {k: g for g, k in enumerate(stats.keys)}
+        kl_task = {group_of[k]: t["mean_kl"] for k, t in kl["per_task"].items()}
+        if kl_overall is not None:
+            kl_note = f"{len(rows) - n_kl} rows lacked a logprob on one side and were skipped"
+        else:
+            kl_note = (
+                "no row carried both its own logprob and the reference's: mean_kl not measured"
+            )
+    eps = 1e-9
+    stamped = carried = 0
+    tasks: set[int] = set()
+    for i, row in enumerate(rows):
+        if not np.isfinite(binary[i]):
+            continue
+        g = int(stats.inv[i])
+        rate = float(stats.pass_rate[g])
+        stamp = {
+            "pass_rate": rate,
+            "k": int(stats.k[g]),
+            "n_pass": int(stats.n_pass[g]),
+            "band": [lo, hi],
+            "in_band": bool(lo - eps <= rate <= hi + eps),
+            "policy": pol if pol is not None else row.get("policy_version"),
+            "model": model if model is not None else row.get("model_version"),
+            "source": "calibrate",
+        }
+        if g in kl_task:
+            stamp["mean_kl"] = kl_task[g]
+        carried += put_calibration(row, stamp)
+        stamped += 1
+        tasks.add(g)
+    pa = _pass_at_summary(rows)
+    return {
+        "tasks_stamped": len(tasks),
+        "rows_stamped": stamped,
+        "rows_skipped": len(rows) - stamped,
+        "n_carried": carried,
+        "band": [lo, hi],
+        "policy": pol,
+        "model": model,
+        "mean_kl": {"overall": kl_overall, "tasks": len(kl_task), "rows": n_kl, "note": kl_note},
+        "pass_at": pa,
+    }
+
+
+def _judge_trust(rows: Sequence[dict[str, Any]]) -> Any:
+    """The judge-trust summary ``grade`` stamped on rows that carried human labels, else None."""
+    for row in rows:
+        jt = row.get("judge_trust")
+        if jt is None:
+            jt = (row.get("judge_meta") or {}).get("judge_trust")
+        if jt is not None:
+            return jt
+    return None
+
+
+def _rows_mode(rows: Sequence[dict[str, Any]]) -> str | None:
+    modes = Counter(str(r["mode"]) for r in rows if r.get("mode"))
+    return modes.most_common(1)[0][0] if modes else None
+
+
+@without_gc
+def publish_gate(
+    rows: Sequence[dict[str, Any]],
+    mode: str | None = None,
+    band: tuple[float, float] = DEFAULT_BAND,
+    policy: Any = None,
+    model: str | None = None,
+    strict: bool = True,
+    endorsed: Sequence[str] = (),
+    strict_hacks: bool = False,
+) -> dict[str, Any]:
+    """Check, calibrate, and report.
+
+    ``mode`` defaults to the rows' own ``mode``: ``"rl"`` rows are *RL-shaped*, ``"sft"`` rows
+    are not, and otherwise (no mode, ``explore``, ...) rows are RL-shaped when some task has
+    two or more rollouts. Checks: an RL-shaped set must be graded (some row carries
+    a numeric reward) and carry at least one mixed group (an ask whose rewards disagree);
+    any set must be non-empty. ``hack_scan`` (with ``endorsed``) always runs for the report.
+
+    Raises ``PublishGateError`` (with ``err.report``) when ``strict`` and a check fails, or
+    when ``strict_hacks`` and the scan's regime is ``reward_hack``. With ``strict=False`` a
+    failed check becomes a warning and the verdict stays ``"passed"``. Never mutates anything
+    except the ``calibration`` stamp (``calibrate`` on the graded rows).
+
+    Returns ``verdict`` (``"passed"`` / ``"refused"``), ``reasons`` (why refused), ``warnings``,
+    ``checks``, ``mode``, ``rl_shaped``, row counts, ``group_signal``, ``calibration`` (the
+    ``calibrate`` report), ``pass_at`` (summary), ``hack_scan`` (summary: regime, tau, top
+    feature, integrity, endorsed_on_top, inverted, collinear, support, warnings) and
+    ``judge_trust`` (None unless ``grade`` stamped one).
+    """
+    from wai_exp.score.diagnose.hack_scan import hack_scan
+    from wai_exp.score.select.optimize import group_signal
+
+    lo, hi = check_band(*band)
+    rows = list(rows)
+    resolved = mode or _rows_mode(rows)
+    signal = group_signal(rows, lo=lo, hi=hi)
+    if resolved in ("rl", "sft"):
+        rl_shaped = resolved == "rl"
+    else:
+        # No mode, or one that does not say (explore, eval): RL-shaped means repeats per ask.
+        rl_shaped = any(n >= 2 for n in Counter(task_key(r) for r in rows).values())
+    n_numeric = sum(1 for r in rows if reward_under(r) is not None)
+    scan = hack_scan(rows, endorsed=endorsed)
+    calibration = calibrate(rows, policy=policy, model=model, band=(lo, hi))
+
+    problems: list[str] = []
+    checks: dict[str, bool | None] = {
+        "non_empty": bool(rows),
+        "graded": None,
+        "mixed_group": None,
+        "hack_free": None,
+    }
+    if not rows:
+        problems.append("no rows to publish")
+    if rl_shaped and rows:
+        checks["graded"] = n_numeric > 0
+        checks["mixed_group"] = signal["mixed"] > 0 or scan["asks_mixed"] > 0
+        if not checks["graded"]:
+            problems.append(
+                "RL-shaped rows are ungraded (no row carries a reward): grade them "
+                "(run_judge / the grade stage) before publishing"
+            )
+        elif not checks["mixed_group"]:
+            problems.append(
+                f"RL-shaped rows carry no mixed group ({signal['all_pass']} asks all-pass, "
+                f"{signal['all_fail']} all-fail, {signal['asks_single']} single): a grouped update "
+                f"learns nothing; run optimize/select_for_rl or simulate harder asks"
+            )
+    if scan["regime"] != "unknown" or endorsed:
+        checks["hack_free"] = scan["regime"] != "reward_hack"
+    reasons = list(problems) if strict else []
+    warnings = [] if strict else list(problems)
+    if scan["regime"] == "reward_hack":
+        said = [w for w in scan["warnings"] if w.startswith("reward hack:")]
+        msg = (
+            said[-1]
+            if said
+            else f"reward hack: the reward is best explained by {scan['top_feature']}"
+        )
+        (reasons if strict_hacks else warnings).append("hack_scan " + msg)
+    n_unjudged = len(rows) - n_numeric
+    if rows and n_unjudged:
+        warnings.append(
+            f"{n_unjudged} of {len(rows)} rows carry no reward (unjudged); they are not failures"
+        )
+    jt = _judge_trust(rows)
+    verdict = "refused" if reasons else "passed"
+    report = {
+        "verdict": verdict,
+        "reasons": reasons,
+        "warnings": warnings,
+        "checks": checks,
+        "mode": resolved,
+        "rl_shaped": rl_shaped,
+        "strict": strict,
+        "strict_hacks": strict_hacks,
+        "n_rows": len(rows),
+        "n_graded": n_numeric,
+        "n_unjudged": n_unjudged,
+        "band": [lo, hi],
+        "group_signal": signal,
+        "calibration": {k: v for k, v in calibration.items() if k != "pass_at"},
+        "pass_at": calibration["pass_at"],
+        "hack_scan": {
+            k: scan.get(k)
+            for k in (
+                "regime",
+                "tau",
+                "top_feature",
+                "endorsed_on_top",
+                "integrity",
+                "inverted",
+                "collinear",
+                "asks_mixed",
+                "asks_all_pass",
+                "asks_all_fail",
+                "gradient_capacity",
+                "distinct_per_ask",
+                "sampled",
+                "warnings",
+            )
+        }
+        | {"features": scan.get("features", [])[:5]},
+        "judge_trust": jt,
+    }
+    if reasons:
+        raise PublishGateError("publish_gate refused: " + "; ".join(reasons), report)
+    return report

@@ -1,0 +1,523 @@
+"""Selection: whole mixed groups for RL (``select_for_rl``), diverse correct demonstrations for
+SFT (``select_for_sft``).
+
+``select_for_rl`` runs, in this order: the ``prior`` round's difficulty filter, the row gates
+(``filter_rl_rows``), ``dedupe_groups``, the truncation policy, the unanimous trim and the
+difficulty band, then takes whole asks round-robin across fault kinds (and, within a kind,
+across pass rates) until ``target`` rows. Every group statistic is a numpy group-by, so a
+100k-row pool costs a few Python passes over the rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from wai_exp.rows.keys import task_key
+
+# FN_WARN: above this verifier false-negative rate (audit_grades' fn_rate) the selection
+# warns; one threshold, defined beside the audit that measures it.
+from wai_exp.score.judges.audit import FN_WARN
+from wai_exp.score.select.hygiene import dedupe_groups, normalized_reply, row_signature
+from wai_exp.score.select.optimize import (
+    filter_rl_rows,
+    group_signal,
+    is_incomplete_junk,
+    next_round,
+)
+from wai_exp.score.select.trim import (
+    binary_rewards,
+    check_band,
+    group_stats,
+    put_calibration,
+    reward_under,
+    trim_out_of_band,
+    trim_unanimous_groups,
+    without_gc,
+)
+
+TRUNCATED_MODES = ("drop", "keep", "penalize")
+ORDERS = ("spread", "middle")
+SFT_RULES = ("top_per_prompt", "top_k_overall", "random_per_prompt", "random_k_overall")
+#: The fewest repeats the k-way numbers (pass^k, pass@k) are reported on (``pass_at``'s min_k).
+KWAY_MIN_K = 4
+#: ``ended_by`` values that mean the rollout was cut at the token cap.
+TRUNCATED_ENDINGS = frozenset({"max_tokens", "length", "token_cap", "truncated"})
+
+
+def is_truncated(row: dict[str, Any]) -> bool:
+    """True when the rollout was cut at the token cap: the row says ``truncated`` /
+    ``overlong``, ended by a length stop, or any assistant turn is marked ``truncated``."""
+    if row.get("truncated") or row.get("overlong"):
+        return True
+    if str(row.get("ended_by") or "") in TRUNCATED_ENDINGS:
+        return True
+    return any(
+        step.get("kind") == "assistant" and step.get("truncated") for step in row.get("steps") or ()
+    )
+
+
+def fault_kind(row: dict[str, Any]) -> str:
+    """The situation kind a rollout exercised, for the round-robin: the fired fault's mode,
+    else the planned fault's mode (``timeout``, ``error``, ``malformed``), else the world
+    state (``miss`` for a missing record, ``already-done``), else ``no-fault``."""
+    faults = row.get("faults") or {}
+    fired = faults.get("fired") or ()
+    if fired and fired[-1].get("mode"):
+        return str(fired[-1]["mode"])
+    planned = faults.get("planned") or {}
+    if planned.get("mode"):
+        return str(planned["mode"])
+    state = row.get("world_state") or (row.get("scenario_dimensions") or {}).get("world_state")
+    if state == "missing":
+        return "miss"
+    if state == "already_done":
+        return "already-done"
+    return "no-fault"
+
+
+def _kway_available(k: np.ndarray) -> bool:
+    """Whether ``pass_at``'s default rule would report pass^k on groups of these sizes: k is the
+    smallest group of two or more graded repeats, and the k-way numbers need k >= KWAY_MIN_K."""
+    grouped = k[k >= 2]
+    return bool(grouped.size) and int(grouped.min()) >= KWAY_MIN_K
+
+
+def _spread(asks: list[int], rate: np.ndarray) -> list[int]:
+    """Round-robin across distinct pass rates (lowest first), arrival order within one."""
+    buckets: dict[float, list[int]] = defaultdict(list)
+    for g in asks:
+        buckets[round(float(rate[g]), 6)].append(g)
+    queues = [buckets[r] for r in sorted(buckets)]
+    out: list[int] = []
+    depth = 0
+    while len(out) < len(asks):
+        for q in queues:
+            if depth < len(q):
+                out.append(q[depth])
+        depth += 1
+    return out
+
+
+def _round_robin(groups: dict[str, list[int]]) -> list[int]:
+    out: list[int] = []
+    queues = [groups[k] for k in sorted(groups)]
+    depth = 0
+    total = sum(len(q) for q in queues)
+    while len(out) < total:
+        for q in queues:
+            if depth < len(q):
+                out.append(q[depth])
+        depth += 1
+    return out
+
+
+def _check_target(target: int) -> None:
+    if not isinstance(target, int | np.integer) or isinstance(target, bool) or target < 1:
+        raise ValueError(
+            f"target must be a positive integer number of rows (got {target!r}); 1000 is the default."
+        )
+
+
+@without_gc
+def select_for_rl(
+    rows: Sequence[dict[str, Any]],
+    target: int = 1000,
+    lo: float = 0.2,
+    hi: float = 0.8,
+    enforce_band: bool = True,
+    has_tools: bool = True,
+    dedupe: bool = True,
+    drop_truncated: bool = True,
+    endorsed: Sequence[str] = (),
+    truncated: str = "drop",
+    order: str = "spread",
+    prior: Sequence[dict[str, Any]] | None = None,
+    audit: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Whole mixed groups up to roughly ``target`` rows; groups never split.
+
+    Steps, in order:
+
+    1. ``calibration`` is measured per ask on the rows *as they arrived* (binary rewards):
+       that pass rate over the k repeats the grader saw is the task's difficulty.
+    2. ``prior`` (the previous round's graded rollouts): asks it solves above ``hi`` or below
+       ``lo`` are dropped before anything else; asks it never saw are kept (``next_round``).
+    3. Row gates (``filter_rl_rows`` with ``has_tools``): error, empty and unjudged rows go.
+    4. ``dedupe``: repeat trajectories within an ask go (``dedupe_groups``).
+    5. ``truncated`` rollouts (cut at the token cap): ``"drop"`` removes them;
+       ``"keep"`` (``drop_truncated=False`` is its old spelling) returns them as copies with
+       ``overlong=True`` riding with their ask without deciding it (the ask is judged, trimmed
+       and ranked exactly as under ``"drop"``, and riders do not count toward ``target``, so
+       ``"keep"`` never returns fewer rows); ``"penalize"`` returns them as copies with
+       ``reward`` 0 and the judged score under ``reward_before_penalty``, and that 0 counts.
+    6. The unanimous trim, then (``enforce_band``) the difficulty band ``[lo, hi]``; with
+       ``enforce_band=False`` out-of-band mixed asks are kept but ranked after every in-band
+       one. Asks left with fewer than two graded rollouts cannot mix and are not selected.
+    7. The remaining asks are taken round-robin across fault kinds (``fault_kind``), kinds in
+       name order; within a kind ``order="spread"`` round-robins across pass rates (no
+       preference for 50%), ``order="middle"`` takes the closest to 50% first. Whole asks are
+       added until ``target`` rows; the last may overshoot.
+
+    Selected rows are the input dicts (or the copies of step 5) with ``calibration`` stamped
+    in place from step 1; a carried stamp with more repeats is kept. Returns
+    ``(rows, report)``; the report holds each step's counts, ``fault_kinds``, the selection's
+    ``group_signal``, ``hack_scan`` (with ``endorsed``) and ``correlations`` (the pooled scan),
+    and ``hygiene_warnings``: the ``audit`` verifier false-negative rate above ``FN_WARN``,
+    lost k-way numbers, judge label noise, a reward hack, correlations, a shortfall. Raises
+    ``ValueError`` for an unknown ``truncated``/``order``, a bad band or target.
+    """
+    from wai_exp.score.diagnose.hack_scan import hack_scan, pooled_correlations
+
+    _check_target(target)
+    lo, hi = check_band(lo, hi)
+    if truncated not in TRUNCATED_MODES:
+        raise ValueError(f"truncated must be one of {TRUNCATED_MODES} (got {truncated!r})")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS} (got {order!r})")
+    if not drop_truncated and truncated == "drop":
+        truncated = "keep"
+    rows = list(rows)
+    warnings: list[str] = []
+
+    # 1. Calibration on the rows as they arrived.
+    keys = [task_key(r) for r in rows]
+    arrival = group_stats(rows, keys=keys, binary=binary_rewards(rows))
+    arrival_index = {k: g for g, k in enumerate(arrival.keys)}
+    kway_before = _kway_available(arrival.k)
+
+    # 2. Prior round.
+    prior_block: dict[str, Any] | None = None
+    pool = rows
+    if prior is not None:
+        firsts = {}
+        for row, key in zip(rows, keys, strict=True):
+            firsts.setdefault(key, row)
+        nr = next_round(prior, tasks=list(firsts.values()), lo=lo, hi=hi)
+        rates = nr["pass_rates"]
+        eps = 1e-9
+        drop_keys = {k for k, r in rates.items() if r > hi + eps or r < lo - eps}
+        pool = [r for r, k in zip(rows, keys, strict=True) if k not in drop_keys]
+        prior_block = {
+            "kept": nr["kept"],
+            "dropped_solved": nr["dropped_solved"],
+            "dropped_unsolved": nr["dropped_unsolved"],
+            "unknown": nr["unknown"],
+            "rows_dropped": len(rows) - len(pool),
+            "from_policy": nr["from_policy"],
+        }
+
+    # 3. Row gates.
+    pool, gate_report = filter_rl_rows(pool, has_tools=has_tools)
+
+    # 4. Duplicates.
+    dedupe_report: dict[str, Any] | None = None
+    if dedupe:
+        pool, dedupe_report = dedupe_groups(pool)
+        if dedupe_report["reward_disagreements"]:
+            warnings.append(
+                f"{dedupe_report['reward_disagreements']} identical trajectories were scored "
+                f"differently by the judge (label noise); asks: {', '.join(dedupe_report['disagreement_asks'][:5])}"
+            )
+
+    # 5. Truncation.
+    origin: dict[int, dict[str, Any]] = {}
+    deciding: list[dict[str, Any]] = []
+    riders: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    n_trunc = 0
+    for row in pool:
+        if not is_truncated(row):
+            deciding.append(row)
+            continue
+        n_trunc += 1
+        if truncated == "drop":
+            continue
+        if truncated == "keep":
+            copy = {**row, "overlong": True}
+            origin[id(copy)] = row
+            riders[task_key(row)].append(copy)
+        else:
+            copy = {
+                **row,
+                "overlong": True,
+                "reward": 0.0,
+                "reward_before_penalty": row.get("reward"),
+            }
+            origin[id(copy)] = row
+            deciding.append(copy)
+    truncation = {
+        "mode": truncated,
+        "rows_truncated": n_trunc,
+        "dropped": n_trunc if truncated == "drop" else 0,
+        "kept_overlong": n_trunc if truncated == "keep" else 0,
+        "penalized": n_trunc if truncated == "penalize" else 0,
+    }
+
+    # 6. Trims on the deciding rows.
+    after_unanimous, unanimous_report = trim_unanimous_groups(deciding, min_k=2)
+    if enforce_band:
+        survivors, band_report = trim_out_of_band(after_unanimous, lo=lo, hi=hi, min_k=2)
+    else:
+        survivors, band_report = after_unanimous, None
+
+    # 7. Rank asks and take whole groups.
+    s_keys = [task_key(r) for r in survivors]
+    stats = group_stats(survivors, keys=s_keys, binary=binary_rewards(survivors))
+    members: list[list[dict[str, Any]]] = [[] for _ in range(stats.n_groups)]
+    kinds_rows: list[Counter[str]] = [Counter() for _ in range(stats.n_groups)]
+    for row, g in zip(survivors, stats.inv.tolist(), strict=True):
+        members[g].append(row)
+        kinds_rows[g][fault_kind(origin.get(id(row), row))] += 1
+    mixed = (stats.k >= 2) & (stats.n_pass > 0) & (stats.n_pass < stats.k)
+    eps = 1e-9
+    in_band = mixed & (stats.pass_rate >= lo - eps) & (stats.pass_rate <= hi + eps)
+    singles = int((stats.k < 2).sum())
+    ask_kind = [c.most_common(1)[0][0] if c else "no-fault" for c in kinds_rows]
+    arrival_order = [int(g) for g in stats.arrival_order()]
+    tiers = [[g for g in arrival_order if in_band[g]]]
+    if not enforce_band:
+        tiers.append([g for g in arrival_order if mixed[g] and not in_band[g]])
+    sequence: list[int] = []
+    available_kinds: Counter[str] = Counter()
+    for tier in tiers:
+        by_kind: dict[str, list[int]] = defaultdict(list)
+        for g in tier:
+            by_kind[ask_kind[g]].append(g)
+            available_kinds[ask_kind[g]] += 1
+        for kind, asks in by_kind.items():
+            if order == "spread":
+                by_kind[kind] = _spread(asks, stats.pass_rate)
+            else:
+                by_kind[kind] = sorted(asks, key=lambda g: abs(float(stats.pass_rate[g]) - 0.5))
+        sequence.extend(_round_robin(by_kind))
+    chosen: list[int] = []
+    counted = 0
+    for g in sequence:
+        if counted >= target:
+            break
+        chosen.append(g)
+        counted += len(members[g])
+    selected: list[dict[str, Any]] = []
+    selected_kinds: Counter[str] = Counter()
+    for g in chosen:
+        selected_kinds[ask_kind[g]] += 1
+        selected.extend(members[g])
+        selected.extend(riders.get(stats.keys[g], ()))
+
+    # 8. Calibration stamp from step 1, in place.
+    n_carried = 0
+    for row in selected:
+        src = origin.get(id(row), row)
+        g = arrival_index[task_key(src)]
+        k = int(arrival.k[g])
+        rate = float(arrival.pass_rate[g]) if k else None
+        stamp = {
+            "pass_rate": rate,
+            "k": k,
+            "n_pass": int(arrival.n_pass[g]),
+            "band": [lo, hi],
+            "in_band": None if rate is None else bool(lo - eps <= rate <= hi + eps),
+            "measured_on": "rows as they arrived, before dedupe and trims",
+            "source": "select_for_rl",
+            "policy": src.get("policy_version"),
+            "model": src.get("model_version"),
+        }
+        n_carried += put_calibration(src, stamp)
+        if src is not row:
+            row["calibration"] = src["calibration"]
+
+    # 9. Report.
+    sel_stats = group_stats(selected) if selected else None
+    kway_after = _kway_available(sel_stats.k) if sel_stats is not None else False
+    if kway_before and not kway_after:
+        warnings.append(
+            f"the k-way reliability numbers (pass^k, pass@k) were available on the rows as they "
+            f"arrived (k >= {KWAY_MIN_K}) but do not survive the prune: report them from the "
+            f"graded rows, not from this selection"
+        )
+    if audit:
+        fn_rate = audit.get("fn_rate")
+        fn_warn = float(audit.get("fn_warn", FN_WARN))
+        if isinstance(fn_rate, int | float) and fn_rate > fn_warn:
+            warnings.append(
+                f"the verifier rejects right answers {fn_rate:.0%} of the time (audit fn_rate above "
+                f"FN_WARN {fn_warn:.0%}): fix the verifier before training on this selection"
+            )
+    scan = hack_scan(selected, endorsed=endorsed)
+    if scan["regime"] in ("reward_hack", "degenerate"):
+        warnings.append(
+            f"hack_scan regime {scan['regime']}: "
+            + (scan["warnings"][-1] if scan["warnings"] else "")
+        )
+    correlations = pooled_correlations(selected)
+    for name in correlations["flagged"]:
+        warnings.append(
+            f"reward correlates with {name} across rows (corr {correlations['correlations'][name]:+.2f}): "
+            f"a judge that pays for it will be learned"
+        )
+    if counted < target:
+        warnings.append(
+            f"only {counted} rows in {len(chosen)} usable asks for target {target}: simulate more "
+            f"asks or widen the band"
+        )
+    rates_sel = np.array([stats.pass_rate[g] for g in chosen], dtype=float)
+    report = {
+        "rows_in": len(rows),
+        "asks_in": arrival.n_groups,
+        "rows_out": len(selected),
+        "rows_counted": counted,
+        "asks_out": len(chosen),
+        "target": target,
+        "overshoot": max(0, counted - target),
+        "shortfall": max(0, target - counted),
+        "band": [lo, hi],
+        "enforce_band": enforce_band,
+        "order": order,
+        "truncated": truncation,
+        "has_tools": has_tools,
+        "prior": prior_block,
+        "gates": gate_report,
+        "dedupe": dedupe_report,
+        "unanimous": unanimous_report,
+        "out_of_band": band_report,
+        "asks_mixed_out_of_band_ranked_last": 0 if enforce_band else int((mixed & ~in_band).sum()),
+        "asks_unmixable": singles,
+        "fault_kinds": {
+            k: {"available": available_kinds[k], "selected": selected_kinds.get(k, 0)}
+            for k in sorted(available_kinds)
+        },
+        "pass_rates": {
+            "min": float(rates_sel.min()) if rates_sel.size else None,
+            "median": float(np.median(rates_sel)) if rates_sel.size else None,
+            "max": float(rates_sel.max()) if rates_sel.size else None,
+        },
+        "group_signal": group_signal(selected, lo=lo, hi=hi),
+        "calibration": {
+            "measured_on": "rows as they arrived, before dedupe and trims",
+            "rows_stamped": len(selected),
+            "n_carried": n_carried,
+            "kway_before": kway_before,
+            "kway_after": kway_after,
+        },
+        "hack_scan": scan,
+        "correlations": correlations,
+        "hygiene_warnings": warnings,
+    }
+    return selected, report
+
+
+@without_gc
+def select_for_sft(
+    rows: Sequence[dict[str, Any]],
+    target: int = 1000,
+    select: str = "top_per_prompt",
+    k: int | None = None,
+    min_reward: float = 1.0,
+    seed: int = 0,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Diverse correct demonstrations, at most ``target`` rows.
+
+    Only rows whose numeric reward reaches ``min_reward`` and that are not junk
+    (``is_incomplete_junk``) qualify; exact repeats within an ask (same behavior signature and
+    normalized reply) count once. Unanimity is no problem here. ``select`` is the rule:
+
+    * ``"top_per_prompt"``: each prompt's (``task_key``'s) highest-reward completion, ties
+      going to the behavior signature picked least so far; then round-robin across behavior
+      signatures, so every distinct way of being right appears before any repeats.
+    * ``"top_k_overall"``: the ``k`` (default ``target``) highest-reward completions across all
+      prompts, several per prompt allowed, ties in arrival order.
+    * ``"random_per_prompt"`` / ``"random_k_overall"``: the controls, same counts with seeded
+      random picks (``seed``), to check a gain from selection against chance.
+
+    Does not mutate ``rows``. Returns ``(rows, report)`` with ``rows_in``, ``qualified``,
+    ``dropped_junk``, ``below_min_reward``, ``duplicates``, ``rows_out``, ``prompts_out``,
+    ``signatures_out``, ``per_signature`` and the options. Raises ``ValueError`` for an
+    unknown ``select`` or a bad ``target``/``k``.
+    """
+    _check_target(target)
+    if select not in SFT_RULES:
+        raise ValueError(f"select must be one of {SFT_RULES} (got {select!r})")
+    if k is not None and (not isinstance(k, int) or k < 1):
+        raise ValueError(f"k must be a positive integer or None (got {k!r})")
+    rows = list(rows)
+    quota = min(target, k if k is not None else target)
+    junk = low = dups = 0
+    seen: set[tuple[str, str, str]] = set()
+    pool: list[tuple[int, dict[str, Any], str, str, float]] = []  # (index, row, ask, sig, reward)
+    for i, row in enumerate(rows):
+        if is_incomplete_junk(row) is not None:
+            junk += 1
+            continue
+        r = reward_under(row)
+        if r is None or r < min_reward:
+            low += 1
+            continue
+        ask, sig = task_key(row), row_signature(row)
+        dk = (ask, sig, normalized_reply(row))
+        if dk in seen:
+            dups += 1
+            continue
+        seen.add(dk)
+        pool.append((i, row, ask, sig, r))
+    rng = np.random.default_rng(seed)
+    picked: list[tuple[int, dict[str, Any], str, str, float]] = []
+    if select in ("top_per_prompt", "random_per_prompt"):
+        by_ask: dict[str, list[tuple[int, dict[str, Any], str, str, float]]] = defaultdict(list)
+        for item in pool:
+            by_ask[item[2]].append(item)
+        if select == "top_per_prompt":
+            used: Counter[str] = Counter()
+            per_prompt = []
+            for items in by_ask.values():
+                best = max(it[4] for it in items)
+                top = [it for it in items if it[4] == best]
+                choice = min(top, key=lambda it: (used[it[3]], it[0]))
+                used[choice[3]] += 1
+                per_prompt.append(choice)
+            by_sig: dict[str, list[tuple[int, dict[str, Any], str, str, float]]] = defaultdict(list)
+            for it in per_prompt:
+                by_sig[it[3]].append(it)
+            # Round-robin: one of each signature (most common first, arrival within), then repeats.
+            queues = sorted(by_sig.values(), key=lambda q: (-len(q), q[0][0]))
+            depth = 0
+            while len(picked) < min(quota, len(per_prompt)):
+                for q in queues:
+                    if depth < len(q) and len(picked) < quota:
+                        picked.append(q[depth])
+                depth += 1
+        else:
+            per_prompt = [items[int(rng.integers(len(items)))] for items in by_ask.values()]
+            perm = rng.permutation(len(per_prompt))
+            picked = [per_prompt[j] for j in perm[:quota]]
+    elif select == "top_k_overall":
+        picked = sorted(pool, key=lambda it: (-it[4], it[0]))[:quota]
+    else:
+        perm = rng.permutation(len(pool))
+        picked = [pool[j] for j in perm[:quota]]
+    per_sig = Counter(it[3] for it in picked)
+    report = {
+        "rows_in": len(rows),
+        "qualified": len(pool),
+        "dropped_junk": junk,
+        "below_min_reward": low,
+        "duplicates": dups,
+        "rows_out": len(picked),
+        "prompts_out": len({it[2] for it in picked}),
+        "signatures_out": len(per_sig),
+        "per_signature": dict(per_sig.most_common()),
+        "select": select,
+        "target": target,
+        "k": k,
+        "min_reward": min_reward,
+        "seed": seed,
+    }
+    if len(picked) < quota:
+        report["note"] = f"{len(picked)} rows for target {quota}: " + (
+            "one per prompt at most under this rule; use select='top_k_overall' for more"
+            if select.endswith("per_prompt")
+            else "not enough qualifying rows; lower min_reward or simulate more"
+        )
+    return [it[1] for it in picked], report

@@ -1,0 +1,401 @@
+"""pass@1, pass^k and pass@k from the same graded groups.
+
+Rows group under ``task_key`` (a task is a situation, not a string). Only binary ``reward``
+(or ``qwen_reward``) rows count; partial and unjudged rows are skipped. From each task's
+``n`` graded repeats with ``c`` passes:
+
+* pass@1 is the task's pass rate ``c / n``, averaged over every task: the headline, since the
+  agent runs once in production;
+* pass^k, "all k repeats pass" (reliability), is the unbiased ``C(c, k) / C(n, k)``;
+* pass@k, "at least one of k passes", is the unbiased ``1 - C(n - c, k) / C(n, k)``
+  (Chen et al. 2021, arXiv:2107.03374); ``pass@k - pass@1`` is the headroom a grouped RL
+  update has to learn from.
+
+Each carries a bootstrap interval over tasks (``None`` under three groups). Below ``min_k``
+repeats the k-way numbers are ``None`` with a note instead of a number too noisy to act on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from wai_exp.rows.keys import task_key
+from wai_exp.score.stats.resample import TaskGroups, binary_reward, bootstrap_mean, group_values
+
+__all__ = [
+    "MIN_CI_GROUPS",
+    "N_BOOT",
+    "PassAt",
+    "ROLLOUTS_PER_TASK",
+    "as_rows",
+    "pass_at",
+    "pass_k_estimates",
+    "row_dicts",
+    "run_config",
+]
+
+#: The smallest k tau-bench and tau2-bench report a pass^k on (arXiv:2406.12045, 2506.07982).
+ROLLOUTS_PER_TASK = 4
+#: Fewer groups than this and a task bootstrap is not an interval worth printing.
+MIN_CI_GROUPS = 3
+#: Bootstrap resamples behind every pass_at interval (seeded, so the line is reproducible).
+N_BOOT = 2000
+_SEED = 0
+#: ``ended_by`` values that mean the model ran out of its token budget.
+_TOKEN_CAP_ENDINGS = frozenset({"max_tokens", "length", "token_cap", "truncated"})
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
+
+
+def as_rows(source: Any) -> list[Mapping[str, Any]]:
+    """The row list behind ``source``: a sequence of row dicts, or anything with ``.rows``.
+
+    ``.rows`` may be a list or a method returning one (``SimulationData.rows()``). Raises
+    ``TypeError`` naming what was passed when neither applies.
+    """
+    if isinstance(source, (list, tuple)):
+        return list(source)
+    inner = getattr(source, "rows", None)
+    if inner is not None:
+        if not isinstance(inner, (list, tuple)) and callable(inner):
+            inner = inner()
+        return list(inner)
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        return list(source)
+    raise TypeError(
+        f"expected a list of row dicts or an object with .rows (SimulationData, ScoredData); "
+        f"got {type(source).__name__}"
+    )
+
+
+def row_dicts(source: Any) -> list[Mapping[str, Any]]:
+    """``as_rows(source)``, checked: raises ``TypeError`` naming the first element (by index)
+    that is not a row dict, as well as when ``source`` is not a row list at all."""
+    row_list = as_rows(source)
+    for i, row in enumerate(row_list):
+        if not isinstance(row, Mapping):
+            raise TypeError(f"rows[{i}] is a {type(row).__name__}, not a row dict")
+    return row_list
+
+
+def pass_k_estimates(n: Any, c: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-group unbiased ``(pass^k, pass@k)`` for ``n`` repeats with ``c`` passes.
+
+    ``pass^k = C(c, k) / C(n, k)`` and ``pass@k = 1 - C(n - c, k) / C(n, k)``, vectorized
+    (``scipy.special.comb``, exact to float precision for the group sizes a run has).
+    Groups with ``n < k`` give NaN. Raises ``ValueError`` for ``k < 1`` or ``c > n``.
+    """
+    nn = np.asarray(n, dtype=float)
+    cc = np.asarray(c, dtype=float)
+    if k < 1:
+        raise ValueError(f"k must be >= 1; got {k}")
+    if np.any(cc > nn) or np.any(cc < 0):
+        raise ValueError("passes c must satisfy 0 <= c <= n for every group")
+    total = special.comb(nn, k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pow_k = special.comb(cc, k) / total
+        at_k = 1.0 - special.comb(nn - cc, k) / total
+    short = nn < k
+    pow_k[short] = np.nan
+    at_k[short] = np.nan
+    return pow_k, at_k
+
+
+def _fmt(value: float | None, ci: tuple[float, float] | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}" + ("" if ci is None else f" [{ci[0]:.2f}..{ci[1]:.2f}]")
+
+
+@dataclass
+class PassAt:
+    """pass@1 / pass^k / pass@k over graded groups (see the module docstring).
+
+    Attributes and how ``str()`` prints them: ``k`` (``k=4``), ``pass_at_1`` (``pass@1``, mean
+    per-task pass rate, the headline), ``pass_pow_k`` (``pass^4``: all k repeats pass),
+    ``pass_at_k`` (``pass@4``: at least one of k passes), ``headroom`` (property, pass@k minus
+    pass@1), ``ci95`` / ``pass_pow_k_ci95`` / ``pass_at_k_ci95`` (``[lo..hi]``, task
+    bootstrap, ``None`` under three groups), ``n_groups`` (``N groups``), and not printed:
+    ``n_rows`` (graded rows), ``n_groups_at_k`` (tasks the k-way numbers used),
+    ``n_groups_imputed`` (short unanimous tasks counted in), ``per_task`` (``{task key: pass
+    rate}``), ``note`` (printed last: why a number is missing and the fix) and ``config``
+    (``run_config``: how the rows were made; its token-cap share is printed when nonzero).
+    """
+
+    k: int
+    pass_at_1: float | None
+    pass_pow_k: float | None
+    pass_at_k: float | None
+    n_groups: int
+    n_rows: int
+    n_groups_at_k: int = 0
+    n_groups_imputed: int = 0
+    per_task: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    ci95: tuple[float, float] | None = None
+    pass_pow_k_ci95: tuple[float, float] | None = None
+    pass_at_k_ci95: tuple[float, float] | None = None
+
+    @property
+    def headroom(self) -> float | None:
+        """pass@k minus pass@1: what a grouped update can learn; ``None`` when either is."""
+        if self.pass_at_k is None or self.pass_at_1 is None:
+            return None
+        return self.pass_at_k - self.pass_at_1
+
+    def __str__(self) -> str:
+        k = self.k
+        parts = [
+            f"pass@1 {_fmt(self.pass_at_1, self.ci95)}",
+            f"pass^{k} (pass_pow_k) {_fmt(self.pass_pow_k, self.pass_pow_k_ci95)}",
+            f"pass@{k} {_fmt(self.pass_at_k, self.pass_at_k_ci95)}",
+        ]
+        headroom = self.headroom
+        tail = f"({self.n_groups} groups, k={k})"
+        parts.append(("headroom n/a " if headroom is None else f"headroom {headroom:.2f} ") + tail)
+        cap = self.config.get("token_cap_share") if self.config else None
+        if cap:
+            parts.append(f"token cap hit on {cap:.0%} of rows")
+        line = " | ".join(parts)
+        return f"{line} | {self.note}" if self.note else line
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field under its attribute name, intervals as lists, ``headroom`` added."""
+
+        def as_list(ci: tuple[float, float] | None) -> list[float] | None:
+            return None if ci is None else [float(ci[0]), float(ci[1])]
+
+        return {
+            "k": self.k,
+            "pass_at_1": self.pass_at_1,
+            "pass_pow_k": self.pass_pow_k,
+            "pass_at_k": self.pass_at_k,
+            "headroom": self.headroom,
+            "n_groups": self.n_groups,
+            "n_rows": self.n_rows,
+            "n_groups_at_k": self.n_groups_at_k,
+            "n_groups_imputed": self.n_groups_imputed,
+            "per_task": dict(self.per_task),
+            "note": self.note,
+            "config": dict(self.config),
+            "ci95": as_list(self.ci95),
+            "pass_pow_k_ci95": as_list(self.pass_pow_k_ci95),
+            "pass_at_k_ci95": as_list(self.pass_at_k_ci95),
+        }
+
+
+def _interval(values: np.ndarray) -> tuple[float, float] | None:
+    if values.size < MIN_CI_GROUPS:
+        return None
+    res = bootstrap_mean(values, n_resamples=N_BOOT, seed=_SEED, bounds=(0.0, 1.0))
+    return None if res.interval is None else (res.interval.low, res.interval.high)
+
+
+def _default_k(counts: np.ndarray) -> int | None:
+    repeated = counts[counts >= 2]
+    return int(repeated.min()) if repeated.size else None
+
+
+def pass_at(
+    rows: Sequence[dict] | Any,
+    k: int | None = None,
+    min_k: int = ROLLOUTS_PER_TASK,
+    unanimous_short: bool = False,
+) -> PassAt:
+    """pass@1, pass^k and pass@k from graded rows, grouped by task.
+
+    ``rows`` is a row list or anything with ``.rows``. ``k`` defaults to the smallest group of
+    two or more graded repeats; groups with fewer than ``k`` are left out of pass^k and pass@k
+    (``n_groups_at_k`` counts the groups those numbers used) and the note says how many.
+    pass@1 averages every group. Below ``min_k`` the k-way numbers are ``None`` with a note
+    naming the fix. ``unanimous_short=True`` counts a unanimous group shorter than ``k`` as if
+    it stayed unanimous (its pass^k and pass@k equal its pass rate, 1 or 0;
+    ``n_groups_imputed``); mixed short groups still stay out. With no graded row every number
+    is ``None`` and the note says so. Raises ``ValueError`` for ``k < 1`` or ``min_k < 1``.
+    """
+    row_list = as_rows(rows)
+    if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
+        raise ValueError(
+            f"k must be a positive integer draw size or None for the default; got {k!r}"
+        )
+    if min_k < 1:
+        raise ValueError(f"min_k must be >= 1; got {min_k}")
+    # One pass for keys, one for rewards; run_config reuses the keys.
+    keys = [task_key(row) for row in row_list]
+    rewards = [binary_reward(row) for row in row_list]
+    graded = [key for key, r in zip(keys, rewards, strict=True) if r is not None]
+    values = np.fromiter((r for r in rewards if r is not None), dtype=float, count=len(graded))
+    found = group_values(graded, values)
+    groups: TaskGroups = TaskGroups(
+        found.keys, found.counts, found.sums, found.row_task, found.values,
+        len(row_list) - len(graded),
+    )  # fmt: skip
+    notes: list[str] = []
+    if groups.n_tasks == 0:
+        skipped = groups.n_skipped
+        notes.append(
+            f"no binary-graded rows ({skipped} rows unjudged or partial): grade the rows "
+            "(run_judge / data.grade) before reading pass@k"
+        )
+        use_k = k if k is not None else min_k
+        return PassAt(
+            k=int(use_k), pass_at_1=None, pass_pow_k=None, pass_at_k=None, n_groups=0, n_rows=0,
+            note="; ".join(notes), config=run_config_with_keys(row_list, int(use_k), keys),
+        )  # fmt: skip
+
+    counts, passes = groups.counts, groups.sums
+    rates = groups.means
+    pass1 = float(rates.mean())
+    ci1 = _interval(rates)
+    if groups.n_tasks < MIN_CI_GROUPS:
+        notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {groups.n_tasks}")
+
+    default_k = _default_k(counts)
+    use_k = int(k) if k is not None else (default_k if default_k is not None else 1)
+    pow_k: float | None = None
+    at_k: float | None = None
+    pow_ci: tuple[float, float] | None = None
+    at_ci: tuple[float, float] | None = None
+    n_at_k = 0
+    n_imputed = 0
+    if k is None and default_k is None:
+        notes.append(
+            "every task has one graded rollout: pass^k and pass@k need repeats; "
+            f"simulate with repeats>={min_k}"
+        )
+    elif use_k < min_k:
+        notes.append(
+            f"k={use_k} is below min_k={min_k}: pass^k and pass@k are withheld as too noisy to "
+            f"act on; simulate with repeats>={min_k} (or pass min_k={use_k} to accept it)"
+        )
+    else:
+        pk, ak = pass_k_estimates(counts, passes, use_k)
+        eligible = counts >= use_k
+        if unanimous_short:
+            short_unanimous = ~eligible & ((passes == 0) | (passes == counts))
+            pk = np.where(short_unanimous, rates, pk)
+            ak = np.where(short_unanimous, rates, ak)
+            n_imputed = int(short_unanimous.sum())
+            eligible = eligible | short_unanimous
+        n_at_k = int(eligible.sum())
+        left_out = groups.n_tasks - n_at_k
+        if left_out:
+            notes.append(
+                f"k={use_k} left out {left_out} of {groups.n_tasks} groups with fewer than "
+                f"{use_k} graded repeats (pass@1 still averages them)"
+            )
+        if n_at_k == 0:
+            notes.append(
+                f"no group has {use_k} graded repeats; pass k= smaller or re-run with more"
+            )
+        else:
+            pk_e, ak_e = pk[eligible], ak[eligible]
+            pow_k, at_k = float(pk_e.mean()), float(ak_e.mean())
+            pow_ci, at_ci = _interval(pk_e), _interval(ak_e)
+
+    return PassAt(
+        k=use_k,
+        pass_at_1=pass1,
+        pass_pow_k=pow_k,
+        pass_at_k=at_k,
+        n_groups=groups.n_tasks,
+        n_rows=groups.n_rows,
+        n_groups_at_k=n_at_k,
+        n_groups_imputed=n_imputed,
+        per_task=groups.per_task(),
+        note="; ".join(notes),
+        config=run_config_with_keys(row_list, use_k, keys),
+        ci95=ci1,
+        pass_pow_k_ci95=pow_ci,
+        pass_at_k_ci95=at_ci,
+    )
+
+
+def _answered(text: Any) -> bool:
+    if not isinstance(text, str) or not text:
+        return False
+    if "<think" in text:
+        text = _THINK.sub("", text)
+    return bool(text.strip())
+
+
+def _hit_token_cap(row: Mapping[str, Any]) -> bool:
+    ended = row.get("ended_by")
+    if isinstance(ended, str) and ended in _TOKEN_CAP_ENDINGS:
+        return True
+    steps = row.get("steps")
+    return bool(steps) and any(isinstance(s, dict) and s.get("truncated") for s in steps)
+
+
+def _settle(name: str, values: set[Any], mixed: list[str]) -> Any:
+    values.discard(None)
+    if not values:
+        return None
+    if len(values) == 1:
+        return next(iter(values))
+    mixed.append(name)
+    return sorted(values, key=str)
+
+
+def run_config(rows: Sequence[Mapping[str, Any]] | Any, k: int | None = None) -> dict[str, Any]:
+    """How the rows were produced, as one dict a comparison can check.
+
+    Keys: ``n_tasks``, ``n_rows``, ``k`` (given, else the smallest task group of >= 2 rows),
+    ``temperature`` and ``max_tokens`` (from ``sampling``), ``policy_version``,
+    ``model_version``, ``judge_version`` (``lineage.judge_version``, else ``judge_name``),
+    ``prompt_sha`` (``lineage.system_prompt_sha``), ``token_cap_share`` (share of rows that
+    hit the token cap: ``ended_by`` says so or an assistant step is ``truncated``) and
+    ``answered_share`` (share of rows with a spoken reply once ``<think>`` markup is gone).
+    A setting the rows disagree on holds the sorted list of values and is named in ``mixed``.
+    """
+    row_list = as_rows(rows)
+    return run_config_with_keys(row_list, k, [task_key(row) for row in row_list])
+
+
+def run_config_with_keys(
+    row_list: list[Mapping[str, Any]], k: int | None, keys: list[str]
+) -> dict[str, Any]:
+    """``run_config`` for a caller that already holds each row's task key (``keys[i]`` for
+    ``row_list[i]``), so the rows are not keyed a second time."""
+    # One comprehension per field: faster than one loop doing everything (no per-row
+    # statement overhead), and still linear in the rows.
+    samplings = [r.get("sampling") for r in row_list]
+    temps = {s.get("temperature") for s in samplings if isinstance(s, dict)}
+    caps = {s.get("max_tokens") for s in samplings if isinstance(s, dict)}
+    policies = {r.get("policy_version") for r in row_list}
+    models = {r.get("model_version") for r in row_list}
+    lineages = [r.get("lineage") for r in row_list]
+    prompts = {lin.get("system_prompt_sha") for lin in lineages if isinstance(lin, dict)}
+    judges = {
+        (lin.get("judge_version") if isinstance(lin, dict) else None) or r.get("judge_name")
+        for r, lin in zip(row_list, lineages, strict=True)
+    }
+    group_sizes = Counter(keys)
+    n_capped = sum(1 for r in row_list if _hit_token_cap(r))
+    n_answered = sum(1 for r in row_list if _answered(r.get("final_text")))
+    mixed: list[str] = []
+    if k is None:
+        repeated = [n for n in group_sizes.values() if n >= 2]
+        k = min(repeated) if repeated else None
+    n = len(row_list)
+    return {
+        "n_tasks": len(group_sizes),
+        "n_rows": n,
+        "k": k,
+        "temperature": _settle("temperature", temps, mixed),
+        "max_tokens": _settle("max_tokens", caps, mixed),
+        "policy_version": _settle("policy_version", policies, mixed),
+        "model_version": _settle("model_version", models, mixed),
+        "judge_version": _settle("judge_version", judges, mixed),
+        "prompt_sha": _settle("prompt_sha", prompts, mixed),
+        "token_cap_share": (n_capped / n) if n else None,
+        "answered_share": (n_answered / n) if n else None,
+        "mixed": mixed,
+    }

@@ -1,0 +1,498 @@
+"""Confidence intervals over tasks, paired run comparison, and re-run variance.
+
+Every number here is a mean over tasks (``task_key``), never rows, with a task-bootstrap
+interval from ``wai_exp.score.stats.resample`` (seeded, batched; studentized with a lattice
+continuity correction by default, so small task counts are not over-confident: see
+``experiments/bench/bench_calibration.py``). ``metric`` is ``"pass_at_1"`` (binary ``reward``,
+partial and unjudged rows skipped) or a marker name read from ``row["markers"]`` (a
+``"marker:"`` prefix is accepted and ignored).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats as _st
+
+from wai_exp.rows.keys import task_key
+from wai_exp.score.stats.passat import as_rows
+from wai_exp.score.stats.resample import (
+    TaskGroups,
+    as_generator,
+    binary_reward,
+    bootstrap_mean,
+    factorize,
+    marker_groups,
+    noise_band,
+    paired_bootstrap,
+    reward_groups,
+    sign_flip_test,
+    t_quantile,
+    unpaired_bootstrap,
+    welch_p,
+)
+
+__all__ = [
+    "MIN_CI_TASKS",
+    "MIN_PAIRED",
+    "MIN_RUNS_FOR_DISTRIBUTION",
+    "PASS_AT_1",
+    "STABILITY_BANDS",
+    "compare_runs",
+    "eval_variance",
+    "marker_names",
+    "marker_summary",
+    "metric_groups",
+    "metric_summary",
+    "noise_band",
+    "run_intervals",
+    "stability",
+]
+
+PASS_AT_1 = "pass_at_1"
+#: Below this many tasks a task bootstrap is not an interval (matches pass_at's 3 groups).
+MIN_CI_TASKS = 3
+#: compare_runs' default: fewer shared tasks than this and the comparison is unpaired.
+MIN_PAIRED = 5
+#: Fewer re-runs than this is a difference, not a distribution.
+MIN_RUNS_FOR_DISTRIBUTION = 3
+#: Bands for a re-run standard deviation, in points (100 x a rate), upper bound exclusive.
+#: Olmo 3 reports each eval's spread over repeated runs in points and treats a benchmark
+#: that moves by under half a point as one a small delta can be read on, and one that moves
+#: by several points as unusable for small deltas. These cut-offs are ours, in that spirit:
+#: under 0.5 "stable", under 1.5 "moderate", under 3 "noisy", else "unstable".
+STABILITY_BANDS: tuple[tuple[float, str], ...] = (
+    (0.5, "stable"),
+    (1.5, "moderate"),
+    (3.0, "noisy"),
+    (math.inf, "unstable"),
+)
+
+
+def _metric_name(metric: str) -> str:
+    if not isinstance(metric, str) or not metric:
+        raise ValueError(f"metric must be 'pass_at_1' or a marker name; got {metric!r}")
+    return metric[len("marker:") :] if metric.startswith("marker:") else metric
+
+
+def metric_groups(rows: Sequence[Mapping[str, Any]] | Any, metric: str = PASS_AT_1) -> TaskGroups:
+    """Per-task values of ``metric`` over ``rows`` (a row list or anything with ``.rows``)."""
+    name = _metric_name(metric)
+    row_list = as_rows(rows)
+    return reward_groups(row_list) if name == PASS_AT_1 else marker_groups(row_list, name)
+
+
+def _summary_from_groups(
+    groups: TaskGroups, metric: str, n_boot: int, seed: int | np.random.Generator
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "mean": None,
+        "ci95": None,
+        "n_tasks": groups.n_tasks,
+        "n_rows": groups.n_rows,
+        "n_rows_at_1": int(np.count_nonzero(groups.values == 1.0)),
+        "n_rows_at_0": int(np.count_nonzero(groups.values == 0.0)),
+        "degenerate": False,
+    }
+    if groups.n_tasks == 0:
+        what = "binary reward" if metric == PASS_AT_1 else f"marker {metric!r}"
+        out["note"] = (
+            f"no row carries a {what} ({groups.n_skipped} rows without one): nothing measured"
+        )
+        return out
+    means = groups.means
+    out["mean"] = float(means.mean())
+    first = groups.values[0]
+    if groups.n_rows > 0 and bool(np.all(groups.values == first)):
+        out["degenerate"] = True
+        out["warning"] = (
+            f"every one of the {groups.n_rows} rows scored {float(first):g} on {metric}: it has "
+            "not been shown to come out any other way (a marker whose key never matches looks "
+            "the same), so no interval is given and it cannot guard must_not_regress"
+        )
+        return out
+    if groups.n_tasks < MIN_CI_TASKS:
+        out["note"] = (
+            f"{metric} is on {groups.n_tasks} task(s); an interval needs at least "
+            f"{MIN_CI_TASKS} tasks, so ci95 is None"
+        )
+        return out
+    # A mean of task means cannot leave the range of the row values; clip to it.
+    bounds = (float(groups.values.min()), float(groups.values.max()))
+    res = bootstrap_mean(means, n_resamples=n_boot, seed=seed, bounds=bounds)
+    if res.interval is not None:
+        out["ci95"] = res.interval.as_list()
+    return out
+
+
+def metric_summary(
+    rows: Sequence[dict] | Any,
+    metric: str = PASS_AT_1,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Mean over tasks with a task-bootstrap 95% interval.
+
+    Returns ``mean``, ``ci95`` (``[lo, hi]``), ``n_tasks``, ``n_rows``, ``n_rows_at_1``,
+    ``n_rows_at_0``, ``degenerate``, and ``note`` or ``warning`` when there is one. ``ci95``
+    is ``None`` (with a note naming the task count) below ``MIN_CI_TASKS`` tasks, and when
+    every row scored the same value (``degenerate``, with a warning: an unfireable marker and
+    an always-true one look alike). With no row carrying the metric ``mean`` is ``None``.
+    """
+    name = _metric_name(metric)
+    return _summary_from_groups(metric_groups(rows, name), name, n_boot, seed)
+
+
+def marker_names(rows: Sequence[dict] | Any) -> list[str]:
+    """Sorted names of every numeric marker any row carries in ``row["markers"]``."""
+    names: set[str] = set()
+    for row in as_rows(rows):
+        markers = row.get("markers")
+        if isinstance(markers, Mapping):
+            for key, value in markers.items():
+                if isinstance(value, (int, float)) and not isinstance(value, str):
+                    names.add(str(key))
+    return sorted(names)
+
+
+def marker_summary(
+    rows: Sequence[dict] | Any,
+    names: Sequence[str] | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, dict[str, Any]]:
+    """``metric_summary`` for every marker on the rows (or only ``names``), keyed by name."""
+    row_list = as_rows(rows)
+    chosen = marker_names(row_list) if names is None else [_metric_name(n) for n in names]
+    return {
+        name: _summary_from_groups(marker_groups(row_list, name), name, n_boot, seed)
+        for name in chosen
+    }
+
+
+# --------------------------------------------------------------------------------------
+# compare_runs
+# --------------------------------------------------------------------------------------
+
+
+def _verdict(interval: list[float] | None) -> str:
+    if interval is None:
+        return "no_difference_detected"
+    if interval[0] > 0:
+        return "b_better"
+    if interval[1] < 0:
+        return "a_better"
+    return "no_difference_detected"
+
+
+def _delta_bounds(ga: TaskGroups, gb: TaskGroups) -> tuple[float, float]:
+    # b - a can be no lower than b's smallest row value minus a's largest, and vice versa.
+    lo = float(gb.values.min() - ga.values.max())
+    hi = float(gb.values.max() - ga.values.min())
+    return lo, hi
+
+
+def compare_runs(
+    a: Sequence[dict] | Any,
+    b: Sequence[dict] | Any,
+    metric: str = PASS_AT_1,
+    n_boot: int = 2000,
+    seed: int = 0,
+    min_paired: int = MIN_PAIRED,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """Is run ``b`` different from run ``a`` on ``metric``?
+
+    Tasks both runs saw are compared as paired differences (b minus a per task). ``ci95`` is
+    a ``level`` bootstrap interval over those pairs (studentized, continuity-corrected: it
+    reports a difference under a 40-task null in under 5% of replications), ``p_value`` a two-sided sign-flip permutation test (exact when the nonzero pairs
+    are few enough to enumerate within ``n_boot`` patterns). With fewer than ``min_paired``
+    shared tasks it falls back to unpaired task means (Welch t p-value) and ``note`` says so.
+    ``verdict`` is ``"b_better"`` / ``"a_better"`` when the interval excludes zero, else
+    ``"no_difference_detected"`` (the interval covers zero, not "the runs are equal").
+    Tasks on one side only are dropped from a paired comparison and counted in the note;
+    ``paired_share`` is the shared fraction of every task either run saw. Raises
+    ``ValueError`` when ``level`` is outside (0, 1) or ``min_paired < 1``.
+    """
+    name = _metric_name(metric)
+    if min_paired < 1:
+        raise ValueError(f"min_paired must be >= 1; got {min_paired}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
+    ga, gb = metric_groups(a, name), metric_groups(b, name)
+    a_idx, b_idx = ga.index(), gb.index()
+    shared = sorted(set(a_idx) & set(b_idx))
+    union = len(set(a_idx) | set(b_idx))
+    only_a, only_b = ga.n_tasks - len(shared), gb.n_tasks - len(shared)
+    out: dict[str, Any] = {
+        "metric": name,
+        "mean_a": None,
+        "mean_b": None,
+        "delta": None,
+        "ci95": None,
+        "level": level,
+        "p_value": None,
+        "p_exact": None,
+        "paired": False,
+        "n_paired": len(shared),
+        "n_tasks_a": ga.n_tasks,
+        "n_tasks_b": gb.n_tasks,
+        "n_only_a": only_a,
+        "n_only_b": only_b,
+        "paired_share": (len(shared) / union) if union else None,
+        "verdict": "no_difference_detected",
+        "method": None,
+        "note": "",
+    }
+    notes: list[str] = []
+    rng = as_generator(seed)
+    if len(shared) >= min_paired:
+        ma = ga.means[[a_idx[k] for k in shared]]
+        mb = gb.means[[b_idx[k] for k in shared]]
+        boot = paired_bootstrap(
+            ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb)
+        )
+        perm = sign_flip_test(mb - ma, n_resamples=n_boot, seed=rng)
+        out.update(
+            mean_a=float(ma.mean()),
+            mean_b=float(mb.mean()),
+            delta=boot.estimate,
+            ci95=None if boot.interval is None else boot.interval.as_list(),
+            p_value=perm.pvalue,
+            p_exact=perm.exact,
+            paired=True,
+            method="paired_bootstrap",
+        )
+        if only_a or only_b:
+            notes.append(
+                f"{only_a + only_b} task(s) on one side only ({only_a} in a, {only_b} in b) were "
+                f"dropped: the verdict covers {len(shared)} of {union} tasks "
+                f"(paired_share {len(shared) / union:.0%})"
+            )
+    else:
+        out["method"] = "unpaired_bootstrap"
+        notes.append(
+            f"only {len(shared)} shared task(s) (< min_paired={min_paired}): compared unpaired "
+            "task means, which ignores per-task difficulty and is much less precise; evaluate "
+            "both runs on the same tasks"
+        )
+        if ga.n_tasks == 0 or gb.n_tasks == 0:
+            empty = "a" if ga.n_tasks == 0 else "b"
+            notes.append(f"run {empty} has no task with a {name} value: nothing to compare")
+        else:
+            ma, mb = ga.means, gb.means
+            boot = unpaired_bootstrap(
+                ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb)
+            )
+            out.update(
+                mean_a=float(ma.mean()),
+                mean_b=float(mb.mean()),
+                delta=boot.estimate,
+                ci95=None if boot.interval is None else boot.interval.as_list(),
+            )
+            p = welch_p(ma, mb)
+            if p is not None:
+                out["p_value"], out["p_exact"] = p, False
+            if boot.interval is None:
+                notes.append("each side needs at least 2 tasks for an interval")
+    out["verdict"] = _verdict(out["ci95"])
+    out["note"] = "; ".join(notes)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# eval_variance
+# --------------------------------------------------------------------------------------
+
+
+def stability(run_std: float | None) -> str | None:
+    """The ``STABILITY_BANDS`` label for a re-run standard deviation given as a rate."""
+    if run_std is None:
+        return None
+    points = 100.0 * run_std
+    for upper, label in STABILITY_BANDS:
+        if points < upper:
+            return label
+    return STABILITY_BANDS[-1][1]
+
+
+def _run_label(row: Mapping[str, Any], by: str | None) -> Any:
+    lineage = row.get("lineage")
+    lineage = lineage if isinstance(lineage, Mapping) else {}
+    if by is not None:
+        value = row.get(by)
+        return lineage.get(by) if value is None else value
+    value = lineage.get("eval_run")
+    return lineage.get("scoring_run_id") if value is None else value
+
+
+def _split_runs(rows: list[Mapping[str, Any]], by: str | None) -> tuple[list[Any], list[list]]:
+    buckets: dict[Any, list] = {}
+    for row in rows:
+        buckets.setdefault(_run_label(row, by), []).append(row)
+    labels = sorted(buckets, key=_label_order)
+    return labels, [buckets[label] for label in labels]
+
+
+def _label_order(label: Any) -> tuple[int, Any]:
+    # Run numbers sort numerically, ids as text, unlabeled rows last.
+    if isinstance(label, (int, np.integer)) and not isinstance(label, bool):
+        return (0, int(label))
+    return (2, "") if label is None else (1, str(label))
+
+
+def _mean_of_task_means(codes: np.ndarray, values: np.ndarray, n_tasks: int) -> float | None:
+    counts = np.bincount(codes, minlength=n_tasks)
+    sums = np.bincount(codes, weights=values, minlength=n_tasks)
+    has = counts > 0
+    return float((sums[has] / counts[has]).mean()) if has.any() else None
+
+
+def _run_means(rows: list[Mapping[str, Any]]) -> dict[str, float]:
+    """pass@1 and every marker's task mean for one run.
+
+    Task keys are factorized once per run; each metric is then two ``np.bincount`` calls
+    over the rows that carry it.
+    """
+    uniq, codes = factorize([task_key(row) for row in rows])
+    n_tasks = len(uniq)
+    rewards = [binary_reward(row) for row in rows]
+    means: dict[str, float] = {}
+    graded = np.fromiter((r is not None for r in rewards), dtype=bool, count=len(rewards))
+    if graded.any():
+        vals = np.fromiter((r for r in rewards if r is not None), dtype=float)
+        got = _mean_of_task_means(codes[graded], vals, n_tasks)
+        if got is not None:
+            means[PASS_AT_1] = got
+    cols: dict[str, tuple[list[int], list[float]]] = {}
+    for i, markers in enumerate([row.get("markers") for row in rows]):
+        if not markers or not isinstance(markers, Mapping):
+            continue
+        for name, value in markers.items():
+            # Numbers only (bools count as 0/1); NaN is "not measured" (NaN != NaN).
+            if value is None or isinstance(value, str) or value != value:
+                continue
+            col = cols.get(name)
+            if col is None:
+                col = cols[name] = ([], [])
+            col[0].append(i)
+            col[1].append(float(value))
+    for name, (idx, vals) in cols.items():
+        got = _mean_of_task_means(codes[np.asarray(idx, dtype=np.intp)], np.asarray(vals), n_tasks)
+        if got is not None:
+            means[str(name)] = got
+    return means
+
+
+def eval_variance(
+    *runs: Sequence[dict] | Any,
+    metric: str = PASS_AT_1,
+    by: str | None = None,
+) -> dict[str, Any]:
+    """How much an evaluation moves when the same model is evaluated again.
+
+    Pass each re-run's rows as its own argument, or one row list whose rows say which run
+    they belong to: ``by`` (a top-level or lineage key) when given, else
+    ``lineage.eval_run``, else ``lineage.scoring_run_id``. Each run's ``metric`` is a mean
+    over its tasks. Returns ``runs`` (labels), ``means`` (per run), ``mean``, ``run_std`` (the
+    sample sd over runs, ``None`` below two), ``noise_band`` (``noise_band(run_std)`` =
+    1.96 x sqrt(2) x run_std: what a one-run-per-side delta moves on its own),
+    ``run_std_by_metric`` (the same sd for pass@1 and every marker every run carries, for
+    ``delta_report(run_std=)``), ``n_runs`` (pass as ``delta_report(run_std_runs=)``),
+    ``stability`` (``STABILITY_BANDS`` label of run_std in points), ``stability_points``
+    and ``notes``. Raises ``ValueError`` when no rows are given.
+    """
+    name = _metric_name(metric)
+    notes: list[str] = []
+    if not runs:
+        raise ValueError("eval_variance needs rows: pass each re-run as an argument, or one list")
+    if len(runs) == 1:
+        rows = as_rows(runs[0])
+        labels, run_rows = _split_runs(rows, by)
+        if len(run_rows) == 1:
+            where = f"key {by!r}" if by else "lineage.eval_run or lineage.scoring_run_id"
+            notes.append(
+                f"the rows name one run ({where}): pass each re-run as its own argument, or "
+                "simulate(runs=3) so rows carry lineage.eval_run"
+            )
+    else:
+        labels = list(range(len(runs)))
+        run_rows = [as_rows(r) for r in runs]
+    per_run = [_run_means(r) for r in run_rows]
+    means = [m.get(name) for m in per_run]
+    measured = [m for m in means if m is not None]
+    missing = len(means) - len(measured)
+    if missing:
+        notes.append(f"{missing} run(s) carry no {name} value and are left out")
+    n_runs = len(measured)
+
+    def sd(values: list[float]) -> float | None:
+        return float(np.std(values, ddof=1)) if len(values) >= 2 else None
+
+    run_std = sd(measured)
+    shared = set(per_run[0]) if per_run else set()
+    for m in per_run[1:]:
+        shared &= set(m)
+    # pass@1 first, then every marker all runs carry; a metric some run lacks has no floor.
+    by_metric: dict[str, float | None] = {
+        PASS_AT_1: sd([m[PASS_AT_1] for m in per_run if PASS_AT_1 in m])
+    }
+    for metric_name in sorted(shared - {PASS_AT_1}):
+        by_metric[metric_name] = sd([m[metric_name] for m in per_run])
+    if n_runs < 2:
+        notes.append(
+            f"{n_runs} run(s): a spread needs at least two, so run_std is None; re-run the eval "
+            "(simulate(runs=3)) to measure it"
+        )
+    elif n_runs < MIN_RUNS_FOR_DISTRIBUTION:
+        notes.append(
+            f"{n_runs} runs is a difference, not a distribution: run_std is rough; use 3 or "
+            f"more runs and pass run_std_runs={n_runs} to delta_report so its band uses the t "
+            "quantile"
+        )
+    else:
+        notes.append(
+            f"run_std from {n_runs} runs is itself an estimate: pass run_std_runs={n_runs} to "
+            f"delta_report so its band uses the t quantile at df={n_runs - 1}"
+        )
+    return {
+        "metric": name,
+        "runs": labels,
+        "means": means,
+        "mean": float(np.mean(measured)) if measured else None,
+        "run_std": run_std,
+        "noise_band": noise_band(run_std),
+        "run_std_by_metric": by_metric,
+        "n_runs": n_runs,
+        "stability": stability(run_std),
+        "stability_points": None if run_std is None else 100.0 * run_std,
+        # JSON has no infinity: the last band is open-ended (upper bound None).
+        "stability_bands": [
+            [None if math.isinf(upper) else upper, label] for upper, label in STABILITY_BANDS
+        ],
+        "notes": notes,
+    }
+
+
+def run_intervals(report: Mapping[str, Any]) -> tuple[list[float] | None, list[float] | None]:
+    """95% intervals ``(mean_ci95, run_std_ci95)`` for an ``eval_variance`` report.
+
+    The first is on the runs' mean (t over the run means), the second on ``run_std``
+    (chi-square on the sample variance). With ``n`` runs the sd has ``n - 1`` degrees of
+    freedom, so from three runs its interval is wide (about 0.52x to 6.3x the estimate): the
+    honest size of "rough". Returns ``(None, None)`` below two runs, when ``run_std`` is
+    None or when some run has no mean. Never raises on a report ``eval_variance`` returned.
+    """
+    sd, n = report.get("run_std"), int(report.get("n_runs") or 0)
+    means = [m for m in report.get("means", []) if m is not None]
+    if sd is None or n < 2 or len(means) != n:
+        return None, None
+    df = n - 1
+    center = float(sum(means) / n)
+    half = t_quantile(df) * sd / n**0.5
+    lo = sd * (df / float(_st.chi2.ppf(0.975, df))) ** 0.5
+    hi = sd * (df / float(_st.chi2.ppf(0.025, df))) ** 0.5
+    return [center - half, center + half], [lo, hi]
