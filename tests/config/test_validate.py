@@ -321,3 +321,22 @@ def test_precheck_knows_which_agent_was_picked():
     assert check_override_keys(["agent=openai", "agent.model=gpt-4.1"]) == []
     [p] = check_override_keys(["agent=openai", "agent.modle=gpt-4.1"])
     assert "Did you mean 'model'?" in p and "skill" not in p
+
+
+def test_launchers_pass_through_to_hydras_plugin_discovery(monkeypatch):
+    """`hydra/launcher=joblib` is Hydra's group: not an unknown key; a documented launcher
+    whose plugin is missing names the install extra."""
+    import importlib.util
+
+    from wai_exp.config.validate import check_override_keys
+
+    assert check_override_keys(["-m", "hydra/launcher=joblib", "seed=0,1"]) == []
+    assert check_override_keys(["hydra/sweeper=basic", "hydra.launcher.n_jobs=2"]) == []
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.endswith("ray_launcher") else real(name, *a),
+    )
+    (problem,) = check_override_keys(["hydra/launcher=ray"])
+    assert "pip install 'wai-exp[ray]'" in problem

@@ -101,7 +101,7 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
     client = _client(start_dir)
     run = client.get_run(tracker.run_id)
     assert run.info.status == "FINISHED"
-    assert run.info.run_name.startswith("rl_round-")
+    assert run.info.run_name == "rl_round seed=0"  # the preset, then what the user changed
 
     params = run.data.params
     assert params["simulate.budget"] == "200"
@@ -123,8 +123,20 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
     assert tags["grade.unmeasured"] == "pass_pow_k"  # ... it is named instead
     assert tags["preset"] == "rl_round" and tags["config_hash"] == "abc123def456"
     assert tags["wai.version"] == __import__("wai_exp").__version__
-    assert tags["mlflow.source.git.commit"] == "unknown"  # start_dir is not a git checkout
-    assert "rl_round" in tags["mlflow.note.content"] and "seed=0" in tags["mlflow.note.content"]
+    # start_dir is no checkout: the commit is the one the config and code come from, if any
+    assert tags.get("mlflow.source.git.commit") != "unknown"
+    assert ("mlflow.source.git.commit" in tags) != ("wai.git_commit" in tags)
+    note = tags["mlflow.note.content"]
+    assert "rl_round" in note and "seed=0" in note
+    # The description states the answer: pass@1 with its interval, the unmeasured k-way
+    # numbers as unmeasured, the gate verdict and the rows kept of the rows made.
+    assert "pass@1 0.667 (95% CI 0.500–1.000)" in note
+    assert "pass^k and pass@k: not measured" in note
+    assert "**Publish gate: PASSED**" in note
+    assert "**Rows kept:** 10 of 1 made (optimize)" in note
+    # Headline metrics under short names, beside the per-stage ones.
+    assert m["pass_at_1"] == pytest.approx(2 / 3) and m["pass_at_1_ci_lo"] == 0.5
+    assert m["rows_kept"] == 10 and m["rows_made"] == 1 and "pass_pow_k" not in m
     assert tags["simulate.cached"] == "true" and tags["grade.cached"] == "false"
     assert tags["gate_verdict"] == "passed" and tags["ok"] == "true"
     assert "mlflow.parentRunId" not in tags

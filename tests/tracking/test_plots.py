@@ -56,7 +56,7 @@ def test_no_curve_without_repeats():
 def test_histogram_bins_the_per_task_rates(graded_rows):
     fig = pass_rate_histogram(graded_rows)
     ax = fig.axes[0]
-    heights = [p.get_height() for p in ax.patches]
+    heights = [p.get_height() for p in ax.containers[0]]
     assert len(heights) == 10
     assert heights[5] == 2  # two tasks at 0.5, in [0.5, 0.6)
     assert heights[9] == 1  # one task at 1.0, in the closed last bin
@@ -85,3 +85,72 @@ def test_curve_respects_a_report_that_withheld_k_way_numbers(graded_rows, report
     figs = stage_figures("grade", graded_rows, report)
     assert "pass_rate_hist.png" in figs
     assert ("pass_at_k.png" in figs) is expect_curve
+
+
+def test_histogram_draws_the_selection_band_and_counts_the_tasks_in_it(graded_rows):
+    # rates: t1 0.5, t2 1.0, t3 0.5 -> two of three tasks inside 20-80%
+    ax = pass_rate_histogram(graded_rows, band=(0.2, 0.8)).axes[0]
+    spans = [p for p in ax.patches if p not in list(ax.containers[0])]
+    assert len(spans) == 1
+    x0, x1 = spans[0].get_bbox().x0, spans[0].get_bbox().x1
+    assert x0 == pytest.approx(0.2) and x1 == pytest.approx(0.8)
+    labels = ax.get_legend_handles_labels()[1]
+    assert any("selection band 20%–80%: 2 of 3 tasks" in lab for lab in labels)
+
+
+def test_headline_figure_has_error_bars_and_marks_unmeasured():
+    from wai_exp.tracking.plots import headline_figure
+
+    metrics = {"pass_at_1": 0.6, "pass_at_1_ci_lo": 0.5, "pass_at_1_ci_hi": 0.7, "pass_at_k": 0.9}
+    ax = headline_figure(metrics, {"k": 4}).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["pass@1", "pass^4", "pass@4"]
+    bars = [p.get_height() for c in ax.containers if hasattr(c, "patches") for p in c.patches]
+    assert bars == [pytest.approx(0.6), pytest.approx(0.9)]  # pass^4 unmeasured: no bar
+    texts = [t.get_text() for t in ax.texts]
+    assert "0.600\n[0.500, 0.700]" in texts and "not\nmeasured" in texts
+    assert headline_figure({"pass_at_1": None}) is None
+
+
+def test_sweep_figure_plots_each_value_with_its_interval():
+    from wai_exp.tracking.plots import sweep_figure
+
+    table = {
+        "value_keys": ["agent.skill"],
+        "rows": [
+            {
+                "values": {"agent.skill": "0.6"},
+                "mean": 0.4,
+                "ci_lo": 0.3,
+                "ci_hi": 0.5,
+                "n_runs": 1,
+            },
+            {
+                "values": {"agent.skill": "0.9"},
+                "mean": 0.8,
+                "ci_lo": 0.7,
+                "ci_hi": 0.9,
+                "n_runs": 2,
+            },
+        ],
+    }
+    ax = sweep_figure(table).axes[0]
+    line = ax.lines[0]
+    assert list(line.get_xdata()) == [0.6, 0.9] and list(line.get_ydata()) == [0.4, 0.8]
+    assert ax.get_xlabel() == "agent.skill"
+    assert sweep_figure({"value_keys": [], "rows": []}) is None
+
+
+def test_delta_figure_shows_each_paired_delta_with_its_interval():
+    from wai_exp.tracking.plots import delta_figure
+
+    report = {
+        "headline_verdict": "IMPROVED",
+        "metrics": {
+            "pass_at_1": {"delta": 0.1, "ci95": [0.02, 0.18], "verdict": "improved"},
+            "grounded": {"delta": -0.01, "ci95": [-0.05, 0.03], "verdict": "no_change"},
+            "unmeasured": {"delta": None},
+        },
+    }
+    ax = delta_figure(report).axes[0]
+    assert sorted(t.get_text() for t in ax.get_yticklabels()) == ["grounded", "pass_at_1"]
+    assert delta_figure({"metrics": {}}) is None

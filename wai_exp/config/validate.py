@@ -261,6 +261,43 @@ def group_options(group: str, config_dirs: Sequence[str] = ()) -> list[str] | No
 _PLAIN_OPTIONS = re.compile(r"^[\w\-/]+(,[\w\-/]+)*$")
 
 
+#: Launchers wai-exp documents: option -> (plugin module Hydra discovers, pip extra).
+LAUNCHERS = {
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", "joblib"),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "submitit"),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "submitit"),
+    "ray": ("hydra_plugins.hydra_ray_launcher", "ray"),
+}
+
+
+def check_hydra_group(key: str, value: str) -> str | None:
+    """A problem for a Hydra config-group override (``hydra/launcher=joblib``), or None.
+
+    Hydra's own groups and plugins are Hydra's to resolve (its plugin discovery finds
+    launchers and sweepers under ``hydra_plugins``); this only catches the common case of a
+    documented launcher whose plugin is not installed, and names the install extra."""
+    if key != "hydra/launcher":
+        return None
+    import importlib.util
+
+    for option in value.split(","):
+        known = LAUNCHERS.get(option)
+        if known is None:
+            continue
+        module, extra = known
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return (
+                f"hydra/launcher={option}: the Hydra {option.split('_')[0]} launcher plugin is "
+                f"not installed; install it with `pip install 'wai-exp[{extra}]'` (or drop "
+                "hydra/launcher= to run the sweep's jobs one after another)"
+            )
+    return None
+
+
 def check_override_keys(argv: Sequence[str]) -> list[str]:
     """One problem per command-line override whose key cannot exist in a config, or that
     picks a config-group option that does not exist (``agent=opnai``, ``+experiment=rl_rnd``)."""
@@ -272,6 +309,13 @@ def check_override_keys(argv: Sequence[str]) -> list[str]:
     problems = []
     for prefix, key, value in overrides:
         if prefix == "~" or "@" in key:
+            continue
+        if key.split("/", 1)[0] == "hydra":
+            # Hydra's own groups (hydra/launcher, hydra/sweeper, hydra/job_logging ...) are
+            # resolved by Hydra and its plugins, not by wai-exp's config models.
+            problem = check_hydra_group(key, value)
+            if problem:
+                problems.append(problem)
             continue
         parts = key.split(".")
         if len(parts) == 1 and parts[0] in GROUPS:

@@ -81,10 +81,14 @@ def summarize(values: Sequence[float]) -> dict[str, Any]:
     return out
 
 
-def aggregate_metrics(children: Sequence[Mapping[str, float]]) -> dict[str, dict[str, Any]]:
+def aggregate_metrics(
+    children: Sequence[Mapping[str, float]], *, replicates: bool = True
+) -> dict[str, dict[str, Any]]:
     """Per metric over child runs: mean, sample sd and n (children lacking a metric are skipped).
 
-    For a metric whose last segment is ``pass_at_1`` (e.g. ``grade.pass_at_1`` across seeds),
+    ``replicates`` says the children differ only by seed/replicate; only then is a spread a
+    re-run spread. For a metric whose last segment is ``pass_at_1`` (e.g. ``grade.pass_at_1``
+    across seeds) with ``replicates``,
     the sd is the eval's re-run spread: ``run_std`` = sd, ``noise_band`` =
     ``1.96 * sqrt(2) * run_std`` (how far one re-run moves a single-run delta at the 95%
     level with the spread taken as known), and ``noise_band_t`` the same with the two-sided
@@ -98,7 +102,7 @@ def aggregate_metrics(children: Sequence[Mapping[str, float]]) -> dict[str, dict
     out: dict[str, dict[str, Any]] = {}
     for key in sorted(by_key):
         agg = summarize(by_key[key])
-        if key.rsplit(".", 1)[-1] == "pass_at_1":
+        if replicates and key.rsplit(".", 1)[-1] == "pass_at_1":
             # The re-run band is score's (resample.noise_band, which delta_report uses), so a
             # sweep's parent run and a delta report size the same spread with one formula.
             from wai_exp.score.stats.resample import noise_band
@@ -176,6 +180,8 @@ class MlflowSweepCallback(Callback):
         self.experiment_id: str | None = None
         self.sweep_dir: Path | None = None
         self.jobs_failed = 0
+        self.overrides: list[str] = []
+        self.summary: str | None = None
         self._ended = False
         self._set_env = False
 
@@ -198,7 +204,13 @@ class MlflowSweepCallback(Callback):
         uri = resolve_tracking_uri(settings["uri"], start_dir)
         from mlflow import MlflowClient
 
-        from wai_exp.tracking.mlflow_tracker import PARENT_FILE, git_commit, prepare_store
+        from wai_exp.tracking.mlflow_tracker import (
+            PARENT_FILE,
+            git_candidates,
+            git_tags,
+            prepare_store,
+        )
+        from wai_exp.tracking.summary import run_name
 
         exp_id = prepare_store(uri, settings["experiment"])
         client = MlflowClient(tracking_uri=uri)
@@ -209,12 +221,11 @@ class MlflowSweepCallback(Callback):
         # Hydra makes the sweep folder relative to the process's cwd (it never chdirs here).
         hydra_cwd = Path(_select(config, "hydra.runtime.cwd") or os.getcwd())
         sweep_dir = (hydra_cwd / str(sweep_dir_raw)).resolve() if sweep_dir_raw else None
-        commit, _ = git_commit(start_dir)
         tags = {
             "preset": str(preset or "none"),
             "wai.sweep": "parent",
             "wai.overrides": " ".join(overrides)[:8000],
-            "mlflow.source.git.commit": commit,
+            **git_tags(git_candidates(start_dir)),
             "mlflow.source.name": "wai-exp",
             "mlflow.source.type": "LOCAL",
             "mlflow.note.content": (
@@ -225,9 +236,10 @@ class MlflowSweepCallback(Callback):
         if sweep_dir is not None:
             tags["wai.sweep_dir"] = str(sweep_dir)
         run = client.create_run(
-            exp_id, tags=tags, run_name=f"sweep-{preset or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
+            exp_id, tags=tags, run_name=run_name(preset, overrides, prefix="sweep")
         )
         self.parent_run_id = run.info.run_id
+        self.overrides = overrides
         self.uri = uri
         self.experiment_id = exp_id
         self.sweep_dir = sweep_dir
@@ -249,6 +261,11 @@ class MlflowSweepCallback(Callback):
 
         client = MlflowClient(tracking_uri=self.uri)
         self.finalize(client)
+        if self.summary:
+            from wai_exp.tracking.mlflow_tracker import ui_hint
+
+            print(f"{self.summary}\nopen it:  {ui_hint(self.uri, self.experiment_id, self.parent_run_id)}",
+                  flush=True)  # fmt: skip
 
     # -- job side -----------------------------------------------------------------------
 
@@ -298,9 +315,19 @@ class MlflowSweepCallback(Callback):
                 return runs
 
     def finalize(self, client: Any) -> dict[str, dict[str, Any]]:
-        """Aggregate, log ``sweep/aggregate.json``, ``sweep/runs.json``, ``sweep/runs.csv``,
-        tag the counts and end the parent FINISHED. Returns the aggregate."""
-        from mlflow.entities import Metric, RunTag
+        """Aggregate the children into the parent and end it FINISHED; returns the aggregate.
+
+        The parent gets the swept keys as params; ``sweep/per_value.{csv,json}`` (one row per
+        swept value: mean pass@1 and its interval, pass^k, pass@k, rows kept), the same table
+        in its description, ``sweep/pass_at_1_by_value.png``; ``run_std`` and the noise bands
+        only over jobs that differ only by seed/replicate (``sweep/replicates.json`` says over
+        which, or why there are none); ``sweep/aggregate.json`` (per-metric mean/sd/n),
+        ``sweep/runs.{json,csv}`` (every child). The terminal summary (the table and the
+        parent's id) is kept in ``self.summary`` and printed by ``on_multirun_end``.
+        """
+        from mlflow.entities import Metric, Param, RunTag
+
+        from wai_exp.tracking import sweep as sweep_mod
 
         pid = self.parent_run_id
         kids = self.children(client)
@@ -310,26 +337,63 @@ class MlflowSweepCallback(Callback):
                 "run_name": r.info.run_name,
                 "status": r.info.status,
                 "overrides": r.data.tags.get("wai.overrides", ""),
+                "override_list": _override_list(r.data.tags),
                 "metrics": dict(r.data.metrics),
             }
             for r in kids
         ]
+        jobs = [{**row, "overrides": row["override_list"]} for row in table]
+        per_value = sweep_mod.per_value_table(jobs)
+        spread = sweep_mod.replicate_spread(jobs)
+        only_replicates = not per_value["value_keys"]
         finished = [row["metrics"] for row in table if row["status"] == "FINISHED"]
-        aggregate = aggregate_metrics(finished)
+        aggregate = aggregate_metrics(finished, replicates=only_replicates)
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, 0) for k, v in aggregate_as_metrics(aggregate).items()]
+        values = aggregate_as_metrics(aggregate)
+        for key in ("run_std", "noise_band", "noise_band_t"):
+            if spread[key] is not None:
+                values[key] = float(spread[key])
+        metrics = [Metric(k, v, now, 0) for k, v in values.items()]
         for start in range(0, len(metrics), 1000):
             client.log_batch(pid, metrics=metrics[start : start + 1000], synchronous=True)
-        client.log_text(pid, json.dumps(aggregate, indent=2), "sweep/aggregate.json")
-        client.log_text(pid, json.dumps(table, indent=2), "sweep/runs.json")
+        typed = sweep_mod.parse_overrides(self.overrides)
+        params = []
+        for key in per_value["swept"]:
+            seen = sorted(
+                {sweep_mod.parse_overrides(j["overrides"]).get(key, "") for j in jobs},
+                key=sweep_mod._sort_key,
+            )
+            params.append(Param(key, (typed.get(key) or ",".join(seen))[:6000]))
+        if params:
+            client.log_batch(pid, params=params[:100], synchronous=True)
+        for name, obj in (
+            ("sweep/per_value.json", per_value),
+            ("sweep/replicates.json", spread),
+            ("sweep/aggregate.json", aggregate),
+            (
+                "sweep/runs.json",
+                [{k: v for k, v in r.items() if k != "override_list"} for r in table],
+            ),
+        ):
+            client.log_text(pid, json.dumps(obj, indent=2), name)
+        client.log_text(pid, sweep_mod.table_csv(per_value), "sweep/per_value.csv")
         client.log_text(pid, run_table_csv(table), "sweep/runs.csv")
+        with contextlib.suppress(Exception):
+            from wai_exp.tracking.plots import sweep_figure
+
+            fig = sweep_figure(per_value)
+            if fig is not None:
+                client.log_figure(pid, fig, "sweep/pass_at_1_by_value.png")
         n_failed = sum(1 for row in table if row["status"] != "FINISHED")
+        note = _sweep_note(per_value, spread, len(table), n_failed, self.overrides)
         client.log_batch(
             pid,
             tags=[
                 RunTag("wai.sweep.n_jobs", str(len(table))),
                 RunTag("wai.sweep.n_finished", str(len(finished))),
                 RunTag("wai.sweep.n_not_finished", str(n_failed)),
+                RunTag("wai.sweep.keys", ",".join(per_value["swept"])[:8000]),
+                RunTag("mlflow.note.content", note[:8000]),
             ],
             synchronous=True,
         )
@@ -337,6 +401,21 @@ class MlflowSweepCallback(Callback):
         self._ended = True
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
+        floor = (
+            f"re-run spread (replicates only): run_std {spread['run_std']:.3f}, noise band "
+            f"±{spread['noise_band']:.3f}"
+            if spread["run_std"] is not None
+            else f"re-run spread: not measured ({spread['note']})"
+        )
+        self.summary = "\n".join(
+            [
+                f"wai-exp sweep: {len(finished)} of {len(table)} jobs finished; "
+                f"swept: {', '.join(per_value['swept']) or 'nothing'}",
+                sweep_mod.format_table(per_value),
+                floor,
+                f"MLflow parent run: {pid}",
+            ]
+        )
         return aggregate
 
     def _atexit(self) -> None:
@@ -355,6 +434,54 @@ class MlflowSweepCallback(Callback):
             )
             client.set_terminated(self.parent_run_id, "FAILED")
         self._ended = True
+
+
+def _override_list(tags: Mapping[str, str]) -> list[str]:
+    """A child's overrides as the list it was started with (``wai.override_list``), else the
+    space-joined ``wai.overrides`` split on spaces."""
+    raw = tags.get("wai.override_list")
+    if raw:
+        with contextlib.suppress(ValueError, TypeError):
+            items = json.loads(raw)
+            if isinstance(items, list):
+                return [str(x) for x in items]
+    return [x for x in tags.get("wai.overrides", "").split() if x]
+
+
+def _sweep_note(
+    per_value: Mapping[str, Any],
+    spread: Mapping[str, Any],
+    n_jobs: int,
+    n_failed: int,
+    overrides: Sequence[str],
+) -> str:
+    """The parent run's markdown description: the per-value table and the re-run spread."""
+    from wai_exp.tracking.sweep import table_markdown
+
+    swept = ", ".join(f"`{k}`" for k in per_value["swept"]) or "nothing"
+    lines = [
+        f"### Sweep over {swept}: pass@1 per value",
+        "",
+        table_markdown(per_value),
+        "",
+        "Intervals: a 95% t interval over a value's re-runs when it has two or more, else "
+        "the one run's own 95% interval.",
+        "",
+    ]
+    if spread.get("run_std") is not None:
+        lines.append(
+            f"**Re-run spread** (jobs differing only by seed/replicate): run_std "
+            f"{spread['run_std']:.3f}, noise band ±{spread['noise_band']:.3f} "
+            f"(±{spread['noise_band_t']:.3f} with the t quantile, df {spread['df']})"
+        )
+    else:
+        lines.append(f"**Re-run spread:** not measured — {spread.get('note')}")
+    lines += [
+        "",
+        f"{n_jobs} child runs" + (f", {n_failed} not finished" if n_failed else "") + ".",
+        f"<sub>overrides: {' '.join(overrides) or 'none'}</sub>",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _yaml(obj: Any) -> str:

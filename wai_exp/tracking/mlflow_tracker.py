@@ -47,6 +47,13 @@ from wai_exp.tracking.params import (
     sanitize_key,
     truncate,
 )
+from wai_exp.tracking.summary import (
+    StageNote,
+    describe_run,
+    headline_metrics,
+    run_name,
+    split_knobs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +185,9 @@ def prepare_store(uri: str, experiment: str) -> str:
             exp = client.get_experiment_by_name(experiment)
             if exp is None:
                 exp_id = client.create_experiment(
-                    experiment, artifact_location=default_artifact_location(uri)
+                    experiment,
+                    artifact_location=default_artifact_location(uri),
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
                 )
             else:
                 if exp.lifecycle_stage == "deleted":
@@ -189,14 +198,18 @@ def prepare_store(uri: str, experiment: str) -> str:
                         "tracking.experiment to another name"
                     )
                 exp_id = exp.experiment_id
+                if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
+                    # An experiment made before wai-exp set the kind: open it on its runs too.
+                    client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         except MlflowException as e:
             raise TrackingError(f"cannot open MLflow store {uri}: {e}") from e
     _prepared[key] = exp_id
     return exp_id
 
 
-def git_commit(cwd: Path) -> tuple[str, bool | None]:
-    """``(commit sha, dirty)`` of the git checkout at ``cwd``; ``("unknown", None)`` outside one."""
+def git_commit(cwd: Path) -> tuple[str | None, bool | None]:
+    """``(commit sha, dirty)`` of the git checkout holding ``cwd``; ``(None, None)`` when
+    ``cwd`` is in no checkout (or git is missing)."""
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -215,8 +228,67 @@ def git_commit(cwd: Path) -> tuple[str, bool | None]:
             check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return "unknown", None
-    return (sha or "unknown"), bool(status.strip())
+        return None, None
+    return (sha or None), bool(status.strip())
+
+
+def git_candidates(start_dir: Path, config: Mapping[str, Any] | None = None) -> list[Path]:
+    """Where to look for the commit, in order: the folder wai-exp was started in, the user's
+    config folders (Hydra's file config sources, ``--config-dir``), then the folder the
+    shipped configs and code come from (an editable install in a checkout)."""
+    out = [Path(start_dir)]
+    with contextlib.suppress(Exception):
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            for src in HydraConfig.get().runtime.config_sources:
+                if src.schema == "file" and src.path:
+                    out.append(Path(src.path))
+    import wai_exp
+
+    out.append(Path(wai_exp.__file__).resolve().parent)
+    seen: list[Path] = []
+    for p in out:
+        if p.is_dir() and p not in seen:
+            seen.append(p)
+    return seen
+
+
+def git_tags(candidates: Sequence[Path]) -> dict[str, str]:
+    """``mlflow.source.git.commit`` (+ ``wai.git_dirty``, ``wai.git_root``) from the first
+    candidate folder inside a git checkout; with none, ``wai.git_commit`` says it is absent
+    and why (never a made-up "unknown" commit)."""
+    for folder in candidates:
+        sha, dirty = git_commit(folder)
+        if sha:
+            tags = {"mlflow.source.git.commit": sha, "wai.git_root": str(folder)}
+            if dirty is not None:
+                tags["wai.git_dirty"] = "true" if dirty else "false"
+            return tags
+    where = ", ".join(str(p) for p in candidates) or "nowhere"
+    return {"wai.git_commit": f"absent: no git checkout holds {where}"}
+
+
+def run_params(config: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """``(params, knobs)``: every resolved config value as a param except the engine knobs,
+    of which only those that differ from the knob table's default are params (``knobs.<name>``);
+    ``knobs`` is the full resolved knob section, logged whole as ``knobs.yaml``. ``knobs.seed``
+    and ``knobs.world`` repeat ``seed`` and ``world`` and are not params twice."""
+    plain = dict(config)
+    knobs = plain.pop("knobs", None)
+    params = flatten_config(plain)
+    if isinstance(knobs, Mapping):
+        from wai_exp.config.knobs import knob_defaults
+
+        changed = split_knobs(knobs, knob_defaults(), skip=("seed", "world"))
+        params.update(flatten_config({"knobs": changed}) if changed else {})
+    return params, dict(knobs) if isinstance(knobs, Mapping) else {}
+
+
+#: Experiment tag the MLflow 3 UI reads to pick its landing page: "custom_model_development"
+#: opens the runs table; without it a new experiment opens on the GenAI traces overview.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 
 
 def ui_hint(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
@@ -398,6 +470,14 @@ class MlflowTracker:
         self.status: str | None = None
         self._client: Any = None
         self._artifact_uri: str | None = None
+        self._notes: list[StageNote] = []
+        self._headlined = False
+        self._rows_made = 0.0
+        self._gate: dict[str, str | None] = {}
+        self._preset: str | None = None
+        self._overrides: list[str] = []
+        self._config_hash = ""
+        self._band: tuple[float, float] | None = (0.2, 0.8)
 
     # -- public -------------------------------------------------------------------------
 
@@ -431,32 +511,31 @@ class MlflowTracker:
             exp_id = parent.info.experiment_id  # the UI nests children only within one experiment
 
         overrides = [str(o) for o in overrides]
-        commit, dirty = git_commit(self.start_dir)
-        desc = (
-            f"wai-exp {preset or 'custom'} run, config {config_hash[:12]}, "
-            f"overrides: {' '.join(overrides) or 'none'}"
-        )
+        self._preset, self._overrides, self._config_hash = preset, overrides, config_hash
         tags: dict[str, str] = {
             "preset": preset or "none",
             "config_hash": config_hash,
             "wai.version": _wai_version(),
-            "mlflow.source.git.commit": commit,
             "mlflow.source.type": "LOCAL",
             "mlflow.source.name": "wai-exp",
-            "mlflow.note.content": desc,
+            "mlflow.note.content": (
+                f"**Running** since {time.strftime('%Y-%m-%d %H:%M:%S')}: the answer is written "
+                "here when the run ends.\n\n"
+                f"<sub>preset {preset or 'none'} · overrides: {' '.join(overrides) or 'none'} · "
+                f"config {config_hash[:12]}</sub>"
+            ),
             "wai.run_dir": str(run_dir.resolve()),
             "wai.overrides": " ".join(overrides),
+            "wai.override_list": json.dumps(overrides),
+            **git_tags(git_candidates(self.start_dir, config)),
         }
-        if dirty is not None:
-            tags["wai.git_dirty"] = "true" if dirty else "false"
         with contextlib.suppress(Exception):
             tags["mlflow.user"] = getpass.getuser()
         if parent is not None:
             tags["mlflow.parentRunId"] = parent.info.run_id
         tags = {k: truncate(v, MAX_TAG_VALUE_CHARS, f"tag {k!r}") for k, v in tags.items()}
 
-        run_name = f"{preset or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
-        run = client.create_run(exp_id, tags=tags, run_name=run_name)
+        run = client.create_run(exp_id, tags=tags, run_name=run_name(preset, overrides))
         self._client = client
         self.run_id = run.info.run_id
         self.experiment_id = exp_id
@@ -466,9 +545,14 @@ class MlflowTracker:
         self.status = "RUNNING"
         atexit.register(self._atexit)
 
-        log_params(client, self.run_id, flatten_config(config))
+        band = (config.get("selection") or {}).get("band") if isinstance(config, Mapping) else None
+        with contextlib.suppress(TypeError, ValueError, IndexError):
+            self._band = (float(band[0]), float(band[1])) if band else self._band
+        params, knobs = run_params(config)
+        log_params(client, self.run_id, params)
         safe = jsonable(redact_config(config))
         client.log_text(self.run_id, _yaml(safe), "config.yaml")
+        client.log_text(self.run_id, _yaml(jsonable(redact_config(knobs))), "knobs.yaml")
         client.log_text(self.run_id, _yaml(overrides), "overrides.yaml")
 
     def log_stage(
@@ -506,6 +590,19 @@ class MlflowTracker:
         if seconds is not None:
             values["seconds"] = seconds
         batch: list[Any] = []
+        self._notes.append(StageNote(name, kind, values, report, cached))
+        if "pass_at_1" in values and not self._headlined:
+            # The answer under short names, ahead of the stage's own metrics: the runs table
+            # and the metric charts then lead with it.
+            self._headlined = True
+            batch += [Metric(k, v, now, 0) for k, v in headline_metrics(values).items()]
+        if kind == "optimize" or ("rows_kept" in values and kind != "simulate"):
+            kept = metric_value(values.get("rows_kept"))
+            if kept is not None:
+                batch.append(Metric("rows_kept", kept, now, 0))
+        if kind == "simulate" and metric_value(values.get("rows_out")) is not None:
+            self._rows_made += metric_value(values.get("rows_out")) or 0.0
+            batch.append(Metric("rows_made", self._rows_made, now, 0))
         unmeasured: list[str] = []
         for key, raw in values.items():
             v = metric_value(raw)
@@ -533,6 +630,8 @@ class MlflowTracker:
         if text is not None:
             client.log_text(run_id, text, f"{prefix}/report.txt")
 
+        if self.plots and isinstance(report, Mapping) and "headline_verdict" in report:
+            self._log_plots(prefix, [], report, values)  # a compare stage: its delta plot
         if rows_path is None or not (self.log_rows or self.plots):
             return
         rows_path = Path(rows_path)
@@ -552,7 +651,7 @@ class MlflowTracker:
             if ds is not None:
                 self._log_dataset(ds, prefix)
         if self.plots and (kind in GRADED_KINDS or "pass_at_1" in values):
-            self._log_plots(prefix, rows, report)
+            self._log_plots(prefix, rows, report, values)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         """Set run tags (gate verdict, stopped_because ...): keys sanitized, values as
@@ -561,6 +660,9 @@ class MlflowTracker:
         client, run_id = self._require_run()
         from mlflow.entities import RunTag
 
+        for key in ("gate_verdict", "gate_reason"):
+            if key in tags:
+                self._gate[key] = None if tags[key] is None else str(tags[key])
         items = [
             RunTag(
                 sanitize_key(k),
@@ -584,6 +686,7 @@ class MlflowTracker:
         if self.run_id is None or self.status in _STATUSES:
             return
         client = self._client
+        headline = None
         if error is not None:
             if isinstance(error, BaseException):
                 full = "".join(traceback.format_exception(error))
@@ -597,6 +700,25 @@ class MlflowTracker:
                 client.set_tag(self.run_id, "wai.error", truncate(headline, 1000, "error tag"))
             except Exception as e:  # still end the run: a RUNNING leftover is worse
                 log.warning("could not store the error of run %s: %s", self.run_id, e)
+        try:
+            note = describe_run(
+                self._notes,
+                preset=self._preset,
+                overrides=self._overrides,
+                config_hash=self._config_hash,
+                status=st,
+                gate_verdict=self._gate.get("gate_verdict"),
+                gate_reason=self._gate.get("gate_reason"),
+                error=headline,
+                version=_wai_version(),
+            )
+            client.set_tag(
+                self.run_id,
+                "mlflow.note.content",
+                truncate(note, MAX_TAG_VALUE_CHARS, "description"),
+            )
+        except Exception as e:  # the description is a convenience; ending the run is not
+            log.warning("could not write the description of run %s: %s", self.run_id, e)
         client.set_terminated(self.run_id, st)
         self.status = st
         with contextlib.suppress(Exception):
@@ -669,12 +791,16 @@ class MlflowTracker:
             log.debug("dataset input for %s not logged: %s", context, e)
 
     def _log_plots(
-        self, prefix: str, rows: list[dict[str, Any]], report: Mapping[str, Any] | None
+        self,
+        prefix: str,
+        rows: Sequence[Mapping[str, Any]],
+        report: Mapping[str, Any] | None,
+        metrics: Mapping[str, Any] | None = None,
     ) -> None:
         try:
             from wai_exp.tracking.plots import stage_figures
 
-            figures = stage_figures(prefix, rows, report)
+            figures = stage_figures(prefix, rows, report, metrics, band=self._band)
             for fname, fig in figures.items():
                 self._client.log_figure(self.run_id, fig, f"{prefix}/{fname}")
         except Exception as e:

@@ -25,10 +25,13 @@ from wai_exp.score.stats.resample import binary_reward, reward_groups
 __all__ = [
     "TaskCounts",
     "binary_reward",
+    "delta_figure",
+    "headline_figure",
     "pass_at_k_curve",
     "pass_at_k_figure",
     "pass_rate_histogram",
     "stage_figures",
+    "sweep_figure",
     "task_counts",
 ]
 
@@ -105,10 +108,17 @@ def _find(report: Mapping[str, Any] | None, key: str) -> tuple[bool, Any]:
     return False, None
 
 
-def pass_rate_histogram(rows: Iterable[Mapping[str, Any]], *, title: str = "") -> Figure | None:
+def pass_rate_histogram(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    title: str = "",
+    band: tuple[float, float] | None = (0.2, 0.8),
+) -> Figure | None:
     """Histogram of per-task pass rates (tasks on x in 10 bins over [0, 1]), or None.
 
-    None when no row carries a binary reward: there is nothing graded to plot.
+    ``band`` (the selection band, default 20–80%) is shaded, with the share of tasks inside
+    it in the legend: those are the tasks RL selection keeps. None when no row carries a
+    binary reward: there is nothing graded to plot.
     """
     counts = task_counts(rows)
     if not counts.keys:
@@ -120,6 +130,11 @@ def pass_rate_histogram(rows: Iterable[Mapping[str, Any]], *, title: str = "") -
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.13, top=0.9)
     ax = fig.add_subplot()
     ax.hist(rates, bins=np.linspace(0.0, 1.0, 11), edgecolor="black")
+    if band is not None:
+        lo, hi = float(band[0]), float(band[1])
+        inside = int(((rates >= lo) & (rates <= hi)).sum())
+        ax.axvspan(lo, hi, color="tab:green", alpha=0.15,
+                   label=f"selection band {lo:.0%}–{hi:.0%}: {inside} of {len(rates)} tasks")  # fmt: skip
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("per-task pass rate")
     ax.set_ylabel("tasks")
@@ -167,16 +182,168 @@ def pass_at_k_figure(
     return fig
 
 
+def _bar_with_intervals(
+    ax: Any, labels: list[str], values: list[float | None], los: list[Any], his: list[Any]
+) -> None:
+    """Bars with 95% error bars; an unmeasured value is drawn as a labelled gap, not a 0."""
+    xs = np.arange(len(labels))
+    for x, v, lo, hi in zip(xs, values, los, his, strict=True):
+        if v is None:
+            ax.text(x, 0.02, "not\nmeasured", ha="center", va="bottom", fontsize=8)
+            continue
+        ax.bar(x, v, color="tab:blue", alpha=0.7)
+        if lo is not None and hi is not None:
+            ax.errorbar(x, v, yerr=[[max(0.0, v - lo)], [max(0.0, hi - v)]], fmt="none",
+                        ecolor="black", capsize=6)  # fmt: skip
+            ax.text(x, min(1.0, hi) + 0.02, f"{v:.3f}\n[{lo:.3f}, {hi:.3f}]", ha="center",
+                    va="bottom", fontsize=8)  # fmt: skip
+        else:
+            ax.text(x, v + 0.02, f"{v:.3f}\n(no interval)", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels)
+    ax.set_ylim(0.0, 1.2)
+
+
+def _metric(metrics: Mapping[str, Any], key: str) -> float | None:
+    v = metrics.get(key)
+    if v is None or isinstance(v, bool | str):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) else None
+
+
+def headline_figure(
+    metrics: Mapping[str, Any], report: Mapping[str, Any] | None = None, *, title: str = ""
+) -> Figure | None:
+    """pass@1, pass^k and pass@k as bars with their 95% intervals, or None when pass@1 was
+    not measured. Values come from the stage metrics (``pass_at_1``, ``pass_at_1_ci_lo`` ...)."""
+    if _metric(metrics, "pass_at_1") is None:
+        return None
+    from matplotlib.figure import Figure
+
+    found, k = _find(report, "k")
+    kk = k if found and isinstance(k, int) else "k"
+    names = ["pass_at_1", "pass_pow_k", "pass_at_k"]
+    fig = Figure(figsize=(6, 4), dpi=100)
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.13, top=0.88)
+    ax = fig.add_subplot()
+    _bar_with_intervals(
+        ax,
+        ["pass@1", f"pass^{kk}", f"pass@{kk}"],
+        [_metric(metrics, n) for n in names],
+        [_metric(metrics, f"{n}_ci_lo") for n in names],
+        [_metric(metrics, f"{n}_ci_hi") for n in names],
+    )
+    ax.set_ylabel("rate (95% interval)")
+    ax.set_title(title or "pass@1 / pass^k / pass@k with 95% intervals")
+    return fig
+
+
+def sweep_figure(table: Mapping[str, Any], *, metric_label: str = "pass@1") -> Figure | None:
+    """The headline metric against each swept value, with the per-value intervals
+    (``wai_exp.tracking.sweep.per_value_table``); one panel per swept key. None when no
+    row has a value."""
+    rows = [r for r in table.get("rows", []) if r.get("mean") is not None]
+    if not rows:
+        return None
+    from matplotlib.figure import Figure
+
+    keys = list(table.get("value_keys") or []) or ["jobs"]
+    fig = Figure(figsize=(max(6, 4 * len(keys)), 4), dpi=100)
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15, top=0.85, wspace=0.3)
+    for i, key in enumerate(keys, start=1):
+        ax = fig.add_subplot(1, len(keys), i)
+        labels = [str(r["values"].get(key, "all")) for r in rows]
+        means = np.array([r["mean"] for r in rows], dtype=float)
+        lo = np.array([np.nan if r["ci_lo"] is None else r["ci_lo"] for r in rows], dtype=float)
+        hi = np.array([np.nan if r["ci_hi"] is None else r["ci_hi"] for r in rows], dtype=float)
+        try:
+            xs = np.array([float(x) for x in labels])
+        except ValueError:
+            xs = np.arange(len(labels), dtype=float)
+            ax.set_xticks(xs)
+            ax.set_xticklabels(labels)
+        err = np.vstack([np.nan_to_num(means - lo), np.nan_to_num(hi - means)])
+        ax.errorbar(xs, means, yerr=err, fmt="o-", capsize=5)
+        for x, m, r in zip(xs, means, rows, strict=True):
+            ax.annotate(f"{m:.3f} (n={r['n_runs']})", (x, m), textcoords="offset points",
+                        xytext=(4, 6), fontsize=8)  # fmt: skip
+        ax.set_xlabel(key)
+        ax.set_ylabel(f"{metric_label} (95% interval)")
+        ax.set_ylim(0.0, 1.05)
+    fig.suptitle(f"{metric_label} per swept value")
+    return fig
+
+
+def delta_figure(report: Mapping[str, Any], *, title: str = "") -> Figure | None:
+    """The paired deltas of a ``delta_report`` (after − before per metric) with their 95%
+    intervals, zero marked and the re-run noise band shaded when the report has one. None
+    when the report has no measured delta."""
+    metrics = report.get("metrics") if isinstance(report, Mapping) else None
+    if not isinstance(metrics, Mapping):
+        return None
+    items = []
+    for name, m in metrics.items():
+        if not isinstance(m, Mapping) or _metric(m, "delta") is None:
+            continue
+        ci = m.get("ci95") or [None, None]
+        items.append((str(name), float(m["delta"]), ci[0], ci[1], m.get("verdict"),
+                      _metric(m, "noise_band")))  # fmt: skip
+    if not items:
+        return None
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 1.2 + 0.5 * len(items)), dpi=100)
+    fig.subplots_adjust(left=0.3, right=0.95, bottom=0.15, top=0.85)
+    ax = fig.add_subplot()
+    ys = np.arange(len(items))[::-1]
+    for y, (_name, d, lo, hi, verdict, band) in zip(ys, items, strict=True):
+        color = {"improved": "tab:green", "regressed": "tab:red"}.get(str(verdict), "tab:grey")
+        if lo is not None and hi is not None:
+            ax.errorbar(d, y, xerr=[[d - lo], [hi - d]], fmt="o", color=color, capsize=4)
+        else:
+            ax.plot(d, y, "o", color=color)
+        if band is not None:
+            ax.fill_betweenx([y - 0.3, y + 0.3], -band, band, color="orange", alpha=0.2)
+        ax.annotate(f"{d:+.3f} {verdict or ''}", (d, y), textcoords="offset points",
+                    xytext=(0, 7), ha="center", fontsize=8)  # fmt: skip
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([i[0] for i in items])
+    ax.set_xlabel("after − before (paired by task, 95% interval)")
+    ax.set_title(title or f"paired deltas: {report.get('headline_verdict', '')}")
+    return fig
+
+
 def stage_figures(
-    stage: str, rows: Iterable[Mapping[str, Any]], report: Mapping[str, Any] | None = None
+    stage: str,
+    rows: Iterable[Mapping[str, Any]],
+    report: Mapping[str, Any] | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    band: tuple[float, float] | None = (0.2, 0.8),
 ) -> dict[str, Figure]:
-    """``{artifact file name: Figure}`` for one stage; empty when its rows carry no grades."""
+    """``{artifact file name: Figure}`` for one stage; empty when its rows carry no grades
+    (a ``compare`` stage's report gets its delta plot)."""
     rows = list(rows)
     out: dict[str, Figure] = {}
-    hist = pass_rate_histogram(rows, title=f"{stage}: per-task pass rate")
+    if (
+        isinstance(report, Mapping)
+        and isinstance(report.get("metrics"), Mapping)
+        and ("headline_verdict" in report)
+    ):
+        delta = delta_figure(report, title=f"{stage}: paired deltas")
+        if delta is not None:
+            out["delta.png"] = delta
+    hist = pass_rate_histogram(rows, title=f"{stage}: per-task pass rate", band=band)
     if hist is None:
         return out
     out["pass_rate_hist.png"] = hist
+    head = headline_figure(metrics or {}, report, title=f"{stage}: pass@1 / pass^k / pass@k")
+    if head is not None:
+        out["headline.png"] = head
     curve = pass_at_k_figure(rows, report, title=f"{stage}: pass@k / pass^k")
     if curve is not None:
         out["pass_at_k.png"] = curve

@@ -1,0 +1,94 @@
+"""Run names and descriptions: a run reads as what the user changed and what came out."""
+
+from __future__ import annotations
+
+from wai_exp.tracking.summary import StageNote, describe_run, run_name, split_knobs
+
+
+def test_run_name_is_the_preset_then_the_overrides():
+    assert run_name("eval", ["+experiment=eval", "agent.skill=0.6", "seed=1"]) == (
+        "eval agent.skill=0.6 seed=1"
+    )
+    # bookkeeping overrides say where the run is recorded, not what it computes
+    assert run_name("eval", ["tracking=none", "hydra/launcher=joblib", "cache.enabled=false"]) == (
+        "eval"
+    )
+    assert run_name(None, ["+simulate.tasks=/data/runs/2026/rows.jsonl"]) == (
+        "run simulate.tasks=rows.jsonl"
+    )
+    long = run_name("eval", ["agent.system_prompt=" + "x" * 100])
+    assert long == "eval agent.system_prompt=" + "x" * 23 + "…"
+    many = run_name("eval", [f"world.k{i}=1234567890" for i in range(30)])
+    assert len(many) <= 120 and many.endswith("more")
+    assert run_name("eval", ["seed=0,1"], prefix="sweep") == "sweep eval seed=0,1"
+
+
+def _stages(gate_checks=None, verdict="passed", warnings=()):
+    return [
+        StageNote("simulate", "simulate", {"rows_out": 1000}, {}),
+        StageNote(
+            "grade",
+            "grade",
+            {
+                "pass_at_1": 0.707,
+                "pass_at_1_ci_lo": 0.658,
+                "pass_at_1_ci_hi": 0.753,
+                "pass_pow_k": 0.424,
+                "pass_at_k": 0.938,
+            },
+            {"n_groups": 147, "k": 4},
+        ),  # fmt: skip
+        StageNote("optimize", "optimize", {"rows_kept": 359, "rows_in": 1000}, {}),
+        StageNote(
+            "publish_gate",
+            "publish_gate",
+            {},
+            {
+                "verdict": verdict,
+                "checks": gate_checks or {"graded": True},
+                "warnings": list(warnings),
+            },
+        ),
+    ]
+
+
+def test_description_states_the_answer():
+    note = describe_run(
+        _stages(), preset="rl_round", overrides=["seed=1"], config_hash="abcdef1234567890",
+        gate_verdict="passed",
+    )  # fmt: skip
+    assert "### pass@1 0.707 (95% CI 0.658–0.753) over 147 tasks" in note
+    assert "pass^4 0.424 (interval not measured) · pass@4 0.938" in note
+    assert "**Publish gate: PASSED**" in note
+    assert "**Rows kept:** 359 of 1000 made (optimize)" in note
+    assert "**Warnings:** none" in note
+    assert "overrides: seed=1" in note and "config abcdef123456" in note
+
+
+def test_description_names_failed_and_not_run_checks_and_warnings():
+    note = describe_run(
+        _stages({"graded": True, "mixed_group": False, "hack_free": None}, "refused",
+                ["band too narrow"]),
+        preset="rl_round", overrides=[], config_hash="h", gate_verdict="refused",
+        gate_reason="no mixed group",
+    )  # fmt: skip
+    assert "**Publish gate: REFUSED** — no mixed group" in note
+    assert "failed checks: mixed_group" in note and "checks not run: hack_free" in note
+    assert "- publish_gate: band too narrow" in note
+
+
+def test_description_says_unmeasured_instead_of_zero():
+    note = describe_run(
+        [StageNote("simulate", "simulate", {"rows_out": 5}, {})],
+        preset=None, overrides=[], config_hash="h", status="FAILED", error="boom",
+    )  # fmt: skip
+    assert note.startswith("**Run FAILED**: boom")
+    assert "pass@1 not measured" in note and "0.000" not in note
+    assert "**Publish gate:** not run" in note
+    assert "rows kept: not measured" in note
+
+
+def test_only_changed_knobs_become_params():
+    knobs = {"concurrency": 8, "k": 4, "seed": 3, "world": {}, "mystery": 1, "band": [0.2, 0.8]}
+    defaults = {"concurrency": 16, "k": 4, "seed": 0, "world": {}, "band": (0.2, 0.8)}
+    assert split_knobs(knobs, defaults, skip=("seed", "world")) == {"concurrency": 8, "mystery": 1}

@@ -1,0 +1,285 @@
+"""What a run's MLflow record says at a glance: its name, its markdown description, its
+headline metrics and which knobs become params. Pure functions over plain data (no MLflow).
+
+- :func:`run_name`: the preset, then the overrides the user typed (``eval agent.skill=0.6
+  seed=1``), with long values shortened and bookkeeping overrides (tracking, cache, hydra,
+  the preset pick itself) left out.
+- :func:`headline_metrics`: short, readable metric names for the answer (``pass_at_1``,
+  ``pass_at_1_ci_lo`` ... ``rows_kept``), taken from the stage metrics.
+- :func:`describe_run`: the markdown for ``mlflow.note.content``: pass@1 with its interval,
+  pass^k and pass@k, the gate verdict with failed and not-run checks, rows kept of rows made,
+  and every stage's warnings. A number that was not measured is said to be unmeasured.
+- :func:`split_knobs`: engine knobs that differ from the knob table's default (the params),
+  apart from the full table (an artifact).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "HEADLINE_KEYS",
+    "StageNote",
+    "describe_run",
+    "headline_metrics",
+    "run_name",
+    "shorten_override",
+    "split_knobs",
+]
+
+#: Override keys that say where or how a run is recorded, not what it computes.
+_BOOKKEEPING = ("tracking", "cache", "hydra", "name")
+#: Longest value kept whole in a run name; longer ones keep their head and an ellipsis.
+MAX_VALUE_CHARS = 24
+#: Longest run name; further overrides are counted ("+3 more").
+MAX_NAME_CHARS = 120
+
+#: Headline metric name -> the stage metric it copies, in the order they are logged.
+HEADLINE_KEYS: tuple[tuple[str, str], ...] = (
+    ("pass_at_1", "pass_at_1"),
+    ("pass_at_1_ci_lo", "pass_at_1_ci_lo"),
+    ("pass_at_1_ci_hi", "pass_at_1_ci_hi"),
+    ("pass_pow_k", "pass_pow_k"),
+    ("pass_pow_k_ci_lo", "pass_pow_k_ci_lo"),
+    ("pass_pow_k_ci_hi", "pass_pow_k_ci_hi"),
+    ("pass_at_k", "pass_at_k"),
+    ("pass_at_k_ci_lo", "pass_at_k_ci_lo"),
+    ("pass_at_k_ci_hi", "pass_at_k_ci_hi"),
+)
+
+
+def shorten_override(override: str) -> str | None:
+    """One override as it reads in a run name, or None when it is bookkeeping.
+
+    ``+experiment=eval`` (the preset, named first anyway), ``tracking.*``, ``cache.*``,
+    ``hydra.*``/``hydra/launcher=...`` and ``name=`` are left out. A leading ``+``/``++``
+    goes; a path value keeps its last part; a value longer than 24 characters keeps its head
+    and ``…``. Never raises.
+    """
+    text = str(override).strip()
+    body = text.lstrip("+~")
+    key, sep, value = body.partition("=")
+    root = key.split(".", 1)[0].split("/", 1)[0]
+    if not sep:
+        return text or None  # a deletion (~key) is something the user changed
+    if key == "experiment" or root in _BOOKKEEPING:
+        return None
+    if "/" in value and "," not in value:
+        value = value.rstrip("/").rsplit("/", 1)[-1] or value
+    if len(value) > MAX_VALUE_CHARS:
+        value = value[: MAX_VALUE_CHARS - 1] + "…"
+    return f"{key}={value}"
+
+
+def run_name(preset: str | None, overrides: Sequence[str], *, prefix: str = "") -> str:
+    """``[prefix ]<preset> <override> ...`` (e.g. ``eval agent.skill=0.6 seed=1``).
+
+    ``preset`` None names the run ``run``. Overrides keep the order typed; past 120
+    characters the rest are counted as ``+N more``. Never raises.
+    """
+    parts = [p for p in (shorten_override(o) for o in overrides) if p]
+    head = " ".join(x for x in (prefix, preset or "run") if x)
+    name = head
+    for i, part in enumerate(parts):
+        more = len(parts) - i
+        if len(name) + 1 + len(part) > MAX_NAME_CHARS - (len(f" +{more} more") if more > 1 else 0):
+            return f"{name} +{more} more"
+        name = f"{name} {part}"
+    return name
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool | str):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def headline_metrics(stage_metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The graded stage's answer under short names (see :data:`HEADLINE_KEYS`), in logging
+    order; a metric the stage did not measure is absent, never 0."""
+    out: dict[str, float] = {}
+    for short, key in HEADLINE_KEYS:
+        v = _num(stage_metrics.get(key))
+        if v is not None:
+            out[short] = v
+    return out
+
+
+class StageNote:
+    """What the description needs from one finished stage (filled by the tracker)."""
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        metrics: Mapping[str, Any] | None,
+        report: Mapping[str, Any] | None,
+        cached: bool = False,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.metrics = dict(metrics or {})
+        self.report = dict(report or {}) if isinstance(report, Mapping) else {}
+        self.cached = cached
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "not measured" if v is None else f"{v:.{digits}f}"
+
+
+def _interval(lo: Any, hi: Any) -> str:
+    lo, hi = _num(lo), _num(hi)
+    if lo is None or hi is None:
+        return "interval not measured"
+    return f"95% CI {lo:.3f}–{hi:.3f}"
+
+
+def _gate_lines(gate: StageNote | None, verdict: str | None, reason: str | None) -> list[str]:
+    if gate is None and verdict is None:
+        return ["**Publish gate:** not run in this pipeline"]
+    report = gate.report if gate is not None else {}
+    word = str(verdict or report.get("verdict") or "not run").upper()
+    checks = report.get("checks") if isinstance(report.get("checks"), Mapping) else {}
+    failed = [k for k, ok in checks.items() if ok is False]
+    not_run = [k for k, ok in checks.items() if ok is None]
+    passed = [k for k, ok in checks.items() if ok is True]
+    line = f"**Publish gate: {word}**"
+    why = reason or "; ".join(str(r) for r in report.get("reasons") or [])
+    if why and word != "PASSED":
+        line += f" — {why}"
+    out = [line]
+    detail = []
+    if failed:
+        detail.append("failed checks: " + ", ".join(failed))
+    if not_run:
+        detail.append("checks not run: " + ", ".join(not_run))
+    if passed:
+        detail.append("passed: " + ", ".join(passed))
+    if detail:
+        out.append("- " + "; ".join(detail))
+    return out
+
+
+def describe_run(
+    stages: Sequence[StageNote],
+    *,
+    preset: str | None,
+    overrides: Sequence[str],
+    config_hash: str,
+    status: str = "FINISHED",
+    gate_verdict: str | None = None,
+    gate_reason: str | None = None,
+    error: str | None = None,
+    version: str | None = None,
+) -> str:
+    """The run's markdown description: the answer first, then how it was made.
+
+    ``stages`` in pipeline order. pass@1 comes from every stage reporting ``pass_at_1`` (one
+    line each), with its interval and the k-way numbers, or "not measured" with the reason.
+    Rows kept come from the last stage reporting ``rows_kept``, rows made from the
+    ``simulate`` stages' ``rows_out``. Warnings are every stage report's ``warnings`` list.
+    Never raises on odd inputs.
+    """
+    out: list[str] = []
+    if status != "FINISHED":
+        out.append(f"**Run {status}**" + (f": {error}" if error else ""))
+        out.append("")
+    graded = [s for s in stages if _num(s.metrics.get("pass_at_1")) is not None]
+    for s in graded:
+        m = s.metrics
+        where = f" ({s.name})" if len(graded) > 1 else ""
+        n = s.report.get("n_groups")
+        over = f" over {n} tasks" if isinstance(n, int) else ""
+        out.append(
+            f"### pass@1{where} {_fmt(_num(m['pass_at_1']))} "
+            f"({_interval(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}){over}"
+        )
+        k = s.report.get("k")
+        kk = k if isinstance(k, int) else "k"
+        pow_k, at_k = _num(m.get("pass_pow_k")), _num(m.get("pass_at_k"))
+        if pow_k is None and at_k is None:
+            note = s.report.get("note") or "not enough repeats per task"
+            out.append(f"pass^k and pass@k: not measured ({note})")
+        else:
+            out.append(
+                f"pass^{kk} {_fmt(pow_k)} "
+                f"({_interval(m.get('pass_pow_k_ci_lo'), m.get('pass_pow_k_ci_hi'))}) · "
+                f"pass@{kk} {_fmt(at_k)} "
+                f"({_interval(m.get('pass_at_k_ci_lo'), m.get('pass_at_k_ci_hi'))})"
+            )
+        out.append("")
+    if not graded:
+        kinds = {s.kind for s in stages}
+        why = "no grading stage finished" if kinds else "no stage finished"
+        out.append(f"### pass@1 not measured ({why})")
+        out.append("")
+    gate = next((s for s in reversed(stages) if s.kind == "publish_gate"), None)
+    out.extend(_gate_lines(gate, gate_verdict, gate_reason))
+    out.append("")
+    made = sum(
+        int(_num(s.metrics.get("rows_out")) or 0)
+        for s in stages
+        if s.kind == "simulate" and _num(s.metrics.get("rows_out")) is not None
+    )
+    any_sim = any(s.kind == "simulate" for s in stages)
+    kept = next((s for s in reversed(stages) if _num(s.metrics.get("rows_kept")) is not None), None)
+    if kept is not None:
+        of = f" of {made} made" if any_sim else ""
+        out.append(f"**Rows kept:** {int(kept.metrics['rows_kept'])}{of} ({kept.name})")
+    elif any_sim:
+        out.append(f"**Rows made:** {made}; rows kept: not measured (no selection stage)")
+    else:
+        out.append("**Rows kept:** not measured (no simulate or selection stage)")
+    warnings = [
+        (s.name, str(w))
+        for s in stages
+        for w in (s.report.get("warnings") or [])
+        if isinstance(s.report.get("warnings"), list)
+    ]
+    out.append("")
+    if warnings:
+        out.append(f"**Warnings ({len(warnings)})**")
+        out.extend(f"- {name}: {w}" for name, w in warnings[:20])
+        if len(warnings) > 20:
+            out.append(f"- … {len(warnings) - 20} more in the stages' report.json")
+    else:
+        out.append("**Warnings:** none")
+    out.append("")
+    shown = [o for o in overrides if o]
+    out.append(
+        f"<sub>preset {preset or 'none'} · overrides: {' '.join(shown) or 'none'} · "
+        f"config {config_hash[:12]}" + (f" · wai-exp {version}" if version else "") + "</sub>"
+    )
+    return "\n".join(out).strip() + "\n"
+
+
+def split_knobs(
+    knobs: Mapping[str, Any], defaults: Mapping[str, Any], *, skip: Sequence[str] = ()
+) -> dict[str, Any]:
+    """``{knob: value}`` for the knobs whose value differs from ``defaults`` (a knob the table
+    does not know counts as set). ``skip`` names knobs logged elsewhere (``seed``, ``world``)."""
+    out: dict[str, Any] = {}
+    for key, value in knobs.items():
+        if key in skip:
+            continue
+        if key not in defaults or not _same(value, defaults[key]):
+            out[key] = value
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return float(a) == float(b)
+    return a == b
