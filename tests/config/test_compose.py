@@ -51,7 +51,7 @@ def test_primary_config_defaults():
     assert cfg["simulate"]["runs"] == 1 and cfg["simulate"]["until"] == "compute"
     assert cfg["simulate"]["fault_rate"] is None and cfg["simulate"]["time_budget"] is None
     assert cfg["simulate"]["timeout"] == 300 and cfg["simulate"]["simulator"] is False
-    assert cfg["cache"] == {"enabled": True, "dir": None}
+    assert cfg["cache"] == {"enabled": True, "dir": None, "salt": ""}
     # knobs mirror the knob table, with seed and world following the top level
     expected = knob_defaults()
     expected["writer_temperature"] = list(expected["writer_temperature"])

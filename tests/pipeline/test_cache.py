@@ -2,7 +2,7 @@
 
 import json
 
-from wai_exp.pipeline.cache import MARKER, PARTIAL, StageCache, link_outputs, stage_key
+from wai_exp.pipeline.cache import MARKER, PARTIAL, StageCache, copy_outputs, stage_key
 
 
 def key(**over):
@@ -71,16 +71,20 @@ def test_disabled_cache_never_reuses(tmp_path):
     assert not StageCache(tmp_path, enabled=False).reusable("grade", k)
 
 
-def test_link_outputs_places_every_present_file(tmp_path):
+def test_copy_outputs_places_every_present_file_as_a_copy_not_a_link(tmp_path):
     src, dst = tmp_path / "entry", tmp_path / "run" / "grade"
     src.mkdir()
     (src / "rows.jsonl").write_text("r\n")
     (src / "report.json").write_text("{}\n")
-    placed = link_outputs(src, dst)
+    placed = copy_outputs(src, dst)
     assert sorted(p.name for p in placed) == ["report.json", "rows.jsonl"]
     assert (dst / "rows.jsonl").read_text() == "r\n"
+    assert (dst / "rows.jsonl").stat().st_nlink == 1  # no hard link into the cache
+    with (dst / "rows.jsonl").open("a") as fh:  # an in-place edit in the run folder
+        fh.write("edited\n")
+    assert (src / "rows.jsonl").read_text() == "r\n"
     # placing again (a rerun into the same folder) replaces rather than failing
-    link_outputs(src, dst)
+    copy_outputs(src, dst)
     assert (dst / "report.json").read_text() == "{}\n"
 
 

@@ -206,10 +206,12 @@ class PipelineConfig(_Strict):
 
 
 class CacheConfig(_Strict):
-    """The stage cache: ``dir`` None = ``<start dir>/outputs/.cache``."""
+    """The stage cache: ``dir`` None = ``<start dir>/outputs/.cache``; ``salt`` enters every
+    stage's key (change it to recompute everything without deleting the cache)."""
 
     enabled: bool = True
     dir: str | None = None
+    salt: str | int = ""
 
 
 class RootConfig(_Strict):

@@ -1,24 +1,37 @@
 """Content-addressed stage cache.
 
-A stage's key is the SHA-256 of its kind, its own params, the config sections it reads
-(see ``registry.register(reads=...)``), the keys of the stages it needs, the wai-exp
-version, and a digest of the source file of any user code it calls (a callable agent or
-judge, ``simulate.execute``, a ``_target_`` stage). Identical inputs give identical keys, so
-re-running the same command, or resuming after a crash, finds the work already done; editing
-your agent re-runs what depends on it. (Editing wai-exp itself does not: bump its version,
-set ``cache.enabled=false``, or delete ``outputs/.cache``.)
+A stage's key is the SHA-256 of (DVC's model: the command, its parameters and the contents of
+its dependencies):
+
+* its kind, its own params, the config sections it reads (``registry.register(reads=...)``)
+  and the keys of the stages it needs;
+* the SHA-256 of every file it reads by path (``simulate.tasks``, ``simulate.traces``,
+  ``simulate.spec``);
+* the SHA-256 of the user code it runs (a callable agent or judge, ``simulate.execute``, a
+  ``_target_`` stage) and of every module that code imports from outside the standard
+  library and site-packages (``deps.code_digests``);
+* a digest of wai-exp's own source (every ``.py`` file of the package) and its version;
+* ``cache.salt`` (any string; change it to force a recompute of everything).
 
 Layout (the cache root defaults to ``<start dir>/outputs/.cache``, outside the timestamped
 run folders so every run started from the same directory shares it; ``cache.dir`` moves it)::
 
     outputs/.cache/<stage>-<key[:16]>/
-        rows.jsonl  report.json  report.txt  metrics.json
+        report.json  report.txt  metrics.json
         partial.jsonl       # rows streamed by a long stage while it runs (crash-safe)
-        COMPLETE            # written last: its presence is what "finished" means
+        COMPLETE            # written last: what "finished" means, and what it holds
     outputs/.cache/<stage>-<key[:16]>.lock   # held while the stage computes (see ``lock``)
 
-A directory without ``COMPLETE`` is a stage that was interrupted: it is never read as a
-result, but its ``partial.jsonl`` lets the next run resume instead of starting over.
+Rows are stored once: a stage writes its ``rows.jsonl`` into the run folder of the run that
+computed it, and ``COMPLETE`` records where, with the file's size, line count and SHA-256. A
+run that reuses the entry copies (never links) a copy that still matches that record into its
+own folder and adds its copy to the record; a copy someone edited or truncated is never
+used, and when no recorded copy matches the stage is recomputed, saying why. So a run folder
+shares no file with the cache or with another run, and editing one cannot change another.
+
+A directory without ``COMPLETE`` is a stage that was interrupted (or that ended in a failure,
+see ``runner``): it is never read as a result, but its ``partial.jsonl`` lets the next run
+resume instead of starting over.
 """
 
 from __future__ import annotations
@@ -29,7 +42,9 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +52,15 @@ from wai_exp.rows.jsonl import atomic_write_text
 
 MARKER = "COMPLETE"
 PARTIAL = "partial.jsonl"
-#: Files a finished stage entry holds, copied (hard-linked when possible) into the run dir.
-OUTPUT_FILES = ("rows.jsonl", "report.json", "report.txt", "metrics.json")
+ROWS = "rows.jsonl"
+#: Small files a finished entry holds itself, copied into the run folder.
+ENTRY_FILES = ("report.json", "report.txt", "metrics.json")
+#: Every output file a stage folder gets.
+OUTPUT_FILES = (ROWS, *ENTRY_FILES)
+#: Bumped when the COMPLETE record changes shape: an older record is never trusted.
+RECORD_VERSION = 2
+
+_CHUNK = 1 << 20
 
 
 def _canonical(value: Any) -> str:
@@ -61,10 +83,14 @@ def stage_key(
     sections: Mapping[str, Any],
     input_keys: Iterable[tuple[str, str]],
     version: str = "",
+    *,
+    deps: Mapping[str, Any] | None = None,
 ) -> str:
     """The hex SHA-256 naming a stage's result.
 
-    ``input_keys`` are ``(need name, key)`` pairs; their order does not matter.
+    ``input_keys`` are ``(need name, key)`` pairs; their order does not matter. ``deps`` holds
+    the content digests the config does not show (input files, user code, wai-exp's source,
+    ``cache.salt``; see ``runner``).
     """
     payload = {
         "kind": kind,
@@ -73,7 +99,92 @@ def stage_key(
         "inputs": sorted([list(p) for p in input_keys]),
         "version": version,
     }
+    if deps:
+        payload["deps"] = dict(deps)
     return content_hash(payload)
+
+
+def file_record(path: str | Path) -> dict[str, Any]:
+    """``{"bytes", "lines", "sha256"}`` of a file, read once in 1 MiB chunks (no parsing).
+    Raises ``OSError`` when it cannot be read."""
+    h, lines, size = hashlib.sha256(), 0, 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+            lines += chunk.count(b"\n")
+            size += len(chunk)
+    return {"bytes": size, "lines": lines, "sha256": h.hexdigest()}
+
+
+def _mismatch(name: str, got: Mapping[str, Any], want: Mapping[str, Any]) -> str | None:
+    if got.get("lines") != want.get("lines"):
+        unit = "rows" if name == ROWS else "lines"
+        return f"{name} has {got.get('lines')} {unit}, its COMPLETE record says {want.get('lines')}"
+    if got.get("bytes") != want.get("bytes"):
+        return f"{name} is {got.get('bytes')} bytes, its COMPLETE record says {want.get('bytes')}"
+    if got.get("sha256") != want.get("sha256"):
+        return f"{name} content differs from its COMPLETE record (edited after it was written)"
+    return None
+
+
+def check_file(path: Path, want: Mapping[str, Any]) -> str | None:
+    """None when ``path`` matches its record, else why not (missing, size, rows, hash). The
+    size is checked first, so a truncated file costs a ``stat``, not a read."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return f"{path.name} is missing"
+    if size != want.get("bytes"):
+        return f"{path.name} is {size} bytes, its COMPLETE record says {want.get('bytes')}"
+    try:
+        got = file_record(path)
+    except OSError as exc:
+        return f"{path.name} cannot be read ({exc})"
+    return _mismatch(path.name, got, want)
+
+
+def copy_checked(src: Path, dst: Path, want: Mapping[str, Any]) -> str | None:
+    """Copy ``src`` to ``dst`` (atomically, never a link), hashing the bytes as they are
+    copied; keep the copy only when it matches ``want``. Returns None on success, else why
+    not (and ``dst`` is left as it was)."""
+    try:
+        if src.stat().st_size != want.get("bytes"):
+            return (
+                f"{src} is {src.stat().st_size} bytes, its COMPLETE record says {want.get('bytes')}"
+            )
+    except OSError:
+        return f"{src} is missing"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    h, lines, size = hashlib.sha256(), 0, 0
+    try:
+        with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
+            while chunk := fin.read(_CHUNK):
+                h.update(chunk)
+                lines += chunk.count(b"\n")
+                size += len(chunk)
+                fout.write(chunk)
+        why = _mismatch(dst.name, {"bytes": size, "lines": lines, "sha256": h.hexdigest()}, want)
+        if why is not None:
+            Path(tmp).unlink(missing_ok=True)
+            return f"{src}: {why}"
+        os.replace(tmp, dst)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        return f"{src} cannot be copied ({exc})"
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return None
+
+
+@dataclass
+class Hit:
+    """A finished entry that still matches its record: the marker's content, and where a
+    verified copy of its rows now is (``rows_path``, in the run folder it was placed in)."""
+
+    info: dict[str, Any]
+    rows_path: Path
 
 
 class StageCache:
@@ -112,19 +223,83 @@ class StageCache:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def is_complete(self, stage: str, key: str) -> bool:
-        """True when the entry finished and its marker names this exact key."""
-        marker = self.entry(stage, key) / MARKER
-        if not marker.is_file():
-            return False
+    def info(self, stage: str, key: str) -> dict[str, Any]:
+        """What the marker recorded (seconds, status, files ...), ``{}`` when unreadable."""
         try:
-            return json.loads(marker.read_text()).get("key") == key
+            info = json.loads((self.entry(stage, key) / MARKER).read_text())
         except (OSError, ValueError):
-            return False
+            return {}
+        return info if isinstance(info, dict) else {}
+
+    def is_complete(self, stage: str, key: str) -> bool:
+        """True when the entry has a marker naming this exact key (its files unchecked)."""
+        return self.info(stage, key).get("key") == key
+
+    def check(self, stage: str, key: str) -> tuple[dict[str, Any] | None, str | None]:
+        """``(record, None)`` when the entry finished and every file it holds matches its
+        COMPLETE record; ``(None, why)`` when there is a record that cannot be trusted;
+        ``(None, None)`` when the stage never finished at this key (a plain miss)."""
+        entry = self.entry(stage, key)
+        if not (entry / MARKER).exists():
+            return None, None
+        info = self.info(stage, key)
+        if info.get("key") != key:
+            return None, "its COMPLETE record is unreadable or names another key"
+        if info.get("record") != RECORD_VERSION or not isinstance(info.get("files"), dict):
+            return None, "its COMPLETE record has no content hashes (an older wai-exp wrote it)"
+        files = info["files"]
+        for name in ENTRY_FILES:
+            if name in files:
+                why = check_file(entry / name, files[name])
+                if why is not None:
+                    return None, why
+        return info, None
+
+    def place(
+        self, stage: str, key: str, info: Mapping[str, Any], dst: Path
+    ) -> tuple[Hit | None, str | None]:
+        """Copy a checked entry's files into the stage folder ``dst``: its small files, and
+        the first recorded copy of its rows that still matches the record (hashed as it is
+        copied). The new copy is added to the record. ``(Hit, None)`` on success, else
+        ``(None, why)`` and ``dst`` holds no rows from this entry."""
+        entry = self.entry(stage, key)
+        rows = info["files"].get(ROWS)
+        target = dst / ROWS
+        if rows is not None:
+            reasons = []
+            placed = False
+            for where in rows.get("paths") or []:
+                src = Path(where)
+                if src.resolve() == target.resolve():
+                    why = check_file(src, rows)  # this very folder: check, no copy
+                else:
+                    why = copy_checked(src, target, rows)
+                if why is None:
+                    placed = True
+                    break
+                reasons.append(why)
+            if not placed:
+                gone = "; ".join(reasons) if reasons else "no copy of its rows is recorded"
+                return None, f"no recorded copy of rows.jsonl matches its COMPLETE record ({gone})"
+            paths = [p for p in rows.get("paths") or [] if Path(p).exists()]
+            if str(target) not in paths:
+                self._record_paths(stage, key, [*paths, str(target)])
+        copy_outputs(entry, dst, ENTRY_FILES)
+        return Hit(info=dict(info), rows_path=target), None
+
+    def _record_paths(self, stage: str, key: str, paths: list[str]) -> None:
+        info = self.info(stage, key)
+        if info.get("key") != key:
+            return
+        info["files"][ROWS]["paths"] = paths
+        atomic_write_text(
+            self.entry(stage, key) / MARKER, json.dumps(info, sort_keys=True, default=str) + "\n"
+        )
 
     def reusable(self, stage: str, key: str) -> bool:
-        """True when the cache is on and ``stage``'s entry under ``key`` finished."""
-        return self.enabled and self.is_complete(stage, key)
+        """True when the cache is on and ``stage``'s entry under ``key`` finished and its
+        files match its record (the rows copies are checked when placed)."""
+        return self.enabled and self.check(stage, key)[0] is not None
 
     def prepare(self, stage: str, key: str) -> Path:
         """Create (or reopen) the entry for writing. A stale marker is removed first, so a
@@ -135,29 +310,34 @@ class StageCache:
         (path / MARKER).unlink(missing_ok=True)
         return path
 
-    def mark_complete(self, stage: str, key: str, info: Mapping[str, Any]) -> None:
-        """Write the marker last, atomically; drop the partial file it supersedes."""
+    def mark_complete(
+        self,
+        stage: str,
+        key: str,
+        info: Mapping[str, Any],
+        rows_path: Path | None = None,
+        rows_record: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Write the marker last, atomically; drop the partial file it supersedes. The marker
+        records the size, line count and SHA-256 of each small file in the entry and of the
+        rows file (``rows_record``, computed by the writer, or read from ``rows_path``), and
+        where the rows are. Returns the record written."""
         path = self.entry(stage, key)
+        files: dict[str, Any] = {
+            name: file_record(path / name) for name in ENTRY_FILES if (path / name).exists()
+        }
+        if rows_path is not None:
+            rec = dict(rows_record) if rows_record is not None else file_record(rows_path)
+            files[ROWS] = {**rec, "paths": [str(Path(rows_path).resolve())]}
+        record = {"key": key, "record": RECORD_VERSION, **info, "files": files}
         (path / PARTIAL).unlink(missing_ok=True)
-        atomic_write_text(
-            path / MARKER, json.dumps({"key": key, **info}, sort_keys=True, default=str) + "\n"
-        )
-
-    def info(self, stage: str, key: str) -> dict[str, Any]:
-        """What the marker recorded (seconds, status ...), ``{}`` when unreadable."""
-        try:
-            return json.loads((self.entry(stage, key) / MARKER).read_text())
-        except (OSError, ValueError):
-            return {}
+        atomic_write_text(path / MARKER, json.dumps(record, sort_keys=True, default=str) + "\n")
+        return record
 
 
-def link_outputs(src: Path, dst: Path, names: Iterable[str] = OUTPUT_FILES) -> list[Path]:
-    """Put the entry's outputs into a run's stage folder: a hard link when the two share a
-    filesystem (no copy of a large rows file), else a copy. Returns the files placed.
-
-    Files are written once and never modified in place (every writer replaces atomically),
-    so a hard link cannot be changed behind a run's back.
-    """
+def copy_outputs(src: Path, dst: Path, names: Iterable[str] = OUTPUT_FILES) -> list[Path]:
+    """Copy the entry's files into a run's stage folder (a copy, never a hard link: a user's
+    edit in the run folder must not reach the cache). Returns the files placed."""
     dst.mkdir(parents=True, exist_ok=True)
     placed = []
     for name in names:
@@ -165,11 +345,15 @@ def link_outputs(src: Path, dst: Path, names: Iterable[str] = OUTPUT_FILES) -> l
         if not s.exists():
             continue
         d = dst / name
-        if d.exists() or d.is_symlink():
+        if d.is_symlink():
             d.unlink()
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dst)
+        os.close(fd)
         try:
-            os.link(s, d)
-        except OSError:
-            shutil.copy2(s, d)
+            shutil.copyfile(s, tmp)
+            os.replace(tmp, d)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         placed.append(d)
     return placed

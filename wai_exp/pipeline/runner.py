@@ -26,7 +26,6 @@ computed versus what the orchestration around it cost.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -41,7 +40,8 @@ from typing import Any, TextIO
 from wai_exp.pipeline import cache as cache_mod
 from wai_exp.pipeline.dag import StageSpec, plan
 from wai_exp.pipeline.registry import NOT_COMPUTED_FROM, StageContext, StageResult, resolve
-from wai_exp.rows.jsonl import atomic_write_text, read_rows, write_json, write_rows
+from wai_exp.pipeline.stored_rows import StoredRows, write_rows_recorded
+from wai_exp.rows.jsonl import atomic_write_text, write_json
 from wai_exp.tracking import NullTracker
 
 EXIT_OK = 0
@@ -67,8 +67,11 @@ class StageOutcome:
     computed_s: float | None = None
     #: rows the stage's inputs handed it (None for a stage with no inputs)
     rows_in: int | None = None
-    #: rollout ids of those input rows, to tell a filtering stage from one that makes new rows
-    input_ids: frozenset[str] | None = None
+    #: input rows it left out, for a stage that passes on a subset of them by rollout id
+    #: (None for a stage that makes new rows or writes none)
+    rows_dropped: int | None = None
+    #: why a cache entry at this key was not reused (None: reused, or there was none)
+    stale: str | None = None
 
 
 @dataclass
@@ -184,58 +187,55 @@ def _sections(kind_reads: tuple[str, ...] | None, config: Mapping[str, Any]) -> 
     return {k: config.get(k) for k in kind_reads}
 
 
-def _module_digest(path: str) -> str:
-    """SHA-256 (16 hex) of the source file defining ``package.module[:.]attr``; "" if unknown."""
-    import importlib.util
+def stage_deps(
+    config: Mapping[str, Any],
+    sections: Mapping[str, Any],
+    params: Mapping[str, Any],
+    target: str | None,
+    start_dir: Path,
+) -> dict[str, Any]:
+    """What enters a stage's key besides its config: the SHA-256 of each file it reads
+    (``files``), of each user module it runs or imports (``code``), of wai-exp's own source
+    (``wai_exp``) and ``cache.salt`` (``salt``). See ``pipeline/deps.py``."""
+    from wai_exp.pipeline import deps
 
-    module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return ""
-    if spec is None or not spec.origin or not Path(spec.origin).is_file():
-        return ""
-    return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:16]
-
-
-def user_code(sections: Mapping[str, Any], target: str | None = None) -> dict[str, str]:
-    """Digests of the user code a stage's result depends on: a callable agent or judge, a
-    user world (``simulate.execute``) and the stage's own ``_target_``. They go into the cache
-    key, so editing your agent and re-running re-simulates instead of reusing stale rows."""
-    named = []
-    agent = sections.get("agent")
-    if isinstance(agent, Mapping) and agent.get("kind") == "callable" and agent.get("target"):
-        named.append(str(agent["target"]))
-    judge = sections.get("judge")
-    if isinstance(judge, Mapping) and judge.get("kind") == "callable" and judge.get("target"):
-        named.append(str(judge["target"]))
-    sim = sections.get("simulate")
-    if isinstance(sim, Mapping) and sim.get("execute"):
-        named.append(str(sim["execute"]))
-    if target:
-        named.append(target)
-    return {path: _module_digest(path) for path in named}
+    out: dict[str, Any] = {"wai_exp": deps.source_digest()}
+    files = deps.input_files(sections, params, start_dir)
+    if files:
+        out["files"] = files
+    code = deps.code_digests(deps.code_targets(sections, params, target))
+    if code:
+        out["code"] = code
+    salt = (config.get("cache") or {}).get("salt")
+    if salt:
+        out["salt"] = str(salt)
+    return out
 
 
-def _load(entry: Path) -> StageResult:
-    info = json.loads((entry / cache_mod.MARKER).read_text())
-    rows_path = entry / "rows.jsonl"
+def _load(entry: Path, hit: cache_mod.Hit) -> StageResult:
+    """A reused stage's result. Its rows stay on disk (``StoredRows``): nothing is parsed."""
+    rows = hit.info["files"].get(cache_mod.ROWS)
+    count = int(rows["lines"]) if rows else 0
     return StageResult(
-        rows=read_rows(rows_path) if rows_path.exists() else [],
+        rows=StoredRows(hit.rows_path, count),
         report=json.loads((entry / "report.json").read_text()),
         text=(entry / "report.txt").read_text() if (entry / "report.txt").exists() else "",
         metrics=json.loads((entry / "metrics.json").read_text()),
-        tags=dict(info.get("tags") or {}),
+        tags=dict(hit.info.get("tags") or {}),
     )
 
 
-def _write(entry: Path, result: StageResult) -> None:
-    write_rows(entry / "rows.jsonl", result.rows)
+def _write(entry: Path, stage_dir: Path, result: StageResult) -> tuple[dict[str, Any], frozenset]:
+    """Write the rows once, into the run's stage folder, and the small files into the entry
+    (copied to the stage folder). Returns the rows file's record and the rows' ids."""
+    record, ids = write_rows_recorded(stage_dir / cache_mod.ROWS, result.rows)
     write_json(entry / "report.json", result.report)
     atomic_write_text(
         entry / "report.txt", result.text if result.text.endswith("\n") else result.text + "\n"
     )
     write_json(entry / "metrics.json", {k: float(v) for k, v in result.metrics.items()})
+    cache_mod.copy_outputs(entry, stage_dir, cache_mod.ENTRY_FILES)
+    return record, ids
 
 
 def _check_result(name: str, result: Any) -> StageResult:
@@ -447,12 +447,24 @@ class _Run:
     blocked: dict[str, str] = field(default_factory=dict)
     #: progress lines redraw in place (off when stages run side by side)
     redraw: bool = True
+    #: stage -> its rows on disk, handed to later stages once the tracker has the stage
+    stored: dict[str, StoredRows] = field(default_factory=dict)
+    #: stage -> rows_in / rows_dropped of a stage just computed
+    last_counts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def stage(self, spec: StageSpec, kind: Any, head: str) -> StageOutcome:
         """Run (or reuse, or skip) one stage, place its files, hand them to the tracker."""
         out = self.execute(spec, kind, head)
         self.record(out)
         return out
+
+    def release(self, name: str) -> None:
+        """Swap a computed stage's in-memory rows for its file: later stages read them from
+        disk, so the run never holds every stage's rows at once."""
+        stored = self.stored.pop(name, None)
+        result = self.results.get(name)
+        if stored is not None and result is not None:
+            result.rows = stored
 
     def execute(self, spec: StageSpec, kind: Any, head: str) -> StageOutcome:
         """Run (or reuse, or skip) one stage and place its files. No tracker calls, so it can
@@ -461,13 +473,14 @@ class _Run:
 
         t0 = time.perf_counter()
         sections = _sections(kind.reads, self.config)
-        code = user_code(sections, spec.target)
+        deps = stage_deps(self.config, sections, spec.params, spec.target, self.start_dir)
         key = cache_mod.stage_key(
             kind.name,
             spec.params,
-            {**sections, "_user_code": code} if code else sections,
+            sections,
             [(n, self.keys[n]) for n in spec.needs if n in self.keys],
             __version__,
+            deps=deps,
         )
         self.keys[spec.name] = key
         stage_dir = self.run_dir / spec.name
@@ -478,38 +491,47 @@ class _Run:
             return StageOutcome(spec.name, kind.name, key, "skipped", stage_dir, error=why)
 
         entry = self.cache.entry(spec.name, key)
+        rel = os.path.relpath(entry, self.start_dir)
         compute_s = 0.0
+        hit: cache_mod.Hit | None = None
         waiting = f"{head}: another run is computing it; waiting"
         with self.cache.lock(spec.name, key, on_wait=lambda: _say(self.stream, waiting)):
             # Checked under the lock: a parallel sweep job with the same key may have just
             # finished it, and then this job reuses it instead of computing it twice.
-            reuse = self.cache.reusable(spec.name, key)
-            if not reuse:
-                result, status, compute_s = self.compute(spec, kind, entry, key, head)
+            stale = None
+            if self.cache.enabled:
+                record, stale = self.cache.check(spec.name, key)
+                if record is not None:
+                    hit, stale = self.cache.place(spec.name, key, record, stage_dir)
+            if hit is None:
+                if stale:
+                    _say(self.stream, f"{head}: not reusing {rel}: {stale}; recomputing")
+                result, status, compute_s = self.compute(spec, kind, entry, key, head, stale)
         computed_s = None
-        if reuse:
-            result = _load(entry)
-            info = self.cache.info(spec.name, key)
+        counts: dict[str, Any] = {}
+        if hit is not None:
+            result = _load(entry, hit)
+            info = hit.info
             if isinstance(info.get("seconds"), int | float):
                 computed_s = float(info["seconds"])
             status = "refused" if info.get("status") == "refused" else "cached"
-            rel = os.path.relpath(entry, self.start_dir)
+            counts = dict(info.get("counts") or {})
             seconds = info.get("seconds", 0)
             _say(
                 self.stream,
                 f"{head}: cached, reusing {rel} (key {key[:12]}; computed in {seconds:.1f} s)",
             )
-        cache_mod.link_outputs(entry, stage_dir)
+        else:
+            counts = self.last_counts.pop(spec.name, {})
         if status == "refused":
             self.blocked[spec.name] = f"{spec.name} refused"
         self.results[spec.name] = result
         overhead = time.perf_counter() - t0 - compute_s
-        given = [r for n in spec.needs for r in self.results[n].rows] if spec.needs else None
         return StageOutcome(
             spec.name, kind.name, key, status, stage_dir, compute_s=compute_s, overhead_s=overhead,
-            result=result, cached=reuse, computed_s=computed_s,
-            rows_in=None if given is None else len(given),
-            input_ids=None if given is None else frozenset(str(r.get("rollout_id")) for r in given),
+            result=result, cached=hit is not None, computed_s=computed_s,
+            rows_in=counts.get("rows_in"), rows_dropped=counts.get("rows_dropped"),
+            stale=stale if hit is None else None,
         )  # fmt: skip
 
     def record(self, out: StageOutcome) -> None:
@@ -533,6 +555,7 @@ class _Run:
         )  # fmt: skip
         if result.tags:
             self.tracker.set_tags(dict(result.tags))
+        self.release(out.name)
         out.overhead_s += time.perf_counter() - t0
 
     def run_parallel(
@@ -583,10 +606,12 @@ class _Run:
             yield out
 
     def compute(
-        self, spec: StageSpec, kind: Any, entry: Path, key: str, head: str
+        self, spec: StageSpec, kind: Any, entry: Path, key: str, head: str, stale: str | None
     ) -> tuple[StageResult, str, float]:
-        """Run one stage into its cache entry; the marker is written last. Returns
-        (result, "ran" | "refused", compute seconds)."""
+        """Run one stage: rows into the run's stage folder, the rest into its cache entry, the
+        marker last. Returns (result, "ran" | "refused", compute seconds). A result whose run
+        ended in a failure stop reason raises ``StageFailed`` after its rows are written, and
+        gets no marker: it is not a finished stage, so the same command computes it again."""
         self.cache.prepare(spec.name, key)
         inputs = {n: self.results[n] for n in spec.needs}
         progress = ProgressLine(spec.name, self.stream, redraw=self.redraw)
@@ -609,14 +634,85 @@ class _Run:
         finally:
             progress.close()
         compute_s = time.perf_counter() - tc
-        _write(entry, result)
-        self.cache.mark_complete(spec.name, key, {
-            "stage": spec.name, "kind": kind.name, "status": status,
-            "seconds": round(compute_s, 3), "tags": result.tags, "rows": len(result.rows),
-        })  # fmt: skip
+        if stale:
+            # The run says why it did not reuse the entry: on the terminal (above), in the
+            # stage's report and its text block.
+            result.report["cache"] = {"recomputed_because": stale}
+            result.text = (result.text.rstrip("\n") + "\n" if result.text else "") + (
+                f"cache: recomputed, the entry was not reused: {stale}\n"
+            )
+        failure = failure_reason(result)
+        stage_dir = self.run_dir / spec.name
+        rows_record, ids = _write(entry, stage_dir, result)
+        n_rows = int(rows_record["lines"])
+        counts = _counts(inputs, ids, n_rows)
+        if failure is not None:
+            raise StageFailed(
+                f"{failure}; its {n_rows} rows are in {stage_dir / cache_mod.ROWS}, it is not "
+                "cached, and re-running the same command resumes it"
+            )
+        self.cache.mark_complete(
+            spec.name,
+            key,
+            {
+                "stage": spec.name, "kind": kind.name, "status": status,
+                "seconds": round(compute_s, 3), "tags": result.tags, "rows": n_rows,
+                "counts": counts,
+            },
+            rows_path=stage_dir / cache_mod.ROWS,
+            rows_record=rows_record,
+        )  # fmt: skip
+        self.last_counts[spec.name] = counts
+        self.stored[spec.name] = StoredRows(stage_dir / cache_mod.ROWS, n_rows, ids)
         verdict = "REFUSED" if status == "refused" else "done"
-        _say(self.stream, f"{head}: {verdict} in {compute_s:.1f} s ({len(result.rows)} rows)")
+        _say(self.stream, f"{head}: {verdict} in {compute_s:.1f} s ({n_rows} rows)")
         return result, status, compute_s
+
+
+class StageFailed(RuntimeError):
+    """A stage returned, but its run ended in a failure stop reason (a dead agent ...)."""
+
+
+#: ``stopped_because`` values that mean the stage did not finish its work.
+FAILURE_STOPS = frozenset({"dead_agent", "agent_failed", "failed", "error", "crashed"})
+
+
+def failure_reason(result: StageResult) -> str | None:
+    """Why a returned result is not a finished stage, or None. A stage that reports a
+    failure stop reason (``stopped_because`` in its tags or report, also per run) failed,
+    whatever rows it returned."""
+    report = result.report if isinstance(result.report, dict) else {}
+    stops = [result.tags.get("stopped_because"), report.get("stopped_because")]
+    per_run = report.get("stopped_because_per_run")
+    if isinstance(per_run, list):
+        stops += per_run
+    bad = sorted({str(s) for s in stops if s is not None and str(s) in FAILURE_STOPS})
+    if not bad:
+        return None
+    warnings = [str(w) for w in report.get("warnings") or [] if w][:1]
+    detail = f" ({warnings[0]})" if warnings else ""
+    return f"the run stopped because {', '.join(bad)}{detail}"
+
+
+def _counts(inputs: Mapping[str, StageResult], ids: frozenset, n_rows: int) -> dict[str, Any]:
+    """``rows_in`` (rows its inputs handed it) and, for a stage that passes on a subset of
+    its input rows by ``rollout_id``, ``rows_dropped``; kept in the COMPLETE record so a
+    reused stage reports them without reading any rows."""
+    if not inputs:
+        return {}
+    rows_in = sum(len(res.rows) for res in inputs.values())
+    out: dict[str, Any] = {"rows_in": rows_in}
+    if n_rows and ids:
+        given: set[str] = set()
+        for res in inputs.values():
+            known = getattr(res.rows, "ids", None)
+            if known is not None:
+                given |= known
+            else:
+                given |= {str(r.get("rollout_id")) for r in res.rows}
+        if ids <= given:
+            out["rows_dropped"] = rows_in - n_rows
+    return out
 
 
 def row_counts(out: StageOutcome) -> dict[str, float]:
@@ -625,16 +721,15 @@ def row_counts(out: StageOutcome) -> dict[str, float]:
     inputs), ``rows_out`` (the rows it wrote) and ``rows_dropped`` (``rows_in - rows_out``, only
     for a stage that passes on a subset of its input rows by ``rollout_id``: a report that
     writes no rows, or a stage that makes new rows, dropped nothing). A stage's own metric of
-    the same name wins."""
+    the same name wins. Reads no rows: the counts come from the writer (or the cache record).
+    """
     assert out.result is not None
     metrics = dict(out.result.metrics)
-    rows = out.result.rows
-    metrics.setdefault("rows_out", float(len(rows)))
+    metrics.setdefault("rows_out", float(len(out.result.rows)))
     if out.rows_in is not None:
         metrics.setdefault("rows_in", float(out.rows_in))
-        ids = {str(r.get("rollout_id")) for r in rows}
-        if rows and out.input_ids is not None and ids <= out.input_ids:
-            metrics.setdefault("rows_dropped", float(out.rows_in - len(rows)))
+        if out.rows_dropped is not None:
+            metrics.setdefault("rows_dropped", float(out.rows_dropped))
     return metrics
 
 
@@ -699,6 +794,8 @@ def summarize(outcome: RunOutcome) -> str:
         rows = f"{len(s.result.rows)} rows" if s.result is not None else ""
         t = f"{s.compute_s:.1f} s" if s.status in ("ran", "refused") and s.compute_s else ""
         lines.append(f"  {s.name:<16} {s.status:<8} {rows:>11} {t:>8}")
+        if s.stale:
+            lines.append(f"    recomputed: its cache entry was not reused ({s.stale})")
     head = {
         "passed": "done",
         "refused": "done, publish gate REFUSED",

@@ -48,9 +48,24 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def write_rows(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
-    """Write scrubbed rows as JSONL, atomically. Returns the path."""
-    text = "".join(dumps_row(r) + "\n" for r in rows)
-    return atomic_write_text(path, text)
+    """Write scrubbed rows as JSONL, atomically, one row at a time. Returns the path.
+
+    Raises ``OSError`` when the folder cannot be created or written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 20) as fh:
+            for row in rows:
+                fh.write(dumps_row(row) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def write_json(path: str | Path, obj: Any) -> Path:
@@ -68,17 +83,17 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     naming the file and line number.
     """
     path = Path(path)
+    # Line by line: a large file is never held whole in memory.
     with path.open(encoding="utf-8") as fh:
-        lines = fh.readlines()
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
-            if i == len(lines) and not line.endswith("\n"):
-                return  # torn tail of an interrupted append
-            raise ValueError(f"{path}:{i}: not a JSON row ({exc.msg})") from exc
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):
+                    return  # only the last line can lack one: the torn tail of an append
+                raise ValueError(f"{path}:{i}: not a JSON row ({exc.msg})") from exc
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -86,8 +101,43 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return list(iter_rows(path))
 
 
+def drop_torn_tail(path: str | Path) -> int:
+    """Cut a last line that has no newline (a write torn by a kill) off ``path``, so the next
+    append starts a line of its own instead of being glued to the torn one. Returns the
+    bytes removed (0 when the file is whole or missing). Raises ``OSError`` when it cannot
+    be truncated."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with path.open("rb+") as fh:
+        end = size
+        block = 1 << 16
+        while end > 0:
+            start = max(0, end - block)
+            fh.seek(start)
+            chunk = fh.read(end - start)
+            if end == size and chunk.endswith(b"\n"):
+                return 0
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                keep = start + cut + 1
+                break
+            end = start
+        else:
+            keep = 0
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return size - keep
+
+
 class RowAppender:
-    """Append finished rows to a partial JSONL file, one flushed line each.
+    """Append finished rows to a partial JSONL file, one flushed line each. A torn last line
+    left by an earlier kill is cut off first (``drop_torn_tail``).
 
     Used by long stages so a crash loses no finished row; the stage later rewrites the
     complete set atomically under its final name.
@@ -96,6 +146,8 @@ class RowAppender:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        #: bytes of a torn last line cut off before appending (0 when the file was whole)
+        self.truncated = drop_torn_tail(self.path)
         self._fh = self.path.open("a", encoding="utf-8")
 
     def append(self, row: dict[str, Any]) -> None:

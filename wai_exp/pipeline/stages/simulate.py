@@ -165,7 +165,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         data = simulate(
             agent=agent, done_rows=done, on_row=appender.append, progress=progress, **kwargs
         )
-    rows = list(data.rows)
+    # The engine's own rows, not ``data.rows`` (a scrubbed copy of every row): the runner
+    # scrubs each row as it writes it, so the stage never holds two copies.
+    rows = data.trajectories
     report = data.report()
     tools = getattr(data, "tools", None) or []
     report["declared_tools"] = sorted(
