@@ -6,6 +6,7 @@ import math
 import statistics
 
 import pytest
+from scipy import stats
 
 from wai_exp.score.stats.power import (
     FIXED_POINT_STEPS,
@@ -17,7 +18,7 @@ from wai_exp.score.stats.power import (
 Z975 = 1.959963984540054  # z_{1 - 0.05/2}
 Z80 = 0.8416212335729143  # z_{0.8}
 KEYS = {
-    "n_tasks", "effect", "base", "k", "power", "alpha", "task_std", "sd_source", "half_width",
+    "n_tasks", "n_tasks_closed_form", "n_tasks_concentrated_closed_form", "effect", "base", "k", "power", "alpha", "task_std", "sd_source", "half_width",
     "n_tasks_concentrated", "base_spread", "variance_ratio", "n_paired", "notes",
 }  # fmt: skip
 
@@ -32,17 +33,23 @@ def arm(passes: list[int], k: int = 4) -> list[dict]:
 
 def test_model_path_closed_form() -> None:
     # sd = sqrt((0.6*0.4 + 0.75*0.25) / 4) = sqrt(0.106875) = 0.32692
-    # n = ((1.95996 + 0.84162) * 0.32692 / 0.15)^2 = 37.28 -> 38
+    # n = ((1.95996 + 0.84162) * 0.32692 / 0.15)^2 = 37.28 -> 38 (the closed form)
     res = holdout_size(0.15)
     sd = math.sqrt((0.6 * 0.4 + 0.75 * 0.25) / 4)
     assert res["task_std"] == pytest.approx(sd)
     assert ((Z975 + Z80) * sd / 0.15) ** 2 == pytest.approx(37.28, abs=0.01)
-    assert res["n_tasks"] == 38
+    assert res["n_tasks_closed_form"] == 38
+    # The test that reads the holdout has t tails: at 39 df
+    # ((2.0227 + 0.8513) * 0.32692 / 0.15)^2 = 39.2 -> 40, and 40 satisfies itself at 39 df.
+    t39 = stats.t.ppf(0.975, 39) + stats.t.ppf(0.8, 39)
+    assert (t39 * sd / 0.15) ** 2 == pytest.approx(39.2, abs=0.05)
+    assert res["n_tasks"] == 40
+    t38 = stats.t.ppf(0.975, 38) + stats.t.ppf(0.8, 38)
+    assert (t38 * sd / 0.15) ** 2 > 39  # 39 tasks would not satisfy themselves
     assert res["sd_source"] == "model"
-    assert res["half_width"] == pytest.approx(Z975 * sd / math.sqrt(38))
+    assert res["half_width"] == pytest.approx(stats.t.ppf(0.975, 39) * sd / math.sqrt(40))
     assert set(res) == KEYS
-    # With t quantiles at 39 df: ((2.0227 + 0.8513) * 0.32692 / 0.15)^2 = 39.2 -> 40.
-    assert any("about 40 tasks" in note for note in res["notes"])
+    assert any("closed form with normal quantiles says 38" in note for note in res["notes"])
 
 
 def test_concentrated_gain_matches_the_documented_case() -> None:
@@ -50,8 +57,11 @@ def test_concentrated_gain_matches_the_documented_case() -> None:
     # by the fewest tasks (12.7% of them going 0 -> 1) the paired sd is
     # sqrt(0.127*0.873) = 0.333 -> ((2.8016 * 0.333) / 0.127)^2 = 53.96 -> 54 tasks.
     res = holdout_size(0.127, base=0.0, k=4)
-    assert res["n_tasks"] == 14
-    assert res["n_tasks_concentrated"] == 54
+    assert res["n_tasks_closed_form"] == 14
+    assert res["n_tasks_concentrated_closed_form"] == 54
+    # With the t quantiles the test needs: 16 and 56.
+    assert res["n_tasks"] == 16
+    assert res["n_tasks_concentrated"] == 56
     assert any("n_tasks_concentrated" in note for note in res["notes"])
 
 
@@ -59,7 +69,8 @@ def test_given_task_std() -> None:
     # ((2.80159 * 0.38) / 0.05)^2 = 453.4 -> 454
     res = holdout_size(0.05, task_std=0.38)
     assert res["sd_source"] == "given"
-    assert res["n_tasks"] == math.ceil(((Z975 + Z80) * 0.38 / 0.05) ** 2) == 454
+    assert res["n_tasks_closed_form"] == math.ceil(((Z975 + Z80) * 0.38 / 0.05) ** 2) == 454
+    assert res["n_tasks"] == 456  # t at 455 df: two tasks more, the same at any size
     assert res["n_tasks_concentrated"] is None
     assert set(res) == KEYS
 
@@ -72,7 +83,10 @@ def test_rows_path_measures_the_paired_sd() -> None:
     res = holdout_size(0.1, before=before, after=after)
     assert res["sd_source"] == "rows" and res["n_paired"] == 10
     assert res["task_std"] == pytest.approx(sd)
-    assert res["n_tasks"] == max(math.ceil(((Z975 + Z80) * sd / 0.1) ** 2), MIN_HOLDOUT_TASKS)
+    assert res["n_tasks_closed_form"] == max(
+        math.ceil(((Z975 + Z80) * sd / 0.1) ** 2), MIN_HOLDOUT_TASKS
+    )
+    assert res["n_tasks"] >= res["n_tasks_closed_form"]
     assert res["base"] == pytest.approx(17 / 40)  # read off before
     assert set(res) == KEYS
 
@@ -113,9 +127,10 @@ def test_holdout_size_errors_name_the_fix() -> None:
 def test_detectable_effect_solves_holdout_size_for_the_effect() -> None:
     assert detectable_effect(MIN_HOLDOUT_TASKS - 1) is None
     e = detectable_effect(38)
-    # Fixed point: e = (z + z) * sqrt((p(1-p) + q(1-q)) / k) / sqrt(n) with q = p + e.
+    # Fixed point: e = (t + t) * sqrt((p(1-p) + q(1-q)) / k) / sqrt(n), q = p + e, 37 df.
     q = 0.6 + e
-    assert e == pytest.approx((Z975 + Z80) * math.sqrt((0.24 + q * (1 - q)) / 4) / math.sqrt(38))
+    t37 = stats.t.ppf(0.975, 37) + stats.t.ppf(0.8, 37)
+    assert e == pytest.approx(t37 * math.sqrt((0.24 + q * (1 - q)) / 4) / math.sqrt(38))
     for n in (10, 38, 140, 1000):
         assert holdout_size(detectable_effect(n))["n_tasks"] == n
     assert detectable_effect(140) < detectable_effect(38) < detectable_effect(10)
@@ -134,9 +149,9 @@ def test_saturation_a_gain_to_exactly_one_is_sized_and_beyond_it_is_refused() ->
     # n = ((1.96 + 0.8416) * 0.15 / 0.1) ** 2 = 17.66 -> 18.
     res = holdout_size(0.1, base=0.9, k=4)
     assert res["task_std"] == pytest.approx(0.15)
-    assert res["n_tasks"] == math.ceil(((Z975 + Z80) * 0.15 / 0.1) ** 2) == 18
+    assert res["n_tasks_closed_form"] == math.ceil(((Z975 + Z80) * 0.15 / 0.1) ** 2) == 18
     # Concentrated: every task goes 0.9 -> 1 (f = 1), so it equals the spread-out model.
-    assert res["n_tasks_concentrated"] == 18
+    assert res["n_tasks_concentrated"] == res["n_tasks"]
     with pytest.raises(ValueError, match="largest possible gain from this base is 0.10"):
         holdout_size(0.11, base=0.9)
     # A base read off rows as 0.8000000000000002 (three tasks at 4 of 5, in float) still
@@ -145,6 +160,55 @@ def test_saturation_a_gain_to_exactly_one_is_sized_and_beyond_it_is_refused() ->
     res = holdout_size(0.2, before=before)
     assert res["base"] == pytest.approx(0.8) and res["base"] + 0.2 > 1.0
     assert res["n_tasks"] >= MIN_HOLDOUT_TASKS
-    # Rows already at 1 everywhere: no gain is possible, and the error says so.
-    with pytest.raises(ValueError, match="passes every task every time"):
-        holdout_size(0.05, before=arm([4, 4, 4, 4, 4]))
+    # Rows already at 1 everywhere: no gain is possible. Saturation is not an input error,
+    # so the answer says so (DEGENERATE, no size) instead of raising.
+    res = holdout_size(0.05, before=arm([4, 4, 4, 4, 4]))
+    assert res["n_tasks"] is None and set(res) == KEYS
+    assert any(n.startswith("DEGENERATE:") and "passes every task" in n for n in res["notes"])
+
+
+def test_zero_variance_measurements_warn_degenerate() -> None:
+    # Paired differences that are all +0.25: the measured sd is 0 and the size is the floor.
+    res = holdout_size(0.1, before=arm([1] * 8), after=arm([2] * 8))
+    assert res["sd_source"] == "rows" and res["task_std"] == 0.0
+    assert res["n_tasks"] == MIN_HOLDOUT_TASKS
+    assert any(n.startswith("DEGENERATE:") and "paired differences" in n for n in res["notes"])
+    res = holdout_size(0.1, task_std=0.0)
+    assert any(n.startswith("DEGENERATE:") and "task_std is 0" in n for n in res["notes"])
+    # before whose every rollout failed: its spread over tasks is unmeasured.
+    res = holdout_size(0.1, before=arm([0] * 10))
+    assert res["base"] == 0.0 and res["n_tasks"] is not None
+    assert any(n.startswith("DEGENERATE:") and "scored 0" in n for n in res["notes"])
+    # A healthy measurement carries no such note.
+    assert not any(n.startswith("DEGENERATE") for n in holdout_size(0.15)["notes"])
+
+
+def test_saturated_base_never_raises() -> None:
+    res = holdout_size(0.05, base=1.0)
+    assert res["n_tasks"] is None and res["half_width"] is None and set(res) == KEYS
+    assert any(n.startswith("DEGENERATE: base is 1.0") for n in res["notes"])
+    with pytest.warns(RuntimeWarning, match="^DEGENERATE:"):
+        assert detectable_effect(40, base=1.0) is None
+
+
+def test_detectable_effect_at_base_zero_is_a_real_gain() -> None:
+    # From base 0 the q = p start has no variance; the fixed point is e = c^2 / (k + c^2)
+    # with c = (t + t) / sqrt(n) (solving e = c * sqrt(e(1-e)/k)), not 0.
+    c = (stats.t.ppf(0.975, 19) + stats.t.ppf(0.8, 19)) / math.sqrt(20)
+    e = detectable_effect(20, base=0.0, k=4)
+    assert e == pytest.approx(c * c / (4 + c * c), rel=1e-9)
+    assert holdout_size(e, base=0.0, k=4)["n_tasks"] == 20
+
+
+def test_spread_ratio_names_the_spread_it_used() -> None:
+    # Rates {0.3, 0.7} at k=10: the spec's formula on the observed spread (0.20) is about
+    # 1.19x (1.20x at this sd); the noise-corrected spread (0.13) gives 1.08x. The line
+    # names both.
+    before = arm([3, 7] * 20, k=10)
+    res = holdout_size(0.1, before=before)
+    raw = statistics.stdev([0.3, 0.7] * 20)
+    assert 1 / (1 - raw**2 / 0.25) == pytest.approx(1.20, abs=0.01)
+    assert res["variance_ratio"] == pytest.approx(1.08, abs=0.01)
+    line = next(n for n in res["notes"] if "x the tasks pairing needs" in n)
+    assert "spread 0.13" in line and "observed rates spread 0.20 -> 1.20x" in line
+    assert "binomial noise" in line
