@@ -1,204 +1,170 @@
-"""Calibration of compare_runs: false positives under the null, power at holdout_size's n.
+"""Calibration of the paired verdict: false positives under a null, power at holdout_size's n.
 
-Each replication builds two graded row sets on the same tasks and runs ``compare_runs``:
+The grid (issue 12): effects 0.05, 0.10, 0.15, 0.20; k = 1, 4, 8 rollouts per task per arm;
+two difficulty layouts, every task at 0.5 ("equal", the binomial model's own assumption,
+where pairing buys nothing) and task difficulties drawn uniform on [0.2, 0.8] ("spread",
+sd 0.17 around 0.5, fresh per replication). For each cell the task count is
+``holdout_size(effect, base=0.5, k=k)["n_tasks"]`` and
 
-* null: the same agent on both arms, 40 tasks, k=4, task difficulties spread uniformly over
-  [0.2, 0.8] (around 0.5), fresh difficulties per replication. A verdict other than
-  ``no_difference_detected`` is a false positive; the target is at most 5%.
-* power: the same design with every task gaining +0.15, at the task count
-  ``holdout_size(0.15, base=0.5, k=4)`` promises for it (42). Target: the gain detected
-  (``b_better``) in at least 80% of replications. Two more layouts are reported without a
-  target, at ``holdout_size(0.15)``'s default n (38, base 0.6): difficulties uniform on
-  [0.35, 0.85], and every task at exactly 0.6 (the binomial model's own assumption, where
-  pairing buys nothing). holdout_size's closed form uses normal quantiles (a known-variance
-  test), while the test compare_runs runs has t-like tails, so on the flat layout the
-  promised n gives about 77% power rather than 80%.
+* null: the same agent on both arms at that n. A verdict other than
+  ``no_difference_detected`` is a false positive; nominal is 5% (target band [4%, 5.5%]);
+* power: every task gains ``effect`` on arm b. The share of ``b_better`` verdicts is the
+  power; nominal is the 80% holdout_size promises (target at least 78.5%, 80% less the
+  study's noise at 3,000 replications).
 
-The same null replications also go through ``delta_report`` (before = arm a, after = arm b):
-a target verdict other than ``no_change_detected`` (``moved``, ``moved_unreplicated``,
-``regressed``) is a false positive, target at most 5%. Its pass@1 interval is the one
-``compare_runs`` computes (same resample machinery, same seed), so the two rates should be
-equal replication by replication; the share of replications where their verdicts agree is
-reported beside it.
+How the rows are built: each replication draws each task's pass count per arm as
+Binomial(k, p_task) (all replications of a cell in one batched numpy draw), i.e. k graded
+0/1 rows per task per arm. The verdict is the one ``compare_runs`` computes on those rows:
+``paired_bootstrap`` over the per-task pass rates with ``compare_runs``' own settings
+(``n_boot=2000``, level 0.95, clipped to the delta's possible range, continuity as
+``stats.VERDICT_CONTINUITY``), seeded per replication. It is called on the task arrays
+rather than on row dicts because building 3,000 row lists of up to 3,000 rows per cell
+costs more than the statistics; ``tests/score/test_calibration.py`` checks that
+``compare_runs`` on rows gives the same interval as this call.
 
-For contrast the null is also run with the plain percentile interval (no studentizing, no
-continuity correction), computed from the same primitives: what the default method fixes.
+``study(reps, n_key, continuity)`` runs the grid; ``n_key="n_tasks_closed_form"`` with
+``continuity=True`` is the verdict and the sizes before issue 12 (the "before" table).
+Each share carries its Wilson 95% interval over replications.
 
-Run: ``python experiments/bench/run.py calibration`` (WAI_CALIBRATION_REPS overrides the
-replication count, default 3000).
+Run: ``nice python experiments/bench/run.py calibration`` (WAI_CALIBRATION_REPS overrides
+the replication count, default 3000), or ``python experiments/bench/bench_calibration.py
+[reps] [before]`` to print the table.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
+from typing import Any
 
 import numpy as np
 
-from wai_exp.score.stats.delta import delta_report
 from wai_exp.score.stats.power import holdout_size
-from wai_exp.score.stats.resample import bootstrap_mean, wilson_interval
-from wai_exp.score.stats.stats import compare_runs
+from wai_exp.score.stats.resample import paired_bootstrap, wilson_interval
+from wai_exp.score.stats.stats import VERDICT_CONTINUITY
 
-K = 4
-NULL_TASKS = 40
-EFFECT = 0.15
-SEED = 20261130
+EFFECTS = (0.05, 0.10, 0.15, 0.20)
+KS = (1, 4, 8)
+DIFFICULTIES = ("equal", "spread")
+BASE = 0.5
+SPREAD = 0.3  # half-width of the uniform difficulty draw around BASE
+N_BOOT = 2000
+SEED = 20261201
 
 
 def _reps() -> int:
     return int(os.environ.get("WAI_CALIBRATION_REPS", "3000"))
 
 
-def _rows(passes: np.ndarray, k: int) -> list[dict]:
-    """Graded rows for one arm: task i has ``passes[i]`` rewards of 1 out of ``k``."""
-    rows: list[dict] = []
-    for i, c in enumerate(passes.tolist()):
-        sid = f"t{i}"
-        rows.extend({"scenario_id": sid, "reward": 1.0 if j < c else 0.0} for j in range(k))
-    return rows
+def _difficulties(rng: np.random.Generator, layout: str, reps: int, n: int) -> np.ndarray:
+    if layout == "equal":
+        return np.full((reps, n), BASE)
+    return BASE + rng.uniform(-SPREAD, SPREAD, size=(reps, n))
 
 
-def _verdicts(
-    p_a: np.ndarray, p_b: np.ndarray, rng: np.random.Generator
-) -> tuple[np.ndarray, float]:
-    """compare_runs verdict per replication (rows of p_a / p_b are replications)."""
-    # All binomial draws for all replications at once; only compare_runs runs per replication.
-    ca = rng.binomial(K, p_a)
-    cb = rng.binomial(K, p_b)
-    out = []
-    t0 = time.perf_counter()
-    for r in range(ca.shape[0]):
-        res = compare_runs(_rows(ca[r], K), _rows(cb[r], K), seed=r)
-        out.append(res["verdict"])
-    return np.asarray(out), time.perf_counter() - t0
+def _bounds(ra: np.ndarray, rb: np.ndarray) -> tuple[float, float]:
+    # compare_runs clips to b's smallest row value minus a's largest (and vice versa); with
+    # 0/1 rows a row value of 0 exists on a side unless every task there passed every time.
+    b_min = 0.0 if rb.min() < 1.0 else 1.0
+    b_max = 1.0 if rb.max() > 0.0 else 0.0
+    a_min = 0.0 if ra.min() < 1.0 else 1.0
+    a_max = 1.0 if ra.max() > 0.0 else 0.0
+    return b_min - a_max, b_max - a_min
 
 
-def null_false_positive_rate(reps: int | None = None, method: str = "compare_runs") -> float:
-    """Share of null replications where a difference is reported."""
-    reps = reps or _reps()
-    rng = np.random.default_rng(SEED)
-    p = rng.uniform(0.2, 0.8, size=(reps, NULL_TASKS))
-    if method == "compare_runs":
-        verdicts, _ = _verdicts(p, p, rng)
-        return float(np.mean(verdicts != "no_difference_detected"))
-    # Plain percentile interval on the same paired differences, for contrast.
-    ca, cb = rng.binomial(K, p), rng.binomial(K, p)
-    hits = 0
-    for r in range(reps):
-        ci = bootstrap_mean(
-            (cb[r] - ca[r]) / K, seed=r, method="percentile", continuity=False
-        ).interval
-        hits += int(ci.low > 0 or ci.high < 0)
-    return hits / reps
+def verdicts(ra: np.ndarray, rb: np.ndarray, continuity: bool, seed: int) -> np.ndarray:
+    """+1 (b better), -1 (a better) or 0 per replication; rows of ra / rb are replications."""
+    out = np.zeros(ra.shape[0], dtype=int)
+    for r in range(ra.shape[0]):
+        iv = paired_bootstrap(
+            ra[r], rb[r], n_resamples=N_BOOT, level=0.95, seed=seed + r,
+            bounds=_bounds(ra[r], rb[r]), continuity=continuity,
+        ).interval  # fmt: skip
+        if iv is not None:
+            out[r] = 1 if iv.low > 0 else (-1 if iv.high < 0 else 0)
+    return out
 
 
-#: delta_report's target verdict -> compare_runs' verdict (before = a, after = b).
-_SAME_CALL = {
-    "no_change_detected": "no_difference_detected",
-    "moved": "b_better",
-    "moved_unreplicated": "b_better",
-    "regressed": "a_better",
-}
-
-
-def delta_null_false_positive_rate(reps: int | None = None) -> tuple[float, float, float]:
-    """delta_report on the null replications of ``null_false_positive_rate``.
-
-    Same draws (same SEED, same order) and the same per-replication seed. Returns (share of
-    replications whose target verdict is not ``no_change_detected``, share where the
-    verdict says what compare_runs' says, seconds spent in delta_report).
-    """
-    reps = reps or _reps()
-    rng = np.random.default_rng(SEED)
-    p = rng.uniform(0.2, 0.8, size=(reps, NULL_TASKS))
-    ca, cb = rng.binomial(K, p), rng.binomial(K, p)
-    hits = agree = 0
-    secs = 0.0
-    for r in range(reps):
-        before, after = _rows(ca[r], K), _rows(cb[r], K)
-        t0 = time.perf_counter()
-        verdict = delta_report(before, after, seed=r)["target_verdict"]
-        secs += time.perf_counter() - t0
-        hits += int(verdict != "no_change_detected")
-        agree += int(_SAME_CALL.get(verdict) == compare_runs(before, after, seed=r)["verdict"])
-    return hits / reps, agree / reps, secs
-
-
-def detection_rate(
-    base: float, spread: float, reps: int | None = None, seed: int = SEED + 1
-) -> tuple[float, int]:
-    """Share of replications detecting +EFFECT at holdout_size's n for ``base`` (b_better).
-
-    Task difficulties are uniform on ``base +- spread``.
-    """
-    reps = reps or _reps()
-    n = holdout_size(EFFECT, base=base, k=K)["n_tasks"]
-    rng = np.random.default_rng(seed)
-    p = base + rng.uniform(-spread, spread, size=(reps, n))
-    verdicts, _ = _verdicts(p, p + EFFECT, rng)
-    return float(np.mean(verdicts == "b_better")), n
-
-
-def _ci(share: float, reps: int) -> list[float]:
-    """Wilson 95% interval on a share measured over ``reps`` replications."""
-    ci = wilson_interval(round(share * reps), reps)
+def _share(hits: int, reps: int) -> dict[str, Any]:
+    ci = wilson_interval(hits, reps)
     assert ci is not None
-    return [round(ci.low, 4), round(ci.high, 4)]
+    return {"value": hits / reps, "ci95": [round(ci.low, 4), round(ci.high, 4)]}
 
 
-def bench_null_false_positive_rate() -> list[dict]:
-    reps = _reps()
+def cell(
+    effect: float,
+    k: int,
+    layout: str,
+    reps: int,
+    n_key: str = "n_tasks",
+    continuity: bool = VERDICT_CONTINUITY,
+) -> dict[str, Any]:
+    """One grid cell: the null false-positive rate and the power at holdout_size's n."""
+    n = int(holdout_size(effect, base=BASE, k=k)[n_key])
+    index = EFFECTS.index(effect) * 100 + KS.index(k) * 10 + DIFFICULTIES.index(layout)
+    rng = np.random.default_rng([SEED, index])
     t0 = time.perf_counter()
-    fpr = null_false_positive_rate(reps)
-    secs = time.perf_counter() - t0
-    plain = null_false_positive_rate(reps, method="percentile")
-    delta_fpr, agree, delta_secs = delta_null_false_positive_rate(reps)
-    return [
-        {
-            "name": f"compare_runs false positives, null, 40 tasks k=4 ({reps} reps)",
-            "value": fpr, "ci95": _ci(fpr, reps), "unit": "share", "target": 0.05,
-            "better": "lower", "seconds": round(secs, 2),
-        },
-        {
-            "name": f"delta_report false positives, same null ({reps} reps)",
-            "value": delta_fpr, "ci95": _ci(delta_fpr, reps), "unit": "share", "target": 0.05,
-            "better": "lower", "seconds": round(delta_secs, 2),
-        },
-        {
-            "name": f"delta_report verdict agrees with compare_runs ({reps} reps)",
-            "value": agree, "unit": "share", "target": 1.0, "better": "higher",
-        },
-        {
-            "name": f"plain percentile interval, same null ({reps} reps, contrast)",
-            "value": plain, "ci95": _ci(plain, reps), "unit": "share", "target": None,
-            "better": "lower",
-        },
-    ]  # fmt: skip
+    p = _difficulties(rng, layout, reps, n)
+    null = verdicts(rng.binomial(k, p) / k, rng.binomial(k, p) / k, continuity, seed=index * 10_000)
+    p = _difficulties(rng, layout, reps, n)
+    gain = verdicts(
+        rng.binomial(k, p) / k, rng.binomial(k, np.minimum(p + effect, 1.0)) / k, continuity,
+        seed=index * 10_000 + 5_000,
+    )  # fmt: skip
+    return {
+        "effect": effect, "k": k, "difficulty": layout, "n_tasks": n, "reps": reps,
+        "fpr": _share(int(np.count_nonzero(null != 0)), reps),
+        "power": _share(int(np.count_nonzero(gain == 1)), reps),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }  # fmt: skip
 
 
-def bench_detection_at_holdout_size() -> list[dict]:
-    reps = _reps()
-    main_rate, n_main = detection_rate(0.5, 0.3, reps)
-    spread_rate, n = detection_rate(0.6, 0.25, reps, seed=SEED + 2)
-    flat_rate, _ = detection_rate(0.6, 0.0, reps, seed=SEED + 3)
+def study(
+    reps: int | None = None, n_key: str = "n_tasks", continuity: bool = VERDICT_CONTINUITY
+) -> list[dict[str, Any]]:
+    """Every cell of the grid (effects x k x difficulty), in that order."""
+    reps = reps or _reps()
     return [
-        {
-            "name": f"detect +0.15 at holdout_size n={n_main}, difficulty 0.2..0.8 ({reps} reps)",
-            "value": main_rate, "unit": "share", "target": 0.80, "better": "higher",
-        },
-        {
-            "name": f"detect +0.15 at holdout_size n={n}, difficulty 0.35..0.85 ({reps} reps)",
-            "value": spread_rate, "unit": "share", "target": None, "better": "higher",
-        },
-        {
-            "name": f"detect +0.15 at holdout_size n={n}, every task at 0.6 ({reps} reps)",
-            "value": flat_rate, "unit": "share", "target": None, "better": "higher",
-        },
-    ]  # fmt: skip
+        cell(e, k, layout, reps, n_key, continuity)
+        for e in EFFECTS
+        for k in KS
+        for layout in DIFFICULTIES
+    ]
+
+
+def format_table(cells: list[dict[str, Any]]) -> str:
+    lines = ["effect  k  difficulty  n     FPR [95% CI]            power [95% CI]"]
+    for c in cells:
+        f, p = c["fpr"], c["power"]
+        lines.append(
+            f"{c['effect']:.2f}  {c['k']:>2}  {c['difficulty']:<10}  {c['n_tasks']:<4}  "
+            f"{f['value']:.3f} [{f['ci95'][0]:.3f}, {f['ci95'][1]:.3f}]  "
+            f"{p['value']:.3f} [{p['ci95'][0]:.3f}, {p['ci95'][1]:.3f}]"
+        )
+    return "\n".join(lines)
+
+
+def bench_calibration_grid() -> list[dict]:
+    out: list[dict] = []
+    for c in study():
+        label = (
+            f"{c['effect']:.2f} k={c['k']} {c['difficulty']} n={c['n_tasks']} ({c['reps']} reps)"
+        )
+        out.append({
+            "name": f"false positives, null, {label}", "value": c["fpr"]["value"],
+            "ci95": c["fpr"]["ci95"], "unit": "share", "target": 0.055, "better": "lower",
+            "seconds": c["seconds"],
+        })  # fmt: skip
+        out.append({
+            "name": f"power at holdout_size's n, {label}", "value": c["power"]["value"],
+            "ci95": c["power"]["ci95"], "unit": "share", "target": 0.785, "better": "higher",
+        })  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":
-    for fn in (bench_null_false_positive_rate, bench_detection_at_holdout_size):
-        for res in fn():
-            print(res)
+    n_reps = int(sys.argv[1]) if len(sys.argv) > 1 else _reps()
+    before = len(sys.argv) > 2 and sys.argv[2] == "before"
+    cells = study(n_reps, n_key="n_tasks_closed_form", continuity=True) if before else study(n_reps)
+    print(format_table(cells))

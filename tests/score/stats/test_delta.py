@@ -615,3 +615,16 @@ def test_a_regression_is_sized_from_the_failure_rate_not_refused() -> None:
     assert s["n_tasks_for_observed"] == max(math.ceil((z * sd / 0.5) ** 2), 5)
     assert s["note"] is None
     assert "sizing note" not in format_delta_report(rep)
+
+
+def test_a_delta_that_cannot_vary_still_has_an_honest_interval() -> None:
+    # Both sides fail every rollout on 6 tasks: every paired difference is 0, and the
+    # bootstrap's [0, 0] would claim certainty. Newcombe from each side's Wilson interval.
+    before, after = arm(6, 4, 0.0, 1), arm(6, 4, 0.0, 2)
+    rep = delta_report(before, after)
+    z2 = 1.959963984540054**2
+    hi = z2 / (6 + z2)
+    assert rep["target_ci95"] == pytest.approx([-hi, hi])
+    t = rep["metrics"]["pass_at_1"]
+    assert t["interval_method"] == "paired_boundary" and "cannot vary" in t["interval_note"]
+    assert rep["target_verdict"] == "no_change_detected"

@@ -314,3 +314,21 @@ def test_run_config_standalone() -> None:
     assert cfg["n_tasks"] == 2 and cfg["k"] == 2
     assert cfg["judge_version"] == "checklist"
     assert cfg["temperature"] is None and cfg["mixed"] == []
+
+
+def test_six_tasks_that_all_failed_are_not_a_certain_zero() -> None:
+    # The task bootstrap cannot vary when every task has the same rate; it printed
+    # pass@1 0.000 [0.000, 0.000]. Wilson over the 6 tasks: [0, z^2 / (6 + z^2)] = [0, 0.39].
+    res = pass_at(rows_from([(0, 4)] * 6))
+    z2 = 1.959963984540054**2
+    assert res.pass_at_1 == 0.0
+    assert res.ci95 == pytest.approx((0.0, z2 / (6 + z2)))
+    assert res.pass_pow_k_ci95 == pytest.approx((0.0, z2 / (6 + z2)))
+    assert res.pass_at_k_ci95 == pytest.approx((0.0, z2 / (6 + z2)))
+    assert "Wilson over the 6 tasks" in res.note
+    # Every task passing every time is the same at the other end.
+    top = pass_at(rows_from([(4, 4)] * 6))
+    assert top.ci95 == pytest.approx((1 - z2 / (6 + z2), 1.0))
+    # Tasks that differ keep the bootstrap and carry no such note.
+    mixed = pass_at(rows_from([(0, 4), (2, 4), (4, 4), (1, 4)]))
+    assert "Wilson" not in mixed.note and mixed.ci95 is not None

@@ -126,7 +126,13 @@ def test_marker_names_and_marker_summary() -> None:
 def test_identical_runs_show_no_difference() -> None:
     a = arm([1, 2, 3, 4, 0, 2, 3])
     res = compare_runs(a, a)
-    assert res["delta"] == 0.0 and res["ci95"] == [0.0, 0.0]
+    # Every paired difference is 0: no resample can differ, yet 7 tasks are not certainty.
+    # The interval is Newcombe's from each run's Wilson interval over the 7 tasks.
+    p = 3.75 / 7
+    lo, hi = wilson_over(p, 7)
+    half = math.sqrt((p - lo) ** 2 + (hi - p) ** 2)
+    assert res["delta"] == 0.0 and res["ci95"] == pytest.approx([-half, half])
+    assert res["method"] == "paired_boundary" and "cannot vary" in res["note"]
     assert res["p_value"] == 1.0
     assert res["verdict"] == "no_difference_detected"
     assert res["paired"] is True and res["paired_share"] == 1.0
@@ -319,3 +325,34 @@ def test_same_seed_same_numbers_in_another_process() -> None:
     )
     assert json.loads(child.stdout) == here
     assert compare_runs(a, b, seed=3) == compare_runs(a, b, seed=3)
+
+
+def wilson_over(p: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson's score interval written out for a (possibly fractional) proportion p of n."""
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def test_runs_that_both_fail_everything_are_not_certain_of_no_difference() -> None:
+    # Six tasks failed every time on both sides: the old interval was [0, 0].
+    a = arm([0] * 6)
+    res = compare_runs(a, a)
+    _, hi = wilson_over(0.0, 6)
+    assert hi == pytest.approx(3.8415 / (6 + 3.8415), abs=1e-4)  # z^2 / (n + z^2) = 0.39
+    assert res["ci95"] == pytest.approx([-hi, hi])
+    assert res["verdict"] == "no_difference_detected"
+
+
+def test_all_zero_runs_are_no_signal_not_stable() -> None:
+    # Three re-runs that failed every rollout agree exactly: run_std 0, which the bands
+    # would call "stable". Nothing could vary, so it is no signal.
+    runs = [arm([0] * 8) for _ in range(3)]
+    res = eval_variance(*runs)
+    assert res["run_std"] == 0.0
+    assert res["stability"] == "no_signal"
+    assert any("no signal, not stability" in n for n in res["notes"])
+    # Runs that vary and happen to agree closely are still banded as before.
+    moving = eval_variance(arm([1, 2, 3, 2]), arm([1, 2, 3, 3]), arm([2, 2, 3, 2]))
+    assert moving["stability"] == stability(moving["run_std"])

@@ -4,8 +4,10 @@ One paired comparison of ``after`` against ``before`` over tasks (``task_key``),
 and every marker both sides carry. The rows are read once per side into a (rows x metrics)
 value matrix and grouped into per-task means with ``np.bincount``. Every interval then
 comes from ``resample.bootstrap_columns``, the implementation ``paired_bootstrap`` and so
-``compare_runs`` use, with its defaults (studentized bootstrap-t with a lattice continuity
-correction, clipped to the delta's possible range): metrics present on the same paired
+``compare_runs`` use, with its settings (studentized bootstrap-t, clipped to the delta's
+possible range, no lattice continuity correction: ``stats.VERDICT_CONTINUITY`` says why;
+when every paired difference is the same the bootstrap cannot vary and the interval is
+``resample.paired_boundary_interval``): metrics present on the same paired
 tasks share one resample matrix, and pass@1 draws first from ``seed``'s stream, so on the
 same paired tasks and seed its interval, p-value and verdict are ``compare_runs``'.
 
@@ -40,11 +42,13 @@ from wai_exp.score.stats.resample import (
     marker_value,
     noise_band,
     paired_bootstrap,
+    paired_boundary_interval,
     sign_flip_test,
     t_quantile,
     two_proportion_p,
     z_quantile,
 )
+from wai_exp.score.stats.stats import VERDICT_CONTINUITY
 
 __all__ = [
     "ANSWERED_GAP_POINTS",
@@ -265,14 +269,17 @@ def _intervals_and_pvalues(
 
     ``diffs`` is (tasks x metrics), ``after - before`` per paired task, NaN where the metric
     does not pair. ``bootstrap_columns`` gives each metric the interval ``paired_bootstrap``
-    would (studentized, continuity-corrected, clipped to ``bounds``) from one resample
+    would (studentized, ``VERDICT_CONTINUITY``, clipped to ``bounds``) from one resample
     matrix shared by the metrics on the same tasks. Column 0 (pass@1) draws first from
     ``seed``'s stream and its sign-flip test follows on that stream, which is exactly what
     ``compare_runs`` does: on the same paired tasks and seed the two agree on interval,
     p-value and verdict.
     """
     rng = as_generator(seed)
-    boots = bootstrap_columns(diffs, n_resamples=n_boot, level=level, seed=rng, bounds=bounds)
+    boots = bootstrap_columns(
+        diffs, n_resamples=n_boot, level=level, seed=rng, bounds=bounds,
+        continuity=VERDICT_CONTINUITY,
+    )  # fmt: skip
     cis = [None if b is None or b.interval is None else b.interval.as_list() for b in boots]
     pvals: list[float | None] = []
     for j in range(diffs.shape[1]):  # one test per metric, each vectorized over resamples
@@ -486,6 +493,19 @@ def delta_report(
             entry["delta"] = float(d.mean())
             entry["ci95"] = intervals[j]
             entry["p_value"] = pvalues[j]
+            if n >= 2 and d.min() == d.max():
+                # No resample can differ; n tasks agreeing is not certainty (compare_runs
+                # gives the same interval).
+                iv = paired_boundary_interval(
+                    float(b_means[pm, j].mean()), float(a_means[pm, j].mean()), n, level
+                )
+                entry["ci95"] = iv.as_list()
+                entry["interval_method"] = "paired_boundary"
+                entry["interval_note"] = (
+                    f"every one of the {n} paired differences is {float(d[0]):+g}: the "
+                    "bootstrap cannot vary, so ci95 is Newcombe's interval from each side's "
+                    "Wilson interval over tasks"
+                )
             vals_b = sb.values[:, j][~np.isnan(sb.values[:, j])]
             vals_a = sa.values[:, j][~np.isnan(sa.values[:, j])]
             both = np.concatenate([vals_b, vals_a])
@@ -966,8 +986,12 @@ def _groups(
                 res = paired_bootstrap(
                     x, y, n_resamples=n_boot, level=level, seed=seed,
                     bounds=(float(va.min() - vb.max()), float(va.max() - vb.min())),
+                    continuity=VERDICT_CONTINUITY,
                 )  # fmt: skip
-                if res.interval is not None:
+                if (y - x).min() == (y - x).max():
+                    iv = paired_boundary_interval(float(x.mean()), float(y.mean()), n, level)
+                    entry["ci95"] = iv.as_list()
+                elif res.interval is not None:
                     entry["ci95"] = res.interval.as_list()
         ci = entry["ci95"]
         entry["verdict"] = _metric_verdict(entry["delta"], tuple(ci) if ci else None, None)

@@ -11,7 +11,10 @@ Rows group under ``task_key`` (a task is a situation, not a string). Only binary
   (Chen et al. 2021, arXiv:2107.03374); ``pass@k - pass@1`` is the headroom a grouped RL
   update has to learn from.
 
-Each carries a bootstrap interval over tasks (``None`` under three groups). Below ``min_k``
+Each carries a bootstrap interval over tasks (``None`` under three groups). When every task
+has the same value the bootstrap cannot vary; the interval is then Wilson over tasks
+(``resample.wilson_over_tasks``: 0 of 6 tasks gives [0, 0.39], not [0, 0]) and the note
+says so. Below ``min_k``
 repeats the k-way numbers are ``None`` with a note instead of a number too noisy to act on.
 """
 
@@ -198,6 +201,18 @@ def _interval(values: np.ndarray) -> tuple[float, float] | None:
     return None if res.interval is None else (res.interval.low, res.interval.high)
 
 
+def _boundary_note(named: list[tuple[str, np.ndarray]]) -> str | None:
+    # Same value on every task: the bootstrap gave way to the Wilson interval over tasks.
+    flat = [(name, v) for name, v in named if v.size >= MIN_CI_GROUPS and v.min() == v.max()]
+    if not flat:
+        return None
+    n = flat[0][1].size
+    return (
+        f"{', '.join(name for name, _ in flat)}: every task has the same value, so a task "
+        f"bootstrap cannot vary; the interval is Wilson over the {n} tasks"
+    )
+
+
 def _default_k(counts: np.ndarray) -> int | None:
     repeated = counts[counts >= 2]
     return int(repeated.min()) if repeated.size else None
@@ -254,6 +269,7 @@ def pass_at(
     rates = groups.means
     pass1 = float(rates.mean())
     ci1 = _interval(rates)
+    flat: list[tuple[str, np.ndarray]] = [("pass@1", rates)]
     if groups.n_tasks < MIN_CI_GROUPS:
         notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {groups.n_tasks}")
 
@@ -299,6 +315,10 @@ def pass_at(
             pk_e, ak_e = pk[eligible], ak[eligible]
             pow_k, at_k = float(pk_e.mean()), float(ak_e.mean())
             pow_ci, at_ci = _interval(pk_e), _interval(ak_e)
+            flat += [(f"pass^{use_k}", pk_e), (f"pass@{use_k}", ak_e)]
+    boundary = _boundary_note(flat)
+    if boundary:
+        notes.append(boundary)
 
     return PassAt(
         k=use_k,

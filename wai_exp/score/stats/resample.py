@@ -61,6 +61,7 @@ __all__ = [
     "Seed",
     "TaskGroups",
     "UNJUDGED_STATUSES",
+    "WILSON_TASKS",
     "Z_95",
     "as_generator",
     "binary_reward",
@@ -75,6 +76,7 @@ __all__ = [
     "noise_band",
     "numeric_reward",
     "paired_bootstrap",
+    "paired_boundary_interval",
     "reward_groups",
     "sign_flip_test",
     "t_quantile",
@@ -83,6 +85,7 @@ __all__ = [
     "welch_p",
     "wilson_ci",
     "wilson_interval",
+    "wilson_over_tasks",
     "z_quantile",
 ]
 
@@ -206,6 +209,54 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> Interval | N
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
     return Interval(max(0.0, centre - half), min(1.0, centre + half))
+
+
+#: ``BootstrapResult.method`` when every task had the same value: the bootstrap cannot vary,
+#: so the interval is ``wilson_over_tasks`` instead.
+WILSON_TASKS = "wilson_tasks"
+
+
+def wilson_over_tasks(
+    mean: float, n: int, level: float = 0.95, bounds: tuple[float, float] = (0.0, 1.0)
+) -> Interval:
+    """The Wilson score interval for a mean of ``n`` task values that lie in ``bounds``.
+
+    For the boundary case a task bootstrap cannot see: when every task has the same value
+    every resample does too, and the bootstrap's zero-width interval claims a certainty
+    ``n`` tasks do not give (6 tasks that all failed are far from proof of a 0% rate). The
+    mean is rescaled to [0, 1] and treated as ``n`` Bernoulli trials: a value in [0, 1] with
+    mean m has variance at most m(1 - m), so this is the conservative score interval, and
+    at 0 of n it is Wilson's [0, z^2 / (n + z^2)] (0.39 at n=6). Raises ``ValueError`` for
+    ``n < 1`` or empty ``bounds``.
+    """
+    lo_b, hi_b = float(bounds[0]), float(bounds[1])
+    if n < 1 or not hi_b > lo_b:
+        raise ValueError(f"need n >= 1 and bounds low < high; got n={n}, bounds={bounds}")
+    p = min(max((float(mean) - lo_b) / (hi_b - lo_b), 0.0), 1.0)
+    z = z_quantile(level)
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    return Interval(lo_b + low * (hi_b - lo_b), lo_b + high * (hi_b - lo_b))
+
+
+def paired_boundary_interval(mean_a: float, mean_b: float, n: int, level: float = 0.95) -> Interval:
+    """An interval on ``mean_b - mean_a`` (two pass rates over the same ``n`` tasks) for when
+    every paired difference is the same value and the bootstrap cannot vary.
+
+    Newcombe's hybrid score interval from each arm's ``wilson_over_tasks`` interval:
+    ``d - sqrt((b - l_b)^2 + (u_a - a)^2)`` to ``d + sqrt((u_b - b)^2 + (a - l_a)^2)``. It
+    ignores the pairing, so it is wide, which is the honest size when the tasks agree on
+    everything. Raises ``ValueError`` for ``n < 1``.
+    """
+    la, ua = wilson_over_tasks(mean_a, n, level)
+    lb, ub = wilson_over_tasks(mean_b, n, level)
+    d = float(mean_b) - float(mean_a)
+    low = d - math.sqrt((mean_b - lb) ** 2 + (ua - mean_a) ** 2)
+    high = d + math.sqrt((ub - mean_b) ** 2 + (mean_a - la) ** 2)
+    return Interval(max(low, -1.0), min(high, 1.0))
 
 
 def wilson_ci(successes: int, n: int, level: float = 0.95) -> list[float] | None:
@@ -741,6 +792,10 @@ def _interval_from_moments(
     estimate = float(arr.mean())
     used = method
     if arr.min() == arr.max():
+        # Every resample is the same value, but n tasks that agree are not certainty.
+        if bounds is not None and bounds[1] > bounds[0]:
+            iv = wilson_over_tasks(estimate, n, level, bounds)
+            return BootstrapResult(estimate, iv, 0.0, n, n_resamples, level, WILSON_TASKS)
         lo, hi = estimate, estimate
     elif method == "studentized":
         got = _studentized(means, variances, arr, level)
@@ -873,8 +928,9 @@ def bootstrap_mean(
     ``continuity`` widens each end by half the lattice step of the mean when the values sit
     on a grid (pass rates do), the continuity correction for a discrete statistic.
     ``bounds`` clips the interval to the metric's range (``(0, 1)`` for a rate). With fewer
-    than two values ``interval`` and ``standard_error`` are ``None``; when every value is the
-    same the interval is that value, zero width. Raises ``ValueError`` on empty input or an
+    than two values ``interval`` and ``standard_error`` are ``None``. When every value is
+    the same no resample can differ: with ``bounds`` the interval is ``wilson_over_tasks``
+    (``method="wilson_tasks"``), without them that value, zero width. Raises ``ValueError`` on empty input or an
     unknown method. One column of ``bootstrap_columns``: the same implementation.
     """
     arr = _as_1d(x)

@@ -28,6 +28,7 @@ from wai_exp.score.stats.resample import (
     marker_groups,
     noise_band,
     paired_bootstrap,
+    paired_boundary_interval,
     reward_groups,
     sign_flip_test,
     t_quantile,
@@ -39,8 +40,10 @@ __all__ = [
     "MIN_CI_TASKS",
     "MIN_PAIRED",
     "MIN_RUNS_FOR_DISTRIBUTION",
+    "NO_SIGNAL",
     "PASS_AT_1",
     "STABILITY_BANDS",
+    "VERDICT_CONTINUITY",
     "compare_runs",
     "eval_variance",
     "marker_names",
@@ -59,6 +62,16 @@ MIN_CI_TASKS = 3
 MIN_PAIRED = 5
 #: Fewer re-runs than this is a difference, not a distribution.
 MIN_RUNS_FOR_DISTRIBUTION = 3
+#: Whether a verdict's paired interval (compare_runs, delta_report) widens each end by half
+#: the lattice step of the mean. Off: the calibration study (experiments/bench/
+#: bench_calibration.py, issue 12) measured the corrected interval at 4.1% false positives
+#: on equal-difficulty tasks (42 tasks, k=4) and short of the promised power, while the
+#: studentized interval alone already has the t-like tails a small task count needs; with
+#: holdout_size's t-corrected n it holds every grid cell at its nominal rates.
+VERDICT_CONTINUITY = False
+#: ``eval_variance``'s ``stability`` when every run sits at 0 (or 1) on every task: the runs
+#: agree because nothing can vary, not because the eval is stable.
+NO_SIGNAL = "no_signal"
 #: Bands for a re-run standard deviation, in points (100 x a rate), upper bound exclusive.
 #: Olmo 3 reports each eval's spread over repeated runs in points and treats a benchmark
 #: that moves by under half a point as one a small delta can be read on, and one that moves
@@ -207,9 +220,12 @@ def compare_runs(
     """Is run ``b`` different from run ``a`` on ``metric``?
 
     Tasks both runs saw are compared as paired differences (b minus a per task). ``ci95`` is
-    a ``level`` bootstrap interval over those pairs (studentized, continuity-corrected: it
-    reports a difference under a 40-task null in under 5% of replications), ``p_value`` a two-sided sign-flip permutation test (exact when the nonzero pairs
-    are few enough to enumerate within ``n_boot`` patterns). With fewer than ``min_paired``
+    a ``level`` bootstrap interval over those pairs (studentized bootstrap-t without the
+    lattice continuity correction, ``VERDICT_CONTINUITY`` says why; measured at its nominal
+    5% false positives and, at ``holdout_size``'s n, 80% power over the grid of
+    experiments/bench/bench_calibration.py), ``p_value`` a two-sided sign-flip permutation
+    test (exact when the nonzero pairs are few enough to enumerate within ``n_boot``
+    patterns). With fewer than ``min_paired``
     shared tasks it falls back to unpaired task means (Welch t p-value) and ``note`` says so.
     ``verdict`` is ``"b_better"`` / ``"a_better"`` when the interval excludes zero, else
     ``"no_difference_detected"`` (the interval covers zero, not "the runs are equal").
@@ -253,18 +269,30 @@ def compare_runs(
         ma = ga.means[[a_idx[k] for k in shared]]
         mb = gb.means[[b_idx[k] for k in shared]]
         boot = paired_bootstrap(
-            ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb)
-        )
+            ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb),
+            continuity=VERDICT_CONTINUITY,
+        )  # fmt: skip
         perm = sign_flip_test(mb - ma, n_resamples=n_boot, seed=rng)
+        interval, method = boot.interval, "paired_bootstrap"
+        d = mb - ma
+        if d.min() == d.max():
+            # No resample can differ from another; the tasks agreeing is not certainty.
+            interval = paired_boundary_interval(float(ma.mean()), float(mb.mean()), d.size, level)
+            method = "paired_boundary"
+            notes.append(
+                f"every one of the {d.size} paired differences is {float(d[0]):+g}, so the "
+                "bootstrap cannot vary: ci95 is Newcombe's interval from each run's Wilson "
+                "interval over tasks"
+            )
         out.update(
             mean_a=float(ma.mean()),
             mean_b=float(mb.mean()),
             delta=boot.estimate,
-            ci95=None if boot.interval is None else boot.interval.as_list(),
+            ci95=None if interval is None else interval.as_list(),
             p_value=perm.pvalue,
             p_exact=perm.exact,
             paired=True,
-            method="paired_bootstrap",
+            method=method,
         )
         if only_a or only_b:
             notes.append(
@@ -402,7 +430,8 @@ def eval_variance(
     1.96 x sqrt(2) x run_std: what a one-run-per-side delta moves on its own),
     ``run_std_by_metric`` (the same sd for pass@1 and every marker every run carries, for
     ``delta_report(run_std=)``), ``n_runs`` (pass as ``delta_report(run_std_runs=)``),
-    ``stability`` (``STABILITY_BANDS`` label of run_std in points), ``stability_points``
+    ``stability`` (``STABILITY_BANDS`` label of run_std in points; ``NO_SIGNAL`` when every
+    run scored 0, or every run 1, on every task), ``stability_points``
     and ``notes``. Raises ``ValueError`` when no rows are given.
     """
     name = _metric_name(metric)
@@ -458,6 +487,16 @@ def eval_variance(
             f"run_std from {n_runs} runs is itself an estimate: pass run_std_runs={n_runs} to "
             f"delta_report so its band uses the t quantile at df={n_runs - 1}"
         )
+    label = stability(run_std)
+    if run_std == 0.0 and measured and all(m in (0.0, 1.0) for m in measured):
+        # Every row of every run at the same end of the scale: the runs agree because nothing
+        # can vary, which says nothing about how far a re-run would move a real pass rate.
+        label = NO_SIGNAL
+        notes.append(
+            f"every run scored {measured[0]:g} on {name} on every task: that is no signal, "
+            "not stability; run_std 0 here cannot floor a delta. Evaluate on tasks the model "
+            "sometimes passes"
+        )
     return {
         "metric": name,
         "runs": labels,
@@ -467,7 +506,7 @@ def eval_variance(
         "noise_band": noise_band(run_std),
         "run_std_by_metric": by_metric,
         "n_runs": n_runs,
-        "stability": stability(run_std),
+        "stability": label,
         "stability_points": None if run_std is None else 100.0 * run_std,
         # JSON has no infinity: the last band is open-ended (upper bound None).
         "stability_bands": [
