@@ -156,7 +156,7 @@ def replicate_spread(
     "note"}``; ``run_std`` and the bands are None (with the reason in ``note``) when no
     group has two replicates: then nothing in the sweep measures re-run noise.
     """
-    from wai_exp.score.resample import noise_band
+    from wai_exp.score.stats.resample import noise_band
 
     table = per_value_table(children, metric=metric)
     done = [c for c in children if c.get("status", "FINISHED") == "FINISHED"]
