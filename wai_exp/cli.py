@@ -8,14 +8,19 @@
 * checks every ``key=value`` override's key against the config models. Hydra would reject
   ``knobs.concurency=4`` itself, but with a struct error that never names ``concurrency``;
   here the error names the closest valid key and the exit status is 2. This runs before
-  mlflow, scipy or even Hydra are imported, so a typo costs well under a second.
+  mlflow, scipy or even Hydra are imported, so a typo costs well under a second;
+* moves every secret value on the command line (a credential-like key such as
+  ``+agent.api_key=...``, a URL with a password, a provider key's value) into a process
+  environment variable and hands Hydra ``key=${oc.env:WAI_EXP_SECRET_<n>}`` instead. Hydra
+  writes its overrides and config into ``<run dir>/.hydra/`` before any of our code runs;
+  this way the raw key never reaches those files (the run still sees the real value).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 
 EXIT_INVALID_CONFIG = 2
 #: The directory the command was typed in, recorded before Hydra runs.
@@ -47,8 +52,44 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from wai_exp.commands.run import app
 
+    args = move_secret_overrides(args, os.environ)
     sys.argv = [sys.argv[0] if sys.argv else "wai-exp", *args]
     app()
+
+
+def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]) -> list[str]:
+    """``args`` with each secret override value moved into ``environ``.
+
+    ``+agent.api_key=sk-...`` becomes ``+agent.api_key=${oc.env:WAI_EXP_SECRET_0}`` and
+    ``environ["WAI_EXP_SECRET_0"] = "sk-..."``; the same for a value holding URL credentials or
+    a provider key's value. Flags, interpolations, sweeps (``a,b``) and other grammar
+    (``[..]``, ``{..}``, ``choice(..)``) are passed through unchanged.
+    """
+    from wai_exp.domain.secrets import SECRET_ENV_PREFIX, is_secret_key, redact_text
+
+    out: list[str] = []
+    used = {k for k in environ if k.startswith(SECRET_ENV_PREFIX)}
+    n = 0
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if arg.startswith("-") or not eq or not value or "${" in value:
+            out.append(arg)
+            continue
+        quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+        raw = value[1:-1] if quoted else value
+        if not quoted and (value[0] in "[{" or "," in value or "(" in value):
+            out.append(arg)
+            continue
+        if not (is_secret_key(key) or redact_text(raw) != raw):
+            out.append(arg)
+            continue
+        while f"{SECRET_ENV_PREFIX}{n}" in used:
+            n += 1
+        name = f"{SECRET_ENV_PREFIX}{n}"
+        used.add(name)
+        environ[name] = raw
+        out.append(f"{key}=${{oc.env:{name}}}")
+    return out
 
 
 if __name__ == "__main__":

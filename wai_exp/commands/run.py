@@ -29,6 +29,9 @@ class RunFailed(RuntimeError):
 
 
 def _error(message: str) -> None:
+    from wai_exp.domain.secrets import redact_text
+
+    message = redact_text(message)
     log.error(message)  # into <run dir>/wai-exp.log
     sys.stderr.write(f"wai-exp: {message}\n")
     sys.stderr.flush()
@@ -48,18 +51,23 @@ def run(cfg: DictConfig) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from wai_exp.config.validate import ConfigError, import_problems, validate_config
+    from wai_exp.domain.secrets import install_log_redaction, redact_text, register_config_secrets
     from wai_exp.pipeline.dag import PipelineError, plan
     from wai_exp.pipeline.registry import UnknownStageKind, resolve
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
     start_dir = Path(os.environ.get(START_DIR_ENV) or hc.runtime.cwd)
+    install_log_redaction()
     try:
         plain = OmegaConf.to_container(cfg, resolve=True)
     except Exception as exc:  # an interpolation that cannot resolve
+        scrub_hydra_files(run_dir, hc.output_subdir)
         _error(f"invalid config: {exc}")
         return EXIT_INVALID_CONFIG
     assert isinstance(plain, dict)
+    register_config_secrets(plain)
+    scrub_hydra_files(run_dir, hc.output_subdir)
     try:
         validate_config(plain)
         missing = import_problems(plain)
@@ -97,8 +105,31 @@ def run(cfg: DictConfig) -> int:
     print(summary, flush=True)
     if outcome.error and outcome.status == "failed":
         where = run_dir / "error.log"
-        sys.stderr.write(f"wai-exp: {outcome.error}\n  (traceback in {where})\n")
+        sys.stderr.write(f"wai-exp: {redact_text(outcome.error)}\n  (traceback in {where})\n")
     return outcome.exit_code
+
+
+def scrub_hydra_files(run_dir: Path, subdir: str | None) -> None:
+    """Redact the secrets in Hydra's own copies (``<run dir>/.hydra/*.yaml``, written before
+    this code runs). Command-line keys never get there (``wai_exp.cli`` passes them as
+    ``${oc.env:...}``); this catches a key written literally in a preset or config file.
+    A file is rewritten only when it held a secret. Never raises."""
+    if not subdir:
+        return
+    import yaml
+
+    from wai_exp.domain.secrets import redact
+
+    for path in sorted((run_dir / subdir).glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            clean = redact(data)
+            if clean != data:
+                tmp = path.with_name(f".{path.name}.tmp")
+                tmp.write_text(yaml.safe_dump(clean, sort_keys=False), encoding="utf-8")
+                os.replace(tmp, path)
+        except Exception as exc:  # noqa: BLE001 - never block a run on its bookkeeping
+            log.warning("could not check %s for secrets: %s", path, exc)
 
 
 def _make_tracker(config: dict[str, Any], start_dir: Path) -> Any:

@@ -105,6 +105,9 @@ class ModelAgentConfig(_Strict):
     kind: Literal["openai", "vllm", "ollama", "anthropic"]
     model: str
     base_url: str | None = None
+    #: the provider's key; None reads the provider's variable (OPENAI_API_KEY ...). Redacted
+    #: everywhere it could be written (wai_exp.domain.secrets).
+    api_key: str | None = None
     timeout: Annotated[float, Field(gt=0.0)] = 300.0
     max_turns: PositiveInt = 12
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.7

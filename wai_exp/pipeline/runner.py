@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from wai_exp.domain.secrets import redact_text, register_config_secrets
 from wai_exp.pipeline import cache as cache_mod
 from wai_exp.pipeline.dag import StageSpec, plan
 from wai_exp.pipeline.registry import NOT_COMPUTED_FROM, StageContext, StageResult, resolve
@@ -284,6 +285,7 @@ _log = logging.getLogger("wai_exp.pipeline")
 
 def _say(stream: TextIO, text: str) -> None:
     # The terminal line, and the same line in <run dir>/wai-exp.log under Hydra.
+    text = redact_text(text)
     stream.write(text + "\n")
     stream.flush()
     _log.info(text)
@@ -308,6 +310,9 @@ def run_pipeline(
     """
 
     t_run = time.perf_counter()
+    # Every key in the config is scrubbed from whatever this run writes, also where a server
+    # quotes it back in an error body.
+    register_config_secrets(config)
     stream = stream if stream is not None else sys.stderr
     run_dir, start_dir = Path(run_dir).resolve(), Path(start_dir).resolve()
     tracker = _TimedTracker(tracker if tracker is not None else NullTracker())
@@ -335,8 +340,8 @@ def run_pipeline(
     except Exception as exc:
         # Nothing ran and no tracking run exists to mark; say what the store refused.
         outcome.status, outcome.exit_code = "failed", EXIT_FAILED
-        outcome.error = f"tracking could not start: {type(exc).__name__}: {exc}"
-        atomic_write_text(run_dir / "error.log", traceback.format_exc())
+        outcome.error = redact_text(f"tracking could not start: {type(exc).__name__}: {exc}")
+        atomic_write_text(run_dir / "error.log", redact_text(traceback.format_exc()))
         outcome.wall_s = time.perf_counter() - t_run
         _write_run_files(outcome, chash)
         return outcome
@@ -384,9 +389,9 @@ def run_pipeline(
         stopped = [sp.name for sp in order if sp.name in running][:1]
         where = f"stage {stopped[0]!r} " if stopped else ""
         outcome.status, outcome.exit_code = "failed", EXIT_FAILED
-        outcome.error = f"{where}failed: {type(exc).__name__}: {exc}"
+        outcome.error = redact_text(f"{where}failed: {type(exc).__name__}: {exc}")
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        atomic_write_text(run_dir / "error.log", trace)
+        atomic_write_text(run_dir / "error.log", redact_text(trace))
         _mark(outcome, stopped, "failed", kinds, state, run_dir)
         _safe_finish(tracker, "FAILED", outcome.error)
     outcome.wall_s = time.perf_counter() - t_run
@@ -841,7 +846,7 @@ def summarize(outcome: RunOutcome) -> str:
     else:
         out.append("publish gate: not run")
     if outcome.error:
-        out.append(f"error: {outcome.error}")
+        out.append(f"error: {redact_text(outcome.error)}")
     out.append(f"run dir: {outcome.run_dir}")
     if outcome.run_id:
         out.append(f"MLflow run: {outcome.run_id}")

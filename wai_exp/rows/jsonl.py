@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.secrets import redact_text
 from wai_exp.rows.scrub import scrub
 
 
@@ -23,15 +24,20 @@ def _dumps(obj: Any) -> str:
 
 
 def dumps_row(row: dict[str, Any]) -> str:
-    """One scrubbed row as a JSON line (no newline)."""
-    return _dumps(scrub(row))
+    """One scrubbed row as a JSON line (no newline), secrets redacted
+    (``wai_exp.domain.secrets.redact_text``: known keys, URL passwords, bearer credentials)."""
+    return redact_text(_dumps(scrub(row)), keys=False)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically and return the path.
+    """Write ``text`` to ``path`` atomically, secrets redacted, and return the path.
 
     Raises ``OSError`` when the folder cannot be created or written.
     """
+    return _write_text(path, redact_text(text, keys=False))
+
+
+def _write_text(path: str | Path, text: str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

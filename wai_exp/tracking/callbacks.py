@@ -216,7 +216,9 @@ class MlflowSweepCallback(Callback):
         client = MlflowClient(tracking_uri=uri)
         preset = _select(config, "hydra.runtime.choices.experiment")
         task_overrides = _select(config, "hydra.overrides.task")
-        overrides = [str(o) for o in (task_overrides or [])]
+        from wai_exp.domain.secrets import redact_overrides
+
+        overrides = redact_overrides(str(o) for o in (task_overrides or []))
         sweep_dir_raw = _select(config, "hydra.sweep.dir")
         # Hydra makes the sweep folder relative to the process's cwd (it never chdirs here).
         hydra_cwd = Path(_select(config, "hydra.runtime.cwd") or os.getcwd())

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from wai_exp.domain.secrets import redact, redact_overrides, redact_text
 from wai_exp.tracking import PARENT_RUN_ENV
 from wai_exp.tracking.params import (
     MAX_PARAMS_PER_BATCH,
@@ -510,7 +511,8 @@ class MlflowTracker:
         if parent is not None:
             exp_id = parent.info.experiment_id  # the UI nests children only within one experiment
 
-        overrides = [str(o) for o in overrides]
+        # Overrides carry keys typed on the command line: never into a tag or an artifact.
+        overrides = redact_overrides(str(o) for o in overrides)
         self._preset, self._overrides, self._config_hash = preset, overrides, config_hash
         tags: dict[str, str] = {
             "preset": preset or "none",
@@ -533,7 +535,9 @@ class MlflowTracker:
             tags["mlflow.user"] = getpass.getuser()
         if parent is not None:
             tags["mlflow.parentRunId"] = parent.info.run_id
-        tags = {k: truncate(v, MAX_TAG_VALUE_CHARS, f"tag {k!r}") for k, v in tags.items()}
+        tags = {
+            k: truncate(redact_text(v), MAX_TAG_VALUE_CHARS, f"tag {k!r}") for k, v in tags.items()
+        }
 
         run = client.create_run(exp_id, tags=tags, run_name=run_name(preset, overrides))
         self._client = client
@@ -626,9 +630,10 @@ class MlflowTracker:
         client.log_batch(run_id, tags=tags, synchronous=True)
 
         if report is not None:
-            client.log_text(run_id, json.dumps(jsonable(report), indent=2), f"{prefix}/report.json")
+            body = json.dumps(redact(jsonable(report), keys=False), indent=2)
+            client.log_text(run_id, body, f"{prefix}/report.json")
         if text is not None:
-            client.log_text(run_id, text, f"{prefix}/report.txt")
+            client.log_text(run_id, redact_text(text, keys=False), f"{prefix}/report.txt")
 
         if self.plots and isinstance(report, Mapping) and "headline_verdict" in report:
             self._log_plots(prefix, [], report, values)  # a compare stage: its delta plot
@@ -666,7 +671,7 @@ class MlflowTracker:
         items = [
             RunTag(
                 sanitize_key(k),
-                truncate(format_value(v), MAX_TAG_VALUE_CHARS, f"tag {k!r}"),
+                truncate(redact_text(format_value(v)), MAX_TAG_VALUE_CHARS, f"tag {k!r}"),
             )
             for k, v in tags.items()
         ]
@@ -695,6 +700,7 @@ class MlflowTracker:
                 full = str(error)
                 lines = [ln for ln in full.strip().splitlines() if ln.strip()]
                 headline = lines[-1] if lines else full
+            full, headline = redact_text(full), redact_text(headline)
             try:
                 client.log_text(self.run_id, full, "error.txt")
                 client.set_tag(self.run_id, "wai.error", truncate(headline, 1000, "error tag"))
@@ -715,7 +721,7 @@ class MlflowTracker:
             client.set_tag(
                 self.run_id,
                 "mlflow.note.content",
-                truncate(note, MAX_TAG_VALUE_CHARS, "description"),
+                truncate(redact_text(note), MAX_TAG_VALUE_CHARS, "description"),
             )
         except Exception as e:  # the description is a convenience; ending the run is not
             log.warning("could not write the description of run %s: %s", self.run_id, e)

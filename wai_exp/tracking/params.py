@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from wai_exp.domain.secrets import REDACTED, is_secret_key, redact, redact_text
+
 log = logging.getLogger(__name__)
 
 #: mlflow.utils.validation.MAX_PARAM_VAL_LENGTH
@@ -31,18 +33,9 @@ MAX_KEY_CHARS = 250
 MAX_PARAMS_PER_BATCH = 100
 
 TRUNCATION_MARK = "...[truncated]"
-REDACTED = "***redacted***"
 
 # Characters MLflow accepts in a key; everything else becomes "_".
 _BAD_KEY_CHARS = re.compile(r"[^/\w.\- :]")
-# Key segments that hold credentials. Matched on the last dotted segment, so `max_tokens` and
-# `eos_token` stay visible while `agent.api_key` and `judge.auth_token` do not reach the
-# tracking server.
-_SECRET_SEGMENT = re.compile(
-    r"^(api[_-]?key|.*_api[_-]?key|secret|.*_secret|password|.*_password|token"
-    r"|(access|auth|bearer|hf|api|refresh|session)_token|authorization|auth_header)$",
-    re.IGNORECASE,
-)
 
 
 def sanitize_key(key: str) -> str:
@@ -156,11 +149,13 @@ def flatten_config(config: Any, *, redact_secrets: bool = True) -> dict[str, str
                 f"{key}_{n}",
             )
             key = f"{key}_{n}"
-        last = raw_key.rsplit(".", 1)[-1]
-        if redact_secrets and value is not None and _SECRET_SEGMENT.match(last):
+        if redact_secrets and value is not None and is_secret_key(raw_key):
             text = REDACTED
         else:
-            text = truncate(format_value(value), MAX_PARAM_VALUE_CHARS, f"param {key!r}")
+            text = format_value(value)
+            if redact_secrets:
+                text = redact_text(text)  # a URL's password, a known key's value
+            text = truncate(text, MAX_PARAM_VALUE_CHARS, f"param {key!r}")
         out[key] = text
     return out
 
@@ -190,20 +185,9 @@ def log_params(client: Any, run_id: str, params: Mapping[str, str]) -> int:
 
 
 def redact_config(config: Any) -> Any:
-    """A plain copy of ``config`` with credential-like leaves replaced by ``***redacted***``.
-
-    Used for the ``config.yaml`` artifact, with the same key rule as :func:`flatten_config`,
-    so an API key in ``agent.api_key`` reaches neither the params nor the artifacts.
+    """A plain copy of ``config`` with every secret replaced by ``***redacted***``: values
+    under credential-like keys, URL passwords and known key values in strings
+    (``wai_exp.domain.secrets.redact``, the rule :func:`flatten_config` uses). Used for the
+    ``config.yaml`` artifact, so an API key reaches neither the params nor the artifacts.
     """
-    config = _to_container(config)
-    if isinstance(config, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in config.items():
-            if v is not None and not isinstance(v, (Mapping, list, tuple)):
-                out[k] = REDACTED if _SECRET_SEGMENT.match(str(k)) else v
-            else:
-                out[k] = redact_config(v)
-        return out
-    if isinstance(config, (list, tuple)):
-        return [redact_config(v) for v in config]
-    return config
+    return redact(_to_container(config))

@@ -80,6 +80,7 @@ def build_agent(agent_cfg: dict[str, Any], seed: int) -> Any:
             spec += f"@{agent_cfg['base_url']}"
         return ModelAgent(
             spec,
+            api_key=agent_cfg.get("api_key"),
             timeout=float(agent_cfg.get("timeout", 300)),
             max_turns=int(agent_cfg.get("max_turns", 12)),
             sampling={

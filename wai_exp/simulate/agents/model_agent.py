@@ -70,9 +70,9 @@ def parse_model_spec(spec: str) -> ModelSpec:
         raise ValueError(
             f"model spec {spec!r} is not <provider>:<model>[@<base url>] with provider one of {sorted(PROVIDERS)}"
         )
-    model, at, url = rest.rpartition("@")
-    if not at or not url.startswith(("http://", "https://")):
-        model, url = rest, ""
+    # The first "@http(s)://" starts the URL: a URL may itself hold "@" (user:key@host).
+    cut = min((i for i in (rest.find("@http://"), rest.find("@https://")) if i >= 0), default=-1)
+    model, url = (rest[:cut], rest[cut + 1 :]) if cut >= 0 else (rest, "")
     prov = PROVIDERS[provider]
     base = url or (os.environ.get(prov.url_env, "") if prov.url_env else "") or prov.base_url
     return ModelSpec(provider, model, base)

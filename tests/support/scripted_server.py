@@ -1,0 +1,74 @@
+"""A real HTTP server on 127.0.0.1 whose answers a test scripts: ``answer(path, headers,
+body) -> (status, payload)``, where ``payload`` is a dict (sent as JSON) or raw ``bytes``.
+Used by the fault tests (a 401 that quotes the key, odd model replies)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Answer = Callable[[str, dict[str, str], dict[str, Any]], tuple[int, Any]]
+
+
+@contextmanager
+def scripted_server(answer: Answer) -> Iterator[str]:
+    """Serve ``answer`` on a free port; yields the base URL ``http://127.0.0.1:<port>/v1``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            n = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(n)
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {}
+            status, payload = answer(self.path, dict(self.headers), body)
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def echo_401(path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+    """What real providers do on a bad key: a 401 whose message quotes the credential."""
+    auth = headers.get("Authorization") or headers.get("authorization") or ""
+    key = headers.get("x-api-key") or ""
+    return 401, {
+        "error": {
+            "message": f"Incorrect API key provided: {auth}{key}. Request to {path}",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
+    }
+
+
+def chat_reply(content: str, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """An OpenAI chat-completions answer carrying ``content`` (and tool calls)."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
