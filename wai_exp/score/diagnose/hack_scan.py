@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.select.hygiene import normalized_reply, row_signature
+from wai_exp.score.select.hygiene import trajectory_keys
 from wai_exp.score.select.trim import reward_under, without_gc
 
 #: Default false-positive rate of the floor: tau is the 1 - ALPHA quantile of the null max |rho|.
@@ -370,9 +370,9 @@ def hack_scan(
     sizes = np.diff(np.append(starts, len(sel)))
     mixed_rows = [graded[i][0] for i in sel]
 
-    # Distinct rollouts per mixed ask: (signature, normalized reply), the dedupe key.
+    # Distinct rollouts per mixed ask: the dedupe key (signatures only where replies collide).
     distinct = np.zeros(len(starts))
-    dk = [(row_signature(r), normalized_reply(r)) for r in mixed_rows]
+    dk, _ = trajectory_keys(mixed_rows)
     for j, (s0, n0) in enumerate(zip(starts, sizes, strict=True)):
         distinct[j] = len(set(dk[s0 : s0 + n0]))
     distinct_med = float(np.median(distinct))

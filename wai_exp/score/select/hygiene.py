@@ -44,6 +44,37 @@ def row_signature(row: dict[str, Any]) -> str:
     return str(behavior_signature(row))
 
 
+def trajectory_keys(
+    rows: Sequence[dict[str, Any]], asks: Sequence[str] | None = None
+) -> tuple[list[tuple[str, str, str]], int]:
+    """The dedupe key of each row: ``(ask, normalized reply, behavior signature)``.
+
+    Two rows can only be repeats when they share an ask and a normalized reply, so the
+    signature is looked up (or computed, for a row that carries none) only for rows whose
+    reply collides with another row of their ask; a row with a reply of its own gets ``""``
+    there, which cannot make it equal to any other row's key. ``asks`` are the rows'
+    ``task_key`` values when the caller has them. Returns ``(keys, signatures_computed)``:
+    how many rows lacked a ``behavior_signature`` and needed one computed.
+    """
+    if asks is None:
+        asks = [task_key(r) for r in rows]
+    replies = [normalized_reply(r) for r in rows]
+    pairs = list(zip(asks, replies, strict=True))
+    seen: dict[tuple[str, str], int] = {}
+    for pair in pairs:
+        seen[pair] = seen.get(pair, 0) + 1
+    keys: list[tuple[str, str, str]] = []
+    computed = 0
+    for row, pair in zip(rows, pairs, strict=True):
+        if seen[pair] < 2:
+            keys.append((pair[0], pair[1], ""))
+            continue
+        if not row.get("behavior_signature"):
+            computed += 1
+        keys.append((pair[0], pair[1], row_signature(row)))
+    return keys, computed
+
+
 @without_gc
 def dedupe_groups(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Drop repeat trajectories within one ask, keeping the first of each
@@ -52,31 +83,30 @@ def dedupe_groups(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     Two rows of different asks are never duplicates of each other. Does not mutate ``rows``;
     the kept rows are the same dicts, in input order. A dropped copy whose numeric reward
     differs from the kept one's is a *reward disagreement*: the same trajectory scored two
-    ways, label noise the judge introduced.
+    ways, label noise the judge introduced. Signatures are needed only where two replies of
+    one ask collide (``trajectory_keys``), so a pool of distinct replies computes none.
 
     Returns ``(kept_rows, report)``: ``rows_in``, ``rows_kept``, ``duplicates_dropped``,
     ``asks_with_duplicates``, ``reward_disagreements`` (dropped copies scored differently
     from the kept first copy), ``disagreement_asks`` (up to ten task keys to read) and
-    ``signatures_computed`` (rows that carried no ``behavior_signature``). Raises
-    ``ImportError`` only if a row lacks a signature and ``wai_exp.score.grade.grading`` is missing.
+    ``signatures_computed`` (rows with a colliding reply that carried no
+    ``behavior_signature``). Raises ``ImportError`` only if such a row needs a signature and
+    ``wai_exp.score.grade.grading`` is missing.
     """
     rows = list(rows)
+    keys, computed = trajectory_keys(rows)
     seen: dict[tuple[str, str, str], int] = {}
     kept: list[dict[str, Any]] = []
     dup_asks: set[str] = set()
     disagreement_asks: list[str] = []
     disagreements = 0
-    computed = 0
-    for row in rows:
-        if not row.get("behavior_signature"):
-            computed += 1
-        ask = task_key(row)
-        key = (ask, row_signature(row), normalized_reply(row))
+    for row, key in zip(rows, keys, strict=True):
         first = seen.get(key)
         if first is None:
             seen[key] = len(kept)
             kept.append(row)
             continue
+        ask = key[0]
         dup_asks.add(ask)
         a, b = reward_under(kept[first]), reward_under(row)
         if a is not None and b is not None and a != b:
