@@ -155,8 +155,9 @@ def test_keep_rides_without_deciding_and_never_returns_fewer_rows_than_drop():
         assert "flat" not in sids(keep)
         assert sids(drop) == sids(keep)  # the same asks, in the same order
         assert len(keep) >= len(drop)
-    # b (2 of 3 full rollouts) and c (2 of 4): the rider does not count toward target.
-    assert sids(keep) == ["c", "b"] and len(drop) == 7 and len(keep) == 8
+    # b and c are both stamped 2 of 4 (as they arrived), so they come in arrival order;
+    # b decides on its 3 full rollouts, and the rider does not count toward target.
+    assert sids(keep) == ["b", "c"] and len(drop) == 7 and len(keep) == 8
 
 
 def test_penalize_counts_the_cut_rollout_as_a_failure():
@@ -164,7 +165,9 @@ def test_penalize_counts_the_cut_rollout_as_a_failure():
     assert select_for_rl(copy.deepcopy(rows), target=10)[0] == []
     selected, _ = select_for_rl(rows, target=10, truncated="penalize")
     assert len(selected) == 4  # 3 of 4 = 0.75, in band
-    assert selected[0]["calibration"]["pass_rate"] == 1.0  # measured as the rows arrived
+    # The stamp counts the penalty too, so it agrees with the band the ask was selected in.
+    assert selected[0]["calibration"]["pass_rate"] == 0.75
+    assert selected[0]["calibration"]["in_band"] is True
 
 
 def test_drop_truncated_false_is_keep():
@@ -412,3 +415,44 @@ def test_on_simulated_and_graded_rows_the_selection_is_whole_mixed_groups():
         assert ask_rows[0]["calibration"]["k"] >= len(ask_rows)
     gate = publish_gate(selected)
     assert gate["verdict"] == "passed" and gate["calibration"]["n_carried"] >= 0
+
+
+# --- the stamp agrees with the band ------------------------------------------------------
+
+
+def test_band_is_decided_on_the_stamped_rate_before_dedupe():
+    # 7 of 8 pass, and the 7 passes are one trajectory: dedupe leaves one pass, one fail
+    # (a 50% pair), but the task's difficulty as stamped is 7/8, outside [0.2, 0.8].
+    easy = ask("easy", [1] * 7 + [0])
+    for row in easy[:7]:
+        row["final_text"], row["behavior_signature"] = "Done.", "same"
+    mid = ask("mid", [1, 0, 1, 0])
+    selected, report = select_for_rl(easy + mid, target=100)
+    assert sids(selected) == ["mid"]
+    assert report["out_of_band"]["asks_dropped_too_easy"] == 1
+    assert all(r["calibration"]["in_band"] is True for r in selected)
+    assert all(0.2 <= r["calibration"]["pass_rate"] <= 0.8 for r in selected)
+
+
+def test_rate_inside_the_band_survives_a_dedupe_that_moves_it():
+    # 3 of 4 pass as they arrived (0.75, in band); two passes are one trajectory, so after
+    # dedupe 2 of 3 remain. Selected, and stamped with the 0.75 it was selected on.
+    rows = ask("a", [1, 1, 1, 0])
+    rows[1]["final_text"], rows[1]["behavior_signature"] = (
+        rows[0]["final_text"],
+        rows[0]["behavior_signature"],
+    )
+    selected, report = select_for_rl(rows, target=100)
+    assert len(selected) == 3 and report["dedupe"]["duplicates_dropped"] == 1
+    assert {r["calibration"]["pass_rate"] for r in selected} == {0.75}
+    assert report["pass_rates"]["min"] == 0.75
+
+
+def test_a_carried_stamp_with_more_repeats_decides_the_band():
+    # An upstream dedupe already shrank this ask; its carried stamp (7 of 8) is what the
+    # rows will say, so the band reads it and the ask is not selected.
+    rows = ask("a", [1, 0])
+    for row in rows:
+        row["calibration"] = {"pass_rate": 0.875, "k": 8, "n_pass": 7}
+    selected, report = select_for_rl(rows + ask("b", [1, 0, 1, 0]), target=100)
+    assert sids(selected) == ["b"]

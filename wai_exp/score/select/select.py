@@ -1,10 +1,10 @@
 """Selection: whole mixed groups for RL (``select_for_rl``), diverse correct demonstrations for
 SFT (``select_for_sft``).
 
-``select_for_rl`` runs, in this order: the ``prior`` round's difficulty filter, the row gates
-(``filter_rl_rows``), ``dedupe_groups``, the truncation policy, the unanimous trim and the
-difficulty band, then takes whole asks round-robin across fault kinds (and, within a kind,
-across pass rates) until ``target`` rows. Every group statistic is a numpy group-by, so a
+``select_for_rl`` runs, in this order: the ``prior`` round's difficulty filter, the difficulty
+band on the pass rate it stamps, the row gates (``filter_rl_rows``), ``dedupe_groups``, the
+truncation policy and the unanimous trim, then takes whole asks round-robin across fault kinds
+(and, within a kind, across pass rates) until ``target`` rows. Every group statistic is a numpy group-by, so a
 100k-row pool costs a few Python passes over the rows.
 """
 
@@ -34,7 +34,6 @@ from wai_exp.score.select.trim import (
     group_stats,
     put_calibration,
     reward_under,
-    trim_out_of_band,
     trim_unanimous_groups,
     without_gc,
 )
@@ -115,6 +114,68 @@ def _round_robin(groups: dict[str, list[int]]) -> list[int]:
     return out
 
 
+def _stamped_rates(
+    rows: Sequence[dict[str, Any]],
+    keys: Sequence[str],
+    arrival: Any,
+    arrival_index: dict[str, int],
+) -> np.ndarray:
+    """Per arrival ask, the pass rate its rows will be stamped with: the rate over the rows
+    as they arrived, unless a row carries a stamp that counts more repeats (that stamp's
+    rate stays, as ``put_calibration`` keeps it). NaN for an ask with no 0/1 reward."""
+    rate = np.where(arrival.k > 0, arrival.pass_rate, np.nan).astype(float)
+    best_k = arrival.k.astype(float).copy()
+    for row, key in zip(rows, keys, strict=True):
+        carried = row.get("calibration")
+        if not isinstance(carried, dict):
+            continue
+        k, r = carried.get("k"), carried.get("pass_rate")
+        if not isinstance(k, int | float) or not isinstance(r, int | float):
+            continue
+        g = arrival_index[key]
+        if k > best_k[g]:
+            best_k[g], rate[g] = k, float(r)
+    return rate
+
+
+def _band_on_stamped(
+    pool: list[dict[str, Any]],
+    arrival_index: dict[str, int],
+    stamped: np.ndarray,
+    ask_in_band: np.ndarray,
+    lo: float,
+    hi: float,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows of ``pool`` whose ask's stamped rate is inside ``[lo, hi]``, and the counts
+    (``trim_out_of_band``'s report keys, measured on the stamped rate). Asks stamped
+    unanimous (rate 0 or 1) are left for the unanimous trim to count, as there; ranking
+    never selects them, their stamped rate being outside any band that can mix."""
+    groups = np.fromiter(
+        (arrival_index[task_key(r)] for r in pool), dtype=np.int64, count=len(pool)
+    )
+    unanimous = (stamped == 0.0) | (stamped == 1.0)
+    drop = ~ask_in_band & ~unanimous
+    keep = ~drop[groups] if len(pool) else np.zeros(0, dtype=bool)
+    kept = [r for r, ok in zip(pool, keep.tolist(), strict=True) if ok]
+    present = np.unique(groups)
+    rate = stamped[present]
+    measured = ~np.isnan(rate) & ~unanimous[present]
+    report = {
+        "rows_in": len(pool),
+        "rows_kept": len(kept),
+        "rows_dropped": len(pool) - len(kept),
+        "asks_in": int(present.size),
+        "asks_kept": int((~drop[present]).sum()),
+        "asks_dropped_too_easy": int((measured & (rate > hi + 1e-9)).sum()),
+        "asks_dropped_too_hard": int((measured & (rate < lo - 1e-9)).sum()),
+        "asks_unanimous_left": int(unanimous[present].sum()),
+        "asks_unmeasured": int(np.isnan(rate).sum()),
+        "band": [lo, hi],
+        "measured_on": "the stamped pass rate (rows as they arrived), before dedupe",
+    }
+    return kept, report
+
+
 def _check_target(target: int) -> None:
     if not isinstance(target, int | np.integer) or isinstance(target, bool) or target < 1:
         raise ValueError(
@@ -143,22 +204,27 @@ def select_for_rl(
     Steps, in order:
 
     1. ``calibration`` is measured per ask on the rows *as they arrived* (binary rewards):
-       that pass rate over the k repeats the grader saw is the task's difficulty.
+       that pass rate over the k repeats the grader saw is the task's difficulty. A carried
+       stamp that counts more repeats keeps its rate (``put_calibration``). This *stamped*
+       rate is the one every later step reads: the band, the ranking and the report.
     2. ``prior`` (the previous round's graded rollouts): asks it solves above ``hi`` or below
        ``lo`` are dropped before anything else; asks it never saw are kept (``next_round``).
-    3. Row gates (``filter_rl_rows`` with ``has_tools``): error, empty and unjudged rows go.
-    4. ``dedupe``: repeat trajectories within an ask go (``dedupe_groups``).
+    3. (``enforce_band``) the difficulty band ``[lo, hi]`` on the stamped rate: asks outside
+       it go before dedupe, so no selected row is stamped ``in_band: false``.
+    4. Row gates (``filter_rl_rows`` with ``has_tools``): error, empty and unjudged rows go;
+       then ``dedupe``: repeat trajectories within an ask go (``dedupe_groups``).
     5. ``truncated`` rollouts (cut at the token cap): ``"drop"`` removes them;
        ``"keep"`` (``drop_truncated=False`` is its old spelling) returns them as copies with
        ``overlong=True`` riding with their ask without deciding it (the ask is judged, trimmed
        and ranked exactly as under ``"drop"``, and riders do not count toward ``target``, so
        ``"keep"`` never returns fewer rows); ``"penalize"`` returns them as copies with
        ``reward`` 0 and the judged score under ``reward_before_penalty``, and that 0 counts.
-    6. The unanimous trim, then (``enforce_band``) the difficulty band ``[lo, hi]``; with
-       ``enforce_band=False`` out-of-band mixed asks are kept but ranked after every in-band
-       one. Asks left with fewer than two graded rollouts cannot mix and are not selected.
+    6. The unanimous trim on what is left: an ask must still mix after dedupe to carry a
+       contrast. With ``enforce_band=False`` out-of-band mixed asks are kept but ranked after
+       every in-band one (their stamp says ``band_enforced: false``). Asks left with fewer
+       than two graded rollouts cannot mix and are not selected.
     7. The remaining asks are taken round-robin across fault kinds (``fault_kind``), kinds in
-       name order; within a kind ``order="spread"`` round-robins across pass rates (no
+       name order; within a kind ``order="spread"`` round-robins across stamped pass rates (no
        preference for 50%), ``order="middle"`` takes the closest to 50% first. Whole asks are
        added until ``target`` rows; the last may overshoot.
 
@@ -185,9 +251,23 @@ def select_for_rl(
 
     # 1. Calibration on the rows as they arrived.
     keys = [task_key(r) for r in rows]
-    arrival = group_stats(rows, keys=keys, binary=binary_rewards(rows))
+    arrival_binary = binary_rewards(rows)
+    if truncated == "penalize":
+        # The penalty is part of the reward: a cut rollout is a failure in the stamped rate
+        # too, or an ask would be selected at 3 of 4 and stamped 4 of 4, outside the band.
+        cut = np.fromiter((is_truncated(r) for r in rows), dtype=bool, count=len(rows))
+        arrival_binary[cut & np.isfinite(arrival_binary)] = 0.0
+    arrival = group_stats(rows, keys=keys, binary=arrival_binary)
+    measured_on = "rows as they arrived, before dedupe and trims" + (
+        " (cut rollouts counted as failures, truncated='penalize')"
+        if truncated == "penalize"
+        else ""
+    )
     arrival_index = {k: g for g, k in enumerate(arrival.keys)}
     kway_before = _kway_available(arrival.k)
+    stamped = _stamped_rates(rows, keys, arrival, arrival_index)
+    eps = 1e-9
+    ask_in_band = (stamped >= lo - eps) & (stamped <= hi + eps)  # NaN (unmeasured): False
 
     # 2. Prior round.
     prior_block: dict[str, Any] | None = None
@@ -198,7 +278,6 @@ def select_for_rl(
             firsts.setdefault(key, row)
         nr = next_round(prior, tasks=list(firsts.values()), lo=lo, hi=hi)
         rates = nr["pass_rates"]
-        eps = 1e-9
         drop_keys = {k for k, r in rates.items() if r > hi + eps or r < lo - eps}
         pool = [r for r, k in zip(rows, keys, strict=True) if k not in drop_keys]
         prior_block = {
@@ -210,10 +289,15 @@ def select_for_rl(
             "from_policy": nr["from_policy"],
         }
 
-    # 3. Row gates.
+    # 3. The band, on the rate the rows will be stamped with; only then dedupe (step 4).
+    band_report: dict[str, Any] | None = None
+    if enforce_band:
+        pool, band_report = _band_on_stamped(pool, arrival_index, stamped, ask_in_band, lo, hi)
+
+    # 4. Row gates.
     pool, gate_report = filter_rl_rows(pool, has_tools=has_tools)
 
-    # 4. Duplicates.
+    # 4b. Duplicates.
     dedupe_report: dict[str, Any] | None = None
     if dedupe:
         pool, dedupe_report = dedupe_groups(pool)
@@ -256,12 +340,8 @@ def select_for_rl(
         "penalized": n_trunc if truncated == "penalize" else 0,
     }
 
-    # 6. Trims on the deciding rows.
-    after_unanimous, unanimous_report = trim_unanimous_groups(deciding, min_k=2)
-    if enforce_band:
-        survivors, band_report = trim_out_of_band(after_unanimous, lo=lo, hi=hi, min_k=2)
-    else:
-        survivors, band_report = after_unanimous, None
+    # 6. The deciding rows must still mix after dedupe.
+    survivors, unanimous_report = trim_unanimous_groups(deciding, min_k=2)
 
     # 7. Rank asks and take whole groups.
     s_keys = [task_key(r) for r in survivors]
@@ -272,8 +352,9 @@ def select_for_rl(
         members[g].append(row)
         kinds_rows[g][fault_kind(origin.get(id(row), row))] += 1
     mixed = (stats.k >= 2) & (stats.n_pass > 0) & (stats.n_pass < stats.k)
-    eps = 1e-9
-    in_band = mixed & (stats.pass_rate >= lo - eps) & (stats.pass_rate <= hi + eps)
+    # Every ranking reads the stamped rate of the ask, not its rate among the survivors.
+    rate_of = stamped[[arrival_index[k] for k in stats.keys]] if stats.n_groups else np.zeros(0)
+    in_band = mixed & (rate_of >= lo - eps) & (rate_of <= hi + eps)
     singles = int((stats.k < 2).sum())
     ask_kind = [c.most_common(1)[0][0] if c else "no-fault" for c in kinds_rows]
     arrival_order = [int(g) for g in stats.arrival_order()]
@@ -289,9 +370,9 @@ def select_for_rl(
             available_kinds[ask_kind[g]] += 1
         for kind, asks in by_kind.items():
             if order == "spread":
-                by_kind[kind] = _spread(asks, stats.pass_rate)
+                by_kind[kind] = _spread(asks, rate_of)
             else:
-                by_kind[kind] = sorted(asks, key=lambda g: abs(float(stats.pass_rate[g]) - 0.5))
+                by_kind[kind] = sorted(asks, key=lambda g: abs(float(rate_of[g]) - 0.5))
         sequence.extend(_round_robin(by_kind))
     chosen: list[int] = []
     counted = 0
@@ -320,12 +401,21 @@ def select_for_rl(
             "n_pass": int(arrival.n_pass[g]),
             "band": [lo, hi],
             "in_band": None if rate is None else bool(lo - eps <= rate <= hi + eps),
-            "measured_on": "rows as they arrived, before dedupe and trims",
+            "band_enforced": enforce_band,
+            "measured_on": measured_on,
             "source": "select_for_rl",
             "policy": src.get("policy_version"),
             "model": src.get("model_version"),
         }
-        n_carried += put_calibration(src, stamp)
+        if put_calibration(src, stamp):
+            n_carried += 1
+            # The carried rate stands (step 1 ranked on it); band and verdict are this call's.
+            kept_rate = src["calibration"].get("pass_rate")
+            src["calibration"]["band"] = [lo, hi]
+            src["calibration"]["band_enforced"] = enforce_band
+            src["calibration"]["in_band"] = (
+                None if kept_rate is None else bool(lo - eps <= float(kept_rate) <= hi + eps)
+            )
         if src is not row:
             row["calibration"] = src["calibration"]
 
@@ -363,7 +453,7 @@ def select_for_rl(
             f"only {counted} rows in {len(chosen)} usable asks for target {target}: simulate more "
             f"asks or widen the band"
         )
-    rates_sel = np.array([stats.pass_rate[g] for g in chosen], dtype=float)
+    rates_sel = np.array([rate_of[g] for g in chosen], dtype=float)
     report = {
         "rows_in": len(rows),
         "asks_in": arrival.n_groups,
@@ -396,7 +486,7 @@ def select_for_rl(
         },
         "group_signal": group_signal(selected, lo=lo, hi=hi),
         "calibration": {
-            "measured_on": "rows as they arrived, before dedupe and trims",
+            "measured_on": measured_on,
             "rows_stamped": len(selected),
             "n_carried": n_carried,
             "kway_before": kway_before,
