@@ -13,6 +13,7 @@ def ask(sid: str, rewards: list, **extra) -> list[dict]:
     return [
         {
             "scenario_id": sid,
+            "prompt": f"please help with {sid}",
             "rollout_index": i,
             "final_text": f"reply {i} of {sid} " + "x" * (i * 7 % 5),
             "behavior_signature": f"{sid}-{i}",
@@ -88,7 +89,8 @@ def test_not_strict_reports_instead_of_raising():
 
 def test_sft_rows_need_no_mixed_group():
     rows = [
-        {"scenario_id": f"s{i}", "final_text": "ok", "reward": 1.0, "mode": "sft"} for i in range(3)
+        {"scenario_id": f"s{i}", "prompt": "p", "final_text": "ok", "reward": 1.0, "mode": "sft"}
+        for i in range(3)
     ]
     assert publish_gate(rows)["verdict"] == "passed"
     assert publish_gate(rows, mode="sft")["rl_shaped"] is False
@@ -96,12 +98,14 @@ def test_sft_rows_need_no_mixed_group():
 
 def test_mode_inferred_from_shape_when_rows_do_not_say():
     rows = [
-        {"scenario_id": "a", "final_text": "x", "reward": 1.0},
-        {"scenario_id": "a", "final_text": "y", "reward": 1.0},
+        {"scenario_id": "a", "prompt": "p", "final_text": "x", "reward": 1.0},
+        {"scenario_id": "a", "prompt": "p", "final_text": "y", "reward": 1.0},
     ]
     with pytest.raises(PublishGateError):
         publish_gate(rows)
-    singles = [{"scenario_id": f"s{i}", "final_text": "x", "reward": 1.0} for i in range(3)]
+    singles = [
+        {"scenario_id": f"s{i}", "prompt": "p", "final_text": "x", "reward": 1.0} for i in range(3)
+    ]
     assert publish_gate(singles)["rl_shaped"] is False
     explore = [{**r, "mode": "explore"} for r in singles]
     assert publish_gate(explore)["rl_shaped"] is False  # unique situations: nothing to mix
@@ -140,6 +144,7 @@ def hacked_pool() -> list[dict]:
             rows.append(
                 {
                     "scenario_id": f"s{a}",
+                    "prompt": f"ask {a}",
                     "rollout_index": j,
                     "steps": steps,
                     "final_text": text,
@@ -234,3 +239,67 @@ def test_calibrate_mean_kl_from_reference_rows_and_step_logprobs():
 def test_calibrate_without_ref_says_mean_kl_is_unmeasured():
     report = calibrate(ask("a", [1, 0]))
     assert report["mean_kl"]["overall"] is None and "ref=" in report["mean_kl"]["note"]
+
+
+# --- unfit data: each is a refusal that says how many rows ----------------------------
+
+
+@pytest.mark.parametrize("bad", [5.0, -3.0, float("nan")])
+def test_a_reward_outside_zero_one_is_refused_with_its_count(bad):
+    rows = healthy()
+    rows[0]["reward"], rows[5]["reward"] = bad, bad
+    with pytest.raises(PublishGateError) as err:
+        publish_gate(rows)
+    assert "2 of 32 rows carry a reward outside [0, 1]" in str(err.value)
+    assert err.value.report["checks"]["rewards_in_range"] is False
+    assert err.value.report["n_reward_out_of_range"] == 2
+
+
+def test_rows_with_neither_prompt_nor_messages_are_refused_with_their_count():
+    rows = healthy()
+    for row in rows[:3]:
+        del row["prompt"]
+    rows[3]["prompt"] = "   "
+    # A row carrying messages instead of a prompt is fine: another tool's shape.
+    del rows[4]["prompt"]
+    rows[4]["messages"] = [{"role": "user", "content": "please help"}]
+    with pytest.raises(PublishGateError) as err:
+        publish_gate(rows)
+    assert "4 of 32 rows carry neither a prompt nor messages" in str(err.value)
+    assert err.value.report["checks"]["prompts"] is False
+
+
+def test_duplicated_rollout_ids_are_refused_with_their_count():
+    rows = healthy()
+    for i, row in enumerate(rows):
+        row["rollout_id"] = f"r{i}"
+    rows += [dict(rows[0]), dict(rows[0]), dict(rows[7])]  # a file appended onto itself
+    with pytest.raises(PublishGateError) as err:
+        publish_gate(rows)
+    assert "3 rows repeat a rollout_id (2 ids appear more than once)" in str(err.value)
+    assert err.value.report["checks"]["unique_rollout_ids"] is False
+
+
+def test_unfit_data_is_a_warning_with_its_count_when_not_strict():
+    rows = healthy()
+    rows[0]["reward"] = 5.0
+    report = publish_gate(rows, strict=False)
+    assert report["verdict"] == "passed"
+    assert any("1 of 32 rows carry a reward outside [0, 1]" in w for w in report["warnings"])
+
+
+def test_stamps_that_contradict_the_band_they_were_selected_for_are_refused():
+    from wai_exp.score.select import select_for_rl
+
+    rows = healthy()
+    selected, _ = select_for_rl(copy.deepcopy(rows), target=100)
+    assert publish_gate(copy.deepcopy(selected))["checks"]["stamps_in_band"] is True
+    # The stamps main published: a 7-of-8 ask carried as a one-pass, one-fail pair.
+    for row in selected[:2]:
+        row["calibration"] = {**row["calibration"], "pass_rate": 0.875, "k": 8, "in_band": False}
+    with pytest.raises(PublishGateError) as err:
+        publish_gate(selected)
+    assert "2 rows in 1 asks carry a select_for_rl stamp whose pass rate lies outside" in str(
+        err.value
+    )
+    assert err.value.report["checks"]["stamps_in_band"] is False

@@ -165,6 +165,58 @@ def _judge_trust(rows: Sequence[dict[str, Any]]) -> Any:
     return None
 
 
+def _reward_out_of_range(rows: Sequence[dict[str, Any]]) -> int:
+    """Rows whose ``reward`` is a number outside [0, 1] (or NaN/inf): the judge contract's
+    range, so such a reward is a broken judge, not a strong signal."""
+    bad = 0
+    for row in rows:
+        r = row.get("reward")
+        if isinstance(r, int | float) and not isinstance(r, bool) and not 0.0 <= r <= 1.0:
+            bad += 1
+    return bad
+
+
+def _has_text(value: Any) -> bool:
+    return bool(value.strip()) if isinstance(value, str) else bool(value)
+
+
+def _no_prompt(rows: Sequence[dict[str, Any]]) -> int:
+    """Rows carrying neither a ``prompt`` nor any ``messages``: nothing a trainer can feed in."""
+    return sum(1 for r in rows if not _has_text(r.get("prompt")) and not r.get("messages"))
+
+
+def _duplicate_ids(rows: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """``(extra rows, ids)``: rows whose ``rollout_id`` an earlier row already carried, and
+    how many ids repeat. A repeated id is a rollout counted twice (a double-appended file, a
+    merge of overlapping runs). Rows without an id are not counted."""
+    counts = Counter(str(r["rollout_id"]) for r in rows if r.get("rollout_id") not in (None, ""))
+    repeated = [n for n in counts.values() if n > 1]
+    return sum(n - 1 for n in repeated), len(repeated)
+
+
+def _band_contradictions(rows: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """``(rows, asks)`` whose selection stamp contradicts the band it was selected for: a
+    ``select_for_rl`` stamp (band enforced) whose ``pass_rate`` lies outside its ``band`` or
+    that says ``in_band: false``."""
+    eps = 1e-9
+    bad_rows = 0
+    asks: set[str] = set()
+    for row in rows:
+        cal = row.get("calibration")
+        if not isinstance(cal, dict) or cal.get("source") != "select_for_rl":
+            continue
+        if cal.get("band_enforced") is False:
+            continue
+        rate, band = cal.get("pass_rate"), cal.get("band")
+        outside = False
+        if isinstance(rate, int | float) and isinstance(band, list | tuple) and len(band) == 2:
+            outside = not (float(band[0]) - eps <= float(rate) <= float(band[1]) + eps)
+        if outside or cal.get("in_band") is False:
+            bad_rows += 1
+            asks.add(task_key(row))
+    return bad_rows, len(asks)
+
+
 def _rows_mode(rows: Sequence[dict[str, Any]]) -> str | None:
     modes = Counter(str(r["mode"]) for r in rows if r.get("mode"))
     return modes.most_common(1)[0][0] if modes else None
@@ -185,9 +237,14 @@ def publish_gate(
 
     ``mode`` defaults to the rows' own ``mode``: ``"rl"`` rows are *RL-shaped*, ``"sft"`` rows
     are not, and otherwise (no mode, ``explore``, ...) rows are RL-shaped when some task has
-    two or more rollouts. Checks: an RL-shaped set must be graded (some row carries
-    a numeric reward) and carry at least one mixed group (an ask whose rewards disagree);
-    any set must be non-empty. ``hack_scan`` (with ``endorsed``) always runs for the report.
+    two or more rollouts. Checks: any set must be non-empty, every numeric ``reward`` must lie
+    in [0, 1] (``rewards_in_range``), every row must carry a ``prompt`` or ``messages``
+    (``prompts``), no ``rollout_id`` may repeat (``unique_rollout_ids``), and no
+    ``select_for_rl`` stamp may carry a pass rate outside the band it was selected for
+    (``stamps_in_band``; read before this call re-stamps). An RL-shaped set must also be
+    graded (some row carries a numeric reward) and carry at least one mixed group (an ask
+    whose rewards disagree). Each failed check is a reason with its count. ``hack_scan``
+    (with ``endorsed``) always runs for the report.
 
     Raises ``PublishGateError`` (with ``err.report``) when ``strict`` and a check fails, or
     when ``strict_hacks`` and the scan's regime is ``reward_hack``. With ``strict=False`` a
@@ -213,18 +270,53 @@ def publish_gate(
         # No mode, or one that does not say (explore, eval): RL-shaped means repeats per ask.
         rl_shaped = any(n >= 2 for n in Counter(task_key(r) for r in rows).values())
     n_numeric = sum(1 for r in rows if reward_under(r) is not None)
+    # Read the incoming stamps before calibrate re-stamps them.
+    n_out_of_range = _reward_out_of_range(rows)
+    n_no_prompt = _no_prompt(rows)
+    n_dup_rows, n_dup_ids = _duplicate_ids(rows)
+    n_contra_rows, n_contra_asks = _band_contradictions(rows)
     scan = hack_scan(rows, endorsed=endorsed)
     calibration = calibrate(rows, policy=policy, model=model, band=(lo, hi))
 
     problems: list[str] = []
     checks: dict[str, bool | None] = {
         "non_empty": bool(rows),
+        "rewards_in_range": None,
+        "prompts": None,
+        "unique_rollout_ids": None,
+        "stamps_in_band": None,
         "graded": None,
         "mixed_group": None,
         "hack_free": None,
     }
     if not rows:
         problems.append("no rows to publish")
+    else:
+        checks["rewards_in_range"] = n_out_of_range == 0
+        checks["prompts"] = n_no_prompt == 0
+        checks["unique_rollout_ids"] = n_dup_rows == 0
+        checks["stamps_in_band"] = n_contra_rows == 0
+    if n_out_of_range:
+        problems.append(
+            f"{n_out_of_range} of {len(rows)} rows carry a reward outside [0, 1] (the judge "
+            f"contract's range): fix the judge, or give it scale=(lo, hi) to map its ratings"
+        )
+    if n_no_prompt:
+        problems.append(
+            f"{n_no_prompt} of {len(rows)} rows carry neither a prompt nor messages: a trainer "
+            f"has nothing to feed in; drop them or fix the writer"
+        )
+    if n_dup_rows:
+        problems.append(
+            f"{n_dup_rows} rows repeat a rollout_id ({n_dup_ids} ids appear more than once): a "
+            f"rollout counted twice skews every group; dedupe the file (was it appended twice?)"
+        )
+    if n_contra_rows:
+        problems.append(
+            f"{n_contra_rows} rows in {n_contra_asks} asks carry a select_for_rl stamp whose "
+            f"pass rate lies outside the band they were selected for: re-run select_for_rl "
+            f"(optimize) on the graded rows"
+        )
     if rl_shaped and rows:
         checks["graded"] = n_numeric > 0
         checks["mixed_group"] = signal["mixed"] > 0 or scan["asks_mixed"] > 0
@@ -270,6 +362,10 @@ def publish_gate(
         "n_rows": len(rows),
         "n_graded": n_numeric,
         "n_unjudged": n_unjudged,
+        "n_reward_out_of_range": n_out_of_range,
+        "n_no_prompt": n_no_prompt,
+        "n_duplicate_rollout_ids": n_dup_rows,
+        "n_stamps_out_of_band": n_contra_rows,
         "band": [lo, hi],
         "group_signal": signal,
         "calibration": {k: v for k, v in calibration.items() if k != "pass_at"},
