@@ -632,7 +632,7 @@ def test_output_is_streamed_then_written_atomically(tmp_path):
 def test_model_backend_runs_in_the_async_pool():
     import httpx
 
-    from wai_exp.simulate.agents.http import RetryPolicy
+    from wai_exp.llm.http import RetryPolicy
     from wai_exp.simulate.agents.model_agent import ModelAgent
 
     calls = []

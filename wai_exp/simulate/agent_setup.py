@@ -76,7 +76,8 @@ def _callable_of(
 
         return run_scripted, str(scripted.model_version), False
     # Imported only here: the backends pull in httpx.
-    from wai_exp.simulate.agents.model_agent import PROVIDERS, ModelAgent, is_model_spec
+    from wai_exp.llm.providers import PROVIDERS, is_model_spec
+    from wai_exp.simulate.agents.model_agent import ModelAgent
 
     if isinstance(agent, str):
         if not is_model_spec(agent):

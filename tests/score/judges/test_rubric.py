@@ -7,6 +7,7 @@ import json
 import httpx
 import pytest
 
+from wai_exp.llm.http import RetryPolicy
 from wai_exp.score.judges.judging import run_judge
 from wai_exp.score.judges.rubric import (
     Criterion,
@@ -16,7 +17,6 @@ from wai_exp.score.judges.rubric import (
     rubric_of,
     write_rubrics,
 )
-from wai_exp.simulate.agents.http import RetryPolicy
 
 NO_WAIT = RetryPolicy(retries=0, base_s=0.0, max_s=0.0)
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.support.fake_world import TableWorld
-from wai_exp.simulate.agents.http import RetryPolicy
+from wai_exp.llm.http import RetryPolicy
 from wai_exp.simulate.agents.model_agent import ModelAgent
 
 HAVE_SERVER = (

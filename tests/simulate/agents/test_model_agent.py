@@ -7,8 +7,9 @@ import httpx
 import pytest
 
 from tests.support.fake_world import TableWorld
-from wai_exp.simulate.agents.http import BackendError, RetryPolicy
-from wai_exp.simulate.agents.model_agent import ModelAgent, is_model_spec, parse_model_spec
+from wai_exp.llm.http import BackendError, RetryPolicy
+from wai_exp.llm.providers import is_model_spec, parse_model_spec
+from wai_exp.simulate.agents.model_agent import ModelAgent
 
 TOOLS = [
     {

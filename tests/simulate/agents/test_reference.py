@@ -15,9 +15,9 @@ import re
 import httpx
 import pytest
 
+from wai_exp.llm.http import RetryPolicy
 from wai_exp.rows.jsonl import read_rows, write_rows
 from wai_exp.score.diagnose.logprobs import mean_kl
-from wai_exp.simulate.agents.http import RetryPolicy
 from wai_exp.simulate.agents.reference import reference_logprobs
 from wai_exp.simulate.data import SimulationData
 

@@ -10,7 +10,7 @@ with ``position_consistent=False``. The flip rate is itself the headline number:
 that flips often is measuring the order, not the replies.
 
 ``pairwise_judge`` is the model-backed judge. It talks to the model through the project's
-HTTP layer (``wai_exp.simulate.agents``), imported lazily so ``wai_exp.score`` stays free
+HTTP layer (``wai_exp.llm``), imported lazily so ``wai_exp.score`` stays free
 of httpx until a model judge is actually built.
 """
 
@@ -461,7 +461,7 @@ class PairwiseJudge:
         request_chars: int,
         transport: Any = None,
     ) -> None:
-        from wai_exp.simulate.agents.model_agent import PROVIDERS, parse_model_spec
+        from wai_exp.llm.providers import PROVIDERS, parse_model_spec
 
         self.spec = parse_model_spec(spec)
         prov = PROVIDERS[self.spec.provider]
@@ -482,15 +482,13 @@ class PairwiseJudge:
     def _backend(self) -> Any:
         import httpx
 
-        from wai_exp.simulate.agents.anthropic_chat import AnthropicChat
-        from wai_exp.simulate.agents.openai_chat import OpenAIChat
+        from wai_exp.llm.providers import chat_backend
 
         loop = asyncio.get_running_loop()
         if self._client is None or self._client.is_closed or self._loop is not loop:
             self._client = httpx.AsyncClient(timeout=self.timeout, transport=self.transport)
             self._loop = loop
-        cls = AnthropicChat if self.kind == "anthropic" else OpenAIChat
-        return cls(self._client, self.spec.base_url, self.spec.model, api_key=self.api_key)
+        return chat_backend(self.spec, self._client, api_key=self.api_key)
 
     def messages(self, a_row: Mapping[str, Any], b_row: Mapping[str, Any]) -> list[dict]:
         """The chat messages sent for one comparison."""
@@ -506,7 +504,7 @@ class PairwiseJudge:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
     async def __call__(self, a_row: Mapping[str, Any], b_row: Mapping[str, Any]) -> Verdict:
-        from wai_exp.simulate.agents.http import BackendError
+        from wai_exp.llm.http import BackendError
 
         try:
             done = await self._backend().complete(

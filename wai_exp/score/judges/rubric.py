@@ -14,7 +14,7 @@ rubric per distinct prompt. A row carries its rubric on ``privileged.rubric`` (t
 block, scrubbed from every file), so ``attach_rubric`` / ``rubric_of`` move it on and off.
 
 The two model paths are the only I/O here; they go through the project's HTTP layer
-(``wai_exp.simulate.agents``), imported lazily so the scoring rule stays import-light.
+(``wai_exp.llm``), imported lazily so the scoring rule stays import-light.
 """
 
 from __future__ import annotations
@@ -450,7 +450,7 @@ class _Chat:
     def __init__(
         self, spec: str, api_key: str | None, timeout: float, transport: Any, retry: Any
     ) -> None:
-        from wai_exp.simulate.agents.model_agent import PROVIDERS, parse_model_spec
+        from wai_exp.llm.providers import PROVIDERS, parse_model_spec
 
         self.spec = parse_model_spec(spec)
         prov = PROVIDERS[self.spec.provider]
@@ -465,22 +465,16 @@ class _Chat:
     def _backend(self) -> Any:
         import httpx
 
-        from wai_exp.simulate.agents.anthropic_chat import AnthropicChat
-        from wai_exp.simulate.agents.http import DEFAULT_RETRY
-        from wai_exp.simulate.agents.openai_chat import OpenAIChat
+        from wai_exp.llm.http import DEFAULT_RETRY
+        from wai_exp.llm.providers import chat_backend
 
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None or client.is_closed:
             client = httpx.AsyncClient(timeout=self.timeout, transport=self.transport)
             self._clients[loop] = client
-        cls = AnthropicChat if self.kind == "anthropic" else OpenAIChat
-        return cls(
-            client,
-            self.spec.base_url,
-            self.spec.model,
-            api_key=self.api_key,
-            policy=self.retry or DEFAULT_RETRY,
+        return chat_backend(
+            self.spec, client, api_key=self.api_key, policy=self.retry or DEFAULT_RETRY
         )
 
     async def ask(self, system: str, user: str, max_tokens: int = 2048) -> str:

@@ -53,8 +53,8 @@ from typing import Any
 
 import httpx
 
-from wai_exp.simulate.agents.http import DEFAULT_RETRY, BackendError, RetryPolicy, post_json
-from wai_exp.simulate.agents.model_agent import PROVIDERS, parse_model_spec
+from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy, post_json
+from wai_exp.llm.providers import PROVIDERS, parse_model_spec
 
 #: The chat template keys this renderer understands (see the module docstring).
 SUPPORTED_TEMPLATE_KWARGS = frozenset({"enable_thinking"})

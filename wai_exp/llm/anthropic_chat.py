@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wai_exp.simulate.agents.http import BackendError, post_json
-from wai_exp.simulate.agents.turn import ChatBackend, Completion
+from wai_exp.llm.http import BackendError, post_json
+from wai_exp.llm.turn import ChatBackend, Completion
 
 API_VERSION = "2023-06-01"
 

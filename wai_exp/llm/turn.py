@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx
 
-    from wai_exp.simulate.agents.http import RetryPolicy
+    from wai_exp.llm.http import RetryPolicy
 
 
 @dataclass
@@ -39,7 +39,7 @@ class ChatBackend:
         api_key: str | None = None,
         policy: RetryPolicy | None = None,
     ) -> None:
-        from wai_exp.simulate.agents.http import DEFAULT_RETRY
+        from wai_exp.llm.http import DEFAULT_RETRY
 
         self.client = client
         self.url = base_url.rstrip("/") + self.PATH
