@@ -98,7 +98,11 @@ def main(argv: list[str]) -> None:
     )
     for name in files:
         path = Path(name)
-        if not path.is_file() or path.suffix not in {".py", ".md"}:
+        if (
+            not path.is_file()
+            or path.suffix not in {".py", ".md"}
+            or path.resolve() == Path(__file__).resolve()
+        ):
             continue
         old = path.read_text()
         new = rewrite(old)
