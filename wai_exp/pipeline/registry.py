@@ -37,7 +37,10 @@ NOT_COMPUTED_FROM = ("tracking", "name", "cache")
 class StageResult:
     """What a stage hands the runner (and its downstream stages).
 
-    ``rows`` are plain row dicts (written scrubbed to ``rows.jsonl``), ``report`` a JSON-able
+    ``rows`` are plain row dicts (written scrubbed to ``rows.jsonl``; any iterable of them
+    will do). A stage's inputs hand it their rows as a sequence that may be read from disk
+    lazily (``pipeline.stored_rows.StoredRows``: ``len()``, iteration, indexing); take
+    ``list(...)`` of it, or use ``input_rows``, to read it once. ``report`` a JSON-able
     dict (``report.json``), ``text`` the block a person reads (``report.txt``), ``metrics``
     flat float metrics (the runner prefixes them with the stage name for MLflow) and ``tags``
     string tags for the run (e.g. the gate verdict).
@@ -196,7 +199,8 @@ def resolve(kind: str | None = None, target: str | None = None) -> StageKind:
 
 
 def input_rows(name: str, inputs: dict[str, StageResult]) -> list[dict[str, Any]]:
-    """The rows a one-input stage works on: its single need's rows.
+    """The rows a one-input stage works on: its single need's rows, as a list (rows the
+    runner keeps on disk between stages are read here, once).
 
     Raises ``ValueError`` naming the stage when it has no input or several (a stage that
     combines inputs, like ``compare``, reads ``inputs`` itself).
@@ -207,7 +211,8 @@ def input_rows(name: str, inputs: dict[str, StageResult]) -> list[dict[str, Any]
             f"stage {name!r} reads the rows of exactly one stage; its `needs` lists {got}. "
             "Set `needs: [<stage>]` in the pipeline config."
         )
-    return next(iter(inputs.values())).rows
+    rows = next(iter(inputs.values())).rows
+    return rows if isinstance(rows, list) else list(rows)
 
 
 def import_object(path: str, what: str) -> Any:

@@ -81,6 +81,30 @@ def write_json(path: str | Path, obj: Any) -> Path:
     )
 
 
+#: String values up to this length are shared between the rows of one read (keys always).
+_SHARED_MAX = 64
+
+
+def _shared_strings_decoder() -> json.JSONDecoder:
+    """A decoder whose rows share one object per distinct key and short string value.
+
+    ``json.loads`` gives every row its own copy of every key ("scenario_dimensions",
+    "judge_status", ...) and of every repeated short value; sharing them halves what a parsed
+    row costs in memory (about 17 KB -> 9 KB for a simulated row), for ~15% more parse time.
+    The memo lives as long as one read.
+    """
+    memo: dict[str, str] = {}
+    share = memo.setdefault
+
+    def hook(obj: dict[str, Any]) -> dict[str, Any]:
+        return {
+            share(k, k): (share(v, v) if type(v) is str and len(v) <= _SHARED_MAX else v)
+            for k, v in obj.items()
+        }
+
+    return json.JSONDecoder(object_hook=hook)
+
+
 def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield the rows of a JSONL file.
 
@@ -89,13 +113,14 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     naming the file and line number.
     """
     path = Path(path)
+    decode = _shared_strings_decoder().decode
     # Line by line: a large file is never held whole in memory.
     with path.open(encoding="utf-8") as fh:
         for i, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                yield json.loads(line)
+                yield decode(line)
             except json.JSONDecodeError as exc:
                 if not line.endswith("\n"):
                     return  # only the last line can lack one: the torn tail of an append

@@ -156,7 +156,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         n_runs = variance.report.get("n_runs")
         if "run_std_runs" not in kwargs and isinstance(n_runs, int) and n_runs >= 2:
             kwargs["run_std_runs"] = n_runs
-    report = delta_report(inputs[before].rows, inputs[after].rows, seed=ctx.seed, **kwargs)
+    report = delta_report(
+        list(inputs[before].rows), list(inputs[after].rows), seed=ctx.seed, **kwargs
+    )
     report["arms"] = {"before": before, "after": after}
     # The headline leads: the run summary prints each report stage's first line, so the
     # verdict is what a reader sees at the end of the run; the arms follow the block.
