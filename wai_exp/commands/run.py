@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 import sys
 from pathlib import Path
@@ -22,6 +23,12 @@ log = logging.getLogger("wai_exp")
 
 
 EXIT_INVALID_CONFIG = 2
+
+#: A short random token per process: the default run folder is
+#: ``outputs/<date>/<H-M-S>-<token>``, so runs started in the same second never share one.
+RUN_TOKEN = secrets.token_hex(3)
+if not OmegaConf.has_resolver("wai_run_token"):
+    OmegaConf.register_new_resolver("wai_run_token", lambda: RUN_TOKEN)
 
 
 class RunFailed(RuntimeError):
