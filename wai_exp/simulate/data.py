@@ -2,7 +2,7 @@
 
 * ``.trajectories``: the in-memory rows, each still carrying ``privileged`` (the teacher's
   answer key) for judges;
-* ``.rows``: scrubbed copies (no ``privileged``/``vector`` at any depth), the exact list
+* ``.rows``: scrubbed copies (no ``privileged`` at any depth, no engine ``vector`` field), the exact list
   ``save()`` and ``output=`` write; a ``RowList``, so ``data.rows()`` works too;
 * ``.report()``: every resolved knob the run used and how it ended.
 """
