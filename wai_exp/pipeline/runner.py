@@ -383,6 +383,9 @@ def run_pipeline(
         where = f" during stage {', '.join(map(repr, stopped))}" if stopped else ""
         outcome.status, outcome.exit_code = "interrupted", EXIT_INTERRUPTED
         outcome.error = f"interrupted{where}; re-run the same command to resume"
+        kept = _kept_rows(state, stopped)
+        if kept:
+            outcome.error += f" ({kept})"
         _mark(outcome, stopped, "interrupted", kinds, state, run_dir)
         _safe_finish(tracker, "KILLED", outcome.error)
     except Exception as exc:
@@ -409,6 +412,25 @@ def _sequential(
         out = state.stage(spec, kinds[spec.name], f"[{i}/{len(order)}] {spec.name}")
         running.discard(spec.name)
         yield out
+
+
+def _kept_rows(state: _Run, stopped: list[str]) -> str:
+    """Where the interrupted stages' finished rows wait for the resume, e.g.
+    ``312 finished rows kept in outputs/.cache/simulate-ab12/partial.jsonl``; "" if none."""
+    parts = []
+    for name in stopped:
+        key = state.keys.get(name)
+        partial = state.cache.entry(name, key) / cache_mod.PARTIAL if key else None
+        if partial is None or not partial.is_file():
+            continue
+        with partial.open("rb") as fh:
+            n = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+        try:
+            shown = os.path.relpath(partial, state.start_dir)
+        except ValueError:
+            shown = str(partial)
+        parts.append(f"{n} finished rows kept in {shown}")
+    return "; ".join(parts)
 
 
 def _mark(

@@ -316,6 +316,10 @@ class Engine:
                     if self._clock_out() or self._dead():
                         break
                     results[i] = await self._rollout(plans[i])
+                    # A synchronous agent never suspends the loop; yield once per rollout so
+                    # Ctrl-C (asyncio.run cancels the main task) lands now, not after the
+                    # whole budget.
+                    await asyncio.sleep(0)
         new_keys = 0
         for plan, res in zip(plans, results, strict=True):
             new_keys += self._land(plan, res)
@@ -366,6 +370,7 @@ class Engine:
                     return
                 i = queue.popleft()
                 results[i] = await self._rollout(plans[i])
+                await asyncio.sleep(0)  # see _run_round: an interrupt must not wait
 
         tasks = [asyncio.ensure_future(worker()) for _ in range(min(conc, len(todo)))]
         if self.deadline is None:
@@ -390,11 +395,15 @@ class Engine:
         if out.row is None:
             self._live_lost += 1
             return out
+        if self.on_row is not None:
+            try:
+                self.on_row(out.row)
+            except Exception as exc:  # noqa: BLE001 - a row that cannot be written is lost
+                self._live_lost += 1
+                return Outcome(lost=self.runner.lost_record(plan, exc, "writing the row"))
         self.durations.append(out.seconds)
         self.new_rows += 1
         self._live_rows += 1
-        if self.on_row is not None:
-            self.on_row(out.row)
         return out
 
     # ---- progress -----------------------------------------------------------------------

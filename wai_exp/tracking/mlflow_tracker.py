@@ -37,6 +37,7 @@ from urllib.parse import unquote
 
 from wai_exp.domain.secrets import redact, redact_overrides, redact_text
 from wai_exp.tracking import PARENT_RUN_ENV
+from wai_exp.tracking.orphans import owner_tags, reap_orphans
 from wai_exp.tracking.params import (
     MAX_PARAMS_PER_BATCH,
     MAX_TAG_VALUE_CHARS,
@@ -506,6 +507,8 @@ class MlflowTracker:
 
         exp_id = prepare_store(self.uri, self.experiment)
         client = MlflowClient(tracking_uri=self.uri)
+        # A run SIGKILLed earlier in this store is still RUNNING: mark it KILLED, with why.
+        reap_orphans(client, [exp_id])
         run_dir = Path(run_dir)
         parent = self._find_parent(client, run_dir)
         if parent is not None:
@@ -530,6 +533,7 @@ class MlflowTracker:
             "wai.overrides": " ".join(overrides),
             "wai.override_list": json.dumps(overrides),
             **git_tags(git_candidates(self.start_dir, config)),
+            **owner_tags(),
         }
         with contextlib.suppress(Exception):
             tags["mlflow.user"] = getpass.getuser()

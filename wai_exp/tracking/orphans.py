@@ -1,0 +1,93 @@
+"""Runs left ``RUNNING`` by a process that is gone (SIGKILL, OOM killer, power loss).
+
+A run records who runs it (tags ``wai.pid``, ``wai.host`` and, on Linux, ``wai.pid_start``, the
+process's start time, which tells a recycled pid from the original process). When the next
+run starts in the same store, :func:`reap_orphans` marks every ``RUNNING`` run of this host
+whose process no longer exists ``KILLED``, with the reason in ``wai.error``. Runs of other
+hosts are left alone: their processes cannot be checked from here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PID_TAG = "wai.pid"
+HOST_TAG = "wai.host"
+PID_START_TAG = "wai.pid_start"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22),
+    or None where /proc is missing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def owner_tags() -> dict[str, str]:
+    """The tags naming this process: pid, host and (Linux) its start time."""
+    tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    start = _start_time(os.getpid())
+    if start is not None:
+        tags[PID_START_TAG] = start
+    return tags
+
+
+def process_gone(pid: int, start: str | None = None) -> bool:
+    """True when no process ``pid`` exists, or one does but started at another time than
+    ``start`` (the pid was reused)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    if start is not None:
+        now = _start_time(pid)
+        if now is not None and now != start:
+            return True
+    return False
+
+
+def reap_orphans(client: Any, experiment_ids: list[str]) -> list[str]:
+    """Mark ``KILLED`` every RUNNING run of ``experiment_ids`` started on this host whose
+    process is gone; returns their run ids. Never raises (a store that cannot be searched
+    just reaps nothing, with a warning)."""
+    host = socket.gethostname()
+    reaped: list[str] = []
+    try:
+        runs = client.search_runs(
+            experiment_ids, filter_string="attributes.status = 'RUNNING'", max_results=1000
+        )
+    except Exception as exc:  # noqa: BLE001 - reaping is housekeeping, never a reason to fail
+        log.warning("could not look for runs left RUNNING by a dead process: %s", exc)
+        return reaped
+    for run in runs:
+        tags = run.data.tags
+        if tags.get(HOST_TAG) != host or not str(tags.get(PID_TAG, "")).isdigit():
+            continue
+        pid = int(tags[PID_TAG])
+        if pid == os.getpid() or not process_gone(pid, tags.get(PID_START_TAG)):
+            continue
+        reason = (
+            f"the process that ran it (pid {pid} on {host}) is gone without ending the run "
+            "(killed by SIGKILL, the OOM killer or a crash); marked KILLED by the next run in "
+            "this store. Re-run the same command to resume from its finished rows."
+        )
+        with contextlib.suppress(Exception):
+            client.set_tag(run.info.run_id, "wai.error", reason)
+            client.set_terminated(run.info.run_id, "KILLED")
+            reaped.append(run.info.run_id)
+            log.warning("run %s: %s", run.info.run_id, reason)
+    return reaped
