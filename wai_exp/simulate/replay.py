@@ -226,14 +226,18 @@ def trace_seeds(
 ) -> tuple[Callable[[list[Any], int], list[Any]], dict[str, Any], list[Task], list[str]]:
     """``traces=``: ``(aim, info, seed tasks, warnings)``.
 
-    The failing asks of the traces become seed tasks (``arm="seed"``, k rollouts each) when
-    their rows carry writer lineage; the rest only aim fresh draws (``trace_aim``). A seed
+    The first ``failing_seeds_cap`` failing asks of the traces (0: none) become seed tasks
+    (``arm="seed"``, k rollouts each) when their rows carry writer lineage; every failing row
+    aims fresh draws (``trace_aim``). A seed
     that cannot be rebuilt is a warning, not an error. Raises ``ValueError`` when the source
     cannot be read.
     """
     rows = load_rows_source(source, "traces")
     aim, info = trace_aim(rows, knobs, seed)
-    failing = info.pop("failing_rows")
+    # The cap bounds the seed asks only (0 = none); every failing row still aims the grid.
+    cap = int(knobs["failing_seeds_cap"])
+    failing = info.pop("failing_rows")[:cap]
+    info["failing_seeds_cap"] = cap
     warnings: list[str] = []
     seeds: list[Task] = []
     rebuildable = [
@@ -283,7 +287,6 @@ def trace_aim(
         fired = ((r.get("faults") or {}).get("fired")) or []
         if (reward is not None and reward < thr) or fired:
             failing.append(r)
-    failing = failing[: int(knobs["failing_seeds_cap"])] if knobs["failing_seeds_cap"] else failing
     regions: Counter[tuple[Any, Any]] = Counter()
     for r in failing:
         d = r.get("scenario_dimensions") or {}
