@@ -716,8 +716,8 @@ def test_adaptive_mode_re_rolls_when_new_behaviour_stops_showing_up():
 
 def test_grade_stamps_the_legacy_conduct_score_and_llm_grade_says_what_to_do():
     data = simulate(desk_agent, budget=5, seed=0, grade=True)
-    assert all({"reward", "checks"} <= set(r["conduct"]) for r in data.rows)
-    assert all(r.get("reward") is None for r in data.rows)  # conduct is not the reward
+    assert all(r["label_source"] == "conduct" for r in data.rows)
+    assert all("checks" in r["judge_meta"] for r in data.rows)
     with pytest.raises(ValueError, match="run_judge"):
         simulate(desk_agent, budget=5, llm_grade=True)
 

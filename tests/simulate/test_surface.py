@@ -86,3 +86,156 @@ def test_failing_seeds_cap_zero_means_no_seed_asks_and_a_cap_bounds_them():
     assert {r["arm"] for r in two.rows} >= {"seed"}
     default = wai.simulate(budget=30, seed=2, traces=traces)
     assert default.report()["seeds"] == min(40, default.report()["traces_info"]["failing"])
+
+
+# ---------------------------------------------------------------------------------------
+# grade=True / grade="conduct"
+# ---------------------------------------------------------------------------------------
+
+
+def test_grade_true_puts_the_conduct_score_on_each_row_and_in_the_report():
+    data = wai.simulate(mode="rl", budget=24, seed=3, grade=True)
+    by_hand = [wai.conduct_grade(r, [t["function"]["name"] for t in data.tools]) for r in data]
+    for row, expected in zip(data.rows, by_hand, strict=True):
+        assert row["reward"] == expected["reward"]
+        assert row["reason"] == expected["reason"]
+        assert row["label_source"] == "conduct"
+        assert row["judge_status"] == "ok"
+    grade = data.report()["grade"]
+    assert grade["judge_name"] == "conduct_grade" and grade["label_source"] == "conduct"
+    assert grade["rows_graded"] == 24 and grade["passed"] + grade["failed"] == 24
+    assert grade["failed"] == sum(1 for e in by_hand if e["reward"] < 0.5)
+    assert data.pass_at is not None  # graded rows give pass@1 with no run_judge
+    # grade="conduct" is the same thing, and the rows on disk carry the verdict
+    same = wai.simulate(mode="rl", budget=24, seed=3, grade="conduct")
+    assert [r["reward"] for r in same.rows] == [r["reward"] for r in data.rows]
+
+
+def test_grade_refuses_an_unknown_kind_and_a_second_grader():
+    import pytest
+
+    with pytest.raises(ValueError, match="grade='conduct'"):
+        wai.simulate(budget=2, grade="llm")
+    with pytest.raises(ValueError, match="pass one"):
+        wai.simulate(budget=2, grade=True, grader=lambda r: 1.0)
+    assert wai.simulate(budget=3, seed=0).report()["grade"] is None  # ungraded says so
+
+
+# ---------------------------------------------------------------------------------------
+# Row fields as documented
+# ---------------------------------------------------------------------------------------
+
+
+def _single_message_agent(prompt, *, tools, system_prompt, world, sampling):
+    return {"final_text": "Sorry, I can't do that.", "model_version": "one-shot"}
+
+
+def test_user_model_is_absent_on_single_message_rows_and_named_on_follow_ups(tmp_path):
+    single = wai.simulate(_single_message_agent, budget=6, seed=0)
+    assert all("user_model" not in r for r in single.rows)
+    single.save(tmp_path / "single.jsonl")
+    assert '"user_model"' not in (tmp_path / "single.jsonl").read_text()
+    # The scripted agent asks the person questions: those rows name who answered.
+    data = wai.simulate(budget=60, seed=0, advanced={"patience": "endless"})
+    followed = [r for r in data.rows if any(s["kind"] == "user" for s in r["steps"])]
+    assert followed and all(r["user_model"] == "template" for r in followed)
+    assert all("user_model" not in r for r in data.rows if r not in followed)
+
+
+def test_ended_by_is_one_vocabulary_across_agent_kinds():
+    from wai_exp.rows.model import ENDED_BY
+
+    def says(word):
+        def agent(prompt, *, tools, system_prompt, world, sampling):
+            out = {"final_text": "ok", "model_version": "m"}
+            if word is not None:
+                out["ended_by"] = word
+            return out
+
+        return agent
+
+    def asker(prompt, *, tools, system_prompt, world, sampling):
+        # Keeps asking; the world's person walks away by its patience table.
+        steps = []
+        for _ in range(4):
+            steps.append({"kind": "assistant", "content": "Which order?", "tool_calls": []})
+            if world.ask_user("Which order is it?") is None:
+                return {"steps": steps, "final_text": "Which order?", "model_version": "m"}
+        return {"steps": steps, "final_text": "Thanks, done.", "model_version": "m"}
+
+    scripted = wai.simulate(budget=40, seed=1)
+    assert {r["ended_by"] for r in scripted.rows} <= set(ENDED_BY)
+    asked = wai.simulate(asker, budget=30, seed=1)
+    assert {r["ended_by"] for r in asked.rows} == {"agent", "user_left"}
+    for word, term in [(None, "agent"), ("final", "agent"), ("stop", "agent"),
+                       ("max_turns", "max_turns"), ("USER_LEFT", "user_left"), ("length", "truncated"),
+                       ("gave_up", "other")]:  # fmt: skip
+        rows = wai.simulate(says(word), budget=2, seed=0).rows
+        assert {r["ended_by"] for r in rows} == {term}, word
+        if term == "other":
+            assert {r["ended_by_raw"] for r in rows} == {"gave_up"}  # the agent's word kept
+    left = sum(1 for r in asked.rows if r["ended_by"] == "user_left")
+    assert asked.search["ended_on_question"] == left > 0
+
+
+class _ModelJudge:
+    """A judge that names its model, like a model-backed judge does."""
+
+    model = "judge-model-7b"
+
+    def __call__(self, row):
+        return {"reward": 1.0 if "order" in row["final_text"].lower() else 0.0, "reason": "r"}
+
+
+def test_label_source_and_judge_meta_model_on_every_graded_row():
+    data = wai.simulate(budget=10, seed=2, grader=_ModelJudge())
+    assert all(r["judge_meta"]["model"] == "judge-model-7b" for r in data.rows)
+    assert all(r["label_source"] == "model" for r in data.rows)
+    plain = wai.simulate(budget=10, seed=2, grader=lambda r: 1.0)
+    assert all(r["label_source"] == "judge" for r in plain.rows)
+    assert all(r["judge_meta"]["model"] is None for r in plain.rows)  # not a model judge
+    scored = wai.run_judge(plain, wai.task_checklist)
+    assert all(r["label_source"] == "judge" for r in scored.rows)
+    scored = wai.run_judge(plain, _ModelJudge())
+    assert all(r["label_source"] == "model" for r in scored.rows)
+    assert all(r["judge_meta"]["model"] == "judge-model-7b" for r in scored.rows)
+
+
+# ---------------------------------------------------------------------------------------
+# data.search, data.stopped_because, data.metadata and the sidecar
+# ---------------------------------------------------------------------------------------
+
+
+def test_search_and_stopped_because_read_as_the_spec_reads_them():
+    data = wai.simulate(mode="rl", budget=40, seed=0, runs=2, hard_share=0.5)
+    mix = data.search["tier_mix"]
+    assert sum(mix["counts"].values()) == len(data.rows) == 80
+    assert len(mix["per_run"]) == 2 and all(sum(p.values()) == 40 for p in mix["per_run"])
+    assert data.search == data.report()["search"]
+    assert data.stopped_because == "budget" == data.report()["stopped_because"]
+    done = wai.simulate(budget=500, seed=0, situations=3)
+    assert done.stopped_because == "situations_exhausted"
+    data.search["tier_mix"]["counts"].clear()  # a copy: the record is not changed by a reader
+    assert sum(data.search["tier_mix"]["counts"].values()) == 80
+
+
+def test_metadata_and_sidecar_name_writer_user_and_judge(tmp_path):
+    import json
+
+    data = wai.simulate(budget=8, seed=0)
+    meta = data.metadata
+    assert meta["model_version"] == data.rows[0]["model_version"]
+    assert meta["writer_model"] == "template" and meta["user_model"] == "template"
+    assert "judge_model" not in meta  # not graded yet
+    data.grade(_ModelJudge())
+    assert data.metadata["judge_model"] == "judge-model-7b"
+    data.save(tmp_path / "run.jsonl")
+    side = json.loads((tmp_path / "run.meta.json").read_text())["metadata"]
+    assert {side["writer_model"], side["user_model"], side["judge_model"]} == {
+        "template",
+        "judge-model-7b",
+    }
+    graded = wai.simulate(budget=8, seed=0, grader=_ModelJudge(), output=tmp_path / "g.jsonl")
+    side = json.loads((tmp_path / "g.meta.json").read_text())["metadata"]
+    assert side["judge_model"] == "judge-model-7b" == graded.metadata["judge_model"]
+    assert side["judge_name"] == graded.report()["grade"]["judge_name"]

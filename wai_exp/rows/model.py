@@ -20,6 +20,41 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = "1"
 
+#: ``ended_by``, one vocabulary for every agent kind: the agent gave its reply (``agent``),
+#: the simulated person walked away on the agent's question (``user_left``), the turn limit
+#: ran out (``max_turns``), the last turn was cut at the token cap (``truncated``), or the
+#: agent said something else (``other``; its own word is kept in ``ended_by_raw``).
+ENDED_BY = ("agent", "user_left", "max_turns", "truncated", "other")
+
+#: Words agents use for the endings above, mapped onto the vocabulary.
+_ENDED_BY_SYNONYMS = {
+    "agent": "agent",
+    "final": "agent",
+    "stop": "agent",
+    "done": "agent",
+    "end_turn": "agent",
+    "completed": "agent",
+    "assistant": "agent",
+    "user_left": "user_left",
+    "user_quit": "user_left",
+    "walked_away": "user_left",
+    "max_turns": "max_turns",
+    "turn_limit": "max_turns",
+    "max_steps": "max_turns",
+    "truncated": "truncated",
+    "max_tokens": "truncated",
+    "length": "truncated",
+    "token_cap": "truncated",
+}
+
+
+def ended_by_term(value: Any) -> str:
+    """``value`` as a word of ``ENDED_BY``: None (the agent just returned) is ``agent``, a
+    known synonym maps onto its term, anything else is ``other``. Never raises."""
+    if value is None:
+        return "agent"
+    return _ENDED_BY_SYNONYMS.get(str(value).strip().lower(), "other")
+
 
 class ToolCall(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -88,7 +123,7 @@ class Row(BaseModel):
     arm: str | None = None
     selection_reason: str | None = None
     seed: int | None = None
-    ended_by: str | None = None
+    ended_by: str | None = None  # a word of ENDED_BY
     usage: dict[str, int] | None = None
     error: str | None = None
     timing: dict[str, float] | None = None
@@ -98,6 +133,8 @@ class Row(BaseModel):
     judge_name: str | None = None
     judge_status: str | None = None
     judge_meta: dict[str, Any] | None = None
+    #: who produced the label: ``conduct`` (``grade=``), ``judge``, ``model``, or a person
+    label_source: str | None = None
     calibration: dict[str, Any] | None = None
     # The teacher's answer key: in memory for judges only, never serialised.
     privileged: dict[str, Any] | None = Field(default=None, exclude=True)

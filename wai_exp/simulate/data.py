@@ -4,7 +4,12 @@
   answer key) for judges;
 * ``.rows``: scrubbed copies (no ``privileged`` at any depth, no engine ``vector`` field), the exact list
   ``save()`` and ``output=`` write; a ``RowList``, so ``data.rows()`` works too;
-* ``.report()``: every resolved knob the run used and how it ended.
+* ``.report()``: every resolved knob the run used and how it ended;
+* ``.search`` (the report's search statistics: ``tier_mix``, ``ended_on_question``,
+  coverage, mutations), ``.stopped_because`` (why the run ended) and ``.metadata`` (the run
+  id and the three models: ``model_version`` for the agent, ``writer_model``,
+  ``user_model``, plus ``judge_model``/``judge_name`` once graded), also written to the
+  ``.meta.json`` sidecar by ``save()``.
 """
 
 from __future__ import annotations
@@ -79,6 +84,20 @@ class SimulationData:
         """A copy of the run record: every resolved parameter and knob, counts, stop reason."""
         return copy.deepcopy(self._report)
 
+    @property
+    def search(self) -> dict[str, Any]:
+        """A copy of ``report()["search"]``: ``tier_mix`` (counts, asked and drawn hard
+        share, ``per_run`` under ``runs=N``), ``ended_on_question`` (rows the person left on
+        the agent's question), ``coverage``, ``mixed_rate``, ``dimension_counts``,
+        ``mutation_aims``, ``mutation_parents``."""
+        return copy.deepcopy(self._report.get("search") or {})
+
+    @property
+    def stopped_because(self) -> str | None:
+        """Why the run ended: ``budget``, ``situations_exhausted``, ``tasks_exhausted``,
+        ``time_budget``, ``saturation`` or ``dead_agent`` (``report()["stopped_because"]``)."""
+        return self._report.get("stopped_because")
+
     # ---- grading -----------------------------------------------------------------------
     @property
     def graded(self) -> bool:
@@ -102,10 +121,23 @@ class SimulationData:
         return pass_at(self.trajectories)
 
     def grade(self, judge: Any, **kwargs: Any) -> Any:
-        """Grade the trajectories with ``judge`` (``wai_exp.score.judges.judging.run_judge``)."""
+        """Grade the trajectories with ``judge`` (``wai_exp.score.judges.judging.run_judge``) and
+        return its ``ScoredData`` (graded copies; these trajectories are left as they are).
+        ``metadata`` then names the judge too (``judge_name``, ``judge_model``: the model
+        the judge names, else None), so a later ``save()`` records who graded."""
         from wai_exp.score.judges.judging import run_judge
 
-        return run_judge(self, judge, **kwargs)
+        scored = run_judge(self, judge, **kwargs)
+        models = sorted(
+            {
+                str(r["judge_meta"]["model"])
+                for r in scored.rows
+                if isinstance(r.get("judge_meta"), dict) and r["judge_meta"].get("model")
+            }
+        )
+        self.metadata["judge_name"] = scored.judge_name
+        self.metadata["judge_model"] = ", ".join(models) if models else None
+        return scored
 
     # ---- files -------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:

@@ -801,11 +801,16 @@ def _result(
         )
     metadata = {
         "run_id": run_id,
+        # The three models of a run: the agent, the situation writer, the simulated user
+        # (who plays it whenever a follow-up comes; rows without one omit user_model).
         "model_version": report["agent_model"],
         "writer_model": report["writer_model"],
-        "user_model": report["user_model"],
+        "user_model": cfg.user_model or "template",
         "system_prompt_sha": prompt_sha(sp),
     }
+    if report["grade"] is not None:  # graded as the rows landed: the judge is named too
+        metadata["judge_name"] = report["grade"]["judge_name"]
+        metadata["judge_model"] = report["grade"]["judge_model"]
     return SimulationData(
         engine.rows,
         tools=tools,

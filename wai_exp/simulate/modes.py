@@ -115,7 +115,8 @@ class Config:
     timeout: float
     logprobs: Any
     sampling: dict[str, Any] | None
-    grade: bool
+    #: "conduct" under grade=True / grade="conduct", else None
+    grade: str | None
     user_model: str | None
 
 
@@ -187,7 +188,7 @@ def resolve_config(
     fault_rate: Any,
     hard_share: Any,
     sampling: Any,
-    grade: bool,
+    grade: Any,
 ) -> Config:
     """The resolved ``Config``: the mode's presets under the passed parameters, knobs resolved.
 
@@ -248,7 +249,7 @@ def resolve_config(
         timeout=float(timeout),
         logprobs=logprobs,
         sampling=dict(sampling) if sampling is not None else None,
-        grade=bool(grade),
+        grade=_grade(grade, has_grader),
         user_model=None if user_model in (None, False) else str(user_model),
     )
 
@@ -314,6 +315,31 @@ def _knobs(advanced: dict[str, Any] | None, seed: int | None) -> dict[str, Any]:
             )
         knobs["seed"] = check_number("seed", seed, 0, None, integer=True)
     return knobs
+
+
+#: What ``simulate(grade=...)`` accepts: the legacy deterministic conduct score only.
+GRADE_KINDS = ("conduct",)
+
+
+def _grade(grade: Any, has_grader: bool) -> str | None:
+    """``"conduct"`` for ``grade=True``/``"conduct"``, None for False/None.
+
+    Raises ``ValueError`` for any other value, or for ``grade=`` together with ``grader=``
+    (both would write the row's reward).
+    """
+    if grade is None or grade is False:
+        return None
+    kind = "conduct" if grade is True else grade
+    if kind not in GRADE_KINDS:
+        raise ValueError(
+            f"grade={grade!r}: use grade=True or grade='conduct' (the deterministic conduct score), "
+            "or pass grader=<your judge>"
+        )
+    if has_grader:
+        raise ValueError(
+            "grade= and grader= both write the row's reward; pass one (grader= for your judge)"
+        )
+    return str(kind)
 
 
 def _refuse_unsupported(

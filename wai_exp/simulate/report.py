@@ -97,6 +97,7 @@ def build_report(
         **_person_and_world(cfg, world),
         **_outcome(engine),
         "search": _search(cfg, engine, mix, DIMENSION_KEYS),
+        "grade": grade_entry(cfg, engine),
         "knobs_not_read": sorted(set(cfg.knobs) - KNOBS_READ),
         "knobs_not_read_note": (
             "recorded and validated, but this offline engine has no part they steer "
@@ -223,6 +224,36 @@ def _search(
         "mutation_parents": dict(sorted(engine.mutations.kinds.items())),
         "mutate_graded_failures": engine.mutations.mutate_graded,
     }
+
+
+def grade_entry(cfg: Config, engine: Engine) -> dict[str, Any] | None:
+    """``report["grade"]``: who graded the rows as they landed (``grade=`` or ``grader=``)
+    and the verdict counts; None when neither was given. Counts only: pass@1 with its
+    interval is ``data.pass_at``."""
+    runner = engine.runner
+    if cfg.grade is None and runner.grader is None:
+        return None
+    rows, thr = engine.rows, engine.thr
+    rewards = [r.get("reward") for r in rows]
+    judged = [x for x in rewards if isinstance(x, int | float)]
+    return {
+        "by": "grade" if cfg.grade is not None else "grader",
+        "kind": cfg.grade,
+        "judge_name": "conduct_grade" if cfg.grade is not None else runner.grader_name,
+        "judge_model": None if cfg.grade is not None else runner.grader_model,
+        "label_source": "conduct" if cfg.grade is not None else _label_source(rows),
+        "rows_graded": len(judged),
+        "unjudged": len(rows) - len(judged),
+        "passed": sum(1 for x in judged if x >= thr),
+        "failed": sum(1 for x in judged if x < thr),
+        "pass_threshold": thr,
+        "note": "verdict counts only; pass@1 with its interval is data.pass_at",
+    }
+
+
+def _label_source(rows: list[dict[str, Any]]) -> str | None:
+    kinds = sorted({str(r["label_source"]) for r in rows if r.get("label_source")})
+    return ", ".join(kinds) if kinds else None
 
 
 def _jsonable(value: Any) -> Any:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wai_exp.rows.model import SCHEMA_VERSION, messages_from_steps
+from wai_exp.rows.model import SCHEMA_VERSION, ended_by_term, messages_from_steps
 from wai_exp.rows.scrub import carries_never_shipped, scrub
 from wai_exp.simulate.agent_setup import ResolvedAgent, callable_name
 from wai_exp.simulate.ids import prompt_sha
@@ -68,6 +68,9 @@ class RolloutRunner:
         self.user_execute = user_execute
         self.grader = grader
         self.grader_name = None if grader is None else callable_name(grader)
+        model = getattr(grader, "model", None)
+        #: the judge's model when ``grader=`` is model-backed (``judge_meta.model``)
+        self.grader_model = model if isinstance(model, str) else None
         self.run_id = run_id
         self._signature = behavior_signature
         self._privileged = privileged_context
@@ -166,6 +169,8 @@ class RolloutRunner:
         usage = out.get("usage")
         if usage is None:
             usage = usage_from_steps(steps)
+        raw_end = out.get("ended_by") or getattr(world, "ended_by", None)
+        ended_by = ended_by_term(raw_end)
         row: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "prompt": task.prompt,
@@ -183,7 +188,6 @@ class RolloutRunner:
             "policy_version": f"{model_version}@{self.sp_sha[:12]}",
             "model_version": model_version,
             "writer_model": task.writer_model,
-            "user_model": (self.cfg.user_model or "template") if user_turns else None,
             "lineage": self._lineage(plan),
             "markers": {},
             "scenario_dimensions": dims,
@@ -191,14 +195,28 @@ class RolloutRunner:
             "arm": task.arm,
             "selection_reason": plan.reason,
             "seed": plan.seed,
-            "ended_by": str(out.get("ended_by") or getattr(world, "ended_by", None) or "final"),
+            "ended_by": ended_by,
             "usage": usage,
             "error": out.get("error"),
             "timing": {"rollout_s": round(seconds, 6)},
         }
+        if user_turns:
+            # Absent, not null, when the agent took a single message (the reference's Output).
+            row["user_model"] = self.cfg.user_model or "template"
+        if raw_end is not None and str(raw_end) != ended_by:
+            row["ended_by_raw"] = str(raw_end)  # what the agent said, before the vocabulary
         row["behavior_signature"] = self._signature(row)
         if self._conduct is not None:
-            row["conduct"] = self._conduct(row, self.tool_names)
+            verdict = self._conduct(row, self.tool_names)
+            stamp_verdict(
+                row,
+                reward=verdict["reward"],
+                reason=verdict["reason"],
+                status="ok",
+                judge_name="conduct_grade",
+                meta={"checks": verdict["checks"], "flags": verdict["flags"]},
+                label_source="conduct",
+            )
         row["privileged"] = self._privileged(dims, faults)
         return row
 
@@ -243,14 +261,44 @@ class RolloutRunner:
             meta, markers = norm.get("judge_meta"), norm.get("markers")
         except Exception as exc:  # noqa: BLE001 - a judge error is an unjudged row, never a failure
             reward, reason, status = None, f"{type(exc).__name__}: {exc}"[:500], "error"
-        row["reward"] = reward
-        row["reason"] = reason
-        row["judge_name"] = self.grader_name
-        row["judge_status"] = status
-        if meta is not None:
-            row["judge_meta"] = meta
+        full_meta: dict[str, Any] = {"model": self.grader_model, "version": None}
+        full_meta.update(meta or {})
+        stamp_verdict(
+            row,
+            reward=reward,
+            reason=reason,
+            status=status,
+            judge_name=self.grader_name,
+            meta=full_meta,
+            label_source=label_source_of(full_meta),
+        )
         if markers:
             row["markers"] = {**row["markers"], **dict(markers)}
+
+
+def label_source_of(judge_meta: Mapping[str, Any]) -> str:
+    """``"model"`` when the judge names a model (``judge_meta.model``), else ``"judge"``."""
+    return "model" if judge_meta.get("model") else "judge"
+
+
+def stamp_verdict(
+    row: dict[str, Any],
+    *,
+    reward: Any,
+    reason: Any,
+    status: str,
+    judge_name: str | None,
+    meta: dict[str, Any],
+    label_source: str,
+) -> None:
+    """Write one verdict onto ``row``: ``reward``, ``reason``, ``judge_name``,
+    ``judge_status``, ``judge_meta`` and ``label_source`` (who produced the label)."""
+    row["reward"] = reward
+    row["reason"] = reason
+    row["judge_name"] = judge_name
+    row["judge_status"] = status
+    row["judge_meta"] = meta
+    row["label_source"] = label_source
 
 
 def _clean_steps(steps: Any, final_text: str) -> list[dict[str, Any]]:

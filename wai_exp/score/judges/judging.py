@@ -755,7 +755,8 @@ def run_judge(
 
     ``rows`` is a list of row dicts or a ``SimulationData`` (its in-memory trajectories are
     judged and its ``tools`` fill ``tools=``). Each scored row is a copy plus ``reward``,
-    ``reason``, ``judge_name``, ``judge_status``, ``judge_meta`` (``model``: the judge's
+    ``reason``, ``judge_name``, ``judge_status``, ``label_source`` (``"model"`` when the
+    judge names a model, else ``"judge"``), ``judge_meta`` (``model``: the judge's
     model, from ``judge.model`` or the judge's own return; ``version``; plus anything else
     the judge returned, e.g. ``checks``/``flags``) and ``lineage`` updated with
     ``scoring_run_id``, ``source``, ``judged_model`` (``model`` or the row's
@@ -814,6 +815,8 @@ def run_judge(
         row["judge_name"] = name
         row["judge_status"] = res["judge_status"]
         row["judge_meta"] = meta
+        # Who produced the label: a model judge, or a judge function (rules, code).
+        row["label_source"] = "model" if meta.get("model") else "judge"
         if res.get("markers"):
             prior = row.get("markers")
             merged = dict(prior) if isinstance(prior, Mapping) else {}
