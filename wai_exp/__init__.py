@@ -22,6 +22,8 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # rows
     "task_key": "wai_exp.rows.keys",
+    "from_row": "wai_exp.rows.schema",
+    "to_row": "wai_exp.rows.schema",
     # simulate
     "simulate": "wai_exp.simulate.engine",
     "SimulationData": "wai_exp.simulate.data",
@@ -106,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "format_hack_scan_diff": "wai_exp.score.diagnose.hack_scan_diff",
     "hack_scan_diff": "wai_exp.score.diagnose.hack_scan_diff",
     # quality
+    "rank": "wai_exp.score.grade.quality",
     "rank_rows": "wai_exp.score.grade.quality",
     "score_row": "wai_exp.score.grade.quality",
     # preflight (failure classes)

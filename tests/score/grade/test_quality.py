@@ -177,3 +177,23 @@ def test_real_rows_quality_is_bounded_and_reward_unchanged() -> None:
     # them are the ones that made something up after a fault or a not-found: failures.
     ignored = [r for r in rows if r["quality_scores"]["uses_tool_results"] == 0.0]
     assert ignored and all(r["reward"] == 0.0 for r in ignored)
+
+
+def test_rank_adds_quality_without_changing_reward_from_rows_data_or_a_path(tmp_path):
+    import wai_exp as wai
+
+    data = wai.simulate(mode="rl", budget=16, seed=1, grade=True)
+    rewards = [r["reward"] for r in data.rows]
+    path = data.save(tmp_path / "rows.jsonl")
+    from_path = wai.rank(path)
+    assert [r["reward"] for r in from_path] == rewards
+    assert all(0.0 <= r["quality"] <= 1.0 and r["quality_reason"] for r in from_path)
+    assert path.read_text().count('"quality"') == 0  # the file is read, not rewritten
+    ranked = wai.rank(data)
+    assert [r["reward"] for r in data.rows] == rewards
+    assert [r["quality"] for r in data.rows] == [r["quality"] for r in ranked]
+    assert [r["quality"] for r in from_path] == [r["quality"] for r in ranked]
+    rows = [dict(r) for r in data.rows]
+    assert wai.rank(rows) is rows
+    with pytest.raises(TypeError, match="JSONL path"):
+        wai.rank(42)

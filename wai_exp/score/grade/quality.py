@@ -220,3 +220,32 @@ def rank_rows(rows: Sequence[dict]) -> list[dict]:
             )
         row.update(score_row(row))
     return out
+
+
+def rank(rows_or_path: Any) -> list[dict]:
+    """``wai.rank``: stamp ``quality``, ``quality_reason`` and ``quality_scores`` on every
+    row (``score_row``) and return the rows; ``reward`` and every other key are untouched.
+
+    ``rows_or_path`` is a list of row dicts (stamped in place and returned), a
+    ``SimulationData`` (its trajectories, so ``data.rows`` carries the scores too) or a
+    JSONL path (read with ``wai_exp.rows.read_rows``; the file is not rewritten: save the
+    returned rows to keep them). Raises ``TypeError`` for anything else or a row that is not
+    a dict, ``OSError``/``ValueError`` for a path that cannot be read as JSONL.
+    """
+    from pathlib import Path
+
+    if isinstance(rows_or_path, str | Path):
+        from wai_exp.rows.jsonl import read_rows
+
+        return rank_rows(read_rows(rows_or_path))
+    if hasattr(rows_or_path, "trajectories"):
+        ranked = rank_rows(rows_or_path.trajectories)
+        # The scrubbed copies (``data.rows``, what save() writes) carry the scores too.
+        for row, saved in zip(ranked, rows_or_path.rows, strict=True):
+            saved.update({k: row[k] for k in ("quality", "quality_reason", "quality_scores")})
+        return ranked
+    if isinstance(rows_or_path, Sequence) and not isinstance(rows_or_path, bytes):
+        return rank_rows(rows_or_path)
+    raise TypeError(
+        f"rank takes row dicts, a SimulationData or a JSONL path, got {type(rows_or_path).__name__}"
+    )
