@@ -8,10 +8,12 @@ table: ``conf/knobs/default.yaml`` (``knobs_yaml()``), the README's knob table
 cannot drift between the code, the config tree and the docs.
 
 ``section`` is ``"experiment"`` for what a researcher changes between runs and ``"engine"``
-for the scheduler's internals (the reference's "Engine internals" table). Several engine
-internals steer a *model* writer (waves, tokens, restarts); the offline template writer does
-not read them, and their reason says so, so a report that records them is not mistaken for a
-run that used them.
+for the scheduler's internals (the reference's "Engine internals" table). ``reads`` says
+what reads each knob in this engine (``READERS``): the offline rows of any run, rows only
+under a condition (``grader=``, ``traces=``, a clock ...), only the report or the progress
+or output stream, or nothing offline (a model writer's waves and restarts; parts this
+engine does not have). ``tests/config/test_knob_readers.py`` sets every knob to a
+non-default value and checks the rows move exactly where its label says they do.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import difflib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: Named walk-away tables of the simulated person: (chance at the 2nd question, at later ones).
@@ -60,10 +62,116 @@ class Knob:
     section: str
     doc: str = ""
     choices: tuple[str, ...] = ()
+    #: what reads the knob: a key of ``READERS``
+    reads: str = ""
 
 
 _CONV = "convention, untested"
-_MODEL_WRITER = "Read only by a model writer; the offline template writer ignores it. "
+
+#: What reads a knob, and so where setting it shows. Labels starting ``rows`` change the
+#: offline rows (under the named condition); every other label leaves the rows identical.
+READERS: dict[str, str] = {
+    "rows": "the rows of any run",
+    "rows_grader": "the rows, under grader=",
+    "rows_traces": "the rows, under traces=",
+    "rows_adaptive": "the rows, under mode='adaptive'",
+    "rows_saturation": "the rows, under until='saturation'",
+    "rows_clock": "the rows, under time_budget=",
+    "rows_failing_agent": "the rows, when the agent raises (lost rollouts)",
+    "schedule": "how many rollouts run at once; rows identical at any value",
+    "report": "the report only (rows identical)",
+    "progress": "the progress= callback only (rows identical)",
+    "output": "the output= stream only (rows identical)",
+    "model_writer": "a model writer only: nothing offline (rows identical)",
+    "unread": "nothing in this engine: recorded and validated only (rows identical)",
+}
+
+#: Labels under which this engine reads a knob at all (``report()["knobs_not_read"]`` lists
+#: the knobs under the others).
+NOT_READ_LABELS = frozenset({"model_writer", "unread"})
+
+_READS: dict[str, str] = {
+    # experiment knobs
+    "seed": "rows",
+    "concurrency": "schedule",
+    "avg_turns": "rows",
+    "patience": "rows",
+    "user_temperature": "rows",
+    "writer_temperature": "model_writer",
+    "world": "rows",
+    "pass_threshold": "rows_grader",
+    "mutate_graded_failures": "rows_grader",
+    "smoothing_alpha": "report",
+    "allocation_gain": "rows_traces",
+    "allocation_tool_weight": "rows_traces",
+    "allocation_condition_weight": "rows_traces",
+    "gap_weight": "unread",
+    "adaptive_verify_explore_floor": "rows_adaptive",
+    "tier_mix_min_rows": "report",
+    "tier_mix_tolerance": "report",
+    "stop_grace": "rows_clock",
+    "embedder": "unread",
+    # engine internals
+    "empty_rounds_to_stop": "rows_saturation",
+    "writer_idle_rounds_to_restart": "model_writer",
+    "writer_idle_rounds_to_rest": "model_writer",
+    "restart_avoid_window": "model_writer",
+    "rows_per_extra_restart": "model_writer",
+    "dead_agent_errors": "rows_failing_agent",
+    "dead_agent_budget_multiple": "rows_failing_agent",
+    "closing_margin": "rows_clock",
+    "closing_window_rollouts": "rows_clock",
+    "collect_wait_s": "unread",
+    "collect_wait_floor_s": "unread",
+    "writer_wait_s": "model_writer",
+    "writer_wait_floor_s": "model_writer",
+    "hosted_touch_s": "model_writer",
+    "scene_join_s": "model_writer",
+    "scene_join_clocked_s": "model_writer",
+    "writer_buffer_waves": "model_writer",
+    # Sizes the scheduler's rounds and the template writer's batches: offline rows move.
+    "writer_buffer_cap": "rows",
+    "writer_typical_completions": "model_writer",
+    "pool_low_floor": "unread",
+    "pool_low_cap": "unread",
+    "pool_low_flight_divisor": "unread",
+    "offline_topup_multiple": "unread",
+    "offline_bounce_limit": "unread",
+    "offline_bounce_stride": "unread",
+    "restart_seed_stride": "model_writer",
+    "first_wave_writers": "model_writer",
+    "first_wave_cards": "model_writer",
+    "first_wave_tokens": "model_writer",
+    "min_cards_per_wave": "model_writer",
+    "tokens_per_card": "model_writer",
+    "wave_tokens_base": "model_writer",
+    "wave_tokens_floor": "model_writer",
+    "wave_tokens_cap": "model_writer",
+    "failing_seeds_cap": "rows_traces",
+    "select_oversample": "rows_traces",
+    "family_cap_floor": "unread",
+    "family_cap_per_phrasing": "unread",
+    "writer_context_items": "model_writer",
+    # How many failing rows wait as mutation parents: offline rows move.
+    "writer_context_parents": "rows",
+    "family_avoid_items": "model_writer",
+    "region_novelty_smoothing": "unread",
+    "gap_min_rows": "unread",
+    "gap_rich_signatures": "unread",
+    "gap_value_stuck": "unread",
+    "gap_value_rich": "unread",
+    "gap_value_unknown": "unread",
+    "short_share_floor": "model_writer",
+    "long_share_floor": "model_writer",
+    "followup_starved_min": "unread",
+    "followup_starved_divisor": "unread",
+    "semantic_duplicate_novelty": "unread",
+    "idle_judge_share": "unread",
+    "progress_every_s": "progress",
+    "progress_every_rows": "progress",
+    "flush_report_rows": "output",
+    "flush_report_s": "output",
+}
 
 
 def _k(
@@ -294,7 +402,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Rounds the pool stays empty on duplicate waves before the writer restarts.",
     ),
     _g(
@@ -303,7 +411,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Idle rounds after which a plain run stops launching waves.",
     ),
     _g(
@@ -312,7 +420,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         0,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Used asks handed to a restarted writer as avoid pressure.",
     ),
     _g(
@@ -321,7 +429,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "One extra writer restart per this many budgeted rows.",
     ),
     _g(
@@ -384,7 +492,7 @@ KNOBS: tuple[Knob, ...] = (
         "float",
         0.0,
         60.0,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "How long the loop waits on a writer wave when nothing is in flight.",
     ),
     _g(
@@ -393,7 +501,7 @@ KNOBS: tuple[Knob, ...] = (
         "float",
         0.0,
         60.0,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "The shortest writer or scene wait when the clock is nearly out.",
     ),
     _g(
@@ -402,7 +510,7 @@ KNOBS: tuple[Knob, ...] = (
         "float",
         0.0,
         600.0,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Timeout on the warm-up ping to a hosted writer.",
     ),
     _g(
@@ -411,7 +519,7 @@ KNOBS: tuple[Knob, ...] = (
         "float",
         0.0,
         600.0,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "How long shutdown waits for the scene-brief task with no clock.",
     ),
     _g(
@@ -420,7 +528,7 @@ KNOBS: tuple[Knob, ...] = (
         "float",
         0.0,
         600.0,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "The same wait under a clock.",
     ),
     _g(
@@ -429,7 +537,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Waves of prompts kept in the pipe ahead of the rollouts.",
     ),
     _g(
@@ -438,7 +546,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "The most prompts the buffer plans for.",
     ),
     _g(
@@ -447,7 +555,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Completions per card the buffer math assumes.",
     ),
     _g(
@@ -503,17 +611,17 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         1,
         None,
-        _MODEL_WRITER + "Tiny so the first rollouts start early; " + _CONV + ".",
+        "Tiny so the first rollouts start early; " + _CONV + ".",
         "Writer waves launched at start.",
     ),
-    _g("first_wave_cards", 4, "int", 1, None, _MODEL_WRITER + _CONV + ".", "Cards per first wave."),
+    _g("first_wave_cards", 4, "int", 1, None, _CONV + ".", "Cards per first wave."),
     _g(
         "first_wave_tokens",
         320,
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Reply budget of a first wave.",
     ),
     _g(
@@ -522,7 +630,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "A wave asks for at least this many cards.",
     ),
     _g(
@@ -531,24 +639,20 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Wave reply budget = clamp(tokens_per_card x cards + base, floor, cap).",
     ),
-    _g(
-        "wave_tokens_base", 128, "int", 0, None, _MODEL_WRITER + _CONV + ".", "See tokens_per_card."
-    ),
+    _g("wave_tokens_base", 128, "int", 0, None, _CONV + ".", "See tokens_per_card."),
     _g(
         "wave_tokens_floor",
         256,
         "int",
         1,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "See tokens_per_card.",
     ),
-    _g(
-        "wave_tokens_cap", 2048, "int", 1, None, _MODEL_WRITER + _CONV + ".", "See tokens_per_card."
-    ),
+    _g("wave_tokens_cap", 2048, "int", 1, None, _CONV + ".", "See tokens_per_card."),
     _g(
         "failing_seeds_cap",
         40,
@@ -583,7 +687,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         0,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Items of each kind the writer prompt carries.",
     ),
     _g(
@@ -592,7 +696,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         0,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Failing rows the writer mutates from.",
     ),
     _g(
@@ -601,7 +705,7 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         0,
         None,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Family-rejected prompts shown to the writer as avoid pressure.",
     ),
     _g(
@@ -664,7 +768,7 @@ KNOBS: tuple[Knob, ...] = (
         "float",
         0.0,
         1.0,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Under this share of short asks the writer is nudged to keep it brief.",
     ),
     _g(
@@ -673,7 +777,7 @@ KNOBS: tuple[Knob, ...] = (
         "float",
         0.0,
         1.0,
-        _MODEL_WRITER + _CONV + ".",
+        _CONV + ".",
         "Under this share of long asks the writer is nudged to use more words.",
     ),
     _g(
@@ -742,7 +846,17 @@ KNOBS: tuple[Knob, ...] = (
     _g("flush_report_s", 5.0, "float", 0.0, None, _CONV + ".", "Or every this many seconds."),
 )
 
+_unlabelled = sorted({k.name for k in KNOBS} ^ set(_READS))
+if _unlabelled or not set(_READS.values()) <= set(READERS):
+    raise RuntimeError(f"knob table: every knob needs one READERS label ({_unlabelled})")
+KNOBS = tuple(replace(k, reads=_READS[k.name]) for k in KNOBS)
+
 _BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
+
+
+def knobs_read() -> frozenset[str]:
+    """The knobs this engine reads (every label but ``model_writer`` and ``unread``)."""
+    return frozenset(k.name for k in KNOBS if k.reads not in NOT_READ_LABELS)
 
 
 def knob(name: str) -> Knob:
@@ -942,9 +1056,9 @@ def knob_table_markdown(section: str | None = None) -> str:
         if section is None:
             out.append(f"### {titles[s]}\n")
         out.append(
-            "| `advanced` key | default | type | floor | ceiling | meaning | why this default |"
+            "| `advanced` key | default | type | floor | ceiling | meaning | read by | why this default |"
         )
-        out.append("| --- | --- | --- | --- | --- | --- | --- |")
+        out.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for k in KNOBS:
             if k.section != s:
                 continue
@@ -952,7 +1066,7 @@ def knob_table_markdown(section: str | None = None) -> str:
             lo = "" if k.lo is None else repr(k.lo)
             hi = "" if k.hi is None else repr(k.hi)
             out.append(
-                f"| `{k.name}` | `{_cell(k.default)}` | {kind} | {lo} | {hi} | {k.doc} | {k.reason} |"
+                f"| `{k.name}` | `{_cell(k.default)}` | {kind} | {lo} | {hi} | {k.doc} | {READERS[k.reads]} | {k.reason} |"
             )
         out.append("")
     return "\n".join(out)

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from wai_exp.config.knobs import patience_table
+from wai_exp.config.knobs import knobs_read, patience_table
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.modes import Config
 from wai_exp.simulate.tasks import group_split
@@ -15,21 +15,10 @@ from wai_exp.simulate.tasks import group_split
 if TYPE_CHECKING:  # the engine imports this module
     from wai_exp.simulate.engine import Engine
 
-#: The ``advanced`` knobs this engine reads. The rest steer parts the reference's engine has
-#: and this offline one does not (a model writer's waves and restarts, the behaviour-gap
-#: search, embedders); ``report()["knobs_not_read"]`` lists them so no one mistakes a
-#: recorded value for one that shaped the run.
-KNOBS_READ = frozenset(
-    {
-        "seed", "concurrency", "avg_turns", "patience", "user_temperature", "world", "pass_threshold",
-        "mutate_graded_failures", "smoothing_alpha", "allocation_gain", "allocation_tool_weight",
-        "allocation_condition_weight", "adaptive_verify_explore_floor", "tier_mix_min_rows",
-        "tier_mix_tolerance", "stop_grace", "empty_rounds_to_stop", "dead_agent_errors",
-        "dead_agent_budget_multiple", "closing_margin", "closing_window_rollouts", "writer_buffer_cap",
-        "failing_seeds_cap", "select_oversample", "writer_context_parents", "progress_every_s",
-        "progress_every_rows", "flush_report_rows", "flush_report_s",
-    }
-)  # fmt: skip
+#: The ``advanced`` knobs this engine reads: every knob whose ``reads`` label in the knob
+#: table is not ``model_writer``/``unread``. ``report()["knobs_not_read"]`` lists the rest
+#: so no one mistakes a recorded value for one that shaped the run.
+KNOBS_READ = knobs_read()
 
 
 def tier_mix(
@@ -100,8 +89,9 @@ def build_report(
         "grade": grade_entry(cfg, engine),
         "knobs_not_read": sorted(set(cfg.knobs) - KNOBS_READ),
         "knobs_not_read_note": (
-            "recorded and validated, but this offline engine has no part they steer "
-            "(model-writer waves, tokens and restarts; the behaviour-gap search; the embedder)"
+            "recorded and validated, but nothing in this engine reads them: a model writer's "
+            "waves, tokens and restarts, or parts this engine does not have (the behaviour-gap "
+            "search, the loop tick, pool refills); the knob table's 'read by' column says which"
         ),
         "timings": {"total_s": elapsed, "rows_per_s": n_rows / elapsed if elapsed > 0 else None},
         "run_id": inputs["run_id"],
