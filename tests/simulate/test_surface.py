@@ -227,14 +227,14 @@ def test_metadata_and_sidecar_name_writer_user_and_judge(tmp_path):
     assert meta["model_version"] == data.rows[0]["model_version"]
     assert meta["writer_model"] == "template" and meta["user_model"] == "template"
     assert "judge_model" not in meta  # not graded yet
-    data.grade(_ModelJudge())
-    assert data.metadata["judge_model"] == "judge-model-7b"
+    scored = data.grade(_ModelJudge())
+    assert scored.metadata["judge_model"] == "judge-model-7b"
+    assert scored.metadata["writer_model"] == "template" == scored.metadata["user_model"]
+    assert "judge_model" not in data.metadata  # these rows were not graded
     data.save(tmp_path / "run.jsonl")
     side = json.loads((tmp_path / "run.meta.json").read_text())["metadata"]
-    assert {side["writer_model"], side["user_model"], side["judge_model"]} == {
-        "template",
-        "judge-model-7b",
-    }
+    assert (side["writer_model"], side["user_model"]) == ("template", "template")
+    assert "judge_model" not in side
     graded = wai.simulate(budget=8, seed=0, grader=_ModelJudge(), output=tmp_path / "g.jsonl")
     side = json.loads((tmp_path / "g.meta.json").read_text())["metadata"]
     assert side["judge_model"] == "judge-model-7b" == graded.metadata["judge_model"]

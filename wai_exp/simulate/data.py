@@ -8,7 +8,8 @@
 * ``.search`` (the report's search statistics: ``tier_mix``, ``ended_on_question``,
   coverage, mutations), ``.stopped_because`` (why the run ended) and ``.metadata`` (the run
   id and the three models: ``model_version`` for the agent, ``writer_model``,
-  ``user_model``, plus ``judge_model``/``judge_name`` once graded), also written to the
+  ``user_model``, plus ``judge_model``/``judge_name`` when graded as the rows landed;
+  ``grade(judge)``'s result carries its own), also written to the
   ``.meta.json`` sidecar by ``save()``.
 """
 
@@ -121,10 +122,10 @@ class SimulationData:
         return pass_at(self.trajectories)
 
     def grade(self, judge: Any, **kwargs: Any) -> Any:
-        """Grade the trajectories with ``judge`` (``wai_exp.score.judges.judging.run_judge``) and
-        return its ``ScoredData`` (graded copies; these trajectories are left as they are).
-        ``metadata`` then names the judge too (``judge_name``, ``judge_model``: the model
-        the judge names, else None), so a later ``save()`` records who graded."""
+        """Grade the trajectories with ``judge`` (``wai_exp.score.judges.judging.run_judge``)
+        and return its ``ScoredData``: graded copies, whose ``metadata`` is this run's plus
+        ``judge_name`` and ``judge_model`` (the model the judge names, else None). These
+        trajectories and this ``metadata`` are left as they are: they were not graded."""
         from wai_exp.score.judges.judging import run_judge
 
         scored = run_judge(self, judge, **kwargs)
@@ -135,8 +136,11 @@ class SimulationData:
                 if isinstance(r.get("judge_meta"), dict) and r["judge_meta"].get("model")
             }
         )
-        self.metadata["judge_name"] = scored.judge_name
-        self.metadata["judge_model"] = ", ".join(models) if models else None
+        scored.metadata = {
+            **self.metadata,
+            "judge_name": scored.judge_name,
+            "judge_model": ", ".join(models) if models else None,
+        }
         return scored
 
     # ---- files -------------------------------------------------------------------------

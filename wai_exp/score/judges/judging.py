@@ -307,6 +307,9 @@ class ScoredData:
         self.warnings: list[str] = []
         self.self_judged = False
         self.eval_coverage: dict[str, Any] | None = None
+        #: The graded run's metadata when it came from ``SimulationData.grade``: the run's
+        #: models plus ``judge_name``/``judge_model``.
+        self.metadata: dict[str, Any] = {}
 
     # ---- the rows ----------------------------------------------------------------------
     @property
