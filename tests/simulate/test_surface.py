@@ -37,6 +37,17 @@ def test_execute_reads_current_rollout_by_attribute_as_the_spec_names_it():
     assert set(seen) <= asked
     assert {i for _, i in seen} >= {0, 1}  # repeats of one ask are told apart
     assert getattr(current_rollout, "prompt", None) is None  # nothing outside a rollout
+    assert "execute_errors" not in data.report()
+
+
+def test_a_raising_execute_is_reported_not_only_a_tool_error():
+    def broken(name, arguments):
+        return {"asked": current_rollout.promt}  # a typo in the user's own world
+
+    data = wai.simulate(budget=10, seed=4, execute=broken)
+    failed = [s for s in _tool_steps(data.rows) if s["status"] == "error"]
+    assert failed and data.report()["execute_errors"] == len(failed)
+    assert any("execute= raised" in w and "promt" in w for w in data.warnings)
 
 
 def test_concurrent_async_rollouts_each_see_their_own_rollout():
@@ -239,3 +250,48 @@ def test_metadata_and_sidecar_name_writer_user_and_judge(tmp_path):
     side = json.loads((tmp_path / "g.meta.json").read_text())["metadata"]
     assert side["judge_model"] == "judge-model-7b" == graded.metadata["judge_model"]
     assert side["judge_name"] == graded.report()["grade"]["judge_name"]
+
+
+def _chat_server(loop_on_tools: bool):
+    """A real OpenAI-compatible server on 127.0.0.1 whose answers the test scripts: a tool
+    call on every turn (``loop_on_tools``), else a plain reply."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            message = {"role": "assistant", "content": "Your order has shipped."}
+            if loop_on_tools:
+                call = {"id": "c1", "type": "function",
+                        "function": {"name": "lookup_order", "arguments": '{"order_id": "A-1"}'}}  # fmt: skip
+                message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            body = json.dumps(
+                {"model": "tiny", "choices": [{"finish_reason": "stop", "message": message}]}
+            ).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def test_a_model_backend_ends_in_the_same_vocabulary():
+    from wai_exp.rows.model import ENDED_BY
+
+    for loop_on_tools, expected in ((False, {"agent"}), (True, {"max_turns"})):
+        server, url = _chat_server(loop_on_tools)
+        try:
+            data = wai.simulate(f"vllm:tiny@{url}", budget=3, seed=0, advanced={"avg_turns": 4})
+        finally:
+            server.shutdown()
+        assert len(data.rows) == 3, data.lost
+        assert {r["ended_by"] for r in data.rows} == expected <= set(ENDED_BY)

@@ -764,6 +764,23 @@ async def _run_and_close(
                 await res
 
 
+def _execute_errors(engine: Engine) -> tuple[int, str] | None:
+    """``(count, first error)`` of tool calls the user's ``execute=`` raised on, or None."""
+    if not engine.runner.user_execute:
+        return None
+    failed = [
+        s
+        for r in engine.rows
+        for s in r.get("steps") or ()
+        if s.get("kind") == "tool" and s.get("status") == "error"
+    ]
+    if not failed:
+        return None
+    res = failed[0].get("result")
+    first = f"{res.get('error')}: {res.get('message')}" if isinstance(res, dict) else str(res)
+    return len(failed), first[:300]
+
+
 def _result(
     cfg: Config,
     engine: Engine,
@@ -793,6 +810,14 @@ def _result(
     report = build_report(
         cfg, engine, mix=mix, inputs=inputs, world=world_dump(world.options), elapsed=elapsed
     )
+    if exec_errors := _execute_errors(engine):
+        # A raise inside the user's execute= reaches the agent as a tool error only; say so
+        # once, with the first error, so a bug in the user's world is not read as a fault.
+        n, first = exec_errors
+        report["execute_errors"] = n
+        engine.warnings.append(
+            f"execute= raised on {n} tool calls (first: {first}); the agent saw each as a tool error"
+        )
     if engine.stop_reason == "dead_agent":
         first_error = engine.lost[0]["error"] if engine.lost else "?"
         engine.warnings.append(
