@@ -1,0 +1,174 @@
+"""Trainer-shaped exports on rows written by hand, in the shapes other tools write."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wai_exp.rows.export import (
+    ConversationError,
+    check_conversation,
+    conversation,
+    preference_records,
+    rl_records,
+    sft_records,
+)
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup_order",
+            "description": "Look an order up",
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}},
+                "required": ["order_id"],
+            },
+        },
+    }
+]
+
+
+def openai_row(rid: str = "r1", reward: float = 1.0, reply: str = "It shipped.") -> dict:
+    """A row as an OpenAI-style logger writes it: messages with tool_calls, dict arguments
+    on one call (some SDKs keep them parsed), a privileged block a judge used."""
+    return {
+        "rollout_id": rid,
+        "scenario_id": "t1",
+        "reward": reward,
+        "judge_name": "task_checklist",
+        "privileged": {"reference": "say it shipped"},
+        "scenario_dimensions": {"tool": "lookup_order", "stance": "direct"},
+        "messages": [
+            {"role": "system", "content": "You are a support agent."},
+            {"role": "user", "content": "Where is ORD-1?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {"name": "lookup_order", "arguments": {"order_id": "ORD-1"}},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_a", "content": {"status": "shipped"}},
+            {"role": "assistant", "content": reply},
+        ],
+    }
+
+
+def steps_row(rid: str, reward: float, reply: str, sid: str = "t2") -> dict:
+    """A row in the internal steps shape only (no messages)."""
+    call = {"id": "c1", "name": "lookup_order", "arguments": {"order_id": "ORD-2"}}
+    return {
+        "rollout_id": rid,
+        "scenario_id": sid,
+        "prompt": "Where is ORD-2?",
+        "reward": reward,
+        "steps": [
+            {"kind": "assistant", "content": "Looking.", "tool_calls": [call]},
+            {"kind": "tool", "tool_call_id": "c1", "name": "lookup_order", "result": {"s": 1}},
+            {"kind": "assistant", "content": reply, "tool_calls": []},
+        ],
+    }
+
+
+def test_sft_record_is_the_openai_chat_shape_with_string_arguments():
+    [rec], report = sft_records([openai_row()], TOOLS)
+    assert report == {"rows_in": 1, "records": 1, "skipped": 0, "skip_reasons": []}
+    msgs = rec["messages"]
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "assistant"]
+    call = msgs[2]["tool_calls"][0]
+    assert call["id"] == "call_a" and call["type"] == "function"
+    assert call["function"]["name"] == "lookup_order"
+    assert json.loads(call["function"]["arguments"]) == {"order_id": "ORD-1"}
+    assert msgs[3]["tool_call_id"] == "call_a" and json.loads(msgs[3]["content"]) == {
+        "status": "shipped"
+    }
+    assert rec["tools"] == TOOLS
+    assert "privileged" not in json.dumps(rec) and "say it shipped" not in json.dumps(rec)
+
+
+def test_a_steps_only_row_gets_the_system_prompt_and_its_calls():
+    [rec], _ = sft_records([steps_row("s1", 1.0, "Found it.")], TOOLS, system_prompt="Be kind.")
+    roles = [m["role"] for m in rec["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+    assert rec["messages"][0]["content"] == "Be kind."
+    assert rec["messages"][3]["tool_call_id"] == rec["messages"][2]["tool_calls"][0]["id"] == "c1"
+
+
+@pytest.mark.parametrize(
+    "breakage, says",
+    [
+        (lambda m: m.pop(3), "have no tool answer"),  # a call without its tool reply
+        (lambda m: m[3].update(tool_call_id="call_zz"), "answers no open tool call"),
+        (lambda m: m[2]["tool_calls"][0]["function"].update(arguments="{not json"), "not JSON"),
+        (lambda m: m.pop(4), "does not end on an assistant turn"),
+        (lambda m: m.insert(2, {"role": "assistant", "content": "hm"}), "roles must alternate"),
+    ],
+)
+def test_a_malformed_conversation_is_left_out_and_counted(breakage, says):
+    bad = openai_row("bad")
+    breakage(bad["messages"])
+    records, report = sft_records([openai_row("good"), bad], TOOLS)
+    assert [r["rollout_id"] for r in records] == ["good"]
+    assert report["skipped"] == 1 and says in report["skip_reasons"][0]
+
+
+def test_check_conversation_accepts_a_follow_up_user_turn():
+    msgs = [
+        {"role": "user", "content": "Change my address"},
+        {"role": "assistant", "content": "Which order?"},
+        {"role": "user", "content": "ORD-1"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    check_conversation(msgs)
+    with pytest.raises(ConversationError, match="system message may only come first"):
+        check_conversation([*msgs, {"role": "system", "content": "x"}])
+
+
+def test_preference_record_splits_a_shared_prompt_from_each_side():
+    chosen = steps_row("a", 1.0, "Your order shipped on Monday.")
+    rejected = steps_row("b", 0.0, "No idea.")
+    pair = {"task_key": "t2", "chosen": chosen, "rejected": rejected, "same_prompt": True,
+            "chosen_score": 1.0, "rejected_score": 0.0, "margin": 1.0, "same_policy": True,
+            "length_delta": 20}  # fmt: skip
+    [rec], report = preference_records([pair], TOOLS, system_prompt="Be kind.")
+    assert [m["role"] for m in rec["prompt"]] == ["system", "user"]
+    assert rec["chosen"][0]["role"] == rec["rejected"][0]["role"] == "assistant"
+    assert rec["chosen"][-1]["content"] == "Your order shipped on Monday."
+    assert rec["rejected"][-1]["content"] == "No idea."
+    assert rec["margin"] == 1.0 and rec["chosen_rollout_id"] == "a"
+    # Asked in different words: not one prompt, so not a DPO pair.
+    other = {**pair, "rejected": {**rejected, "prompt": "Where's my stuff?"}}
+    records, report = preference_records([other], TOOLS)
+    assert records == [] and report["prompt_mismatch"] == 1
+
+
+def test_rl_record_is_one_prompt_per_task_with_the_reward_facts_and_no_answer_key():
+    rows = [openai_row("r1", 1.0), openai_row("r2", 0.0, "Not sure.")]
+    for row in rows:
+        row["calibration"] = {"pass_rate": 0.5, "k": 8, "n_pass": 4, "band": [0.2, 0.8],
+                              "in_band": True, "source": "select_for_rl", "policy": "p"}  # fmt: skip
+    records, report = rl_records(
+        rows + [steps_row("s1", 1.0, "ok")], TOOLS, expected={"t1": "Say it shipped."}
+    )
+    assert [r["task_key"] for r in records] == ["t1", "t2"]
+    t1 = records[0]
+    assert [m["role"] for m in t1["prompt"]] == ["system", "user"]
+    assert set(t1["prompt"][0]) == {"role", "content"}
+    assert t1["expected_outcome"] == "Say it shipped." and t1["judge"] == "task_checklist"
+    assert t1["calibration"]["pass_rate"] == 0.5 and t1["calibration"]["k"] == 8
+    assert t1["n_rollouts"] == 2 and t1["tools"] == TOOLS
+    assert "privileged" not in json.dumps(records)
+    assert records[1]["expected_outcome"] is None and records[1]["calibration"]["k"] is None
+    assert report["rows_in"] == 3 and report["tasks_in"] == 2
+
+
+def test_conversation_of_a_row_with_nothing_to_say_raises():
+    with pytest.raises(ConversationError, match="neither messages nor a prompt"):
+        conversation({"rollout_id": "x", "steps": []})

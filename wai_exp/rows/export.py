@@ -1,0 +1,367 @@
+"""Trainer-shaped exports: gated rows as the records the common post-training trainers read.
+
+* ``sft_records``: one ``{"messages", "tools"}`` record per row, the OpenAI chat shape (OpenAI
+  fine-tuning, TRL's SFTTrainer): assistant turns carry ``tool_calls`` with an ``id``, a
+  ``function.name`` and JSON-string ``arguments``; each tool answer is a ``role: "tool"``
+  message whose ``tool_call_id`` names the call it answers.
+* ``preference_records``: ``build_preference_pairs`` output as TRL's conversational
+  preference shape, ``prompt`` (the shared opening messages) / ``chosen`` / ``rejected`` (each
+  side's continuation), plus the pair's scores and margin.
+* ``rl_records``: one record per task, the prompt messages, the tools and the facts a reward
+  function needs (task key, the judge, the expected outcome) with the calibration stamp the
+  selection measured. Never the ``privileged`` block: a trainer's reward function gets the
+  outcome the judge checks, the policy gets only the prompt.
+
+Pure functions over row dicts: no files. A transcript is taken from the row's ``messages``
+when it has them, else built from its ``steps`` (``messages_from_steps``); either way it is
+checked (``check_conversation``) and a row that cannot be a well-formed conversation is left
+out and counted, never written half right.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from wai_exp.rows.keys import task_key
+from wai_exp.rows.model import messages_from_steps
+from wai_exp.rows.scrub import scrub
+
+SHAPES = ("sft", "preference", "rl")
+#: The calibration fields an RL record carries (what ``select_for_rl`` measured).
+CALIBRATION_FIELDS = (
+    "pass_rate",
+    "k",
+    "n_pass",
+    "band",
+    "in_band",
+    "band_enforced",
+    "measured_on",
+    "source",
+)
+
+
+class ConversationError(ValueError):
+    """A transcript that a chat template would render wrong; the message says where."""
+
+
+def _arguments(raw: Any) -> str:
+    """Tool-call arguments as the JSON string the OpenAI shape wants; a string must already
+    parse as JSON. Raises ``ConversationError`` otherwise."""
+    if isinstance(raw, str):
+        try:
+            json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ConversationError(
+                f"tool-call arguments are not JSON ({exc}): {raw[:80]!r}"
+            ) from exc
+        return raw
+    return json.dumps({} if raw is None else raw, sort_keys=True, default=str)
+
+
+def _content(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def _message(msg: Mapping[str, Any]) -> dict[str, Any]:
+    """One message in the canonical shape: every message has the same keys (``role``,
+    ``content``, ``tool_calls``, ``tool_call_id``, ``name``), unused ones ``None``, so a
+    columnar reader infers one schema for the whole column."""
+    role = str(msg.get("role") or "")
+    calls = []
+    for call in msg.get("tool_calls") or ():
+        fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        calls.append(
+            {
+                "id": str(call.get("id") or ""),
+                "type": "function",
+                "function": {
+                    "name": str(fn.get("name") or ""),
+                    "arguments": _arguments(fn.get("arguments")),
+                },
+            }
+        )
+    return {
+        "role": role,
+        "content": _content(msg.get("content")),
+        "tool_calls": calls or None,
+        "tool_call_id": None if msg.get("tool_call_id") is None else str(msg["tool_call_id"]),
+        "name": None if role != "tool" or msg.get("name") is None else str(msg["name"]),
+    }
+
+
+def conversation(row: Mapping[str, Any], system_prompt: str | None = None) -> list[dict[str, Any]]:
+    """The row's transcript in the canonical OpenAI chat shape, checked.
+
+    From ``row["messages"]`` when present, else from ``row["steps"]`` with ``system_prompt``
+    first. Raises ``ConversationError`` when the transcript is not well formed
+    (``check_conversation``).
+    """
+    raw = row.get("messages")
+    if not raw:
+        prompt = row.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ConversationError("the row has neither messages nor a prompt")
+        raw = messages_from_steps(system_prompt, prompt, list(row.get("steps") or ()))
+    messages = [_message(m) for m in raw if isinstance(m, Mapping)]
+    check_conversation(messages)
+    return messages
+
+
+def check_conversation(messages: Sequence[Mapping[str, Any]], *, final: bool = True) -> None:
+    """What a chat template relies on, checked: roles are known; after an optional system
+    message the turns go user, then assistant (with its tool answers between), then user
+    ...; every tool call has an id and JSON arguments, and exactly one later ``tool`` message
+    answers it before the next assistant turn; every tool message answers an open call.
+    With ``final`` the transcript must end on an assistant turn (the target a trainer learns).
+
+    Returns None. Raises ``ConversationError`` naming the message and the rule it breaks.
+    """
+    open_calls: dict[str, str] = {}
+    expect = "user"  # the next non-tool turn
+    for i, msg in enumerate(messages):
+        role = msg.get("role")
+        where = f"message {i} ({role})"
+        if role == "system":
+            if i != 0:
+                raise ConversationError(f"{where}: a system message may only come first")
+            continue
+        if role == "tool":
+            cid = msg.get("tool_call_id")
+            if cid not in open_calls:
+                raise ConversationError(f"{where}: tool_call_id {cid!r} answers no open tool call")
+            del open_calls[cid]
+            continue
+        if role not in ("user", "assistant"):
+            raise ConversationError(f"{where}: unknown role; use system, user, assistant or tool")
+        if open_calls:
+            raise ConversationError(
+                f"{where}: tool calls {sorted(open_calls)} have no tool answer before this turn"
+            )
+        if role != expect:
+            raise ConversationError(f"{where}: expected a {expect} turn (roles must alternate)")
+        if role == "assistant":
+            for call in msg.get("tool_calls") or ():
+                cid = call.get("id")
+                if not cid:
+                    raise ConversationError(f"{where}: a tool call has no id")
+                if cid in open_calls:
+                    raise ConversationError(f"{where}: tool call id {cid!r} is used twice")
+                fn = call.get("function") or {}
+                if not fn.get("name"):
+                    raise ConversationError(f"{where}: tool call {cid!r} has no function.name")
+                try:
+                    json.loads(fn.get("arguments"))
+                except (TypeError, json.JSONDecodeError) as exc:
+                    raise ConversationError(
+                        f"{where}: tool call {cid!r} arguments are not a JSON string ({exc})"
+                    ) from exc
+                open_calls[cid] = fn["name"]
+            # A tool-calling turn is followed by its answers and then the assistant again.
+            expect = "assistant" if msg.get("tool_calls") else "user"
+        else:
+            expect = "assistant"
+    if open_calls:
+        raise ConversationError(f"tool calls {sorted(open_calls)} are never answered")
+    if final and (not messages or messages[-1].get("role") != "assistant"):
+        raise ConversationError("the transcript does not end on an assistant turn")
+
+
+def _prompt(messages: Sequence[Mapping[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The first ``n`` messages (system, user) as ``{"role", "content"}`` only: a prompt holds
+    no tool traffic, and the unused keys would be all-null columns."""
+    return [{"role": m["role"], "content": m["content"]} for m in messages[:n]]
+
+
+def _prompt_length(messages: Sequence[Mapping[str, Any]]) -> int:
+    """How many opening messages form the prompt: the system message and the first user turn."""
+    for i, msg in enumerate(messages):
+        if msg.get("role") == "user":
+            return i + 1
+    return 0
+
+
+def sft_records(
+    rows: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] = (),
+    system_prompt: str | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One ``{"messages", "tools", ...}`` record per row that makes a well-formed conversation.
+
+    ``tools`` are the agent's tools in function-calling shape (``{"type": "function",
+    "function": {...}}``), the same list on every record. Each record also carries
+    ``task_key``, ``rollout_id`` and ``reward`` so a reader can trace it back. Returns
+    ``(records, report)``: ``rows_in``, ``records``, ``skipped`` (rows left out) and
+    ``skip_reasons`` (a few ``ConversationError`` messages). Never raises on a bad row.
+    """
+    tool_list = [scrub(dict(t)) for t in tools]
+    records: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    for row in rows:
+        try:
+            messages = conversation(row, system_prompt)
+        except ConversationError as exc:
+            reasons.append(f"{row.get('rollout_id')}: {exc}")
+            continue
+        records.append(
+            {
+                "messages": messages,
+                "tools": tool_list,
+                "task_key": task_key(row),
+                "rollout_id": None if row.get("rollout_id") is None else str(row["rollout_id"]),
+                "reward": _reward(row),
+            }
+        )
+    return records, _skip_report(len(rows), records, reasons)
+
+
+def preference_records(
+    pairs: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] = (),
+    system_prompt: str | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """TRL's conversational preference shape, one record per pair whose two sides share a prompt.
+
+    ``prompt`` is the opening messages (system, first user turn) both transcripts share;
+    ``chosen`` and ``rejected`` are each side's messages after it. A pair whose sides were
+    asked in different words (``same_prompt`` false) or whose opening messages differ is
+    left out: a DPO loss scores both sides under one prompt. Records also carry ``tools``,
+    ``task_key``, ``chosen_score``, ``rejected_score``, ``margin``, ``same_policy``,
+    ``length_delta`` and both rollout ids. Returns ``(records, report)`` as ``sft_records``
+    does, plus ``prompt_mismatch`` (pairs left out for that reason). Never raises.
+    """
+    tool_list = [scrub(dict(t)) for t in tools]
+    records: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    mismatch = 0
+    for pair in pairs:
+        chosen, rejected = pair["chosen"], pair["rejected"]
+        try:
+            c_msgs = conversation(chosen, system_prompt)
+            r_msgs = conversation(rejected, system_prompt)
+        except ConversationError as exc:
+            reasons.append(f"{pair.get('task_key')}: {exc}")
+            continue
+        n = _prompt_length(c_msgs)
+        if pair.get("same_prompt") is False or n == 0 or c_msgs[:n] != r_msgs[:n]:
+            mismatch += 1
+            continue
+        records.append(
+            {
+                "prompt": _prompt(c_msgs, n),
+                "chosen": c_msgs[n:],
+                "rejected": r_msgs[n:],
+                "tools": tool_list,
+                "task_key": str(pair.get("task_key") or task_key(chosen)),
+                "chosen_score": _number(pair.get("chosen_score")),
+                "rejected_score": _number(pair.get("rejected_score")),
+                "margin": _number(pair.get("margin")),
+                "same_policy": pair.get("same_policy"),
+                "length_delta": _number(pair.get("length_delta")),
+                "chosen_rollout_id": _str(chosen.get("rollout_id")),
+                "rejected_rollout_id": _str(rejected.get("rollout_id")),
+            }
+        )
+    report = _skip_report(len(pairs), records, reasons, extra=mismatch)
+    report["prompt_mismatch"] = mismatch
+    return records, report
+
+
+def rl_records(
+    rows: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] = (),
+    system_prompt: str | None = None,
+    expected: Mapping[str, str | None] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One record per task (``task_key``), in the order tasks first appear.
+
+    ``prompt`` is the task's opening messages (system, first user turn) from its first row;
+    ``tools`` the function-calling tools; ``task_key``, ``scenario_id``, ``judge`` (the row's
+    ``judge_name``), ``expected_outcome`` (``expected[task_key]``: what the judge checks, for
+    the reward function) and ``scenario_dimensions`` are the grading facts; ``calibration``
+    keeps the selection's stamp (``CALIBRATION_FIELDS``); ``n_rollouts`` counts the task's
+    rows. No ``privileged`` block at any depth. Returns ``(records, report)`` as
+    ``sft_records`` does (``rows_in`` counts rows, ``skipped`` tasks). Never raises.
+    """
+    tool_list = [scrub(dict(t)) for t in tools]
+    expected = expected or {}
+    by_task: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_task.setdefault(task_key(row), []).append(row)
+    records: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    for key, members in by_task.items():
+        first = members[0]
+        try:
+            messages = conversation(first, system_prompt)
+        except ConversationError as exc:
+            reasons.append(f"{key}: {exc}")
+            continue
+        n = _prompt_length(messages)
+        cal = first.get("calibration") if isinstance(first.get("calibration"), Mapping) else {}
+        dims = first.get("scenario_dimensions")
+        records.append(
+            {
+                "prompt": _prompt(messages, n),
+                "tools": tool_list,
+                "task_key": key,
+                "scenario_id": _str(first.get("scenario_id")),
+                "data_source": "wai-exp",
+                "judge": _str(first.get("judge_name")),
+                "expected_outcome": expected.get(key),
+                "scenario_dimensions": (
+                    {str(k): _str(v) for k, v in dims.items()}
+                    if isinstance(dims, Mapping)
+                    else None
+                ),
+                "calibration": {f: _calibration_value(f, cal.get(f)) for f in CALIBRATION_FIELDS},
+                "n_rollouts": len(members),
+            }
+        )
+    report = _skip_report(len(by_task), records, reasons)
+    report["rows_in"] = len(rows)
+    report["tasks_in"] = len(by_task)
+    return records, report
+
+
+def _calibration_value(field: str, value: Any) -> Any:
+    # One type per field, so every record's calibration has the same schema.
+    if field in ("k", "n_pass"):
+        return (
+            int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        )
+    if field == "pass_rate":
+        return _number(value)
+    if field == "band":
+        return [float(v) for v in value] if isinstance(value, list | tuple) else None
+    if field in ("in_band", "band_enforced"):
+        return value if isinstance(value, bool) else None
+    return _str(value)
+
+
+def _reward(row: Mapping[str, Any]) -> float | None:
+    return _number(row.get("reward"))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _skip_report(
+    n_in: int, records: list[dict[str, Any]], reasons: list[str], extra: int = 0
+) -> dict[str, Any]:
+    return {
+        "rows_in": n_in,
+        "records": len(records),
+        "skipped": len(reasons) + extra,
+        "skip_reasons": reasons[:10],
+    }
