@@ -391,6 +391,7 @@ def rows_dataset(
     *,
     name: str,
     source: str | None,
+    digest: str | None = None,
 ) -> Any | None:
     """An ``mlflow.data`` pandas dataset describing ``rows``, or None.
 
@@ -398,7 +399,8 @@ def rows_dataset(
     inference, used by ``from_numpy`` too) imports it at module top (checked in 3.17.2). So
     without pandas this returns None with a debug note; the rows artifact is the record
     either way. ``source`` is the rows artifact's URI; when MLflow cannot resolve it the
-    dataset is built without one. Never raises.
+    dataset is built without one. ``digest`` (at most 36 characters, MLflow's column) replaces
+    MLflow's own digest of the frame: a published file's content hash. Never raises.
     """
     if not rows:
         return None
@@ -423,9 +425,9 @@ def rows_dataset(
             # Source-resolution ambiguity and integer-schema hints: noise for a rows preview.
             warnings.simplefilter("ignore")
             try:
-                return mlflow.data.from_pandas(frame, source=source, name=name)
+                return mlflow.data.from_pandas(frame, source=source, name=name, digest=digest)
             except Exception:
-                return mlflow.data.from_pandas(frame, name=name)
+                return mlflow.data.from_pandas(frame, name=name, digest=digest)
     except Exception as e:  # a dataset input is a convenience; the JSONL artifact is the record
         log.debug("no MLflow dataset input for %s: %s", name, e)
         return None
@@ -656,9 +658,22 @@ class MlflowTracker:
             rows = read_rows(rows_path)
         if self.log_rows:
             source = f"{self._artifact_uri}/{prefix}/rows.jsonl" if self._artifact_uri else None
-            ds = rows_dataset(rows, name=f"{prefix}-rows", source=source)
+            name, digest, context = f"{prefix}-rows", None, prefix
+            published = (report or {}).get("dataset")
+            if isinstance(published, Mapping) and published.get("digest"):
+                # A publish stage: its files are artifacts, and the dataset input is the
+                # published file under its own name and content digest.
+                for path in published.get("files") or ():
+                    self._client.log_artifact(self.run_id, str(path), prefix)
+                name = str(published.get("name") or name)
+                digest, context = str(published["digest"])[:36], "training"
+                file_name = Path(str(published.get("source") or "rows.jsonl")).name
+                source = (
+                    f"{self._artifact_uri}/{prefix}/{file_name}" if self._artifact_uri else None
+                )
+            ds = rows_dataset(rows, name=name, source=source, digest=digest)
             if ds is not None:
-                self._log_dataset(ds, prefix)
+                self._log_dataset(ds, context)
         if self.plots and (kind in GRADED_KINDS or "pass_at_1" in values):
             self._log_plots(prefix, rows, report, values)
 
