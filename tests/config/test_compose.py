@@ -25,7 +25,9 @@ def composed(*overrides: str) -> dict:
 
 
 def test_the_presets_this_repo_promises_exist():
-    assert {"rl_round", "sft_round", "explore", "eval", "next_round"} <= set(PRESETS)
+    assert {"rl_round", "sft_round", "preference_round", "explore", "eval", "next_round"} <= set(
+        PRESETS
+    )
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -63,12 +65,19 @@ def test_rl_round_preset():
     cfg = composed("+experiment=rl_round")
     assert cfg["name"] == "rl_round"
     assert cfg["simulate"]["mode"] == "rl" and 200 <= cfg["simulate"]["budget"] <= 1000
-    assert list(cfg["pipeline"]["stages"]) == ["simulate", "grade", "optimize", "publish_gate"]
+    assert list(cfg["pipeline"]["stages"]) == [
+        "simulate",
+        "grade",
+        "optimize",
+        "publish_gate",
+        "publish",
+    ]
     assert [s.name for s in plan(cfg["pipeline"]["stages"])] == [
         "simulate",
         "grade",
         "optimize",
         "publish_gate",
+        "publish",
     ]
     assert cfg["pipeline"]["refusal_exit_code"] == 3
     assert cfg["selection"]["band"] == [0.2, 0.8] and cfg["selection"]["gate"]["strict"] is True
@@ -78,6 +87,13 @@ def test_sft_round_preset_selects_for_sft():
     cfg = composed("+experiment=sft_round")
     assert cfg["simulate"]["mode"] == "sft" and cfg["selection"]["mode"] == "sft"
     assert cfg["selection"]["target"] == 300
+
+
+def test_preference_round_preset_pairs_repeats_and_publishes():
+    cfg = composed("+experiment=preference_round")
+    assert cfg["simulate"]["mode"] == "rl" and cfg["selection"]["mode"] == "preference"
+    assert cfg["selection"]["min_margin"] == 1.0 and cfg["selection"]["max_pairs_per_prompt"] == 1
+    assert [s.name for s in plan(cfg["pipeline"]["stages"])][-2:] == ["publish_gate", "publish"]
 
 
 def test_eval_and_next_round_presets():

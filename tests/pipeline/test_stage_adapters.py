@@ -31,6 +31,7 @@ def test_every_built_in_kind_resolves():
         "evaluate",
         "optimize",
         "publish_gate",
+        "publish",
         "report",
         "next_round",
     ):

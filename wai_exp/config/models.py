@@ -159,9 +159,9 @@ class GateConfig(_Strict):
 
 
 class SelectionConfig(_Strict):
-    """The selection recipe ``optimize`` runs and the gate checks (rl or sft)."""
+    """The selection recipe ``optimize`` runs and the gate checks (rl, sft or preference)."""
 
-    mode: Literal["rl", "sft"] = "rl"
+    mode: Literal["rl", "sft", "preference"] = "rl"
     target: PositiveInt = 1000
     band: Band = (0.2, 0.8)
     enforce_band: bool = True
@@ -169,6 +169,9 @@ class SelectionConfig(_Strict):
         "top_per_prompt"
     )
     min_reward: float = 1.0
+    max_pairs_per_prompt: PositiveInt = 1
+    min_margin: float = Field(default=1.0, gt=0.0, le=1.0)
+    length_match: bool = True
     endorsed: list[str] = Field(default_factory=list)
     truncated: Literal["drop", "keep", "penalize"] = "drop"
     order: Literal["spread", "middle"] = "spread"

@@ -88,6 +88,9 @@ class StageKind:
     name: str
     fn: StageFn
     reads: tuple[str, ...] | None
+    #: False for a stage whose output is files in the run folder (``publish``): it always
+    #: runs, so those files are this run's.
+    cached: bool = True
 
 
 #: kind name -> StageKind, filled by ``register``.
@@ -104,6 +107,7 @@ BUILTIN: dict[str, str] = {
     "next_round": "wai_exp.pipeline.stages.next_round",
     "compare": "wai_exp.pipeline.stages.compare",
     "eval_variance": "wai_exp.pipeline.stages.eval_variance",
+    "publish": "wai_exp.pipeline.stages.publish",
 }
 
 
@@ -111,15 +115,18 @@ class UnknownStageKind(LookupError):
     """A pipeline names a stage kind (or ``_target_``) that cannot be found."""
 
 
-def register(name: str, *, reads: tuple[str, ...] | None = None) -> Callable[[StageFn], StageFn]:
+def register(
+    name: str, *, reads: tuple[str, ...] | None = None, cached: bool = True
+) -> Callable[[StageFn], StageFn]:
     """Decorator: register ``fn`` as stage kind ``name``. Returns ``fn`` unchanged.
 
+    ``cached=False`` makes the stage run every time (never reused from the cache).
     Registering a name twice replaces the earlier function (a user may shadow a built-in).
     """
 
     def deco(fn: StageFn) -> StageFn:
         REGISTRY[name] = StageKind(
-            name=name, fn=fn, reads=tuple(reads) if reads is not None else None
+            name=name, fn=fn, reads=tuple(reads) if reads is not None else None, cached=cached
         )
         return fn
 

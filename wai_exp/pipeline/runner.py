@@ -526,7 +526,7 @@ class _Run:
             # Checked under the lock: a parallel sweep job with the same key may have just
             # finished it, and then this job reuses it instead of computing it twice.
             stale = None
-            if self.cache.enabled:
+            if self.cache.enabled and getattr(kind, "cached", True):
                 record, stale = self.cache.check(spec.name, key)
                 if record is not None:
                     hit, stale = self.cache.place(spec.name, key, record, stage_dir)

@@ -18,6 +18,40 @@ def selection(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
     return {**ctx.config.get("selection", {}), **params}
 
 
+def stamp_difficulty(rows: list[dict[str, Any]], sel: dict[str, Any]) -> list[dict[str, Any]]:
+    """Copies of ``rows`` with each task's ``calibration`` measured over every graded rollout.
+
+    ``select_for_rl`` stamps the rate it selected on; the sft and preference selections keep
+    only some rollouts of a task (passes, or one pass and one fail), and the gate would
+    re-measure the rate on those. Stamped here, before the selection, the carried stamp counts
+    more repeats and stays (``put_calibration``), so the published pass-rate spread is the
+    tasks' difficulty. The upstream stage's rows are not touched."""
+    from wai_exp.score.select.publish_gate import calibrate
+
+    rows = [dict(r) for r in rows]
+    calibrate(rows, band=tuple(sel.get("band", (0.2, 0.8))))
+    return rows
+
+
+def preference_rows(
+    rows: list[dict[str, Any]], sel: dict[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``selection.mode: preference``: the rows that form ``build_preference_pairs`` pairs
+    (chosen and rejected, in input order) and the pair report with ``mode`` and ``n_pairs``.
+    ``publish`` builds the same pairs again from the gated rows (the pairing is deterministic)."""
+    from wai_exp.score.select.preference import build_preference_pairs
+
+    pairs, report = build_preference_pairs(
+        rows,
+        max_pairs_per_prompt=int(sel.get("max_pairs_per_prompt", 1)),
+        min_margin=float(sel.get("min_margin", 1.0)),
+        length_match=bool(sel.get("length_match", True)),
+    )
+    paired = {id(p[side]) for p in pairs for side in ("chosen", "rejected")}
+    kept = [r for r in rows if id(r) in paired]
+    return kept, {**report, "mode": "preference", "n_pairs": len(pairs), "rows_kept": len(kept)}
+
+
 @register("optimize", reads=("selection",))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Select from the single input's graded rows; see ``wai_exp.score.select.optimize.optimize``."""
@@ -25,18 +59,23 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
 
     rows = input_rows(ctx.name, inputs)
     sel = selection(ctx, params)
-    kept, report = optimize(
-        rows,
-        mode=sel.get("mode"),
-        target=int(sel.get("target", 1000)),
-        band=tuple(sel.get("band", (0.2, 0.8))),
-        enforce_band=bool(sel.get("enforce_band", True)),
-        select=sel.get("select", "top_per_prompt"),
-        min_reward=float(sel.get("min_reward", 1.0)),
-        endorsed=tuple(sel.get("endorsed") or ()),
-        truncated=sel.get("truncated", "drop"),
-        order=sel.get("order", "spread"),
-    )
+    if sel.get("mode") in ("sft", "preference"):
+        rows = stamp_difficulty(rows, sel)
+    if sel.get("mode") == "preference":
+        kept, report = preference_rows(rows, sel)
+    else:
+        kept, report = optimize(
+            rows,
+            mode=sel.get("mode"),
+            target=int(sel.get("target", 1000)),
+            band=tuple(sel.get("band", (0.2, 0.8))),
+            enforce_band=bool(sel.get("enforce_band", True)),
+            select=sel.get("select", "top_per_prompt"),
+            min_reward=float(sel.get("min_reward", 1.0)),
+            endorsed=tuple(sel.get("endorsed") or ()),
+            truncated=sel.get("truncated", "drop"),
+            order=sel.get("order", "spread"),
+        )
     tasks_in = len({task_key(r) for r in rows})
     tasks_kept = len({task_key(r) for r in kept})
     metrics = {
@@ -47,6 +86,14 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "tasks_kept": float(tasks_kept),
     }
     mode = report.get("mode", sel.get("mode"))
+    if mode == "preference":
+        lines = [
+            f"{ctx.name}: {report['n_pairs']} same-task chosen/rejected pairs from {len(rows)} "
+            f"rows ({tasks_kept} of {tasks_in} tasks); the {len(kept)} paired rows go on"
+        ]
+        lines += [f"warning: {w}" for w in report.get("warnings") or []]
+        metrics["pairs"] = float(report["n_pairs"])
+        return StageResult(rows=kept, report=report, text="\n".join(lines) + "\n", metrics=metrics)
     lines = [
         f"{ctx.name}: kept {len(kept)} of {len(rows)} rows ({tasks_kept} of {tasks_in} tasks), mode {mode}"
     ]

@@ -1,0 +1,332 @@
+"""Stage ``publish``: the gated selection as a dataset a trainer reads as it is.
+
+Needs one ``publish_gate`` stage (a refused gate blocks this stage, so nothing is published;
+the runner says ``skipped (publish_gate refused)``). Writes into ``<run dir>/<stage>/``:
+
+* ``train.jsonl`` and ``train.parquet``: the records in the trainer's shape (``params.shape``,
+  default from ``selection.mode``): ``sft`` (OpenAI chat ``messages`` + ``tools``),
+  ``preference`` (TRL ``prompt`` / ``chosen`` / ``rejected``, pairs from
+  ``build_preference_pairs`` with the ``selection`` options) or ``rl`` (one prompt per task
+  with the grading facts and the calibration stamp). See ``wai_exp.rows.export``.
+* ``README.md``: the dataset card (what made it, counts, pass-rate spread, gate verdict,
+  config hash, digest, columns).
+
+The Parquet file stores ``tools`` as a JSON string: Arrow would otherwise merge every tool's
+parameter schema into one struct and hand each tool the others' arguments as nulls. The
+JSONL file keeps ``tools`` as objects (OpenAI fine-tuning reads it so).
+
+Rows out: the records (so the MLflow dataset input is the published data); report: counts,
+files, ``digest`` (SHA-256 of ``train.jsonl``) and the card's numbers. The stage is never
+served from the cache: its files go straight into this run's folder, and it costs a pass
+over the selection only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
+from wai_exp.pipeline.stages.optimize import selection
+from wai_exp.rows.jsonl import atomic_write_text
+from wai_exp.rows.keys import task_key
+
+FILES = {"jsonl": "train.jsonl", "parquet": "train.parquet", "card": "README.md"}
+#: Trainers each shape is written for, named on the card.
+TRAINERS = {
+    "sft": "TRL SFTTrainer, OpenAI fine-tuning (conversational messages + tools)",
+    "preference": "TRL DPOTrainer (conversational prompt / chosen / rejected)",
+    "rl": "TRL GRPOTrainer, verl (prompt + reward facts; one record per task)",
+}
+
+
+def _shape(sel: dict[str, Any], params: dict[str, Any]) -> str:
+    from wai_exp.rows.export import SHAPES
+
+    shape = str(params.get("shape") or sel.get("mode") or "rl")
+    if shape not in SHAPES:
+        raise ValueError(
+            f"publish: shape {shape!r} is not one of {SHAPES}; set "
+            f"pipeline.stages.<publish>.params.shape or selection.mode"
+        )
+    return shape
+
+
+def _gate_report(inputs: dict[str, StageResult]) -> dict[str, Any]:
+    report = next(iter(inputs.values())).report if inputs else {}
+    if report.get("verdict") != "passed":
+        # A pipeline that feeds publish from anything but a passed gate publishes nothing.
+        raise ValueError(
+            "publish needs a publish_gate stage that passed (its `needs` must name it); got a "
+            f"stage whose verdict is {report.get('verdict')!r}. Nothing was published."
+        )
+    return report
+
+
+def _tools_and_system(ctx: StageContext) -> tuple[list[dict[str, Any]], str | None]:
+    """The agent's tools (function-calling shape) and system prompt, from ``simulate.spec``."""
+    from wai_exp.simulate.spec import load_agent_spec
+
+    spec = (ctx.config.get("simulate") or {}).get("spec")
+    if spec and not Path(str(spec)).is_absolute() and (ctx.start_dir / str(spec)).exists():
+        spec = str(ctx.start_dir / str(spec))
+    loaded = load_agent_spec(spec)
+    return [dict(t) for t in loaded.tools], loaded.system_prompt
+
+
+def _expected(rows: list[dict[str, Any]]) -> dict[str, str | None]:
+    """What the checklist checks per task (``expected_outcome`` of its dimensions)."""
+    from wai_exp.score.grade.checklist import expected_outcome
+
+    out: dict[str, str | None] = {}
+    for row in rows:
+        key = task_key(row)
+        if key not in out:
+            dims = row.get("scenario_dimensions")
+            out[key] = expected_outcome(dims) if isinstance(dims, dict) else None
+    return out
+
+
+def build_records(
+    shape: str,
+    rows: list[dict[str, Any]],
+    sel: dict[str, Any],
+    tools: list[dict[str, Any]],
+    system_prompt: str | None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The trainer-shaped records of ``rows`` and the export report."""
+    from wai_exp.rows import export
+
+    if shape == "sft":
+        return export.sft_records(rows, tools, system_prompt)
+    if shape == "rl":
+        return export.rl_records(rows, tools, system_prompt, expected=_expected(rows))
+    from wai_exp.score.select.preference import build_preference_pairs
+
+    pairs, pair_report = build_preference_pairs(
+        rows,
+        max_pairs_per_prompt=int(sel.get("max_pairs_per_prompt", 1)),
+        min_margin=float(sel.get("min_margin", 1.0)),
+        length_match=bool(sel.get("length_match", True)),
+    )
+    records, report = export.preference_records(pairs, tools, system_prompt)
+    report["pairs"] = {k: pair_report.get(k) for k in ("n_pairs", "tasks_by_reason", "warnings")}
+    return records, report
+
+
+def parquet_table(records: list[dict[str, Any]]) -> Any:
+    """The records as an Arrow table; ``tools`` as a JSON string column (module docstring)."""
+    import pyarrow as pa
+
+    flat = [{**r, "tools": json.dumps(r.get("tools") or [], sort_keys=True)} for r in records]
+    return pa.Table.from_pylist(flat)
+
+
+def _pass_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The spread of the tasks' stamped pass rates (one per task) and who stamped them."""
+    rates: dict[str, float] = {}
+    sources: Counter[str] = Counter()
+    for row in rows:
+        cal = row.get("calibration")
+        rate = cal.get("pass_rate") if isinstance(cal, dict) else None
+        if isinstance(rate, int | float) and task_key(row) not in rates:
+            rates[task_key(row)] = float(rate)
+            sources[f"{cal.get('source')}, over k={cal.get('k')}"] += 1
+    values = sorted(rates.values())
+    if not values:
+        return {
+            "tasks": 0,
+            "min": None,
+            "median": None,
+            "max": None,
+            "histogram": {},
+            "sources": {},
+        }
+    mid = len(values) // 2
+    median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    hist = Counter(
+        f"{min(int(v * 10), 9) / 10:.1f}-{min(int(v * 10), 9) / 10 + 0.1:.1f}" for v in values
+    )
+    return {
+        "tasks": len(values),
+        "min": values[0],
+        "median": median,
+        "max": values[-1],
+        "histogram": dict(sorted(hist.items())),
+        "sources": dict(sources.most_common()),
+    }
+
+
+def _columns(table: Any) -> list[tuple[str, str]]:
+    return [(f.name, str(f.type)) for f in table.schema]
+
+
+def dataset_card(info: dict[str, Any]) -> str:
+    """README.md for the published folder, from the stage's report."""
+    rates = info["pass_rates"]
+    gate = info["gate"]
+    lines = [
+        "---",
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        "  - split: train",
+        f"    path: {FILES['parquet']}",
+        f"tags: [wai-exp, {info['shape']}, tool-use]",
+        "---",
+        "",
+        f"# {info['name']}: {info['shape']} dataset",
+        "",
+        f"Made by wai-exp {info['version']} from run `{info['run_dir']}`, preset "
+        f"`{info['preset']}`, config hash `{info['config_hash']}`: simulate, grade, optimize "
+        f"(selection mode `{info['selection_mode']}`), publish_gate, publish.",
+        f"For: {TRAINERS[info['shape']]}.",
+        "",
+        "## Counts",
+        "",
+        f"- records: {info['records']} ({info['unit']})",
+        f"- gated rows in: {info['rows_in']} over {info['tasks_in']} tasks",
+        f"- left out (not a well-formed conversation): {info['skipped']}",
+    ]
+    if info["shape"] == "preference":
+        lines.append(
+            f"- pairs left out because the two sides had different prompts: {info['prompt_mismatch']}"
+        )
+    lines += [
+        "",
+        "## Pass-rate spread (per task, from its calibration stamp)",
+        "",
+    ]
+    if rates["tasks"]:
+        stamped = "; ".join(f"{n} tasks by {src}" for src, n in rates["sources"].items())
+        lines.append(
+            f"{rates['tasks']} tasks: min {rates['min']:.3f}, median {rates['median']:.3f}, "
+            f"max {rates['max']:.3f} (stamped {stamped})."
+        )
+        lines += ["", "| pass rate | tasks |", "|---|---|"]
+        lines += [f"| {b} | {n} |" for b, n in rates["histogram"].items()]
+    else:
+        lines.append("not measured: no row carries a calibration stamp with a pass rate.")
+    lines += [
+        "",
+        "## Gate",
+        "",
+        f"verdict: **{gate['verdict']}**; band {gate.get('band')}; "
+        f"{gate.get('n_rows')} rows, {gate.get('n_graded')} graded.",
+    ]
+    for name, ok in (gate.get("checks") or {}).items():
+        lines.append(f"- {name}: {'ok' if ok else ('not run' if ok is None else 'FAILED')}")
+    for w in gate.get("warnings") or []:
+        lines.append(f"- warning: {w}")
+    lines += [
+        "",
+        "## Files",
+        "",
+        f"- `{FILES['jsonl']}`: one JSON record per line; `tools` as a list of objects.",
+        f"- `{FILES['parquet']}`: the same records; `tools` as a JSON string "
+        '(`json.loads(row["tools"])`), so each tool keeps its own parameter schema.',
+        f"- digest (SHA-256 of `{FILES['jsonl']}`): `{info['digest']}`",
+        "",
+        "| column | type (Parquet) |",
+        "|---|---|",
+    ]
+    lines += [f"| `{name}` | `{typ}` |" for name, typ in info["columns"]]
+    lines += [
+        "",
+        "The teacher's `privileged` block (hidden state, reference answers) is never in these "
+        "files. "
+        + (
+            "`expected_outcome` is what the judge checks: give it to the reward function, "
+            "never to the policy."
+            if info["shape"] == "rl"
+            else ""
+        ),
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        f'ds = load_dataset("parquet", data_files="{FILES["parquet"]}", split="train")',
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+@register("publish", reads=("selection", "simulate"), cached=False)
+def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
+    """Write the gated rows in the trainer's shape. Raises ``ValueError`` when the input is
+    not a passed gate or the shape is unknown."""
+    import pyarrow.parquet as pq
+
+    from wai_exp import __version__
+    from wai_exp.pipeline.runner import config_hash
+
+    rows = input_rows(ctx.name, inputs)
+    gate = _gate_report(inputs)
+    sel = selection(ctx, {k: v for k, v in params.items() if k != "shape"})
+    shape = _shape(sel, params)
+    tools, system_prompt = _tools_and_system(ctx)
+    records, export_report = build_records(shape, rows, sel, tools, system_prompt)
+
+    out_dir = ctx.run_dir / ctx.name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jsonl_text = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records)
+    jsonl_path = atomic_write_text(out_dir / FILES["jsonl"], jsonl_text)
+    digest = hashlib.sha256(jsonl_text.encode("utf-8")).hexdigest()
+    table = parquet_table(records)
+    parquet_path = out_dir / FILES["parquet"]
+    tmp = parquet_path.with_name(f".{parquet_path.name}.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(parquet_path)
+
+    info = {
+        "name": ctx.config.get("name") or "wai-exp",
+        "shape": shape,
+        "unit": {"sft": "one per rollout", "preference": "one per pair", "rl": "one per task"}[
+            shape
+        ],
+        "version": __version__,
+        "run_dir": str(ctx.run_dir),
+        "preset": (ctx.config.get("name") or "?"),
+        "config_hash": config_hash(ctx.config),
+        "selection_mode": sel.get("mode"),
+        "records": len(records),
+        "rows_in": len(rows),
+        "tasks_in": len({task_key(r) for r in rows}),
+        "skipped": export_report.get("skipped", 0),
+        "prompt_mismatch": export_report.get("prompt_mismatch", 0),
+        "pass_rates": _pass_rates(rows),
+        "gate": {
+            k: gate.get(k) for k in ("verdict", "band", "n_rows", "n_graded", "checks", "warnings")
+        },
+        "digest": digest,
+        "columns": _columns(table),
+    }
+    card_path = atomic_write_text(out_dir / FILES["card"], dataset_card(info))
+    report = {
+        **info,
+        "export": export_report,
+        "files": {
+            "jsonl": str(jsonl_path),
+            "parquet": str(parquet_path),
+            "card": str(card_path),
+        },
+        # What the tracker logs as the MLflow dataset input for this stage.
+        "dataset": {
+            "name": f"{info['name']}-{shape}",
+            "digest": digest[:32],
+            "source": str(parquet_path),
+            "files": [str(jsonl_path), str(parquet_path), str(card_path)],
+        },
+    }
+    lines = [
+        f"{ctx.name}: {len(records)} {shape} records ({info['unit']}) from {len(rows)} gated rows "
+        f"-> {out_dir}",
+        f"  files: {FILES['jsonl']}, {FILES['parquet']}, {FILES['card']}; digest {digest[:16]}",
+    ]
+    if info["skipped"]:
+        lines.append(f"  warning: {info['skipped']} left out; see report.json export.skip_reasons")
+    metrics = {"records": float(len(records)), "records_skipped": float(info["skipped"])}
+    return StageResult(rows=records, report=report, text="\n".join(lines) + "\n", metrics=metrics)
