@@ -149,7 +149,8 @@ def _plain():
 
 #: Per label: the simulate() call the knob's reader acts in (same call with and without it).
 SCENARIOS = {
-    "rows": lambda: {
+    "rows": _plain,
+    "rows_follow_ups": lambda: {
         "agent": _chatty,
         "mode": "rl",
         "budget": 60,
@@ -187,8 +188,6 @@ SCENARIOS = {
 #: Knobs whose effect needs a particular run: mutations of faulted asks (the scripted agent
 #: in rl mode), or a clock (the row set then depends on it).
 KNOB_SCENARIOS = {
-    "writer_context_parents": _plain,
-    "writer_buffer_cap": _plain,
     "stop_grace": lambda: {
         "agent": _slow_async,
         "budget": 8,

@@ -72,6 +72,7 @@ _CONV = "convention, untested"
 #: offline rows (under the named condition); every other label leaves the rows identical.
 READERS: dict[str, str] = {
     "rows": "the rows of any run",
+    "rows_follow_ups": "the rows, where the agent asks the person (follow-up turns)",
     "rows_grader": "the rows, under grader=",
     "rows_traces": "the rows, under traces=",
     "rows_adaptive": "the rows, under mode='adaptive'",
@@ -94,9 +95,11 @@ _READS: dict[str, str] = {
     # experiment knobs
     "seed": "rows",
     "concurrency": "schedule",
-    "avg_turns": "rows",
-    "patience": "rows",
-    "user_temperature": "rows",
+    # The simulated person: rows move only where the agent asks it something (patience from
+    # the second question on; the scripted agent rarely asks twice).
+    "avg_turns": "rows_follow_ups",
+    "patience": "rows_follow_ups",
+    "user_temperature": "rows_follow_ups",
     "writer_temperature": "model_writer",
     "world": "rows",
     "pass_threshold": "rows_grader",
