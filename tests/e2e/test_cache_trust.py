@@ -25,8 +25,16 @@ def wai(cwd: Path, run: str, *args: str, env: dict | None = None) -> subprocess.
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **_with_path(env)},
     )
+
+
+def _with_path(env: dict | None) -> dict:
+    """``env`` with its PYTHONPATH put in front of the caller's (not in place of it)."""
+    env = dict(env or {})
+    if "PYTHONPATH" in env and os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] += os.pathsep + os.environ["PYTHONPATH"]
+    return env
 
 
 def status(res: subprocess.CompletedProcess, stage: str) -> str:

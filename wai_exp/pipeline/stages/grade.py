@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, input_rows, register
+from wai_exp.pipeline.stored_rows import StoredRows
 
 #: judge.kind -> (public name of the judge function, its module)
 BUILTIN_JUDGES = {
@@ -90,10 +91,15 @@ def _counting(
     return sync_judge
 
 
-def with_privileged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copies of ``rows`` carrying the teacher's block the judge needs (memory only)."""
+def with_privileged(rows: list[dict[str, Any]], *, in_place: bool = False) -> list[dict[str, Any]]:
+    """Copies of ``rows`` carrying the teacher's block the judge needs (memory only); with
+    ``in_place`` the rows themselves get it (for rows nobody else holds)."""
     from wai_exp.score.grade.checklist import privileged_context
 
+    if in_place:
+        for r in rows:
+            r["privileged"] = privileged_context(r.get("scenario_dimensions"), r.get("faults"))
+        return rows
     return [
         {**r, "privileged": privileged_context(r.get("scenario_dimensions"), r.get("faults"))}
         for r in rows
@@ -129,12 +135,16 @@ def judge_rows(
     """Shared by ``grade`` and ``evaluate``: judge, then pass@k over the judged rows."""
     from wai_exp.score.stats.passat import pass_at
 
-    rows = input_rows(ctx.name, inputs)
+    # Rows the runner kept on disk are parsed here for this stage alone: they get the
+    # privileged block in place rather than as a second copy of every row.
+    from_disk = len(inputs) == 1 and isinstance(next(iter(inputs.values())).rows, StoredRows)
+    rows = with_privileged(input_rows(ctx.name, inputs), in_place=from_disk)
+    n_in = len(rows)
     cfg = {**ctx.config.get("judge", {}), **params}
     upstream = next(iter(inputs.values())).report
     declared = upstream.get("declared_tools") if isinstance(upstream, dict) else None
     judge, name = resolve_judge(cfg, declared)
-    counted = _counting(judge, len(rows), ctx.progress)
+    counted = _counting(judge, n_in, ctx.progress)
     common = {
         "judge_name": name,
         "concurrency": int(cfg.get("concurrency", 8)),
@@ -145,13 +155,12 @@ def judge_rows(
     if source == "eval":
         from wai_exp.score.judges.judging import evaluate
 
-        scored = evaluate(with_privileged(rows), judge=counted, **common)
+        scored = evaluate(rows, judge=counted, **common)
     else:
         from wai_exp.score.judges.judging import run_judge
 
-        scored = run_judge(
-            with_privileged(rows), counted, source="grade", version=cfg.get("version"), **common
-        )
+        scored = run_judge(rows, counted, source="grade", version=cfg.get("version"), **common)
+    del rows  # the judge returned copies; the inputs can go before pass@k is computed
     graded = list(scored.rows)
     opts = cfg.get("pass_at") or {}
     pa = pass_at(
@@ -170,14 +179,14 @@ def judge_rows(
         **pa.to_dict(),
         "judge": {"kind": cfg.get("kind"), "name": name, "version": cfg.get("version")},
         "source": source,
-        "rows_in": len(rows),
+        "rows_in": n_in,
         "unjudged": unjudged,
         "judge_status": statuses,
         "warnings": warnings,
     }
-    metrics = {**pass_at_metrics(pa), "rows_in": float(len(rows)), "unjudged": float(unjudged)}
+    metrics = {**pass_at_metrics(pa), "rows_in": float(n_in), "unjudged": float(unjudged)}
     lines = [
-        f"{ctx.name}: judged {len(rows)} rows with {name} ({unjudged} unjudged, never counted as failures)",
+        f"{ctx.name}: judged {n_in} rows with {name} ({unjudged} unjudged, never counted as failures)",
         str(pa),
     ]
     lines += [f"warning: {w}" for w in warnings]
