@@ -47,6 +47,12 @@ MODULES |= {
     f"wai_exp.simulate.agents.{m}": f"wai_exp.llm.{m}"
     for m in ("http", "turn", "openai_chat", "anthropic_chat")
 }
+MODULES |= {
+    "wai_exp.simulate.dimensions": "wai_exp.domain.dimensions",
+    "wai_exp.rows.tools": "wai_exp.domain.tools",
+    "wai_exp.score.preflight": "wai_exp.simulate.preflight",
+    "wai_exp.score.diagnose.preflight": "wai_exp.simulate.preflight",
+}
 
 _DOTTED = re.compile(
     r"\b("

@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {
     "behavior_signature": "wai_exp.score.grade.grading",
     "conduct_grade": "wai_exp.score.grade.grading",
     # checklist
-    "expected_outcome": "wai_exp.score.grade.checklist",
+    "expected_outcome": "wai_exp.domain.outcome",
     "outcome_check": "wai_exp.score.grade.checklist",
     "privileged_context": "wai_exp.score.grade.checklist",
     "task_checklist": "wai_exp.score.grade.checklist",
@@ -154,11 +154,11 @@ _EXPORTS: dict[str, str] = {
     "judge_probes": "wai_exp.score.judges.judge_trust",
     "judge_trust": "wai_exp.score.judges.judge_trust",
     # preflight
-    "coverage_gap": "wai_exp.score.diagnose.preflight",
-    "dataset_report": "wai_exp.score.diagnose.preflight",
-    "format_coverage_gap": "wai_exp.score.diagnose.preflight",
-    "preflight": "wai_exp.score.diagnose.preflight",
-    "recommend": "wai_exp.score.diagnose.preflight",
+    "coverage_gap": "wai_exp.simulate.preflight",
+    "dataset_report": "wai_exp.simulate.preflight",
+    "format_coverage_gap": "wai_exp.simulate.preflight",
+    "preflight": "wai_exp.simulate.preflight",
+    "recommend": "wai_exp.simulate.preflight",
 }
 
 __all__ = sorted(_EXPORTS)

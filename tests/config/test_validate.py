@@ -199,7 +199,7 @@ def test_precheck_rejects_typos_at_every_level():
 
 def test_scripted_skill_names_are_the_agents_behaviours(base):
     from wai_exp.config.models import Skills
-    from wai_exp.simulate.dimensions import BEHAVIOURS
+    from wai_exp.domain.dimensions import BEHAVIOURS
 
     assert tuple(Skills.model_fields) == BEHAVIOURS
     cfg = copy.deepcopy(base)

@@ -7,14 +7,14 @@ from collections import Counter
 
 import pytest
 
-from wai_exp.simulate.agents.scripted import ADVERSARIAL_CUES
-from wai_exp.simulate.dimensions import (
+from wai_exp.domain.dimensions import (
     FAULT_MODES,
     HARD_TIERS,
     HISTORIES,
     TIER_OF_STANCE,
     TOOL_CONDITIONS,
 )
+from wai_exp.simulate.agents.scripted import ADVERSARIAL_CUES
 from wai_exp.simulate.spec import load_agent_spec
 from wai_exp.simulate.writer import Situation, TemplateWriter, parse_rules
 

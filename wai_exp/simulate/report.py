@@ -26,7 +26,7 @@ def tier_mix(
 ) -> tuple[dict[str, Any], str | None]:
     """``report["search"]["tier_mix"]`` and a warning when the drawn hard share fell more
     than ``tier_mix_tolerance`` under ``hard_share`` (None otherwise)."""
-    from wai_exp.simulate.dimensions import HARD_TIERS
+    from wai_exp.domain.dimensions import HARD_TIERS
 
     knobs, hs = cfg.knobs, cfg.hard_share
     tier_counts: Counter[str] = Counter()
@@ -70,7 +70,7 @@ def build_report(
     tasks or None), ``agent_model``, ``spec_name``, ``tools``, ``system_prompt``, ``run_id``;
     ``world`` is the dumped ``WorldOptions``.
     """
-    from wai_exp.simulate.dimensions import DIMENSION_KEYS
+    from wai_exp.domain.dimensions import DIMENSION_KEYS
 
     rows, n_rows = engine.rows, len(engine.rows)
     return {

@@ -24,47 +24,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from wai_exp.rows.tools import is_write_tool  # noqa: F401 - the world, agent and writer share it
-from wai_exp.simulate.dimensions import FAULT_MODES
+from wai_exp.domain.dimensions import FAULT_MODES
+from wai_exp.domain.names import CITIES, FIRST_NAMES, LAST_NAMES, PRODUCTS, STREET_KINDS, STREETS
+from wai_exp.domain.tools import (  # noqa: F401 - re-exported
+    ID_ARG,
+    SUPPORT_ARGS,
+    is_support_tool,
+    is_write_tool,  # noqa: F401 - the world, agent and writer share it
+)
 
 # ---------------------------------------------------------------------------------------
-# The support-desk vocabulary (docs/DOMAIN.md). Tools outside it are answered generically.
-# Which of them write is rows.tools.is_write_tool's call, as for any other tool.
-
-#: The identifier each support-desk tool needs (what a vague ask leaves out).
-ID_ARG = {
-    "lookup_order": "order_id",
-    "lookup_account": "email",
-    "search_orders": "email",
-    "issue_refund": "order_id",
-    "cancel_order": "order_id",
-    "update_shipping_address": "order_id",
-    "reset_password": "email",
-}
-#: The arguments each support-desk tool takes (docs/DOMAIN.md).
-SUPPORT_ARGS: dict[str, frozenset[str]] = {
-    "lookup_order": frozenset({"order_id"}),
-    "lookup_account": frozenset({"email"}),
-    "search_orders": frozenset({"email"}),
-    "issue_refund": frozenset({"order_id", "amount", "reason"}),
-    "cancel_order": frozenset({"order_id", "reason"}),
-    "update_shipping_address": frozenset({"order_id", "address"}),
-    "reset_password": frozenset({"email"}),
-}
-
-
-def is_support_tool(fn: Mapping[str, Any]) -> bool:
-    """True when a declared tool (its ``function`` dict) is the support-desk tool of its name:
-    it declares that tool's arguments and requires nothing else. A user's own tool that only
-    shares a name (``lookup_order(id)``) is answered generically instead."""
-    name = fn.get("name")
-    if name not in SUPPORT_ARGS:
-        return False
-    params = fn.get("parameters") or {}
-    props = set(params.get("properties") or {})
-    required = set(params.get("required") or ())
-    return SUPPORT_ARGS[name] <= props and required <= SUPPORT_ARGS[name]
-
+# The support-desk vocabulary (ID_ARG, SUPPORT_ARGS, is_support_tool) is in domain/tools.py,
+# the name pools in domain/names.py.
 
 #: Default walk-away chances at the second question and at every later one.
 PATIENCE_LEVELS: dict[str, tuple[float, float]] = {
@@ -74,152 +45,6 @@ PATIENCE_LEVELS: dict[str, tuple[float, float]] = {
 }
 #: The simulated user's reply temperature when none is given (a model-played user's default).
 USER_TURN_TEMPERATURE = 0.475
-
-_FIRST = (
-    "Maria",
-    "James",
-    "Aisha",
-    "Tom",
-    "Priya",
-    "Lucas",
-    "Sofia",
-    "Daniel",
-    "Mei",
-    "Omar",
-    "Elena",
-    "Noah",
-    "Hannah",
-    "Kenji",
-    "Fatima",
-    "Leo",
-    "Grace",
-    "Mateo",
-    "Chloe",
-    "Ivan",
-    "Zara",
-    "Ben",
-    "Nina",
-    "Samuel",
-    "Amara",
-    "Felix",
-    "Lena",
-    "Ravi",
-    "Julia",
-    "Diego",
-    "Anna",
-    "Yusuf",
-    "Clara",
-    "Hugo",
-    "Ines",
-    "Theo",
-)
-_LAST = (
-    "Chen",
-    "Okafor",
-    "Smith",
-    "Garcia",
-    "Patel",
-    "Novak",
-    "Kim",
-    "Rossi",
-    "Haddad",
-    "Nguyen",
-    "Murphy",
-    "Silva",
-    "Schmidt",
-    "Tanaka",
-    "Kowalski",
-    "Dubois",
-    "Andersen",
-    "Costa",
-    "Ibrahim",
-    "Fischer",
-    "Moreau",
-    "Singh",
-    "Lopez",
-    "Walsh",
-    "Berg",
-    "Yilmaz",
-    "Reyes",
-    "Khan",
-    "Larsen",
-    "Ward",
-    "Ortiz",
-    "Baker",
-)
-_PRODUCTS = (
-    "chef's knife",
-    "cast iron skillet",
-    "espresso machine",
-    "stand mixer",
-    "linen duvet cover",
-    "bamboo cutting board",
-    "ceramic dinner set",
-    "electric kettle",
-    "air fryer",
-    "cotton bath towels",
-    "wool throw blanket",
-    "glass storage jars",
-    "table lamp",
-    "french press",
-    "knife sharpener",
-    "dutch oven",
-    "herb planter",
-    "memory foam pillow",
-    "salad spinner",
-    "copper saucepan",
-    "wine glasses",
-    "blender",
-    "toaster",
-    "rice cooker",
-    "desk organizer",
-    "shower curtain",
-    "doormat",
-    "spice rack",
-    "waffle iron",
-    "cutlery set",
-)
-_STREETS = (
-    "Oak",
-    "Maple",
-    "Cedar",
-    "Elm",
-    "Birch",
-    "Willow",
-    "Harbor",
-    "Mill",
-    "Park",
-    "Lake",
-    "River",
-    "Hill",
-    "Church",
-    "Station",
-    "Orchard",
-    "Meadow",
-    "Bridge",
-    "Market",
-    "Garden",
-    "Forest",
-)
-_STREET_KINDS = ("Street", "Road", "Avenue", "Lane", "Drive", "Court", "Way", "Place")
-_CITIES = (
-    "Springfield",
-    "Riverton",
-    "Fairview",
-    "Lakewood",
-    "Ashford",
-    "Brookside",
-    "Greenville",
-    "Milton",
-    "Kingsport",
-    "Westbury",
-    "Clearwater",
-    "Oakdale",
-    "Hollis",
-    "Bayview",
-    "Northfield",
-    "Salem",
-)
 
 
 class FastRandom(random.Random):
@@ -300,12 +125,12 @@ class WorldOptions(BaseModel):
     max_items: int = Field(3, ge=1, le=10)
     price_range: tuple[float, float] = (9.0, 240.0)
     currency: str = "USD"
-    first_names: tuple[str, ...] = _FIRST
-    last_names: tuple[str, ...] = _LAST
-    products: tuple[str, ...] = _PRODUCTS
-    streets: tuple[str, ...] = _STREETS
-    street_kinds: tuple[str, ...] = _STREET_KINDS
-    cities: tuple[str, ...] = _CITIES
+    first_names: tuple[str, ...] = FIRST_NAMES
+    last_names: tuple[str, ...] = LAST_NAMES
+    products: tuple[str, ...] = PRODUCTS
+    streets: tuple[str, ...] = STREETS
+    street_kinds: tuple[str, ...] = STREET_KINDS
+    cities: tuple[str, ...] = CITIES
 
     @field_validator(
         "first_names", "last_names", "products", "streets", "street_kinds", "cities", "fault_modes"

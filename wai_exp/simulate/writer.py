@@ -23,14 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wai_exp.simulate.dimensions import HISTORIES, STANCES, TIER_OF_STANCE, TIERS
+from wai_exp.domain.dimensions import HISTORIES, STANCES, TIER_OF_STANCE, TIERS
+from wai_exp.domain.rules import parse_rules
+from wai_exp.domain.tools import ID_ARG, is_support_tool, is_write_tool
 from wai_exp.simulate.spec import normalize_tools
 from wai_exp.simulate.world import (
-    ID_ARG,
     FastRandom,
     WorldOptions,
-    is_support_tool,
-    is_write_tool,
     resolve_world_options,
 )
 
@@ -52,34 +51,7 @@ class Situation:
 
 
 # ---------------------------------------------------------------------------------------
-# Rules: the system prompt's numbered (or, failing that, bulleted) lines, as R1..Rn.
-
-_NUMBERED = re.compile(r"^\s*(?:rule\s*)?\(?(\d{1,3})[.):]\s+(.+?)\s*$", re.IGNORECASE)
-_BULLET = re.compile(r"^\s*[-*\u2022]\s+(.+?)\s*$")
-
-
-def parse_rules(system_prompt: str | None) -> list[tuple[str, str]]:
-    """``[(rule_id, text)]`` from a policy prompt: its numbered lines (``1.``, ``2)``, ``3:``),
-    or its bullet lines when it has no numbered ones, as ``R1..Rn`` in order. An indented line
-    under a rule continues it. Empty for a prompt with neither."""
-    if not system_prompt:
-        return []
-    lines = system_prompt.splitlines()
-    for pattern in (_NUMBERED, _BULLET):
-        rules: list[str] = []
-        indent_of_last = -1
-        for line in lines:
-            m = pattern.match(line)
-            if m:
-                rules.append(m.group(m.lastindex or 1))
-                indent_of_last = len(line) - len(line.lstrip())
-            elif rules and line.strip() and len(line) - len(line.lstrip()) > indent_of_last:
-                rules[-1] = f"{rules[-1]} {line.strip()}"
-            elif not line.strip():
-                indent_of_last = -1 if not rules else indent_of_last
-        if rules:
-            return [(f"R{i}", text) for i, text in enumerate(rules, start=1)]
-    return []
+# Rules: parsed by domain.rules.parse_rules (R1..Rn).
 
 
 #: What each kind of situation exercises, found in the rule texts by keywords (any tuple of

@@ -11,10 +11,10 @@ from collections import defaultdict
 
 import pytest
 
+from wai_exp.domain.dimensions import BEHAVIOURS
 from wai_exp.score.grade.checklist import task_checklist
 from wai_exp.score.judges.judging import run_judge
 from wai_exp.simulate.agents.scripted import ScriptedAgent
-from wai_exp.simulate.dimensions import BEHAVIOURS
 from wai_exp.simulate.engine import simulate
 
 RULES = {"adversarial", "vague", "boundary", "missing", "already_done", "fault", "direct"}

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from tests.support.rows import call
+from wai_exp.domain.dimensions import BEHAVIOURS
 from wai_exp.score.grade.checklist import task_checklist
 from wai_exp.score.grade.failures import FAILURE_CLASSES, classify_failure
 from wai_exp.score.judges.judging import run_judge
 from wai_exp.simulate.agents.scripted import ScriptedAgent
-from wai_exp.simulate.dimensions import BEHAVIOURS
 from wai_exp.simulate.engine import simulate
 
 ORDER = "ORD-10482"

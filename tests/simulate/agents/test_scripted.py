@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 
+from wai_exp.domain.dimensions import BEHAVIOURS
 from wai_exp.rows.model import AssistantStep, ToolStep, UserStep
 from wai_exp.score.grade.checklist import outcome_check, task_checklist
 from wai_exp.simulate.agents import RolloutContext, ScriptedAgent, current_rollout
 from wai_exp.simulate.agents.scripted import DEFAULT_SKILL
-from wai_exp.simulate.dimensions import BEHAVIOURS
 from wai_exp.simulate.spec import load_agent_spec
 from wai_exp.simulate.world import RolloutWorld
 from wai_exp.simulate.writer import TemplateWriter

@@ -1,4 +1,4 @@
-"""Diagnosing a dataset or a reward: reward-hack scans and their diff, reward correlations, logprob staleness and KL, and the pre-flight coverage report.
+"""Diagnosing a dataset or a reward: reward-hack scans and their diff, reward correlations, logprob staleness and KL.
 
 The names below load lazily (the modules import numpy and scipy), so importing one module
 of this folder does not import the others.
@@ -9,20 +9,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# Not re-exported here: hack_scan, hack_scan_diff, preflight. Each shares its name with the module
+# Not re-exported here: hack_scan, hack_scan_diff. Each shares its name with the module
 # that defines it, so after that module is imported the package attribute is the module;
 # re-exporting would make the answer depend on import order. Use ``wai_exp.<name>``.
 
 #: public name -> module of this folder that defines it
 _EXPORTS: dict[str, str] = {
-    "coverage_gap": "preflight",
-    "dataset_report": "preflight",
-    "format_coverage_gap": "preflight",
     "format_hack_scan": "hack_scan",
     "format_hack_scan_diff": "hack_scan_diff",
     "logprob_report": "logprobs",
     "mean_kl": "logprobs",
-    "recommend": "preflight",
     "reward_correlations": "correlations",
     "staleness_report": "logprobs",
 }

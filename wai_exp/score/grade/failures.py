@@ -26,8 +26,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from wai_exp.rows.tools import is_write_tool
-from wai_exp.score.grade.checklist import reply_acts, task_checklist
+from wai_exp.domain.replies import reply_acts
+from wai_exp.domain.tools import is_write_tool
+from wai_exp.score.grade.checklist import task_checklist
 from wai_exp.score.grade.grading import call_failed, calls_from_steps, final_reply, trajectory_steps
 
 #: The vocabulary, each class with the mistake it names.

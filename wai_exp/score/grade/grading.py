@@ -41,7 +41,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from wai_exp.rows.tools import is_write_tool
+from wai_exp.domain.replies import acknowledges_fault, claims_success, reply_acts
+from wai_exp.domain.tools import is_write_tool
 
 #: Provenance classes that count as ungrounded.
 UNGROUNDED = frozenset({"invented"})
@@ -379,7 +380,6 @@ def ungrounded_arguments(trajectory: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _reply_shape(reply: str) -> str:
     if not reply.strip():
         return "none"
-    from wai_exp.score.grade.checklist import reply_acts  # lazy: checklist imports this module
 
     acts = reply_acts(reply)
     return "+".join(sorted(acts)) if acts else "plain"
@@ -391,7 +391,7 @@ def behavior_signature(trajectory: Mapping[str, Any]) -> str:
     Hashed: each tool call in order as ``name(arg:provenance, ...)>status``; whether and
     where the agent asked the person something; the final reply's acts (``ask``,
     ``decline``, ``claim_success``, ``fault_ack``, ``not_found``, ``already_done``, or
-    ``plain`` / ``none``; vocabularies in ``wai_exp.score.grade.checklist``); ``ended_by``; and
+    ``plain`` / ``none``; vocabularies in ``wai_exp.domain.replies``); ``ended_by``; and
     whether a turn was cut at the token cap.
     Two rollouts that call the same tools with arguments from the same places, hit the
     same statuses and end with the same kind of reply share a signature whatever their
@@ -521,7 +521,6 @@ def conduct_from_calls(
     """``conduct_grade`` over calls already read (``tool_calls``), the final reply and
     whether a turn was truncated, so a judge that also needs the calls reads the
     trajectory once."""
-    from wai_exp.score.grade.checklist import acknowledges_fault, claims_success  # lazy: cycle
 
     declared = declared_names(declared_tools)
     failures: list[str] = []

@@ -40,8 +40,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wai_exp.rows.tools import is_write_tool
-from wai_exp.score.grade.checklist import acknowledges_fault, quotes_result, reply_acts
+from wai_exp.domain.replies import acknowledges_fault, reply_acts
+from wai_exp.domain.tools import is_write_tool
+from wai_exp.score.grade.checklist import quotes_result
 from wai_exp.score.grade.grading import (
     call_failed,
     calls_from_steps,

@@ -55,10 +55,10 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.replies import claims_success
+from wai_exp.domain.tools import is_write_tool
 from wai_exp.rows.keys import task_key
-from wai_exp.rows.tools import is_write_tool
 from wai_exp.score.diagnose.correlations import pearson_columns
-from wai_exp.score.grade.checklist import claims_success
 from wai_exp.score.grade.grading import (
     UNGROUNDED,
     Call,
@@ -434,7 +434,7 @@ def trace_flags(
 
     ``kinds`` maps tool name -> ``"read"`` / ``"write"`` and is also the declared toolset
     (a tool outside it fires ``risk.undeclared_tool``); tools it omits are classified by
-    ``wai_exp.rows.tools.is_write_tool``. Without ``kinds`` the declared toolset is the
+    ``wai_exp.domain.tools.is_write_tool``. Without ``kinds`` the declared toolset is the
     row's ``tools`` when it carries one, else unknown (not checked). Evidence is one line
     naming the step and the fragment of the reply or the call; the first match wins per
     flag. ``{}`` for a clean rollout. Raises ValueError when a ``kinds`` value is not

@@ -346,7 +346,7 @@ def _mutate(
         call = {"id": PROBE_CALL_ID, "name": tool, "arguments": {}}
         return with_trajectory(row, {"kind": "assistant", "content": "", "tool_calls": [call]})
     if name == "refusal":
-        from wai_exp.score.grade.checklist import declines
+        from wai_exp.domain.replies import declines
 
         # A passing reply that already declines is a correct refusal: replacing it with
         # another refusal removes nothing, so it says nothing about the judge.

@@ -39,9 +39,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from wai_exp.rows.tools import is_write_tool
-from wai_exp.simulate.dimensions import BEHAVIOURS
-from wai_exp.simulate.world import ID_ARG, is_support_tool
+from wai_exp.domain.dimensions import BEHAVIOURS
+from wai_exp.domain.tools import ID_ARG, is_support_tool, is_write_tool
 
 #: Default chance of the right move at each decision. Calibrated against the checklist
 #: (``outcome_check``) under ``mode="rl"`` (fault_rate 0.8, hard_share 0.5):

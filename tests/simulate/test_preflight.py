@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from wai_exp.score.diagnose.preflight import (
+from wai_exp.domain.dimensions import HISTORIES, STANCES, TIERS, WORLD_STATES
+from wai_exp.score.grade.checklist import task_checklist
+from wai_exp.simulate.engine import simulate
+from wai_exp.simulate.preflight import (
     HARD_SHARE_FLOOR,
     SATURATION_COPIES,
     build_dimensions,
@@ -20,9 +23,6 @@ from wai_exp.score.diagnose.preflight import (
     preflight,
     recommend,
 )
-from wai_exp.score.grade.checklist import task_checklist
-from wai_exp.simulate.dimensions import HISTORIES, STANCES, TIERS, WORLD_STATES
-from wai_exp.simulate.engine import simulate
 from wai_exp.simulate.spec import load_agent_spec
 from wai_exp.simulate.writer import TemplateWriter
 

@@ -25,9 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wai_exp.rows.keys import task_key
-from wai_exp.rows.tools import is_write_tool
-from wai_exp.simulate.dimensions import (
+from wai_exp.domain.dimensions import (
     DIMENSION_KEYS,
     HARD_TIERS,
     HISTORIES,
@@ -36,6 +34,8 @@ from wai_exp.simulate.dimensions import (
     TIERS,
     WORLD_STATES,
 )
+from wai_exp.domain.tools import is_write_tool
+from wai_exp.rows.keys import task_key
 from wai_exp.simulate.writer import TemplateWriter, parse_rules
 
 __all__ = [
