@@ -34,9 +34,10 @@ from wai_exp.domain.dimensions import (
     TIERS,
     WORLD_STATES,
 )
+from wai_exp.domain.rules import parse_rules
 from wai_exp.domain.tools import is_write_tool
 from wai_exp.rows.keys import task_key
-from wai_exp.simulate.writer import TemplateWriter, parse_rules
+from wai_exp.simulate.writer import TemplateWriter
 
 __all__ = [
     "HARD_SHARE_FLOOR",
