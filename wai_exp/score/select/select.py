@@ -140,7 +140,7 @@ def _stamped_rates(
 
 def _band_on_stamped(
     pool: list[dict[str, Any]],
-    arrival_index: dict[str, int],
+    pool_groups: list[int],
     stamped: np.ndarray,
     ask_in_band: np.ndarray,
     lo: float,
@@ -150,9 +150,7 @@ def _band_on_stamped(
     (``trim_out_of_band``'s report keys, measured on the stamped rate). Asks stamped
     unanimous (rate 0 or 1) are left for the unanimous trim to count, as there; ranking
     never selects them, their stamped rate being outside any band that can mix."""
-    groups = np.fromiter(
-        (arrival_index[task_key(r)] for r in pool), dtype=np.int64, count=len(pool)
-    )
+    groups = np.asarray(pool_groups, dtype=np.int64)
     unanimous = (stamped == 0.0) | (stamped == 1.0)
     drop = ~ask_in_band & ~unanimous
     keep = ~drop[groups] if len(pool) else np.zeros(0, dtype=bool)
@@ -251,13 +249,17 @@ def select_for_rl(
 
     # 1. Calibration on the rows as they arrived.
     keys = [task_key(r) for r in rows]
-    arrival_binary = binary_rewards(rows)
+    judged = binary_rewards(rows)
+    arrival_binary = judged.copy()
     if truncated == "penalize":
         # The penalty is part of the reward: a cut rollout is a failure in the stamped rate
         # too, or an ask would be selected at 3 of 4 and stamped 4 of 4, outside the band.
         cut = np.fromiter((is_truncated(r) for r in rows), dtype=bool, count=len(rows))
         arrival_binary[cut & np.isfinite(arrival_binary)] = 0.0
     arrival = group_stats(rows, keys=keys, binary=arrival_binary)
+    # Each row's task key and 0/1 reward, read once: every later step looks them up.
+    key_of = {id(r): k for r, k in zip(rows, keys, strict=True)}
+    bin_of = {id(r): b for r, b in zip(rows, judged.tolist(), strict=True)}
     measured_on = "rows as they arrived, before dedupe and trims" + (
         " (cut rollouts counted as failures, truncated='penalize')"
         if truncated == "penalize"
@@ -292,7 +294,9 @@ def select_for_rl(
     # 3. The band, on the rate the rows will be stamped with; only then dedupe (step 4).
     band_report: dict[str, Any] | None = None
     if enforce_band:
-        pool, band_report = _band_on_stamped(pool, arrival_index, stamped, ask_in_band, lo, hi)
+        pool, band_report = _band_on_stamped(
+            pool, [arrival_index[key_of[id(r)]] for r in pool], stamped, ask_in_band, lo, hi
+        )
 
     # 4. Row gates.
     pool, gate_report = filter_rl_rows(pool, has_tools=has_tools)
@@ -322,7 +326,7 @@ def select_for_rl(
         if truncated == "keep":
             copy = {**row, "overlong": True}
             origin[id(copy)] = row
-            riders[task_key(row)].append(copy)
+            riders[key_of[id(row)]].append(copy)
         else:
             copy = {
                 **row,
@@ -331,6 +335,9 @@ def select_for_rl(
                 "reward_before_penalty": row.get("reward"),
             }
             origin[id(copy)] = row
+            key_of[id(copy)] = key_of[id(row)]
+            was = bin_of[id(row)]
+            bin_of[id(copy)] = 0.0 if np.isfinite(was) else was  # a graded cut row fails
             deciding.append(copy)
     truncation = {
         "mode": truncated,
@@ -340,12 +347,18 @@ def select_for_rl(
         "penalized": n_trunc if truncated == "penalize" else 0,
     }
 
-    # 6. The deciding rows must still mix after dedupe.
-    survivors, unanimous_report = trim_unanimous_groups(deciding, min_k=2)
+    # 6. The deciding rows must still mix after dedupe (trim_unanimous_groups, on the keys
+    # and rewards read in step 1).
+    d_keys = [key_of[id(r)] for r in deciding]
+    d_bin = np.array([bin_of[id(r)] for r in deciding], dtype=float)
+    survivors, unanimous_report = trim_unanimous_groups(
+        deciding, min_k=2, keys=d_keys, binary=d_bin
+    )
 
     # 7. Rank asks and take whole groups.
-    s_keys = [task_key(r) for r in survivors]
-    stats = group_stats(survivors, keys=s_keys, binary=binary_rewards(survivors))
+    s_keys = [key_of[id(r)] for r in survivors]
+    s_bin = np.array([bin_of[id(r)] for r in survivors], dtype=float)
+    stats = group_stats(survivors, keys=s_keys, binary=s_bin)
     members: list[list[dict[str, Any]]] = [[] for _ in range(stats.n_groups)]
     kinds_rows: list[Counter[str]] = [Counter() for _ in range(stats.n_groups)]
     for row, g in zip(survivors, stats.inv.tolist(), strict=True):
@@ -392,7 +405,7 @@ def select_for_rl(
     n_carried = 0
     for row in selected:
         src = origin.get(id(row), row)
-        g = arrival_index[task_key(src)]
+        g = arrival_index[key_of[id(src)]]
         k = int(arrival.k[g])
         rate = float(arrival.pass_rate[g]) if k else None
         stamp = {

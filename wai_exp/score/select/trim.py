@@ -207,7 +207,11 @@ def _drop_asks(
 
 
 def trim_unanimous_groups(
-    rows: Sequence[dict[str, Any]], min_k: int = 2
+    rows: Sequence[dict[str, Any]],
+    min_k: int = 2,
+    *,
+    keys: Sequence[str] | None = None,
+    binary: np.ndarray | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Drop asks whose k >= ``min_k`` binary rewards all landed 0 or all landed 1.
 
@@ -218,12 +222,13 @@ def trim_unanimous_groups(
 
     Returns ``(kept_rows, report)`` with ``rows_in``, ``rows_kept``, ``rows_dropped``,
     ``asks_in``, ``asks_kept``, ``asks_dropped_all_pass``, ``asks_dropped_all_fail``,
-    ``asks_short`` (fewer than ``min_k`` graded rollouts, kept) and ``min_k``. Raises
-    ``ValueError`` when ``min_k`` is not an integer >= 1.
+    ``asks_short`` (fewer than ``min_k`` graded rollouts, kept) and ``min_k``. ``keys`` and
+    ``binary`` are the rows' task keys and 0/1 rewards when the caller has them
+    (``group_stats``). Raises ``ValueError`` when ``min_k`` is not an integer >= 1.
     """
     _check_min_k(min_k)
     rows = list(rows)
-    stats = group_stats(rows)
+    stats = group_stats(rows, keys=keys, binary=binary)
     unanimous = unanimous_mask(stats, min_k)
     all_pass = unanimous & (stats.n_pass == stats.k)
     kept, report = _drop_asks(rows, stats, unanimous)
