@@ -1,35 +1,43 @@
-"""Rows: the schema-v1 row model, atomic JSONL I/O, privileged scrubbing and ``task_key``."""
+"""Rows: the schema-v1 row model, atomic JSONL I/O, privileged scrubbing and ``task_key``.
 
-from wai_exp.rows.jsonl import (
-    RowAppender,
-    atomic_write_text,
-    iter_rows,
-    read_rows,
-    write_json,
-    write_rows,
-)
-from wai_exp.rows.keys import task_key
-from wai_exp.rows.model import (
-    SCHEMA_VERSION,
-    TIMING_FIELDS,
-    Row,
-    messages_from_steps,
-    row_json_schema,
-)
-from wai_exp.rows.scrub import scrub
+The names below load lazily: ``from wai_exp.rows.keys import task_key`` (what every score
+function imports) must not pay for the pydantic row model, about half of a selection's
+import time.
+"""
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "TIMING_FIELDS",
-    "Row",
-    "RowAppender",
-    "atomic_write_text",
-    "iter_rows",
-    "messages_from_steps",
-    "read_rows",
-    "row_json_schema",
-    "scrub",
-    "task_key",
-    "write_json",
-    "write_rows",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> module of this package that defines it
+_EXPORTS: dict[str, str] = {
+    "RowAppender": "jsonl",
+    "atomic_write_text": "jsonl",
+    "iter_rows": "jsonl",
+    "read_rows": "jsonl",
+    "write_json": "jsonl",
+    "write_rows": "jsonl",
+    "task_key": "keys",
+    "SCHEMA_VERSION": "model",
+    "TIMING_FIELDS": "model",
+    "Row": "model",
+    "messages_from_steps": "model",
+    "row_json_schema": "model",
+    "scrub": "scrub",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'wai_exp.rows' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"wai_exp.rows.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -49,11 +49,18 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-# scipy.special, not scipy.stats: the four distribution functions below are all this needs,
-# and importing scipy.stats costs about 0.6 s on every CLI run that grades or selects.
-from scipy import special as _sp
-
 from wai_exp.rows.keys import task_key
+
+
+def _special() -> Any:
+    """``scipy.special``, imported on first use: the four distribution functions used here
+    (``ndtri``, ``ndtr``, ``stdtrit``, ``stdtr``) are all this module needs from scipy, and the
+    many callers that only read rewards (``binary_reward``, ``factorize``) never pay the
+    import. Not ``scipy.stats``: that costs about 0.6 s more."""
+    from scipy import special
+
+    return special
+
 
 __all__ = [
     "BootstrapResult",
@@ -147,7 +154,7 @@ def _check_level(level: float) -> float:
 def z_quantile(level: float = 0.95) -> float:
     """The two-sided normal quantile for ``level`` (1.959964 at 0.95)."""
     level = _check_level(level)
-    return float(_sp.ndtri(0.5 + level / 2.0))
+    return float(_special().ndtri(0.5 + level / 2.0))
 
 
 def t_quantile(df: float, level: float = 0.95) -> float:
@@ -159,7 +166,7 @@ def t_quantile(df: float, level: float = 0.95) -> float:
     level = _check_level(level)
     if not df > 0:
         raise ValueError(f"df must be positive (runs - 1 for a re-run spread); got {df!r}")
-    return float(_sp.stdtrit(df, 0.5 + level / 2.0))
+    return float(_special().stdtrit(df, 0.5 + level / 2.0))
 
 
 def noise_band(
@@ -342,7 +349,7 @@ def welch_p(a: np.ndarray, b: np.ndarray) -> float | None:
         return None
     df = se2**2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
     t = (float(b.mean()) - float(a.mean())) / math.sqrt(se2)
-    return float(2.0 * _sp.stdtr(df, -abs(t)))
+    return float(2.0 * _special().stdtr(df, -abs(t)))
 
 
 def factorize(keys: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray]:
@@ -767,15 +774,15 @@ def _bca(means: np.ndarray, arr: np.ndarray, level: float) -> tuple[float, float
     alpha = 1.0 - level
     below = np.mean(means < estimate) + 0.5 * np.mean(means == estimate)
     below = min(max(below, 1.0 / (means.size + 1)), 1.0 - 1.0 / (means.size + 1))
-    z0 = float(_sp.ndtri(below))
+    z0 = float(_special().ndtri(below))
     jack = (arr.sum() - arr) / (arr.size - 1)
     dev = jack.mean() - jack
     denom = 6.0 * float(np.sum(dev**2)) ** 1.5
     accel = float(np.sum(dev**3)) / denom if denom > 0 else 0.0
     qs = []
     for a in (alpha / 2, 1 - alpha / 2):
-        za = float(_sp.ndtri(a))
-        qs.append(float(_sp.ndtr(z0 + (z0 + za) / (1 - accel * (z0 + za)))))
+        za = float(_special().ndtri(a))
+        qs.append(float(_special().ndtr(z0 + (z0 + za) / (1 - accel * (z0 + za)))))
     lo, hi = np.quantile(means, qs)
     return float(lo), float(hi)
 
