@@ -46,8 +46,8 @@ class OpenAIChat(ChatBackend):
             try:
                 # strict=False: small models put raw newlines inside JSON strings.
                 args = json.loads(raw, strict=False) if isinstance(raw, str) else dict(raw)
-            except json.JSONDecodeError:
-                args = {"_unparsed": raw}
+            except (ValueError, TypeError):  # not JSON, or not a mapping: keep it as said
+                args = {"_unparsed": raw if isinstance(raw, str) else repr(raw)}
             calls.append(
                 {
                     "id": call.get("id") or f"call_{i}",

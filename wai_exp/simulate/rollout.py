@@ -17,6 +17,7 @@ from typing import Any
 
 from wai_exp.rows.model import SCHEMA_VERSION, ended_by_term, messages_from_steps
 from wai_exp.rows.scrub import carries_never_shipped, scrub
+from wai_exp.rows.text import repair_row
 from wai_exp.simulate.agent_setup import ResolvedAgent, callable_name
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.modes import Config
@@ -117,26 +118,34 @@ class RolloutRunner:
                     f"the agent returned {type(out).__name__}; it must return a dict with steps and final_text"
                 )
         except Exception as exc:  # noqa: BLE001 - a lost rollout is data, not a crash
-            etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
-            return Outcome(
-                lost={
-                    "rollout_id": plan.rollout_id,
-                    "scenario_id": task.scenario_id,
-                    "prompt": task.prompt,
-                    "rollout_index": plan.rollout_index,
-                    "eval_run": plan.eval_run,
-                    "error_type": etype,
-                    "error": f"{etype}: {exc}"[:2000],
-                }
-            )
+            return Outcome(lost=self.lost_record(plan, exc))
         finally:
             if token is not None:
                 self._current.reset(token)
         seconds = time.monotonic() - t_start
-        row = self.row(plan, out, world, seconds)
-        if self.grader is not None:
-            await self.grade(row)
+        try:
+            # Text from the model or a tool made writable here, at the edge: one lone
+            # surrogate must not fail the row writer (and the stage) hours later.
+            row = repair_row(self.row(plan, out, world, seconds))
+            if self.grader is not None:
+                await self.grade(row)
+        except Exception as exc:  # noqa: BLE001 - one odd rollout is lost, never the stage
+            return Outcome(lost=self.lost_record(plan, exc, "building the row"))
         return Outcome(row=row, seconds=seconds)
+
+    def lost_record(self, plan: Plan, exc: BaseException, during: str = "") -> dict[str, Any]:
+        """The record of a lost rollout: which one, the error type and message."""
+        etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
+        where = f" ({during})" if during else ""
+        return {
+            "rollout_id": plan.rollout_id,
+            "scenario_id": plan.task.scenario_id,
+            "prompt": plan.task.prompt,
+            "rollout_index": plan.rollout_index,
+            "eval_run": plan.eval_run,
+            "error_type": etype,
+            "error": f"{etype}{where}: {exc}"[:2000],
+        }
 
     def _world(self, plan: Plan) -> Any:
         ws = self.world_setup
