@@ -17,6 +17,7 @@ from wai_exp.score.judges.judging import (
     evaluate,
     normalize_judge_result,
     run_judge,
+    run_judge_batched,
 )
 
 # ---- normalize_judge_result ------------------------------------------------------------
@@ -496,3 +497,22 @@ def test_wrapped_builtin_judge_runs_inline_even_with_a_timeout() -> None:
     scored = run_judge(make_rows(20), counted, timeout=5.0)
     assert scored.counts == {"ok": 20}
     assert set(calls) == {threading.get_ident()}  # no pool thread was used
+
+
+def test_batched_judging_equals_one_call_rows_run_id_counts_and_warnings() -> None:
+    rows = make_rows(10, with_tool=False)  # hollow: no tool called, so a warning to match
+    rows[3]["steps"] = make_rows(1)[0]["steps"]  # one tool call, in one batch only
+
+    def judge(row: dict[str, Any]) -> dict[str, Any]:
+        if row["rollout_id"] == "r7":
+            raise RuntimeError("judge broke")
+        return {"reward": float(int(row["rollout_id"][1:]) % 2), "markers": {"quiet": 0.0}}
+
+    tools = ["lookup_order", "cancel_order"]
+    whole = run_judge(copy.deepcopy(rows), judge, version="v1", tools=tools)
+    batches = (copy.deepcopy(rows[i : i + 3]) for i in range(0, 10, 3))
+    parts = run_judge_batched(batches, judge, version="v1", tools=tools)
+    assert parts.run_id == whole.run_id and parts.judge_name == whole.judge_name
+    assert list(parts.rows) == list(whole.rows)
+    assert parts.counts == whole.counts and parts.warnings == whole.warnings
+    assert any("cancel_order" in w for w in whole.warnings)  # computed over every batch

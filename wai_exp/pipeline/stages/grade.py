@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -91,6 +92,17 @@ def _counting(
     return sync_judge
 
 
+#: Rows judged per batch when the input is read from disk (``run_judge_batched``).
+GRADE_BATCH = 4096
+
+
+def _batches(rows: Any, size: int) -> Any:
+    """Lists of up to ``size`` rows from the iterable ``rows``, read as they are needed."""
+    it = iter(rows)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
 def with_privileged(rows: list[dict[str, Any]], *, in_place: bool = False) -> list[dict[str, Any]]:
     """Copies of ``rows`` carrying the teacher's block the judge needs (memory only); with
     ``in_place`` the rows themselves get it (for rows nobody else holds)."""
@@ -135,11 +147,13 @@ def judge_rows(
     """Shared by ``grade`` and ``evaluate``: judge, then pass@k over the judged rows."""
     from wai_exp.score.stats.passat import pass_at
 
-    # Rows the runner kept on disk are parsed here for this stage alone: they get the
-    # privileged block in place rather than as a second copy of every row.
-    from_disk = len(inputs) == 1 and isinstance(next(iter(inputs.values())).rows, StoredRows)
-    rows = with_privileged(input_rows(ctx.name, inputs), in_place=from_disk)
-    n_in = len(rows)
+    stored = next(iter(inputs.values())).rows if len(inputs) == 1 else None
+    # Rows the runner kept on disk are read here in batches, for this stage alone: each
+    # batch gets the privileged block in place and is dropped once judged, so grading holds
+    # the scored copies and one batch, never two copies of every row.
+    batched = source == "grade" and isinstance(stored, StoredRows)
+    rows = [] if batched else with_privileged(input_rows(ctx.name, inputs))
+    n_in = len(stored) if batched else len(rows)
     cfg = {**ctx.config.get("judge", {}), **params}
     upstream = next(iter(inputs.values())).report
     declared = upstream.get("declared_tools") if isinstance(upstream, dict) else None
@@ -156,6 +170,15 @@ def judge_rows(
         from wai_exp.score.judges.judging import evaluate
 
         scored = evaluate(rows, judge=counted, **common)
+    elif batched:
+        from wai_exp.score.judges.judging import run_judge_batched
+
+        batches = (
+            with_privileged(chunk, in_place=True) for chunk in _batches(stored, GRADE_BATCH)
+        )
+        scored = run_judge_batched(
+            batches, counted, source="grade", version=cfg.get("version"), **common
+        )
     else:
         from wai_exp.score.judges.judging import run_judge
 

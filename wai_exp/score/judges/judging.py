@@ -842,6 +842,54 @@ def run_judge(
     return scored
 
 
+def run_judge_batched(
+    batches: Iterable[Sequence[dict]],
+    judge: Callable[[dict], Any],
+    judge_name: str | None = None,
+    source: str = "grade",
+    model: str | None = None,
+    concurrency: int = 8,
+    timeout: float | None = None,
+    version: str | None = None,
+    scale: tuple[float, float] | None = None,
+    tools: Sequence[dict] | Sequence[str] | None = None,
+) -> ScoredData:
+    """``run_judge`` over rows that arrive in batches (a large file read in chunks): the same
+    scored rows, ``run_id``, counts and warnings as one ``run_judge`` call on all of them,
+    while only one batch of inputs is held beside the scored copies.
+
+    Each batch is judged as it comes and may be dropped by the caller afterwards. The default
+    ``run_id`` (a hash of the rows' ids) is only known once every batch is in, so it is
+    stamped on the scored rows at the end. Raises as ``run_judge`` does.
+    """
+    name = judge_name
+    scored_rows: list[dict[str, Any]] = []
+    for batch in batches:
+        part = run_judge(
+            list(batch), judge, judge_name=name, source=source, model=model,
+            run_id="pending", concurrency=concurrency, timeout=timeout, version=version,
+            scale=scale, tools=tools,
+        )  # fmt: skip
+        name = part.judge_name
+        scored_rows.extend(part.rows)
+    name = name or _judge_name(judge)
+    # The scored rows carry the inputs' ids and task keys unchanged, so the id is the one
+    # run_judge computes from the inputs.
+    run_id = _default_run_id(source, name, version, scored_rows)
+    judge_models: set[str] = set()
+    for row in scored_rows:
+        row["lineage"]["scoring_run_id"] = run_id
+        bare = bare_model((row.get("judge_meta") or {}).get("model"))
+        if bare:
+            judge_models.add(bare)
+    declared = declared_names(tools) if tools is not None else None
+    scored = ScoredData(scored_rows, run_id=run_id, source=source, judge_name=name, model=model)
+    # The tools called and the models that rolled out are the inputs', copied unchanged onto
+    # the scored rows, so the hollow-run checks read them there.
+    _hollow_warnings(scored, scored_rows, declared, judge_models)
+    return scored
+
+
 # ---------------------------------------------------------------------------------------
 # evaluate
 # ---------------------------------------------------------------------------------------
