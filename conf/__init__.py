@@ -1,0 +1,18 @@
+"""The Hydra config tree, shipped as the package ``wai_exp.conf``.
+
+Importing it (Hydra does, to find ``pkg://wai_exp.conf``) registers the ``wai_run_token``
+resolver the default run folder uses: ``outputs/<date>/<H-M-S>-<token>``, a short random
+token per process, so runs started in the same second never share a folder.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from omegaconf import OmegaConf
+
+#: This process's token (one per process: every path that reads it agrees).
+RUN_TOKEN = secrets.token_hex(3)
+
+if not OmegaConf.has_resolver("wai_run_token"):
+    OmegaConf.register_new_resolver("wai_run_token", lambda: RUN_TOKEN)
