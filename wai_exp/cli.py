@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import MutableMapping, Sequence
+from pathlib import Path
 
 EXIT_INVALID_CONFIG = 2
 #: The directory the command was typed in, recorded before Hydra runs.
@@ -50,11 +51,52 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         sys.exit(EXIT_INVALID_CONFIG)
 
+    broken = broken_config_files(args)
+    if broken:
+        sys.stderr.write("wai-exp: a config file in --config-dir is not valid YAML:\n")
+        for p in broken:
+            sys.stderr.write(f"  - {p}\n")
+        sys.stderr.write("Fix the file (or remove it from the folder) and run again.\n")
+        sys.exit(EXIT_INVALID_CONFIG)
+
     from wai_exp.commands.run import app
 
     args = move_secret_overrides(args, os.environ)
     sys.argv = [sys.argv[0] if sys.argv else "wai-exp", *args]
     app()
+
+
+def config_dirs(args: Sequence[str]) -> list[str]:
+    """The folders given with ``--config-dir DIR``, ``--config-dir=DIR`` or ``-cd DIR``."""
+    out = []
+    for i, arg in enumerate(args):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif arg.startswith("--config-dir="):
+            out.append(arg.split("=", 1)[1])
+    return out
+
+
+def broken_config_files(args: Sequence[str]) -> list[str]:
+    """``file:line:column: problem`` for every YAML file under the ``--config-dir`` folders
+    that does not parse (Hydra would stop with a traceback, and only on the file it reads)."""
+    dirs = config_dirs(args)
+    if not dirs:
+        return []
+    import yaml
+
+    problems = []
+    for d in dirs:
+        for path in sorted(Path(d).expanduser().rglob("*.y*ml")):
+            try:
+                yaml.safe_load(path.read_text(encoding="utf-8"))
+            except yaml.MarkedYAMLError as exc:
+                mark = exc.problem_mark
+                where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+                problems.append(f"{path}{where}: {exc.problem or exc}")
+            except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+                problems.append(f"{path}: {exc}")
+    return problems
 
 
 def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]) -> list[str]:

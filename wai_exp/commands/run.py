@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import signal
 import sys
 from pathlib import Path
@@ -24,11 +23,9 @@ log = logging.getLogger("wai_exp")
 
 EXIT_INVALID_CONFIG = 2
 
-#: A short random token per process: the default run folder is
-#: ``outputs/<date>/<H-M-S>-<token>``, so runs started in the same second never share one.
-RUN_TOKEN = secrets.token_hex(3)
-if not OmegaConf.has_resolver("wai_run_token"):
-    OmegaConf.register_new_resolver("wai_run_token", lambda: RUN_TOKEN)
+# The default run folder's ``wai_run_token`` resolver (registered on import of the config
+# package; imported here too, for configs composed from another search path).
+import wai_exp.conf  # noqa: E402, F401
 
 
 class RunFailed(RuntimeError):
@@ -70,8 +67,7 @@ def run(cfg: DictConfig) -> int:
         plain = OmegaConf.to_container(cfg, resolve=True)
     except Exception as exc:  # an interpolation that cannot resolve
         scrub_hydra_files(run_dir, hc.output_subdir)
-        _error(f"invalid config: {exc}")
-        return EXIT_INVALID_CONFIG
+        return _refuse(f"invalid config: {exc}", run_dir, hc.output_subdir)
     assert isinstance(plain, dict)
     register_config_secrets(plain)
     scrub_hydra_files(run_dir, hc.output_subdir)
@@ -82,17 +78,21 @@ def run(cfg: DictConfig) -> int:
             raise ConfigError(missing)
         for spec in plan(plain["pipeline"]["stages"]):
             resolve(spec.kind, spec.target)
+        # Files, values the build can serve, keys, the store: before any stage runs.
+        from wai_exp.pipeline.input_check import input_problems
+
+        bad_inputs = input_problems(plain, start_dir)
+        if bad_inputs:
+            raise ConfigError(bad_inputs)
     except (ConfigError, PipelineError, UnknownStageKind) as exc:
-        _error(str(exc))
-        return EXIT_INVALID_CONFIG
+        return _refuse(str(exc), run_dir, hc.output_subdir)
 
     from wai_exp.pipeline.runner import run_pipeline, summarize
 
     try:
         tracker = _make_tracker(plain, start_dir)
     except ValueError as exc:  # TrackingConfigError: e.g. a file-store URI; says the fix
-        _error(f"invalid config: {exc}")
-        return EXIT_INVALID_CONFIG
+        return _refuse(f"invalid config: {exc}", run_dir, hc.output_subdir)
     choices = hc.runtime.choices
     preset = choices.get("experiment") if choices else None
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -114,6 +114,35 @@ def run(cfg: DictConfig) -> int:
         where = run_dir / "error.log"
         sys.stderr.write(f"wai-exp: {redact_text(outcome.error)}\n  (traceback in {where})\n")
     return outcome.exit_code
+
+
+def _refuse(message: str, run_dir: Path, subdir: str | None) -> int:
+    """Report an invalid config and leave nothing behind: the run folder Hydra made for this
+    run is removed when it holds only Hydra's own files and the log. Returns exit status 2."""
+    _error(message)
+    discard_run_dir(run_dir, subdir)
+    return EXIT_INVALID_CONFIG
+
+
+def discard_run_dir(run_dir: Path, subdir: str | None) -> bool:
+    """Remove ``run_dir`` (and its parents up to ``outputs``/``multirun`` once empty) when it
+    holds nothing but Hydra's ``subdir`` and ``*.log`` files. True when removed; never raises."""
+    import shutil
+
+    try:
+        entries = list(run_dir.iterdir())
+    except OSError:
+        return False
+    ours = {subdir} if subdir else set()
+    if any(not (e.name in ours or (e.is_file() and e.suffix == ".log")) for e in entries):
+        return False  # something else lives here: not ours to delete
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for parent in list(run_dir.parents)[:2]:  # <date>/, then outputs/ (or the sweep's)
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
+    return True
 
 
 def scrub_hydra_files(run_dir: Path, subdir: str | None) -> None:

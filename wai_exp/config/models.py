@@ -34,7 +34,8 @@ class SimulateConfig(_Strict):
     """
 
     mode: Literal["explore", "sft", "rl", "adaptive"] = "explore"
-    budget: PositiveInt = 1000
+    #: at most 10,000,000 rows (budget x runs), the engine's MAX_ROWS
+    budget: Annotated[int, Field(ge=1, le=10_000_000)] = 1000
     situations: PositiveInt | None = None
     repeats: PositiveInt | None = None
     phrasings: PositiveInt | None = None

@@ -563,6 +563,39 @@ def simulate(
     return data
 
 
+def check_inputs(agent: Any = None, **kwargs: Any) -> None:
+    """Everything ``simulate(agent, **kwargs)`` checks before its first rollout, without
+    running one: parameters and knobs, the spec file, the ``tasks=``/``traces=`` rows, the
+    writer and user models. Raises what ``simulate`` would raise (``ValueError`` naming the
+    parameter, or the file and its line), so a run can refuse bad inputs before any work."""
+    a = inspect.signature(simulate).bind(agent, **kwargs)
+    a.apply_defaults()
+    v = a.arguments
+    given = apply_aliases(
+        {
+            "requests_per_situation": v["requests_per_situation"],
+            "rollouts_per_request": v["rollouts_per_request"],
+            "unique_situations": v["unique_situations"],
+            "system_prompt": v["system_prompt"],
+            "fault_rate": v["fault_rate"],
+        },
+        v["aliases"],
+    )
+    cfg = resolve_config(
+        mode=v["mode"], advanced=v["advanced"], seed=v["seed"], until=v["until"],
+        llm_grade=v["llm_grade"], has_grader=v["grader"] is not None, simulator=v["simulator"],
+        user_model=v["user_model"], logprobs=v["logprobs"], budget=v["budget"], runs=v["runs"],
+        situations=v["situations"], time_budget=v["time_budget"], reproducible=v["reproducible"],
+        timeout=v["timeout"], requests_per_situation=given["requests_per_situation"],
+        rollouts_per_request=given["rollouts_per_request"], repeat_policy=v["repeat_policy"],
+        unique_situations=given["unique_situations"], fault_rate=given["fault_rate"],
+        hard_share=v["hard_share"], sampling=v["sampling"], grade=v["grade"],
+    )  # fmt: skip
+    _, tool_list, sp = resolve_spec(v["spec"], v["tools"], given["system_prompt"])
+    world = resolve_world(cfg.knobs, v["execute"])
+    _earlier_asks(cfg, v["tasks"], v["traces"], tool_list, sp, world)
+
+
 @dataclass
 class EarlierAsks:
     """What ``tasks=`` and ``traces=`` contribute to a run (empty when neither is given)."""

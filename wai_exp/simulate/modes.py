@@ -164,6 +164,11 @@ def apply_aliases(given: dict[str, Any], aliases: Mapping[str, Any]) -> dict[str
     return out
 
 
+#: The most rows one simulate() call may be asked for (budget x runs). A row is several KB;
+#: ten million of them is tens of GB on disk before any stage reads them.
+MAX_ROWS = 10_000_000
+
+
 def resolve_config(
     *,
     mode: str,
@@ -210,10 +215,16 @@ def resolve_config(
         user_model=user_model,
         logprobs=logprobs,
     )
-    budget = check_number("budget", budget, 1, None, integer=True)
-    runs = check_number("runs", runs, 1, None, integer=True)
+    budget = check_number("budget", budget, 1, MAX_ROWS, integer=True)
+    runs = check_number("runs", runs, 1, MAX_ROWS, integer=True)
+    if budget * runs > MAX_ROWS:
+        raise ValueError(
+            f"budget={budget} x runs={runs} is {budget * runs:,} rows; at most {MAX_ROWS:,} rows "
+            "fit one run (each row is kilobytes on disk and in the stages that read it): lower "
+            "budget or runs, or split the work over seeds (-m seed=0,1,2)"
+        )
     if situations is not None:
-        situations = check_number("situations", situations, 1, None, integer=True)
+        situations = check_number("situations", situations, 1, MAX_ROWS, integer=True)
     if time_budget is not None:
         time_budget = check_number("time_budget", time_budget, 0, None)
     time_budget = float(time_budget) if time_budget else None

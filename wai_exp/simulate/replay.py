@@ -31,7 +31,14 @@ def load_rows_source(source: Any, what: str) -> list[dict[str, Any]]:
     if hasattr(source, "trajectories"):
         return [dict(r) for r in source.trajectories]
     if isinstance(source, str | Path):
-        return read_rows(_rows_path(source, what))
+        path = _rows_path(source, what)
+        rows = read_rows(path)
+        if not rows:
+            raise ValueError(
+                f"{what}={str(source)!r}: {path} holds no rows (empty, or one torn line); "
+                "pass the rows.jsonl of a run that produced rows"
+            )
+        return rows
     if isinstance(source, Sequence) and not isinstance(source, str | bytes):
         rows = list(source)
         if not all(isinstance(r, Mapping) for r in rows):
@@ -191,9 +198,14 @@ def pinned_tasks(
     """``tasks=``: the asks of the run ``source`` names, and what the report says of them
     (``tasks``, ``task_rows``, ``k_pinned``). Raises ``ValueError`` as ``replay_tasks``."""
     rows = load_rows_source(source, "tasks")
-    tasks, k_orig = replay_tasks(
-        rows, k_override=k_override, tools=tools, system_prompt=system_prompt, options=options
-    )
+    try:
+        tasks, k_orig = replay_tasks(
+            rows, k_override=k_override, tools=tools, system_prompt=system_prompt, options=options
+        )
+    except ValueError as exc:
+        if isinstance(source, str | Path):  # name the file the rows came from
+            raise ValueError(f"tasks={str(source)!r}: {exc}") from exc
+        raise
     return tasks, {"tasks": len(tasks), "task_rows": len(rows), "k_pinned": k_orig}
 
 

@@ -1,0 +1,127 @@
+"""Inputs checked before any stage runs: files, values the build can serve, keys, the store.
+
+The config models check shapes and bounds; this checks what they cannot see: that the
+``spec``/``tasks``/``traces`` files exist and hold what they should (each simulate stage's
+inputs go through the engine's own ``check_inputs``, so the rule is the engine's), that a
+backend which needs a key has one, and that the MLflow store can be written. Every problem is
+one sentence naming the key or file and the fix; ``wai-exp`` exits 2 on any, before a run
+folder, a cache entry or an MLflow run exists.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class _Context:
+    """What ``simulate_kwargs`` reads from a stage context."""
+
+    config: dict[str, Any]
+    start_dir: Path
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.get("seed", 0))
+
+
+def input_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
+    """Every problem with the inputs of ``config``'s stages (empty when all is well)."""
+    problems: list[str] = []
+    stages = ((config.get("pipeline") or {}).get("stages")) or {}
+    for name, stage in stages.items():
+        if not isinstance(stage, Mapping) or stage.get("kind") != "simulate":
+            continue
+        params = dict(stage.get("params") or {})
+        agent_cfg = {**(config.get("agent") or {}), **(params.get("agent") or {})}
+        problems.extend(
+            f"stage {name!r}: {p}" for p in simulate_problems(config, params, start_dir)
+        )
+        problem = key_problem(agent_cfg)
+        if problem and problem not in problems:
+            problems.append(problem)
+    problems.extend(store_problems(config, start_dir))
+    return problems
+
+
+def simulate_problems(
+    config: Mapping[str, Any], params: dict[str, Any], start_dir: Path
+) -> list[str]:
+    """What the engine would refuse in one simulate stage, found without running it."""
+    from wai_exp.pipeline.stages.simulate import simulate_kwargs
+    from wai_exp.simulate.engine import check_inputs
+
+    ctx = _Context(dict(config), start_dir)
+    try:
+        kwargs = simulate_kwargs(ctx, params)  # type: ignore[arg-type]
+        check_inputs(None, **kwargs)
+    except (ValueError, TypeError, OSError) as exc:
+        return [_with_fix(str(exc), kwargs if "kwargs" in locals() else {})]
+    return []
+
+
+def _with_fix(message: str, kwargs: Mapping[str, Any]) -> str:
+    for key in ("spec", "tasks", "traces"):
+        path = kwargs.get(key)
+        if path and str(path) in message:
+            return f"simulate.{key}: {message} (fix the file or point simulate.{key} at another)"
+    return message
+
+
+def key_problem(agent_cfg: Mapping[str, Any]) -> str | None:
+    """A backend that talks to a provider needing a key, with no key: the fix."""
+    kind = agent_cfg.get("kind")
+    if kind not in ("openai", "anthropic", "vllm", "ollama"):
+        return None
+    from wai_exp.llm.providers import PROVIDERS
+
+    prov = PROVIDERS[str(kind)]
+    if agent_cfg.get("base_url") or (prov.url_env and os.environ.get(prov.url_env)):
+        return None  # your own server: it may need no key
+    if kind not in ("openai", "anthropic") or not prov.key_env:
+        return None  # local servers (vllm, ollama) take no key by default
+    given = agent_cfg.get("api_key")
+    if given or os.environ.get(prov.key_env):
+        return None
+    state = "empty" if prov.key_env in os.environ else "not set"
+    return (
+        f"agent={kind} talks to {prov.base_url}, which needs a key, and {prov.key_env} is "
+        f"{state}: export {prov.key_env}=... (or pass +agent.api_key=...), or point "
+        "agent.base_url at a server that needs none"
+    )
+
+
+def store_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
+    """An embedded SQLite MLflow store that cannot be written (read-only file or folder)."""
+    from wai_exp.tracking import resolve_tracking_uri, tracking_settings
+
+    try:
+        settings = tracking_settings(config.get("tracking"))
+    except ValueError:
+        return []  # the config check reports it
+    if settings["kind"] != "mlflow":
+        return []
+    uri = resolve_tracking_uri(settings["uri"], start_dir)
+    from wai_exp.tracking.mlflow_tracker import sqlite_path
+
+    db = sqlite_path(uri)
+    if db is None:
+        return []
+    folder = (
+        db.parent if db.parent.exists() else next((p for p in db.parents if p.exists()), Path("/"))
+    )
+    if db.exists() and not os.access(db, os.W_OK):
+        return [
+            f"tracking: the MLflow database {db} is read-only; make it writable "
+            f"(chmod u+w {db}), set tracking.uri to another store, or use tracking=none"
+        ]
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return [
+            f"tracking: cannot write the MLflow store in {folder} (folder not writable); "
+            "set tracking.uri to a writable place or use tracking=none"
+        ]
+    return []
