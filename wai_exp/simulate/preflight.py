@@ -37,6 +37,7 @@ from wai_exp.domain.dimensions import (
 from wai_exp.domain.rules import parse_rules
 from wai_exp.domain.tools import is_write_tool
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.reader import read_steps
 from wai_exp.simulate.writer import TemplateWriter
 
 __all__ = [
@@ -809,8 +810,8 @@ def _ending_fault(row: Mapping[str, Any]) -> str:
     """The fault the rollout ended in: the status of its last tool step, ``"ok"`` when it
     ended clean or called no tool."""
     last = "ok"
-    for step in row.get("steps") or ():
-        if isinstance(step, Mapping) and step.get("kind") == "tool":
+    for step in read_steps(row)[1]:
+        if step.get("kind") == "tool":
             status = step.get("fault") or step.get("status") or "ok"
             last = str(status)
     return last
@@ -1022,8 +1023,8 @@ def dataset_report(
     planned: Counter[str] = Counter()
     fired_rows = 0
     for r in rows:
-        for step in r.get("steps") or ():
-            if isinstance(step, Mapping) and step.get("kind") == "tool" and step.get("name"):
+        for step in read_steps(r)[1]:
+            if step.get("kind") == "tool" and step.get("name"):
                 called[str(step["name"])] += 1
         faults = r.get("faults") if isinstance(r.get("faults"), Mapping) else {}
         plan = faults.get("planned")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wai_exp.rows.model import SCHEMA_VERSION, ended_by_term, messages_from_steps
+from wai_exp.rows.reader import read_steps
 from wai_exp.rows.scrub import carries_never_shipped, scrub
 from wai_exp.rows.text import repair_row
 from wai_exp.simulate.agent_setup import ResolvedAgent, callable_name
@@ -117,6 +118,11 @@ class RolloutRunner:
                 raise TypeError(
                     f"the agent returned {type(out).__name__}; it must return a dict with steps and final_text"
                 )
+            if out.get("steps"):
+                # Steps in any shape the row reader accepts become internal steps; an
+                # unreadable shape loses the rollout with the reader's message.
+                steps = read_steps({"prompt": task.prompt, "steps": out["steps"]})[1]
+                out = {**out, "steps": steps}
         except Exception as exc:  # noqa: BLE001 - a lost rollout is data, not a crash
             return Outcome(lost=self.lost_record(plan, exc))
         finally:

@@ -623,10 +623,13 @@ def test_other_vocabularies() -> None:
 # ---- robustness ------------------------------------------------------------------------
 
 
-def test_judges_never_raise_on_malformed_rows() -> None:
+def test_judges_grade_or_refuse_malformed_rows() -> None:
+    """Garbage never crashes a judge: it is graded, or refused with the reader's
+    ``RowShapeError`` naming the accepted shapes (no other exception escapes)."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
+    from wai_exp.rows.reader import RowShapeError
     from wai_exp.score.grade.grading import behavior_signature, conduct_grade
 
     scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
@@ -703,7 +706,14 @@ def test_judges_never_raise_on_malformed_rows() -> None:
     @settings(max_examples=300, deadline=None)
     @given(rows)
     def check(row: dict[str, Any]) -> None:
-        graded = task_checklist(row)
+        try:
+            graded = task_checklist(row)
+        except RowShapeError as exc:
+            assert "Accepted: internal steps" in str(exc)
+            for judge in (conduct_grade, behavior_signature):
+                with pytest.raises(RowShapeError):
+                    judge(row)
+            return
         assert graded["reward"] in (0.0, 0.5, 1.0)
         assert isinstance(graded["reason"], str) and graded["reason"]
         assert conduct_grade(row)["reward"] in (0.0, 0.5, 1.0)

@@ -275,13 +275,29 @@ def test_claiming_a_write_the_world_rejected_fails() -> None:
         {},
         {"steps": None},
         {"steps": [{"kind": "tool"}]},
-        {"steps": ["junk", {"kind": "assistant", "tool_calls": ["junk"]}]},
+        {"steps": [{"kind": "assistant", "tool_calls": ["junk", {"name": 3}]}]},
+        {"messages": [{"role": "assistant"}, {"role": "tool", "content": None}]},
+    ],
+)
+def test_conduct_grades_half_filled_steps_of_a_known_shape(row: dict[str, Any]) -> None:
+    out = conduct_grade(row)
+    assert set(out) >= {"reward", "reason", "checks", "flags"}
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"steps": ["junk", {"kind": "assistant"}]},
+        {"steps": [{"kind": "other"}]},
+        {"steps": {"kind": "assistant"}},
         {"messages": [{"role": "assistant"}, "junk"]},
     ],
 )
-def test_conduct_never_raises_on_malformed_rows(row: dict[str, Any]) -> None:
-    out = conduct_grade(row)
-    assert set(out) >= {"reward", "reason", "checks", "flags"}
+def test_conduct_refuses_steps_of_no_known_shape(row: dict[str, Any]) -> None:
+    from wai_exp.rows.reader import RowShapeError
+
+    with pytest.raises(RowShapeError, match="Accepted: internal steps"):
+        conduct_grade(row)
 
 
 def test_truncated_rollout_is_an_advisory_half_unless_a_rule_broke() -> None:

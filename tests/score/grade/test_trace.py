@@ -299,10 +299,15 @@ def test_a_perfect_scripted_agent_raises_no_flag_on_real_rows() -> None:
     assert [trace_flags(r) for r in rows if trace_flags(r)] == []
 
 
-def test_malformed_rows_give_no_flags_instead_of_raising() -> None:
-    for bad in ({}, {"steps": "x", "final_text": 5}, {"steps": [None, 3, {"kind": "tool"}]}):
-        assert isinstance(trace_flags(bad), dict)
+def test_half_filled_rows_give_flags_and_unknown_shapes_are_refused() -> None:
+    from wai_exp.rows.reader import RowShapeError
+
+    for thin in ({}, {"steps": [{"kind": "tool"}], "final_text": 5}):
+        assert isinstance(trace_flags(thin), dict)
     assert trace_flags({}) == {}
+    for bad in ({"steps": "x"}, {"steps": [None, 3, {"kind": "tool"}]}):
+        with pytest.raises(RowShapeError, match="Accepted"):
+            trace_flags(bad)
 
 
 def test_a_transcript_without_steps_is_read_from_its_messages() -> None:

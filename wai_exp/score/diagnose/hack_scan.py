@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.reader import read_steps
 from wai_exp.score.select.hygiene import trajectory_keys
 from wai_exp.score.select.trim import reward_under, without_gc
 
@@ -58,7 +59,7 @@ def _walk(row: dict[str, Any]) -> tuple[list[tuple[str, Any]], int, int, int]:
     calls: list[tuple[str, Any]] = []
     tool_steps: list[tuple[str, Any]] = []
     n_assistant = n_user = n_err = 0
-    for step in row.get("steps") or ():
+    for step in read_steps(row)[1]:
         kind = step.get("kind")
         if kind == "assistant":
             n_assistant += 1

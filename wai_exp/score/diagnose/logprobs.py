@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.reader import read_steps
 from wai_exp.score.stats.resample import binary_reward, factorize, t_quantile, z_quantile
 
 #: The interval level every report here uses.
@@ -64,10 +65,8 @@ def _scan(row: Mapping[str, Any]) -> tuple[float | None, float | None, bool, int
     n_trunc = 0
     s_lp = s_nt = 0.0
     seen_lp = seen_nt = False
-    for step in row.get("steps") or ():
-        if (type(step) is not dict and not isinstance(step, Mapping)) or step.get(
-            "kind"
-        ) != "assistant":
+    for step in read_steps(row)[1]:
+        if step.get("kind") != "assistant":
             continue
         if step.get("truncated"):
             n_trunc += 1

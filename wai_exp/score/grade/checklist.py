@@ -446,7 +446,8 @@ def outcome_check(row: Mapping[str, Any]) -> Outcome:
     ``outcome`` is 1 (pass), 0 (fail) or ``None`` when no rule applies (no
     ``scenario_dimensions``, a compound ask, or a boundary on a read tool). ``reason``
     names the rule that decided and what failed; ``checks`` has ``rule`` and each
-    condition's boolean. Never raises on a malformed row.
+    condition's boolean. Raises ``RowShapeError`` (a ``ValueError``) only for steps in no
+    shape the row reader accepts.
     """
     return _outcome(row, None)
 
@@ -527,7 +528,9 @@ def task_checklist(
     contract ``{"reward", "reason", "checks", "flags"}``: ``checks`` holds ``outcome`` (the
     rule's verdict or None), the rule's own checks, and ``conduct`` (conduct's checks);
     ``flags`` are conduct's fault flags. A conduct failure under an applicable rule is
-    reported in ``reason`` and ``checks`` but does not change the outcome. Never raises.
+    reported in ``reason`` and ``checks`` but does not change the outcome. Steps in any
+    shape ``wai_exp.rows.reader`` accepts are read; steps in none raise ``RowShapeError``
+    (a ``ValueError``) naming the shapes accepted.
     """
     ro = _Rollout(row)
     conduct = conduct_from_calls(ro.calls, ro.reply, declared_tools, is_truncated(ro.steps))

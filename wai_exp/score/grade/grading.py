@@ -43,6 +43,7 @@ from typing import Any
 
 from wai_exp.domain.replies import acknowledges_fault, claims_success, reply_acts
 from wai_exp.domain.tools import is_write_tool
+from wai_exp.rows.reader import read_steps
 
 #: Provenance classes that count as ungrounded.
 UNGROUNDED = frozenset({"invented"})
@@ -61,74 +62,11 @@ def _is_map(value: Any) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
 
-def _steps_from_messages(messages: list[Any]) -> tuple[str | None, list[dict[str, Any]]]:
-    """Rebuild ``steps`` from an OpenAI transcript (rows from elsewhere carry only that)."""
-    prompt: str | None = None
-    steps: list[dict[str, Any]] = []
-    for msg in messages:
-        if not isinstance(msg, Mapping):
-            continue
-        role = msg.get("role")
-        content = msg.get("content")
-        text = content if isinstance(content, str) else ("" if content is None else str(content))
-        if role == "user":
-            if prompt is None:
-                prompt = text
-            else:
-                steps.append({"kind": "user", "content": text})
-        elif role == "assistant":
-            calls = []
-            reqs = msg.get("tool_calls")
-            for call in reqs if isinstance(reqs, list | tuple) else ():
-                if not isinstance(call, Mapping):
-                    continue
-                fn = call.get("function")
-                fn = fn if isinstance(fn, Mapping) else {}
-                raw = fn.get("arguments", call.get("arguments", {}))
-                if isinstance(raw, str):
-                    try:
-                        raw = json.loads(raw) if raw.strip() else {}
-                    except ValueError:
-                        raw = {"_unparsed": raw}
-                calls.append(
-                    {
-                        "id": call.get("id", ""),
-                        "name": fn.get("name", call.get("name", "")),
-                        "arguments": raw if isinstance(raw, dict) else {"_value": raw},
-                    }
-                )
-            steps.append({"kind": "assistant", "content": text, "tool_calls": calls})
-        elif role == "tool":
-            steps.append(
-                {
-                    "kind": "tool",
-                    "tool_call_id": msg.get("tool_call_id", ""),
-                    "name": msg.get("name", ""),
-                    "arguments": {},
-                    "result": content,
-                    "status": "ok",
-                    "fault": None,
-                }
-            )
-    return prompt, steps
-
-
 def trajectory_steps(trajectory: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """``(prompt, steps)`` of a row: its ``steps``, else rebuilt from ``messages``."""
-    steps = trajectory.get("steps")
-    prompt = trajectory.get("prompt")
-    if not steps:
-        messages = trajectory.get("messages")
-        if messages and isinstance(messages, list | tuple):
-            first, steps = _steps_from_messages(list(messages))
-            if prompt is None:
-                prompt = first
-        else:
-            steps = []
-    if not isinstance(steps, list | tuple):
-        steps = []
-    # Malformed steps (not dicts) are dropped here so no rule has to guard against them.
-    return ("" if prompt is None else str(prompt)), [s for s in steps if _is_map(s)]
+    """``(prompt, steps)`` of a row as internal steps, whatever shape they were written in
+    (``wai_exp.rows.reader.read_steps``). Raises ``RowShapeError`` (a ``ValueError``) for
+    steps in no accepted shape."""
+    return read_steps(trajectory)
 
 
 def final_reply(trajectory: Mapping[str, Any], steps: list[dict[str, Any]] | None = None) -> str:
@@ -395,7 +333,8 @@ def behavior_signature(trajectory: Mapping[str, Any]) -> str:
     whether a turn was cut at the token cap.
     Two rollouts that call the same tools with arguments from the same places, hit the
     same statuses and end with the same kind of reply share a signature whatever their
-    exact ids and wording. Never raises on a malformed row: missing parts hash as absent.
+    exact ids and wording. Missing parts hash as absent; steps in no shape the row reader
+    accepts raise ``RowShapeError`` (a ``ValueError``) naming the shapes accepted.
     """
     prompt, steps = trajectory_steps(trajectory)
     calls = calls_from_steps(prompt, steps)
@@ -492,7 +431,8 @@ def conduct_grade(
     naming each failure, ``flags`` listing every fault the world fired as
     ``"tool_fault:<tool>:<mode>"`` (a flag, never a reason for a zero on its own) and
     ``"truncated"``.
-    Never raises on a malformed row.
+    Steps in any shape ``wai_exp.rows.reader`` accepts are read; steps in none raise
+    ``RowShapeError`` (a ``ValueError``) naming the shapes accepted.
     """
     prompt, steps = trajectory_steps(trajectory)
     calls = calls_from_steps(prompt, steps)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from wai_exp.rows.reader import read_steps
 from wai_exp.score.stats.resample import wilson_interval
 
 #: Rows listed in ``leaked``; the counts cover every row.
@@ -67,10 +68,8 @@ def _agent_texts(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     final = row.get("final_text")
     if isinstance(final, str) and final:
         texts.append(("final_text", _norm(final)))
-    for i, step in enumerate(row.get("steps") or ()):
-        if not isinstance(step, Mapping):
-            continue
-        if step.get("kind", step.get("role")) != "assistant":
+    for i, step in enumerate(read_steps(row)[1]):
+        if step.get("kind") != "assistant":
             continue
         content = step.get("content")
         if isinstance(content, str) and content:

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.reader import check_rows, read_steps
 from wai_exp.score.grade.grading import declared_names
 
 #: Every ``judge_status`` a scored row can carry.
@@ -457,6 +458,8 @@ def _resolve_rows(rows: Any, tools: Any) -> tuple[list[Mapping[str, Any]], Any]:
             raise TypeError(
                 f"row {i} is a {type(row).__name__}, not a dict; every row must be a dict"
             )
+    # Before any judge runs: a row no reader can read is refused, never judged half-read.
+    check_rows(out)
     return out, tools
 
 
@@ -516,23 +519,14 @@ def _seq(value: Any) -> list[Any] | tuple[Any, ...]:
 
 
 def _called_tools(row: Mapping[str, Any]) -> set[str]:
-    """Names of the tools a rollout called (its steps, else its OpenAI messages)."""
+    """Names of the tools a rollout called, in any step shape ``read_steps`` accepts."""
     names: set[str] = set()
-    for step in _seq(row.get("steps")):
-        if not isinstance(step, Mapping):
-            continue
+    for step in read_steps(row)[1]:
         if step.get("kind") == "tool" and step.get("name"):
             names.add(str(step["name"]))
         for call in _seq(step.get("tool_calls")):
             if isinstance(call, Mapping) and call.get("name"):
                 names.add(str(call["name"]))
-    if not names:
-        for msg in _seq(row.get("messages")):
-            if isinstance(msg, Mapping):
-                for call in _seq(msg.get("tool_calls")):
-                    fn = call.get("function") if isinstance(call, Mapping) else None
-                    if isinstance(fn, Mapping) and fn.get("name"):
-                        names.add(str(fn["name"]))
     return names
 
 
@@ -773,7 +767,8 @@ def run_judge(
     ``invalid_result``/``error``/``timeout``/``abstain``; they are counted on
     ``.counts`` and in ``.warnings``, never hidden. Raises ``TypeError`` for a judge that is
     not callable or rows that are not dicts, ``ValueError`` for a bad ``concurrency``,
-    ``timeout`` or ``scale``.
+    ``timeout`` or ``scale``, and ``RowShapeError`` (a ``ValueError``) for a row whose steps
+    match no shape ``wai_exp.rows.reader`` accepts, before any row is judged.
     """
     if not callable(judge):
         raise TypeError(f"judge must be callable (row -> result), got {type(judge).__name__}")

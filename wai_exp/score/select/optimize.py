@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.reader import read_steps
 from wai_exp.score.select.trim import (
     DEFAULT_BAND,
     check_band,
@@ -30,7 +31,7 @@ from wai_exp.score.select.trim import (
 
 
 def _has_tool_call(row: dict[str, Any]) -> bool:
-    for step in row.get("steps") or ():
+    for step in read_steps(row)[1]:
         kind = step.get("kind")
         if kind == "tool" or (kind == "assistant" and step.get("tool_calls")):
             return True

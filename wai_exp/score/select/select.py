@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.reader import read_steps
 
 # FN_WARN: above this verifier false-negative rate (audit_grades' fn_rate) the selection
 # warns; one threshold, defined beside the audit that measures it.
@@ -55,7 +56,7 @@ def is_truncated(row: dict[str, Any]) -> bool:
     if str(row.get("ended_by") or "") in TRUNCATED_ENDINGS:
         return True
     return any(
-        step.get("kind") == "assistant" and step.get("truncated") for step in row.get("steps") or ()
+        step.get("kind") == "assistant" and step.get("truncated") for step in read_steps(row)[1]
     )
 
 

@@ -1,0 +1,446 @@
+"""The one row reader: every step shape a row may carry, turned into the internal trajectory.
+
+Every judge and report reads a rollout through ``read_steps``; none walks ``row["steps"]``
+itself. Three families of shapes are accepted, step by step (one row may mix them):
+
+* **internal** (what our engine writes, see ``rows.model``): ``{"kind": "assistant",
+  "content", "tool_calls": [{"id", "name", "arguments"}]}``, ``{"kind": "tool",
+  "tool_call_id", "name", "arguments", "result", "status", "fault"}``, ``{"kind": "user",
+  "content"}``;
+* **row-v1** (the spec's ecosystem): ``{"tool", "arguments", "result"}`` (one call and its
+  answer; optional ``id``, ``status``, ``fault``, ``error``), ``{"text"}`` (an agent turn),
+  ``{"user"}`` (a turn of the person);
+* **chat messages**, in ``messages`` (read when ``steps`` is empty) or in ``steps``:
+  OpenAI ``{"role", "content"}`` with assistant ``tool_calls`` (``{"id", "function":
+  {"name", "arguments": JSON}}``) answered by ``{"role": "tool", "tool_call_id",
+  "content"}``; Anthropic content blocks (``text``, ``tool_use`` in an assistant turn,
+  ``tool_result`` in a user turn, ``thinking`` skipped).
+
+A step in none of these shapes is a ``RowShapeError`` naming the row's step and the shapes
+accepted: a row is read or refused, never half-read.
+
+Foreign shapes carry no ``status``; it is read from the answer, by fixed rules
+(``result_status``): an ``error`` naming a timeout is the ``timeout`` fault, a server error
+(``internal_error``, ``error``, ``server_error``, ``unavailable``, HTTP 5xx) the ``error``
+fault, ``invalid_arguments`` / ``unknown_tool`` the agent's own ``invalid`` call; an
+answer that starts as JSON and does not parse is ``malformed``; a tool result block marked
+``is_error`` is at least an ``error``. Any other answer (``not_found``, a record) is ``ok``:
+the world answered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+#: The step shapes the reader accepts, as an error message lists them.
+ACCEPTED_SHAPES: tuple[str, ...] = (
+    'internal steps {"kind": "assistant" | "tool" | "user", ...}',
+    'row-v1 steps {"tool", "arguments", "result"}, {"text"}, {"user"}',
+    'chat messages {"role": "system" | "user" | "assistant" | "tool", "content"} '
+    '(OpenAI "tool_calls" / role "tool" answers, or Anthropic "tool_use" / "tool_result" '
+    "content blocks), in steps or in messages",
+)
+
+_KINDS = frozenset({"assistant", "tool", "user"})
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_SKIPPED_BLOCKS = frozenset({"thinking", "redacted_thinking", "image", "document"})
+_TIMEOUT = re.compile(r"time[sd]?[ _-]?out|timed[ _-]out|deadline", re.I)
+_SERVER = re.compile(
+    r"^(internal[ _-]?error|error|server[ _-]?error|unavailable|service[ _-]?unavailable|"
+    r"upstream[ _-]?error|bad[ _-]?gateway|failed|failure)$",
+    re.I,
+)
+_INVALID = re.compile(
+    r"^(invalid[ _-]?arguments?|unknown[ _-]?tool|invalid|bad[ _-]?request)$", re.I
+)
+_ERROR_TEXT = re.compile(r"^\s*(error|exception|failed)\b", re.I)
+
+
+def _known(value: Any, names: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in names
+
+
+class RowShapeError(ValueError):
+    """A row whose steps (or messages) match none of the accepted shapes."""
+
+
+def _refuse(where: str, value: Any) -> RowShapeError:
+    if isinstance(value, Mapping):
+        got = f"a dict with keys {sorted(map(str, value))[:8]}"
+    else:
+        got = f"a {type(value).__name__}"
+    shapes = "; ".join(ACCEPTED_SHAPES)
+    return RowShapeError(f"{where} is {got}, which is no known step shape. Accepted: {shapes}")
+
+
+# ---------------------------------------------------------------------------------------
+# Tool answers.
+# ---------------------------------------------------------------------------------------
+
+
+def _code_status(code: Any) -> str | None:
+    """The status an ``error`` value names, or None when it names a world answer."""
+    if isinstance(code, bool):
+        return "error" if code else None
+    if isinstance(code, int):
+        return "error" if code >= 500 else None
+    if isinstance(code, Mapping):
+        inner = code.get("type", code.get("code", code.get("message")))
+        return _code_status(inner) if inner is not None else "error"
+    text = str(code).strip()
+    if not text:
+        return None
+    if _TIMEOUT.search(text):
+        return "timeout"
+    if _INVALID.match(text):
+        return "invalid"
+    if _SERVER.match(text) or re.search(r"\b5\d\d\b", text):
+        return "error"
+    return None
+
+
+def result_status(result: Any) -> str:
+    """The status a tool's answer shows: ``timeout``, ``error``, ``malformed``, ``invalid``
+    or ``ok`` (see the module docstring for the rules). Never raises."""
+    if isinstance(result, Mapping):
+        if "error" in result and result["error"] not in (None, "", False):
+            return _code_status(result["error"]) or "ok"
+        status = result.get("status")
+        if isinstance(status, str) and status.lower() in ("error", "failed", "timeout"):
+            return "timeout" if status.lower() == "timeout" else "error"
+        return "ok"
+    if isinstance(result, str):
+        text = result.strip()
+        if text[:1] in ("{", "["):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                return "malformed"
+            return result_status(parsed)
+        if _ERROR_TEXT.match(text) or (_TIMEOUT.search(text) and len(text) < 200):
+            return "timeout" if _TIMEOUT.search(text) else "error"
+    return "ok"
+
+
+def _parsed(content: Any) -> Any:
+    """A tool message's content: JSON text read back into the value it carries, text
+    blocks joined, anything else as it is."""
+    if isinstance(content, list):
+        texts = [str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b]
+        if len(texts) == len(content):
+            content = "".join(texts)
+    if isinstance(content, str) and content.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(content)
+        except ValueError:
+            return content
+    return content
+
+
+def _tool_step(
+    call_id: str,
+    name: str,
+    arguments: Any,
+    result: Any,
+    *,
+    status: Any = None,
+    fault: Any = None,
+    is_error: bool = False,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    if status is None:
+        status = result_status(result)
+        if is_error and status == "ok":
+            status = "error"
+        if fault is None and status not in ("ok", "invalid"):
+            fault = status
+    step = dict(extra or {})
+    step.update(
+        kind="tool",
+        tool_call_id=call_id,
+        name=name,
+        arguments=arguments if isinstance(arguments, dict) else {},
+        result=result,
+        status=str(status),
+        fault=None if fault in (None, "", False) else str(fault),
+    )
+    return step
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return {"_unparsed": raw}
+    if raw is None:
+        return {}
+    return dict(raw) if isinstance(raw, Mapping) else {"_value": raw}
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else str(content)
+
+
+# ---------------------------------------------------------------------------------------
+# The shapes.
+# ---------------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Turns one row's steps into internal steps, one step at a time."""
+
+    def __init__(self, prompt: str | None, where: str) -> None:
+        self.prompt = prompt
+        self.where = where
+        self.steps: list[dict[str, Any]] = []
+        self.names: dict[str, str] = {}  # call id -> tool name, for answers without a name
+        self.n_calls = 0
+        self.seen_ask = False
+
+    def _call_id(self, given: Any) -> str:
+        self.n_calls += 1
+        return str(given) if given not in (None, "") else f"call_{self.n_calls}"
+
+    def internal(self, i: int, step: Mapping[str, Any]) -> None:
+        if not _known(step.get("kind"), _KINDS):
+            raise _refuse(f"{self.where}[{i}]", step)
+        self.steps.append(step if type(step) is dict else dict(step))
+
+    def row_v1(self, step: Mapping[str, Any]) -> None:
+        if "tool" in step:
+            extra = {
+                k: v
+                for k, v in step.items()
+                if k
+                not in ("tool", "arguments", "result", "id", "status", "fault", "error", "text")
+            }
+            call_id = self._call_id(step.get("id"))
+            args = _arguments(step.get("arguments"))
+            text = _text(step.get("text"))
+            self.steps.append(
+                {
+                    "kind": "assistant",
+                    "content": text,
+                    "tool_calls": [{"id": call_id, "name": str(step["tool"]), "arguments": args}],
+                }
+            )
+            result = step.get("result")
+            if result is None and step.get("error") not in (None, ""):
+                result = {"error": step["error"]}
+            self.steps.append(
+                _tool_step(
+                    call_id,
+                    str(step["tool"]),
+                    args,
+                    result,
+                    status=step.get("status"),
+                    fault=step.get("fault"),
+                    extra=extra,
+                )
+            )
+        elif "text" in step:
+            extra = {k: v for k, v in step.items() if k != "text"}
+            self.steps.append(
+                {**extra, "kind": "assistant", "content": _text(step["text"]), "tool_calls": []}
+            )
+        else:
+            extra = {k: v for k, v in step.items() if k != "user"}
+            self.steps.append({**extra, "kind": "user", "content": _text(step["user"])})
+
+    def message(self, i: int, msg: Mapping[str, Any], *, full_transcript: bool) -> None:
+        role = msg.get("role")
+        if not _known(role, _ROLES):
+            raise _refuse(f"{self.where}[{i}]", msg)
+        content = msg.get("content")
+        if role in ("system", "developer"):
+            return
+        if role == "user":
+            self._user_message(i, content, full_transcript=full_transcript)
+        elif role == "assistant":
+            self._assistant_message(i, msg, content)
+        else:  # tool / function: one OpenAI tool answer
+            call_id = str(msg.get("tool_call_id") or "")
+            name = str(msg.get("name") or self.names.get(call_id, ""))
+            self.steps.append(_tool_step(call_id, name, {}, _parsed(content)))
+
+    def _blocks(self, i: int, content: Any) -> list[Mapping[str, Any]] | None:
+        """Content blocks of a message, or None for plain text content."""
+        if not isinstance(content, list):
+            return None
+        blocks = []
+        for block in content:
+            if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+                raise _refuse(f"{self.where}[{i}].content", block)
+            blocks.append(block)
+        return blocks
+
+    def _user_message(self, i: int, content: Any, *, full_transcript: bool) -> None:
+        blocks = self._blocks(i, content)
+        texts: list[str] = []
+        for block in blocks or ():
+            kind = block["type"]
+            if kind == "tool_result":
+                call_id = str(block.get("tool_use_id") or "")
+                self.steps.append(
+                    _tool_step(
+                        call_id,
+                        self.names.get(call_id, ""),
+                        {},
+                        _parsed(block.get("content")),
+                        is_error=bool(block.get("is_error")),
+                    )
+                )
+            elif kind in ("text", "input_text"):
+                texts.append(_text(block.get("text")))
+            elif kind not in _SKIPPED_BLOCKS:
+                raise _refuse(f"{self.where}[{i}].content", block)
+        text = _text(content) if blocks is None else "\n".join(texts)
+        if blocks is not None and not texts:
+            return
+        # The opening user turn is the ask itself, not a follow-up: always so in a full
+        # transcript, and in role-shaped steps when it repeats the row's prompt.
+        if (
+            not self.seen_ask
+            and not self.steps
+            and (full_transcript or self.prompt is None or text == self.prompt)
+        ):
+            self.seen_ask = True
+            if self.prompt is None:
+                self.prompt = text
+            return
+        self.steps.append({"kind": "user", "content": text})
+
+    def _assistant_message(self, i: int, msg: Mapping[str, Any], content: Any) -> None:
+        blocks = self._blocks(i, content)
+        calls: list[dict[str, Any]] = []
+        texts: list[str] = []
+        for block in blocks or ():
+            kind = block["type"]
+            if kind in ("text", "output_text"):
+                texts.append(_text(block.get("text")))
+            elif kind == "tool_use":
+                call_id = self._call_id(block.get("id"))
+                name = str(block.get("name") or "")
+                self.names[call_id] = name
+                calls.append(
+                    {"id": call_id, "name": name, "arguments": _arguments(block.get("input"))}
+                )
+            elif kind not in _SKIPPED_BLOCKS:
+                raise _refuse(f"{self.where}[{i}].content", block)
+        reqs = msg.get("tool_calls")
+        if reqs is not None and not isinstance(reqs, list | tuple):
+            raise _refuse(f"{self.where}[{i}].tool_calls", reqs)
+        for req in reqs or ():
+            if not isinstance(req, Mapping):
+                raise _refuse(f"{self.where}[{i}].tool_calls", req)
+            fn = req.get("function")
+            fn = fn if isinstance(fn, Mapping) else req
+            call_id = self._call_id(req.get("id"))
+            name = str(fn.get("name") or "")
+            self.names[call_id] = name
+            calls.append(
+                {"id": call_id, "name": name, "arguments": _arguments(fn.get("arguments"))}
+            )
+        if msg.get("function_call") and isinstance(msg["function_call"], Mapping):
+            fc = msg["function_call"]
+            call_id = self._call_id(None)
+            self.names[call_id] = str(fc.get("name") or "")
+            calls.append(
+                {
+                    "id": call_id,
+                    "name": self.names[call_id],
+                    "arguments": _arguments(fc.get("arguments")),
+                }
+            )
+        text = _text(content) if blocks is None else "".join(texts)
+        self.steps.append({"kind": "assistant", "content": text, "tool_calls": calls})
+
+
+def _is_internal(steps: list[Any] | tuple[Any, ...]) -> bool:
+    return all(type(step) is dict and _known(step.get("kind"), _KINDS) for step in steps)
+
+
+def read_steps(row: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """``(prompt, steps)`` of a row as internal steps, whatever shape it was written in.
+
+    ``steps`` when the row has any, else its ``messages`` (a transcript: its first user
+    turn is the ask and becomes the prompt when the row has none). A row already in the
+    internal shape comes back with its own step list, not a copy. Raises ``RowShapeError``
+    (a ``ValueError``) naming the first step that matches no accepted shape, and the
+    shapes accepted; a row with neither steps nor messages has no steps.
+    """
+    prompt_raw = row.get("prompt")
+    prompt = None if prompt_raw is None else str(prompt_raw)
+    steps = row.get("steps")
+    if steps is not None and not isinstance(steps, list | tuple):
+        raise _refuse("steps", steps)
+    if steps:
+        if _is_internal(steps):
+            return ("" if prompt is None else prompt), list(steps) if type(
+                steps
+            ) is tuple else steps
+        reader = _Reader(prompt, "steps")
+        for i, step in enumerate(steps):
+            if not isinstance(step, Mapping):
+                raise _refuse(f"steps[{i}]", step)
+            if "kind" in step:
+                reader.internal(i, step)
+            elif "role" in step:
+                reader.message(i, step, full_transcript=False)
+            elif "tool" in step or "text" in step or "user" in step:
+                reader.row_v1(step)
+            else:
+                raise _refuse(f"steps[{i}]", step)
+        return ("" if reader.prompt is None else reader.prompt), reader.steps
+    messages = row.get("messages")
+    if not messages:
+        return ("" if prompt is None else prompt), []
+    if not isinstance(messages, list | tuple):
+        raise _refuse("messages", messages)
+    reader = _Reader(prompt, "messages")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, Mapping):
+            raise _refuse(f"messages[{i}]", msg)
+        reader.message(i, msg, full_transcript=True)
+    return ("" if reader.prompt is None else reader.prompt), reader.steps
+
+
+def check_rows(rows: Any, what: str = "rows") -> None:
+    """Raise ``RowShapeError`` for the first row whose steps no shape reads, naming its
+    index (and ``rollout_id`` when it has one). Returns None when every row reads."""
+    for index, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            continue  # not a row at all: the caller's own type check says so
+        try:
+            read_steps(row)
+        except RowShapeError as exc:
+            rid = row.get("rollout_id") or row.get("scenario_id")
+            name = f"{what}[{index}]" + (f" ({rid})" if rid else "")
+            raise RowShapeError(f"{name}: {exc}") from None
+
+
+def internal_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``row`` itself when its steps are internal already, else a shallow copy whose
+    ``steps`` (and ``prompt``, ``final_text`` when missing) are read by ``read_steps``.
+    Raises ``RowShapeError`` as ``read_steps`` does."""
+    steps = row.get("steps")
+    if steps and isinstance(steps, list) and _is_internal(steps):
+        return row
+    prompt, read = read_steps(row)
+    if not read and not steps:
+        return row
+    out = dict(row)
+    out["steps"] = read
+    if out.get("prompt") is None:
+        out["prompt"] = prompt
+    if not out.get("final_text"):
+        last = next((s for s in reversed(read) if s.get("kind") == "assistant"), None)
+        if last is not None and not last.get("tool_calls") and last.get("content"):
+            out["final_text"] = last["content"]
+    return out
