@@ -1,8 +1,9 @@
-"""The one grouping key every report uses: ``task_key``."""
+"""The one grouping key every report uses (``task_key``), and the check that tasks which
+pair by it ask the same thing on both sides (``prompt_mismatch``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -20,3 +21,40 @@ def task_key(row: Mapping[str, Any]) -> str:
             return str(value)
     prompt = row.get("prompt")
     return "" if prompt is None else str(prompt)
+
+
+def _prompt_sets(rows: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+    sets: dict[str, set[str]] = {}
+    for row in rows:
+        prompt = row.get("prompt")
+        words = " ".join(str(prompt).split()) if prompt is not None else ""
+        bucket = sets.setdefault(task_key(row), set())
+        if words:
+            bucket.add(words)
+    return {k: frozenset(v) for k, v in sets.items()}
+
+
+def prompt_mismatch(
+    a: Iterable[Mapping[str, Any]], b: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Do tasks that pair by ``task_key`` ask the same thing on both sides?
+
+    Compares each shared task's set of prompts (whitespace-collapsed; with several
+    phrasings a task has several). Returns ``{"n_shared", "n_checked", "n_mismatched",
+    "examples"}``: ``n_checked`` counts the shared tasks whose rows carry a prompt on both
+    sides, ``n_mismatched`` those whose prompt sets differ, and ``examples`` up to three
+    ``{"task", "a", "b"}`` (first prompt of each side, clipped). Never raises.
+    """
+    sa, sb = _prompt_sets(a), _prompt_sets(b)
+    shared = sorted(set(sa) & set(sb))
+    checked = [k for k in shared if sa[k] and sb[k]]
+    bad = [k for k in checked if sa[k] != sb[k]]
+    examples = [
+        {"task": k, "a": sorted(sa[k])[0][:120], "b": sorted(sb[k])[0][:120]} for k in bad[:3]
+    ]
+    return {
+        "n_shared": len(shared),
+        "n_checked": len(checked),
+        "n_mismatched": len(bad),
+        "examples": examples,
+    }

@@ -12,13 +12,16 @@ ambiguous; ``dimensions.TIER_OF_STANCE``). ``unique=True`` never repeats a grid 
 every cell was drawn once; then a new pass starts (within a pass the draw keeps to
 ``hard_share`` until one side's cells run out, then takes what is left). Everything is drawn from one
 ``random.Random(seed)``, so the same seed and the same sequence of ``next_batch`` calls give
-the same situations.
+the same situations. A situation's ``scenario_id`` is a hash of its content (cell, entities,
+wordings), so one id names one ask across runs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -325,6 +328,7 @@ class TemplateWriter:
         self.phrasings = int(phrasings)
         self._buckets = self._fresh_buckets()
         self.drawn = 0
+        self._seen: Counter[str] = Counter()
         self.passes = 0
         self.tier_counts = dict.fromkeys(TIERS, 0)
 
@@ -686,13 +690,31 @@ class TemplateWriter:
             entities = self._generic_entities(tool, stance)
             fields = self._generic_fields(tool, entities, stance)
         phrasings = self._phrasings(tool, stance, hist, fields)
-        index = self.drawn
         self.drawn += 1
         self.tier_counts[tier] += 1
-        sid = hashlib.blake2b(f"{self.seed}:{index}".encode(), digest_size=6).hexdigest()
         return Situation(
-            scenario_id=f"sit-{sid}", dims=dims, phrasings=phrasings, entities=entities
+            scenario_id=self._content_id(dims, entities, phrasings),
+            dims=dims,
+            phrasings=phrasings,
+            entities=entities,
         )
+
+    def _content_id(
+        self, dims: Mapping[str, Any], entities: Mapping[str, Any], phrasings: Sequence[str]
+    ) -> str:
+        """``sit-`` + a hash of what the situation is (grid cell, entities, wordings), never of
+        where it was drawn: two runs that share an id share the ask, whatever their seed or
+        ``hard_share``. An exact repeat within this writer (a small generic pool can redraw
+        one) is ``-2``, ``-3``...: still a function of content and draw order only, so a
+        replay that re-runs the writer rebuilds the same id."""
+        text = json.dumps(
+            {"dims": dims, "entities": entities, "phrasings": list(phrasings)},
+            sort_keys=True,
+            default=str,
+        )
+        sid = "sit-" + hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+        self._seen[sid] += 1
+        return sid if self._seen[sid] == 1 else f"{sid}-{self._seen[sid]}"
 
     def next_batch(self, n: int, *, focus: Mapping[str, Any] | None = None) -> list[Situation]:
         """The next ``n`` situations (never fewer: entities are drawn fresh, so the writer

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from wai_exp.rows.keys import task_key
+from wai_exp.rows.keys import prompt_mismatch, task_key
 from wai_exp.score.stats.passat import as_rows, run_config_with_keys
 from wai_exp.score.stats.resample import (
     as_generator,
@@ -364,7 +364,9 @@ def delta_report(
     ``target_ci95``, ``target_verdict``, ``verdict`` (``moved``, ``no_change_detected``,
     ``within_eval_noise``, ``moved_unreplicated``, ``regressed``, ``over_optimized``,
     ``guards_failed``, ``ok``), ``headline_verdict``, ``ok``, ``n_paired_tasks``,
-    ``n_unpaired_tasks``, ``paired_share``, ``not_comparable``, ``ceiling``, ``config``
+    ``n_unpaired_tasks``, ``paired_share``, ``prompt_mismatch`` (``rows.keys.prompt_mismatch``:
+    paired tasks whose prompt sets differ, a ``prompts`` cause in ``not_comparable``),
+    ``not_comparable``, ``ceiling``, ``config``
     (per side), ``answered``, ``writers``, ``run_std``, ``run_std_by_metric``,
     ``noise_band``, ``noise_rule``, ``eval_runs``, ``groups``/``groups_down`` (with ``by``),
     ``balanced``, ``sizing``, ``family_error`` and ``warnings``.
@@ -667,6 +669,17 @@ def delta_report(
             f"vs {', '.join(writers['after'])}): rephrased situations can move with the writer"
         )
 
+    prompts = prompt_mismatch(b_rows, a_rows)
+    if prompts["n_mismatched"]:
+        ex = prompts["examples"][0]
+        not_comparable.append(
+            f"prompts: {prompts['n_mismatched']} of {prompts['n_checked']} paired tasks carry "
+            f"different prompts on the two sides (task {ex['task']}: before {ex['a']!r}, after "
+            f"{ex['b']!r}); one task id names two different asks, so their delta compares "
+            "different questions. Run the after arm on the before run's tasks "
+            "(simulate(tasks=...))"
+        )
+
     # ---- ceiling ------------------------------------------------------------------------
     ceiling = _ceiling(b_means[:, j_target], on_b & on_a, ceiling_pass_rate)
     if ceiling is not None:
@@ -748,6 +761,7 @@ def delta_report(
         "n_paired_tasks": n_paired,
         "n_unpaired_tasks": n_unpaired,
         "paired_share": paired_share,
+        "prompt_mismatch": prompts,
         "not_comparable": not_comparable,
         "ceiling": ceiling,
         "config": configs,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import special as _sp  # not scipy.stats: 0.6 s to import for one quantile
 
-from wai_exp.rows.keys import task_key
+from wai_exp.rows.keys import prompt_mismatch, task_key
 from wai_exp.score.stats.passat import as_rows
 from wai_exp.score.stats.resample import (
     TaskGroups,
@@ -230,7 +230,10 @@ def compare_runs(
     ``verdict`` is ``"b_better"`` / ``"a_better"`` when the interval excludes zero, else
     ``"no_difference_detected"`` (the interval covers zero, not "the runs are equal").
     Tasks on one side only are dropped from a paired comparison and counted in the note;
-    ``paired_share`` is the shared fraction of every task either run saw. Raises
+    ``paired_share`` is the shared fraction of every task either run saw. Paired tasks
+    must ask the same thing on both sides: ``prompt_mismatch`` counts those whose prompt
+    sets differ, and any such task makes the verdict ``"not_comparable"`` with the cause
+    in ``not_comparable`` (empty when the runs compare). Raises
     ``ValueError`` when ``level`` is outside (0, 1) or ``min_paired < 1``.
     """
     name = _metric_name(metric)
@@ -238,6 +241,7 @@ def compare_runs(
         raise ValueError(f"min_paired must be >= 1; got {min_paired}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
+    a, b = as_rows(a), as_rows(b)
     ga, gb = metric_groups(a, name), metric_groups(b, name)
     a_idx, b_idx = ga.index(), gb.index()
     shared = sorted(set(a_idx) & set(b_idx))
@@ -327,6 +331,19 @@ def compare_runs(
             if boot.interval is None:
                 notes.append("each side needs at least 2 tasks for an interval")
     out["verdict"] = _verdict(out["ci95"])
+    prompts = prompt_mismatch(a, b)
+    out["prompt_mismatch"] = prompts
+    out["not_comparable"] = []
+    if prompts["n_mismatched"] and out["paired"]:
+        ex = prompts["examples"][0]
+        out["not_comparable"].append(
+            f"prompts: {prompts['n_mismatched']} of {prompts['n_checked']} paired tasks carry "
+            f"different prompts in a and b (task {ex['task']}: {ex['a']!r} vs {ex['b']!r}); "
+            "one task id names two different asks, so the paired delta compares different "
+            "questions. Run b on a's tasks (simulate(tasks=...))"
+        )
+        out["verdict"] = "not_comparable"
+        notes.append(out["not_comparable"][0])
     out["note"] = "; ".join(notes)
     return out
 
