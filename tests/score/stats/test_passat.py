@@ -250,7 +250,7 @@ def test_to_dict_keys_lists_and_headroom() -> None:
     assert set(d) == {
         "k", "pass_at_1", "pass_pow_k", "pass_at_k", "headroom", "n_groups", "n_rows",
         "n_groups_at_k", "n_groups_imputed", "per_task", "note", "config", "ci95",
-        "pass_pow_k_ci95", "pass_at_k_ci95",
+        "pass_pow_k_ci95", "pass_at_k_ci95", "pass_at_1_basis", "n_rows_pass_at_1",
     }  # fmt: skip
     assert isinstance(d["ci95"], list) and len(d["ci95"]) == 2
     assert d["headroom"] == pytest.approx(p.pass_at_k - p.pass_at_1)
@@ -332,3 +332,57 @@ def test_six_tasks_that_all_failed_are_not_a_certain_zero() -> None:
     # Tasks that differ keep the bootstrap and carry no such note.
     mixed = pass_at(rows_from([(0, 4), (2, 4), (4, 4), (1, 4)]))
     assert "Wilson" not in mixed.note and mixed.ci95 is not None
+
+
+# ---- adaptive runs: pass@1 from the fixed first batch ----------------------------------
+
+
+def test_adaptive_run_reads_pass_at_1_unbiased_at_a_known_p() -> None:
+    """A user agent that succeeds with probability 0.7 (seeded per rollout), run under the rl
+    default repeat_policy=split: 4 rollouts a task, 4 more where those split. Over all rows
+    the per-task mean reads ~0.73; the headline must read 0.7, and say what it read."""
+    import random
+
+    import wai_exp as wai
+    from wai_exp.simulate.agents import current_rollout
+
+    p = 0.7
+
+    def agent(prompt, *, tools, system_prompt, world, sampling):
+        won = random.Random(current_rollout.get().seed).random() < p
+        return {"steps": [], "final_text": "DONE" if won else "Sorry, I could not."}
+
+    def grader(row):
+        return {"reward": float(row["final_text"] == "DONE"), "reason": "scripted coin"}
+
+    n_tasks = 400
+    data = wai.simulate(
+        agent, mode="rl", situations=n_tasks, budget=8 * n_tasks, grader=grader, seed=0
+    )
+    rows = data.rows()
+    assert {r["selection_reason"] for r in rows} == {"initial", "group_split"}
+    by_task: dict[str, list[float]] = {}
+    for r in rows:
+        by_task.setdefault(r["scenario_id"], []).append(r["reward"])
+    naive = float(np.mean([np.mean(v) for v in by_task.values()]))
+    assert naive > 0.72  # the skew this test exists to catch (4 + 4 at p=0.7: 0.733)
+
+    pa = pass_at(rows)
+    assert pa.pass_at_1_basis == "first_batch"
+    assert pa.n_rows_pass_at_1 == 4 * n_tasks
+    assert abs(pa.pass_at_1 - p) < 0.02
+    assert pa.ci95[0] < p < pa.ci95[1]
+    assert "fixed first batch" in str(pa).split(" | ")[0]
+    assert pa.to_dict()["pass_at_1_basis"] == "first_batch"
+
+
+def test_a_fixed_run_reads_pass_at_1_over_every_row() -> None:
+    rows = [
+        {"scenario_id": f"t{t}", "reward": float(i < t % 4), "selection_reason": "fixed"}
+        for t in range(8)
+        for i in range(4)
+    ]
+    pa = pass_at(rows)
+    assert pa.pass_at_1_basis == "all_rows" and pa.n_rows_pass_at_1 == 32
+    assert pa.pass_at_1 == pytest.approx(np.mean([t % 4 / 4 for t in range(8)]))
+    assert "first batch" not in str(pa)

@@ -16,6 +16,13 @@ has the same value the bootstrap cannot vary; the interval is then Wilson over t
 (``resample.wilson_over_tasks``: 0 of 6 tasks gives [0, 0.39], not [0, 0]) and the note
 says so. Below ``min_k``
 repeats the k-way numbers are ``None`` with a note instead of a number too noisy to act on.
+
+An adaptive run (``repeat_policy: split``, the rl default) adds rollouts to a task only
+where its first ones disagreed. Whether a task got more rows then depends on its own
+outcomes, so the mean over all its rows is pulled toward 0 and 1 (at p = 0.7 with 4 + 4
+rollouts it reads 0.733). When any row is such an extension (``selection_reason`` in
+``ADAPTIVE_REASONS``), pass@1 and its interval are read from the fixed first batch of every
+task instead, which is unbiased, and the printed line says so.
 """
 
 from __future__ import annotations
@@ -30,9 +37,11 @@ import numpy as np
 from scipy import special
 
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.reader import read_steps
 from wai_exp.score.stats.resample import TaskGroups, binary_reward, bootstrap_mean, group_values
 
 __all__ = [
+    "ADAPTIVE_REASONS",
     "MIN_CI_GROUPS",
     "N_BOOT",
     "PassAt",
@@ -51,6 +60,9 @@ MIN_CI_GROUPS = 3
 #: Bootstrap resamples behind every pass_at interval (seeded, so the line is reproducible).
 N_BOOT = 2000
 _SEED = 0
+#: ``selection_reason`` of rollouts a policy added after a task's first batch because of
+#: what that batch showed (a split group, a verify pass): a rate over them is biased.
+ADAPTIVE_REASONS = frozenset({"group_split", "verify"})
 #: ``ended_by`` values that mean the model ran out of its token budget.
 _TOKEN_CAP_ENDINGS = frozenset({"max_tokens", "length", "token_cap", "truncated"})
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
@@ -125,7 +137,9 @@ class PassAt:
     ``pass_at_k`` (``pass@4``: at least one of k passes), ``headroom`` (property, pass@k minus
     pass@1), ``ci95`` / ``pass_pow_k_ci95`` / ``pass_at_k_ci95`` (``[lo..hi]``, task
     bootstrap, ``None`` under three groups), ``n_groups`` (``N groups``), and not printed:
-    ``n_rows`` (graded rows), ``n_groups_at_k`` (tasks the k-way numbers used),
+    ``n_rows`` (graded rows), ``pass_at_1_basis`` (``"all_rows"``, or ``"first_batch"`` for
+    an adaptive run, printed beside pass@1), ``n_rows_pass_at_1`` (graded rows pass@1 and
+    its interval read), ``n_groups_at_k`` (tasks the k-way numbers used),
     ``n_groups_imputed`` (short unanimous tasks counted in), ``per_task`` (``{task key: pass
     rate}``), ``note`` (printed last: why a number is missing and the fix) and ``config``
     (``run_config``: how the rows were made; its token-cap share is printed when nonzero).
@@ -145,6 +159,8 @@ class PassAt:
     ci95: tuple[float, float] | None = None
     pass_pow_k_ci95: tuple[float, float] | None = None
     pass_at_k_ci95: tuple[float, float] | None = None
+    pass_at_1_basis: str = "all_rows"
+    n_rows_pass_at_1: int | None = None
 
     @property
     def headroom(self) -> float | None:
@@ -155,8 +171,15 @@ class PassAt:
 
     def __str__(self) -> str:
         k = self.k
+        first = f"pass@1 {_fmt(self.pass_at_1, self.ci95)}"
+        if self.pass_at_1_basis == "first_batch":
+            added = self.n_rows - (self.n_rows_pass_at_1 or 0)
+            first += (
+                f" (from the fixed first batch of every task, {self.n_rows_pass_at_1} rows; the "
+                f"{added} added where a group split are left out: they skew the rate)"
+            )
         parts = [
-            f"pass@1 {_fmt(self.pass_at_1, self.ci95)}",
+            first,
             f"pass^{k} (pass_pow_k) {_fmt(self.pass_pow_k, self.pass_pow_k_ci95)}",
             f"pass@{k} {_fmt(self.pass_at_k, self.pass_at_k_ci95)}",
         ]
@@ -191,6 +214,8 @@ class PassAt:
             "ci95": as_list(self.ci95),
             "pass_pow_k_ci95": as_list(self.pass_pow_k_ci95),
             "pass_at_k_ci95": as_list(self.pass_at_k_ci95),
+            "pass_at_1_basis": self.pass_at_1_basis,
+            "n_rows_pass_at_1": self.n_rows_pass_at_1,
         }
 
 
@@ -267,9 +292,24 @@ def pass_at(
 
     counts, passes = groups.counts, groups.sums
     rates = groups.means
-    pass1 = float(rates.mean())
-    ci1 = _interval(rates)
-    flat: list[tuple[str, np.ndarray]] = [("pass@1", rates)]
+    basis, n_rows1 = "all_rows", groups.n_rows
+    extension = [
+        isinstance(r, str) and r in ADAPTIVE_REASONS
+        for r in (row.get("selection_reason") for row in row_list)
+    ]
+    if any(extension):
+        rates1, n_rows1 = _first_batch_rates(keys, rewards, extension)
+        basis = "first_batch"
+        if rates1.size < groups.n_tasks:
+            notes.append(
+                f"pass@1 reads the first batch of each task; {groups.n_tasks - rates1.size} "
+                "task(s) have no graded first-batch row and are left out of it"
+            )
+    else:
+        rates1 = rates
+    pass1 = float(rates1.mean()) if rates1.size else None
+    ci1 = _interval(rates1)
+    flat: list[tuple[str, np.ndarray]] = [("pass@1", rates1)]
     if groups.n_tasks < MIN_CI_GROUPS:
         notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {groups.n_tasks}")
 
@@ -335,7 +375,26 @@ def pass_at(
         ci95=ci1,
         pass_pow_k_ci95=pow_ci,
         pass_at_k_ci95=at_ci,
+        pass_at_1_basis=basis,
+        n_rows_pass_at_1=n_rows1,
     )
+
+
+def _first_batch_rates(
+    keys: list[str], rewards: list[float | None], extension: list[bool]
+) -> tuple[np.ndarray, int]:
+    """(per-task pass rates over the graded rows no adaptive policy added, their row count).
+    Every task opens with the same fixed batch whatever its outcomes, so these rates are
+    unbiased where the rates over all rows are not."""
+    picked = [
+        (key, r)
+        for key, r, ext in zip(keys, rewards, extension, strict=True)
+        if r is not None and not ext
+    ]
+    if not picked:
+        return np.empty(0), 0
+    found = group_values([k for k, _ in picked], np.fromiter((r for _, r in picked), float))
+    return found.sums / found.counts, len(picked)
 
 
 def _answered(text: Any) -> bool:
@@ -352,8 +411,8 @@ def _hit_token_cap(row: Mapping[str, Any]) -> bool:
         return True
     # A plain loop: any() over a generator cost half of run_config's
     # time on 100,000 rows, and almost no step carries the flag.
-    for step in row.get("steps") or ():  # noqa: SIM110 - the loop is the point (speed)
-        if isinstance(step, dict) and step.get("truncated"):
+    for step in read_steps(row)[1]:  # noqa: SIM110 - the loop is the point (speed)
+        if step.get("truncated"):
             return True
     return False
 
