@@ -41,6 +41,8 @@ def test_run_dirs_compare_and_exit_zero_when_ok(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert f"before: {a / 'grade' / 'rows.jsonl'}" in out
     assert "pass_at_1" in out and "grounded" in out
+    # 0.3 -> 0.7 on one eval run a side: a move, but not yet a replicated one
+    assert out.splitlines()[2].startswith("INCONCLUSIVE (1 eval run a side: rerun to confirm)")
 
 
 def test_failed_guard_exits_one(tmp_path: Path, capsys) -> None:
@@ -126,3 +128,31 @@ def test_mlflow_run_ids(tmp_path: Path, capsys) -> None:
     assert f"mlflow run {ids[0]}: simulate/rows.jsonl" in capsys.readouterr().out
     assert main([ids[0], "deadbeef", "--tracking-uri", uri]) == EXIT_BAD_INPUT
     assert "not a run in" in capsys.readouterr().err
+
+
+def test_paired_tasks_that_ask_different_things_are_not_comparable(tmp_path: Path, capsys) -> None:
+    # Hand-written rows: one task id, two different asks, on 26 of 29 tasks.
+    def lines(offset: int, p: float, seed: int) -> str:
+        rng = np.random.default_rng(seed)
+        out = []
+        for t in range(29):
+            ask = f"Where is order ORD-{t + (offset if t < 26 else 0)}?"
+            for _ in range(4):
+                out.append(
+                    json.dumps(
+                        {
+                            "scenario_id": f"sit-{t}",
+                            "prompt": ask,
+                            "reward": float(rng.random() < p),
+                        }
+                    )
+                )
+        return "\n".join(out) + "\n"
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(lines(0, 0.3, 1))
+    b.write_text(lines(500, 0.8, 2))
+    assert main([str(a), str(b)]) == EXIT_NOT_OK
+    out = capsys.readouterr().out
+    assert out.splitlines()[2].startswith("NOT COMPARABLE (prompts")
+    assert "26 of 29 paired tasks carry different prompts" in out

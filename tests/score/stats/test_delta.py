@@ -175,7 +175,11 @@ def test_one_run_without_run_std_reads_moved_unreplicated() -> None:
     after = arm(150, 4, 0.7, 15, policy="b")
     rep = delta_report(before, after)
     assert rep["target_verdict"] == "moved_unreplicated" and rep["verdict"]["moved_unreplicated"]
-    assert rep["headline_verdict"] == "NO DIFFERENCE"  # not a gain the report supports
+    # Not a gain the report supports yet, and not "no difference" either: the interval
+    # excludes zero on one evaluation a side.
+    assert rep["target_ci95"][0] > 0
+    assert rep["headline_verdict"] == "INCONCLUSIVE (1 eval run a side: rerun to confirm)"
+    assert format_delta_report(rep).splitlines()[0].startswith("INCONCLUSIVE (1 eval run a side")
     assert any("runs=3" in w for w in rep["warnings"])
 
 
@@ -555,7 +559,7 @@ def test_delta_intervals_bracket_antisymmetric_and_a_new_task_never_crashes(
             assert y["ci95"] == pytest.approx([-hi, -lo], abs=1e-9)
     assert ab["headline_verdict"] in {"PASS", "NO DIFFERENCE", "FAIL"} or ab[
         "headline_verdict"
-    ].startswith("NOT COMPARABLE")
+    ].startswith(("NOT COMPARABLE", "INCONCLUSIVE"))
     # a task on one side only: counted, never a crash
     new = [{"scenario_id": "new", "reward": float(j < extra), "final_text": "ok"} for j in range(4)]
     b2, a2 = (before, after + new) if extra_after else (before + new, after)
@@ -628,3 +632,49 @@ def test_a_delta_that_cannot_vary_still_has_an_honest_interval() -> None:
     t = rep["metrics"]["pass_at_1"]
     assert t["interval_method"] == "paired_boundary" and "cannot vary" in t["interval_note"]
     assert rep["target_verdict"] == "no_change_detected"
+
+
+# ---- one task id, two asks ------------------------------------------------------------
+
+
+def _asks(prompt_of, p: float, seed: int, n: int = 30) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [
+        {"scenario_id": f"sit-{t}", "prompt": prompt_of(t), "reward": float(rng.random() < p)}
+        for t in range(n)
+        for _ in range(4)
+    ]
+
+
+def test_paired_tasks_with_different_prompts_are_not_comparable() -> None:
+    """Old-style ids (a hash of seed and draw index) name different asks in two runs: the
+    pairing is refused with the count, not silently reported."""
+    before = _asks(lambda t: f"Refund order ORD-{t}.", 0.4, 1)
+    after = _asks(
+        lambda t: f"Cancel order ORD-{t + 100}." if t < 26 else f"Refund order ORD-{t}.", 0.7, 2
+    )
+    rep = delta_report(before, after)
+    assert rep["prompt_mismatch"]["n_mismatched"] == 26
+    assert rep["prompt_mismatch"]["n_checked"] == 30
+    assert rep["headline_verdict"].startswith("NOT COMPARABLE (prompts")
+    assert rep["ok"] is False
+    assert any(c.startswith("prompts: 26 of 30 paired tasks") for c in rep["not_comparable"])
+    assert format_delta_report(rep).splitlines()[0].startswith("NOT COMPARABLE")
+    same = delta_report(before, _asks(lambda t: f"Refund   order ORD-{t}.", 0.7, 2))
+    assert same["prompt_mismatch"]["n_mismatched"] == 0
+    assert not any(c.startswith("prompts") for c in same["not_comparable"])
+
+
+def test_compare_runs_refuses_paired_tasks_with_different_prompts() -> None:
+    from wai_exp.score.stats.stats import compare_runs
+
+    a = _asks(lambda t: f"Refund order ORD-{t}.", 0.2, 1)
+    b = _asks(
+        lambda t: f"Cancel order ORD-{t + 100}." if t % 3 else f"Refund order ORD-{t}.", 0.9, 2
+    )
+    out = compare_runs(a, b)
+    assert out["verdict"] == "not_comparable"
+    assert out["prompt_mismatch"]["n_mismatched"] == 20
+    assert out["not_comparable"][0].startswith("prompts: 20 of 30 paired tasks")
+    ok = compare_runs(a, _asks(lambda t: f"Refund order ORD-{t}.", 0.9, 2))
+    assert ok["verdict"] == "b_better" and ok["not_comparable"] == []
