@@ -55,6 +55,8 @@ def test_compare_stage_reports_metrics_with_bounds_and_a_tag(tmp_path: Path) -> 
     assert "grounded_delta_ci_lo" in m and m["n_paired_tasks"] == 60.0
     assert "run_std" not in m  # one run per side, no floor: unmeasured, not 0
     assert res.tags["delta_verdict"] == res.report["headline_verdict"]
+    # moved on one eval run a side: the MLflow tag says it is not replicated yet
+    assert res.tags["delta_verdict"] == "INCONCLUSIVE (1 eval run a side: rerun to confirm)"
     assert res.report["arms"] == {"before": "grade_before", "after": "grade_after"}
     # the headline leads (the run summary shows each report stage's first line)
     assert res.text.splitlines()[0].startswith(res.report["headline_verdict"])

@@ -19,7 +19,8 @@ Verdicts, in the order a reader needs them:
 * the target's: ``moved``, ``no_change_detected``, ``within_eval_noise``,
   ``moved_unreplicated`` (one run per side and no re-run floor), ``regressed``;
 * ``headline_verdict``: ``PASS`` / ``NO DIFFERENCE`` / ``NOT COMPARABLE (causes)`` /
-  ``FAIL``, and ``ok`` (the gate).
+  ``FAIL`` / ``INCONCLUSIVE (1 eval run a side: rerun to confirm)`` (a target that moved on
+  one run a side, ``moved_unreplicated``), and ``ok`` (the gate).
 """
 
 from __future__ import annotations
@@ -731,6 +732,10 @@ def delta_report(
         headline = "FAIL"
     elif target_verdict == "moved":
         headline = "PASS"
+    elif target_verdict == "moved_unreplicated":
+        # The interval excludes zero, but one evaluation a side is a draw, not a
+        # distribution: neither PASS nor NO DIFFERENCE says what the numbers say.
+        headline = f"INCONCLUSIVE ({_runs_phrase(sb.n_runs, sa.n_runs)}: rerun to confirm)"
     else:
         headline = "NO DIFFERENCE"
     family_error = 1.0 - (1.0 - alpha) ** len(metrics)
@@ -789,6 +794,13 @@ def delta_report(
         "warnings": warnings,
     }
     return report
+
+
+def _runs_phrase(n_before: int, n_after: int) -> str:
+    """``1 eval run a side`` / ``1 eval run before, 3 after``: the runs behind a move."""
+    if n_before == n_after:
+        return f"{n_before} eval run{'' if n_before == 1 else 's'} a side"
+    return f"{n_before} eval run{'' if n_before == 1 else 's'} before, {n_after} after"
 
 
 def _mode_k(counts: np.ndarray) -> int | None:
