@@ -48,10 +48,13 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
             metrics[key] = float(value)
     pass_at = report.get("pass_at") or {}
     lines = [f"publish gate: {report['verdict']} ({len(rows)} rows, mode {report.get('mode')})"]
-    lines += [
-        f"  check {name}: {'ok' if ok else 'FAILED'}"
-        for name, ok in (report.get("checks") or {}).items()
-    ]
+    not_run = report.get("checks_not_run") or {}
+    for name, ok in (report.get("checks") or {}).items():
+        if ok is None:
+            # A check that never ran is neither ok nor FAILED: say so, and why.
+            lines.append(f"  check {name}: not run ({not_run.get(name, 'no reason recorded')})")
+        else:
+            lines.append(f"  check {name}: {'ok' if ok else 'FAILED'}")
     if pass_at.get("pass_at_1") is not None:
         lines.append(
             f"  pass@1 of the gated rows: {pass_at['pass_at_1']:.3f} over {pass_at.get('n_groups')} tasks"

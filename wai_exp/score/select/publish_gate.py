@@ -236,6 +236,38 @@ def _rows_mode(rows: Sequence[dict[str, Any]]) -> str | None:
 
 
 @without_gc
+def _why_not_run(
+    checks: dict[str, bool | None],
+    rows: list[dict[str, Any]],
+    rl_shaped: bool,
+    mode: Any,
+    scan: dict[str, Any],
+) -> dict[str, str]:
+    """``{check: why it did not run}`` for every check left ``None``: a check that never ran
+    neither passed nor failed, and the report says so in words."""
+    why: dict[str, str] = {}
+    for name, value in checks.items():
+        if value is not None:
+            continue
+        if not rows:
+            why[name] = "there are no rows to check"
+        elif name in ("graded", "mixed_group") and not rl_shaped:
+            why[name] = (
+                f"the rows are not RL-shaped (mode {mode!r}, no ask has two or more rollouts): "
+                "a grouped update's checks do not apply"
+            )
+        elif name == "hack_free":
+            said = [w for w in scan.get("warnings") or () if isinstance(w, str)]
+            why[name] = (
+                "hack_scan could not classify the reward (regime unknown"
+                + (f": {said[-1]}" if said else ", too few graded mixed asks to test features")
+                + ") and no endorsed features were given"
+            )
+        else:
+            why[name] = "its input was not available"
+    return why
+
+
 def publish_gate(
     rows: Sequence[dict[str, Any]],
     mode: str | None = None,
@@ -265,8 +297,9 @@ def publish_gate(
     except the ``calibration`` stamp (``calibrate`` on the graded rows).
 
     Returns ``verdict`` (``"passed"`` / ``"refused"``), ``reasons`` (why refused), ``warnings``,
-    ``checks``, ``mode``, ``rl_shaped``, row counts, ``group_signal``, ``calibration`` (the
-    ``calibrate`` report), ``pass_at`` (summary), ``hack_scan`` (summary: regime, tau, top
+    ``checks`` (True, False, or None for a check that did not run), ``checks_not_run``
+    (``{check: why}`` for each None), ``mode``, ``rl_shaped``, row counts, ``group_signal``,
+    ``calibration`` (the ``calibrate`` report), ``pass_at`` (summary), ``hack_scan`` (summary: regime, tau, top
     feature, integrity, endorsed_on_top, inverted, collinear, support, warnings) and
     ``judge_trust`` (None unless ``grade`` stamped one).
     """
@@ -346,6 +379,7 @@ def publish_gate(
             )
     if scan["regime"] != "unknown" or endorsed:
         checks["hack_free"] = scan["regime"] != "reward_hack"
+    not_run = _why_not_run(checks, rows, rl_shaped, resolved, scan)
     reasons = list(problems) if strict else []
     warnings = [] if strict else list(problems)
     if scan["regime"] == "reward_hack":
@@ -368,6 +402,7 @@ def publish_gate(
         "reasons": reasons,
         "warnings": warnings,
         "checks": checks,
+        "checks_not_run": not_run,
         "mode": resolved,
         "rl_shaped": rl_shaped,
         "strict": strict,
