@@ -356,3 +356,17 @@ def test_all_zero_runs_are_no_signal_not_stable() -> None:
     # Runs that vary and happen to agree closely are still banded as before.
     moving = eval_variance(arm([1, 2, 3, 2]), arm([1, 2, 3, 3]), arm([2, 2, 3, 2]))
     assert moving["stability"] == stability(moving["run_std"])
+
+
+def test_eval_variance_leaves_out_rows_that_name_no_run() -> None:
+    # Two stamped re-runs plus 4 rows another tool wrote with no run id: still two runs.
+    run0 = arm([4, 2, 0], lineage={"eval_run": 0})
+    run1 = arm([3, 2, 1], lineage={"eval_run": 1})
+    stray = [{"scenario_id": "t0", "reward": 0.0} for _ in range(4)]
+    rep = eval_variance(run0 + run1 + stray)
+    assert rep["n_runs"] == 2 and rep["runs"] == [0, 1] and rep["n_stray_rows"] == 4
+    assert rep["means"] == pytest.approx([0.5, 0.5])
+    assert any(n.startswith("4 of 28 rows name no run") for n in rep["notes"])
+    # No row names a run: they are the one run, nothing is stray.
+    alone = eval_variance(stray)
+    assert alone["n_stray_rows"] == 0 and len(alone["means"]) == 1

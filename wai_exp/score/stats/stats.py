@@ -374,12 +374,18 @@ def _run_label(row: Mapping[str, Any], by: str | None) -> Any:
     return lineage.get("scoring_run_id") if value is None else value
 
 
-def _split_runs(rows: list[Mapping[str, Any]], by: str | None) -> tuple[list[Any], list[list]]:
+def _split_runs(rows: list[Mapping[str, Any]], by: str | None) -> tuple[list[Any], list[list], int]:
+    """(run labels, each run's rows, stray rows left out). Rows that name no run are not a
+    run of their own: when other rows do name theirs, the strays are left out and counted;
+    when no row names one, all of them are the one run."""
     buckets: dict[Any, list] = {}
     for row in rows:
         buckets.setdefault(_run_label(row, by), []).append(row)
+    stray = 0
+    if None in buckets and len(buckets) > 1:
+        stray = len(buckets.pop(None))
     labels = sorted(buckets, key=_label_order)
-    return labels, [buckets[label] for label in labels]
+    return labels, [buckets[label] for label in labels], stray
 
 
 def _label_order(label: Any) -> tuple[int, Any]:
@@ -447,6 +453,8 @@ def eval_variance(
     1.96 x sqrt(2) x run_std: what a one-run-per-side delta moves on its own),
     ``run_std_by_metric`` (the same sd for pass@1 and every marker every run carries, for
     ``delta_report(run_std=)``), ``n_runs`` (pass as ``delta_report(run_std_runs=)``),
+    ``n_stray_rows`` (rows of a single list that name no run while others do: left out, and
+    a note says how many; when no row names a run they are the one run),
     ``stability`` (``STABILITY_BANDS`` label of run_std in points; ``NO_SIGNAL`` when every
     run scored 0, or every run 1, on every task), ``stability_points``
     and ``notes``. Raises ``ValueError`` when no rows are given.
@@ -455,9 +463,17 @@ def eval_variance(
     notes: list[str] = []
     if not runs:
         raise ValueError("eval_variance needs rows: pass each re-run as an argument, or one list")
+    n_stray = 0
     if len(runs) == 1:
         rows = as_rows(runs[0])
-        labels, run_rows = _split_runs(rows, by)
+        labels, run_rows, n_stray = _split_runs(rows, by)
+        if n_stray:
+            where = f"key {by!r}" if by else "lineage.eval_run or lineage.scoring_run_id"
+            notes.append(
+                f"{n_stray} of {len(rows)} rows name no run ({where}) and are left out: they "
+                "are not a re-run of their own. Stamp them, or pass each re-run as its own "
+                "argument"
+            )
         if len(run_rows) == 1:
             where = f"key {by!r}" if by else "lineage.eval_run or lineage.scoring_run_id"
             notes.append(
@@ -523,6 +539,7 @@ def eval_variance(
         "noise_band": noise_band(run_std),
         "run_std_by_metric": by_metric,
         "n_runs": n_runs,
+        "n_stray_rows": n_stray,
         "stability": label,
         "stability_points": None if run_std is None else 100.0 * run_std,
         # JSON has no infinity: the last band is open-ended (upper bound None).
