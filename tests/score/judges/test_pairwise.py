@@ -249,3 +249,22 @@ def test_async_judge_behind_partial_is_awaited() -> None:
 
     _, report = judge_pairs(_pairs(), judge=functools.partial(judge, prefer="B"))
     assert report["failed"] == 0 and report["position_flip_rate"] == 1.0
+
+
+def test_pairwise_judge_called_directly_returns_the_verdict() -> None:
+    import asyncio
+
+    from tests.support.scripted_server import chat_reply, scripted_server
+
+    reply = chat_reply('{"winner": "B", "reason": "B looked the order up"}')
+    with scripted_server(lambda path, headers, body: (200, reply)) as url:
+        judge = pairwise_judge(f"vllm:judge-m@{url}")
+        a, b = {"prompt": "p", "final_text": "No."}, {"prompt": "p", "final_text": "Found it."}
+        assert judge(a, b) == {"winner": "B", "reason": "B looked the order up"}
+
+        async def in_a_loop() -> dict:
+            return judge(a, b)
+
+        assert asyncio.run(in_a_loop())["winner"] == "B"
+        _, report = judge_pairs(_pairs(), judge=judge, concurrency=2)
+        assert report["failed"] == 0

@@ -399,3 +399,25 @@ def test_write_rubrics_through_the_model_and_argument_errors(
         write_rubrics(rows, writer=str, n_criteria=(5, 2))
     with pytest.raises(ValueError, match="max_hard"):
         write_rubrics(rows, writer=str, max_hard=-1)
+
+
+def test_rubric_judge_called_directly_returns_the_verdict() -> None:
+    """The spec types the judge as Callable[[dict], dict]: a plain call gives the verdict,
+    outside an event loop and inside one (a notebook cell), over a real local server."""
+    import asyncio
+
+    from tests.support.scripted_server import chat_reply, scripted_server
+
+    small = Rubric([Criterion("Says sorry"), Criterion("Gives a date")])
+    answer = json.dumps({"says_sorry": True, "gives_a_date": False})
+    with scripted_server(lambda path, headers, body: (200, chat_reply(answer))) as url:
+        judge = rubric_judge(small, spec=f"vllm:judge-m@{url}", retry=NO_WAIT)
+        verdict = judge(row("p", "Sorry about that.", "a"))
+        assert isinstance(verdict, dict) and verdict["reward"] == pytest.approx(0.5)
+        assert verdict["markers"] == {"rubric:says_sorry": 1.0, "rubric:gives_a_date": 0.0}
+
+        async def in_a_loop() -> dict:
+            return judge(row("p", "Sorry.", "b"))
+
+        assert asyncio.run(in_a_loop())["reward"] == pytest.approx(0.5)
+        assert asyncio.run(judge.acall(row("p", "Sorry.", "c")))["reward"] == pytest.approx(0.5)

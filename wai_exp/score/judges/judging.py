@@ -557,6 +557,15 @@ def _default_run_id(
     return f"{source}-{h.hexdigest()}"
 
 
+def async_entry(judge: Any) -> Callable[..., Any] | None:
+    """The coroutine function to await for ``judge`` on an event loop: the ``acall`` of a
+    judge that is also callable directly (``rubric_judge()``, ``pairwise_judge()``), else
+    None. Never raises."""
+    target = judge.func if isinstance(judge, functools.partial) else judge
+    acall = getattr(target, "acall", None)
+    return acall if inspect.iscoroutinefunction(acall) else None
+
+
 def run_coro(factory: Callable[[], Any]) -> Any:
     """Run a coroutine to completion, also from inside a running loop (a notebook)."""
     try:
@@ -784,15 +793,18 @@ def run_judge(
     judge_model = getattr(judge, "model", None)
     judge_model = judge_model if isinstance(judge_model, str) else None
 
-    call: Callable[[dict[str, Any]], Any] = judge
+    # A model judge that is also callable directly (rubric_judge) is awaited through its
+    # ``acall`` here, so its calls share one event loop at ``concurrency``.
+    acall = async_entry(judge)
+    call: Callable[[dict[str, Any]], Any] = acall if acall is not None else judge
     if declared is not None and _accepts_declared_tools(judge):
-        call = functools.partial(judge, declared_tools=declared)
+        call = functools.partial(call, declared_tools=declared)
     pure = _is_pure(judge)
     inputs = [_copy(r if type(r) is dict else dict(r)) for r in originals]
     results = _judge_all(
         inputs,
         call,
-        is_async=_is_async(judge),
+        is_async=acall is not None or _is_async(judge),
         pure=pure,
         concurrency=concurrency,
         timeout=timeout,

@@ -113,6 +113,8 @@ def parse_verdict(raw: Any) -> Verdict:
 def _is_async(judge: Any) -> bool:
     while isinstance(judge, functools.partial):
         judge = judge.func
+    if inspect.iscoroutinefunction(getattr(judge, "acall", None)):
+        return True
     return inspect.iscoroutinefunction(judge) or inspect.iscoroutinefunction(
         getattr(judge, "__call__", None)  # noqa: B004 - an object with an async __call__
     )
@@ -152,13 +154,17 @@ def _call_all(
         with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
             return list(pool.map(one, calls))
 
+    target = judge.func if isinstance(judge, functools.partial) else judge
+    acall = getattr(target, "acall", None)
+    awaited = acall if inspect.iscoroutinefunction(acall) else judge
+
     async def main() -> list[Verdict]:
         sem = asyncio.Semaphore(concurrency)
 
         async def one(pair: tuple[dict, dict]) -> Verdict:
             async with sem:
                 try:
-                    return parse_verdict(await judge(*pair))
+                    return parse_verdict(await awaited(*pair))
                 except Exception as exc:  # noqa: BLE001 - recorded on the pair
                     return fail(exc)
 
@@ -444,7 +450,8 @@ def _system_prompt(prompt: str | None, policy: str, tools: Sequence | None) -> s
 class PairwiseJudge:
     """A model that compares two replies (built by ``pairwise_judge``).
 
-    ``await judge(a_row, b_row)`` returns a ``Verdict``; a failed model call or an answer
+    ``judge(a_row, b_row)`` returns a ``Verdict`` (``await judge.acall(a_row, b_row)`` on an
+    event loop); a failed model call or an answer
     with no verdict gives ``winner=None`` with the reason, never an exception. One
     ``httpx.AsyncClient`` per event loop (``judge_pairs`` runs one loop and calls
     ``aclose`` at the end).
@@ -503,7 +510,22 @@ class PairwiseJudge:
         )
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
-    async def __call__(self, a_row: Mapping[str, Any], b_row: Mapping[str, Any]) -> Verdict:
+    def __call__(self, a_row: Mapping[str, Any], b_row: Mapping[str, Any]) -> Verdict:
+        """The verdict for one comparison, run to completion (on a loop of its own in a
+        worker thread when called from inside a running loop, e.g. a notebook)."""
+        from wai_exp.score.judges.judging import run_coro
+
+        async def once() -> Verdict:
+            try:
+                return await self.acall(a_row, b_row)
+            finally:
+                await self.aclose()
+
+        return run_coro(once)
+
+    async def acall(self, a_row: Mapping[str, Any], b_row: Mapping[str, Any]) -> Verdict:
+        """The verdict for one comparison, awaited on the caller's event loop (what
+        ``judge_pairs`` uses to keep ``concurrency`` comparisons in flight)."""
         from wai_exp.llm.http import BackendError
 
         try:
@@ -533,7 +555,8 @@ def pairwise_judge(
     *,
     transport: Any = None,
 ) -> Callable[[dict, dict], Verdict]:
-    """A model judge for ``judge_pairs``: ``await judge(a_row, b_row) -> Verdict``.
+    """A model judge for ``judge_pairs``: ``judge(a_row, b_row) -> Verdict`` (``await
+    judge.acall(a_row, b_row)`` on an event loop).
 
     ``spec`` is a backend spec (``openai:gpt-4.1-mini``, ``vllm:<model>@<url>``,
     ``ollama:...``, ``anthropic:...``), else the ``WAI_EXP_JUDGE`` environment variable;

@@ -477,6 +477,12 @@ class _Chat:
             self.spec, client, api_key=self.api_key, policy=self.retry or DEFAULT_RETRY
         )
 
+    async def aclose_current(self) -> None:
+        """Close the client of the running loop (a direct call's loop ends with it)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
     async def ask(self, system: str, user: str, max_tokens: int = 2048) -> str:
         messages = []
         if system:
@@ -661,7 +667,9 @@ def rubric_judge(
     instructions. ``transport`` (an ``httpx`` transport, e.g. ``httpx.MockTransport``) and
     ``retry`` (a ``RetryPolicy``) reach the HTTP layer.
 
-    The (async) judge returns ``reward`` (``Rubric.score``), ``reason``, ``markers``
+    The judge (a ``RubricJudge``: ``judge(row)`` returns the verdict dict, ``await
+    judge.acall(row)`` the same on an event loop) returns ``reward`` (``Rubric.score``),
+    ``reason``, ``markers``
     (``rubric:<slug>`` = 1.0 met / 0.0 not, and for a pitfall 1.0 clean / 0.0 exhibited;
     unanswered criteria get no marker), ``criteria`` (the raw verdicts), ``rubric_version``,
     ``breakdown`` (the rest of ``Rubric.score``) and ``model``. Its ``judge_name`` is
@@ -677,7 +685,7 @@ def rubric_judge(
     chat = _Chat(_resolve_spec(spec, "rubric_judge"), api_key, float(timeout), transport, retry)
     instructions = prompt if prompt is not None else JUDGE_INSTRUCTIONS
 
-    async def judge(row: dict) -> dict[str, Any]:
+    async def score(row: dict) -> dict[str, Any]:
         rb = fixed if fixed is not None else rubric_of(row)
         if rb is None:
             return {
@@ -700,12 +708,44 @@ def rubric_judge(
             "model": chat.model,
         }
 
-    judge.judge_name = (  # type: ignore[attr-defined]
-        f"rubric_judge@{fixed.version}" if fixed is not None else "rubric_judge"
+    return RubricJudge(
+        score,
+        chat,
+        f"rubric_judge@{fixed.version}" if fixed is not None else "rubric_judge",
+        fixed,
     )
-    judge.model = chat.model  # type: ignore[attr-defined]
-    judge.rubric = fixed  # type: ignore[attr-defined]
-    return judge
+
+
+class RubricJudge:
+    """The judge ``rubric_judge`` builds. ``judge(row)`` returns the verdict dict, also when
+    called from inside a running event loop (a notebook: the call then runs on a loop of
+    its own in a worker thread); ``await judge.acall(row)`` is the same call for code on an
+    event loop, which ``run_judge`` uses to keep ``concurrency`` calls in flight on one
+    loop. Carries ``judge_name``, ``model`` and ``rubric`` (the fixed rubric or None)."""
+
+    def __init__(
+        self, score: Callable[[dict], Any], chat: _Chat, name: str, rubric: Rubric | None
+    ) -> None:
+        self._score = score
+        self._chat = chat
+        self.judge_name = name
+        self.model = chat.model
+        self.rubric = rubric
+
+    async def acall(self, row: dict) -> dict[str, Any]:
+        """The verdict for ``row``, awaited on the caller's event loop."""
+        return await self._score(row)
+
+    def __call__(self, row: dict) -> dict[str, Any]:
+        from wai_exp.score.judges.judging import run_coro
+
+        async def once() -> dict[str, Any]:
+            try:
+                return await self._score(row)
+            finally:
+                await self._chat.aclose_current()
+
+        return run_coro(once)
 
 
 # ---------------------------------------------------------------------------------------
