@@ -219,9 +219,21 @@ def test_recommend_rejects_bad_arguments(kwargs: dict[str, Any], match: str) -> 
         recommend(TOOLS, policy=POLICY, **kwargs)
 
 
-def test_recommend_needs_tools() -> None:
-    with pytest.raises(ValueError, match="tools is required"):
-        recommend(policy=POLICY)
+def test_recommend_on_its_default_tools_none_sizes_the_shipped_spec_and_says_so() -> None:
+    # The documented default is tools=None: it sizes the shipped support desk, and says so.
+    rec = recommend()
+    mine = recommend(TOOLS, policy=POLICY)
+    assert rec["spec"] == "support_desk" and mine["spec"] is None
+    assert {k: rec[k] for k in ("cells", "rows", "situations")} == {
+        k: mine[k] for k in ("cells", "rows", "situations")
+    }
+    assert rec["reasoning"][0].startswith("tools=None: sized for the shipped support_desk spec")
+    assert "pass tools=" in rec["reasoning"][0]
+    # Shipped tools under your own policy: the first line says whose policy it read.
+    ruled = recommend(policy="1. Never guess an account id.")
+    assert "its tools, your policy" in ruled["reasoning"][0]
+    with pytest.raises(ValueError):
+        recommend([])
 
 
 @pytest.mark.parametrize("mode", ["sft", "rl"])

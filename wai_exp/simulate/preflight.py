@@ -406,9 +406,12 @@ def recommend(
     ``phrasings``, ``repeats``, ``rows`` (the simulate budget), ``copies_per_cell`` (visits
     each cell gets), ``simulate_kwargs`` (``mode``, ``tools``, ``system_prompt``,
     ``situations``, ``phrasings``, ``repeats``, ``unique``, ``budget``: splat into
-    ``wai_exp.simulate``), ``reasoning`` (the arithmetic, line by line) and ``sources``.
-    Raises ``ValueError`` for no tools, an unknown mode, a non-positive target, a
-    ``mixed_rate`` outside (0, 1], or both policy spellings.
+    ``wai_exp.simulate``), ``reasoning`` (the arithmetic, line by line), ``sources`` and
+    ``spec``: ``None`` for your own tools; with ``tools=None`` (the default) the shipped
+    support-desk spec is sized instead (its policy too when none is given), ``spec`` names it
+    and the first reasoning line says so. Raises ``ValueError`` for an empty or malformed
+    tool list, an unknown mode, a non-positive target, a ``mixed_rate`` outside (0, 1], or
+    both policy spellings.
     """
     if system_prompt is not None and policy:
         raise ValueError("policy= and system_prompt= are the same text; pass one of them, not both")
@@ -421,14 +424,31 @@ def recommend(
         raise ValueError(
             f"mixed_rate is the share of RL groups expected to split, in (0, 1]; got {mixed_rate}"
         )
+    defaulted: str | None = None
+    if tools is None:
+        # The documented default: the shipped spec's tools (and its policy when none was
+        # given), said so on the result, rather than a number for no agent at all.
+        from wai_exp.simulate.spec import DEFAULT_SPEC, load_agent_spec
+
+        shipped = load_agent_spec()
+        tools = shipped.tools
+        defaulted, what = DEFAULT_SPEC, "its tools, your policy"
+        if system_prompt is None and not policy:
+            prompt, what = shipped.system_prompt or "", "its tools and policy"
     clean = _clean_tools(_tool_list(tools))
     dims = build_dimensions(clean, prompt)
     cells = dims["cells"]
     demand = cells * SATURATION_COPIES
-    lines = [
+    lines = []
+    if defaulted is not None:
+        lines.append(
+            f"tools=None: sized for the shipped {defaulted} spec ({what}: {len(clean)} tools); "
+            "pass tools= (and policy=) to size your own agent"
+        )
+    lines.append(
         f"grid: {len(dims['tool'])} tools x stances x world states x tool conditions x "
         f"histories = {cells} cells; each wants {SATURATION_COPIES} visits = {demand} situations"
-    ]
+    )
     sources: list[str]
     if mode == "sft":
         lo, hi = SFT_RANGE
@@ -520,6 +540,7 @@ def recommend(
         "simulate_kwargs": kwargs,
         "reasoning": lines,
         "sources": sources,
+        "spec": defaulted,
     }
 
 
