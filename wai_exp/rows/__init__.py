@@ -1,4 +1,5 @@
-"""Rows: the schema-v1 row model, atomic JSONL I/O, privileged scrubbing and ``task_key``.
+"""Rows: the schema-v1 row model, the one step reader (every accepted shape), atomic JSONL
+I/O, privileged scrubbing, ``task_key`` and the paired prompt check.
 
 The names below load lazily: ``from wai_exp.rows.keys import task_key`` (what every score
 function imports) must not pay for the pydantic row model, about half of a selection's
@@ -19,6 +20,10 @@ _EXPORTS: dict[str, str] = {
     "write_json": "jsonl",
     "write_rows": "jsonl",
     "task_key": "keys",
+    "prompt_mismatch": "keys",
+    "ACCEPTED_SHAPES": "reader",
+    "RowShapeError": "reader",
+    "read_steps": "reader",
     "SCHEMA_VERSION": "model",
     "TIMING_FIELDS": "model",
     "Row": "model",
