@@ -92,3 +92,10 @@ def test_only_changed_knobs_become_params():
     knobs = {"concurrency": 8, "k": 4, "seed": 3, "world": {}, "mystery": 1, "band": [0.2, 0.8]}
     defaults = {"concurrency": 16, "k": 4, "seed": 0, "world": {}, "band": (0.2, 0.8)}
     assert split_knobs(knobs, defaults, skip=("seed", "world")) == {"concurrency": 8, "mystery": 1}
+
+
+def test_an_adaptive_runs_pass_at_1_says_it_reads_the_first_batch():
+    stages = _stages()
+    stages[1].report["pass_at_1_basis"] = "first_batch"
+    note = describe_run(stages, preset="rl_round", overrides=[], config_hash="a" * 16)
+    assert "over 147 tasks, from the fixed first batch of every task" in note

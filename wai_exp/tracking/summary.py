@@ -196,9 +196,13 @@ def describe_run(
         where = f" ({s.name})" if len(graded) > 1 else ""
         n = s.report.get("n_groups")
         over = f" over {n} tasks" if isinstance(n, int) else ""
+        basis = ""
+        if s.report.get("pass_at_1_basis") == "first_batch":
+            # An adaptive run: the headline reads each task's fixed first batch (unbiased).
+            basis = ", from the fixed first batch of every task"
         out.append(
             f"### pass@1{where} {_fmt(_num(m['pass_at_1']))} "
-            f"({_interval(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}){over}"
+            f"({_interval(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}){over}{basis}"
         )
         k = s.report.get("k")
         kk = k if isinstance(k, int) else "k"
