@@ -701,7 +701,12 @@ def test_timeout_loses_the_rollout_not_the_run():
 
 
 def test_adaptive_mode_re_rolls_when_new_behaviour_stops_showing_up():
-    data = simulate(mode="adaptive", budget=600, seed=0)
+    # Re-rolls start once the share of rows showing new behaviour falls under the floor;
+    # whether a 600-row run gets there under the default 0.55 depends on its draws, so the
+    # floor is set where this run's share does fall under it.
+    data = simulate(
+        mode="adaptive", budget=600, seed=0, advanced={"adaptive_verify_explore_floor": 0.7}
+    )
     reasons = Counter(r["selection_reason"] for r in data.rows)
     assert reasons["verify"] > 0 and reasons["initial"] > 0
     for r in data.rows:

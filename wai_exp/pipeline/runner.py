@@ -838,7 +838,10 @@ def summarize(outcome: RunOutcome) -> str:
         over = f" over {n} tasks" if n is not None else ""
         which = f" ({graded.name})" if len(graded_stages) > 1 else ""
         ci = _fmt_ci(m.get("pass_at_1_ci_lo"), m.get("pass_at_1_ci_hi"))
-        out.append(f"pass@1{which}: {m['pass_at_1']:.3f}  {ci}{over}")
+        # An adaptive run's headline reads each task's fixed first batch: say so.
+        first = graded.result.report.get("pass_at_1_basis") == "first_batch"
+        basis = ", from the fixed first batch of every task" if first else ""
+        out.append(f"pass@1{which}: {m['pass_at_1']:.3f}  {ci}{over}{basis}")
         k = graded.result.report.get("k")
         if "pass_pow_k" in m and "pass_at_k" in m:
             out.append(f"  pass^{k}: {m['pass_pow_k']:.3f}  pass@{k}: {m['pass_at_k']:.3f}")
