@@ -14,16 +14,19 @@ sd 0.17 around 0.5, fresh per replication). For each cell the task count is
 
 How the rows are built: each replication draws each task's pass count per arm as
 Binomial(k, p_task) (all replications of a cell in one batched numpy draw), i.e. k graded
-0/1 rows per task per arm. The verdict is the one ``compare_runs`` computes on those rows:
-``paired_bootstrap`` over the per-task pass rates with ``compare_runs``' own settings
-(``n_boot=2000``, level 0.95, clipped to the delta's possible range, continuity as
-``stats.VERDICT_CONTINUITY``), seeded per replication. It is called on the task arrays
-rather than on row dicts because building 3,000 row lists of up to 3,000 rows per cell
-costs more than the statistics; ``tests/score/test_calibration.py`` checks that
-``compare_runs`` on rows gives the same interval as this call.
+0/1 rows per task per arm. The verdict is the one ``compare_runs`` computes on those rows
+(``verdicts``): the bootstrap resamples of every replication are drawn in one batched
+multinomial over the lattice the paired differences sit on, and each interval then comes
+from ``resample._interval_from_moments``, the code compare_runs' and delta_report's
+intervals go through, with compare_runs' settings (``n_boot=2000``, level 0.95,
+``stats.VERDICT_METHOD``, clipped to the delta's possible range, continuity as
+``stats.VERDICT_CONTINUITY``). Building row dicts and calling compare_runs per replication
+measures the same thing about 30x slower; ``tests/score/stats/test_calibration.py`` checks
+the batched verdicts against compare_runs on rows.
 
-``study(reps, n_key, continuity)`` runs the grid; ``n_key="n_tasks_closed_form"`` with
-``continuity=True`` is the verdict and the sizes before issue 12 (the "before" table).
+``study(reps, n_key, continuity, method)`` runs the grid; ``n_key="n_tasks_closed_form"``,
+``continuity=True`` and ``method="studentized"`` are the sizes and the verdict before issue 12
+(the "before" table).
 Each share carries its Wilson 95% interval over replications.
 
 Run: ``nice python experiments/bench/run.py calibration`` (WAI_CALIBRATION_REPS overrides
@@ -41,8 +44,12 @@ from typing import Any
 import numpy as np
 
 from wai_exp.score.stats.power import holdout_size
-from wai_exp.score.stats.resample import paired_bootstrap, wilson_interval
-from wai_exp.score.stats.stats import VERDICT_CONTINUITY
+from wai_exp.score.stats.resample import (
+    _interval_from_moments,
+    paired_boundary_interval,
+    wilson_interval,
+)
+from wai_exp.score.stats.stats import VERDICT_CONTINUITY, VERDICT_METHOD
 
 EFFECTS = (0.05, 0.10, 0.15, 0.20)
 KS = (1, 4, 8)
@@ -73,16 +80,61 @@ def _bounds(ra: np.ndarray, rb: np.ndarray) -> tuple[float, float]:
     return b_min - a_max, b_max - a_min
 
 
-def verdicts(ra: np.ndarray, rb: np.ndarray, continuity: bool, seed: int) -> np.ndarray:
-    """+1 (b better), -1 (a better) or 0 per replication; rows of ra / rb are replications."""
-    out = np.zeros(ra.shape[0], dtype=int)
-    for r in range(ra.shape[0]):
-        iv = paired_bootstrap(
-            ra[r], rb[r], n_resamples=N_BOOT, level=0.95, seed=seed + r,
-            bounds=_bounds(ra[r], rb[r]), continuity=continuity,
-        ).interval  # fmt: skip
-        if iv is not None:
-            out[r] = 1 if iv.low > 0 else (-1 if iv.high < 0 else 0)
+def _resample_moments(
+    d: np.ndarray, k: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(reps x N_BOOT) bootstrap means and plug-in variances of each row of ``d``.
+
+    Paired differences of pass rates over k rollouts sit on the lattice j/k, j in -k..k,
+    so each replication's resample is its count vector over those 2k + 1 values, drawn
+    Multinomial(n, counts/n): the distribution of an index-matrix resample, and the draw
+    ``resample`` itself makes when a sample has few distinct values. All replications of a
+    block are drawn in one call.
+    """
+    reps, n = d.shape
+    grid = np.arange(-k, k + 1) / k
+    codes = np.rint(d * k).astype(int) + k
+    counts = np.stack([np.bincount(row, minlength=2 * k + 1) for row in codes])
+    draws = rng.multinomial(n, counts / n, size=(N_BOOT, reps)).astype(float)
+    means = draws @ grid / n
+    variances = np.maximum(draws @ (grid * grid) / n - means * means, 0.0)
+    return means.T, variances.T
+
+
+def verdicts(
+    ra: np.ndarray,
+    rb: np.ndarray,
+    k: int,
+    continuity: bool,
+    rng: np.random.Generator,
+    method: str = VERDICT_METHOD,
+) -> np.ndarray:
+    """+1 (b better), -1 (a better) or 0 per replication; rows of ra / rb are replications.
+
+    The resamples are drawn in batches (``_resample_moments``); each replication's interval
+    is then computed by resample's own ``_interval_from_moments``, the code every paired
+    interval in compare_runs and delta_report goes through, with compare_runs' settings
+    (``N_BOOT``, level 0.95, ``VERDICT_METHOD``, clipped to the delta's possible range). A
+    replication whose paired differences are all equal gets compare_runs' interval for
+    that case (``paired_boundary_interval``).
+    """
+    d = rb - ra
+    out = np.zeros(d.shape[0], dtype=int)
+    block = max(1, 200_000 // (N_BOOT * (2 * k + 1)) * 10)
+    for start in range(0, d.shape[0], block):
+        stop = min(start + block, d.shape[0])
+        means, variances = _resample_moments(d[start:stop], k, rng)
+        for i, r in enumerate(range(start, stop)):
+            row = d[r]
+            if row.min() == row.max():
+                iv = paired_boundary_interval(float(ra[r].mean()), float(rb[r].mean()), row.size)
+            else:
+                iv = _interval_from_moments(
+                    row, means[i], variances[i], N_BOOT, 0.95, method, continuity,
+                    _bounds(ra[r], rb[r]),
+                ).interval  # fmt: skip
+            if iv is not None:
+                out[r] = 1 if iv.low > 0 else (-1 if iv.high < 0 else 0)
     return out
 
 
@@ -99,6 +151,7 @@ def cell(
     reps: int,
     n_key: str = "n_tasks",
     continuity: bool = VERDICT_CONTINUITY,
+    method: str = VERDICT_METHOD,
 ) -> dict[str, Any]:
     """One grid cell: the null false-positive rate and the power at holdout_size's n."""
     n = int(holdout_size(effect, base=BASE, k=k)[n_key])
@@ -106,11 +159,11 @@ def cell(
     rng = np.random.default_rng([SEED, index])
     t0 = time.perf_counter()
     p = _difficulties(rng, layout, reps, n)
-    null = verdicts(rng.binomial(k, p) / k, rng.binomial(k, p) / k, continuity, seed=index * 10_000)
+    null = verdicts(rng.binomial(k, p) / k, rng.binomial(k, p) / k, k, continuity, rng, method)
     p = _difficulties(rng, layout, reps, n)
     gain = verdicts(
-        rng.binomial(k, p) / k, rng.binomial(k, np.minimum(p + effect, 1.0)) / k, continuity,
-        seed=index * 10_000 + 5_000,
+        rng.binomial(k, p) / k, rng.binomial(k, np.minimum(p + effect, 1.0)) / k, k,
+        continuity, rng, method,
     )  # fmt: skip
     return {
         "effect": effect, "k": k, "difficulty": layout, "n_tasks": n, "reps": reps,
@@ -121,16 +174,20 @@ def cell(
 
 
 def study(
-    reps: int | None = None, n_key: str = "n_tasks", continuity: bool = VERDICT_CONTINUITY
+    reps: int | None = None,
+    n_key: str = "n_tasks",
+    continuity: bool = VERDICT_CONTINUITY,
+    method: str = VERDICT_METHOD,
 ) -> list[dict[str, Any]]:
     """Every cell of the grid (effects x k x difficulty), in that order."""
     reps = reps or _reps()
-    return [
-        cell(e, k, layout, reps, n_key, continuity)
-        for e in EFFECTS
-        for k in KS
-        for layout in DIFFICULTIES
-    ]
+    cells = []
+    for e in EFFECTS:
+        for k in KS:
+            for layout in DIFFICULTIES:
+                cells.append(cell(e, k, layout, reps, n_key, continuity, method))
+                print(format_table(cells[-1:]).splitlines()[1], file=sys.stderr, flush=True)
+    return cells
 
 
 def format_table(cells: list[dict[str, Any]]) -> str:
@@ -166,5 +223,16 @@ def bench_calibration_grid() -> list[dict]:
 if __name__ == "__main__":
     n_reps = int(sys.argv[1]) if len(sys.argv) > 1 else _reps()
     before = len(sys.argv) > 2 and sys.argv[2] == "before"
-    cells = study(n_reps, n_key="n_tasks_closed_form", continuity=True) if before else study(n_reps)
+    cells = (
+        study(n_reps, n_key="n_tasks_closed_form", continuity=True, method="studentized")
+        if before
+        else study(n_reps)
+    )
     print(format_table(cells))
+    # The literal score/stats/power.py bakes as MEASURED_POWER (the power column).
+    print("MEASURED_POWER = {")
+    for c in cells:
+        lo, hi = c["power"]["ci95"]
+        key = f"({c['k']}, {c['difficulty']!r}, {c['effect']:.2f})"
+        print(f"    {key}: ({c['power']['value']:.4f}, {lo:.4f}, {hi:.4f}),")
+    print("}")

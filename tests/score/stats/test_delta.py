@@ -678,3 +678,23 @@ def test_compare_runs_refuses_paired_tasks_with_different_prompts() -> None:
     assert out["not_comparable"][0].startswith("prompts: 20 of 30 paired tasks")
     ok = compare_runs(a, _asks(lambda t: f"Refund order ORD-{t}.", 0.9, 2))
     assert ok["verdict"] == "b_better" and ok["not_comparable"] == []
+
+
+def test_sizing_on_a_before_side_that_failed_everything_is_degenerate_not_zero() -> None:
+    # Before at 0 on every rollout: detectable_effect used to start its fixed point at
+    # q = p = 0, stay there, and print "detect +0.000". Now a real gain, flagged DEGENERATE.
+    before, after = arm(30, 4, 0.0, 3), arm(30, 4, 0.3, 4)
+    s = delta_report(before, after)["sizing"]
+    assert s["detectable_effect"] > 0.05
+    assert s["note"].startswith("DEGENERATE:") and "cannot vary" in s["note"]
+
+
+def test_sizing_line_names_the_power_the_study_measured() -> None:
+    before, after = arm(44, 4, 0.5, 5), arm(44, 4, 0.62, 6)
+    rep = delta_report(before, after)
+    mp = rep["sizing"]["measured_power"]
+    assert mp is not None and mp["k"] == 4 and mp["difficulty"] == "equal"
+    lo, hi = mp["ci95"]
+    assert lo <= mp["power"] <= hi and "bench_calibration.py" in mp["source"]
+    line = next(x for x in format_delta_report(rep).splitlines() if x.startswith("sizing:"))
+    assert "at 80% power (measured " in line and "k=4, equal difficulty" in line

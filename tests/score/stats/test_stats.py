@@ -370,3 +370,14 @@ def test_eval_variance_leaves_out_rows_that_name_no_run() -> None:
     # No row names a run: they are the one run, nothing is stray.
     alone = eval_variance(stray)
     assert alone["n_stray_rows"] == 0 and len(alone["means"]) == 1
+
+
+def test_unpaired_runs_at_zero_are_not_certain_either() -> None:
+    # Three tasks a side, none shared: the unpaired fallback's bootstrap cannot vary.
+    a = [{"scenario_id": f"a{i}", "reward": 0.0} for i in range(3) for _ in range(4)]
+    b = [{"scenario_id": f"b{i}", "reward": 0.0} for i in range(3) for _ in range(4)]
+    res = compare_runs(a, b)
+    _, hi = wilson_over(0.0, 3)
+    assert res["paired"] is False and res["method"] == "unpaired_boundary"
+    assert res["ci95"] == pytest.approx([-hi, hi])
+    assert res["verdict"] == "no_difference_detected"

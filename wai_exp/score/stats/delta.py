@@ -4,8 +4,8 @@ One paired comparison of ``after`` against ``before`` over tasks (``task_key``),
 and every marker both sides carry. The rows are read once per side into a (rows x metrics)
 value matrix and grouped into per-task means with ``np.bincount``. Every interval then
 comes from ``resample.bootstrap_columns``, the implementation ``paired_bootstrap`` and so
-``compare_runs`` use, with its settings (studentized bootstrap-t, clipped to the delta's
-possible range, no lattice continuity correction: ``stats.VERDICT_CONTINUITY`` says why;
+``compare_runs`` use, with its settings (the expanded percentile interval, clipped to the
+delta's possible range, no lattice continuity correction: ``stats.VERDICT_METHOD`` says why;
 when every paired difference is the same the bootstrap cannot vary and the interval is
 ``resample.paired_boundary_interval``): metrics present on the same paired
 tasks share one resample matrix, and pass@1 draws first from ``seed``'s stream, so on the
@@ -49,7 +49,7 @@ from wai_exp.score.stats.resample import (
     two_proportion_p,
     z_quantile,
 )
-from wai_exp.score.stats.stats import VERDICT_CONTINUITY
+from wai_exp.score.stats.stats import VERDICT_CONTINUITY, VERDICT_METHOD
 
 __all__ = [
     "ANSWERED_GAP_POINTS",
@@ -270,7 +270,7 @@ def _intervals_and_pvalues(
 
     ``diffs`` is (tasks x metrics), ``after - before`` per paired task, NaN where the metric
     does not pair. ``bootstrap_columns`` gives each metric the interval ``paired_bootstrap``
-    would (studentized, ``VERDICT_CONTINUITY``, clipped to ``bounds``) from one resample
+    would (``VERDICT_METHOD``, ``VERDICT_CONTINUITY``, clipped to ``bounds``) from one resample
     matrix shared by the metrics on the same tasks. Column 0 (pass@1) draws first from
     ``seed``'s stream and its sign-flip test follows on that stream, which is exactly what
     ``compare_runs`` does: on the same paired tasks and seed the two agree on interval,
@@ -279,7 +279,7 @@ def _intervals_and_pvalues(
     rng = as_generator(seed)
     boots = bootstrap_columns(
         diffs, n_resamples=n_boot, level=level, seed=rng, bounds=bounds,
-        continuity=VERDICT_CONTINUITY,
+        method=VERDICT_METHOD, continuity=VERDICT_CONTINUITY,
     )  # fmt: skip
     cis = [None if b is None or b.interval is None else b.interval.as_list() for b in boots]
     pvals: list[float | None] = []
@@ -704,7 +704,9 @@ def delta_report(
     # ---- sizing -------------------------------------------------------------------------
     both = on_b & on_a
     t_diffs = a_means[both, j_target] - b_means[both, j_target]
-    sizing = _sizing(n_paired, t, k_b, t_diffs, power, alpha)
+    sizing = _sizing(
+        n_paired, t, k_b, t_diffs, power, alpha, b_means[both, j_target], b_counts[both, j_target]
+    )
     # k per side is the usual group size; a run that lost rollouts on a minority of tasks
     # keeps that mode, so the fewest rollouts per paired task is compared as well (the k
     # pass_at would pick): k=4 against k=2 on a third of the tasks is still unequal k.
@@ -1012,7 +1014,7 @@ def _groups(
                 res = paired_bootstrap(
                     x, y, n_resamples=n_boot, level=level, seed=seed,
                     bounds=(float(va.min() - vb.max()), float(va.max() - vb.min())),
-                    continuity=VERDICT_CONTINUITY,
+                    method=VERDICT_METHOD, continuity=VERDICT_CONTINUITY,
                 )  # fmt: skip
                 if (y - x).min() == (y - x).max():
                     iv = paired_boundary_interval(float(x.mean()), float(y.mean()), n, level)
@@ -1034,11 +1036,17 @@ def _sizing(
     task_diffs: np.ndarray,
     power: float,
     alpha: float,
+    before_rates: np.ndarray | None = None,
+    before_counts: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The sizing line: what this holdout can detect, and what the observed delta needs.
 
     The per-task sd is measured off this comparison's own paired differences (the
     quantity ``holdout_size(before=, after=)`` reads off rows), so no row is read twice.
+    ``measured_power`` is what the calibration study measured in the grid cell nearest to
+    this case (k, the before side's true spread of difficulty, the detectable effect),
+    with its interval and source, beside the nominal ``power`` the formula promises.
+    A before side that cannot vary (every rollout the same) gets a ``DEGENERATE:`` note.
     """
     out: dict[str, Any] = {
         "n_paired_tasks": n_paired,
@@ -1046,6 +1054,7 @@ def _sizing(
         "power": power,
         "alpha": alpha,
         "detectable_effect": None,
+        "measured_power": None,
         "n_tasks_for_observed": None,
         "task_std": None,
         "note": None,
@@ -1055,16 +1064,36 @@ def _sizing(
     if base is None or k_b is None:
         out["note"] = "no paired tasks on the target: nothing to size"
         return out
-    from wai_exp.score.stats.power import detectable_effect, holdout_size
+    from wai_exp.score.stats.power import (
+        detectable_effect,
+        holdout_size,
+        measured_power,
+        true_spread,
+    )
 
     base_rate = min(max(float(base), 0.0), 1.0)
     if base_rate >= 1.0:
-        out["note"] = "the before side passes every paired task: no gain can be sized"
+        out["note"] = (
+            "DEGENERATE: the before side passes every paired task every time: no gain is "
+            "possible, so none can be sized"
+        )
         return out
+    spread = None
+    if before_rates is not None and before_counts is not None and before_rates.size >= 2:
+        spread = true_spread(before_rates, before_counts)
+        if before_rates.min() == before_rates.max() and base_rate in (0.0, 1.0):
+            out["note"] = (
+                f"DEGENERATE: every before rollout scored {base_rate:g}, so the before side "
+                "cannot vary; the size rests on the binomial model alone"
+            )
     try:
         out["detectable_effect"] = detectable_effect(
             n_paired, base=base_rate, k=max(k_b, 1), power=power, alpha=alpha
         )
+        if out["detectable_effect"] is not None:
+            out["measured_power"] = measured_power(
+                max(k_b, 1), spread, float(out["detectable_effect"])
+            )
         if out["detectable_effect"] is None:
             out["note"] = f"{n_paired} paired tasks are too few for a power calculation"
         elif out["detectable_effect"] > 1.0 - base_rate:
@@ -1146,6 +1175,15 @@ def format_delta_report(report: dict[str, Any]) -> str:
             f"sizing: {s['n_paired_tasks']} paired tasks at k={s['k']} detect "
             f"{s['detectable_effect']:+.3f} at {s['power']:.0%} power"
         )
+        mp = s.get("measured_power")
+        if mp:
+            line += (
+                f" (measured {mp['power']:.1%} [{mp['ci95'][0]:.1%}, {mp['ci95'][1]:.1%}] in "
+                f"the calibration study's nearest cell: k={mp['k']}, {mp['difficulty']} "
+                f"difficulty, effect {mp['effect']:.2f}; {mp['source']})"
+            )
+        else:
+            line += " (not measured by the calibration study for this case)"
         if s.get("n_tasks_for_observed"):
             line += f"; the observed delta needs about {s['n_tasks_for_observed']} tasks"
         lines.append(line)

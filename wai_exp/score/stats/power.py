@@ -33,7 +33,17 @@ from scipy import special as _sp  # not scipy.stats: 0.6 s to import for two qua
 from wai_exp.score.stats.passat import as_rows
 from wai_exp.score.stats.resample import reward_groups
 
-__all__ = ["FIXED_POINT_STEPS", "MIN_HOLDOUT_TASKS", "detectable_effect", "holdout_size"]
+__all__ = [
+    "FIXED_POINT_STEPS",
+    "MEASURED_POWER",
+    "MEASURED_POWER_SOURCE",
+    "MIN_HOLDOUT_TASKS",
+    "detectable_effect",
+    "difficulty_layout",
+    "holdout_size",
+    "measured_power",
+    "true_spread",
+]
 
 #: Fewer paired tasks than this and compare_runs stops pairing (its ``min_paired``), so no
 #: holdout is sized below it and ``detectable_effect`` returns None.
@@ -49,6 +59,55 @@ def _z(alpha: float, power: float) -> tuple[float, float]:
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must be in (0, 1), e.g. 0.8; got {power!r}")
     return float(_sp.ndtri(1.0 - alpha / 2.0)), float(_sp.ndtri(power))
+
+
+#: Where ``MEASURED_POWER`` comes from, named on every line that quotes it.
+MEASURED_POWER_SOURCE = (
+    "experiments/bench/bench_calibration.py, 3,000 replications per cell, base 0.5, "
+    "compare_runs' verdict at holdout_size's n_tasks"
+)
+#: The power the calibration study measured at ``holdout_size(effect, base=0.5, k=k)``'s
+#: ``n_tasks``, keyed ``(k, difficulty, effect)`` with ``difficulty`` "equal" (every task at
+#: 0.5) or "spread" (uniform on [0.2, 0.8]): ``(power, ci95 low, ci95 high)``, the interval
+#: Wilson over replications. Baked from the study's run (``MEASURED_POWER_SOURCE``); rerun
+#: it and update these when the verdict or the sizing changes.
+MEASURED_POWER: dict[tuple[int, str, float], tuple[float, float, float]] = {}
+#: A before side whose true per-task spread (binomial noise taken out) is under this sd
+#: reads as the study's "equal" layout; the "spread" layout has sd 0.17.
+EQUAL_SPREAD_MAX = 0.09
+
+
+def difficulty_layout(spread: float | None) -> str:
+    """``"equal"`` or ``"spread"``: which of the study's layouts a true task spread is near."""
+    return "equal" if spread is None or spread < EQUAL_SPREAD_MAX else "spread"
+
+
+def measured_power(k: int, spread: float | None, effect: float) -> dict[str, Any] | None:
+    """The study's measured power in the cell nearest to (k, spread, effect), or None.
+
+    Returns ``power``, ``ci95``, the cell's ``k``, ``difficulty`` and ``effect``, and
+    ``source`` (``MEASURED_POWER_SOURCE``). The nearest k and effect are taken on the
+    grid (k = 1, 4, 8; effects 0.05 to 0.20), so a case off the grid gets the closest
+    measurement, not an extrapolation; the cell is named so a reader can tell.
+    """
+    if not MEASURED_POWER:
+        return None
+    layout = difficulty_layout(spread)
+    ks = sorted({key[0] for key in MEASURED_POWER})
+    effects = sorted({key[2] for key in MEASURED_POWER})
+    k_near = min(ks, key=lambda v: (abs(v - k), v))
+    e_near = min(effects, key=lambda v: (abs(v - effect), v))
+    got = MEASURED_POWER.get((k_near, layout, e_near))
+    if got is None:
+        return None
+    return {
+        "power": got[0],
+        "ci95": [got[1], got[2]],
+        "k": k_near,
+        "difficulty": layout,
+        "effect": e_near,
+        "source": MEASURED_POWER_SOURCE,
+    }
 
 
 def _model_sd(base: float, effect: float, k: int) -> float:
@@ -77,7 +136,7 @@ def _n_for(sd: float, effect: float, z_sum: float) -> int:
     return max(int(math.ceil((z_sum * sd / effect) ** 2 - 1e-9)), 1)
 
 
-def _true_spread(rates: np.ndarray, counts: np.ndarray) -> float | None:
+def true_spread(rates: np.ndarray, counts: np.ndarray) -> float | None:
     """sd of the tasks' true pass rates: observed variance minus binomial sampling noise.
 
     ``E[p_hat(1 - p_hat)] = p(1 - p)(n - 1)/n``, so each task's sampling variance
@@ -186,7 +245,7 @@ def holdout_size(
             base = float(gb.means.mean())
             multi = gb.counts[gb.counts >= 2]
             k = int(np.median(multi)) if multi.size else 1
-            base_spread = _true_spread(gb.means, gb.counts)
+            base_spread = true_spread(gb.means, gb.counts)
             pq = base * (1.0 - base)
             if gb.n_rows and bool(np.all(gb.values == gb.values[0])) and base < 1.0:
                 notes.append(

@@ -30,11 +30,12 @@ ch. 12): each resample's mean is standardized by its own standard error, so the 
 carries t-like tails at small n and the skew of a rate near 0 or 1. Pass rates sit on a
 lattice (multiples of 1/k), so their mean is a discrete statistic whose bootstrap endpoints
 are atoms; ``continuity=True`` widens each end by half the lattice step of the mean, the
-usual continuity correction. Measured by experiments/bench/bench_calibration.py (null: same
-agent both arms, 40 tasks, k=4, difficulties uniform on [0.2, 0.8]): the plain percentile
-interval reports a difference in 5.8% of 3,000 replications, the default in 4.8%, and the
-default still detects a +0.15 gain in 82% of replications at the 42 tasks
-``holdout_size(0.15, base=0.5)`` asks for.
+usual continuity correction (on by default for one-sample intervals). The paired verdicts
+of compare_runs and delta_report leave it off (``stats.VERDICT_CONTINUITY``): the
+calibration study (experiments/bench/bench_calibration.py, issue 12) measured it costing
+false positives below the nominal 5% (4.1% on 42 equal-difficulty tasks at k=4) and power
+below the promised 80%. When every value is the same no resample can differ, and with
+``bounds`` the interval is ``wilson_over_tasks`` instead of a zero-width claim.
 ``"expanded"`` (Hesterberg 2015: percentile widened by ``sqrt(n/(n-1)) t_{n-1}/z``),
 ``"percentile"`` and ``"bca"`` are available for comparison.
 """
@@ -252,17 +253,20 @@ def wilson_over_tasks(
     return Interval(lo_b + low * (hi_b - lo_b), lo_b + high * (hi_b - lo_b))
 
 
-def paired_boundary_interval(mean_a: float, mean_b: float, n: int, level: float = 0.95) -> Interval:
+def paired_boundary_interval(
+    mean_a: float, mean_b: float, n: int, level: float = 0.95, n_b: int | None = None
+) -> Interval:
     """An interval on ``mean_b - mean_a`` (two pass rates over the same ``n`` tasks) for when
     every paired difference is the same value and the bootstrap cannot vary.
 
     Newcombe's hybrid score interval from each arm's ``wilson_over_tasks`` interval:
     ``d - sqrt((b - l_b)^2 + (u_a - a)^2)`` to ``d + sqrt((u_b - b)^2 + (a - l_a)^2)``. It
     ignores the pairing, so it is wide, which is the honest size when the tasks agree on
-    everything. Raises ``ValueError`` for ``n < 1``.
+    everything. ``n_b`` is b's task count when the two sides are not paired (default ``n``).
+    Raises ``ValueError`` for ``n < 1``.
     """
     la, ua = wilson_over_tasks(mean_a, n, level)
-    lb, ub = wilson_over_tasks(mean_b, n, level)
+    lb, ub = wilson_over_tasks(mean_b, n if n_b is None else n_b, level)
     d = float(mean_b) - float(mean_a)
     low = d - math.sqrt((mean_b - lb) ** 2 + (ua - mean_a) ** 2)
     high = d + math.sqrt((ub - mean_b) ** 2 + (mean_a - la) ** 2)
