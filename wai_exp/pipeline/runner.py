@@ -841,6 +841,9 @@ def summarize(outcome: RunOutcome) -> str:
         # An adaptive run's headline reads each task's fixed first batch: say so.
         first = graded.result.report.get("pass_at_1_basis") == "first_batch"
         basis = ", from the fixed first batch of every task" if first else ""
+        if graded.result.report.get("ci_method") == "wilson_tasks":
+            # every task at one rate: the bootstrap cannot vary, so say which interval it is
+            ci += " (Wilson over tasks: every task has the same rate)"
         out.append(f"pass@1{which}: {m['pass_at_1']:.3f}  {ci}{over}{basis}")
         k = graded.result.report.get("k")
         if "pass_pow_k" in m and "pass_at_k" in m:

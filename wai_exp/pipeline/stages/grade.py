@@ -173,9 +173,7 @@ def judge_rows(
     elif batched:
         from wai_exp.score.judges.judging import run_judge_batched
 
-        batches = (
-            with_privileged(chunk, in_place=True) for chunk in _batches(stored, GRADE_BATCH)
-        )
+        batches = (with_privileged(chunk, in_place=True) for chunk in _batches(stored, GRADE_BATCH))
         scored = run_judge_batched(
             batches, counted, source="grade", version=cfg.get("version"), **common
         )

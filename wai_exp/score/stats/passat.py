@@ -161,6 +161,9 @@ class PassAt:
     pass_at_k_ci95: tuple[float, float] | None = None
     pass_at_1_basis: str = "all_rows"
     n_rows_pass_at_1: int | None = None
+    #: How ``ci95`` was computed: ``"bootstrap"`` (over tasks), ``"wilson_tasks"`` (every
+    #: task at the same rate, so the bootstrap cannot vary) or ``None`` (no interval).
+    ci_method: str | None = None
 
     @property
     def headroom(self) -> float | None:
@@ -216,6 +219,7 @@ class PassAt:
             "pass_at_k_ci95": as_list(self.pass_at_k_ci95),
             "pass_at_1_basis": self.pass_at_1_basis,
             "n_rows_pass_at_1": self.n_rows_pass_at_1,
+            "ci_method": self.ci_method,
         }
 
 
@@ -377,6 +381,9 @@ def pass_at(
         pass_at_k_ci95=at_ci,
         pass_at_1_basis=basis,
         n_rows_pass_at_1=n_rows1,
+        ci_method=None
+        if ci1 is None
+        else ("wilson_tasks" if rates1.min() == rates1.max() else "bootstrap"),
     )
 
 
