@@ -251,8 +251,10 @@ def test_to_dict_keys_lists_and_headroom() -> None:
         "k", "pass_at_1", "pass_pow_k", "pass_at_k", "headroom", "n_groups", "n_rows",
         "n_groups_at_k", "n_groups_imputed", "per_task", "note", "config", "ci95",
         "pass_pow_k_ci95", "pass_at_k_ci95", "pass_at_1_basis", "n_rows_pass_at_1",
+        "ci_method",
     }  # fmt: skip
     assert isinstance(d["ci95"], list) and len(d["ci95"]) == 2
+    assert d["ci_method"] == "bootstrap"
     assert d["headroom"] == pytest.approx(p.pass_at_k - p.pass_at_1)
 
 

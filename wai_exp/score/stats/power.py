@@ -64,14 +64,39 @@ def _z(alpha: float, power: float) -> tuple[float, float]:
 #: Where ``MEASURED_POWER`` comes from, named on every line that quotes it.
 MEASURED_POWER_SOURCE = (
     "experiments/bench/bench_calibration.py, 3,000 replications per cell, base 0.5, "
-    "compare_runs' verdict at holdout_size's n_tasks"
+    "compare_runs' verdict at holdout_size's n_tasks (run 2026-12-01)"
 )
 #: The power the calibration study measured at ``holdout_size(effect, base=0.5, k=k)``'s
 #: ``n_tasks``, keyed ``(k, difficulty, effect)`` with ``difficulty`` "equal" (every task at
 #: 0.5) or "spread" (uniform on [0.2, 0.8]): ``(power, ci95 low, ci95 high)``, the interval
 #: Wilson over replications. Baked from the study's run (``MEASURED_POWER_SOURCE``); rerun
 #: it and update these when the verdict or the sizing changes.
-MEASURED_POWER: dict[tuple[int, str, float], tuple[float, float, float]] = {}
+MEASURED_POWER: dict[tuple[int, str, float], tuple[float, float, float]] = {  # fmt: skip
+    (1, "equal", 0.05): (0.7983, 0.7836, 0.8123),
+    (1, "spread", 0.05): (0.8413, 0.8278, 0.8540),
+    (4, "equal", 0.05): (0.7970, 0.7822, 0.8110),
+    (4, "spread", 0.05): (0.8490, 0.8357, 0.8614),
+    (8, "equal", 0.05): (0.8063, 0.7918, 0.8201),
+    (8, "spread", 0.05): (0.8370, 0.8234, 0.8498),
+    (1, "equal", 0.10): (0.7863, 0.7713, 0.8006),
+    (1, "spread", 0.10): (0.8380, 0.8244, 0.8508),
+    (4, "equal", 0.10): (0.7940, 0.7792, 0.8081),
+    (4, "spread", 0.10): (0.8383, 0.8247, 0.8511),
+    (8, "equal", 0.10): (0.8067, 0.7921, 0.8204),
+    (8, "spread", 0.10): (0.8527, 0.8395, 0.8649),
+    (1, "equal", 0.15): (0.7903, 0.7754, 0.8045),
+    (1, "spread", 0.15): (0.8447, 0.8313, 0.8572),
+    (4, "equal", 0.15): (0.8110, 0.7966, 0.8246),
+    (4, "spread", 0.15): (0.8657, 0.8530, 0.8774),
+    (8, "equal", 0.15): (0.7983, 0.7836, 0.8123),
+    (8, "spread", 0.15): (0.8537, 0.8406, 0.8659),
+    (1, "equal", 0.20): (0.7720, 0.7566, 0.7867),
+    (1, "spread", 0.20): (0.8333, 0.8196, 0.8462),
+    (4, "equal", 0.20): (0.8147, 0.8004, 0.8282),
+    (4, "spread", 0.20): (0.8587, 0.8457, 0.8707),
+    (8, "equal", 0.20): (0.8020, 0.7874, 0.8159),
+    (8, "spread", 0.20): (0.8660, 0.8533, 0.8777),
+}
 #: A before side whose true per-task spread (binomial noise taken out) is under this sd
 #: reads as the study's "equal" layout; the "spread" layout has sd 0.17.
 EQUAL_SPREAD_MAX = 0.09
