@@ -75,7 +75,7 @@ MIN_RUNS_FOR_DISTRIBUTION = 3
 #: t values), which cost 1.5-4 points of power against the expanded interval at the same
 #: false-positive rate (2,000 replications per cell, equal difficulty, 14 to 93 tasks).
 #: With holdout_size's t-corrected n, 3,000 replications per cell over the 24-cell grid
-#: measured false positives at 4.1-5.7% (every Wilson interval covering 5%) and power at
+#: measured false positives at 4.1-5.7% (22 of 24 Wilson intervals cover 5%) and power at
 #: 77.2-81.5% on equal difficulties, 83-87% with spread; power.MEASURED_POWER has each cell.
 VERDICT_METHOD = "expanded"
 #: Whether a verdict's interval widens each end by half the lattice step of the mean: off,
