@@ -23,9 +23,9 @@ import sys
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 
+from wai_exp.commands import START_DIR_ENV
+
 EXIT_INVALID_CONFIG = 2
-#: The directory the command was typed in, recorded before Hydra runs.
-START_DIR_ENV = "WAI_EXP_START_DIR"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     os.environ[START_DIR_ENV] = os.getcwd()
 
-    from wai_exp.config.validate import check_override_keys
+    from wai_exp.commands.validate import check_override_keys
 
     problems = check_override_keys(args)
     if problems:

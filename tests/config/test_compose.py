@@ -8,9 +8,9 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
+from wai_exp.commands.validate import validate_config
 from wai_exp.config.knobs import knob_defaults
 from wai_exp.config.models import RootConfig
-from wai_exp.config.validate import validate_config
 from wai_exp.pipeline.dag import plan
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

@@ -8,7 +8,8 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from wai_exp.config.validate import ConfigError, check_override_keys, override_keys, validate_config
+from wai_exp.commands.validate import ConfigError, check_override_keys, validate_config
+from wai_exp.config.validate import override_keys
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +210,7 @@ def test_scripted_skill_names_are_the_agents_behaviours(base):
 
 
 def test_named_functions_are_imported_before_any_work(base):
-    from wai_exp.config.validate import import_problems
+    from wai_exp.commands.validate import import_problems
 
     cfg = copy.deepcopy(base)
     assert import_problems(cfg) == []
@@ -235,7 +236,7 @@ def test_named_functions_are_imported_before_any_work(base):
 
 
 def test_report_stage_function_names_are_checked_before_any_work(base):
-    from wai_exp.config.validate import import_problems
+    from wai_exp.commands.validate import import_problems
 
     cfg = copy.deepcopy(base)
     cfg["pipeline"]["stages"]["r"] = {
@@ -328,7 +329,7 @@ def test_launchers_pass_through_to_hydras_plugin_discovery(monkeypatch):
     whose plugin is missing names the install extra."""
     import importlib.util
 
-    from wai_exp.config.validate import check_override_keys
+    from wai_exp.commands.validate import check_override_keys
 
     assert check_override_keys(["-m", "hydra/launcher=joblib", "seed=0,1"]) == []
     assert check_override_keys(["hydra/sweeper=basic", "hydra.launcher.n_jobs=2"]) == []

@@ -16,7 +16,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from wai_exp.cli import START_DIR_ENV
+from wai_exp.commands import START_DIR_ENV
 
 log = logging.getLogger("wai_exp")
 
@@ -54,7 +54,7 @@ def run(cfg: DictConfig) -> int:
     """
     from hydra.core.hydra_config import HydraConfig
 
-    from wai_exp.config.validate import ConfigError, import_problems, validate_config
+    from wai_exp.commands.validate import ConfigError, import_problems, validate_config
     from wai_exp.domain.secrets import install_log_redaction, redact_text, register_config_secrets
     from wai_exp.pipeline.dag import PipelineError, plan
     from wai_exp.pipeline.registry import UnknownStageKind, resolve

@@ -1,12 +1,13 @@
 """Validate a resolved config before any work, with errors a person can act on.
 
-Two entry points:
+Two entry points (the console script calls them through ``wai_exp.commands.validate``, which
+passes in the ``Sections`` this layer cannot import: config sits below simulate and tracking):
 
-* ``validate_config(cfg)`` after Hydra composed the config: the pydantic models of
+* ``validate_config(cfg, sections)`` after Hydra composed the config: the pydantic models of
   ``models.py``, the knob table for ``knobs``, ``WorldOptions`` for ``world``. Raises
   ``ConfigError`` listing every problem (unknown key -> the valid keys and the closest one;
   out of bounds -> floor, ceiling and default; wrong type -> the expected type).
-* ``check_override_keys(argv)`` before Hydra sees the command line: Hydra itself rejects
+* ``check_override_keys(argv, sections)`` before Hydra sees the command line: Hydra itself rejects
   ``knobs.concurency=4`` with a struct error that never names ``concurrency``, so the console
   script checks every ``key=value`` override's key against the same models first.
 
@@ -19,7 +20,8 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,18 +59,27 @@ def knob_names() -> list[str]:
     return [k.name for k in KNOBS]
 
 
-def world_fields() -> list[str]:
-    """``WorldOptions`` field names (imported when asked: the world module is heavy)."""
-    from wai_exp.simulate.world import WorldOptions
+@dataclass(frozen=True)
+class Sections:
+    """What validation needs from the layers above config, passed in by the caller
+    (``wai_exp.commands.validate.sections()``): the world section's model (``WorldOptions``),
+    the tracking group's keys, and the tracking check (``tracking_settings``, raising
+    ``ValueError`` on a bad value). Left empty, the world and tracking sections go unchecked."""
 
-    return list(WorldOptions.model_fields)
+    world_model: type[BaseModel] | None = None
+    tracking_keys: Sequence[str] = field(default_factory=tuple)
+    tracking_check: Callable[[dict[str, Any]], Any] | None = None
+
+    def world_fields(self) -> list[str]:
+        """The world model's field names (empty without a model)."""
+        return list(self.world_model.model_fields) if self.world_model else []
+
+    def tracking_fields(self) -> list[str]:
+        """The tracking group's keys."""
+        return list(self.tracking_keys)
 
 
-def tracking_fields() -> list[str]:
-    """The tracking group's keys, as the tracking package defines them."""
-    from wai_exp.tracking import _DEFAULTS
-
-    return list(_DEFAULTS)
+NO_SECTIONS = Sections()
 
 
 def _unwrap(tp: Any) -> list[Any]:
@@ -118,7 +129,7 @@ def unknown_key_message(path: str, key: str, valid: Sequence[str]) -> str:
     return f"{path}: unknown key {key!r}.{hint} Valid keys: {', '.join(sorted(valid))}"
 
 
-def check_key_path(parts: Sequence[str]) -> str | None:
+def check_key_path(parts: Sequence[str], sections: Sections = NO_SECTIONS) -> str | None:
     """None when ``parts`` (``["knobs", "concurrency"]``) can exist in a config, else the
     problem (naming the closest valid key)."""
     if not parts or parts[0] == "hydra":
@@ -132,10 +143,12 @@ def check_key_path(parts: Sequence[str]) -> str | None:
             follow = "seed=..." if part == "seed" else "world.<field>=..."
             return f"{path}: knobs.{part} follows the top-level {part}; set `{follow}` instead"
         if special is not None:
-            valid = {"knobs": knob_names, "world": world_fields, "tracking": tracking_fields}[
-                special
-            ]()
-            if part not in valid:
+            valid = {
+                "knobs": knob_names,
+                "world": sections.world_fields,
+                "tracking": sections.tracking_fields,
+            }[special]()
+            if valid and part not in valid:
                 return unknown_key_message(path, part, valid)
             return (
                 None  # knob/world values may be dicts themselves; their insides are checked later
@@ -298,7 +311,7 @@ def check_hydra_group(key: str, value: str) -> str | None:
     return None
 
 
-def check_override_keys(argv: Sequence[str]) -> list[str]:
+def check_override_keys(argv: Sequence[str], sections: Sections = NO_SECTIONS) -> list[str]:
     """One problem per command-line override whose key cannot exist in a config, or that
     picks a config-group option that does not exist (``agent=opnai``, ``+experiment=rl_rnd``)."""
     overrides, config_dirs = parse_argv(argv)
@@ -337,7 +350,7 @@ def check_override_keys(argv: Sequence[str]) -> list[str]:
             model = models.AGENT_BY_KIND[agent_choice]
             problem = _check_below(parts[1:], _model_keys(model), ["agent"])
         else:
-            problem = check_key_path(parts)
+            problem = check_key_path(parts, sections)
         if problem:
             problems.append(problem)
     return problems
@@ -519,35 +532,32 @@ def knob_problems(knobs: Mapping[str, Any], seed: Any, world: Any = None) -> lis
     return problems
 
 
-def world_problems(world: Mapping[str, Any]) -> list[str]:
-    """Problem lines for the ``world`` section as ``WorldOptions`` validates it (each naming
-    the ``world.<field>``); empty when it is valid. Never raises on a mapping."""
-    from wai_exp.simulate.world import WorldOptions
-
+def world_problems(world: Mapping[str, Any], world_model: type[BaseModel]) -> list[str]:
+    """Problem lines for the ``world`` section as ``world_model`` (``WorldOptions``) validates
+    it (each naming the ``world.<field>``); empty when it is valid. Never raises on a mapping."""
     try:
-        WorldOptions(**dict(world))
+        world_model(**dict(world))
     except ValidationError as exc:
-        fields = list(WorldOptions.model_fields)
+        fields = list(world_model.model_fields)
         return pydantic_problems(exc, prefix=("world",), valid_at=lambda parts: fields)
     except (TypeError, ValueError) as exc:
         return [f"world: {exc}"]
     return []
 
 
-def tracking_problems(tracking: Mapping[str, Any]) -> list[str]:
+def tracking_problems(tracking: Mapping[str, Any], sections: Sections) -> list[str]:
     """Problem lines for the ``tracking`` section: unknown keys (with the closest valid one),
-    else what ``tracking_settings`` refuses (a file-store URI ...); empty when it is valid."""
-    fields = tracking_fields()
+    else what ``sections.tracking_check`` (``tracking_settings``) refuses (a file-store URI
+    ...); empty when it is valid."""
+    fields = sections.tracking_fields()
     problems = [
         unknown_key_message(f"tracking.{k}", k, fields) for k in tracking if k not in fields
     ]
-    if problems:
+    if problems or sections.tracking_check is None:
         return problems
-    from wai_exp.tracking import TrackingConfigError, tracking_settings
-
     try:
-        tracking_settings(dict(tracking))
-    except TrackingConfigError as exc:
+        sections.tracking_check(dict(tracking))
+    except ValueError as exc:  # TrackingConfigError is a ValueError
         return [str(exc)]
     return []
 
@@ -613,7 +623,7 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def validate_config(cfg: Mapping[str, Any]) -> models.RootConfig:
+def validate_config(cfg: Mapping[str, Any], sections: Sections = NO_SECTIONS) -> models.RootConfig:
     """The config as a ``RootConfig``; raises ``ConfigError`` listing every problem.
 
     ``cfg`` is the resolved config as plain containers (``OmegaConf.to_container(cfg,
@@ -630,54 +640,13 @@ def validate_config(cfg: Mapping[str, Any]) -> models.RootConfig:
     if isinstance(knobs, Mapping):
         problems.extend(knob_problems(knobs, cfg.get("seed", 0), cfg.get("world")))
     world = cfg.get("world")
-    if isinstance(world, Mapping):
-        problems.extend(world_problems(world))
+    if isinstance(world, Mapping) and sections.world_model is not None:
+        problems.extend(world_problems(world, sections.world_model))
     tracking = cfg.get("tracking")
     if isinstance(tracking, Mapping):
-        problems.extend(tracking_problems(tracking))
+        problems.extend(tracking_problems(tracking, sections))
     problems.extend(stage_param_problems(cfg))
     if problems:
         raise ConfigError(problems)
     assert root is not None
     return root
-
-
-def import_problems(cfg: Mapping[str, Any]) -> list[str]:
-    """Every ``package.module:function`` the config names (agent, judge, execute, report
-    stages' ``fn``/``format``), imported now: a typo in a target is a config error (exit 2,
-    nothing recorded), not a stage failing half-way through a run."""
-    from wai_exp.pipeline.registry import import_object
-
-    named: list[tuple[str, Any]] = []
-    agent = cfg.get("agent") or {}
-    if agent.get("kind") == "callable":
-        named.append(("agent.target", agent.get("target")))
-    judge = cfg.get("judge") or {}
-    if judge.get("kind") == "callable":
-        named.append(("judge.target", judge.get("target")))
-    execute = (cfg.get("simulate") or {}).get("execute")
-    if execute:
-        named.append(("simulate.execute", execute))
-    problems = []
-    stages = ((cfg.get("pipeline") or {}).get("stages")) or {}
-    for name, stage in stages.items():
-        if (stage or {}).get("kind") != "report":
-            continue
-        from wai_exp.pipeline.stages.report import resolve_function
-
-        params = stage.get("params") or {}
-        for key in ("fn", "format"):
-            if params.get(key):
-                try:
-                    resolve_function(str(params[key]), f"pipeline.stages.{name}.params.{key}")
-                except ValueError as exc:
-                    problems.append(str(exc))
-    for what, path in named:
-        try:
-            obj = import_object(str(path), what)
-        except ValueError as exc:
-            problems.append(str(exc))
-            continue
-        if not callable(obj):
-            problems.append(f"{what}: {path!r} is not callable")
-    return problems

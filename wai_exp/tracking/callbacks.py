@@ -50,7 +50,7 @@ from wai_exp.tracking import PARENT_RUN_ENV, resolve_tracking_uri, tracking_sett
 
 log = logging.getLogger(__name__)
 
-#: Same name as wai_exp.cli.START_DIR_ENV (not imported: the CLI module is not needed here).
+#: Same name as wai_exp.commands.START_DIR_ENV (not imported: tracking sits below commands).
 START_DIR_ENV = "WAI_EXP_START_DIR"
 
 #: Child metrics copied into the run table's CSV (any stage prefix); the JSON has them all.
