@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import httpx
@@ -90,3 +90,17 @@ def chat_backend(
 
     cls = AnthropicChat if PROVIDERS[spec.provider].kind == "anthropic" else OpenAIChat
     return cls(client, spec.base_url, spec.model, api_key=api_key, policy=policy)
+
+
+def bare_model(name: Any) -> str | None:
+    """A model name without provider prefix or endpoint, lower-cased, for comparison:
+    ``vllm:Qwen/Qwen3-4B@https://host/v1`` -> ``qwen/qwen3-4b``."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    s = name.strip()
+    if "@" in s:
+        s = s.split("@", 1)[0]
+    for prefix in ("vllm:", "openai:", "anthropic:", "hf:", "local:"):
+        if s.lower().startswith(prefix):
+            s = s[len(prefix) :]
+    return s.lower() or None

@@ -15,37 +15,13 @@ from typing import Any
 import numpy as np
 
 from wai_exp.score.select.trim import reward_under
+from wai_exp.score.stats.correlation import pearson_columns
 from wai_exp.score.stats.resample import UNJUDGED_STATUSES
 
 __all__ = ["BASE_FEATURES", "UNJUDGED_STATUSES", "pearson_columns", "reward_correlations"]
 
 #: The cheap trajectory features every row has.
 BASE_FEATURES: tuple[str, ...] = ("reply_len", "n_tool_calls", "assistant_turns")
-
-
-def pearson_columns(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson correlation of every column of ``x`` (n x p) with ``y`` (n), as a length-p
-    array; NaN where the column or ``y`` is constant (or n < 2), since no correlation is
-    defined there. Raises ValueError when the shapes disagree."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
-        raise ValueError(
-            f"pearson_columns needs x of shape (n, p) and y of shape (n,); got {x.shape} "
-            f"and {y.shape}"
-        )
-    out = np.full(x.shape[1], np.nan)
-    if x.shape[0] < 2 or np.ptp(y) == 0:
-        return out
-    xc = x - x.mean(axis=0)
-    yc = y - y.mean()
-    # ptp, not the centred sum of squares: a constant column of 0.1s centres to ~1e-17,
-    # which would divide into a spurious +-1.
-    varying = np.ptp(x, axis=0) > 0
-    den = np.sqrt((xc**2).sum(axis=0) * (yc**2).sum())
-    num = xc.T @ yc
-    out[varying] = np.clip(num[varying] / den[varying], -1.0, 1.0)
-    return out
 
 
 def _graded_reward(row: Mapping[str, Any]) -> float | None:

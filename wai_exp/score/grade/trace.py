@@ -58,7 +58,6 @@ import numpy as np
 from wai_exp.domain.replies import claims_success
 from wai_exp.domain.tools import is_write_tool
 from wai_exp.rows.keys import task_key
-from wai_exp.score.diagnose.correlations import pearson_columns
 from wai_exp.score.grade.grading import (
     UNGROUNDED,
     Call,
@@ -73,6 +72,7 @@ from wai_exp.score.grade.grading import (
     standing_faults,
     trajectory_steps,
 )
+from wai_exp.score.stats.correlation import pearson_columns
 from wai_exp.score.stats.resample import binary_reward
 
 __all__ = [

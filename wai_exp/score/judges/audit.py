@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+
+# FN_WARN: the false-negative rate above which the audit says to fix the verifier before
+# training; select_for_rl warns at the same threshold, so it is defined once, beside it.
+from wai_exp.score.select.select import FN_WARN
 from wai_exp.score.stats.resample import as_generator, binary_reward, wilson_ci
 
-#: Above this false-negative rate the audit says to fix the verifier before training
-#: (``select_for_rl`` reads the same default from its own ``FN_WARN``).
-FN_WARN = 0.10
 #: A judge reward at or above this on a verifier-failed row overturns the failure.
 PASS_THRESHOLD = 0.5
 #: The question the judge answers when a sampled row carries no rubric of its own.

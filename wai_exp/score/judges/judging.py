@@ -47,6 +47,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from wai_exp.llm.providers import bare_model
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import check_rows, read_steps
 from wai_exp.score.grade.grading import declared_names
@@ -528,20 +529,6 @@ def _called_tools(row: Mapping[str, Any]) -> set[str]:
             if isinstance(call, Mapping) and call.get("name"):
                 names.add(str(call["name"]))
     return names
-
-
-def bare_model(name: Any) -> str | None:
-    """A model name without provider prefix or endpoint, lower-cased, for comparison:
-    ``vllm:Qwen/Qwen3-4B@https://host/v1`` -> ``qwen/qwen3-4b``."""
-    if not isinstance(name, str) or not name.strip():
-        return None
-    s = name.strip()
-    if "@" in s:
-        s = s.split("@", 1)[0]
-    for prefix in ("vllm:", "openai:", "anthropic:", "hf:", "local:"):
-        if s.lower().startswith(prefix):
-            s = s[len(prefix) :]
-    return s.lower() or None
 
 
 def _default_run_id(

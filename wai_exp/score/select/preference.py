@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.llm.providers import bare_model
 from wai_exp.rows.keys import task_key
 from wai_exp.score.grade.grading import final_reply
-from wai_exp.score.judges.judging import bare_model
 from wai_exp.score.stats.resample import factorize, numeric_reward, wilson_interval
 
 #: ``judge_status`` values that carry a usable verdict (``None``: a hand-labelled row).

@@ -18,10 +18,6 @@ import numpy as np
 
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import read_steps
-
-# FN_WARN: above this verifier false-negative rate (audit_grades' fn_rate) the selection
-# warns; one threshold, defined beside the audit that measures it.
-from wai_exp.score.judges.audit import FN_WARN
 from wai_exp.score.select.hygiene import dedupe_groups, normalized_reply, row_signature
 from wai_exp.score.select.optimize import (
     filter_rl_rows,
@@ -38,6 +34,10 @@ from wai_exp.score.select.trim import (
     trim_unanimous_groups,
     without_gc,
 )
+
+#: Above this verifier false-negative rate (audit_grades' fn_rate) the selection warns and
+#: the audit says to fix the verifier before training (audit_grades reads it from here).
+FN_WARN = 0.10
 
 TRUNCATED_MODES = ("drop", "keep", "penalize")
 ORDERS = ("spread", "middle")
