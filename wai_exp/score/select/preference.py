@@ -123,31 +123,37 @@ def _share(count: int, n: int) -> tuple[float | None, list[float] | None]:
 
 
 def _pair_group(
-    scores: np.ndarray, lengths: np.ndarray, cap: int, margin: float, length_match: bool
-) -> tuple[list[tuple[int, int]], np.ndarray]:
+    s: list[float], ln: list[float], cap: int, margin: float, length_match: bool
+) -> tuple[list[tuple[int, int]], list[bool]]:
     """Greedy pairs inside one task whose rows are already in pairing order (score
-    descending, then tie-break). Returns ``(pairs as (chosen, rejected) positions, used)``."""
-    n = scores.size
-    used = np.zeros(n, dtype=bool)
-    positions = np.arange(n)
+    descending, then tie-break). Returns ``(pairs as (chosen, rejected) positions, used)``.
+
+    Each free row, in order, takes the free row at least ``margin`` below it with the closest
+    length (``length_match``), then the larger margin (lower score), then the earlier
+    position. Plain lists, not numpy: a task holds a handful of rows, and per-call numpy
+    overhead was most of ``build_preference_pairs``' time on 100,000 rows.
+    """
+    n = len(s)
+    used = [False] * n
     pairs: list[tuple[int, int]] = []
     for i in range(n):
         if len(pairs) >= cap:
             break
         if used[i]:
             continue
-        eligible = ~used & (scores <= scores[i] - margin + MARGIN_TOL)
-        if not eligible.any():
+        bar = s[i] - margin + MARGIN_TOL
+        best: int | None = None
+        best_key: tuple[float, ...] | None = None
+        for j in range(n):
+            if used[j] or s[j] > bar:
+                continue
+            key = (abs(ln[j] - ln[i]), s[j], j) if length_match else (s[j], j)
+            if best_key is None or key < best_key:
+                best, best_key = j, key
+        if best is None:
             continue
-        cand = positions[eligible]
-        if length_match:
-            gap = np.abs(lengths[cand] - lengths[i])
-            # Closest length first; then the larger margin (lower score); then order.
-            pick = cand[np.lexsort((cand, scores[cand], gap))[0]]
-        else:
-            pick = cand[np.lexsort((cand, scores[cand]))[0]]
-        used[i] = used[pick] = True
-        pairs.append((i, int(pick)))
+        used[i] = used[best] = True
+        pairs.append((i, best))
     return pairs, used
 
 
@@ -216,28 +222,38 @@ def build_preference_pairs(
     task_reasons["no_valid_rows"] = int(np.sum(counts == 0))
 
     pairs: list[dict[str, Any]] = []
-    for g in np.flatnonzero(counts):
-        members = order[starts[g] : starts[g] + counts[g]]
-        s = scores[members]
-        if members.size == 1:
-            reasons[members] = "single_rollout"
+    # The per-task loop works on plain lists: a task holds a handful of rows, and numpy's
+    # per-call overhead on 12,500 tiny slices was most of the time on 100,000 rows.
+    order_l, scores_l, lengths_l = order.tolist(), scores.tolist(), lengths.tolist()
+    starts_l = starts.tolist()
+    why = reasons.tolist()
+    tol = margin - MARGIN_TOL
+    for g, count in enumerate(counts.tolist()):
+        if not count:
+            continue
+        members = order_l[starts_l[g] : starts_l[g] + count]
+        sl = [scores_l[m] for m in members]
+        if count == 1:
+            why[members[0]] = "single_rollout"
             task_reasons["single_rollout"] += 1
             continue
-        if s[0] - s[-1] < margin - MARGIN_TOL:
-            reasons[members] = "no_contrast"
+        if sl[0] - sl[-1] < tol:
+            for m in members:
+                why[m] = "no_contrast"
             task_reasons["no_contrast"] += 1
             continue
         task_reasons["paired"] += 1
-        found, used = _pair_group(s, lengths[members], cap, margin, length_match)
-        reasons[members[used]] = "paired"
-        free = ~used
-        if free.any():
-            # A free row that still has a free partner at the margin lost out to the cap;
-            # one without could never have paired in this task. The free scores' extremes
-            # decide it: a partner exists iff the farthest free score is far enough.
-            fs = s[free]
-            reach = np.maximum(fs.max() - fs, fs - fs.min()) >= margin - MARGIN_TOL
-            reasons[members[free]] = np.where(reach, "over_cap", "no_partner")
+        found, used = _pair_group(sl, [lengths_l[m] for m in members], cap, margin, length_match)
+        free = [sl[pos] for pos in range(count) if not used[pos]]
+        top, bottom = (max(free), min(free)) if free else (0.0, 0.0)
+        for pos, m in enumerate(members):
+            if used[pos]:
+                why[m] = "paired"
+            else:
+                # A free row that still has a free partner at the margin lost out to the
+                # cap; one without could never have paired in this task.
+                reach = max(top - sl[pos], sl[pos] - bottom) >= tol
+                why[m] = "over_cap" if reach else "no_partner"
         for ci, ri in found:
             c, r = rows[members[ci]], rows[members[ri]]
             c_model, r_model = _model(c), _model(r)
@@ -246,7 +262,7 @@ def build_preference_pairs(
                 if c_model is None or r_model is None
                 else c_model == r_model or bare_model(c_model) == bare_model(r_model)
             )
-            c_len, r_len = int(lengths[members[ci]]), int(lengths[members[ri]])
+            c_len, r_len = int(lengths_l[members[ci]]), int(lengths_l[members[ri]])
             pairs.append(
                 {
                     "task_key": keys[g],
@@ -254,9 +270,9 @@ def build_preference_pairs(
                     "same_prompt": c.get("prompt") == r.get("prompt"),
                     "chosen": c,
                     "rejected": r,
-                    "chosen_score": float(s[ci]),
-                    "rejected_score": float(s[ri]),
-                    "margin": float(s[ci] - s[ri]),
+                    "chosen_score": float(sl[ci]),
+                    "rejected_score": float(sl[ri]),
+                    "margin": float(sl[ci] - sl[ri]),
                     "chosen_model": c_model,
                     "rejected_model": r_model,
                     "same_policy": same,
@@ -271,7 +287,15 @@ def build_preference_pairs(
                 }
             )
     return pairs, _report(
-        pairs, rows, reasons, task_reasons, unjudged_by_status, len(keys), cap, margin, length_match
+        pairs,
+        rows,
+        np.array(why, dtype=object),
+        task_reasons,
+        unjudged_by_status,
+        len(keys),
+        cap,
+        margin,
+        length_match,
     )
 
 
