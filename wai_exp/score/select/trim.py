@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.stats.resample import binary_reward
+from wai_exp.score.stats.resample import binary_reward, factorize
 
 #: The difficulty band every selection defaults to (rlhf-book ch. 7: the 20-80% band).
 DEFAULT_BAND: tuple[float, float] = (0.2, 0.8)
@@ -131,12 +131,13 @@ def group_stats(
         empty_i = np.zeros(0, dtype=np.int64)
         empty_f = np.zeros(0, dtype=float)
         return GroupStats([], empty_i, empty_f, empty_f, empty_f, empty_i, empty_i)
-    uniq, first, inv = np.unique(
-        np.asarray(keys, dtype=object).astype(str), return_index=True, return_inverse=True
-    )
-    inv = inv.reshape(-1)
-    graded = np.isfinite(binary)
+    # factorize (a dict pass, then a sort of the distinct keys only) gives np.unique's sorted
+    # keys and inverse at about half the cost on 100,000 string keys.
+    uniq, inv = factorize([str(k) for k in keys])
     g = len(uniq)
+    first = np.full(g, n, dtype=np.int64)
+    np.minimum.at(first, inv, np.arange(n, dtype=np.int64))
+    graded = np.isfinite(binary)
     k = np.bincount(inv, weights=graded.astype(float), minlength=g)
     n_pass = np.bincount(inv, weights=np.where(graded, binary, 0.0), minlength=g)
     size = np.bincount(inv, minlength=g)
