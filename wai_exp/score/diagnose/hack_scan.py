@@ -33,6 +33,7 @@ from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import read_steps
 from wai_exp.score.select.hygiene import trajectory_keys
 from wai_exp.score.select.trim import reward_under, without_gc
+from wai_exp.score.stats.resample import factorize
 
 #: Default false-positive rate of the floor: tau is the 1 - ALPHA quantile of the null max |rho|.
 ALPHA = 0.05
@@ -297,8 +298,7 @@ def hack_scan(
     keys = [task_key(r) for r, _ in graded]
     y_all = np.array([rv for _, rv in graded], dtype=float)
     if graded:
-        uniq, inv = np.unique(np.asarray(keys, dtype=str), return_inverse=True)
-        inv = inv.reshape(-1)
+        uniq, inv = factorize(keys)  # np.unique's sorted keys and inverse, half the cost
         a = len(uniq)
         size = np.bincount(inv, minlength=a)
         ymax = np.full(a, -np.inf)

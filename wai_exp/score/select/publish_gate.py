@@ -178,56 +178,55 @@ def _judge_trust(rows: Sequence[dict[str, Any]]) -> Any:
     return None
 
 
-def _reward_out_of_range(rows: Sequence[dict[str, Any]]) -> int:
-    """Rows whose ``reward`` is a number outside [0, 1] (or NaN/inf): the judge contract's
-    range, so such a reward is a broken judge, not a strong signal."""
-    bad = 0
+def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """One pass over the rows for the checks every set must pass, read before ``calibrate``
+    re-stamps anything:
+
+    * ``out_of_range``: a numeric ``reward`` outside [0, 1] (or NaN/inf), the judge
+      contract's range, so a broken judge rather than a strong signal;
+    * ``no_prompt``: neither a ``prompt`` nor any ``messages``, nothing a trainer can feed in;
+    * ``dup_rows`` / ``dup_ids``: rows whose ``rollout_id`` an earlier row already carried
+      (a rollout counted twice: a double-appended file, overlapping runs merged), and how
+      many ids repeat; rows without an id are not counted;
+    * ``contra_rows`` / ``contra_asks``: rows whose ``select_for_rl`` stamp (band enforced)
+      has a ``pass_rate`` outside its ``band`` or says ``in_band: false``.
+    """
+    eps = 1e-9
+    out_of_range = no_prompt = contra = 0
+    ids: Counter[str] = Counter()
+    contra_asks: set[str] = set()
     for row in rows:
         r = row.get("reward")
         if isinstance(r, int | float) and not isinstance(r, bool) and not 0.0 <= r <= 1.0:
-            bad += 1
-    return bad
-
-
-def _has_text(value: Any) -> bool:
-    return bool(value.strip()) if isinstance(value, str) else bool(value)
-
-
-def _no_prompt(rows: Sequence[dict[str, Any]]) -> int:
-    """Rows carrying neither a ``prompt`` nor any ``messages``: nothing a trainer can feed in."""
-    return sum(1 for r in rows if not _has_text(r.get("prompt")) and not r.get("messages"))
-
-
-def _duplicate_ids(rows: Sequence[dict[str, Any]]) -> tuple[int, int]:
-    """``(extra rows, ids)``: rows whose ``rollout_id`` an earlier row already carried, and
-    how many ids repeat. A repeated id is a rollout counted twice (a double-appended file, a
-    merge of overlapping runs). Rows without an id are not counted."""
-    counts = Counter(str(r["rollout_id"]) for r in rows if r.get("rollout_id") not in (None, ""))
-    repeated = [n for n in counts.values() if n > 1]
-    return sum(n - 1 for n in repeated), len(repeated)
-
-
-def _band_contradictions(rows: Sequence[dict[str, Any]]) -> tuple[int, int]:
-    """``(rows, asks)`` whose selection stamp contradicts the band it was selected for: a
-    ``select_for_rl`` stamp (band enforced) whose ``pass_rate`` lies outside its ``band`` or
-    that says ``in_band: false``."""
-    eps = 1e-9
-    bad_rows = 0
-    asks: set[str] = set()
-    for row in rows:
+            out_of_range += 1
+        prompt = row.get("prompt")
+        if not (prompt.strip() if isinstance(prompt, str) else prompt) and not row.get("messages"):
+            no_prompt += 1
+        rid = row.get("rollout_id")
+        if rid is not None and rid != "":
+            ids[str(rid)] += 1
         cal = row.get("calibration")
-        if not isinstance(cal, dict) or cal.get("source") != "select_for_rl":
-            continue
-        if cal.get("band_enforced") is False:
-            continue
-        rate, band = cal.get("pass_rate"), cal.get("band")
-        outside = False
-        if isinstance(rate, int | float) and isinstance(band, list | tuple) and len(band) == 2:
-            outside = not (float(band[0]) - eps <= float(rate) <= float(band[1]) + eps)
-        if outside or cal.get("in_band") is False:
-            bad_rows += 1
-            asks.add(task_key(row))
-    return bad_rows, len(asks)
+        if (
+            isinstance(cal, dict)
+            and cal.get("source") == "select_for_rl"
+            and cal.get("band_enforced") is not False
+        ):
+            rate, band = cal.get("pass_rate"), cal.get("band")
+            outside = False
+            if isinstance(rate, int | float) and isinstance(band, list | tuple) and len(band) == 2:
+                outside = not (float(band[0]) - eps <= float(rate) <= float(band[1]) + eps)
+            if outside or cal.get("in_band") is False:
+                contra += 1
+                contra_asks.add(task_key(row))
+    repeated = [n for n in ids.values() if n > 1]
+    return {
+        "out_of_range": out_of_range,
+        "no_prompt": no_prompt,
+        "dup_rows": sum(n - 1 for n in repeated),
+        "dup_ids": len(repeated),
+        "contra_rows": contra,
+        "contra_asks": len(contra_asks),
+    }
 
 
 def _rows_mode(rows: Sequence[dict[str, Any]]) -> str | None:
@@ -317,10 +316,10 @@ def publish_gate(
         rl_shaped = any(n >= 2 for n in Counter(task_key(r) for r in rows).values())
     n_numeric = sum(1 for r in rows if reward_under(r) is not None)
     # Read the incoming stamps before calibrate re-stamps them.
-    n_out_of_range = _reward_out_of_range(rows)
-    n_no_prompt = _no_prompt(rows)
-    n_dup_rows, n_dup_ids = _duplicate_ids(rows)
-    n_contra_rows, n_contra_asks = _band_contradictions(rows)
+    unfit = _unfit_counts(rows)
+    n_out_of_range, n_no_prompt = unfit["out_of_range"], unfit["no_prompt"]
+    n_dup_rows, n_dup_ids = unfit["dup_rows"], unfit["dup_ids"]
+    n_contra_rows, n_contra_asks = unfit["contra_rows"], unfit["contra_asks"]
     scan = hack_scan(rows, endorsed=endorsed)
     calibration = calibrate(rows, policy=policy, model=model, band=(lo, hi))
 
