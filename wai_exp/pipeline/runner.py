@@ -44,10 +44,19 @@ from wai_exp.pipeline.registry import NOT_COMPUTED_FROM, StageContext, StageResu
 from wai_exp.pipeline.stored_rows import StoredRows, write_rows_recorded
 from wai_exp.rows.jsonl import atomic_write_text, write_json
 from wai_exp.tracking import NullTracker
+from wai_exp.tracking.store_errors import describe_store_error
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
+
+
+class TrackingFailed(RuntimeError):
+    """Recording a finished stage failed (the store, not the stage); ``outcome`` is the stage."""
+
+    def __init__(self, message: str, outcome: StageOutcome | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
 
 
 @dataclass
@@ -340,7 +349,8 @@ def run_pipeline(
     except Exception as exc:
         # Nothing ran and no tracking run exists to mark; say what the store refused.
         outcome.status, outcome.exit_code = "failed", EXIT_FAILED
-        outcome.error = redact_text(f"tracking could not start: {type(exc).__name__}: {exc}")
+        why = describe_store_error(exc, getattr(tracker, "uri", None))
+        outcome.error = redact_text(f"tracking could not start: {why}")
         atomic_write_text(run_dir / "error.log", redact_text(traceback.format_exc()))
         outcome.wall_s = time.perf_counter() - t_run
         _write_run_files(outcome, chash)
@@ -376,8 +386,12 @@ def run_pipeline(
         tags = {"run_status": outcome.status}
         if outcome.gate:
             tags["gate_verdict"] = outcome.gate
-        tracker.set_tags(tags)
-        tracker.finish("FINISHED")
+        try:
+            tracker.set_tags(tags)
+            tracker.finish("FINISHED")
+        except Exception as exc:  # every stage finished; the store is what failed
+            why = describe_store_error(exc, getattr(tracker, "uri", None), run_dir)
+            raise TrackingFailed(f"every stage finished, but {why}") from exc
     except KeyboardInterrupt:
         stopped = [sp.name for sp in order if sp.name in running]
         where = f" during stage {', '.join(map(repr, stopped))}" if stopped else ""
@@ -392,7 +406,14 @@ def run_pipeline(
         stopped = [sp.name for sp in order if sp.name in running][:1]
         where = f"stage {stopped[0]!r} " if stopped else ""
         outcome.status, outcome.exit_code = "failed", EXIT_FAILED
-        outcome.error = redact_text(f"{where}failed: {type(exc).__name__}: {exc}")
+        if isinstance(exc, TrackingFailed):
+            # The stage finished; recording it did not. Say so, not "stage failed".
+            if exc.outcome is not None and not outcome.stage(exc.outcome.name):
+                outcome.stages.append(exc.outcome)
+            stopped = []
+            outcome.error = redact_text(f"recording in MLflow failed: {exc}")
+        else:
+            outcome.error = redact_text(f"{where}failed: {type(exc).__name__}: {exc}")
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         atomic_write_text(run_dir / "error.log", redact_text(trace))
         _mark(outcome, stopped, "failed", kinds, state, run_dir)
@@ -455,7 +476,8 @@ def _safe_finish(tracker: Any, status: str, error: str) -> None:
     try:
         tracker.finish(status, error=error)
     except Exception as exc:  # noqa: BLE001
-        sys.stderr.write(f"wai-exp: could not mark the tracking run {status}: {exc}\n")
+        why = describe_store_error(exc, getattr(tracker, "uri", None))
+        sys.stderr.write(redact_text(f"wai-exp: could not mark the tracking run {status}: {why}\n"))
 
 
 @dataclass
@@ -575,13 +597,17 @@ class _Run:
         # A reused stage computed nothing in this run; its `seconds` metric is what its result
         # took when it was computed (tagged cached), not a 0 that reads as "instant".
         seconds = out.computed_s if out.cached else out.compute_s
-        self.tracker.log_stage(
-            out.name, kind=out.kind, report=result.report, text=result.text,
-            rows_path=out.dir / "rows.jsonl", metrics=row_counts(out), seconds=seconds,
-            cached=out.cached, rows=result.rows,
-        )  # fmt: skip
-        if result.tags:
-            self.tracker.set_tags(dict(result.tags))
+        try:
+            self.tracker.log_stage(
+                out.name, kind=out.kind, report=result.report, text=result.text,
+                rows_path=out.dir / "rows.jsonl", metrics=row_counts(out), seconds=seconds,
+                cached=out.cached, rows=result.rows,
+            )  # fmt: skip
+            if result.tags:
+                self.tracker.set_tags(dict(result.tags))
+        except Exception as exc:  # the stage is done; the store is what failed
+            why = describe_store_error(exc, getattr(self.tracker, "uri", None), self.run_dir)
+            raise TrackingFailed(f"stage {out.name!r} finished, but {why}", out) from exc
         self.release(out.name)
         out.overhead_s += time.perf_counter() - t0
 

@@ -35,7 +35,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from wai_exp.domain.secrets import redact, redact_overrides, redact_text
+from wai_exp.domain.secrets import (
+    install_log_redaction,
+    redact,
+    redact_overrides,
+    redact_text,
+)
 from wai_exp.tracking import PARENT_RUN_ENV
 from wai_exp.tracking.orphans import owner_tags, reap_orphans
 from wai_exp.tracking.params import (
@@ -507,6 +512,10 @@ class MlflowTracker:
             raise RuntimeError(f"this tracker already started run {self.run_id}")
         from mlflow import MlflowClient
 
+        # MLflow logs to stderr through its own handler: redact it like ours, and leave the
+        # SQL dump of a failed store write to our one-line message (store_errors).
+        install_log_redaction(logging.getLogger("mlflow"))
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
         exp_id = prepare_store(self.uri, self.experiment)
         client = MlflowClient(tracking_uri=self.uri)
         # A run SIGKILLed earlier in this store is still RUNNING: mark it KILLED, with why.

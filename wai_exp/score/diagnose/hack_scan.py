@@ -33,6 +33,7 @@ from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import read_steps
 from wai_exp.score.select.hygiene import trajectory_keys
 from wai_exp.score.select.trim import reward_under, without_gc
+from wai_exp.score.stats.passat import as_rows
 from wai_exp.score.stats.resample import factorize
 
 #: Default false-positive rate of the floor: tau is the 1 - ALPHA quantile of the null max |rho|.
@@ -256,6 +257,7 @@ def hack_scan(
     ``decoys_above_floor`` and ``warnings``. Never raises on data; raises ``ValueError`` for
     parameters out of range.
     """
+    rows = as_rows(rows)  # TypeError naming the position of a non-dict row
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1) (got {alpha!r}); the default is {ALPHA}.")
     if n_perm < 1 or top_k < 1 or min_obs < 1 or seeds < 0:

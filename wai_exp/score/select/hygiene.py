@@ -16,6 +16,7 @@ import numpy as np
 
 from wai_exp.rows.keys import task_key
 from wai_exp.score.select.trim import reward_under, without_gc
+from wai_exp.score.stats.passat import as_rows
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-_.@][a-z0-9]+)*")
 
@@ -93,7 +94,7 @@ def dedupe_groups(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     ``behavior_signature``). Raises ``ImportError`` only if such a row needs a signature and
     ``wai_exp.score.grade.grading`` is missing.
     """
-    rows = list(rows)
+    rows = as_rows(rows)
     keys, computed = trajectory_keys(rows)
     seen: dict[tuple[str, str, str], int] = {}
     kept: list[dict[str, Any]] = []

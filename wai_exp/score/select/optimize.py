@@ -28,6 +28,7 @@ from wai_exp.score.select.trim import (
     unanimous_mask,
     without_gc,
 )
+from wai_exp.score.stats.passat import as_rows
 
 
 def _has_tool_call(row: dict[str, Any]) -> bool:
@@ -329,6 +330,7 @@ def optimize(
     source path.
     """
     rows, path, data_mode = _resolve_source(source)
+    rows = as_rows(rows)  # TypeError naming the position of a non-dict row
     resolved_mode = mode or data_mode or _rows_mode(rows) or "rl"
     lo, hi = check_band(*band)
     if resolved_mode == "sft":

@@ -28,6 +28,7 @@ from wai_exp.score.select.trim import (
     reward_under,
     without_gc,
 )
+from wai_exp.score.stats.passat import as_rows
 
 
 class PublishGateError(RuntimeError):
@@ -93,7 +94,7 @@ def calibrate(
     ``pass_at`` summary without its per-task table). Raises ``ValueError`` for a bad band.
     """
     lo, hi = check_band(*band)
-    rows = list(rows)
+    rows = as_rows(rows)
     keys = [task_key(r) for r in rows]
     binary = binary_rewards(rows)
     stats = group_stats(rows, keys=keys, binary=binary)
@@ -306,7 +307,7 @@ def publish_gate(
     from wai_exp.score.select.optimize import group_signal
 
     lo, hi = check_band(*band)
-    rows = list(rows)
+    rows = as_rows(rows)
     resolved = mode or _rows_mode(rows)
     signal = group_signal(rows, lo=lo, hi=hi)
     if resolved in ("rl", "sft"):

@@ -34,6 +34,7 @@ from wai_exp.score.select.trim import (
     trim_unanimous_groups,
     without_gc,
 )
+from wai_exp.score.stats.passat import as_rows
 
 #: Above this verifier false-negative rate (audit_grades' fn_rate) the selection warns and
 #: the audit says to fix the verifier before training (audit_grades reads it from here).
@@ -245,7 +246,7 @@ def select_for_rl(
         raise ValueError(f"order must be one of {ORDERS} (got {order!r})")
     if not drop_truncated and truncated == "drop":
         truncated = "keep"
-    rows = list(rows)
+    rows = as_rows(rows)
     warnings: list[str] = []
 
     # 1. Calibration on the rows as they arrived.
@@ -546,7 +547,7 @@ def select_for_sft(
         raise ValueError(f"select must be one of {SFT_RULES} (got {select!r})")
     if k is not None and (not isinstance(k, int) or k < 1):
         raise ValueError(f"k must be a positive integer or None (got {k!r})")
-    rows = list(rows)
+    rows = as_rows(rows)
     quota = min(target, k if k is not None else target)
     junk = low = dups = 0
     seen: set[tuple[str, str, str]] = set()

@@ -992,8 +992,17 @@ def _groups(
     level: float,
 ) -> tuple[dict[str, Any], list[str]]:
     get = _group_of(by)
-    gb = np.array([str(get(r)) for r in b_rows], dtype=object)
-    ga = np.array([str(get(r)) for r in a_rows], dtype=object)
+    raw_b, raw_a = [get(r) for r in b_rows], [get(r) for r in a_rows]
+    if isinstance(by, str) and all(v is None for v in (*raw_b, *raw_a)):
+        keys = sorted({str(k) for r in (*b_rows, *a_rows) for k in r})
+        markers = sorted({str(k) for r in (*b_rows, *a_rows) for k in (r.get("markers") or {})})
+        raise ValueError(
+            f"by={by!r} names no row key, marker or dotted path of any row, so every row "
+            f"would fall in one 'None' group. Row keys: {keys}; markers: {markers or 'none'}; "
+            "or a dotted path such as scenario_dimensions.tier"
+        )
+    gb = np.array([str(v) for v in raw_b], dtype=object)
+    ga = np.array([str(v) for v in raw_a], dtype=object)
     out: dict[str, Any] = {}
     down: list[str] = []
     for g in sorted(set(gb.tolist()) | set(ga.tolist())):

@@ -72,31 +72,37 @@ def as_rows(source: Any) -> list[Mapping[str, Any]]:
     """The row list behind ``source``: a sequence of row dicts, or anything with ``.rows``.
 
     ``.rows`` may be a list or a method returning one (``SimulationData.rows()``). Raises
-    ``TypeError`` naming what was passed when neither applies.
+    ``TypeError`` naming what was passed when neither applies, and naming the position of the
+    first element that is not a row dict (``rows[3] is a int, not a row dict``).
     """
     if isinstance(source, (list, tuple)):
-        return list(source)
-    inner = getattr(source, "rows", None)
-    if inner is not None:
-        if not isinstance(inner, (list, tuple)) and callable(inner):
-            inner = inner()
-        return list(inner)
-    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
-        return list(source)
-    raise TypeError(
-        f"expected a list of row dicts or an object with .rows (SimulationData, ScoredData); "
-        f"got {type(source).__name__}"
-    )
+        row_list = list(source)
+    else:
+        inner = getattr(source, "rows", None)
+        if inner is not None:
+            if not isinstance(inner, (list, tuple)) and callable(inner):
+                inner = inner()
+            row_list = list(inner)
+        elif isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+            row_list = list(source)
+        else:
+            raise TypeError(
+                "expected a list of row dicts or an object with .rows (SimulationData, "
+                f"ScoredData); got {type(source).__name__}"
+            )
+    for i, row in enumerate(row_list):
+        if not isinstance(row, Mapping):
+            raise TypeError(
+                f"rows[{i}] is a {type(row).__name__}, not a row dict; every row must be a "
+                "dict (a JSONL file's lines parsed with json.loads, or SimulationData.rows)"
+            )
+    return row_list
 
 
 def row_dicts(source: Any) -> list[Mapping[str, Any]]:
-    """``as_rows(source)``, checked: raises ``TypeError`` naming the first element (by index)
-    that is not a row dict, as well as when ``source`` is not a row list at all."""
-    row_list = as_rows(source)
-    for i, row in enumerate(row_list):
-        if not isinstance(row, Mapping):
-            raise TypeError(f"rows[{i}] is a {type(row).__name__}, not a row dict")
-    return row_list
+    """``as_rows(source)`` (kept for callers that name the check): raises ``TypeError``
+    naming the first element (by index) that is not a row dict."""
+    return as_rows(source)
 
 
 def pass_k_estimates(n: Any, c: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
