@@ -46,4 +46,4 @@ def describe_store_error(exc: BaseException, uri: str | None, run_dir: Path | No
                 f"{kept}{rerun if kept else ''}"
             )
     where = f" (store {uri})" if uri else ""
-    return f"{first_line(exc)}{where}.{kept}{rerun if kept else ''}"
+    return f"{first_line(exc)}{where}" + (f".{kept}{rerun}" if kept else "")
