@@ -50,3 +50,19 @@ def test_compare_by_an_unknown_key_exits_2_naming_the_keys(tmp_path, capsys):
     code = main([str(tmp_path / "before.jsonl"), str(tmp_path / "after.jsonl"), "--by", "wrld"])
     assert code == 2
     assert "by='wrld' names no row key" in capsys.readouterr().err
+
+
+def test_compare_run_std_from_a_broken_report_names_the_file(tmp_path, capsys):
+    import json
+
+    from wai_exp.commands.compare import main
+
+    rows = [{"prompt": f"p{i % 4}", "scenario_id": f"s{i % 4}", "reward": float(i % 2)}
+            for i in range(16)]  # fmt: skip
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "report.json").write_text('{"run_std_by_metric": ')
+    code = main([str(tmp_path / "a.jsonl"), str(tmp_path / "a.jsonl"),
+                 "--run-std-from", str(tmp_path / "report.json")])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'report.json'} is not valid JSON" in err and "Traceback" not in err

@@ -239,7 +239,13 @@ def _run_std_from(ref: str) -> tuple[dict[str, float | None], int | None]:
             f"--run-std-from {ref}: no such report.json; pass an eval_variance stage dir or its "
             "report.json"
         )
-    report = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CompareInputError(
+            f"--run-std-from {ref}: {path} is not valid JSON ({exc}); re-run the eval_variance "
+            "stage (delete its cache entry under outputs/.cache) or pass another report"
+        ) from exc
     if not isinstance(report, dict) or "run_std_by_metric" not in report:
         raise CompareInputError(
             f"--run-std-from {ref}: not an eval_variance report (no run_std_by_metric)"
