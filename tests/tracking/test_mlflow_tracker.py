@@ -18,6 +18,9 @@ from wai_exp.tracking import (
     resolve_tracking_uri,
 )
 
+#: These tests check the tracker itself, in this process (test_background.py covers the writer).
+IN_PROCESS = {"background": False}
+
 
 def _client(start: Path):
     from mlflow import MlflowClient
@@ -48,7 +51,7 @@ def _config() -> dict:
 
 
 def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
-    tracker = make_tracker({"kind": "mlflow"}, start_dir)
+    tracker = make_tracker({"kind": "mlflow", "background": False}, start_dir)
     run_dir = tmp_path / "outputs" / "run1"
     tracker.start(
         _config(), ["+experiment=rl_round", "seed=0"], run_dir, "rl_round", "abc123def456"
@@ -183,7 +186,7 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
 
 
 def test_failed_run_keeps_the_error(start_dir, tmp_path):
-    tracker = make_tracker({"kind": "mlflow", "plots": False}, start_dir)
+    tracker = make_tracker({"kind": "mlflow", "plots": False, "background": False}, start_dir)
     tracker.start({"seed": 1}, [], tmp_path / "run", None, "h")
     try:
         raise ValueError("judge endpoint refused the request")
@@ -203,7 +206,7 @@ def test_failed_run_keeps_the_error(start_dir, tmp_path):
 
 
 def test_unknown_status_is_refused(start_dir, tmp_path):
-    tracker = make_tracker({}, start_dir)
+    tracker = make_tracker(IN_PROCESS, start_dir)
     tracker.start({}, [], tmp_path, None, "h")
     with pytest.raises(ValueError, match="FINISHED"):
         tracker.finish("DONE")
@@ -212,7 +215,7 @@ def test_unknown_status_is_refused(start_dir, tmp_path):
 
 
 def test_logging_before_start_says_what_to_do(start_dir):
-    tracker = make_tracker({}, start_dir)
+    tracker = make_tracker(IN_PROCESS, start_dir)
     with pytest.raises(RuntimeError, match="start"):
         tracker.set_tags({"a": 1})
 
@@ -232,7 +235,7 @@ def test_git_commit_tag_comes_from_the_start_dir(start_dir, tmp_path):
     git("add", "f.txt")
     git("commit", "-qm", "init")
     sha = git("rev-parse", "HEAD")
-    tracker = make_tracker({}, start_dir)
+    tracker = make_tracker(IN_PROCESS, start_dir)
     tracker.start({}, [], tmp_path, "eval", "h")
     tracker.finish("FINISHED")
     tags = _client(start_dir).get_run(tracker.run_id).data.tags
@@ -247,7 +250,7 @@ def test_explicit_parent_nests_the_run(start_dir, tmp_path):
     uri = f"sqlite:///{start_dir.resolve()}/mlflow.db"
     exp = prepare_store(uri, "wai-exp")
     parent = client.create_run(exp, run_name="parent")
-    tracker = make_tracker({}, start_dir)
+    tracker = make_tracker(IN_PROCESS, start_dir)
     tracker.parent_run_id = parent.info.run_id
     tracker.start({}, [], tmp_path, None, "h")
     tracker.finish("FINISHED")
@@ -257,7 +260,7 @@ def test_explicit_parent_nests_the_run(start_dir, tmp_path):
 
 def test_stale_parent_from_env_is_ignored(start_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("WAI_EXP_MLFLOW_PARENT_RUN_ID", "0123456789abcdef0123456789abcdef")
-    tracker = make_tracker({}, start_dir)
+    tracker = make_tracker(IN_PROCESS, start_dir)
     tracker.start({}, [], tmp_path, None, "h")
     tracker.finish("FINISHED")
     assert "mlflow.parentRunId" not in _client(start_dir).get_run(tracker.run_id).data.tags
@@ -266,14 +269,14 @@ def test_stale_parent_from_env_is_ignored(start_dir, tmp_path, monkeypatch):
 def test_atexit_guard_marks_an_unfinished_run_failed(start_dir, tmp_path):
     """What the interpreter runs at exit when finish() never came (a real crashing process is
     covered end to end in test_callbacks' crashing-sweep test)."""
-    tracker = make_tracker({}, start_dir)
+    tracker = make_tracker(IN_PROCESS, start_dir)
     tracker.start({"seed": 0}, [], tmp_path, "rl_round", "h")
     tracker._atexit()
     run = _client(start_dir).get_run(tracker.run_id)
     assert run.info.status == "FAILED"
     assert "exited before the run finished" in run.data.tags["wai.error"]
     tracker._atexit()  # idempotent
-    finished = make_tracker({}, start_dir)
+    finished = make_tracker(IN_PROCESS, start_dir)
     finished.start({}, [], tmp_path, None, "h")
     finished.finish("FINISHED")
     finished._atexit()  # a finished run is left alone
@@ -354,7 +357,7 @@ def test_a_dead_tracking_server_fails_fast_with_the_fix(tmp_path):
     with socket.socket() as sock:  # a port nothing listens on once the socket closes
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    tracker = make_tracker({"uri": f"http://127.0.0.1:{port}"}, tmp_path)
+    tracker = make_tracker({**IN_PROCESS, "uri": f"http://127.0.0.1:{port}"}, tmp_path)
     with pytest.raises(TrackingError, match="tracking=mlflow"):
         tracker.start({}, [], tmp_path, None, "h")
     assert tracker.run_id is None
@@ -366,7 +369,7 @@ def test_a_deleted_experiment_is_reported_not_recreated(start_dir, tmp_path):
     client = _client(start_dir)
     exp_id = client.create_experiment("gone")
     client.delete_experiment(exp_id)
-    tracker = make_tracker({"experiment": "gone"}, start_dir)
+    tracker = make_tracker({**IN_PROCESS, "experiment": "gone"}, start_dir)
     with pytest.raises(TrackingError, match="restore"):
         tracker.start({}, [], tmp_path, None, "h")
 

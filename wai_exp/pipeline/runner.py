@@ -418,6 +418,9 @@ def run_pipeline(
         atomic_write_text(run_dir / "error.log", redact_text(trace))
         _mark(outcome, stopped, "failed", kinds, state, run_dir)
         _safe_finish(tracker, "FAILED", outcome.error)
+    # A tracker that records in the background knows its run id once it has finished.
+    outcome.run_id = getattr(tracker, "run_id", None) or outcome.run_id
+    outcome.ui_command = getattr(tracker, "ui_command", None) or outcome.ui_command
     outcome.wall_s = time.perf_counter() - t_run
     outcome.tracking_s = tracker.seconds
     _write_run_files(outcome, chash)

@@ -17,6 +17,8 @@ uri        null = ``sqlite:///<start_dir>/mlflow.db``; or ``http(s)://host:port`
 experiment MLflow experiment name (default ``wai-exp``)
 log_rows   log each stage's rows as ``<stage>/rows.jsonl`` and a dataset input
 plots      log PNG plots for graded stages
+traces     log up to this many rollouts per graded stage as MLflow traces (0 = none)
+background record from a writer process, off the run's critical path (default true)
 ========== ======================================================================
 """
 
@@ -47,6 +49,8 @@ _DEFAULTS: dict[str, Any] = {
     "experiment": "wai-exp",
     "log_rows": True,
     "plots": True,
+    "traces": 200,
+    "background": True,
 }
 
 
@@ -157,7 +161,13 @@ def tracking_settings(cfg_tracking: Mapping[str, Any] | None) -> dict[str, Any]:
         raise TrackingConfigError(
             f"tracking.experiment must be a non-empty name, got {out['experiment']!r}"
         )
-    for key in ("log_rows", "plots"):
+    traces = out["traces"]
+    if isinstance(traces, bool) or not isinstance(traces, int) or traces < 0:
+        raise TrackingConfigError(
+            f"tracking.traces must be a whole number >= 0 (rollouts logged as MLflow traces "
+            f"per graded stage; default 200, 0 = none), got {traces!r}"
+        )
+    for key in ("log_rows", "plots", "background"):
         if not isinstance(out[key], bool):
             raise TrackingConfigError(f"tracking.{key} must be true or false, got {out[key]!r}")
     return out
@@ -210,12 +220,19 @@ def make_tracker(cfg_tracking: Mapping[str, Any] | None, start_dir: Path) -> Tra
     if settings["kind"] == "none":
         return NullTracker()
     uri = resolve_tracking_uri(settings["uri"], start_dir)
+    kwargs = {
+        "uri": uri,
+        "experiment": settings["experiment"],
+        "start_dir": Path(start_dir),
+        "log_rows": settings["log_rows"],
+        "plots": settings["plots"],
+        "traces": settings["traces"],
+    }
+    if settings["background"]:
+        # A writer process imports MLflow and records while the stages compute.
+        from wai_exp.tracking.background import BackgroundTracker
+
+        return BackgroundTracker(**kwargs)
     from wai_exp.tracking.mlflow_tracker import MlflowTracker
 
-    return MlflowTracker(
-        uri=uri,
-        experiment=settings["experiment"],
-        start_dir=Path(start_dir),
-        log_rows=settings["log_rows"],
-        plots=settings["plots"],
-    )
+    return MlflowTracker(**kwargs)

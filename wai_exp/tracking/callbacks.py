@@ -351,7 +351,9 @@ class MlflowSweepCallback(Callback):
         finished = [row["metrics"] for row in table if row["status"] == "FINISHED"]
         aggregate = aggregate_metrics(finished, replicates=only_replicates)
         now = int(time.time() * 1000)
-        values = aggregate_as_metrics(aggregate)
+        # Means and sds over jobs that ran different configurations describe no one thing:
+        # a sweep over a key logs its per-value table instead (aggregate.json keeps them).
+        values = aggregate_as_metrics(aggregate) if only_replicates else {}
         for key in ("run_std", "noise_band", "noise_band_t"):
             if spread[key] is not None:
                 values[key] = float(spread[key])

@@ -78,6 +78,8 @@ _STATUSES = ("FINISHED", "FAILED", "KILLED")
 #: graded rows but a histogram of the kept subset would read as the policy's pass rate.
 GRADED_KINDS = frozenset({"grade", "evaluate"})
 _prepared: dict[tuple[str, str], str] = {}
+#: Runs this process started (a launcher worker that is reused runs several jobs).
+_RUNS_IN_PROCESS = 0
 
 
 class TrackingError(RuntimeError):
@@ -239,18 +241,22 @@ def git_commit(cwd: Path) -> tuple[str | None, bool | None]:
     return (sha or None), bool(status.strip())
 
 
-def git_candidates(start_dir: Path, config: Mapping[str, Any] | None = None) -> list[Path]:
+def git_candidates(start_dir: Path, config_sources: Sequence[Path] | None = None) -> list[Path]:
     """Where to look for the commit, in order: the folder wai-exp was started in, the user's
-    config folders (Hydra's file config sources, ``--config-dir``), then the folder the
-    shipped configs and code come from (an editable install in a checkout)."""
+    config folders (``config_sources``, default Hydra's file config sources: ``--config-dir``
+    and the like), then the folder the shipped configs and code come from (an editable
+    install in a checkout)."""
     out = [Path(start_dir)]
-    with contextlib.suppress(Exception):
-        from hydra.core.hydra_config import HydraConfig
+    if config_sources is not None:
+        out.extend(Path(p) for p in config_sources)
+    else:
+        with contextlib.suppress(Exception):
+            from hydra.core.hydra_config import HydraConfig
 
-        if HydraConfig.initialized():
-            for src in HydraConfig.get().runtime.config_sources:
-                if src.schema == "file" and src.path:
-                    out.append(Path(src.path))
+            if HydraConfig.initialized():
+                for src in HydraConfig.get().runtime.config_sources:
+                    if src.schema == "file" and src.path:
+                        out.append(Path(src.path))
     import wai_exp
 
     out.append(Path(wai_exp.__file__).resolve().parent)
@@ -292,19 +298,28 @@ def run_params(config: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, Any
     return params, dict(knobs) if isinstance(knobs, Mapping) else {}
 
 
-#: Experiment tag the MLflow 3 UI reads to pick its landing page: "custom_model_development"
-#: opens the runs table; without it a new experiment opens on the GenAI traces overview.
+#: Experiment tag MLflow 3's UI reads for an experiment's kind: "custom_model_development"
+#: marks it a model-training experiment (runs table), not a GenAI one (traces overview).
+#: MLflow 3.17's UI lets its view switch (``?workflowType=``, see UI_VIEW) win over it.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
 
+#: The MLflow 3.17 UI picks its view (GenAI traces vs model training runs) from this URL
+#: parameter, else from the browser's last choice (GenAI on a fresh browser); it no longer
+#: reads the experiment's ``mlflow.experimentKind`` tag for that. Links carry it.
+UI_VIEW = "workflowType=machine_learning"
+
+
 def ui_hint(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
-    """How to look at a run: the ``mlflow ui`` command for SQLite, the server URL otherwise."""
+    """How to look at a run: the ``mlflow ui`` command for SQLite, the server URL otherwise.
+    The link opens the model-training view, where the runs table and run pages are."""
     path = ""
     if experiment_id is not None:
         path = f"/#/experiments/{experiment_id}"
         if run_id is not None:
             path += f"/runs/{run_id}"
+        path += f"?{UI_VIEW}"
     if uri.startswith("sqlite:"):
         cmd = f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
         return f"{cmd}  # then open {UI_URL}{path}" if path else cmd
@@ -464,9 +479,17 @@ class MlflowTracker:
         start_dir: Path | None = None,
         log_rows: bool = True,
         plots: bool = True,
+        traces: int = 200,
         parent_run_id: str | None = None,
+        config_sources: Sequence[Path] | None = None,
+        owner: Mapping[str, str] | None = None,
     ) -> None:
         self.uri = uri
+        #: tags naming the process that owns the run (default: this one); a writer process
+        #: records for the wai-exp process that started it
+        self.owner = dict(owner) if owner else None
+        self.traces = int(traces)
+        self.config_sources = list(config_sources) if config_sources is not None else None
         self.experiment = experiment
         self.start_dir = Path(start_dir or Path.cwd()).resolve()
         self.log_rows = log_rows
@@ -510,6 +533,13 @@ class MlflowTracker:
         RuntimeError if this tracker already started a run."""
         if self.run_id is not None:
             raise RuntimeError(f"this tracker already started run {self.run_id}")
+        import sys
+
+        global _RUNS_IN_PROCESS
+        # Whether this process had MLflow loaded before this run: a reused launcher worker
+        # (joblib/loky) pays the import once, for its first job only.
+        preloaded = "mlflow" in sys.modules
+        _RUNS_IN_PROCESS += 1
         from mlflow import MlflowClient
 
         # MLflow logs to stderr through its own handler: redact it like ours, and leave the
@@ -543,8 +573,10 @@ class MlflowTracker:
             "wai.run_dir": str(run_dir.resolve()),
             "wai.overrides": " ".join(overrides),
             "wai.override_list": json.dumps(overrides),
-            **git_tags(git_candidates(self.start_dir, config)),
-            **owner_tags(),
+            "wai.process": f"{os.getpid()}:{_RUNS_IN_PROCESS}",
+            "wai.mlflow_preloaded": "true" if preloaded else "false",
+            **git_tags(git_candidates(self.start_dir, self.config_sources)),
+            **(self.owner or owner_tags()),
         }
         with contextlib.suppress(Exception):
             tags["mlflow.user"] = getpass.getuser()

@@ -1,0 +1,204 @@
+"""The MLflow UI, read in a real browser: a finished rl_round and a sweep, as a user sees them.
+
+Runs the console script twice (an rl_round with overrides, a two-value skill sweep), starts
+`mlflow ui` on 127.0.0.1 over the store they wrote, and drives Debian's headless chromium
+through its chromedriver (selenium). It checks that
+
+- the experiment opens on its runs table (not the GenAI traces page) and shows the run
+  named by its preset and overrides;
+- the run page's description states pass@1 with its 95% interval and the gate verdict;
+- the sweep parent's page shows the per-value table.
+
+Screenshots of each page are saved under ``test-artifacts/mlflow-ui/`` (git-ignored) for a
+person to look at. `.ci/run` installs chromium and chromium-driver
+(scripts/start-test-services.sh); outside CI the test skips, saying so, without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from wai_exp.tracking.mlflow_tracker import UI_VIEW
+
+WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
+MLFLOW = str(Path(sys.executable).parent / "mlflow")
+SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "mlflow-ui"
+CHROME_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1600,1300",
+]
+
+
+def _browser_paths() -> tuple[str, str]:
+    chromium = os.environ.get("WAI_EXP_TEST_CHROMIUM") or shutil.which("chromium")
+    driver = os.environ.get("WAI_EXP_TEST_CHROMEDRIVER") or shutil.which("chromedriver")
+    if not (chromium and driver):
+        if os.environ.get("CI"):
+            pytest.fail("CI=true but chromium/chromedriver are missing: .ci/run installs them")
+        pytest.skip(
+            "no chromium + chromedriver: `apt-get install chromium chromium-driver` "
+            "(scripts/start-test-services.sh does, as .ci/run)"
+        )
+    return chromium, driver
+
+
+def _wai(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [WAI_EXP, *args], cwd=cwd, capture_output=True, text=True, timeout=900,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def _stop(server: subprocess.Popen) -> None:
+    """End the server and every process it started (it runs in its own session)."""
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=15)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """An rl_round and a sweep in one store, and `mlflow ui` serving it."""
+    chromium, driver = _browser_paths()
+    cwd = tmp_path_factory.mktemp("ui")
+    _wai(cwd, "+experiment=rl_round", "simulate.budget=200", "seed=1")
+    sweep = _wai(cwd, "-m", "+experiment=eval", "simulate.budget=40", "agent.skill=0.6,0.9")
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{cwd.resolve() / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    rl = client.get_experiment_by_name("rl_round")
+    ev = client.get_experiment_by_name("eval")
+    [run] = client.search_runs([rl.experiment_id])
+    [parent] = client.search_runs([ev.experiment_id], filter_string="tags.`wai.sweep` = 'parent'")
+    assert f"MLflow parent run: {parent.info.run_id}" in sweep.stdout
+    port = _free_port()
+    log = (cwd / "mlflow-ui.log").open("w")
+    server = subprocess.Popen(
+        [MLFLOW, "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1"],
+        cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((cwd / "mlflow-ui.log").read_text()) from None
+                time.sleep(0.5)
+        yield {
+            "url": url, "run": run, "parent": parent, "rl": rl, "eval": ev,
+            "chromium": chromium, "driver": driver, "profile": cwd / "chrome-profile",
+        }  # fmt: skip
+    finally:
+        _stop(server)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(recorded):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = recorded["chromium"]
+    for flag in [*CHROME_FLAGS, f"--user-data-dir={recorded['profile']}"]:
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=recorded["driver"]), options=opts)
+    driver.set_page_load_timeout(120)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _page(browser, url: str, *needles: str, shot: str, timeout: float = 120) -> str:
+    """Open ``url``, wait until the page text holds every needle, save a screenshot."""
+    browser.get(url)
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = browser.execute_script("return document.body.innerText") or ""
+        if all(n in text for n in needles):
+            break
+        time.sleep(1.0)
+    time.sleep(1.5)  # let charts and fonts settle for the screenshot
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / shot))
+    missing = [n for n in needles if n not in text]
+    assert not missing, f"{url}: {missing} not on the page; it shows:\n{text[:3000]}"
+    return text
+
+
+@pytest.mark.slow
+def test_the_experiment_opens_on_its_runs_named_by_their_overrides(recorded, browser):
+    name = recorded["run"].info.run_name
+    assert name == "rl_round simulate.budget=200 seed=1"
+    text = _page(
+        browser, f"{recorded['url']}/#/experiments/{recorded['rl'].experiment_id}?{UI_VIEW}", name,
+        shot="1-experiment-runs.png",
+    )  # fmt: skip
+    assert "No traces" not in text
+
+
+@pytest.mark.slow
+def test_the_run_page_states_pass_at_1_with_its_interval(recorded, browser):
+    run = recorded["run"]
+    m = run.data.metrics
+    headline = f"pass@1 {m['pass_at_1']:.3f} (95% CI {m['pass_at_1_ci_lo']:.3f}–{m['pass_at_1_ci_hi']:.3f})"
+    _page(
+        browser,
+        f"{recorded['url']}/#/experiments/{recorded['rl'].experiment_id}/runs/{run.info.run_id}?{UI_VIEW}",
+        run.info.run_name, headline, "Publish gate:", "Rows kept:",
+        shot="2-rl_round-run.png",
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_sweep_parent_shows_its_per_value_table(recorded, browser):
+    parent = recorded["parent"]
+    assert parent.info.run_name == "sweep eval simulate.budget=40 agent.skill=0.6,0.9"
+    text = _page(
+        browser,
+        f"{recorded['url']}/#/experiments/{recorded['eval'].experiment_id}/runs/{parent.info.run_id}?{UI_VIEW}",
+        "Sweep over", "agent.skill", "95% CI", "Re-run spread",
+        shot="3-sweep-parent.png",
+    )  # fmt: skip
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert any(ln.startswith("0.6") for ln in lines) and any(ln.startswith("0.9") for ln in lines)

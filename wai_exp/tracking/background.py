@@ -1,0 +1,413 @@
+"""Tracking off the critical path: an ``MlflowTracker`` running in a writer process.
+
+Importing MLflow and opening its store costs seconds, and logging (artifacts, plots, the
+rows) more; in-process, and on a GIL-bound thread, all of it adds to the run's wall time.
+:class:`BackgroundTracker` starts ``python -m wai_exp.tracking.background`` when it is made
+(before any stage runs), so the import, the store and the logging happen on another core
+while the stages compute. The runner talks to it through the same ``Tracker`` protocol:
+each call becomes one JSON line on the writer's stdin and returns at once; ``finish`` waits
+until the writer has recorded everything and ended the run, so a finished ``wai-exp`` has a
+complete MLflow run.
+
+- ``run_id``/``ui_command`` are known once the writer has created the run (always after
+  ``finish``); the runner reads them at the end.
+- A writer error (a store that refuses the run, a full disk) is raised by the next call,
+  or by ``finish``, as :class:`~wai_exp.tracking.mlflow_tracker.TrackingError` naming the
+  writer's own message.
+- One writer per process, reused for the next run: a launcher worker that runs several
+  jobs (joblib's loky reuses its workers) pays the MLflow import once, not per job.
+- Ctrl-C reaches the writer too; it ignores SIGINT, so the runner can still end the run
+  KILLED. If the wai-exp process dies (SIGKILL), the writer reads end-of-file and ends the
+  open run KILLED, naming the process; the run's ``wai.pid`` is the wai-exp process's.
+- The writer's log lines go to ``<run dir>/tracking.log``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Seconds ``finish`` waits for the writer to record everything.
+FINISH_TIMEOUT_S = 600.0
+
+
+class _Writer:
+    """One writer process and the thread that reads its replies."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "wai_exp.tracking.background"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            encoding="utf-8",
+            env=env,
+        )
+        self.lock = threading.Lock()
+        self.cond = threading.Condition()
+        self.replies: list[dict[str, Any]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True, name="wai-tracking-reader")
+        self.reader.start()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, msg: Mapping[str, Any]) -> None:
+        line = json.dumps(msg, default=str, allow_nan=True) + "\n"
+        with self.lock:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line)
+            self.proc.stdin.flush()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                reply = json.loads(line)
+                with self.cond:
+                    self.replies.append(reply)
+                    self.cond.notify_all()
+        with self.cond:
+            self.replies.append({"op": "exit", "code": self.proc.poll()})
+            self.cond.notify_all()
+
+    def wait_for(self, token: int, timeout: float) -> dict[str, Any] | None:
+        """The reply to message ``token`` (or the writer's exit), None on timeout."""
+        with self.cond:
+            ok = self.cond.wait_for(
+                lambda: any(r.get("token") == token or r.get("op") == "exit" for r in self.replies),
+                timeout=timeout,
+            )
+            if not ok:
+                return None
+            for r in self.replies:
+                if r.get("token") == token or r.get("op") == "exit":
+                    return r
+        return None
+
+    def peek(self, run_key: int) -> list[dict[str, Any]]:
+        with self.cond:
+            return [r for r in self.replies if r.get("run") == run_key]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=30)
+
+
+_writer: _Writer | None = None
+_writer_lock = threading.Lock()
+_run_counter = 0
+
+
+def _shared_writer() -> _Writer:
+    """The process's writer, started on first use and restarted if it died."""
+    global _writer
+    with _writer_lock:
+        if _writer is None or not _writer.alive():
+            _writer = _Writer()
+            atexit.register(_writer.close)
+        return _writer
+
+
+class BackgroundTracker:
+    """The ``Tracker`` protocol over a writer process (see the module docstring).
+
+    Same arguments as ``MlflowTracker``; the writer is started here, so the MLflow import
+    overlaps whatever runs before :meth:`start`.
+    """
+
+    def __init__(
+        self,
+        *,
+        uri: str,
+        experiment: str = "wai-exp",
+        start_dir: Path | None = None,
+        log_rows: bool = True,
+        plots: bool = True,
+        traces: int = 200,
+        parent_run_id: str | None = None,
+    ) -> None:
+        global _run_counter
+        from wai_exp.tracking.mlflow_tracker import ui_hint
+
+        self.uri = uri
+        self.experiment = experiment
+        self.start_dir = Path(start_dir or Path.cwd()).resolve()
+        self.settings = {
+            "uri": uri,
+            "experiment": experiment,
+            "start_dir": str(self.start_dir),
+            "log_rows": log_rows,
+            "plots": plots,
+            "traces": traces,
+            "parent_run_id": parent_run_id,
+        }
+        self._run_id: str | None = None
+        self._ui_command: str | None = ui_hint(uri)
+        self.status: str | None = None
+        self._error: str | None = None
+        _run_counter += 1
+        self._key = _run_counter
+        self._token = 0
+        self._writer = _shared_writer()
+        self._started = False
+
+    # -- protocol -----------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str | None:
+        self._collect()
+        return self._run_id
+
+    @property
+    def ui_command(self) -> str | None:
+        self._collect()
+        return self._ui_command
+
+    @property
+    def summary(self) -> str:
+        if self.run_id is None:
+            return f"MLflow tracking to {self.uri} (no run started)"
+        state = f", {self.status}" if self.status else ""
+        return (
+            f"MLflow run {self.run_id} (experiment {self.experiment!r}{state}); "
+            f"view: {self.ui_command}"
+        )
+
+    def start(
+        self,
+        config: Mapping[str, Any],
+        overrides: Sequence[str],
+        run_dir: Path,
+        preset: str | None,
+        config_hash: str,
+    ) -> None:
+        """Queue the run's creation. Raises ``TrackingError`` at once when an ``http(s)``
+        tracking server does not answer (checked here: it is quick and saves a run that
+        could not be recorded); other store errors come from the next call."""
+        if self._started:
+            raise RuntimeError("this tracker already started a run")
+        if self.uri.startswith(("http://", "https://")):
+            from wai_exp.tracking.mlflow_tracker import check_server
+
+            check_server(self.uri)
+        from wai_exp.tracking.orphans import owner_tags
+
+        hydra_sources = _hydra_config_sources()
+        self._started = True
+        self.status = "RUNNING"
+        self._send(
+            "start",
+            settings=self.settings,
+            config=dict(config),
+            overrides=[str(o) for o in overrides],
+            run_dir=str(run_dir),
+            preset=preset,
+            config_hash=config_hash,
+            config_sources=hydra_sources,
+            owner=owner_tags(),
+        )
+
+    def log_stage(self, name: str, **kwargs: Any) -> None:
+        """Queue one stage's record. ``rows`` are not sent: the writer reads ``rows_path``."""
+        self._raise_if_failed()
+        kwargs.pop("rows", None)
+        if kwargs.get("rows_path") is not None:
+            kwargs["rows_path"] = str(kwargs["rows_path"])
+        self._send("log_stage", name=name, kwargs=kwargs)
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        self._raise_if_failed()
+        self._send("set_tags", tags=dict(tags))
+
+    def finish(self, status: str = "FINISHED", error: BaseException | str | None = None) -> None:
+        """Queue the end of the run and wait until the writer has recorded everything.
+        Raises ``TrackingError`` when the writer failed or did not answer in time."""
+        from wai_exp.tracking.mlflow_tracker import TrackingError
+
+        if not self._started or self.status in ("FINISHED", "FAILED", "KILLED"):
+            return
+        if isinstance(error, BaseException):
+            import traceback
+
+            error = "".join(traceback.format_exception(error))
+        token = self._send("finish", status=str(status), error=error)
+        reply = self._writer.wait_for(token, FINISH_TIMEOUT_S)
+        self._collect()
+        if reply is None:
+            raise TrackingError(
+                f"the tracking writer did not finish the run within {FINISH_TIMEOUT_S:.0f} s"
+            )
+        if reply.get("op") == "exit":
+            raise TrackingError(
+                f"the tracking writer exited (status {reply.get('code')}) before the run ended"
+                + (f": {self._error}" if self._error else "")
+            )
+        self.status = str(reply.get("status") or status).upper()
+        if self._error:
+            raise TrackingError(f"tracking failed: {self._error}")
+
+    def flush(self, timeout: float = FINISH_TIMEOUT_S) -> None:
+        """Wait until the writer has handled every call so far (tests read MLflow after it)."""
+        token = self._send("flush")
+        self._writer.wait_for(token, timeout)
+        self._collect()
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _send(self, op: str, **payload: Any) -> int:
+        self._token += 1
+        token = self._key * 1_000_000 + self._token
+        self._writer.send({"op": op, "run": self._key, "token": token, **payload})
+        return token
+
+    def _collect(self) -> None:
+        for reply in self._writer.peek(self._key):
+            if reply.get("op") == "started":
+                self._run_id = reply.get("run_id")
+                self._ui_command = reply.get("ui_command") or self._ui_command
+            if reply.get("error") and not self._error:
+                self._error = str(reply["error"])
+
+    def _raise_if_failed(self) -> None:
+        from wai_exp.tracking.mlflow_tracker import TrackingError
+
+        self._collect()
+        if self._error:
+            raise TrackingError(f"tracking failed: {self._error}")
+
+
+def _hydra_config_sources() -> list[str]:
+    with contextlib.suppress(Exception):
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            return [
+                str(s.path)
+                for s in HydraConfig.get().runtime.config_sources
+                if s.schema == "file" and s.path
+            ]
+    return []
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+def _serve(stdin: Any, stdout: Any) -> int:
+    """The writer's loop: one command per line, replies as JSON lines. Returns the exit code."""
+    import signal
+    import traceback
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides how the run ends
+    # Import while the first command is on its way: this is the cost the writer hides.
+    import matplotlib.figure  # noqa: F401 - plots render here
+    import mlflow.tracking  # noqa: F401
+
+    from wai_exp.tracking import mlflow_tracker
+
+    trackers: dict[int, Any] = {}
+    failed: set[int] = set()
+    handler: logging.Handler | None = None
+
+    def reply(**msg: Any) -> None:
+        stdout.write(json.dumps(msg, default=str) + "\n")
+        stdout.flush()
+
+    for line in stdin:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        op, key, token = msg.get("op"), msg.get("run"), msg.get("token")
+        if op == "flush":
+            reply(op="flushed", run=key, token=token)
+            continue
+        if key in failed:
+            if op == "finish":
+                reply(op="finished", run=key, token=token, status="FAILED")
+            continue
+        try:
+            if op == "start":
+                s = msg["settings"]
+                run_dir = Path(msg["run_dir"])
+                run_dir.mkdir(parents=True, exist_ok=True)
+                if handler is not None:
+                    logging.getLogger().removeHandler(handler)
+                handler = logging.FileHandler(run_dir / "tracking.log", encoding="utf-8")
+                handler.setLevel(logging.INFO)
+                handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))  # fmt: skip
+                root = logging.getLogger()
+                root.addHandler(handler)
+                root.setLevel(logging.INFO)
+                tracker = mlflow_tracker.MlflowTracker(
+                    uri=s["uri"],
+                    experiment=s["experiment"],
+                    start_dir=Path(s["start_dir"]),
+                    log_rows=s["log_rows"],
+                    plots=s["plots"],
+                    traces=s.get("traces", 200),
+                    parent_run_id=s.get("parent_run_id"),
+                    config_sources=[Path(p) for p in msg.get("config_sources") or []],
+                    owner=msg.get("owner"),
+                )
+                trackers[key] = tracker
+                tracker.start(
+                    msg["config"], msg["overrides"], run_dir, msg["preset"], msg["config_hash"]
+                )
+                reply(op="started", run=key, token=token, run_id=tracker.run_id,
+                      ui_command=tracker.ui_command)  # fmt: skip
+            elif op == "log_stage":
+                kw = dict(msg["kwargs"])
+                if kw.get("rows_path") is not None:
+                    kw["rows_path"] = Path(kw["rows_path"])
+                trackers[key].log_stage(msg["name"], **kw)
+            elif op == "set_tags":
+                trackers[key].set_tags(msg["tags"])
+            elif op == "finish":
+                tracker = trackers.pop(key, None)
+                if tracker is not None:
+                    tracker.finish(msg["status"], error=msg.get("error"))
+                reply(op="finished", run=key, token=token,
+                      status=getattr(tracker, "status", msg["status"]))  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - reported to the runner, run ended FAILED
+            text = f"{type(exc).__name__}: {exc}"
+            logging.getLogger(__name__).error("%s\n%s", text, traceback.format_exc())
+            failed.add(key)
+            tracker = trackers.pop(key, None)
+            if tracker is not None:
+                with contextlib.suppress(Exception):
+                    tracker.finish("FAILED", error=f"tracking failed: {text}")
+            reply(op="error", run=key, token=token, error=text)
+            if op == "finish":
+                reply(op="finished", run=key, token=token, status="FAILED")
+    # End of input: the wai-exp process is gone. A run it never finished is KILLED, as the
+    # next start's orphan check would mark it (wai_exp.tracking.orphans), only sooner.
+    for tracker in trackers.values():
+        pid = (tracker.owner or {}).get("wai.pid", "?")
+        with contextlib.suppress(Exception):
+            tracker.finish(
+                "KILLED",
+                error=f"the wai-exp process (pid {pid}) is gone: it exited before the run "
+                "finished (killed or crashed)",
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_serve(sys.stdin, sys.stdout))
