@@ -63,7 +63,9 @@ def _check_sweep(proc, uri: str, experiment: str, n_jobs: int, values: list[str]
     assert len(kids) == n_jobs and len(runs) == n_jobs + 1  # every child nested, no stray run
     assert {k.info.status for k in kids} == {"FINISHED"} and parent.info.status == "FINISHED"
     assert parent.data.params["agent.skill"] == ",".join(values)
-    assert sorted(k.info.run_name for k in kids)[0].startswith("eval simulate.budget=40 agent.skill=")
+    assert sorted(k.info.run_name for k in kids)[0].startswith(
+        "eval simulate.budget=40 agent.skill="
+    )
     table = parent.data.tags["mlflow.note.content"]
     for v in values:
         assert f"| {v} |" in table  # the per-value table, one row per swept skill

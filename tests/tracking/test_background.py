@@ -94,4 +94,17 @@ def test_a_killed_wai_exp_process_leaves_no_running_run(start_dir, tmp_path):
             break
         time.sleep(0.5)
     assert run.info.status == "KILLED"
-    assert f"pid {proc.pid}" in run.data.tags["wai.error"] and "is gone" in run.data.tags["wai.error"]
+    pid = run.data.tags["wai.pid"]  # the killed process, not its writer
+    assert f"pid {pid}" in run.data.tags["wai.error"] and "is gone" in run.data.tags["wai.error"]
+
+
+def test_the_writer_redacts_the_secrets_this_process_knows(start_dir, tmp_path):
+    from wai_exp.domain.secrets import register_secret
+
+    register_secret("sk-live-abcdef0123456789")
+    tracker = make_tracker({}, start_dir)
+    tracker.start({"agent": {"base_url": "http://h"}}, [], tmp_path / "r", "eval", "h")
+    tracker.set_tags({"note": "key sk-live-abcdef0123456789 leaked"})
+    tracker.finish("FINISHED")
+    tags = _client(start_dir).get_run(tracker.run_id).data.tags
+    assert "sk-live-abcdef0123456789" not in tags["note"] and "***redacted***" in tags["note"]

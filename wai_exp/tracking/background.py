@@ -207,14 +207,23 @@ class BackgroundTracker:
             from wai_exp.tracking.mlflow_tracker import check_server
 
             check_server(self.uri)
+        from wai_exp.domain.secrets import known_secrets
+        from wai_exp.tracking import PARENT_RUN_ENV
         from wai_exp.tracking.orphans import owner_tags
 
         hydra_sources = _hydra_config_sources()
+        # The writer may have started before this job's sweep callback set the parent's id
+        # in the environment: hand it over with the run.
+        settings = {
+            **self.settings,
+            "parent_run_id": self.settings["parent_run_id"] or os.environ.get(PARENT_RUN_ENV),
+        }
         self._started = True
         self.status = "RUNNING"
+        atexit.register(self._atexit)
         self._send(
             "start",
-            settings=self.settings,
+            settings=settings,
             config=dict(config),
             overrides=[str(o) for o in overrides],
             run_dir=str(run_dir),
@@ -222,6 +231,9 @@ class BackgroundTracker:
             config_hash=config_hash,
             config_sources=hydra_sources,
             owner=owner_tags(),
+            # The redaction rule's registered secrets live in this process's memory; the
+            # writer needs them to keep them out of every tag, param and artifact it writes.
+            secrets=known_secrets(),
         )
 
     def log_stage(self, name: str, **kwargs: Any) -> None:
@@ -260,8 +272,21 @@ class BackgroundTracker:
                 + (f": {self._error}" if self._error else "")
             )
         self.status = str(reply.get("status") or status).upper()
+        with contextlib.suppress(Exception):
+            atexit.unregister(self._atexit)
         if self._error:
             raise TrackingError(f"tracking failed: {self._error}")
+
+    def _atexit(self) -> None:
+        """A process that exits without finish() (a crash) ends its run FAILED, as the
+        in-process tracker does; a SIGKILL skips this and the writer ends it KILLED."""
+        if self._started and self.status == "RUNNING":
+            with contextlib.suppress(Exception):
+                self.finish(
+                    "FAILED",
+                    error="the process exited before the run finished (crash, interrupt or "
+                    "missing finish())",
+                )
 
     def flush(self, timeout: float = FINISH_TIMEOUT_S) -> None:
         """Wait until the writer has handled every call so far (tests read MLflow after it)."""
@@ -344,6 +369,11 @@ def _serve(stdin: Any, stdout: Any) -> int:
             continue
         try:
             if op == "start":
+                from wai_exp.domain.secrets import register_config_secrets, register_secret
+
+                for secret in msg.get("secrets") or []:
+                    register_secret(secret)
+                register_config_secrets(msg["config"])
                 s = msg["settings"]
                 run_dir = Path(msg["run_dir"])
                 run_dir.mkdir(parents=True, exist_ok=True)
