@@ -12,6 +12,13 @@ from wai_exp.commands.compare import EXIT_BAD_INPUT, EXIT_NOT_OK, EXIT_OK, load_
 from wai_exp.rows.jsonl import write_rows
 
 
+@pytest.fixture(autouse=True)
+def _own_store(tmp_path: Path, monkeypatch) -> None:
+    """compare logs its report to ./mlflow.db by default: keep that inside the test's folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
 def arm(p: float, seed: int, marker: float = 0.5, policy: str = "a") -> list[dict]:
     rng = np.random.default_rng(seed)
     return [
@@ -156,3 +163,86 @@ def test_paired_tasks_that_ask_different_things_are_not_comparable(tmp_path: Pat
     out = capsys.readouterr().out
     assert out.splitlines()[2].startswith("NOT COMPARABLE (prompts")
     assert "26 of 29 paired tasks carry different prompts" in out
+
+
+def test_compare_logs_its_report_as_a_run_linked_to_both_arms(tmp_path: Path, capsys) -> None:
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+    ids = []
+    for name, rows in (("a", arm(0.3, 10, policy="a")), ("b", arm(0.7, 11, policy="b"))):
+        path = tmp_path / name / "rows.jsonl"
+        write_rows(path, rows)
+        run = client.create_run(exp, run_name=f"eval agent.skill={name}")
+        client.log_artifact(run.info.run_id, str(path), "grade")
+        ids.append(run.info.run_id)
+    assert main([*ids, "--tracking-uri", uri]) == EXIT_OK
+    out = capsys.readouterr().out
+    [cmp] = client.search_runs([client.get_experiment_by_name("compare").experiment_id])
+    assert f"MLflow run: {cmp.info.run_id}" in out
+    assert cmp.info.run_name == "compare eval agent.skill=a → eval agent.skill=b"
+    tags = cmp.data.tags
+    assert (
+        tags["wai.compare.before_run_id"] == ids[0] and tags["wai.compare.after_run_id"] == ids[1]
+    )
+    assert tags["mlflow.note.content"].startswith(f"### {tags['wai.compare.verdict']}: pass_at_1 +")
+    assert f"runs/{ids[0]})" in tags["mlflow.note.content"]  # a link to each arm
+    m = cmp.data.metrics
+    assert m["delta_ci_lo"] < m["delta"] < m["delta_ci_hi"] and m["after"] > m["before"]
+    arts = {a.path for a in client.list_artifacts(cmp.info.run_id)}
+    assert {"report.json", "report.txt", "delta.png"} <= arts
+    assert tags.get("mlflow.source.git.commit") != "unknown"
+
+
+def test_no_record_leaves_mlflow_alone(tmp_path: Path, capsys) -> None:
+    a = run_dir(tmp_path, "a", arm(0.3, 1))
+    b = run_dir(tmp_path, "b", arm(0.6, 2))
+    assert main([str(a), str(b), "--no-record"]) in (EXIT_OK, EXIT_NOT_OK)
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_sweep_parent_is_an_arm_only_when_its_jobs_are_replicates(tmp_path: Path, capsys) -> None:
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+
+    def parent(keys: str, ps: list[float], run_std: float | None) -> str:
+        par = client.create_run(exp, tags={"wai.sweep": "parent", "wai.sweep.keys": keys})
+        for i, p in enumerate(ps):
+            path = tmp_path / f"{par.info.run_id}-{i}" / "rows.jsonl"
+            write_rows(path, arm(p, 20 + i))
+            kid = client.create_run(exp, tags={"mlflow.parentRunId": par.info.run_id})
+            client.log_artifact(kid.info.run_id, str(path), "grade")
+            client.set_terminated(kid.info.run_id, "FINISHED")
+        if run_std is not None:
+            client.log_metric(par.info.run_id, "run_std", run_std)
+        return par.info.run_id
+
+    seeds = parent("seed", [0.5, 0.5], 0.02)
+    skills = parent("agent.skill", [0.3, 0.8], None)
+    single = run_dir(tmp_path, "one", arm(0.5, 3))
+    assert main([seeds, str(single), "--tracking-uri", uri, "--no-record"]) in (
+        EXIT_OK,
+        EXIT_NOT_OK,
+    )
+    assert "2 replicate runs pooled" in capsys.readouterr().out
+    assert main([skills, str(single), "--tracking-uri", uri]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "sweeps agent.skill" in err and "compare one child run instead" in err
+    code = main([str(single), str(single), "--run-std-from", seeds, "--tracking-uri", uri,
+                 "--json", "--no-record"])  # fmt: skip
+    assert code in (EXIT_OK, EXIT_NOT_OK)
+    report = json.loads(capsys.readouterr().out)
+    assert (
+        report["metrics"]["pass_at_1"]["floor"] is not None
+        or report["metrics"]["pass_at_1"]["noise_band"] is not None
+    )
+    assert (
+        main([str(single), str(single), "--run-std-from", skills, "--tracking-uri", uri])
+        == EXIT_BAD_INPUT
+    )
+    assert "measured no re-run spread" in capsys.readouterr().err

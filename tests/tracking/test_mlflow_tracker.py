@@ -423,3 +423,43 @@ def test_in_memory_rows_with_privileged_never_reach_the_dataset(tmp_path):
     assert "privileged" not in ds.df.columns
     assert len(ds.df) == DATASET_PREVIEW_ROWS
     assert f"of {len(rows):,}" in ds.name  # a sample says it is one
+
+
+def test_rollouts_become_traces_with_spans_and_the_reward_as_an_assessment(start_dir, tmp_path):
+    steps = [
+        {"kind": "assistant", "content": "looking it up",
+         "tool_calls": [{"id": "c1", "name": "lookup_order", "arguments": {"order_id": "A1"}}]},
+        {"kind": "tool", "name": "lookup_order", "arguments": {"order_id": "A1"},
+         "result": {"status": "shipped"}, "status": "ok", "fault": None},
+        {"kind": "assistant", "content": "It shipped.", "tool_calls": []},
+    ]  # fmt: skip
+    rows = [
+        {"rollout_id": f"r{i}", "scenario_id": f"s{i}", "prompt": f"where is A{i}?",
+         "steps": steps, "final_text": "It shipped.", "reward": float(i % 2),
+         "reason": "checked" if i % 2 else "wrong tool", "judge_name": "task_checklist"}
+        for i in range(6)
+    ]  # fmt: skip
+    tracker = make_tracker(
+        {**IN_PROCESS, "traces": 4, "plots": False, "log_rows": False}, start_dir
+    )
+    tracker.start({}, [], tmp_path / "run", "eval", "h")
+    tracker.log_stage("grade", kind="grade", report={}, metrics={"pass_at_1": 0.5}, rows=rows,
+                      rows_path=None)  # fmt: skip
+    tracker.finish("FINISHED")
+    client = _client(start_dir)
+    traces = client.search_traces(
+        locations=[tracker.experiment_id], run_id=tracker.run_id, max_results=50
+    )
+    assert len(traces) == 4  # the cap
+    rewards = sorted(t.info.tags["wai.reward"] for t in traces)
+    assert rewards == ["0.0", "0.0", "1.0", "1.0"]  # failing and passing in equal shares
+    t = traces[0]
+    names = sorted(s.name for s in t.data.spans)
+    assert names == ["agent turn 1", "agent turn 2", f"grade rollout {t.info.tags['wai.scenario_id']}",
+                     "tool lookup_order"]  # fmt: skip
+    [fb] = [a for a in t.info.assessments if a.name == "reward"]
+    assert fb.value == float(t.info.tags["wai.reward"]) and fb.rationale in (
+        "checked",
+        "wrong tool",
+    )
+    assert fb.source.source_id == "task_checklist"

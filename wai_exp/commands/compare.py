@@ -8,12 +8,18 @@
    stage directory whose name starts with ``grade`` or ``evaluate`` and holds ``rows.jsonl``
    (several such stages, e.g. the delta preset's ``grade_before``/``grade_after``: name one
    with ``--stage`` or point at the stage directory);
-4. anything else is an MLflow run id: the same rule over the run's artifacts
+4. anything else is an MLflow run id: the same rule over the run's artifacts; a sweep
+   parent's id pools its children's rows when they are replicates (differ only by seed)
    (``<stage>/rows.jsonl``, as the tracker logs them), downloaded through mlflow from
    ``--tracking-uri`` (default ``$MLFLOW_TRACKING_URI``, else ``sqlite:///./mlflow.db``).
 
 ``REF:STAGE`` (a run id or run dir, a colon, a stage name) picks that stage for one side,
 so both arms of one run compare as ``RUN:grade_before RUN:grade_after``.
+
+The report is logged to MLflow (``--no-record`` skips it): a run in experiment ``compare``
+named ``compare BEFORE → AFTER``, tagged with both arms' run ids when they are runs, holding
+``report.json``, ``report.txt`` and ``delta.png``. ``--run-std-from`` also takes a sweep
+parent's run id (its replicate ``run_std``).
 
 Exit status: 0 when the report is ok (no regression, no failed guard, comparable arms), 1
 when it is not, 2 on bad input (the message names the fix).
@@ -22,6 +28,7 @@ when it is not, 2 on bad input (the message names the fix).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -126,6 +133,12 @@ def _parser() -> argparse.ArgumentParser:
         help="trim each paired task to the rows both sides have",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
+    p.add_argument(
+        "--no-record",
+        action="store_true",
+        help="do not log the report to MLflow (default: a run in experiment 'compare', linked "
+        "to both arms, with the delta plot)",
+    )
     return p
 
 
@@ -187,7 +200,9 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[di
         raise CompareInputError(f"reading run ids needs mlflow ({exc}); pass a run dir") from exc
     client = MlflowClient(tracking_uri=uri)
     try:
-        client.get_run(run_id)
+        run = client.get_run(run_id)
+        if run.data.tags.get("wai.sweep") == "parent":
+            return _rows_from_parent(client, run, stage, uri)
         top = client.list_artifacts(run_id)
         found = []
         for item in top:
@@ -206,6 +221,41 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[di
     from wai_exp.rows.jsonl import iter_rows
 
     return list(iter_rows(local)), f"mlflow run {run_id}: {name}/rows.jsonl"
+
+
+def _children(client: Any, parent: Any) -> list[Any]:
+    return list(
+        client.search_runs(
+            [parent.info.experiment_id],
+            filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+            max_results=1000,
+            order_by=["attributes.start_time ASC"],
+        )
+    )
+
+
+def _rows_from_parent(
+    client: Any, parent: Any, stage: str | None, uri: str
+) -> tuple[list[dict[str, Any]], str]:
+    """The pooled rows of a sweep's children, when they are replicates of one configuration
+    (they differ only by seed/replicate); else a ``CompareInputError`` naming the children."""
+    from wai_exp.tracking.sweep import REPLICATE_KEYS
+
+    keys = [k for k in parent.data.tags.get("wai.sweep.keys", "").split(",") if k]
+    kids = [r for r in _children(client, parent) if r.info.status == "FINISHED"]
+    other = [k for k in keys if k not in REPLICATE_KEYS]
+    if other or not kids:
+        listed = "; ".join(f"{r.info.run_id} ({r.info.run_name})" for r in kids) or "none finished"
+        raise CompareInputError(
+            f"sweep parent {parent.info.run_id} sweeps {', '.join(other) or 'nothing finished'}, "
+            "so its jobs are different configurations, not re-runs of one: compare one child "
+            f"run instead. Children: {listed}"
+        )
+    rows: list[dict[str, Any]] = []
+    for kid in kids:
+        got, _ = _rows_from_mlflow(kid.info.run_id, stage, uri)
+        rows.extend(got)
+    return rows, f"mlflow sweep {parent.info.run_id}: {len(kids)} replicate runs pooled"
 
 
 def load_arm(
@@ -230,10 +280,43 @@ def load_arm(
     return rows, src
 
 
-def _run_std_from(ref: str) -> tuple[dict[str, float | None], int | None]:
+def _run_std_from_parent(ref: str, uri: str) -> tuple[dict[str, float | None], int | None]:
+    """(per-metric run_std, runs) from a sweep parent's replicate spread."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        run = client.get_run(ref)
+    except MlflowException as exc:
+        raise CompareInputError(
+            f"--run-std-from {ref}: not a path and not a run in {uri}; pass an eval_variance "
+            "stage dir, its report.json, or a sweep parent's run id"
+        ) from exc
+    if run.data.tags.get("wai.sweep") != "parent":
+        raise CompareInputError(f"--run-std-from {ref}: run {ref} is not a sweep parent")
+    sd = run.data.metrics.get("run_std")
+    if sd is None:
+        raise CompareInputError(
+            f"--run-std-from {ref}: the sweep measured no re-run spread (no two jobs differ "
+            "only by seed/replicate); sweep seeds, e.g. `wai-exp -m +experiment=eval seed=0,1,2`"
+        )
+    dest = Path(tempfile.mkdtemp(prefix="wai-exp-runstd-"))
+    n_runs = None
+    with contextlib.suppress(Exception):
+        info = json.loads(
+            Path(client.download_artifacts(ref, "sweep/replicates.json", str(dest))).read_text()
+        )
+        n_runs = int(info.get("n_runs") or 0) or None
+    return {"pass_at_1": float(sd)}, n_runs
+
+
+def _run_std_from(ref: str, uri: str | None = None) -> tuple[dict[str, float | None], int | None]:
     path = Path(ref).expanduser()
     if path.is_dir():
         path = path / "report.json"
+    if not path.exists() and not Path(ref).expanduser().exists() and "/" not in ref:
+        return _run_std_from_parent(ref, _tracking_uri(uri))
     if not path.is_file():
         raise CompareInputError(
             f"--run-std-from {ref}: no such report.json; pass an eval_variance stage dir or its "
@@ -269,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.run_std_from is not None:
             if run_std is not None:
                 raise CompareInputError("give --run-std or --run-std-from, not both")
-            run_std, n_runs = _run_std_from(args.run_std_from)
+            run_std, n_runs = _run_std_from(args.run_std_from, args.tracking_uri)
             run_std_runs = run_std_runs or (n_runs if n_runs and n_runs >= 2 else None)
         from wai_exp.score.stats.delta import delta_report, format_delta_report
 
@@ -292,10 +375,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"wai-exp compare: {exc}\n")
         return EXIT_BAD_INPUT
     report["sources"] = {"before": src_b, "after": src_a}
+    if not args.no_record:
+        from wai_exp.tracking.compare_record import record_compare
+
+        try:
+            report["mlflow_run"] = record_compare(
+                report,
+                format_delta_report(report),
+                before=args.before,
+                after=args.after,
+                sources=(src_b, src_a),
+                uri=_tracking_uri(args.tracking_uri),
+            )
+        except Exception as exc:  # noqa: BLE001 - the report is the answer; say what was lost
+            sys.stderr.write(f"wai-exp compare: the report was not logged to MLflow: {exc}\n")
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
     else:
         sys.stdout.write(f"before: {src_b}\nafter:  {src_a}\n{format_delta_report(report)}\n")
+        if report.get("mlflow_run"):
+            sys.stdout.write(f"MLflow run: {report['mlflow_run']['run_id']}\n")
     return EXIT_OK if report["ok"] else EXIT_NOT_OK
 
 

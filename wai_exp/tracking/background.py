@@ -19,6 +19,9 @@ complete MLflow run.
 - Ctrl-C reaches the writer too; it ignores SIGINT, so the runner can still end the run
   KILLED. If the wai-exp process dies (SIGKILL), the writer reads end-of-file and ends the
   open run KILLED, naming the process; the run's ``wai.pid`` is the wai-exp process's.
+- Rollout traces (``tracking.traces``) are logged by a thread of the writer: ``finish`` does
+  not wait for them, and the writer logs the last of them after wai-exp has exited (they
+  show in the run's Traces tab a few seconds after the run ends).
 - The writer's log lines go to ``<run dir>/tracking.log``.
 """
 
@@ -341,6 +344,8 @@ def _serve(stdin: Any, stdout: Any) -> int:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides how the run ends
     # Import while the first command is on its way: this is the cost the writer hides.
+    import queue
+
     import matplotlib.figure  # noqa: F401 - plots render here
     import mlflow.tracking  # noqa: F401
 
@@ -348,6 +353,19 @@ def _serve(stdin: Any, stdout: Any) -> int:
 
     trackers: dict[int, Any] = {}
     failed: set[int] = set()
+    # Traces cost a store write per span: they are logged by a thread of their own, so a
+    # run's finish does not wait for them; the writer finishes them before it exits.
+    trace_jobs: queue.Queue[Any] = queue.Queue()
+
+    def trace_worker() -> None:
+        while True:
+            job = trace_jobs.get()
+            if job is None:
+                return
+            mlflow_tracker.log_traces(job)
+
+    tracer = threading.Thread(target=trace_worker, name="wai-traces", daemon=True)
+    tracer.start()
     handler: logging.Handler | None = None
 
     def reply(**msg: Any) -> None:
@@ -396,6 +414,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                     config_sources=[Path(p) for p in msg.get("config_sources") or []],
                     owner=msg.get("owner"),
                 )
+                tracker.trace_sink = trace_jobs.put
                 trackers[key] = tracker
                 tracker.start(
                     msg["config"], msg["overrides"], run_dir, msg["preset"], msg["config_hash"]
@@ -436,6 +455,8 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 error=f"the wai-exp process (pid {pid}) is gone: it exited before the run "
                 "finished (killed or crashed)",
             )
+    trace_jobs.put(None)
+    tracer.join()
     return 0
 
 

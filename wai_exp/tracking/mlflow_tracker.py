@@ -489,6 +489,8 @@ class MlflowTracker:
         #: records for the wai-exp process that started it
         self.owner = dict(owner) if owner else None
         self.traces = int(traces)
+        #: where trace jobs go (the writer hands them to its trace thread); None = log now
+        self.trace_sink: Any = None
         self.config_sources = list(config_sources) if config_sources is not None else None
         self.experiment = experiment
         self.start_dir = Path(start_dir or Path.cwd()).resolve()
@@ -684,7 +686,11 @@ class MlflowTracker:
 
         if self.plots and isinstance(report, Mapping) and "headline_verdict" in report:
             self._log_plots(prefix, [], report, values)  # a compare stage: its delta plot
-        if rows_path is None or not (self.log_rows or self.plots):
+        graded = kind in GRADED_KINDS or "pass_at_1" in values
+        if rows is not None and rows_path is None and self.traces > 0 and graded:
+            self._queue_traces(prefix, rows)
+            return
+        if rows_path is None or not (self.log_rows or self.plots or (self.traces > 0 and graded)):
             return
         rows_path = Path(rows_path)
         if not rows_path.is_file():
@@ -717,6 +723,8 @@ class MlflowTracker:
                 self._log_dataset(ds, context)
         if self.plots and (kind in GRADED_KINDS or "pass_at_1" in values):
             self._log_plots(prefix, rows, report, values)
+        if self.traces > 0 and graded:
+            self._queue_traces(prefix, rows)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         """Set run tags (gate verdict, stopped_because ...): keys sanitized, values as
@@ -834,6 +842,13 @@ class MlflowTracker:
             return None
         return parent
 
+    def _queue_traces(self, prefix: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        job = (self.uri, self.run_id, self.experiment_id, prefix, list(rows), self.traces)
+        if self.trace_sink is not None:
+            self.trace_sink(job)
+        else:
+            log_traces(job)
+
     def _log_rows_file(self, rows_path: Path, prefix: str) -> None:
         if rows_path.name == "rows.jsonl":
             self._client.log_artifact(self.run_id, str(rows_path), prefix)
@@ -885,6 +900,19 @@ class MlflowTracker:
         with contextlib.suppress(Exception):
             self._client.set_terminated(self.run_id, "FAILED")
             self.status = "FAILED"
+
+
+def log_traces(job: tuple[Any, ...]) -> int:
+    """Log one stage's sampled rollouts as traces (``wai_exp.tracking.traces``); best-effort:
+    a failure is a warning, never the run's failure. Returns how many were logged."""
+    uri, run_id, experiment_id, stage, rows, cap = job
+    try:
+        from wai_exp.tracking.traces import log_rollout_traces
+
+        return log_rollout_traces(uri, run_id, experiment_id, stage, rows, cap, redact=redact_text)
+    except Exception as e:  # noqa: BLE001
+        log.warning("stage %s: rollouts not logged as traces (%s: %s)", stage, type(e).__name__, e)
+        return 0
 
 
 def _yaml(obj: Any) -> str:

@@ -1,0 +1,130 @@
+"""``wai-exp compare`` on the record: its delta report as an MLflow run linked to both arms.
+
+The run lands in experiment ``compare`` of the tracking store (the same store the arms came
+from when they are run ids), named ``compare <before> → <after>`` (the arms' run names when
+they are runs). It holds the headline numbers as metrics (``delta``, ``delta_ci_lo``,
+``delta_ci_hi``, ``before``, ``after``, ``n_paired_tasks``), the verdict and both arms as
+tags (``wai.compare.before`` / ``.after``: what was compared; ``wai.compare.before_run_id`` /
+``.after_run_id`` when an arm is a run), ``report.json``, ``report.txt`` and the paired-delta
+plot ``delta.png`` as artifacts, and a markdown description with links to both arms.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+EXPERIMENT = "compare"
+
+
+def _arm_run(client: Any, ref: str) -> Any | None:
+    run_id = ref.rsplit(":", 1)[0] if ":" in ref and "/" not in ref else ref
+    if "/" in run_id or len(run_id) < 8:
+        return None
+    try:
+        return client.get_run(run_id)
+    except Exception:  # noqa: BLE001 - a path or a foreign id: not a run in this store
+        return None
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f and abs(f) != float("inf") else None
+
+
+def record_compare(
+    report: Mapping[str, Any],
+    text: str,
+    *,
+    before: str,
+    after: str,
+    sources: tuple[str, str],
+    uri: str,
+) -> dict[str, str]:
+    """Log one compare run; returns ``{"run_id", "experiment_id", "ui"}``. Raises whatever
+    the store raises (the caller reports it and keeps the report)."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, RunTag
+
+    from wai_exp.domain.secrets import redact, redact_text
+    from wai_exp.tracking.mlflow_tracker import (
+        git_candidates,
+        git_tags,
+        jsonable,
+        prepare_store,
+        ui_hint,
+    )
+    from wai_exp.tracking.summary import shorten_override
+
+    exp_id = prepare_store(uri, EXPERIMENT)
+    client = MlflowClient(tracking_uri=uri)
+    arms = {"before": _arm_run(client, before), "after": _arm_run(client, after)}
+    names = {
+        side: (run.info.run_name if run is not None else shorten_override(ref) or ref)
+        for side, run, ref in (("before", arms["before"], before), ("after", arms["after"], after))
+    }
+    names = {k: (v if len(v) <= 50 else "…" + v[-49:]) for k, v in names.items()}
+    verdict = str(report.get("headline_verdict") or "")
+    m = (report.get("metrics") or {}).get(report.get("target") or "pass_at_1") or {}
+    ci = m.get("ci95") or [None, None]
+    links = []
+    tags = {
+        "wai.compare.before": sources[0],
+        "wai.compare.after": sources[1],
+        "wai.compare.verdict": verdict,
+        "mlflow.source.name": "wai-exp compare",
+        "mlflow.source.type": "LOCAL",
+        **git_tags(git_candidates(__import__("pathlib").Path.cwd(), [])),
+    }
+    for side, run in arms.items():
+        if run is not None:
+            tags[f"wai.compare.{side}_run_id"] = run.info.run_id
+            links.append(
+                f"- {side}: [{run.info.run_name}](#/experiments/{run.info.experiment_id}/runs/"
+                f"{run.info.run_id}) ({sources[0] if side == 'before' else sources[1]})"
+            )
+        else:
+            links.append(f"- {side}: {sources[0] if side == 'before' else sources[1]}")
+    d, lo, hi = _num(m.get("delta")), _num(ci[0]), _num(ci[1])
+    head = (
+        f"### {verdict}: {report.get('target') or 'pass_at_1'} {d:+.3f} (95% CI {lo:+.3f} to {hi:+.3f})"
+        if d is not None and lo is not None and hi is not None
+        else f"### {verdict}: delta not measured"
+    )
+    note = "\n".join([head, "", *links, "", "```", text.strip(), "```"])
+    tags["mlflow.note.content"] = note[:8000]
+    tags = {k: redact_text(str(v))[:8000] for k, v in tags.items()}
+    run = client.create_run(
+        exp_id, tags=tags, run_name=f"compare {names['before']} → {names['after']}"
+    )
+    rid = run.info.run_id
+    now = int(time.time() * 1000)
+    values = {
+        "delta": d,
+        "delta_ci_lo": lo,
+        "delta_ci_hi": hi,
+        "before": _num(m.get("before")),
+        "after": _num(m.get("after")),
+        "n_paired_tasks": _num(report.get("n_paired_tasks")),
+        "ok": 1.0 if report.get("ok") else 0.0,
+    }
+    metrics = [Metric(k, v, now, 0) for k, v in values.items() if v is not None]
+    client.log_batch(
+        rid, metrics=metrics, tags=[RunTag("wai.compare.ok", str(bool(report.get("ok"))).lower())]
+    )
+    client.log_text(rid, json.dumps(redact(jsonable(report), keys=False), indent=2), "report.json")
+    client.log_text(rid, redact_text(text, keys=False), "report.txt")
+    try:
+        from wai_exp.tracking.plots import delta_figure
+
+        fig = delta_figure(report, title=f"paired deltas: {verdict}")
+        if fig is not None:
+            client.log_figure(rid, fig, "delta.png")
+    finally:
+        client.set_terminated(rid, "FINISHED")
+    return {"run_id": rid, "experiment_id": exp_id, "ui": ui_hint(uri, exp_id, rid)}
