@@ -65,10 +65,18 @@ def test_a_sigkilled_run_is_marked_killed_with_the_reason_by_the_next_start(tmp_
     _wait_for_rows(proc, tmp_path, 50)
     proc.send_signal(signal.SIGKILL)  # no clean-up at all
     proc.wait(timeout=30)
-    [(killed_id, status, _)] = _runs(tmp_path)
-    # Nothing in the killed process could end it; its tracking writer may already have
-    # (it reads end-of-file), else the next start does.
-    assert status in ("RUNNING", "KILLED")
+    # Nothing in the killed process could end it. Its tracking writer (a process of its own)
+    # may still be creating the run, and then ends it as it reads end-of-file; else the next
+    # start does.
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            [(killed_id, status, why)] = _runs(tmp_path)
+            break
+        except (sqlite3.OperationalError, ValueError):
+            assert time.monotonic() < deadline, "the killed run never reached the store"
+            time.sleep(0.5)
+    assert status in ("RUNNING", "KILLED"), why
     nxt = subprocess.run(
         [WAI_EXP, "+experiment=rl_round", "simulate.budget=40"], cwd=tmp_path,
         capture_output=True, text=True, timeout=300,
@@ -76,6 +84,6 @@ def test_a_sigkilled_run_is_marked_killed_with_the_reason_by_the_next_start(tmp_
     assert nxt.returncode == 0, nxt.stderr
     runs = {run_id: (status, error) for run_id, status, error in _runs(tmp_path)}
     status, error = runs[killed_id]
-    assert status == "KILLED"
+    assert status == "KILLED", error
     assert f"pid {proc.pid}" in error and "is gone" in error
     assert sorted(s for s, _ in runs.values()) == ["FINISHED", "KILLED"]

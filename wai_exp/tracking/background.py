@@ -106,11 +106,12 @@ class _Writer:
             return [r for r in self.replies if r.get("run") == run_key]
 
     def close(self) -> None:
+        """End of input: the writer ends any run left open, finishes its queued traces and
+        exits on its own. Not waited for: every run already ended in ``finish``, and the
+        traces should not hold up the command (they land a few seconds later)."""
         with contextlib.suppress(Exception):
             assert self.proc.stdin is not None
             self.proc.stdin.close()
-        with contextlib.suppress(Exception):
-            self.proc.wait(timeout=30)
 
 
 _writer: _Writer | None = None
@@ -369,8 +370,11 @@ def _serve(stdin: Any, stdout: Any) -> int:
     handler: logging.Handler | None = None
 
     def reply(**msg: Any) -> None:
-        stdout.write(json.dumps(msg, default=str) + "\n")
-        stdout.flush()
+        # The wai-exp process may be gone (killed): nobody reads the reply, and the run
+        # still has to be recorded and ended.
+        with contextlib.suppress(OSError, ValueError):
+            stdout.write(json.dumps(msg, default=str) + "\n")
+            stdout.flush()
 
     for line in stdin:
         try:
