@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from wai_exp.score.select.hygiene import dedupe_groups, near_duplicate_prompts, normalized_reply
+from wai_exp.score.grade.repeats import normalized_reply
+from wai_exp.score.select.hygiene import dedupe_groups, near_duplicate_prompts
 
 
 def row(sid: str, sig: str, text: str, reward: float | None = 1.0, **extra) -> dict:

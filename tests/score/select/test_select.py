@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from wai_exp.score.select.select import fault_kind, is_truncated, select_for_rl, select_for_sft
+from wai_exp.score.grade.length import is_truncated
+from wai_exp.score.select.select import fault_kind, select_for_rl, select_for_sft
 
 
 def ask(

@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from wai_exp.score.select.trim import reward_under
 from wai_exp.score.stats.correlation import pearson_columns
-from wai_exp.score.stats.resample import UNJUDGED_STATUSES
+from wai_exp.score.stats.resample import UNJUDGED_STATUSES, reward_under
 
 __all__ = ["BASE_FEATURES", "UNJUDGED_STATUSES", "pearson_columns", "reward_correlations"]
 

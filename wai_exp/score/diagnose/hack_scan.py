@@ -31,10 +31,10 @@ import numpy as np
 
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import read_steps
-from wai_exp.score.select.hygiene import trajectory_keys
-from wai_exp.score.select.trim import reward_under, without_gc
+from wai_exp.score.grade.repeats import trajectory_keys
+from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.passat import as_rows
-from wai_exp.score.stats.resample import factorize
+from wai_exp.score.stats.resample import factorize, reward_under
 
 #: Default false-positive rate of the floor: tau is the 1 - ALPHA quantile of the null max |rho|.
 ALPHA = 0.05

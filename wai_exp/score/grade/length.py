@@ -6,8 +6,9 @@ the token cap has a reward for a reply nobody finished, and an ask where one rep
 times longer than the typical one lets a length-biased judge, or a per-token loss, weight that
 ask's rollouts unevenly. ``length_report`` finds both; it changes nothing.
 
-This belongs to the ``hygiene`` section of the score API and can move into
-``wai_exp/score/select/hygiene.py`` unchanged.
+This is the ``hygiene`` section of the score API; it sits in grade/ rather than select/
+because ``is_truncated`` is read by both ``length_report`` and ``select_for_rl``'s
+truncation policy, and grade/ is the lower layer.
 """
 
 from __future__ import annotations
@@ -19,10 +20,25 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.reader import read_steps
 from wai_exp.score.stats.resample import factorize, wilson_interval
 
 #: How many example rows / asks a report lists for a reader to look at.
 MAX_EXAMPLES = 10
+#: ``ended_by`` values that mean the rollout was cut at the token cap.
+TRUNCATED_ENDINGS = frozenset({"max_tokens", "length", "token_cap", "truncated"})
+
+
+def is_truncated(row: dict[str, Any]) -> bool:
+    """True when the rollout was cut at the token cap: the row says ``truncated`` /
+    ``overlong``, ended by a length stop, or any assistant turn is marked ``truncated``."""
+    if row.get("truncated") or row.get("overlong"):
+        return True
+    if str(row.get("ended_by") or "") in TRUNCATED_ENDINGS:
+        return True
+    return any(
+        step.get("kind") == "assistant" and step.get("truncated") for step in read_steps(row)[1]
+    )
 
 
 def _reply_chars(row: dict[str, Any]) -> int:
@@ -65,7 +81,7 @@ def length_report(rows: Sequence[dict[str, Any]], max_spread: float = 4.0) -> di
     above ``max_spread``, or when its median reply is empty and some reply is not (the ratio is
     unbounded; ``spread`` is then ``None``). An ask whose replies are all empty has spread 1.
     Truncated rows (a ``truncated``/``overlong`` flag on the row, an ``ended_by`` length stop,
-    or an assistant step with ``truncated=True``; ``select.is_truncated``) are counted and
+    or an assistant step with ``truncated=True``; ``is_truncated``) are counted and
     stay in the spread, since a cut reply is usually the long one. ``rows`` is not mutated.
 
     Returns ``n_rows``; ``n_truncated``, ``truncated_share`` (``None`` for no rows) with
@@ -90,9 +106,6 @@ def length_report(rows: Sequence[dict[str, Any]], max_spread: float = 4.0) -> di
             f"max_spread must be a finite number >= 1 (got {max_spread!r}): it is max / median "
             "reply length within one ask, which is never below 1; the default is 4.0"
         )
-    # Lazy: select imports hygiene, and this function is meant to live in hygiene.
-    from wai_exp.score.select.select import is_truncated
-
     rows = list(rows)
     for row in rows:
         if not isinstance(row, dict):

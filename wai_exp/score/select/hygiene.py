@@ -15,8 +15,12 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.select.trim import reward_under, without_gc
+
+# The repeat keys live in grade/ so diagnose's hack scan can share them without importing select/.
+from wai_exp.score.grade.repeats import trajectory_keys
+from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.passat import as_rows
+from wai_exp.score.stats.resample import reward_under
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-_.@][a-z0-9]+)*")
 
@@ -24,56 +28,6 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:[-_.@][a-z0-9]+)*")
 _BLOCK = 1024
 #: How many example task keys a report lists for a reader to look at.
 MAX_EXAMPLES = 10
-
-
-def normalized_reply(row: dict[str, Any]) -> str:
-    """The final reply, lower-cased with whitespace collapsed: two replies that differ only
-    in spacing or case are the same reply."""
-    text = row.get("final_text") or ""
-    # str.split() collapses every whitespace run; several times faster than a regex here.
-    return " ".join(str(text).lower().split())
-
-
-def row_signature(row: dict[str, Any]) -> str:
-    """The row's ``behavior_signature``; computed with ``wai_exp.score.grade.grading`` when the row
-    lacks one (simulate stamps it, so only hand-built rows pay for this)."""
-    sig = row.get("behavior_signature")
-    if sig:
-        return str(sig)
-    from wai_exp.score.grade.grading import behavior_signature  # lazy: grading is another module
-
-    return str(behavior_signature(row))
-
-
-def trajectory_keys(
-    rows: Sequence[dict[str, Any]], asks: Sequence[str] | None = None
-) -> tuple[list[tuple[str, str, str]], int]:
-    """The dedupe key of each row: ``(ask, normalized reply, behavior signature)``.
-
-    Two rows can only be repeats when they share an ask and a normalized reply, so the
-    signature is looked up (or computed, for a row that carries none) only for rows whose
-    reply collides with another row of their ask; a row with a reply of its own gets ``""``
-    there, which cannot make it equal to any other row's key. ``asks`` are the rows'
-    ``task_key`` values when the caller has them. Returns ``(keys, signatures_computed)``:
-    how many rows lacked a ``behavior_signature`` and needed one computed.
-    """
-    if asks is None:
-        asks = [task_key(r) for r in rows]
-    replies = [normalized_reply(r) for r in rows]
-    pairs = list(zip(asks, replies, strict=True))
-    seen: dict[tuple[str, str], int] = {}
-    for pair in pairs:
-        seen[pair] = seen.get(pair, 0) + 1
-    keys: list[tuple[str, str, str]] = []
-    computed = 0
-    for row, pair in zip(rows, pairs, strict=True):
-        if seen[pair] < 2:
-            keys.append((pair[0], pair[1], ""))
-            continue
-        if not row.get("behavior_signature"):
-            computed += 1
-        keys.append((pair[0], pair[1], row_signature(row)))
-    return keys, computed
 
 
 @without_gc

@@ -24,11 +24,11 @@ from wai_exp.score.select.trim import (
     DEFAULT_BAND,
     check_band,
     group_stats,
-    reward_under,
     unanimous_mask,
-    without_gc,
 )
+from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.passat import as_rows
+from wai_exp.score.stats.resample import reward_under
 
 
 def _has_tool_call(row: dict[str, Any]) -> bool:

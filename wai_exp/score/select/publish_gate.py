@@ -25,10 +25,10 @@ from wai_exp.score.select.trim import (
     check_band,
     group_stats,
     put_calibration,
-    reward_under,
-    without_gc,
 )
+from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.passat import as_rows
+from wai_exp.score.stats.resample import reward_under
 
 
 class PublishGateError(RuntimeError):

@@ -17,8 +17,12 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.rows.reader import read_steps
-from wai_exp.score.select.hygiene import dedupe_groups, normalized_reply, row_signature
+
+# is_truncated lives in grade/length (length_report reads it too); re-exported here.
+# is_truncated lives in grade/length: length_report reads it too, and grade/ sits below select/.
+from wai_exp.score.grade.length import is_truncated
+from wai_exp.score.grade.repeats import normalized_reply, row_signature
+from wai_exp.score.select.hygiene import dedupe_groups
 from wai_exp.score.select.optimize import (
     filter_rl_rows,
     group_signal,
@@ -30,11 +34,11 @@ from wai_exp.score.select.trim import (
     check_band,
     group_stats,
     put_calibration,
-    reward_under,
     trim_unanimous_groups,
-    without_gc,
 )
+from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.passat import as_rows
+from wai_exp.score.stats.resample import reward_under
 
 #: Above this verifier false-negative rate (audit_grades' fn_rate) the selection warns and
 #: the audit says to fix the verifier before training (audit_grades reads it from here).
@@ -45,20 +49,6 @@ ORDERS = ("spread", "middle")
 SFT_RULES = ("top_per_prompt", "top_k_overall", "random_per_prompt", "random_k_overall")
 #: The fewest repeats the k-way numbers (pass^k, pass@k) are reported on (``pass_at``'s min_k).
 KWAY_MIN_K = 4
-#: ``ended_by`` values that mean the rollout was cut at the token cap.
-TRUNCATED_ENDINGS = frozenset({"max_tokens", "length", "token_cap", "truncated"})
-
-
-def is_truncated(row: dict[str, Any]) -> bool:
-    """True when the rollout was cut at the token cap: the row says ``truncated`` /
-    ``overlong``, ended by a length stop, or any assistant turn is marked ``truncated``."""
-    if row.get("truncated") or row.get("overlong"):
-        return True
-    if str(row.get("ended_by") or "") in TRUNCATED_ENDINGS:
-        return True
-    return any(
-        step.get("kind") == "assistant" and step.get("truncated") for step in read_steps(row)[1]
-    )
 
 
 def fault_kind(row: dict[str, Any]) -> str:

@@ -8,16 +8,13 @@ statistics are computed with ``np.unique`` + ``np.bincount`` so a 100k-row pool 
 Python pass to read the rewards.
 
 The small helpers here (``binary_rewards``, ``group_stats``) are the shared group-by of the
-optimize-stage modules (hygiene, select, optimize, hack_scan, publish_gate).
+optimize-stage modules (select, optimize, publish_gate). ``reward_under`` and ``without_gc``,
+which diagnose's hack scan shares, sit below in ``stats.resample`` and ``stats.gc_pause``.
 """
 
 from __future__ import annotations
 
-import functools
-import gc
-import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,52 +25,6 @@ from wai_exp.score.stats.resample import binary_reward, factorize
 
 #: The difficulty band every selection defaults to (rlhf-book ch. 7: the 20-80% band).
 DEFAULT_BAND: tuple[float, float] = (0.2, 0.8)
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a per-row pass over a big pool.
-
-    Such passes allocate many small tuples and dicts that form no cycles, yet each burst of
-    allocations triggers a collection that re-walks every row already in memory (100k rows
-    with nested steps): measured 3x on the 100k-row benchmark. Reference counting still frees
-    everything; the collector is restored (if it was on) when the block ends.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def without_gc(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator: run ``fn`` inside ``no_gc()`` (see there for why). Keeps the signature."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with no_gc():
-            return fn(*args, **kwargs)
-
-    return wrapper
-
-
-def reward_under(row: dict[str, Any], key: str = "reward") -> float | None:
-    """The row's reward under ``key`` as a finite float, or None (unjudged / not a number).
-
-    Reads one named key and no ``judge_status``; ``resample.numeric_reward`` is the
-    status-aware reader of ``reward``/``qwen_reward``."""
-    value = row.get(key)
-    if type(value) is float:  # the common case, checked first: this runs once per row
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, str):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def binary_rewards(rows: Sequence[dict[str, Any]]) -> np.ndarray:

@@ -86,6 +86,7 @@ __all__ = [
     "marker_value",
     "noise_band",
     "numeric_reward",
+    "reward_under",
     "paired_bootstrap",
     "paired_boundary_interval",
     "reward_groups",
@@ -427,6 +428,23 @@ def binary_reward(row: Mapping[str, Any]) -> float | None:
     if value == 0 or value is False:
         return 0.0
     return None
+
+
+def reward_under(row: dict[str, Any], key: str = "reward") -> float | None:
+    """The row's reward under ``key`` as a finite float, or None (unjudged / not a number).
+
+    Reads one named key and no ``judge_status``; ``resample.numeric_reward`` is the
+    status-aware reader of ``reward``/``qwen_reward``."""
+    value = row.get(key)
+    if type(value) is float:  # the common case, checked first: this runs once per row
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, str):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
 
 
 def numeric_reward(row: Mapping[str, Any]) -> float | None:
