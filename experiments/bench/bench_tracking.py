@@ -42,13 +42,16 @@ def _wall(args: list[str], cwd: Path) -> float:
                          timeout=900)  # fmt: skip
     wall = time.perf_counter() - t0
     if res.returncode != 0:
-        raise RuntimeError(f"wai-exp {' '.join(args)} exited {res.returncode}: {res.stderr[-2000:]}")
+        raise RuntimeError(
+            f"wai-exp {' '.join(args)} exited {res.returncode}: {res.stderr[-2000:]}"
+        )
     return wall
 
 
 def bench_tracking_overhead() -> list[dict]:
     load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as tmp:
+    # Writers may still be logging traces when the last command returns: ignore leftovers.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         cwd = Path(tmp)
         _wall([], cwd)  # create the store and warm the OS file cache
         walls: dict[str, list[float]] = {k: [] for k in VARIANTS}
