@@ -53,7 +53,7 @@ _EXPORTS: dict[str, str] = {
     "metric_summary": "wai_exp.score.stats.stats",
     "detectable_effect": "wai_exp.score.stats.power",
     "holdout_size": "wai_exp.score.stats.power",
-    "decontaminate": "wai_exp.score.select.decontaminate",
+    "decontaminate": "wai_exp.pipeline.edges",
     # delta
     "delta_report": "wai_exp.score.stats.delta",
     "format_delta_report": "wai_exp.score.stats.delta",
@@ -64,7 +64,7 @@ _EXPORTS: dict[str, str] = {
     "filter_rl_rows": "wai_exp.score.select.optimize",
     "group_signal": "wai_exp.score.select.optimize",
     "next_round": "wai_exp.score.select.optimize",
-    "optimize": "wai_exp.score.select.optimize",
+    "optimize": "wai_exp.pipeline.edges",
     "select_for_rl": "wai_exp.score.select.select",
     "select_for_sft": "wai_exp.score.select.select",
     "trim_out_of_band": "wai_exp.score.select.trim",
@@ -97,18 +97,18 @@ _EXPORTS: dict[str, str] = {
     "stamp_stage": "wai_exp.score.grade.stage",
     # labels
     "annotator_agreement": "wai_exp.score.judges.labels",
-    "attach_labels": "wai_exp.score.judges.labels",
+    "attach_labels": "wai_exp.pipeline.edges",
     # spec
     "Spec": "wai_exp.score.grade.spec",
     "Trait": "wai_exp.score.grade.spec",
-    "load_spec": "wai_exp.score.grade.spec",
-    "spec_version": "wai_exp.score.grade.spec",
-    "stamp_spec": "wai_exp.score.grade.spec",
+    "load_spec": "wai_exp.pipeline.edges",
+    "spec_version": "wai_exp.pipeline.edges",
+    "stamp_spec": "wai_exp.pipeline.edges",
     # hack_scan_diff
     "format_hack_scan_diff": "wai_exp.score.diagnose.hack_scan_diff",
     "hack_scan_diff": "wai_exp.score.diagnose.hack_scan_diff",
     # quality
-    "rank": "wai_exp.score.grade.quality",
+    "rank": "wai_exp.pipeline.edges",
     "rank_rows": "wai_exp.score.grade.quality",
     "score_row": "wai_exp.score.grade.quality",
     # preflight (failure classes)

@@ -172,6 +172,9 @@ def test_authority_is_case_insensitive_in_load_spec_and_strict_in_trait() -> Non
 
 
 def test_file_loading_both_shapes(tmp_path: Path) -> None:
+    # Paths are read by the public edge (wai_exp.pipeline.edges), not by score/.
+    from wai_exp import load_spec, spec_version
+
     const = tmp_path / "support.json"
     const.write_text(json.dumps(CONSTITUTION), encoding="utf-8")
     from_file = load_spec(const)
@@ -189,6 +192,9 @@ def test_file_loading_both_shapes(tmp_path: Path) -> None:
 
 
 def test_file_errors_name_the_problem(tmp_path: Path) -> None:
+    # Paths are read by the public edge (wai_exp.pipeline.edges), not by score/.
+    from wai_exp import load_spec
+
     with pytest.raises(FileNotFoundError, match="no spec file"):
         load_spec(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"

@@ -114,6 +114,9 @@ def test_mapping_labels() -> None:
 
 
 def test_jsonl_path(tmp_path: Path) -> None:
+    # Paths are read by the public edge (wai_exp.pipeline.edges), not by score/.
+    from wai_exp import attach_labels
+
     path = tmp_path / "labels.jsonl"
     path.write_text(
         "\n".join(

@@ -129,6 +129,9 @@ def test_semantic_skips_rows_of_the_same_task() -> None:
 
 
 def test_against_accepts_paths_and_several_sources(tmp_path) -> None:
+    # Paths are read by the public edge (wai_exp.pipeline.edges), not by score/.
+    from wai_exp import decontaminate
+
     path = tmp_path / "eval.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in EVAL[:1]))
     rows = [{"prompt": EVAL[0]["prompt"]}, {"prompt": EVAL[1]["prompt"]}]
@@ -139,6 +142,9 @@ def test_against_accepts_paths_and_several_sources(tmp_path) -> None:
 
 
 def test_errors_name_the_fix(tmp_path) -> None:
+    # Paths are read by the public edge (wai_exp.pipeline.edges), not by score/.
+    from wai_exp import decontaminate
+
     with pytest.raises(ValueError, match="export that dataset to JSONL"):
         decontaminate([], "ds_abc123")
     with pytest.raises(FileNotFoundError, match="JSONL path"):

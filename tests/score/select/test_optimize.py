@@ -189,6 +189,9 @@ def test_optimize_sft_by_mode():
 
 
 def test_optimize_path_writes_beside_and_never_overwrites_source(tmp_path):
+    # Paths are read by the public edge (wai_exp.pipeline.edges), not by score/.
+    from wai_exp import optimize
+
     src = tmp_path / "graded.jsonl"
     text = "".join(json.dumps(r) + "\n" for r in pool())
     src.write_text(text)
@@ -202,6 +205,9 @@ def test_optimize_path_writes_beside_and_never_overwrites_source(tmp_path):
 
 
 def test_optimize_output_may_name_the_source_explicitly(tmp_path):
+    # Paths are read by the public edge (wai_exp.pipeline.edges), not by score/.
+    from wai_exp import optimize
+
     src = tmp_path / "graded.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in pool()))
     rows, _ = optimize(src, target=4, output=str(src))
@@ -224,5 +230,8 @@ def test_optimize_object_with_callable_rows():
 
 
 def test_optimize_missing_path(tmp_path):
+    # Paths are read by the public edge (wai_exp.pipeline.edges), not by score/.
+    from wai_exp import optimize
+
     with pytest.raises(FileNotFoundError, match="no such JSONL"):
         optimize(str(tmp_path / "nope.jsonl"))

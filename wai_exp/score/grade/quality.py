@@ -233,12 +233,14 @@ def rank(rows_or_path: Any) -> list[dict]:
     returned rows to keep them). Raises ``TypeError`` for anything else or a row that is not
     a dict, ``OSError``/``ValueError`` for a path that cannot be read as JSONL.
     """
-    from pathlib import Path
+    import os
 
-    if isinstance(rows_or_path, str | Path):
-        from wai_exp.rows.jsonl import read_rows
-
-        return rank_rows(read_rows(rows_or_path))
+    if isinstance(rows_or_path, str | os.PathLike):
+        # score/ reads no files: wai_exp.rank (pipeline/edges.py) reads the JSONL.
+        raise TypeError(
+            f"this rank takes rows, not the path {os.fspath(rows_or_path)!r}; call "
+            "wai_exp.rank(path), which reads the JSONL file"
+        )
     if hasattr(rows_or_path, "trajectories"):
         ranked = rank_rows(rows_or_path.trajectories)
         # The scrubbed copies (``data.rows``, what save() writes) carry the scores too.

@@ -24,7 +24,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 #: The strengths a trait can carry, strongest first (the model-spec convention).
@@ -283,21 +282,6 @@ def _traits_from(items: Any, where: str) -> tuple[Trait, ...]:
     return tuple(out)
 
 
-def _read_json(path: Path) -> Any:
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"load_spec: no spec file at {str(path)!r}; pass an existing JSON file path, a "
-            "constitution dict or a list of traits (json.loads JSON text first)"
-        )
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"load_spec: {str(path)!r} is not valid JSON (line {exc.lineno}, column "
-            f"{exc.colno}: {exc.msg})"
-        ) from None
-
-
 def load_spec(obj: Any, spec_id: str | None = None) -> Spec:
     """Build a ``Spec`` from a constitution dict, a list of traits, or a path to a JSON
     file with either shape. A trait may be a full dict or a bare principle string.
@@ -330,25 +314,28 @@ def load_spec(obj: Any, spec_id: str | None = None) -> Spec:
         derived = obj.version == _content_version(obj.id, obj.traits)
         return replace(obj, id=spec_id, version="" if derived else obj.version)
 
-    source: dict[str, Any]
     if isinstance(obj, (str, os.PathLike)):
-        path = Path(obj)
-        data = _read_json(path)
-        if not isinstance(data, (Mapping, list)):
-            raise ValueError(
-                f"load_spec: {str(path)!r} holds a JSON {type(data).__name__}; the file must "
-                "hold a constitution object {'id', 'traits': [...]} or a list of traits"
-            )
-        default_id = path.stem or DEFAULT_SPEC_ID
-        source = {"kind": "file", "path": str(path)}
-        where = str(path)
-    elif isinstance(obj, Mapping):
-        data, default_id, source, where = obj, DEFAULT_SPEC_ID, {"kind": "dict"}, "spec"
-    elif isinstance(obj, (list, tuple)):
-        data, default_id, source, where = obj, DEFAULT_SPEC_ID, {"kind": "list"}, "spec"
-    else:
-        raise TypeError(f"load_spec: got a {type(obj).__name__}; accepted shapes are {_SHAPES}")
+        # score/ is pure: reading the file is the edge's job (wai_exp.load_spec).
+        raise TypeError(
+            f"load_spec here takes a parsed spec, not the path {os.fspath(obj)!r}; call "
+            "wai_exp.load_spec(path), which reads the JSON file, or pass the parsed dict/list"
+        )
+    if isinstance(obj, Mapping):
+        return spec_from_data(obj, spec_id, DEFAULT_SPEC_ID, {"kind": "dict"}, "spec")
+    if isinstance(obj, (list, tuple)):
+        return spec_from_data(obj, spec_id, DEFAULT_SPEC_ID, {"kind": "list"}, "spec")
+    raise TypeError(f"load_spec: got a {type(obj).__name__}; accepted shapes are {_SHAPES}")
 
+
+def spec_from_data(
+    data: Any, spec_id: str | None, default_id: str, source: dict[str, Any], where: str
+) -> Spec:
+    """A ``Spec`` from a parsed constitution dict or trait list (``load_spec``'s rules).
+
+    ``default_id`` names it when neither ``spec_id`` nor the dict has an id; ``source`` is
+    merged over the dict's own ``source``; ``where`` prefixes every error message. Raises
+    ``ValueError``/``TypeError`` as ``load_spec`` does.
+    """
     if isinstance(data, Mapping):
         unknown = sorted(str(k) for k in data if k not in _SPEC_KEYS)
         if unknown:

@@ -5,7 +5,8 @@ its annotator and kind, and the row's ``gold_reward`` / ``gold_kind`` summarise 
 fields ``judge_agreement`` and ``judge_trust`` read. ``annotator_agreement`` asks how far
 the people agree with each other, which is the ceiling any judge can be held to.
 
-Reading a JSONL file of labels is the one I/O here (through ``wai_exp.rows.read_rows``).
+A JSONL file of labels is read by ``wai_exp.attach_labels`` (``wai_exp.pipeline.edges``); this
+module takes the parsed labels.
 """
 
 from __future__ import annotations
@@ -36,15 +37,11 @@ EXTRA_KEYS = ("note", "ts")
 def _normalise_labels(labels: Any) -> list[Mapping[str, Any]]:
     """Labels as a list of dicts, from a JSONL path, a list of dicts or a mapping."""
     if isinstance(labels, str | os.PathLike):
-        from wai_exp.rows.jsonl import read_rows
-
-        try:
-            return read_rows(labels)
-        except FileNotFoundError:
-            raise FileNotFoundError(
-                f"labels file {os.fspath(labels)!r} does not exist; pass a JSONL path, a list "
-                "of label dicts, or a {rollout_id: 0/1} mapping"
-            ) from None
+        # score/ reads no files: wai_exp.attach_labels (pipeline/edges.py) reads the JSONL.
+        raise TypeError(
+            f"this attach_labels takes label dicts, not the path {os.fspath(labels)!r}; call "
+            "wai_exp.attach_labels(rows, path), which reads the JSONL file"
+        )
     if isinstance(labels, Mapping):
         out: list[Mapping[str, Any]] = []
         for key, value in labels.items():

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,29 +55,16 @@ def _words(text: str) -> list[str]:
 
 
 def _load_source(source: Any) -> list[dict[str, Any]]:
-    """Rows of one evaluation source: a row list, an object with ``.rows``, or a JSONL path.
+    """Rows of one evaluation source: a row list or an object with ``.rows``.
 
-    Reads the file when given a path: one of two readers in the scoring package (the other is
-    ``optimize(source=path, output=...)``, whose reference signature takes paths); keep any new
-    I/O at those edges so the rest stays pure. Raises ``ValueError`` for a platform dataset id,
-    ``FileNotFoundError`` for a missing path and ``TypeError`` for anything else unreadable.
+    score/ reads no files: ``wai_exp.decontaminate`` (``wai_exp.pipeline.edges``) reads a JSONL
+    path and passes its rows here. Raises ``TypeError`` for a path or anything unreadable.
     """
     if isinstance(source, (str, os.PathLike)):
-        text = str(source)
-        if text.startswith("ds_") and not Path(text).exists():
-            raise ValueError(
-                f"decontaminate: {text!r} looks like a platform dataset id; this package works "
-                "offline, so export that dataset to JSONL and pass the file path instead"
-            )
-        path = Path(text)
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"decontaminate: evaluation source {text!r} is not a file; pass a JSONL path "
-                "or a list of row dicts"
-            )
-        from wai_exp.rows.jsonl import iter_rows
-
-        return list(iter_rows(path))
+        raise TypeError(
+            f"this decontaminate takes evaluation rows, not the path {str(source)!r}; call "
+            "wai_exp.decontaminate(rows, path), which reads the JSONL file"
+        )
     rows = getattr(source, "rows", source)
     if not isinstance(rows, Sequence):
         raise TypeError(
@@ -91,7 +77,7 @@ def _load_source(source: Any) -> list[dict[str, Any]]:
     return list(rows)
 
 
-def _sources(against: Any) -> list[Any]:
+def eval_sources(against: Any) -> list[Any]:
     # One source or several: a path, a row list (a sequence of dicts) or an object with
     # .rows is one source; any other sequence is a list of sources.
     if isinstance(against, (str, os.PathLike)) or hasattr(against, "rows"):
@@ -386,7 +372,7 @@ def decontaminate(
         raise ValueError("decontaminate: fields is empty; the default is ('prompt',)")
 
     eval_rows: list[dict[str, Any]] = []
-    for src in _sources(against):
+    for src in eval_sources(against):
         eval_rows.extend(_load_source(src))
 
     eval_ids: set[str] = set()

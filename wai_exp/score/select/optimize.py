@@ -266,15 +266,14 @@ def next_round(
     }
 
 
-def _resolve_source(source: Any) -> tuple[list[dict[str, Any]], Path | None, str | None]:
-    """Rows, the source path (when a path) and the data's own mode (when it says)."""
+def _resolve_source(source: Any) -> tuple[list[dict[str, Any]], str | None]:
+    """Rows and the data's own mode (when it says). score/ reads no files: a path is
+    ``wai_exp.optimize``'s (the edge in ``wai_exp.pipeline.edges``)."""
     if isinstance(source, str | Path):
-        from wai_exp.rows.jsonl import read_rows
-
-        path = Path(source)
-        if not path.exists():
-            raise FileNotFoundError(f"optimize(source=...): no such JSONL file: {path}")
-        return read_rows(path), path, None
+        raise TypeError(
+            f"this optimize takes rows, not the path {str(source)!r}; call "
+            "wai_exp.optimize(path), which reads and writes the JSONL files"
+        )
     mode = getattr(source, "mode", None)
     if mode is None:
         meta = getattr(source, "metadata", None)
@@ -285,9 +284,9 @@ def _resolve_source(source: Any) -> tuple[list[dict[str, Any]], Path | None, str
         # SimulationData.rows / ScoredData.rows are lists that are also callable.
         if callable(rows) and not isinstance(rows, list):
             rows = rows()
-        return list(rows), None, mode if isinstance(mode, str) else None
+        return list(rows), mode if isinstance(mode, str) else None
     if isinstance(source, Sequence):
-        return list(source), None, None
+        return list(source), None
     raise TypeError(
         f"optimize(source=...) takes a row list, an object with .rows (SimulationData, "
         f"ScoredData) or a JSONL path; got {type(source).__name__}"
@@ -303,7 +302,6 @@ def optimize(
     source: Any,
     mode: str | None = None,
     target: int = 1000,
-    output: str | None = None,
     band: tuple[float, float] = DEFAULT_BAND,
     enforce_band: bool = True,
     select: str = "top_per_prompt",
@@ -315,21 +313,19 @@ def optimize(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One call after grading: concentrate a graded batch for the post-training target.
 
-    ``source`` is a row list, an object with ``.rows`` (``SimulationData``, ``ScoredData``) or
-    a JSONL path. ``mode`` defaults to the data's own mode (the object's ``mode``, else the
+    ``source`` is a row list or an object with ``.rows`` (``SimulationData``, ``ScoredData``);
+    ``wai_exp.optimize`` (``wai_exp.pipeline.edges.optimize``) also takes a JSONL path and an
+    ``output`` file, and is this function plus the file reading and writing. ``mode`` defaults to the data's own mode (the object's ``mode``, else the
     rows' most common ``mode`` field): ``"sft"`` runs ``select_for_sft`` (``select``,
     ``min_reward``); anything else runs ``select_for_rl`` with the difficulty ``band``,
     ``enforce_band``, ``endorsed``, ``truncated``, ``order`` and ``audit``, which applies the
     junk filter (``is_incomplete_junk``) first.
 
-    Writes the selected rows (scrubbed, atomically, via ``wai_exp.rows.write_rows``) to
-    ``output`` when given, or to ``<stem>.<mode>.jsonl`` beside a path source. The source file
-    is never overwritten unless ``output`` names it. Returns ``(rows, report)``: the
-    selector's report plus ``mode``, ``source`` and ``output`` (the path written, or None).
-    Raises ``ValueError`` for an unknown option value and ``FileNotFoundError`` for a missing
-    source path.
+    Returns ``(rows, report)``: the selector's report plus ``mode``, ``source`` (the source's
+    type name) and ``output`` (None: nothing is written here). Raises ``ValueError`` for an
+    unknown option value and ``TypeError`` for a path or another unreadable source.
     """
-    rows, path, data_mode = _resolve_source(source)
+    rows, data_mode = _resolve_source(source)
     rows = as_rows(rows)  # TypeError naming the position of a non-dict row
     resolved_mode = mode or data_mode or _rows_mode(rows) or "rl"
     lo, hi = check_band(*band)
@@ -351,19 +347,5 @@ def optimize(
             order=order,
             audit=audit,
         )
-    out_path: Path | None = None
-    if output is not None:
-        out_path = Path(output)
-    elif path is not None:
-        out_path = path.with_name(f"{path.stem}.{resolved_mode}.jsonl")
-    if out_path is not None:
-        from wai_exp.rows.jsonl import write_rows
-
-        write_rows(out_path, selected)
-    report = {
-        **report,
-        "mode": resolved_mode,
-        "source": str(path) if path is not None else type(source).__name__,
-        "output": str(out_path) if out_path is not None else None,
-    }
+    report = {**report, "mode": resolved_mode, "source": type(source).__name__, "output": None}
     return selected, report
