@@ -16,13 +16,18 @@ WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 
 def test_a_deleted_mlflow_db_is_named_and_the_finished_stage_is_not_blamed(tmp_path):
     proc = subprocess.Popen(
-        [WAI_EXP, "+experiment=rl_round", "simulate.budget=1500"], cwd=tmp_path,
+        # In-process tracking opens the store as the run starts; the writer process (the
+        # default) may create it only after simulate, when there is nothing left to delete.
+        [WAI_EXP, "+experiment=rl_round", "simulate.budget=1500", "tracking.background=false"],
+        cwd=tmp_path,
         env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         found = list((tmp_path / "outputs/.cache").glob("simulate-*/partial.jsonl"))
-        if found and found[0].read_bytes().count(b"\n") >= 50:
+        # The tracking writer creates the store on its own schedule: wait for both.
+        store_made = (tmp_path / "mlflow.db").exists()
+        if store_made and found and found[0].read_bytes().count(b"\n") >= 50:
             break
         assert proc.poll() is None, "the run ended before the store could be deleted"
         time.sleep(0.05)
