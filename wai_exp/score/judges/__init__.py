@@ -6,8 +6,7 @@ of this folder does not import the others.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from wai_exp.domain.lazy import lazy_exports
 
 # Not re-exported here: judge_trust. Each shares its name with the module
 # that defines it, so after that module is imported the package attribute is the module;
@@ -39,14 +38,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
