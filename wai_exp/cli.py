@@ -104,35 +104,47 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
 
     ``+agent.api_key=sk-...`` becomes ``+agent.api_key=${oc.env:WAI_EXP_SECRET_0}`` and
     ``environ["WAI_EXP_SECRET_0"] = "sk-..."``; the same for a value holding URL credentials or
-    a provider key's value. Flags, interpolations, sweeps (``a,b``) and other grammar
-    (``[..]``, ``{..}``, ``choice(..)``) are passed through unchanged.
+    a provider key's value. A plain sweep (``agent.api_key=KEY_A,KEY_B``) has each of its values
+    moved, so no job's overrides, name or ``.hydra/`` copy carries one. Flags, interpolations
+    and other sweep grammar (``[..]``, ``{..}``, ``choice(..)``, ``range(..)``) are passed
+    through unchanged.
     """
     from wai_exp.domain.secrets import SECRET_ENV_PREFIX, is_secret_key, redact_text
 
     out: list[str] = []
     used = {k for k in environ if k.startswith(SECRET_ENV_PREFIX)}
-    n = 0
-    for arg in args:
-        key, eq, value = arg.partition("=")
-        if arg.startswith("-") or not eq or not value or "${" in value:
-            out.append(arg)
-            continue
-        quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
-        raw = value[1:-1] if quoted else value
-        if not quoted and (value[0] in "[{" or "," in value or "(" in value):
-            out.append(arg)
-            continue
-        if not (is_secret_key(key) or redact_text(raw) != raw):
-            out.append(arg)
-            continue
+
+    def stash(raw: str) -> str:
+        n = 0
         while f"{SECRET_ENV_PREFIX}{n}" in used:
             n += 1
         name = f"{SECRET_ENV_PREFIX}{n}"
         used.add(name)
         environ[name] = raw
-        out.append(f"{key}=${{oc.env:{name}}}")
+        return f"${{oc.env:{name}}}"
+
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if arg.startswith("-") or not eq or not value or "${" in value:
+            out.append(arg)
+            continue
+        if _quoted(value):
+            values = [value]
+        elif value[0] in "[{" or "(" in value:
+            out.append(arg)
+            continue
+        else:
+            values = value.split(",")  # one value, or the plain sweep a,b,c
+        raws = [v.strip()[1:-1] if _quoted(v.strip()) else v.strip() for v in values]
+        if not any(is_secret_key(key) or redact_text(raw) != raw for raw in raws):
+            out.append(arg)
+            continue
+        out.append(f"{key}=" + ",".join(stash(raw) for raw in raws))
     return out
 
+
+def _quoted(value: str) -> bool:
+    return len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
 
 if __name__ == "__main__":
     main()

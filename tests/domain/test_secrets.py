@@ -78,6 +78,31 @@ def test_overrides_are_redacted_and_moved_out_of_hydras_sight():
     ]
 
 
+def test_a_swept_key_has_every_value_moved_and_other_sweeps_pass_through():
+    env: dict[str, str] = {}
+    moved = move_secret_overrides(
+        ["+agent.api_key=key-one-abcdef,'key-two-abcdef'", "seed=0,1,2", "x.password='a,bcdefg'"],
+        env,
+    )
+    assert moved == [
+        "+agent.api_key=${oc.env:WAI_EXP_SECRET_0},${oc.env:WAI_EXP_SECRET_1}",
+        "seed=0,1,2",
+        "x.password=${oc.env:WAI_EXP_SECRET_2}",  # quoted: one value with a comma in it
+    ]
+    assert env == {
+        "WAI_EXP_SECRET_0": "key-one-abcdef",
+        "WAI_EXP_SECRET_1": "key-two-abcdef",
+        "WAI_EXP_SECRET_2": "a,bcdefg",
+    }
+
+
+def test_hydras_escaped_interpolation_is_a_reference_not_a_secret():
+    # .hydra/overrides.yaml stores a moved key as Hydra escapes it; it names a variable
+    line = "+agent.api_key=$\\{oc.env\\:WAI_EXP_SECRET_0\\}"
+    assert redact_text(line) == line
+    assert redact_text("+agent.api_key=real-key-value") == f"+agent.api_key={REDACTED}"
+
+
 def test_log_records_are_redacted(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-log-test-abcdefghijklmnop")
     record = logging.LogRecord(

@@ -74,3 +74,40 @@ def test_planted_keys_reach_no_file_tag_artifact_log_or_message(tmp_path):
     everything = _everything(tmp_path) + "".join(o + e for o, e in outputs.values())
     for how, key in keys.items():
         assert key not in everything, f"the key given by {how} leaked"
+
+
+def test_a_sweep_keeps_swept_keys_and_preset_keys_out_of_every_file(tmp_path):
+    """``-m`` over two keys, and a key written literally in the user's own preset: neither
+    reaches a job's ``.hydra/``, the sweep's ``multirun.yaml``, the store or the terminal."""
+    swept = ["PLANTED-swept-key-0005", "PLANTED-swept-key-0006"]
+    literal = "PLANTED-preset-key-0007"
+    presets = tmp_path / "conf" / "experiment"
+    presets.mkdir(parents=True)
+    with scripted_server(echo_401) as url:
+        (presets / "mine.yaml").write_text(
+            "# @package _global_\n"
+            "defaults:\n  - /experiment/rl_round\n  - override /agent: openai\n"
+            f"agent:\n  api_key: {literal}\n  base_url: {url}\n"
+            "simulate:\n  budget: 4\n",
+            encoding="utf-8",
+        )
+        runs = {
+            "swept": _start(tmp_path / "swept", [
+                "-m", *BASE, f"agent.base_url={url}", f"+agent.api_key={swept[0]},{swept[1]}",
+            ], {}),
+            "preset": _start(tmp_path / "preset", [
+                "--config-dir", str(tmp_path / "conf"), "-m", "+experiment=mine", "seed=0,1",
+            ], {}),
+        }  # fmt: skip
+        outputs = {name: p.communicate(timeout=300) for name, p in runs.items()}
+    for name, proc in runs.items():
+        assert proc.returncode != 2, outputs[name][1]
+        sweep_roots = list((tmp_path / name).rglob("multirun.yaml"))
+        assert len(sweep_roots) == 1, name  # the sweep ran and Hydra wrote its copy
+        assert len(list(sweep_roots[0].parent.glob("*/.hydra/config.yaml"))) == 2, name
+    everything = _everything(tmp_path / "swept") + _everything(tmp_path / "preset")
+    everything += "".join(o + e for o, e in outputs.values())
+    for key in [*swept, literal]:
+        assert key not in everything, f"{key} leaked"
+    preset_root = next((tmp_path / "preset").rglob("multirun.yaml"))
+    assert "***redacted***" in preset_root.read_text(encoding="utf-8")

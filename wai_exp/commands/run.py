@@ -66,11 +66,11 @@ def run(cfg: DictConfig) -> int:
     try:
         plain = OmegaConf.to_container(cfg, resolve=True)
     except Exception as exc:  # an interpolation that cannot resolve
-        scrub_hydra_files(run_dir, hc.output_subdir)
+        scrub_hydra_files(hydra_copies(hc, run_dir))
         return _refuse(f"invalid config: {exc}", run_dir, hc.output_subdir)
     assert isinstance(plain, dict)
     register_config_secrets(plain)
-    scrub_hydra_files(run_dir, hc.output_subdir)
+    scrub_hydra_files(hydra_copies(hc, run_dir))
     try:
         validate_config(plain)
         missing = import_problems(plain)
@@ -145,23 +145,35 @@ def discard_run_dir(run_dir: Path, subdir: str | None) -> bool:
     return True
 
 
-def scrub_hydra_files(run_dir: Path, subdir: str | None) -> None:
-    """Redact the secrets in Hydra's own copies (``<run dir>/.hydra/*.yaml``, written before
-    this code runs). Command-line keys never get there (``wai_exp.cli`` passes them as
-    ``${oc.env:...}``); this catches a key written literally in a preset or config file.
-    A file is rewritten only when it held a secret. Never raises."""
-    if not subdir:
-        return
+def hydra_copies(hc: Any, run_dir: Path) -> list[Path]:
+    """The config copies Hydra wrote before this code runs: ``<run dir>/.hydra/*.yaml`` and,
+    in a sweep, ``<sweep dir>/multirun.yaml`` (written once by the sweeper, before any job)."""
+    from hydra.types import RunMode
+
+    paths = sorted((run_dir / hc.output_subdir).glob("*.yaml")) if hc.output_subdir else []
+    if hc.mode == RunMode.MULTIRUN:
+        paths.append(Path(hc.sweep.dir) / "multirun.yaml")
+    return paths
+
+
+def scrub_hydra_files(paths: list[Path]) -> None:
+    """Redact the secrets in Hydra's own config copies (see :func:`hydra_copies`).
+    Command-line keys never get there (``wai_exp.cli`` passes them as ``${oc.env:...}``); this
+    catches a key written literally in a preset or config file. A file is rewritten (atomically:
+    a sweep's jobs may scrub the same ``multirun.yaml`` at once) only when it held a secret.
+    A missing file is skipped. Never raises."""
     import yaml
 
     from wai_exp.domain.secrets import redact
 
-    for path in sorted((run_dir / subdir).glob("*.yaml")):
+    for path in paths:
         try:
+            if not path.is_file():
+                continue
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
             clean = redact(data)
             if clean != data:
-                tmp = path.with_name(f".{path.name}.tmp")
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
                 tmp.write_text(yaml.safe_dump(clean, sort_keys=False), encoding="utf-8")
                 os.replace(tmp, path)
         except Exception as exc:  # noqa: BLE001 - never block a run on its bookkeeping

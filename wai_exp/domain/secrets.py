@@ -63,7 +63,9 @@ _KEY_VALUE = re.compile(
     r"(?i)(\b(?:[a-z0-9_\-]*api[_-]?key|apikey|(?:access|auth|bearer|hf|api|refresh|session|id)_token"
     r"|token|[a-z0-9_]*password|passwd"
     r"|[a-z0-9_]*secret|authorization|x-api-key)[\"']?\s*[:=]\s*)"
-    r"(?![\"']?(?:\*\*\*redacted|bearer\s))([\"']?)([^\s\"',;}\]]+)"
+    # An interpolation (``${oc.env:...}``, or Hydra's escaped ``$\{...\}``) names where the
+    # value lives, not the value: it stays readable.
+    r"(?![\"']?(?:\*\*\*redacted|bearer\s|\$\\?\{))([\"']?)([^\s\"',;}\]]+)"
 )
 # The override rewrite of ``wai_exp.cli`` moves secret values into these variables.
 SECRET_ENV_PREFIX = "WAI_EXP_SECRET_"
