@@ -146,5 +146,6 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
 def _quoted(value: str) -> bool:
     return len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
 
+
 if __name__ == "__main__":
     main()
