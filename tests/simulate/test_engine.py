@@ -187,7 +187,7 @@ def test_bad_values_are_named():
     with pytest.raises(ValueError, match="clock off"):
         simulate(reproducible=True, time_budget=5)
     with pytest.raises(ValueError, match="template writer"):
-        simulate(simulator="openai:gpt-4.1")
+        simulate(simulator="gpt-4.1")  # not a spec: the fix names both
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from wai_exp.simulate.spec import load_agent_spec
+from wai_exp.simulate.world import _HURRY as HURRY
 from wai_exp.simulate.world import RolloutWorld, WorldOptions, is_write_tool, resolve_patience
 from wai_exp.simulate.writer import Situation, TemplateWriter
 
@@ -381,7 +382,38 @@ def test_the_person_speaks_at_most_avg_turns_over_two_times():
     answers = [w.ask_user(QUESTION) for _ in range(4)]
     # 6 // 2 = 3 lines: the opening ask and two answers.
     assert answers[0] and answers[1] and answers[2] is None and answers[3] is None
-    assert w.left and w.ended_by == "user_left"
+    # Out of turns is not walking away: the cap has its own ended_by.
+    assert w.left and w.ended_by == "max_turns"
+
+
+def test_patience_shows_in_the_persons_words_even_at_the_first_question():
+    def first_lines(patience):
+        return [
+            RolloutWorld(situation(), TOOLS, seed=s, patience=patience).ask_user(QUESTION)
+            for s in range(400)
+        ]
+
+    def hurried(lines):
+        return sum(any(h in line for h in HURRY) for line in lines) / len(lines)
+
+    # The chance of a hurried line is the chance of walking away at the next question.
+    assert hurried(first_lines("endless")) == 0.0
+    assert abs(hurried(first_lines("normal")) - 0.35) < 0.08
+    assert abs(hurried(first_lines("short")) - 0.60) < 0.08
+    # The line itself is still the answer: the order id is in every one of them.
+    assert all("ORD-10482" in line for line in first_lines("short"))
+
+
+def test_a_walk_away_says_user_left_and_a_human_tool_gets_the_persons_answer():
+    w = RolloutWorld(situation(), TOOLS, seed=0, patience=(0.0, 1.0), avg_turns=40)
+    assert w.ask_user(QUESTION) and w.ask_user(QUESTION)
+    assert w.ask_user(QUESTION) is None and w.ended_by == "user_left"
+    tools = [*TOOLS, {"type": "function", "function": {"name": "ask_user", "parameters": {
+        "type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}}}]  # fmt: skip
+    w = RolloutWorld(situation(stance="vague"), tools, seed=1, patience="endless")
+    step = w.execute("ask_user", {"question": QUESTION})
+    assert step["status"] == "ok" and "ORD-10482" in step["result"]["answer"]
+    assert w.user_turns == 2 and w.ended_by is None
 
 
 def test_the_person_may_leave_when_asked_what_they_cannot_know():
@@ -397,7 +429,9 @@ def test_the_person_may_leave_when_asked_what_they_cannot_know():
 
 def test_user_temperature_zero_gives_the_plainest_line():
     lines = {
-        RolloutWorld(situation(), TOOLS, seed=s, user_temperature=0.0).ask_user(QUESTION)
+        RolloutWorld(situation(), TOOLS, seed=s, user_temperature=0.0, patience="endless").ask_user(
+            QUESTION
+        )
         for s in range(30)
     }
     assert lines == {"It's ORD-10482."}

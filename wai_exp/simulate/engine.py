@@ -535,6 +535,7 @@ def simulate(
         logprobs=cfg.logprobs,
         avg_turns=int(cfg.knobs["avg_turns"]),
     )
+    user = _model_user(cfg, world)
     asks = _earlier_asks(cfg, tasks, traces, tool_list, sp, world)
     run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks.replay, world)
     runner = RolloutRunner(
@@ -548,7 +549,7 @@ def simulate(
     if stream is not None:
         engine.on_row = _tee(stream, on_row)
     try:
-        asyncio.run(_run_and_close(engine, first, partial(_rerun_source, cfg), resolved))
+        asyncio.run(_run_and_close(engine, first, partial(_rerun_source, cfg), resolved, [user]))
     except BaseException:
         if stream is not None:
             stream.close(remove=False)  # keep the finished rows on disk for a resume
@@ -785,8 +786,10 @@ async def _run_and_close(
     first: Callable[[], SituationSource],
     rerun: Callable[[list[Task]], SituationSource],
     agent: ResolvedAgent,
+    parts: Sequence[Any] = (),
 ) -> None:
-    """All runs, then the agent's ``aclose()`` (a backend's HTTP client) whatever happened."""
+    """All runs, then the agent's ``aclose()`` (a backend's HTTP client) whatever happened,
+    and the model writer's / model user's clients (``parts``: ``aclose`` then ``close``)."""
     try:
         await engine.run_all(first, rerun)
     finally:
@@ -795,6 +798,22 @@ async def _run_and_close(
             res = closer()
             if inspect.isawaitable(res):
                 await res
+        for part in parts:
+            if part is not None:
+                await part.aclose()
+                part.close()
+
+
+def _model_user(cfg: Config, world: WorldSetup) -> Any:
+    """The model-played person of ``user_model=<spec>`` handed to every rollout's world
+    (None for the template person)."""
+    if not cfg.user_model:
+        return None
+    from wai_exp.simulate.model_user import ModelUser
+
+    user = ModelUser(cfg.user_model, temperature=cfg.knobs["user_temperature"], timeout=cfg.timeout)
+    world.kwargs["user"] = user
+    return user
 
 
 def _execute_errors(engine: Engine) -> tuple[int, str] | None:
@@ -863,12 +882,15 @@ def _result(
         # (who plays it whenever a follow-up comes; rows without one omit user_model).
         "model_version": report["agent_model"],
         "writer_model": report["writer_model"],
-        "user_model": cfg.user_model or "template",
+        "user_model": engine.runner.user_model,
         "system_prompt_sha": prompt_sha(sp),
     }
     if report["grade"] is not None:  # graded as the rows landed: the judge is named too
         metadata["judge_name"] = report["grade"]["judge_name"]
         metadata["judge_model"] = report["grade"]["judge_model"]
+    degraded, same_warning = same_model_jobs(cfg, report["agent_model"])
+    if same_warning:
+        engine.warnings.append(same_warning)
     return SimulationData(
         engine.rows,
         tools=tools,
@@ -876,6 +898,29 @@ def _result(
         report=report,
         metadata=metadata,
         warnings=engine.warnings,
-        degraded=[],
+        degraded=degraded,
         lost=engine.lost,
+    )
+
+
+def same_model_jobs(cfg: Config, agent_model: str) -> tuple[list[str], str | None]:
+    """``(["same_model"], warning)`` when the agent's model also wrote the situations or
+    played the user, else ``([], None)``: a model grading, writing or playing against its
+    own outputs makes the test easier than the world it stands for."""
+    from wai_exp.simulate.model_calls import same_model
+
+    jobs = [
+        job
+        for job, spec in (
+            ("wrote the situations", cfg.simulator),
+            ("played the user", cfg.user_model),
+        )
+        if spec and same_model(agent_model, spec)
+    ]
+    if not jobs:
+        return [], None
+    return ["same_model"], (
+        f"same_model: the agent's model ({agent_model}) also {' and '.join(jobs)}; a model tested "
+        "on its own writing finds the test easier than real users are. Pass simulator= for the "
+        "writer and user_model= for the user to put those jobs on a different model."
     )

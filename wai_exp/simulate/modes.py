@@ -117,7 +117,10 @@ class Config:
     sampling: dict[str, Any] | None
     #: "conduct" under grade=True / grade="conduct", else None
     grade: str | None
+    #: the model spec playing the person in follow-ups; None = the template person
     user_model: str | None
+    #: the model spec writing the situations; None = the template writer
+    simulator: str | None = None
 
 
 def check_number(
@@ -261,7 +264,8 @@ def resolve_config(
         logprobs=logprobs,
         sampling=dict(sampling) if sampling is not None else None,
         grade=_grade(grade, has_grader),
-        user_model=None if user_model in (None, False) else str(user_model),
+        user_model=None if user_model in (None, False, "template") else str(user_model),
+        simulator=None if simulator in (None, False, "template") else str(simulator),
     )
 
 
@@ -375,15 +379,11 @@ def _refuse_unsupported(
         raise ValueError(
             "advanced mutate_graded_failures=True needs grader=; pass a grader or drop the knob"
         )
+    from wai_exp.simulate.model_calls import check_model_spec
+
     if simulator not in (False, None, "template"):
-        raise ValueError(
-            f"simulator={simulator!r}: only the built-in template writer (simulator=False) is available; "
-            "model writers are not shipped in wai-exp"
-        )
+        check_model_spec(simulator, "simulator")
     if user_model not in (None, False, "template"):
-        raise ValueError(
-            f"user_model={user_model!r}: the simulated person is played by the world's template user; "
-            "model-played users are not shipped. Pass None."
-        )
+        check_model_spec(user_model, "user_model")
     if logprobs not in (None, True, False, "tokens"):
         raise ValueError(f"logprobs={logprobs!r}: use None, True or 'tokens'")

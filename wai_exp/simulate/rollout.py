@@ -74,6 +74,12 @@ class RolloutRunner:
         #: the judge's model when ``grader=`` is model-backed (``judge_meta.model``)
         self.grader_model = model if isinstance(model, str) else None
         self.run_id = run_id
+        #: who played the person in follow-ups: the user model's name, else the template
+        self.user_model = "template"
+        if cfg.user_model:
+            from wai_exp.simulate.model_calls import model_name
+
+            self.user_model = model_name(cfg.user_model)
         self._signature = behavior_signature
         self._privileged = privileged_context
         self._conduct = conduct_grade if cfg.grade else None
@@ -217,7 +223,7 @@ class RolloutRunner:
         }
         if user_turns:
             # Absent, not null, when the agent took a single message (the reference's Output).
-            row["user_model"] = self.cfg.user_model or "template"
+            row["user_model"] = self.user_model
         if raw_end is not None and str(raw_end) != ended_by:
             row["ended_by_raw"] = str(raw_end)  # what the agent said, before the vocabulary
         row["behavior_signature"] = self._signature(row)

@@ -43,8 +43,23 @@ PATIENCE_LEVELS: dict[str, tuple[float, float]] = {
     "short": (0.60, 0.90),
     "endless": (0.0, 0.0),
 }
-#: The simulated user's reply temperature when none is given (a model-played user's default).
+#: The simulated user's follow-up temperature when ``user_temperature`` is None.
 USER_TURN_TEMPERATURE = 0.475
+#: The simulated user's temperature answering a human tool when ``user_temperature`` is None.
+HUMAN_TOOL_TEMPERATURE = 0.9
+#: Names of tools the person answers (the agent asks the human through a tool call).
+HUMAN_TOOL_NAMES = frozenset(
+    {"ask_user", "ask_human", "ask_customer", "ask_the_user", "ask_person", "request_user_input"}
+)
+#: How an impatient person sounds: drawn on an answered question with the chance that they
+#: walk away at the next one (``patience``), so a short-tempered person is heard before
+#: they leave, and ``patience`` shapes the lines even when the agent asks once.
+_HURRY = (
+    "Please be quick, I don't have long.",
+    "Can we hurry this up?",
+    "I really need this sorted fast.",
+    "This is taking a while.",
+)
 
 
 class FastRandom(random.Random):
@@ -395,6 +410,7 @@ class RolloutWorld:
         patience: str | Mapping[str, float] | Sequence[float] = "normal",
         avg_turns: int = 12,
         user_temperature: float | None = None,
+        user: Any = None,
     ) -> None:
         self.options = resolve_world_options(options)
         self.situation = situation
@@ -415,17 +431,28 @@ class RolloutWorld:
         self.user_temperature = (
             USER_TURN_TEMPERATURE if user_temperature is None else float(user_temperature)
         )
+        self.human_tool_temperature = (
+            HUMAN_TOOL_TEMPERATURE if user_temperature is None else float(user_temperature)
+        )
+        #: a model-played person (``model_user.ModelUser``); None = the template person
+        self.user = user
         self._schemas, self._support = _schemas_of(tools)
         self.tools = tools
         # Seeding a generator costs microseconds; most rollouts never draw a fault or ask the
         # person anything, so each stream is made on first use (same seed, same draws).
         self._fault_rng_: random.Random | None = None
         self._user_rng_: random.Random | None = None
+        self._mood_rng_: random.Random | None = None
         self.steps: list[dict[str, Any]] = []
         self.fired: list[dict[str, Any]] = []
         self.user_turns = 1  # the opening ask
         self.questions = 0
         self.left = False
+        #: why the person stopped speaking: "user_left" (walked away) or "max_turns" (the
+        #: avg_turns // 2 cap on their lines was reached); None while they still answer
+        self.ended: str | None = None
+        #: the questions the person was asked and their answers, ``(speaker, text)``
+        self.dialogue: list[tuple[str, str]] = []
         self._calls = 0
         self.target = self.dims.get("tool")
         cond = self.dims.get("tool_condition")
@@ -446,6 +473,13 @@ class RolloutWorld:
         if self._user_rng_ is None:
             self._user_rng_ = FastRandom(self.seed * 2 + 2)
         return self._user_rng_
+
+    @property
+    def _mood_rng(self) -> random.Random:
+        # Its own stream: the walk-away and answer draws stay what they were without it.
+        if self._mood_rng_ is None:
+            self._mood_rng_ = FastRandom(self.seed * 2 + 3)
+        return self._mood_rng_
 
     @property
     def orders(self) -> dict[str, dict[str, Any]]:
@@ -479,8 +513,9 @@ class RolloutWorld:
 
     @property
     def ended_by(self) -> str | None:
-        """``"user_left"`` once the person walked away, else None."""
-        return "user_left" if self.left else None
+        """``"user_left"`` once the person walked away, ``"max_turns"`` once their
+        ``avg_turns // 2`` lines were spoken and a further question went unanswered, else None."""
+        return self.ended
 
     def _seed_records(self) -> None:
         e = self.entities
@@ -622,6 +657,8 @@ class RolloutWorld:
             step["result"] = self.options.build_fault(self.fault_mode, name, args, self._fault_rng)
             step["status"] = step["fault"] = self.fault_mode
             self.fired.append({"tool": name, "mode": self.fault_mode, "step": len(self.steps)})
+        elif name in HUMAN_TOOL_NAMES:
+            step["result"] = self._human_tool(args)
         else:
             handler = _HANDLERS.get(name) if name in self._support else None
             step["result"] = (
@@ -629,6 +666,22 @@ class RolloutWorld:
             )
         self.steps.append(step)
         return step
+
+    def _human_tool(self, args: Any) -> dict[str, Any]:
+        """A human tool's result: the person's answer to the question in its arguments
+        (the same patience and turn rules as a question in the chat), or ``no_answer``."""
+        question = _question_of(args)
+        if not self._will_answer():
+            return {"error": "no_answer", "message": "The person did not reply."}
+        if self.user is not None:
+            answer = self.user.answer_sync(self.brief(), question, "human_tool")
+        else:
+            answer = self._template_answer(question, self.human_tool_temperature)
+        if answer is None:
+            self._end("user_left")
+            return {"error": "no_answer", "message": "The person did not reply."}
+        self.user_turns += 1
+        return {"ok": True, "answer": answer}
 
     def _order(self, order_id: Any) -> dict[str, Any] | None:
         return self.orders.get(str(order_id).strip().upper()) if order_id is not None else None
@@ -806,27 +859,89 @@ class RolloutWorld:
             out[key_arg] = str(e["key_value"])
         return out
 
+    def brief(self) -> dict[str, Any]:
+        """What a model-played person is told: their facts, their opening ask, the
+        conversation so far (``(speaker, text)`` pairs), and their mood (impatient under a
+        short ``patience``)."""
+        transcript = list(self.dialogue)
+        p_next = self.patience[0] if self.questions <= 1 else self.patience[1]
+        mood = (
+            "impatient; you want this over quickly"
+            if p_next >= 0.5
+            else ("a little impatient" if p_next > 0 else "patient")
+        )
+        return {
+            "facts": self._knows(),
+            "opening": (getattr(self.situation, "phrasings", None) or ("",))[0],
+            "transcript": transcript,
+            "mood": mood,
+        }
+
+    def _end(self, why: str) -> None:
+        self.left = True
+        self.ended = why
+
+    def _will_answer(self) -> bool:
+        """Count one question and decide whether the person answers it: False once they
+        are gone, at the ``avg_turns // 2`` cap (``max_turns``), or when ``patience``
+        makes them walk away (from the second question on)."""
+        if self.left:
+            return False
+        self.questions += 1
+        if self.user_turns >= self.avg_turns // 2:
+            self._end("max_turns")
+            return False
+        if self.questions >= 2:
+            p = self.patience[0] if self.questions == 2 else self.patience[1]
+            if p > 0 and self._user_rng.random() < p:
+                self._end("user_left")
+                return False
+        return True
+
+    def _heard(self, answer: str | None) -> str | None:
+        if answer is None:
+            self._end("user_left")
+            return None
+        self.user_turns += 1
+        self.steps.append({"kind": "user", "content": answer})
+        self.dialogue.append(("user", answer))
+        return answer
+
     def ask_user(self, question: str) -> str | None:
         """The simulated person's answer to the agent's ``question``, or None if they left.
 
         The first question is always attempted; from the second on the person walks away with
         the ``patience`` chances (second question, then every later one). They also may leave
-        (``options.unknown_ask_leave``) when asked for something they could not know, and they
-        speak at most ``avg_turns // 2`` times in all. A person who left stays gone: ``left``
-        is set and every later call returns None. Each answer is recorded as a ``user`` step.
+        (``options.unknown_ask_leave``, or the model's ``LEAVE`` under ``user_model=``) when
+        asked for something they could not know (``ended_by`` ``user_left``), and they speak
+        at most ``avg_turns // 2`` times in all (a question past that goes unanswered:
+        ``ended_by`` ``max_turns``). Once gone the person stays gone: ``left`` is set and every
+        later call returns None. Each answer is recorded as a ``user`` step. With a model
+        user this call blocks until the model answered; async agents use ``aask_user``.
         """
-        if self.left:
+        if not self._will_answer():
             return None
-        self.questions += 1
+        if self.user is not None:
+            brief = self.brief()
+            self.dialogue.append(("agent", question))
+            return self._heard(self.user.answer_sync(brief, question))
+        self.dialogue.append(("agent", question))
+        return self._heard(self._template_answer(question, self.user_temperature))
+
+    async def aask_user(self, question: str) -> str | None:
+        """``ask_user`` for async agents: a model user answers on the caller's loop."""
+        if not self._will_answer():
+            return None
+        if self.user is not None:
+            brief = self.brief()
+            self.dialogue.append(("agent", question))
+            return self._heard(await self.user.answer(brief, question))
+        self.dialogue.append(("agent", question))
+        return self._heard(self._template_answer(question, self.user_temperature))
+
+    def _template_answer(self, question: str, temperature: float) -> str | None:
+        """The template person's line (None: they leave, asked what they cannot know)."""
         rng = self._user_rng
-        if self.user_turns >= self.avg_turns // 2:
-            self.left = True
-            return None
-        if self.questions >= 2:
-            p = self.patience[0] if self.questions == 2 else self.patience[1]
-            if p > 0 and rng.random() < p:
-                self.left = True
-                return None
         q = question.lower()
         knows = self._knows()
         asked: list[str] = []
@@ -841,18 +956,17 @@ class RolloutWorld:
             asked.remove("order_id")
         if not asked:
             if any(c in q for c in _CONFIRM):
-                answer = _pick(_YES, rng, self.user_temperature)
+                answer = _pick(_YES, rng, temperature)
             elif rng.random() < self.options.unknown_ask_leave:
-                self.left = True
                 return None
             else:
-                answer = _pick(_UNSURE, rng, self.user_temperature)
+                answer = _pick(_UNSURE, rng, temperature)
         else:
             parts = []
             for key in asked:
                 value = knows[key]
                 if key in _GIVE:
-                    template = _pick(_GIVE[key], rng, self.user_temperature)
+                    template = _pick(_GIVE[key], rng, temperature)
                     fields = dict(knows)
                     if "reason" in fields:
                         fields["reason_cap"] = fields["reason"][:1].upper() + fields["reason"][1:]
@@ -860,9 +974,25 @@ class RolloutWorld:
                 else:
                     parts.append(f"The {key.replace('_', ' ')} is {value}.")
             answer = " ".join(parts)
-        self.user_turns += 1
-        self.steps.append({"kind": "user", "content": answer})
+        # The person's patience shows in their words: with the chance they would walk away
+        # at the next question, the line carries their hurry.
+        p_next = self.patience[0] if self.questions <= 1 else self.patience[1]
+        if p_next > 0 and self._mood_rng.random() < p_next:
+            answer = f"{answer} {_pick(_HURRY, self._mood_rng, temperature)}"
         return answer
+
+
+def _question_of(args: Any) -> str:
+    """The question a human tool call carries: its question/prompt/message argument, else
+    its first string argument."""
+    if isinstance(args, Mapping):
+        for key in ("question", "prompt", "message", "query", "text"):
+            if isinstance(args.get(key), str):
+                return str(args[key])
+        for value in args.values():
+            if isinstance(value, str):
+                return value
+    return str(args or "")
 
 
 _HANDLERS: dict[str, Callable[[RolloutWorld, dict[str, Any]], dict[str, Any]]] = {

@@ -115,11 +115,15 @@ class ModelAgent:
                     steps.append(tool_step)
                 continue
             final_text = done.content
-            ask_user = getattr(world, "ask_user", None)
+            # A model-played person answers on this loop (aask_user) when the world has it.
+            ask_user = getattr(world, "aask_user", None) or getattr(world, "ask_user", None)
             if final_text.rstrip().endswith("?") and ask_user is not None:
                 answer = ask_user(final_text)
+                if inspect.isawaitable(answer):
+                    answer = await answer
                 if answer is None:
-                    ended_by = "user_left"
+                    # The world says why: walked away, or out of turns (avg_turns // 2).
+                    ended_by = str(getattr(world, "ended_by", None) or "user_left")
                     break
                 steps.append({"kind": "user", "content": answer})
                 continue

@@ -355,7 +355,8 @@ class _Run:
         answer = ask_user(question) if ask_user is not None else None
         if answer is None:
             self.final_text = question
-            self.ended_by = "user_left"
+            # The world says why: walked away ("user_left") or out of turns ("max_turns").
+            self.ended_by = str(getattr(self.world, "ended_by", None) or "user_left")
             raise _UserLeft
         self.steps.append({"kind": "user", "content": answer})
         self.heard.append(answer)
