@@ -1,6 +1,7 @@
 """A real HTTP server on 127.0.0.1 whose answers a test scripts: ``answer(path, headers,
-body) -> (status, payload)``, where ``payload`` is a dict (sent as JSON) or raw ``bytes``.
-Used by the fault tests (a 401 that quotes the key, odd model replies)."""
+body) -> (status, payload)`` or ``(status, payload, extra_headers)``, where ``payload`` is a
+dict (sent as JSON) or raw ``bytes``. Used by the fault tests (a 401 that quotes the key, odd
+model replies, 429 with ``Retry-After``, a slow answer from a one-request-at-a-time server)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from typing import Any
 
 Answer = Callable[[str, dict[str, str], dict[str, Any]], tuple[int, Any]]
 
 
 @contextmanager
-def scripted_server(answer: Answer) -> Iterator[str]:
-    """Serve ``answer`` on a free port; yields the base URL ``http://127.0.0.1:<port>/v1``."""
+def scripted_server(answer: Answer, *, serial: bool = False) -> Iterator[str]:
+    """Serve ``answer`` on a free port; yields the base URL ``http://127.0.0.1:<port>/v1``.
+
+    ``serial=True`` answers one request at a time, in arrival order, like llama.cpp with one
+    slot: a request that comes while another is being answered waits behind it."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
@@ -26,18 +30,20 @@ def scripted_server(answer: Answer) -> Iterator[str]:
                 body = json.loads(raw or b"{}")
             except ValueError:
                 body = {}
-            status, payload = answer(self.path, dict(self.headers), body)
+            status, payload, *extra = answer(self.path, dict(self.headers), body)
             data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
+            for name, value in (extra[0] if extra else {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = (HTTPServer if serial else ThreadingHTTPServer)(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from wai_exp.llm.http import DEFAULT_RETRY, RetryPolicy
+from wai_exp.llm.http import DEFAULT_RETRY, RetryPolicy, async_client
 from wai_exp.llm.providers import PROVIDERS, chat_backend, parse_model_spec
 from wai_exp.llm.turn import ChatBackend
 from wai_exp.rows.model import messages_from_steps
@@ -53,7 +53,7 @@ class ModelAgent:
     def _backend(self) -> ChatBackend:
         # One client per event loop: the engine runs each simulate() call in its own loop.
         if self._client is None or self._client.is_closed:
-            self._client = httpx.AsyncClient(timeout=self.timeout, transport=self.transport)
+            self._client = async_client(timeout=self.timeout, transport=self.transport)
         return chat_backend(self.spec, self._client, api_key=self.api_key, policy=self.retry)
 
     async def aclose(self) -> None:

@@ -53,7 +53,7 @@ from typing import Any
 
 import httpx
 
-from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy, post_json
+from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy, async_client, post_json
 from wai_exp.llm.providers import PROVIDERS, parse_model_spec
 
 #: The chat template keys this renderer understands (see the module docstring).
@@ -324,7 +324,7 @@ def reference_logprobs(
         client = (
             None
             if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport)
-            else httpx.AsyncClient(timeout=timeout, transport=transport)
+            else async_client(timeout=timeout, transport=transport)
         )
 
         async def one(i: int, rendered: Rendered) -> None:

@@ -1,0 +1,346 @@
+"""Model calls per second against a local OpenAI-compatible server that answers after 50 ms.
+
+Issue 9 item 7: at ``concurrency`` C the ideal is ``C / 0.050`` calls per second (640 at 32,
+2,560 at 128); wai-exp must reach 85% of it. One run measures, side by side, per C:
+
+* ``server alone``: a lean raw-asyncio client (one keep-alive socket per worker, no HTTP
+  library) against the stub: the ceiling this machine reaches at that moment;
+* ``httpx``: ``wai_exp.llm.http.async_client`` (the one transport seam) posting the same
+  body, without the engine;
+* ``wai-exp``: ``wai_exp.simulate(agent="vllm:stub@http://127.0.0.1:<port>/v1")`` end to end
+  (writer, world, rows), counted at the server.
+
+The stub (``serve``) is raw asyncio in its own process: it reads each request's body, waits
+exactly ``delay`` seconds (``loop.call_later``) and answers a chat completion. Its answers
+make rollouts that look real: from the hash of the ask it either calls a tool of the
+request's own tool list with the order number or email the ask names (0, 1 or 2 tool turns)
+or answers in text; every final reply names the ask's order and a running counter, so no two
+replies are the same and rollouts have 1 to 3 model calls.
+
+The machine is shared (2 cores, ~9 agents), so absolute rates are load-bound: every cell
+carries the 1-minute load average when it ran and the ratio to the server-alone ceiling
+measured next to it. Run it alone with ``nice``::
+
+    nice python experiments/bench/bench_throughput.py --duration 20 --concurrency 32 128
+
+``python experiments/bench/run.py throughput`` runs the same with ``WAI_BENCH_THROUGHPUT_S``
+seconds per cell (default 20).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import re
+import socket
+import sys
+import time
+from typing import Any
+
+DELAY_S = 0.050
+
+_ID = re.compile(r"ORD-\d+")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
+
+
+# ---- the stub server -------------------------------------------------------------------
+def _answer(body: bytes, n: int) -> dict[str, Any]:
+    """The chat completion the stub sends for one request body (``n``: its running count)."""
+    try:
+        req = json.loads(body)
+    except ValueError:
+        req = {}
+    messages = req.get("messages") or []
+    tools = [t.get("function", {}).get("name") for t in req.get("tools") or []]
+    ask = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+    h = int.from_bytes(hashlib.blake2b(ask.encode(), digest_size=4).digest(), "big")
+    tool_turns = sum(1 for m in messages if m.get("role") == "tool")
+    order = (_ID.findall(ask) or ["ORD-10482"])[0]
+    email = (_EMAIL.findall(ask) or ["maria.chen@example.com"])[0]
+    wanted = h % 3  # 0, 1 or 2 tool turns before the reply
+    if tools and tool_turns < wanted:
+        if tool_turns == 0 and "lookup_order" in tools:
+            name, args = "lookup_order", {"order_id": order}
+        elif "lookup_account" in tools:
+            name, args = "lookup_account", {"email": email}
+        else:
+            name, args = tools[h % len(tools)], {}
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{n}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
+            ],
+        }
+        finish = "tool_calls"
+    else:
+        message = {
+            "role": "assistant",
+            "content": f"I looked into {order} for you (after {tool_turns} lookups); "
+            f"reference {n}: nothing was changed yet.",
+        }
+        finish = "stop"
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "model": req.get("model") or "stub",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 40 + 3 * len(messages), "completion_tokens": 12 + h % 20},
+    }
+
+
+class _StubProtocol(asyncio.Protocol):
+    """HTTP/1.1 keep-alive: reads ``Content-Length`` bodies, answers each after the delay."""
+
+    count = 0  # requests answered, all connections
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            head_end = self.buf.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buf[:head_end].decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                k, _, v = line.partition(":")
+                if k.strip().lower() == "content-length":
+                    length = int(v.strip())
+            end = head_end + 4 + length
+            if len(self.buf) < end:
+                return
+            path = head.split(" ", 2)[1] if " " in head else ""
+            body, self.buf = self.buf[head_end + 4 : end], self.buf[end:]
+            if path.endswith("/stats"):
+                self._send(json.dumps({"count": _StubProtocol.count}).encode())
+            else:
+                _StubProtocol.count += 1
+                payload = json.dumps(_answer(body, _StubProtocol.count)).encode()
+                asyncio.get_running_loop().call_later(self.delay, self._send, payload)
+
+    def _send(self, payload: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(payload)).encode()
+            + b"\r\n\r\n"
+            + payload
+        )
+
+
+def serve(sock: socket.socket, delay: float = DELAY_S) -> None:
+    """Serve the stub on an already bound, listening ``sock`` until killed."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _StubProtocol(delay), sock=sock, backlog=4096)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+class Stub:
+    """The stub in its own process: ``with Stub() as url: ...`` (``url`` ends in ``/v1``)."""
+
+    def __init__(self, delay: float = DELAY_S) -> None:
+        self.delay = delay
+
+    def __enter__(self) -> str:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4096)
+        self.port = self.sock.getsockname()[1]
+        self.proc = mp.get_context("fork").Process(target=serve, args=(self.sock, self.delay))
+        self.proc.start()
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __exit__(self, *exc: Any) -> None:
+        self.proc.terminate()
+        self.proc.join(5)
+        self.sock.close()
+
+    def count(self) -> int:
+        """Requests the stub has answered so far."""
+        with socket.create_connection(("127.0.0.1", self.port)) as s:
+            s.sendall(b"GET /stats HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+            data = b""
+            while b"}" not in data:
+                data += s.recv(4096)
+        return json.loads(data.split(b"\r\n\r\n", 1)[1])["count"]
+
+
+# ---- the clients -----------------------------------------------------------------------
+_BODY = json.dumps(
+    {
+        "model": "stub",
+        "messages": [{"role": "user", "content": "Where is my order ORD-10482?"}],
+        "temperature": 0.7,
+    }
+).encode()
+
+
+async def _raw_client(port: int, concurrency: int, duration: float) -> int:
+    """Calls answered in ``duration`` s by ``concurrency`` keep-alive sockets, no HTTP library."""
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        b"content-type: application/json\r\ncontent-length: "
+        + str(len(_BODY)).encode()
+        + b"\r\n\r\n"
+        + _BODY
+    )
+    done = 0
+    stop = time.monotonic() + duration
+
+    async def worker() -> None:
+        nonlocal done
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while time.monotonic() < stop:
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            i = head.lower().find(b"content-length:")
+            length = int(head[i + 15 : head.find(b"\r\n", i)])
+            await reader.readexactly(length)
+            done += 1
+        writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done
+
+
+async def _httpx_client(url: str, concurrency: int, duration: float) -> int:
+    """Calls answered in ``duration`` s through ``wai_exp.llm.http`` (client + ``post_json``)."""
+    from wai_exp.llm.http import async_client, post_json
+
+    payload = json.loads(_BODY)
+    done = 0
+    stop = time.monotonic() + duration
+    async with async_client(timeout=30.0, concurrency=concurrency) as client:
+
+        async def worker() -> None:
+            nonlocal done
+            while time.monotonic() < stop:
+                await post_json(client, url + "/chat/completions", payload)
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _timed(fn: Any) -> tuple[float, float, float]:
+    """``(wall_s, cpu_s, load_before)`` of ``fn()``."""
+    load = _load()
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0, load
+
+
+def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[dict[str, Any]]:
+    """The three cells at one concurrency, each ``duration`` seconds, in one stub process."""
+    ideal = concurrency / delay
+    out: list[dict[str, Any]] = []
+    with Stub(delay) as url:
+        stub = Stub.__new__(Stub)
+        stub.port = int(url.rsplit(":", 1)[1].split("/")[0])
+        time.sleep(0.3)
+        cells: list[tuple[str, Any]] = [
+            ("server alone (raw asyncio client)", lambda: asyncio.run(_raw_client(stub.port, concurrency, duration))),
+            ("wai_exp.llm.http client", lambda: asyncio.run(_httpx_client(url, concurrency, duration))),
+            ("wai_exp.simulate(agent='vllm:...')", lambda: _simulate(url, concurrency, duration)),
+        ]  # fmt: skip
+        ceiling = None
+        for label, fn in cells:
+            before = stub.count()
+            wall, cpu, load = _timed(fn)
+            calls = stub.count() - before
+            rate = calls / wall
+            if ceiling is None:
+                ceiling = rate
+            out.append(
+                {
+                    "name": f"{label} c={concurrency}",
+                    "value": round(rate, 1),
+                    "unit": "calls/s",
+                    "target": round(0.85 * ideal, 1) if label.startswith("wai_exp.simulate") else None,
+                    "better": "higher",
+                    "concurrency": concurrency,
+                    "ideal": ideal,
+                    "pct_of_ideal": round(100 * rate / ideal, 1),
+                    "pct_of_server_alone": round(100 * rate / ceiling, 1),
+                    "calls": calls,
+                    "wall_s": round(wall, 2),
+                    "cpu_over_wall": round(cpu / wall, 2),
+                    "load_1m": load,
+                }
+            )  # fmt: skip
+    return out
+
+
+def _simulate(url: str, concurrency: int, duration: float) -> None:
+    from wai_exp import simulate
+
+    data = simulate(
+        agent=f"vllm:stub@{url}",
+        budget=10**6,
+        time_budget=duration,
+        seed=0,
+        advanced={"concurrency": concurrency},
+    )
+    rep = data.report()
+    if not data.rows or rep.get("rollouts_lost"):
+        raise RuntimeError(
+            f"simulate against the stub lost rollouts: {rep.get('rollouts_lost_by')}"
+        )
+
+
+def bench_model_calls_per_second() -> list[dict[str, Any]]:
+    """Calls/s at concurrency 32 and 128: server alone, the HTTP client, simulate()."""
+    duration = float(os.environ.get("WAI_BENCH_THROUGHPUT_S", "20"))
+    return [r for c in (32, 128) for r in measure(c, duration)]
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| cell | c | ideal/s | achieved/s | % of ideal | % of server alone | CPU/wall | load 1m |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['name'].rsplit(' c=', 1)[0]} | {r['concurrency']} | {r['ideal']:.0f} | "
+            f"{r['value']:.0f} | {r['pct_of_ideal']}% | {r['pct_of_server_alone']}% | "
+            f"{r['cpu_over_wall']} | {r['load_1m']} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per cell")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[32, 128])
+    p.add_argument("--delay", type=float, default=DELAY_S)
+    a = p.parse_args()
+    rows = [r for c in a.concurrency for r in measure(c, a.duration, a.delay)]
+    print(_table(rows))
+    sys.exit(0)

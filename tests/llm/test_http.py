@@ -1,0 +1,134 @@
+"""The model HTTP seam against real servers on 127.0.0.1: the default (aiohttp) transport,
+retries on 429 / 5xx / refused connections, and a read timeout that is never retried."""
+
+import asyncio
+import socket
+import threading
+import urllib.request
+
+import httpx
+import pytest
+from httpx_aiohttp import AiohttpTransport
+
+from tests.support.scripted_server import chat_reply, scripted_server
+from wai_exp.llm.http import BackendError, RetryPolicy, async_client, classify, post_json
+
+NO_WAIT = RetryPolicy(retries=2, base_s=0.0, max_s=0.0)
+
+
+class Script:
+    """Answers in order from ``answers`` (the last one repeats) and records what came in."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.seen: list[tuple[str, dict, dict]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, path, headers, body):
+        with self.lock:
+            self.seen.append((path, headers, body))
+            answer = self.answers[min(len(self.seen), len(self.answers)) - 1]
+        return answer(body) if callable(answer) else answer
+
+
+def post(url, payload=None, *, timeout=10.0, policy=NO_WAIT, headers=None):
+    async def go():
+        async with async_client(timeout=timeout) as client:
+            return await post_json(
+                client, url + "/chat/completions", payload or {"model": "m"},
+                headers=headers, policy=policy,
+            )  # fmt: skip
+
+    return asyncio.run(go())
+
+
+def test_default_client_is_the_aiohttp_transport_and_speaks_json_both_ways():
+    script = Script((200, chat_reply("hello")))
+    with scripted_server(script) as url:
+        body = post(url, {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                    headers={"Authorization": "Bearer k"})  # fmt: skip
+    assert body["choices"][0]["message"]["content"] == "hello"
+    path, headers, sent = script.seen[0]
+    assert path == "/v1/chat/completions"
+    assert {k.lower(): v for k, v in headers.items()}["authorization"] == "Bearer k"
+    assert sent["messages"][0]["content"] == "hi"
+    assert isinstance(async_client(timeout=1.0)._transport, AiohttpTransport)
+
+
+def test_429_with_retry_after_is_retried_then_answers():
+    script = Script((429, {"error": "slow down"}, {"Retry-After": "0"}), (200, chat_reply("ok")))
+    with scripted_server(script) as url:
+        body = post(url, policy=RetryPolicy(retries=2, base_s=30.0, max_s=30.0))
+    # base_s=30 would have made this test sit for 30 s: Retry-After: 0 was honoured instead.
+    assert body["choices"][0]["message"]["content"] == "ok"
+    assert len(script.seen) == 2
+
+
+def test_500_is_retried_up_to_the_policy_then_fails_with_the_status():
+    script = Script((500, {"error": "boom"}))
+    with scripted_server(script) as url, pytest.raises(BackendError) as err:
+        post(url)
+    assert err.value.status == 500 and "HTTP 500" in str(err.value) and "boom" in str(err.value)
+    assert len(script.seen) == NO_WAIT.retries + 1
+
+
+def test_400_is_final_at_once():
+    script = Script((400, {"error": "bad request"}))
+    with scripted_server(script) as url, pytest.raises(BackendError) as err:
+        post(url)
+    assert err.value.status == 400 and len(script.seen) == 1
+
+
+def test_non_json_answer_names_the_server():
+    with (
+        scripted_server(Script((200, b"<html>proxy</html>"))) as url,
+        pytest.raises(BackendError) as err,
+    ):
+        post(url)
+    assert "non-JSON" in str(err.value) and "<html>proxy" in str(err.value)
+
+
+def test_refused_connection_says_unreachable_not_timed_out():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # Nothing listens on the port now.
+    with pytest.raises(BackendError) as err:
+        post(f"http://127.0.0.1:{port}/v1")
+    assert "could not reach the model server" in str(err.value)
+    assert "timed out" not in str(err.value)
+    assert err.value.retryable
+
+
+def test_read_timeout_on_a_serial_server_is_not_retried_into_its_queue():
+    """A one-request-at-a-time server is still generating when the client gives up: a retry
+    would wait behind that very request. Exactly one request reaches the server."""
+    release = threading.Event()
+
+    def slow(_body):
+        release.wait(30)  # held until the client has given up
+        return 200, chat_reply("late")
+
+    script = Script(slow, (200, chat_reply("next")))
+    with scripted_server(script, serial=True) as url:
+        try:
+            with pytest.raises(BackendError) as err:
+                post(url, timeout=0.3)
+        finally:
+            release.set()
+        # The server answers in arrival order: this request lands after any retry would have.
+        with urllib.request.urlopen(
+            urllib.request.Request(url + "/chat/completions", data=b"{}", method="POST"), timeout=30
+        ) as resp:
+            assert b"next" in resp.read()
+    assert "timed out waiting for the server's answer" in str(err.value)
+    assert not err.value.retryable
+    assert len(script.seen) == 2  # the slow call and the follow-up: no retry in between
+
+
+def test_timeouts_are_classified_by_whether_the_request_left():
+    req = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+    assert classify(httpx.ConnectTimeout("t", request=req)).retryable
+    assert not classify(httpx.ReadTimeout("t", request=req)).retryable
+    assert not classify(httpx.WriteTimeout("t", request=req)).retryable
+    assert classify(httpx.ConnectError("refused", request=req)).retryable
