@@ -613,8 +613,13 @@ def test_output_is_streamed_then_written_atomically(tmp_path):
 
     breaks_late.n = 0
     crashed = tmp_path / "crashed.jsonl"
+    # concurrency 1: a sync agent runs on a thread pool, and at 1 its calls go in plan order
+    # (at more, rows stream in the order they finish).
     with pytest.raises(KeyboardInterrupt):
-        simulate(breaks_late, budget=30, seed=0, output=crashed, advanced={"flush_report_rows": 5})
+        simulate(
+            breaks_late, budget=30, seed=0, output=crashed,
+            advanced={"flush_report_rows": 5, "concurrency": 1},
+        )  # fmt: skip
     partial = read_rows(tmp_path / "crashed.jsonl.partial")
     assert len(partial) == 12  # every finished row was flushed before the crash propagated
     # the same first twelve rollouts as the uninterrupted run (same asks, same seeds)

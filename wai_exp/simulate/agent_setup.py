@@ -3,9 +3,17 @@ and the identity the run id hashes."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import inspect
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+#: What the engine offers an agent beside the message. A callable takes any subset of these
+#: by name, or all of them through ``**context``.
+CONTEXT_KEYS = ("tools", "system_prompt", "world", "sampling")
 
 
 @dataclass
@@ -30,12 +38,14 @@ def resolve_agent(
     sampling: dict[str, Any] | None,
     logprobs: Any,
     avg_turns: int,
+    concurrency: int = 32,
 ) -> ResolvedAgent:
     """``agent=None``/``"scripted"`` is the built-in scripted agent, a ``<backend>:<model>``
-    string a ``ModelAgent``, a callable itself.
+    string a ``ModelAgent``, a callable wrapped by ``UserAgent`` (any shape the spec allows,
+    sync ones on a pool of ``concurrency`` threads).
 
-    Raises ``ValueError`` for a string that is not a model spec or a value that is not
-    callable.
+    Raises ``ValueError`` for a string that is not a model spec, a value that is not
+    callable, or a callable whose signature cannot take the message.
     """
     from wai_exp.simulate.agents.scripted import ScriptedAgent
 
@@ -48,6 +58,8 @@ def resolve_agent(
     fn, model, is_backend = _callable_of(
         agent, timeout=timeout, sampling=sampling, logprobs=logprobs, avg_turns=avg_turns
     )
+    if not is_backend and not isinstance(agent, ScriptedAgent) and agent not in (None, "scripted"):
+        fn = UserAgent(fn, concurrency=concurrency)
     resolved = ResolvedAgent(fn, model, is_backend, identity if identity is not None else model)
     if logprobs and not is_backend:
         resolved.warnings.append(
@@ -111,3 +123,114 @@ def is_async_callable(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or (
         call is not None and inspect.iscoroutinefunction(call)
     )
+
+
+class UserAgent:
+    """The user's own callable behind the engine's keyword contract.
+
+    Its signature is read once: ``agent(message)``, ``agent(message, **context)`` and any
+    subset of the keywords in ``CONTEXT_KEYS`` all work, and each call passes only what the
+    callable takes. A sync callable runs on a pool of ``concurrency`` threads (blocking user
+    code must not hold the event loop); an async one is awaited in the loop. What it returns
+    becomes a trajectory dict: a ``str`` is the final reply; a dict with ``steps`` or
+    ``messages`` in any shape ``rows.reader.read_steps`` accepts gives internal steps.
+
+    Awaiting a call raises ``TypeError`` for any other return type, ``RowShapeError`` for
+    steps no shape reads, and whatever the callable raised.
+    """
+
+    def __init__(self, fn: Any, *, concurrency: int) -> None:
+        self.fn = fn
+        self.keys, self.all_context = _context_keys(fn)
+        self.is_async = is_async_callable(fn)
+        self.concurrency = max(1, int(concurrency))
+        self._pool: ThreadPoolExecutor | None = None
+
+    async def __call__(
+        self, prompt: str, *, tools: Any, system_prompt: Any, world: Any, sampling: Any
+    ) -> dict[str, Any]:
+        offered = {"tools": tools, "system_prompt": system_prompt, "world": world,
+                   "sampling": sampling}  # fmt: skip
+        kwargs = offered if self.all_context else {k: offered[k] for k in self.keys}
+        if self.is_async:
+            out = await self.fn(prompt, **kwargs)
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.concurrency, thread_name_prefix="wai-exp-agent"
+                )
+            # The thread sees this rollout's context (``current_rollout``), as to_thread does.
+            ctx = contextvars.copy_context()
+            loop = asyncio.get_running_loop()
+            out = await loop.run_in_executor(self._pool, lambda: ctx.run(self.fn, prompt, **kwargs))
+            if inspect.isawaitable(out):  # a sync wrapper that hands back a coroutine
+                out = await out
+        return trajectory_of(prompt, out)
+
+    async def aclose(self) -> None:
+        """Shut the thread pool (threads still in a call finish on their own) and close
+        the user's agent when it has an ``aclose``/``close``."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        closer = getattr(self.fn, "aclose", None)
+        if closer is not None:
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+
+
+def _context_keys(fn: Any) -> tuple[tuple[str, ...], bool]:
+    """(the context keywords ``fn`` takes by name, whether it takes them all via ``**``).
+
+    Raises ``ValueError`` when ``fn`` cannot take the message positionally or requires an
+    argument the engine never passes."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return CONTEXT_KEYS, True  # a builtin with no signature: offer the whole contract
+    params = list(sig.parameters.values())
+    P = inspect.Parameter
+    if any(p.kind is P.VAR_KEYWORD for p in params):
+        return CONTEXT_KEYS, True
+    positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    if not positional and not any(p.kind is P.VAR_POSITIONAL for p in params):
+        raise ValueError(
+            f"agent {callable_name(fn)}{sig} takes no positional argument; it must take the "
+            "message first: agent(message), agent(message, **context) or "
+            "agent(message, *, tools, system_prompt, world, sampling)"
+        )
+    rest = positional[1:] + [p for p in params if p.kind is P.KEYWORD_ONLY]
+    takes = tuple(p.name for p in rest if p.name in CONTEXT_KEYS)
+    unknown = [p.name for p in rest if p.name not in CONTEXT_KEYS and p.default is P.empty]
+    if unknown:
+        raise ValueError(
+            f"agent {callable_name(fn)}{sig} requires {', '.join(unknown)}, which the engine "
+            f"never passes; it passes the message and any of {', '.join(CONTEXT_KEYS)} by name"
+        )
+    return takes, False
+
+
+def trajectory_of(prompt: str, out: Any) -> dict[str, Any]:
+    """What an agent returned, as a trajectory dict: a ``str`` is the final reply, a dict's
+    ``steps`` (else ``messages``) are read into internal steps and ``final_text`` defaults
+    to the last assistant reply. Raises ``TypeError`` for any other type."""
+    from wai_exp.rows.reader import read_steps
+
+    if isinstance(out, str):
+        return {"final_text": out}
+    if not isinstance(out, Mapping):
+        raise TypeError(
+            f"the agent returned {type(out).__name__}; it must return the reply as a str, or a "
+            "dict with steps (or messages) and final_text"
+        )
+    out = dict(out)
+    if out.get("steps") or out.get("messages"):
+        source = {"prompt": prompt, "steps": out.get("steps"), "messages": out.get("messages")}
+        steps = read_steps(source)[1]
+        out["steps"] = steps
+        if out.get("final_text") is None:
+            last = next((s for s in reversed(steps) if s.get("kind") == "assistant"), None)
+            if last is not None and not last.get("tool_calls"):
+                out["final_text"] = str(last.get("content") or "")
+    return out

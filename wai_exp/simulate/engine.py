@@ -4,7 +4,7 @@ world, and returns every rollout as a schema-v1 row.
 Scheduling is round-based and deterministic. Each round the planner decides which rollouts
 to run from what has landed in earlier rounds only, the round runs (sync agents are called
 in the loop, async agents in a pool of ``concurrency`` coroutines, never a thread per
-rollout), and its rows are added in plan order. Every per-rollout seed is a stable hash of
+rollout; a sync user callable runs on a pool of ``concurrency`` threads), and its rows are added in plan order. Every per-rollout seed is a stable hash of
 ``(seed, scenario_id, phrasing, rollout_index, eval_run)``. So the same seed gives the same
 rows, byte for byte once ``timing`` is removed, at any concurrency and in any process.
 
@@ -534,6 +534,7 @@ def simulate(
         sampling=dict(cfg.sampling) if cfg.sampling else None,
         logprobs=cfg.logprobs,
         avg_turns=int(cfg.knobs["avg_turns"]),
+        concurrency=int(cfg.knobs["concurrency"]),
     )
     user = _model_user(cfg, world)
     asks = _earlier_asks(cfg, tasks, traces, tool_list, sp, world)

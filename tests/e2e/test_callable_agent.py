@@ -1,0 +1,67 @@
+"""``agent=callable`` from the console script: the user's own module, in the shapes the spec
+allows, becomes rows; a blocking one runs on several threads at once."""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.test_cli import run_dirs, wai
+
+USER_AGENT = '''
+import threading, time
+
+_lock = threading.Lock()
+_state = {"now": 0, "max": 0}
+
+
+def reply(message):
+    """The spec's simplest agent: a message in, the reply out."""
+    return "I checked and nothing was changed yet: " + message[:24]
+
+
+def blocking(message, **context):
+    """A blocking client (requests, the sync OpenAI SDK): writes the peak in-flight count."""
+    with _lock:
+        _state["now"] += 1
+        _state["max"] = max(_state["max"], _state["now"])
+    time.sleep(0.05)
+    with _lock:
+        _state["now"] -= 1
+        with open("peak.txt", "w") as f:
+            f.write(str(_state["max"]))
+    assert "tools" in context and "world" in context
+    return {"final_text": "done", "steps": [{"role": "assistant", "content": "done"}]}
+'''
+
+
+def rows_of(tmp_path):
+    [run] = run_dirs(tmp_path)
+    text = (run / "simulate/rows.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in text if line.strip()], run
+
+
+def test_message_only_callable_from_the_cli_gives_rows(tmp_path):
+    (tmp_path / "useragent.py").write_text(USER_AGENT)
+    res = wai(
+        tmp_path, "+experiment=rl_round", "agent=callable", "agent.target=useragent:reply",
+        "simulate.budget=12", "tracking=none", env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    rows, run = rows_of(tmp_path)
+    assert len(rows) == 12, res.stdout + res.stderr
+    assert all(r["final_text"].startswith("I checked and nothing") for r in rows)
+    report = json.loads((run / "simulate/report.json").read_text())
+    assert report.get("stopped_because") != "dead_agent"
+    assert "unexpected keyword argument" not in res.stdout + res.stderr
+
+
+def test_blocking_callable_from_the_cli_runs_calls_in_parallel(tmp_path):
+    (tmp_path / "useragent.py").write_text(USER_AGENT)
+    res = wai(
+        tmp_path, "+experiment=rl_round", "agent=callable", "agent.target=useragent:blocking",
+        "simulate.budget=24", "knobs.concurrency=6", "tracking=none",
+        env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    rows, _ = rows_of(tmp_path)
+    assert len(rows) == 24, res.stdout + res.stderr
+    peak = int((tmp_path / "peak.txt").read_text())
+    assert 1 < peak <= 6

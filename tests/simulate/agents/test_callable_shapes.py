@@ -1,0 +1,179 @@
+"""The user's own agent in every shape the spec allows, sync or async, through the public
+``wai_exp.simulate``: signatures dispatched once, any return shape made a row, blocking
+code run on a bounded thread pool."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+import wai_exp
+from wai_exp.simulate.agents import current_rollout
+
+
+def run(agent, budget=6, **kw):
+    kw.setdefault("advanced", {})
+    return wai_exp.simulate(agent=agent, budget=budget, simulator=False, **kw)
+
+
+def test_message_only_callable_returning_a_str_gives_rows():
+    def agent(message):
+        return f"I looked into it: {message[:30]}"
+
+    data = run(agent)
+    assert len(data.rows) == 6
+    assert not any("dead_agent" in w for w in data.warnings), data.warnings
+    for row in data.rows:
+        assert row["final_text"].startswith("I looked into it: ")
+        assert row["final_text"][len("I looked into it: ") :] == row["prompt"][:30]
+        assert row["messages"][-1] == {"role": "assistant", "content": row["final_text"]}
+
+
+def test_message_and_context_callable_receives_the_whole_contract():
+    seen = []
+
+    def agent(message, **context):
+        seen.append(sorted(context))
+        names = [t["function"]["name"] for t in context["tools"]]
+        return {"final_text": "tools: " + ",".join(names)}
+
+    data = run(agent)
+    assert len(data.rows) == 6
+    assert seen and all(s == ["sampling", "system_prompt", "tools", "world"] for s in seen)
+    assert data.rows[0]["final_text"].startswith("tools: ")
+
+
+def test_subset_of_keywords_gets_exactly_those():
+    got = []
+
+    def agent(prompt, *, tools):
+        got.append(len(tools))
+        return "done"
+
+    assert len(run(agent).rows) == 6 and all(n > 0 for n in got)
+
+
+def test_keyword_contract_with_world_calls_tools_and_keeps_rollout_context():
+    seen = []
+
+    def agent(prompt, *, tools, system_prompt, world, sampling):
+        seen.append((current_rollout.prompt == prompt, sampling))
+        name = tools[0]["function"]["name"]
+        world.execute(name, {})
+        return {"final_text": "checked"}
+
+    data = run(agent, sampling={"temperature": 0.2, "max_tokens": 64, "model": "mine"})
+    assert len(data.rows) == 6
+    assert all(ok and s["model"] == "mine" for ok, s in seen)
+    assert all(any(s["kind"] == "tool" for s in r["steps"]) for r in data.rows)
+    assert data.rows[0]["sampling"] == {"temperature": 0.2, "max_tokens": 64, "model": "mine"}
+
+
+def test_openai_messages_trajectory_becomes_steps():
+    def agent(message):
+        return {
+            "messages": [
+                {"role": "user", "content": message},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "lookup_order", "arguments": '{"order_id": "A1"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": '{"status": "shipped"}'},
+                {"role": "assistant", "content": "Your order shipped."},
+            ]
+        }  # fmt: skip
+
+    data = run(agent)
+    assert len(data.rows) == 6
+    row = data.rows[0]
+    kinds = [s["kind"] for s in row["steps"]]
+    assert kinds == ["assistant", "tool", "assistant"]
+    assert row["steps"][1]["name"] == "lookup_order"
+    assert row["final_text"] == "Your order shipped."  # taken from the last reply
+
+
+def test_async_message_only_callable():
+    async def agent(message):
+        await asyncio.sleep(0)
+        return "async reply"
+
+    data = run(agent)
+    assert [r["final_text"] for r in data.rows] == ["async reply"] * 6
+
+
+def test_callable_object_with_message_only_call():
+    class Agent:
+        model_version = "my-agent-v3"
+
+        def __call__(self, message):
+            return "object reply"
+
+    data = run(Agent())
+    assert len(data.rows) == 6 and data.rows[0]["model_version"] == "my-agent-v3"
+
+
+def test_unreadable_return_loses_the_rollout_with_a_clear_error():
+    data = run(lambda message: 42, budget=3)
+    report = data.report()
+    assert not data.rows and report["stopped_because"] == "dead_agent"
+    assert set(report["rollouts_lost_by"]) == {"TypeError"}
+    assert any("the agent returned int" in w for w in data.warnings), data.warnings
+
+
+def test_signature_that_cannot_take_the_message_fails_before_work():
+    def agent(*, tools):
+        return "x"
+
+    with pytest.raises(ValueError, match="must take the message first"):
+        run(agent)
+
+    def needs(message, customer_id):
+        return "x"
+
+    with pytest.raises(ValueError, match="requires customer_id"):
+        run(needs)
+
+
+def _counting_agent(limit_box):
+    lock = threading.Lock()
+    state = {"now": 0, "max": 0}
+
+    def agent(message):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.05)  # a blocking client (requests, the sync OpenAI SDK)
+        with lock:
+            state["now"] -= 1
+        return "ok"
+
+    return agent, state
+
+
+@pytest.mark.parametrize("concurrency", [4, 16])
+def test_sync_callables_run_in_parallel_bounded_by_concurrency(concurrency):
+    agent, state = _counting_agent(None)
+    data = run(agent, budget=40, advanced={"concurrency": concurrency})
+    assert len(data.rows) == 40
+    assert 1 < state["max"] <= concurrency
+
+
+def test_concurrency_one_runs_one_call_at_a_time():
+    agent, state = _counting_agent(None)
+    data = run(agent, budget=8, advanced={"concurrency": 1})
+    assert len(data.rows) == 8 and state["max"] == 1
+
+
+def test_threaded_sync_agent_gives_the_same_rows_for_a_seed():
+    def agent(message):
+        time.sleep(0.001 * (hash(message) % 5))
+        return f"reply to {current_rollout.scenario_id}"
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k != "timing"} for r in rows]
+
+    a = run(agent, budget=20, advanced={"concurrency": 8, "seed": 3})
+    b = run(agent, budget=20, advanced={"concurrency": 8, "seed": 3})
+    assert strip(a.rows) == strip(b.rows)
