@@ -212,17 +212,21 @@ def _context_keys(fn: Any) -> tuple[tuple[str, ...], bool]:
 
 
 def trajectory_of(prompt: str, out: Any) -> dict[str, Any]:
-    """What an agent returned, as a trajectory dict: a ``str`` is the final reply, a dict's
-    ``steps`` (else ``messages``) are read into internal steps and ``final_text`` defaults
-    to the last assistant reply. Raises ``TypeError`` for any other type."""
+    """What an agent returned, as a trajectory dict: a ``str`` is the final reply; a list of
+    OpenAI-style messages (or of steps), or a dict's ``steps`` (else ``messages``), are read
+    into internal steps, and ``final_text`` defaults to the last assistant reply. Raises
+    ``TypeError`` for any other type, ``RowShapeError`` for steps no shape reads."""
     from wai_exp.rows.reader import read_steps
 
     if isinstance(out, str):
         return {"final_text": out}
+    if isinstance(out, list | tuple) and out and all(isinstance(m, Mapping) for m in out):
+        # A bare transcript: OpenAI-style messages (role/content/tool_calls), else steps.
+        out = {"messages" if "role" in out[0] else "steps": list(out)}
     if not isinstance(out, Mapping):
         raise TypeError(
-            f"the agent returned {type(out).__name__}; it must return the reply as a str, or a "
-            "dict with steps (or messages) and final_text"
+            f"the agent returned {type(out).__name__}; it must return the reply as a str, a "
+            "list of messages, or a dict with steps (or messages) and final_text"
         )
     out = dict(out)
     if out.get("steps") or out.get("messages"):

@@ -2,9 +2,10 @@
 world, and returns every rollout as a schema-v1 row.
 
 Scheduling is round-based and deterministic. Each round the planner decides which rollouts
-to run from what has landed in earlier rounds only, the round runs (sync agents are called
-in the loop, async agents in a pool of ``concurrency`` coroutines, never a thread per
-rollout; a sync user callable runs on a pool of ``concurrency`` threads), and its rows are added in plan order. Every per-rollout seed is a stable hash of
+to run from what has landed in earlier rounds only, the round runs (the built-in scripted
+agent is called in the loop, async agents in a pool of ``concurrency`` coroutines, a sync
+user callable on a pool of ``concurrency`` threads), and its rows are added in plan order.
+Every per-rollout seed is a stable hash of
 ``(seed, scenario_id, phrasing, rollout_index, eval_run)``. So the same seed gives the same
 rows, byte for byte once ``timing`` is removed, at any concurrency and in any process.
 

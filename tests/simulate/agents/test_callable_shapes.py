@@ -177,3 +177,62 @@ def test_threaded_sync_agent_gives_the_same_rows_for_a_seed():
     a = run(agent, budget=20, advanced={"concurrency": 8, "seed": 3})
     b = run(agent, budget=20, advanced={"concurrency": 8, "seed": 3})
     assert strip(a.rows) == strip(b.rows)
+
+
+def test_functools_partial_of_sync_and_async_agents():
+    import functools
+
+    def sync_agent(message, *, tools, greeting):
+        return f"{greeting}: {len(tools)} tools"
+
+    async def async_agent(message, tone, **context):
+        await asyncio.sleep(0)
+        return {"final_text": f"{tone} {sorted(context)[0]}"}
+
+    a = run(functools.partial(sync_agent, greeting="hi"))
+    assert [r["final_text"] for r in a.rows] == [a.rows[0]["final_text"]] * 6
+    assert a.rows[0]["final_text"].startswith("hi: ") and not a.rows[0]["final_text"].endswith(
+        ": 0 tools"
+    )
+    b = run(functools.partial(async_agent, tone="calm"))
+    assert {r["final_text"] for r in b.rows} == {"calm sampling"}
+
+
+def test_callable_object_taking_context_and_returning_an_openai_messages_list():
+    class Agent:
+        def __call__(self, message, **context):
+            name = context["tools"][0]["function"]["name"]
+            return [
+                {"role": "system", "content": "you help"},
+                {"role": "user", "content": message},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "t1", "type": "function",
+                     "function": {"name": name, "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "t1", "content": "{}"},
+                {"role": "assistant", "content": "All set."},
+            ]  # fmt: skip
+
+    data = run(Agent())
+    assert len(data.rows) == 6
+    row = data.rows[0]
+    assert [s["kind"] for s in row["steps"]] == ["assistant", "tool", "assistant"]
+    assert row["final_text"] == "All set."
+    assert row["messages"][-1] == {"role": "assistant", "content": "All set."}
+
+
+def test_current_rollout_reads_as_the_prompt_and_rollout_index_pair_in_a_thread():
+    seen = []
+
+    def agent(message):
+        ctx = current_rollout.get()
+        prompt, index = ctx
+        seen.append((prompt == message, ctx[0] == message, ctx[1] == index, len(ctx),
+                     current_rollout.rollout_index == index))  # fmt: skip
+        pairs.add((prompt, index))
+        return "ok"
+
+    pairs: set = set()
+    data = run(agent, budget=8, advanced={"concurrency": 4})
+    assert len(data.rows) == 8 and seen and all(s == (True, True, True, 2, True) for s in seen)
+    # each thread saw its own rollout, the one its row records
+    assert pairs == {(r["prompt"], r["rollout_index"]) for r in data.rows}

@@ -24,12 +24,19 @@ class RolloutContext:
     scenario_id: str | None = None
     seed: int | None = None
 
-    # Dict-style access too, so code written against a plain dict context reads this as well.
-    def __getitem__(self, key: str) -> Any:
+    # Read as the reference names it, the pair ``(prompt, rollout_index)``: ``ctx[0]``,
+    # ``ctx[1]``, ``prompt, i = ctx``; and dict-style, ``ctx["seed"]``, for code written
+    # against a plain dict context.
+    def __getitem__(self, key: str | int) -> Any:
+        if isinstance(key, int):
+            return (self.prompt, self.rollout_index)[key]
         try:
             return getattr(self, key)
         except AttributeError:
             raise KeyError(key) from None
+
+    def __len__(self) -> int:
+        return 2
 
     def get(self, key: str, default: Any = None) -> Any:
         """The field ``key``, or ``default`` when there is no such field."""
