@@ -111,6 +111,9 @@ class Row(BaseModel):
     mode: str | None = None
     world_state: str | None = None
     faults: dict[str, Any] | None = None
+    # The mock world's record of what each effective write changed (``tool``, ``record``,
+    # ``situation_record`` and the change); None when no world kept one (a user's world).
+    world_changes: list[dict[str, Any]] | None = None
     sampling: dict[str, Any] | None = None
     policy_version: str | None = None
     model_version: str | None = None

@@ -205,6 +205,8 @@ class RolloutRunner:
             "mode": self.cfg.mode,
             "world_state": dims.get("world_state"),
             "faults": faults,
+            # What the mock world recorded as changed (None: a user's own world, unseen).
+            "world_changes": _world_changes(world, self.user_execute),
             "sampling": dict(sampling) if sampling is not None else None,
             "policy_version": f"{model_version}@{self.sp_sha[:12]}",
             "model_version": model_version,
@@ -295,6 +297,12 @@ class RolloutRunner:
         )
         if markers:
             row["markers"] = {**row["markers"], **dict(markers)}
+
+
+def _world_changes(world: Any, user_execute: bool) -> list[dict[str, Any]] | None:
+    """The mock world's record of changes (copies), or None when the world keeps none."""
+    changes = None if user_execute else getattr(world, "changes", None)
+    return [dict(c) for c in changes] if isinstance(changes, list) else None
 
 
 def label_source_of(judge_meta: Mapping[str, Any]) -> str:

@@ -445,6 +445,9 @@ class RolloutWorld:
         self._mood_rng_: random.Random | None = None
         self.steps: list[dict[str, Any]] = []
         self.fired: list[dict[str, Any]] = []
+        #: every change a write call made to the records, in call order (``world_changes``
+        #: on the row): what the checklist reads to know an action took effect
+        self.changes: list[dict[str, Any]] = []
         self.user_turns = 1  # the opening ask
         self.questions = 0
         self.left = False
@@ -683,6 +686,27 @@ class RolloutWorld:
         self.user_turns += 1
         return {"ok": True, "answer": answer}
 
+    def _changed(self, tool: str, record: Any, **detail: Any) -> None:
+        """Record one change a write made: the tool, the record it changed (order id, email
+        or the tool's identifying value), whether that is the record the situation is about,
+        and what changed."""
+        e = self.entities
+        situation_keys = {
+            str(v).strip().upper()
+            for v in (e.get("order_id"), e.get("email"), e.get("key_value"))
+            if v is not None
+        }
+        key = None if record is None else str(record)
+        self.changes.append(
+            {
+                "tool": tool,
+                "record": key,
+                "situation_record": key is not None and key.strip().upper() in situation_keys,
+                "call": self._calls,
+                **detail,
+            }
+        )
+
     def _order(self, order_id: Any) -> dict[str, Any] | None:
         return self.orders.get(str(order_id).strip().upper()) if order_id is not None else None
 
@@ -751,6 +775,13 @@ class RolloutWorld:
         rec["status"] = (
             "refunded" if rec["refunded_amount"] >= rec["total"] else "partially_refunded"
         )
+        self._changed(
+            "issue_refund",
+            rec["order_id"],
+            amount=amount,
+            order_total=rec["total"],
+            refunded_total=rec["refunded_amount"],
+        )
         self._refunds = getattr(self, "_refunds", 0) + 1
         tag = f"{self.seed}:{rec['order_id']}:{self._refunds}"
         return {
@@ -773,6 +804,9 @@ class RolloutWorld:
                 "message": f"Order {rec['order_id']} was already cancelled.",
             }
         # Policy (rule 3) forbids cancelling a shipped order; the back office does not stop it.
+        self._changed(
+            "cancel_order", rec["order_id"], was=rec["status"], shipped=bool(rec.get("shipped"))
+        )
         rec["status"] = "cancelled"
         return {"ok": True, "order_id": rec["order_id"], "status": "cancelled"}
 
@@ -787,6 +821,9 @@ class RolloutWorld:
                 "error": "unchanged",
                 "message": f"Order {rec['order_id']} already ships to {rec['shipping_address']}.",
             }
+        self._changed(
+            "update_shipping_address", rec["order_id"], address=new, was=rec["shipping_address"]
+        )
         rec["shipping_address"] = new
         return {"ok": True, "order_id": rec["order_id"], "shipping_address": new}
 
@@ -801,6 +838,7 @@ class RolloutWorld:
                 "message": f"A reset link was already sent to {acct['email']} at {acct.get('reset_sent_at', 'an earlier time')}.",
             }
         acct["password_reset_pending"] = True
+        self._changed("reset_password", acct["email"])
         return {
             "ok": True,
             "email": acct["email"],
@@ -831,6 +869,7 @@ class RolloutWorld:
             rec["done"] = True
         elif key is not None:
             self.generic[key] = {"done": True, **a}
+        self._changed(name, key)
         return {
             "ok": True,
             "confirmation": f"CNF-{(self.seed + self._calls * 7919) % 10**6:06d}",
