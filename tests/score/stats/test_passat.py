@@ -327,10 +327,11 @@ def test_six_tasks_that_all_failed_are_not_a_certain_zero() -> None:
     assert res.ci95 == pytest.approx((0.0, z2 / (6 + z2)))
     assert res.pass_pow_k_ci95 == pytest.approx((0.0, z2 / (6 + z2)))
     assert res.pass_at_k_ci95 == pytest.approx((0.0, z2 / (6 + z2)))
+    assert res.ci95[0] == 0.0  # exactly the boundary, not 2.8e-17 from the subtraction
     assert "Wilson over the 6 tasks" in res.note and res.ci_method == "wilson_tasks"
     # Every task passing every time is the same at the other end.
     top = pass_at(rows_from([(4, 4)] * 6))
-    assert top.ci95 == pytest.approx((1 - z2 / (6 + z2), 1.0))
+    assert top.ci95 == pytest.approx((1 - z2 / (6 + z2), 1.0)) and top.ci95[1] == 1.0
     # Tasks that differ keep the bootstrap and carry no such note.
     mixed = pass_at(rows_from([(0, 4), (2, 4), (4, 4), (1, 4)]))
     assert "Wilson" not in mixed.note and mixed.ci95 is not None

@@ -220,7 +220,10 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> Interval | N
     denom = 1.0 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return Interval(max(0.0, centre - half), min(1.0, centre + half))
+    # At 0 (or n) successes the bound is exactly 0 (or 1); the subtraction leaves 1e-17.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Interval(low, high)
 
 
 #: ``BootstrapResult.method`` when every task had the same value: the bootstrap cannot vary,
@@ -250,7 +253,9 @@ def wilson_over_tasks(
     denom = 1.0 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    # At the boundary the bound is exactly it (the subtraction would leave 1e-17).
+    low = 0.0 if p == 0.0 else max(0.0, centre - half)
+    high = 1.0 if p == 1.0 else min(1.0, centre + half)
     return Interval(lo_b + low * (hi_b - lo_b), lo_b + high * (hi_b - lo_b))
 
 
