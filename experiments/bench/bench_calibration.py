@@ -24,14 +24,17 @@ intervals go through, with compare_runs' settings (``n_boot=2000``, level 0.95,
 measures the same thing about 30x slower; ``tests/score/stats/test_calibration.py`` checks
 the batched verdicts against compare_runs on rows.
 
-``study(reps, n_key, continuity, method)`` runs the grid; ``n_key="n_tasks_closed_form"``,
-``continuity=True`` and ``method="studentized"`` are the sizes and the verdict before issue 12
-(the "before" table).
+``study(reps, n_key, continuity, method)`` runs the grid at ``holdout_size``'s headline
+``n_tasks`` (the spec's closed form) with today's verdict. Two earlier states are kept for
+the record: ``n_key="n_tasks_t"`` (the t-quantile count, which was the headline for a while:
+the "before" table of the second pass on issue 12) and ``n_key="n_tasks"``,
+``continuity=True``, ``method="studentized"`` (the verdict before issue 12: "original").
 Each share carries its Wilson 95% interval over replications.
 
 Run: ``nice python experiments/bench/run.py calibration`` (WAI_CALIBRATION_REPS overrides
-the replication count, default 3000), or ``python experiments/bench/bench_calibration.py
-[reps] [before]`` to print the table.
+the replication count, default 3000), or ``nice python experiments/bench/bench_calibration.py
+[reps] [now|t|original] [seed] [cells]`` to print the table (``seed`` replaces ``SEED`` for
+a second look at a cell that missed; ``cells`` is a comma list such as ``0.20/8/equal``).
 """
 
 from __future__ import annotations
@@ -152,11 +155,12 @@ def cell(
     n_key: str = "n_tasks",
     continuity: bool = VERDICT_CONTINUITY,
     method: str = VERDICT_METHOD,
+    seed: int = SEED,
 ) -> dict[str, Any]:
     """One grid cell: the null false-positive rate and the power at holdout_size's n."""
     n = int(holdout_size(effect, base=BASE, k=k)[n_key])
     index = EFFECTS.index(effect) * 100 + KS.index(k) * 10 + DIFFICULTIES.index(layout)
-    rng = np.random.default_rng([SEED, index])
+    rng = np.random.default_rng([seed, index])
     t0 = time.perf_counter()
     p = _difficulties(rng, layout, reps, n)
     null = verdicts(rng.binomial(k, p) / k, rng.binomial(k, p) / k, k, continuity, rng, method)
@@ -178,14 +182,18 @@ def study(
     n_key: str = "n_tasks",
     continuity: bool = VERDICT_CONTINUITY,
     method: str = VERDICT_METHOD,
+    seed: int = SEED,
+    only: set[tuple[float, int, str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every cell of the grid (effects x k x difficulty), in that order."""
+    """Every cell of the grid (effects x k x difficulty), in that order, or those in ``only``."""
     reps = reps or _reps()
     cells = []
     for e in EFFECTS:
         for k in KS:
             for layout in DIFFICULTIES:
-                cells.append(cell(e, k, layout, reps, n_key, continuity, method))
+                if only is not None and (e, k, layout) not in only:
+                    continue
+                cells.append(cell(e, k, layout, reps, n_key, continuity, method, seed))
                 print(format_table(cells[-1:]).splitlines()[1], file=sys.stderr, flush=True)
     return cells
 
@@ -222,12 +230,20 @@ def bench_calibration_grid() -> list[dict]:
 
 if __name__ == "__main__":
     n_reps = int(sys.argv[1]) if len(sys.argv) > 1 else _reps()
-    before = len(sys.argv) > 2 and sys.argv[2] == "before"
-    cells = (
-        study(n_reps, n_key="n_tasks_closed_form", continuity=True, method="studentized")
-        if before
-        else study(n_reps)
-    )
+    state = sys.argv[2] if len(sys.argv) > 2 else "now"
+    run_seed = int(sys.argv[3]) if len(sys.argv) > 3 else SEED
+    chosen = None
+    if len(sys.argv) > 4:
+        chosen = set()
+        for item in sys.argv[4].split(","):
+            e_s, k_s, layout_s = item.split("/")
+            chosen.add((float(e_s), int(k_s), layout_s))
+    if state == "t":
+        cells = study(n_reps, n_key="n_tasks_t", seed=run_seed, only=chosen)
+    elif state == "original":
+        cells = study(n_reps, continuity=True, method="studentized", seed=run_seed, only=chosen)
+    else:
+        cells = study(n_reps, seed=run_seed, only=chosen)
     print(format_table(cells))
     # The literal score/stats/power.py bakes as MEASURED_POWER (the power column).
     print("MEASURED_POWER = {")

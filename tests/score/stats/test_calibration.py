@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wai_exp.score.stats.power import holdout_size
+from wai_exp.score.stats.power import MEASURED_POWER, holdout_size
 from wai_exp.score.stats.stats import compare_runs
 
 BENCH = Path(__file__).resolve().parents[3] / "experiments" / "bench" / "bench_calibration.py"
@@ -66,9 +66,14 @@ def test_null_cell_false_positive_rate_is_near_five_percent(study) -> None:
     assert 0.01 <= res["fpr"]["value"] <= 0.10
 
 
-def test_power_cell_keeps_holdout_sizes_promise(study) -> None:
-    # Equal difficulties at 0.5, k=8, +0.20: the smallest n of the grid, where the closed
-    # form's normal quantiles fell shortest (about 75% power at its 12 tasks).
+def test_power_cell_matches_the_measured_power_delta_report_quotes(study) -> None:
+    # Equal difficulties at 0.5, k=8, +0.20: the smallest n of the grid (the spec's closed
+    # form says 12 tasks), where a test that estimates the sd off the same tasks falls
+    # furthest short of the nominal 80%. delta_report's sizing line quotes MEASURED_POWER for
+    # this cell, so a slice of the study must land near it: a verdict or sizing change that
+    # moves the power fails here until the table is baked again.
     res = study.cell(0.20, 8, "equal", reps=400)
-    assert res["n_tasks"] == holdout_size(0.20, base=0.5, k=8)["n_tasks"] == 14
-    assert 0.72 <= res["power"]["value"] <= 0.90
+    assert res["n_tasks"] == holdout_size(0.20, base=0.5, k=8)["n_tasks"] == 12
+    measured = MEASURED_POWER[(8, "equal", 0.20)][0]
+    assert abs(res["power"]["value"] - measured) <= 0.08
+    assert 0.6 <= res["power"]["value"] <= 0.9

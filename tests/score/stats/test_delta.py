@@ -696,5 +696,20 @@ def test_sizing_line_names_the_power_the_study_measured() -> None:
     assert mp is not None and mp["k"] == 4 and mp["difficulty"] == "equal"
     lo, hi = mp["ci95"]
     assert lo <= mp["power"] <= hi and "bench_calibration.py" in mp["source"]
+    # 44 paired tasks at k=4: the study's cell with the nearest holdout is 42 tasks (0.15).
+    assert mp["n_tasks"] == 42 and mp["effect"] == 0.15
     line = next(x for x in format_delta_report(rep).splitlines() if x.startswith("sizing:"))
-    assert "at 80% power (measured " in line and "k=4, equal difficulty" in line
+    assert "at 80% power nominal (measured " in line
+    assert "k=4, equal difficulty, 42 tasks" in line
+
+
+def test_sizing_line_does_not_quote_a_larger_holdouts_power() -> None:
+    # 8 paired tasks at k=4 is under the study's smallest k=4 holdout (23 tasks): the power
+    # there is unmeasured and lower, so the line says so instead of quoting 23 tasks' power.
+    before, after = arm(8, 4, 0.5, 5), arm(8, 4, 0.62, 6)
+    rep = delta_report(before, after)
+    mp = rep["sizing"]["measured_power"]
+    assert mp["power"] is None and mp["ci95"] is None and "not measured" in mp["note"]
+    line = next(x for x in format_delta_report(rep).splitlines() if x.startswith("sizing:"))
+    assert "below the calibration study's smallest holdout at k=4 (23 tasks)" in line
+    assert "(measured" not in line

@@ -18,7 +18,8 @@ from wai_exp.score.stats.power import (
 Z975 = 1.959963984540054  # z_{1 - 0.05/2}
 Z80 = 0.8416212335729143  # z_{0.8}
 KEYS = {
-    "n_tasks", "n_tasks_closed_form", "n_tasks_concentrated_closed_form", "effect", "base", "k", "power", "alpha", "task_std", "sd_source", "half_width",
+    "n_tasks", "n_tasks_t", "n_tasks_concentrated_t", "effect", "base", "k", "power", "alpha",
+    "task_std", "sd_source", "half_width",
     "n_tasks_concentrated", "base_spread", "variance_ratio", "n_paired", "notes",
 }  # fmt: skip
 
@@ -33,23 +34,26 @@ def arm(passes: list[int], k: int = 4) -> list[dict]:
 
 def test_model_path_closed_form() -> None:
     # sd = sqrt((0.6*0.4 + 0.75*0.25) / 4) = sqrt(0.106875) = 0.32692
-    # n = ((1.95996 + 0.84162) * 0.32692 / 0.15)^2 = 37.28 -> 38 (the closed form)
+    # n = ((1.95996 + 0.84162) * 0.32692 / 0.15)^2 = 37.28 -> 38: the headline is the
+    # spec's closed form.
     res = holdout_size(0.15)
     sd = math.sqrt((0.6 * 0.4 + 0.75 * 0.25) / 4)
     assert res["task_std"] == pytest.approx(sd)
     assert ((Z975 + Z80) * sd / 0.15) ** 2 == pytest.approx(37.28, abs=0.01)
-    assert res["n_tasks_closed_form"] == 38
-    # The test that reads the holdout has t tails: at 39 df
+    assert res["n_tasks"] == 38
+    # Beside it, the count a test with t tails needs: at 39 df
     # ((2.0227 + 0.8513) * 0.32692 / 0.15)^2 = 39.2 -> 40, and 40 satisfies itself at 39 df.
     t39 = stats.t.ppf(0.975, 39) + stats.t.ppf(0.8, 39)
     assert (t39 * sd / 0.15) ** 2 == pytest.approx(39.2, abs=0.05)
-    assert res["n_tasks"] == 40
+    assert res["n_tasks_t"] == 40
     t38 = stats.t.ppf(0.975, 38) + stats.t.ppf(0.8, 38)
     assert (t38 * sd / 0.15) ** 2 > 39  # 39 tasks would not satisfy themselves
     assert res["sd_source"] == "model"
-    assert res["half_width"] == pytest.approx(stats.t.ppf(0.975, 39) * sd / math.sqrt(40))
+    # The band at the headline n uses the verdict interval's t quantile (37 df).
+    assert res["half_width"] == pytest.approx(stats.t.ppf(0.975, 37) * sd / math.sqrt(38))
     assert set(res) == KEYS
-    assert any("closed form with normal quantiles says 38" in note for note in res["notes"])
+    note = next(n for n in res["notes"] if "n_tasks_t" in n)
+    assert "n_tasks 38" in note and "takes 40 tasks" in note and "MEASURED_POWER" in note
 
 
 def test_concentrated_gain_matches_the_documented_case() -> None:
@@ -57,11 +61,11 @@ def test_concentrated_gain_matches_the_documented_case() -> None:
     # by the fewest tasks (12.7% of them going 0 -> 1) the paired sd is
     # sqrt(0.127*0.873) = 0.333 -> ((2.8016 * 0.333) / 0.127)^2 = 53.96 -> 54 tasks.
     res = holdout_size(0.127, base=0.0, k=4)
-    assert res["n_tasks_closed_form"] == 14
-    assert res["n_tasks_concentrated_closed_form"] == 54
-    # With the t quantiles the test needs: 16 and 56.
-    assert res["n_tasks"] == 16
-    assert res["n_tasks_concentrated"] == 56
+    assert res["n_tasks"] == 14
+    assert res["n_tasks_concentrated"] == 54
+    # With the t quantiles a test that estimates the sd needs: 16 and 56, beside them.
+    assert res["n_tasks_t"] == 16
+    assert res["n_tasks_concentrated_t"] == 56
     assert any("n_tasks_concentrated" in note for note in res["notes"])
 
 
@@ -69,8 +73,8 @@ def test_given_task_std() -> None:
     # ((2.80159 * 0.38) / 0.05)^2 = 453.4 -> 454
     res = holdout_size(0.05, task_std=0.38)
     assert res["sd_source"] == "given"
-    assert res["n_tasks_closed_form"] == math.ceil(((Z975 + Z80) * 0.38 / 0.05) ** 2) == 454
-    assert res["n_tasks"] == 456  # t at 455 df: two tasks more, the same at any size
+    assert res["n_tasks"] == math.ceil(((Z975 + Z80) * 0.38 / 0.05) ** 2) == 454
+    assert res["n_tasks_t"] == 456  # t at 455 df: two tasks more, the same at any size
     assert res["n_tasks_concentrated"] is None
     assert set(res) == KEYS
 
@@ -83,10 +87,8 @@ def test_rows_path_measures_the_paired_sd() -> None:
     res = holdout_size(0.1, before=before, after=after)
     assert res["sd_source"] == "rows" and res["n_paired"] == 10
     assert res["task_std"] == pytest.approx(sd)
-    assert res["n_tasks_closed_form"] == max(
-        math.ceil(((Z975 + Z80) * sd / 0.1) ** 2), MIN_HOLDOUT_TASKS
-    )
-    assert res["n_tasks"] >= res["n_tasks_closed_form"]
+    assert res["n_tasks"] == max(math.ceil(((Z975 + Z80) * sd / 0.1) ** 2), MIN_HOLDOUT_TASKS)
+    assert res["n_tasks_t"] >= res["n_tasks"]
     assert res["base"] == pytest.approx(17 / 40)  # read off before
     assert set(res) == KEYS
 
@@ -127,10 +129,10 @@ def test_holdout_size_errors_name_the_fix() -> None:
 def test_detectable_effect_solves_holdout_size_for_the_effect() -> None:
     assert detectable_effect(MIN_HOLDOUT_TASKS - 1) is None
     e = detectable_effect(38)
-    # Fixed point: e = (t + t) * sqrt((p(1-p) + q(1-q)) / k) / sqrt(n), q = p + e, 37 df.
+    # Fixed point: e = (z + z) * sqrt((p(1-p) + q(1-q)) / k) / sqrt(n), q = p + e: the
+    # holdout_size formula's own quantiles.
     q = 0.6 + e
-    t37 = stats.t.ppf(0.975, 37) + stats.t.ppf(0.8, 37)
-    assert e == pytest.approx(t37 * math.sqrt((0.24 + q * (1 - q)) / 4) / math.sqrt(38))
+    assert e == pytest.approx((Z975 + Z80) * math.sqrt((0.24 + q * (1 - q)) / 4) / math.sqrt(38))
     for n in (10, 38, 140, 1000):
         assert holdout_size(detectable_effect(n))["n_tasks"] == n
     assert detectable_effect(140) < detectable_effect(38) < detectable_effect(10)
@@ -149,7 +151,7 @@ def test_saturation_a_gain_to_exactly_one_is_sized_and_beyond_it_is_refused() ->
     # n = ((1.96 + 0.8416) * 0.15 / 0.1) ** 2 = 17.66 -> 18.
     res = holdout_size(0.1, base=0.9, k=4)
     assert res["task_std"] == pytest.approx(0.15)
-    assert res["n_tasks_closed_form"] == math.ceil(((Z975 + Z80) * 0.15 / 0.1) ** 2) == 18
+    assert res["n_tasks"] == math.ceil(((Z975 + Z80) * 0.15 / 0.1) ** 2) == 18
     # Concentrated: every task goes 0.9 -> 1 (f = 1), so it equals the spread-out model.
     assert res["n_tasks_concentrated"] == res["n_tasks"]
     with pytest.raises(ValueError, match="largest possible gain from this base is 0.10"):
@@ -193,8 +195,8 @@ def test_saturated_base_never_raises() -> None:
 
 def test_detectable_effect_at_base_zero_is_a_real_gain() -> None:
     # From base 0 the q = p start has no variance; the fixed point is e = c^2 / (k + c^2)
-    # with c = (t + t) / sqrt(n) (solving e = c * sqrt(e(1-e)/k)), not 0.
-    c = (stats.t.ppf(0.975, 19) + stats.t.ppf(0.8, 19)) / math.sqrt(20)
+    # with c = (z + z) / sqrt(n) (solving e = c * sqrt(e(1-e)/k)), not 0.
+    c = (Z975 + Z80) / math.sqrt(20)
     e = detectable_effect(20, base=0.0, k=4)
     assert e == pytest.approx(c * c / (4 + c * c), rel=1e-9)
     assert holdout_size(e, base=0.0, k=4)["n_tasks"] == 20

@@ -1053,8 +1053,10 @@ def _sizing(
     The per-task sd is measured off this comparison's own paired differences (the
     quantity ``holdout_size(before=, after=)`` reads off rows), so no row is read twice.
     ``measured_power`` is what the calibration study measured in the grid cell nearest to
-    this case (k, the before side's true spread of difficulty, the detectable effect),
-    with its interval and source, beside the nominal ``power`` the formula promises.
+    this case (k, the before side's true spread of difficulty, the holdout size), with its
+    interval and source, beside the nominal ``power`` the formula promises; a holdout
+    smaller than the study measured gets ``power: None`` and a note instead of a larger
+    holdout's number.
     A before side that cannot vary (every rollout the same) gets a ``DEGENERATE:`` note.
     """
     out: dict[str, Any] = {
@@ -1101,7 +1103,7 @@ def _sizing(
         )
         if out["detectable_effect"] is not None:
             out["measured_power"] = measured_power(
-                max(k_b, 1), spread, float(out["detectable_effect"])
+                max(k_b, 1), spread, float(out["detectable_effect"]), n_paired
             )
         if out["detectable_effect"] is None:
             out["note"] = f"{n_paired} paired tasks are too few for a power calculation"
@@ -1185,12 +1187,15 @@ def format_delta_report(report: dict[str, Any]) -> str:
             f"{s['detectable_effect']:+.3f} at {s['power']:.0%} power"
         )
         mp = s.get("measured_power")
-        if mp:
+        if mp and mp.get("power") is not None:
             line += (
-                f" (measured {mp['power']:.1%} [{mp['ci95'][0]:.1%}, {mp['ci95'][1]:.1%}] in "
-                f"the calibration study's nearest cell: k={mp['k']}, {mp['difficulty']} "
-                f"difficulty, effect {mp['effect']:.2f}; {mp['source']})"
+                f" nominal (measured {mp['power']:.1%} [{mp['ci95'][0]:.1%}, "
+                f"{mp['ci95'][1]:.1%}] in the calibration study's nearest cell: k={mp['k']}, "
+                f"{mp['difficulty']} difficulty, {mp['n_tasks']} tasks, effect "
+                f"{mp['effect']:.2f}; {mp['source']})"
             )
+        elif mp and mp.get("note"):
+            line += f" nominal ({mp['note']})"
         else:
             line += " (not measured by the calibration study for this case)"
         if s.get("n_tasks_for_observed"):

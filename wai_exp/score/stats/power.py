@@ -7,17 +7,26 @@ bootstrap over tasks. The two-sided power calculation then gives
     n = ((z_{1 - alpha/2} + z_power) * sd / effect) ** 2, rounded up,
 
 with ``sd`` the standard deviation of one task's paired difference (rlhf-book ch. 16).
+``n_tasks`` is that formula, the spec's number (14 tasks, 54 concentrated, for a trait at
+0 -> 0.127, k=4).
 
-Small-sample correction. The formula's quantiles are those of a test with a known ``sd``;
-the test ``compare_runs`` / ``delta_report`` run estimates it from the same ``n`` tasks, so
-its tails are Student t at ``n - 1`` df, and at the formula's ``n`` the promised power is
-short (measured by experiments/bench/bench_calibration.py on tasks of equal difficulty:
-75% at 12 tasks, 77% at 23, 78% at 42 where 80% was promised). ``n_tasks`` is therefore
-the fixed point ``n = ((t_{1-alpha/2, n-1} + t_{power, n-1}) * sd / effect) ** 2``, iterated
-up from the closed form; it adds about two tasks at any size, which matters only at small
-n. The closed form's own count stays in ``n_tasks_closed_form`` (and
-``n_tasks_concentrated_closed_form``), so the worked values (14 and 54 for a trait at
-0 -> 0.127, k=4) are still reported under the formula that gives them.
+Small-sample correction, and where it goes. The formula's quantiles are those of a test
+that knows ``sd``; the test ``compare_runs`` / ``delta_report`` run estimates it from the
+same ``n`` tasks, so its tails are Student t at ``n - 1`` df and at the formula's ``n`` the
+promised power is short when ``n`` is small. The calibration study
+(experiments/bench/bench_calibration.py) measures that shortfall cell by cell
+(``MEASURED_POWER``). The correction is applied only where the spec leaves the quantile
+open, so no number the spec states moves:
+
+* ``n_tasks_t``: the fixed point ``n = ((t_{1-alpha/2, n-1} + t_{power, n-1}) sd / effect)^2``
+  iterated up from ``n_tasks`` (and ``n_tasks_concentrated_t``), the count at which a test
+  that reads its sd off the same tasks has the promised power. It is a second answer beside
+  the spec's, named in ``notes`` whenever it differs, not the headline;
+* ``half_width``: the band on the delta at ``n_tasks`` uses the t quantile at ``n - 1`` df,
+  the quantile the verdict's interval (the t-expanded bootstrap) actually uses.
+
+``detectable_effect`` is ``holdout_size`` solved for the effect, so it keeps the normal
+quantiles and ``holdout_size(detectable_effect(n))["n_tasks"] == n``.
 """
 
 from __future__ import annotations
@@ -64,38 +73,42 @@ def _z(alpha: float, power: float) -> tuple[float, float]:
 #: Where ``MEASURED_POWER`` comes from, named on every line that quotes it.
 MEASURED_POWER_SOURCE = (
     "experiments/bench/bench_calibration.py, 3,000 replications per cell, base 0.5, "
-    "compare_runs' verdict at holdout_size's n_tasks (run 2026-12-01)"
+    "compare_runs' verdict at holdout_size's n_tasks, the closed form (run 2026-12-01)"
 )
 #: The power the calibration study measured at ``holdout_size(effect, base=0.5, k=k)``'s
-#: ``n_tasks``, keyed ``(k, difficulty, effect)`` with ``difficulty`` "equal" (every task at
-#: 0.5) or "spread" (uniform on [0.2, 0.8]): ``(power, ci95 low, ci95 high)``, the interval
-#: Wilson over replications. Baked from the study's run (``MEASURED_POWER_SOURCE``); rerun
-#: it and update these when the verdict or the sizing changes.
+#: ``n_tasks`` (the spec's closed form), keyed ``(k, difficulty, effect)`` with
+#: ``difficulty`` "equal" (every task at 0.5) or "spread" (uniform on [0.2, 0.8]):
+#: ``(power, ci95 low, ci95 high)``, the interval Wilson over replications. On equal
+#: difficulties it is short of the nominal 80% where n is small (75% at 12 tasks, 76% at
+#: 23): the formula's normal quantiles assume a known sd and the verdict estimates it from
+#: the same tasks; ``n_tasks_t`` is the count that closes the gap. Baked from the study's run
+#: (``MEASURED_POWER_SOURCE``); rerun it and update these when the verdict or the sizing
+#: changes (tests/score/stats/test_calibration.py checks one cell against a fresh slice).
 MEASURED_POWER: dict[tuple[int, str, float], tuple[float, float, float]] = {  # fmt: skip
-    (1, "equal", 0.05): (0.7983, 0.7836, 0.8123),
-    (1, "spread", 0.05): (0.8413, 0.8278, 0.8540),
-    (4, "equal", 0.05): (0.7970, 0.7822, 0.8110),
-    (4, "spread", 0.05): (0.8490, 0.8357, 0.8614),
-    (8, "equal", 0.05): (0.8063, 0.7918, 0.8201),
-    (8, "spread", 0.05): (0.8370, 0.8234, 0.8498),
-    (1, "equal", 0.10): (0.7863, 0.7713, 0.8006),
-    (1, "spread", 0.10): (0.8380, 0.8244, 0.8508),
-    (4, "equal", 0.10): (0.7940, 0.7792, 0.8081),
-    (4, "spread", 0.10): (0.8383, 0.8247, 0.8511),
-    (8, "equal", 0.10): (0.8067, 0.7921, 0.8204),
-    (8, "spread", 0.10): (0.8527, 0.8395, 0.8649),
-    (1, "equal", 0.15): (0.7903, 0.7754, 0.8045),
-    (1, "spread", 0.15): (0.8447, 0.8313, 0.8572),
-    (4, "equal", 0.15): (0.8110, 0.7966, 0.8246),
-    (4, "spread", 0.15): (0.8657, 0.8530, 0.8774),
-    (8, "equal", 0.15): (0.7983, 0.7836, 0.8123),
-    (8, "spread", 0.15): (0.8537, 0.8406, 0.8659),
-    (1, "equal", 0.20): (0.7720, 0.7566, 0.7867),
-    (1, "spread", 0.20): (0.8333, 0.8196, 0.8462),
-    (4, "equal", 0.20): (0.8147, 0.8004, 0.8282),
-    (4, "spread", 0.20): (0.8587, 0.8457, 0.8707),
-    (8, "equal", 0.20): (0.8020, 0.7874, 0.8159),
-    (8, "spread", 0.20): (0.8660, 0.8533, 0.8777),
+    (1, "equal", 0.05): (0.7903, 0.7754, 0.8045),
+    (1, "spread", 0.05): (0.8483, 0.8351, 0.8607),
+    (4, "equal", 0.05): (0.7940, 0.7792, 0.8081),
+    (4, "spread", 0.05): (0.8470, 0.8337, 0.8594),
+    (8, "equal", 0.05): (0.8020, 0.7874, 0.8159),
+    (8, "spread", 0.05): (0.8480, 0.8347, 0.8604),
+    (1, "equal", 0.10): (0.7897, 0.7747, 0.8039),
+    (1, "spread", 0.10): (0.8370, 0.8234, 0.8498),
+    (4, "equal", 0.10): (0.7943, 0.7795, 0.8084),
+    (4, "spread", 0.10): (0.8490, 0.8357, 0.8614),
+    (8, "equal", 0.10): (0.8020, 0.7874, 0.8159),
+    (8, "spread", 0.10): (0.8397, 0.8261, 0.8524),
+    (1, "equal", 0.15): (0.7750, 0.7597, 0.7896),
+    (1, "spread", 0.15): (0.8423, 0.8289, 0.8549),
+    (4, "equal", 0.15): (0.7893, 0.7744, 0.8036),
+    (4, "spread", 0.15): (0.8277, 0.8137, 0.8408),
+    (8, "equal", 0.15): (0.7720, 0.7566, 0.7867),
+    (8, "spread", 0.15): (0.8093, 0.7949, 0.8230),
+    (1, "equal", 0.20): (0.7737, 0.7583, 0.7883),
+    (1, "spread", 0.20): (0.8197, 0.8055, 0.8330),
+    (4, "equal", 0.20): (0.7610, 0.7454, 0.7759),
+    (4, "spread", 0.20): (0.8250, 0.8110, 0.8382),
+    (8, "equal", 0.20): (0.7510, 0.7352, 0.7661),
+    (8, "spread", 0.20): (0.7977, 0.7829, 0.8117),
 }
 #: A before side whose true per-task spread (binomial noise taken out) is under this sd
 #: reads as the study's "equal" layout. The layouts have sd 0 and 0.17; the cut sits at
@@ -109,13 +122,20 @@ def difficulty_layout(spread: float | None) -> str:
     return "equal" if spread is None or spread < EQUAL_SPREAD_MAX else "spread"
 
 
-def measured_power(k: int, spread: float | None, effect: float) -> dict[str, Any] | None:
-    """The study's measured power in the cell nearest to (k, spread, effect), or None.
+def measured_power(
+    k: int, spread: float | None, effect: float, n_tasks: int | None = None
+) -> dict[str, Any] | None:
+    """The study's measured power in the cell nearest to this case, or None.
 
-    Returns ``power``, ``ci95``, the cell's ``k``, ``difficulty`` and ``effect``, and
-    ``source`` (``MEASURED_POWER_SOURCE``). The nearest k and effect are taken on the
-    grid (k = 1, 4, 8; effects 0.05 to 0.20), so a case off the grid gets the closest
-    measurement, not an extrapolation; the cell is named so a reader can tell.
+    Returns ``power``, ``ci95``, the cell's ``k``, ``difficulty``, ``effect`` and
+    ``n_tasks``, and ``source`` (``MEASURED_POWER_SOURCE``). The nearest k is taken on the
+    grid (k = 1, 4, 8). Within it the cell is the one whose holdout size is nearest to
+    ``n_tasks`` (by ratio) when it is given, else the nearest effect: the shortfall against
+    the nominal power comes from estimating the sd off few tasks, so the size is what
+    decides it. A holdout under ``MEASURED_MIN_SHARE`` of the grid's smallest size at that k
+    is outside the study: ``power`` and ``ci95`` are ``None`` and ``note`` says so rather
+    than quote a larger holdout's power. A case off the grid otherwise gets the closest
+    measurement, not an extrapolation, and the cell is named so a reader can tell.
     """
     if not MEASURED_POWER:
         return None
@@ -123,18 +143,48 @@ def measured_power(k: int, spread: float | None, effect: float) -> dict[str, Any
     ks = sorted({key[0] for key in MEASURED_POWER})
     effects = sorted({key[2] for key in MEASURED_POWER})
     k_near = min(ks, key=lambda v: (abs(v - k), v))
-    e_near = min(effects, key=lambda v: (abs(v - effect), v))
+    sizes = {e: _grid_n(e, k_near) for e in effects}
+    if n_tasks is not None and n_tasks > 0:
+        e_near = min(effects, key=lambda v: (abs(math.log(sizes[v] / n_tasks)), v))
+    else:
+        e_near = min(effects, key=lambda v: (abs(v - effect), v))
     got = MEASURED_POWER.get((k_near, layout, e_near))
     if got is None:
         return None
-    return {
+    out: dict[str, Any] = {
         "power": got[0],
         "ci95": [got[1], got[2]],
         "k": k_near,
         "difficulty": layout,
         "effect": e_near,
+        "n_tasks": sizes[e_near],
         "source": MEASURED_POWER_SOURCE,
+        "note": None,
     }
+    smallest = min(sizes.values())
+    if n_tasks is not None and n_tasks < MEASURED_MIN_SHARE * smallest:
+        out.update(
+            power=None,
+            ci95=None,
+            note=(
+                f"{n_tasks} tasks is below the calibration study's smallest holdout at "
+                f"k={k_near} ({smallest} tasks): not measured, and the power falls further "
+                "short of nominal as the holdout shrinks"
+            ),
+        )
+    return out
+
+
+#: A holdout smaller than this share of the study's smallest one at its k is not given that
+#: cell's measured power (the shortfall grows as n shrinks, so it would flatter the case).
+MEASURED_MIN_SHARE = 0.8
+
+
+def _grid_n(effect: float, k: int) -> int:
+    """The study's holdout size for a cell: ``holdout_size(effect, base=0.5, k=k)``."""
+    sd = _model_sd(0.5, effect, k)
+    z_a, z_p = _z(0.05, 0.8)
+    return max(_n_for(sd, effect, z_a + z_p), MIN_HOLDOUT_TASKS)
 
 
 def _model_sd(base: float, effect: float, k: int) -> float:
@@ -228,18 +278,20 @@ def holdout_size(
     off the data and reports ``base_spread`` (sd of the true per-task pass rates) with the
     ``variance_ratio`` ``1 / (1 - spread^2 / (p(1-p)))`` the model over-asks by.
 
-    ``n_tasks`` is the t-corrected fixed point (module docstring): the closed form's
-    quantiles assume a known sd, the test that reads the holdout estimates it, and the
+    ``n_tasks`` is the closed form with normal quantiles, the spec's number. ``n_tasks_t``
+    is the small-sample answer beside it (module docstring): the formula's quantiles assume
+    a known sd, the test that reads the holdout estimates it from the same tasks, and the
     calibration study measured the closed form's count short of the promised power at small
-    n. The observed spread of ``before``'s rates includes binomial noise (``p_i(1 - p_i)/k``
+    n on tasks of equal difficulty (``MEASURED_POWER``); a note names ``n_tasks_t`` whenever
+    it differs. The observed spread of ``before``'s rates includes binomial noise (``p_i(1 - p_i)/k``
     per task), so ``base_spread`` is the spread with that noise taken out; the note names
     both and gives the ratio on each, since the formula on the raw spread over-states what
     pairing buys (rates {0.3, 0.7} at k=10: observed 0.20 -> 1.20x, true 0.13 -> 1.08x).
 
-    Returns ``n_tasks`` (never below ``MIN_HOLDOUT_TASKS``; ``None`` on a saturated base),
-    ``n_tasks_closed_form`` (the formula with normal quantiles), the inputs, ``task_std``
+    Returns ``n_tasks`` (the closed form, never below ``MIN_HOLDOUT_TASKS``; ``None`` on a
+    saturated base), ``n_tasks_t`` (t quantiles at ``n - 1`` df), the inputs, ``task_std``
     (the sd used), ``sd_source``, ``half_width`` (the 95% band on the delta at ``n_tasks``,
-    t quantile), ``n_tasks_concentrated`` and ``n_tasks_concentrated_closed_form``,
+    t quantile), ``n_tasks_concentrated`` and ``n_tasks_concentrated_t``,
     ``base_spread``, ``variance_ratio``, ``n_paired`` and ``notes``; every key is present on
     every path (``None`` where it does not apply). A measurement that cannot vary (an sd of
     0 from rows or ``task_std``, ``before`` whose every rollout scored the same) and a
@@ -262,7 +314,7 @@ def holdout_size(
     sd: float | None = None
     source = "model"
     n_conc: int | None = None
-    n_conc_z: int | None = None
+    n_conc_t: int | None = None
 
     if before is not None:
         gb = reward_groups(as_rows(before))
@@ -352,8 +404,8 @@ def holdout_size(
         sd = _model_sd(base, effect, k)
         csd = _concentrated_sd(base, effect, k)
         if csd is not None:
-            n_conc_z = max(_n_for(csd, effect, z_a + z_p), MIN_HOLDOUT_TASKS)
-            n_conc = _n_with_t_tails(csd, effect, alpha, power, n_conc_z)
+            n_conc = max(_n_for(csd, effect, z_a + z_p), MIN_HOLDOUT_TASKS)
+            n_conc_t = _n_with_t_tails(csd, effect, alpha, power, n_conc)
         notes.append(
             "sd from the binomial model: assumes the gain is spread evenly over tasks and the "
             f"arms are independent; if a few tasks carry it you need {n_conc} tasks "
@@ -368,21 +420,23 @@ def holdout_size(
             "fewest paired tasks compare_runs pairs"
         )
         n_z = MIN_HOLDOUT_TASKS
-    n = _n_with_t_tails(sd, effect, alpha, power, n_z)
-    if n != n_z:
+    n_t = _n_with_t_tails(sd, effect, alpha, power, n_z)
+    if n_t != n_z:
         notes.append(
-            f"n_tasks {n} has t quantiles at {n - 1} df (the test estimates the sd from the "
-            f"same tasks); the closed form with normal quantiles says {n_z} "
-            "(n_tasks_closed_form), which falls short of the power at small n"
+            f"n_tasks {n_z} is the formula with normal quantiles, which assume a known sd; the "
+            f"test estimates it from the same tasks, and with t quantiles at {n_t - 1} df it "
+            f"takes {n_t} tasks (n_tasks_t) to reach {power:.0%} power. The calibration study "
+            "measured the shortfall at n_tasks (MEASURED_POWER; delta_report's sizing line "
+            "quotes it)"
         )
-    half = float(_sp.stdtrit(max(n - 1, 1), 1.0 - alpha / 2.0)) * sd / math.sqrt(n)
-    return _result(n, n_z, effect, base, k, power, alpha, sd, source, half, n_conc, n_conc_z,
+    half = float(_sp.stdtrit(max(n_z - 1, 1), 1.0 - alpha / 2.0)) * sd / math.sqrt(n_z)
+    return _result(n_z, n_t, effect, base, k, power, alpha, sd, source, half, n_conc, n_conc_t,
                    base_spread, variance_ratio, n_paired, notes)  # fmt: skip
 
 
 def _result(
     n: int | None,
-    n_z: int | None,
+    n_t: int | None,
     effect: float,
     base: float,
     k: int,
@@ -392,7 +446,7 @@ def _result(
     source: str,
     half: float | None,
     n_conc: int | None,
-    n_conc_z: int | None,
+    n_conc_t: int | None,
     base_spread: float | None,
     variance_ratio: float | None,
     n_paired: int | None,
@@ -400,7 +454,7 @@ def _result(
 ) -> dict[str, Any]:
     return {
         "n_tasks": n,
-        "n_tasks_closed_form": n_z,
+        "n_tasks_t": n_t,
         "effect": float(effect),
         "base": float(base),
         "k": int(k),
@@ -410,7 +464,7 @@ def _result(
         "sd_source": source,
         "half_width": half,
         "n_tasks_concentrated": n_conc,
-        "n_tasks_concentrated_closed_form": n_conc_z,
+        "n_tasks_concentrated_t": n_conc_t,
         "base_spread": base_spread,
         "variance_ratio": variance_ratio,
         "n_paired": n_paired,
@@ -428,11 +482,12 @@ def detectable_effect(
     """The smallest gain ``n_tasks`` paired tasks can prove at ``power``.
 
     ``holdout_size`` solved for the effect:
-    ``e = (t_{1-alpha/2} + t_power) * sqrt((p(1-p) + q(1-q)) / k) / sqrt(n)`` with
-    ``q = min(p + e, 1)`` and Student t quantiles at ``n - 1`` df (the small-sample
-    correction ``holdout_size`` applies, so ``holdout_size(detectable_effect(n))`` is ``n``
-    tasks), iterated ``FIXED_POINT_STEPS`` times (the after-side variance depends on the
-    effect). The iteration starts from the largest effect the model allows, not from
+    ``e = (z_{1-alpha/2} + z_power) * sqrt((p(1-p) + q(1-q)) / k) / sqrt(n)`` with
+    ``q = min(p + e, 1)``, iterated ``FIXED_POINT_STEPS`` times (the after-side variance
+    depends on the effect). The normal quantiles are ``holdout_size``'s own, so
+    ``holdout_size(detectable_effect(n))["n_tasks"]`` is ``n``; the power actually measured
+    at that size is in ``MEASURED_POWER`` (``delta_report``'s sizing line quotes it), short
+    of ``power`` at small n on tasks of equal difficulty. The iteration starts from the largest effect the model allows, not from
     ``q = p``: at ``base=0`` the ``q = p`` start has no variance and would stay at 0, a
     gain of nothing "provable" on any holdout. ``None`` below ``MIN_HOLDOUT_TASKS``, and
     ``None`` with a ``DEGENERATE:`` ``RuntimeWarning`` on a saturated base (1.0: nothing is
@@ -454,7 +509,7 @@ def detectable_effect(
             stacklevel=2,
         )
         return None
-    scale = _quantile_sum(alpha, power, n_tasks - 1) / math.sqrt(n_tasks)
+    scale = _quantile_sum(alpha, power, None) / math.sqrt(n_tasks)
     # sd(base, e) <= sqrt(0.5 / k) for any base and e (each side's p(1-p) is at most 1/4).
     effect = scale * math.sqrt(0.5 / k)
     for _ in range(FIXED_POINT_STEPS):
