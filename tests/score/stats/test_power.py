@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -13,6 +14,8 @@ from wai_exp.score.stats.power import (
     MIN_HOLDOUT_TASKS,
     detectable_effect,
     holdout_size,
+    layout_from_rates,
+    true_spread,
 )
 
 Z975 = 1.959963984540054  # z_{1 - 0.05/2}
@@ -214,3 +217,21 @@ def test_spread_ratio_names_the_spread_it_used() -> None:
     line = next(n for n in res["notes"] if "x the tasks pairing needs" in n)
     assert "spread 0.13" in line and "observed rates spread 0.20 -> 1.20x" in line
     assert "binomial noise" in line
+
+
+def test_layout_reads_spread_only_when_the_rates_show_it() -> None:
+    rng = np.random.default_rng(4)
+    k = 4
+    counts = np.full(42, k)
+    # Equal tasks at 0.5: binomial noise alone spreads their rates; they read "equal" (the
+    # lower measured power) nearly always, where the old cut read 18% of them as spread.
+    spread_reads = sum(
+        layout_from_rates(rng.binomial(k, 0.5, 42) / k, counts) == "spread" for _ in range(300)
+    )
+    assert spread_reads <= 9
+    # Half the tasks always pass, half never: that spread is shown.
+    assert layout_from_rates(np.array([1.0, 0.0] * 21), counts) == "spread"
+    # One rollout per task: the spread cannot be told from noise, so no spread is claimed.
+    ones = np.ones(42)
+    assert true_spread(np.array([1.0, 0.0] * 21), ones) is None
+    assert layout_from_rates(np.array([1.0, 0.0] * 21), ones) == "equal"

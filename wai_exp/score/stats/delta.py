@@ -1053,7 +1053,8 @@ def _sizing(
     The per-task sd is measured off this comparison's own paired differences (the
     quantity ``holdout_size(before=, after=)`` reads off rows), so no row is read twice.
     ``measured_power`` is what the calibration study measured in the grid cell nearest to
-    this case (k, the before side's true spread of difficulty, the holdout size), with its
+    this case (k, the before side's spread of difficulty as ``layout_from_rates`` reads it,
+    the holdout size), with its
     interval and source, beside the nominal ``power`` the formula promises; a holdout
     smaller than the study measured gets ``power: None`` and a note instead of a larger
     holdout's number.
@@ -1078,6 +1079,7 @@ def _sizing(
     from wai_exp.score.stats.power import (
         detectable_effect,
         holdout_size,
+        layout_from_rates,
         measured_power,
         true_spread,
     )
@@ -1090,8 +1092,10 @@ def _sizing(
         )
         return out
     spread = None
+    layout = "equal"
     if before_rates is not None and before_counts is not None and before_rates.size >= 2:
         spread = true_spread(before_rates, before_counts)
+        layout = layout_from_rates(before_rates, before_counts)
         if before_rates.min() == before_rates.max() and base_rate in (0.0, 1.0):
             out["note"] = (
                 f"DEGENERATE: every before rollout scored {base_rate:g}, so the before side "
@@ -1103,7 +1107,7 @@ def _sizing(
         )
         if out["detectable_effect"] is not None:
             out["measured_power"] = measured_power(
-                max(k_b, 1), spread, float(out["detectable_effect"]), n_paired
+                max(k_b, 1), spread, float(out["detectable_effect"]), n_paired, layout
             )
         if out["detectable_effect"] is None:
             out["note"] = f"{n_paired} paired tasks are too few for a power calculation"
