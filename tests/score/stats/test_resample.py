@@ -81,6 +81,15 @@ def test_t_and_z_quantiles_known_values() -> None:
         t_quantile(0)
 
 
+def test_z_quantile_at_the_default_level_is_scipys_bit_for_bit() -> None:
+    # The 0.95 quantile is held as a constant (no scipy import for one Wilson interval); it
+    # must be the very float scipy gives, so no interval moves by an ulp.
+    from scipy import special
+
+    assert z_quantile(0.95) == float(special.ndtri(0.975))
+    assert z_quantile(0.9) == float(special.ndtri(0.95))
+
+
 def test_noise_band_formula() -> None:
     # Given floor (taken as the spread): 1.96 x floor x sqrt(1/n_a + 1/n_b).
     assert noise_band(0.02) == pytest.approx(1.96 * 0.02 * math.sqrt(2))

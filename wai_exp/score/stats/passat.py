@@ -34,11 +34,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import read_steps
-from wai_exp.score.stats.resample import TaskGroups, binary_reward, bootstrap_mean, group_values
+from wai_exp.score.stats.resample import (
+    TaskGroups,
+    _special,
+    binary_reward,
+    bootstrap_mean,
+    group_values,
+)
 
 __all__ = [
     "ADAPTIVE_REASONS",
@@ -118,6 +123,7 @@ def pass_k_estimates(n: Any, c: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"k must be >= 1; got {k}")
     if np.any(cc > nn) or np.any(cc < 0):
         raise ValueError("passes c must satisfy 0 <= c <= n for every group")
+    special = _special()  # on first use: a caller that only groups rows never imports scipy
     total = special.comb(nn, k)
     with np.errstate(divide="ignore", invalid="ignore"):
         pow_k = special.comb(cc, k) / total
