@@ -45,6 +45,9 @@ ACCEPTED_SHAPES: tuple[str, ...] = (
 )
 
 _KINDS = frozenset({"assistant", "tool", "user"})
+#: The ``kind`` of an internal step: a row whose steps are all dicts with one of these (an
+#: exact ``str``) is already internal, and ``read_steps`` hands back its own step list.
+STEP_KINDS = _KINDS
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _SKIPPED_BLOCKS = frozenset({"thinking", "redacted_thinking", "image", "document"})
 _TIMEOUT = re.compile(r"time[sd]?[ _-]?out|timed[ _-]out|deadline", re.I)

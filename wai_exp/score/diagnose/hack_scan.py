@@ -29,12 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import read_steps
 from wai_exp.score.grade.repeats import trajectory_keys
 from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.passat import as_rows
-from wai_exp.score.stats.resample import factorize, reward_under
+from wai_exp.score.stats.resample import reward_under
+from wai_exp.score.stats.row_facts import row_facts, shares_row_facts
 
 #: Default false-positive rate of the floor: tau is the 1 - ALPHA quantile of the null max |rho|.
 ALPHA = 0.05
@@ -218,6 +218,7 @@ def _null_max(
 
 
 @without_gc
+@shares_row_facts
 def hack_scan(
     rows: Sequence[dict[str, Any]],
     endorsed: Sequence[str] = (),
@@ -271,8 +272,14 @@ def hack_scan(
         )
     endorsed = tuple(str(e) for e in endorsed)
     warnings: list[str] = []
-    graded = [(r, rv) for r in rows if (rv := reward_under(r, reward)) is not None]
-    n_skipped = len(rows) - len(graded)
+    # Rewards and task keys come from row_facts: read once per row list and shared with the
+    # other checks of a publish_gate or select_for_rl.
+    facts = row_facts(rows)
+    rv_all = facts.reward_under(reward)
+    graded_mask = ~np.isnan(rv_all)
+    graded_idx = np.flatnonzero(graded_mask)
+    n_graded = len(graded_idx)
+    n_skipped = len(rows) - n_graded
     report: dict[str, Any] = {
         "regime": "unknown",
         "tau": None,
@@ -287,7 +294,7 @@ def hack_scan(
         "integrity": None,
         "inverted": [],
         "collinear": [],
-        "n_rows": len(graded),
+        "n_rows": n_graded,
         "n_skipped": n_skipped,
         "decoys_above_floor": None,
         "sampled": None,
@@ -297,10 +304,9 @@ def hack_scan(
         warnings.append(f"{n_skipped} rows carry no numeric {reward!r} and were skipped")
 
     # Group by ask: reward range per ask decides mixed / unanimous.
-    keys = [task_key(r) for r, _ in graded]
-    y_all = np.array([rv for _, rv in graded], dtype=float)
-    if graded:
-        uniq, inv = factorize(keys)  # np.unique's sorted keys and inverse, half the cost
+    y_all = rv_all[graded_mask]
+    if n_graded:
+        uniq, inv = facts.subgroups(graded_mask)  # factorize's sorted keys and inverse
         a = len(uniq)
         size = np.bincount(inv, minlength=a)
         ymax = np.full(a, -np.inf)
@@ -323,11 +329,11 @@ def hack_scan(
             "asks_mixed": int(mixed.sum()),
             "asks_single": int((size == 1).sum()),
             "rows_in_mixed": rows_in_mixed,
-            "gradient_capacity": (rows_in_mixed / len(graded)) if graded else None,
+            "gradient_capacity": (rows_in_mixed / n_graded) if n_graded else None,
             "distinct_per_ask": None,
         }
     )
-    if not graded:
+    if not n_graded:
         warnings.append("no graded rows: grade the rollouts before scanning the reward")
         return report
     if not mixed.any():
@@ -371,22 +377,26 @@ def hack_scan(
     starts = np.flatnonzero(np.r_[True, ask_of[1:] != ask_of[:-1]])
     ask_seq = np.cumsum(np.r_[True, ask_of[1:] != ask_of[:-1]]) - 1
     sizes = np.diff(np.append(starts, len(sel)))
-    mixed_rows = [graded[i][0] for i in sel]
+    mixed_rows = [rows[i] for i in graded_idx[sel].tolist()]
 
     # Distinct rollouts per mixed ask: the dedupe key (signatures only where replies collide).
     distinct = np.zeros(len(starts))
-    dk, _ = trajectory_keys(mixed_rows)
+    dk, _ = trajectory_keys(mixed_rows, asks=[uniq[g] for g in ask_of.tolist()])
     for j, (s0, n0) in enumerate(zip(starts, sizes, strict=True)):
         distinct[j] = len(set(dk[s0 : s0 + n0]))
     distinct_med = float(np.median(distinct))
     report["distinct_per_ask"] = distinct_med
 
-    # Feature matrix: one pass over the rows builds a dict each, then one column at a time.
+    # Feature matrix: one pass over the rows builds a dict each; every (row, column, value)
+    # is then written into the matrix in one scatter.
     hand = dict(features or {})
     broken: set[str] = set()
     walked = [_walk(r) for r in mixed_rows] if auto else []
     tool_names = sorted({name for w in walked for name, _ in w[0]})
-    feat_rows: list[dict[str, float]] = []
+    col_of: dict[str, int] = {}
+    at_col: list[int] = []
+    at_val: list[float] = []
+    per_row: list[int] = []
     for i, row in enumerate(mixed_rows):
         feats = auto_features(row, tool_names, walked[i]) if auto else {}
         for name, fn in hand.items():
@@ -402,14 +412,24 @@ def hack_scan(
                     )
             if v is not None:
                 feats[name] = v
-        feat_rows.append(feats)
-    names = sorted({name for f in feat_rows for name in f})
+        at_col.extend([col_of.setdefault(name, len(col_of)) for name in feats])
+        at_val.extend(feats.values())
+        per_row.append(len(feats))
+    names = sorted(col_of)
     n = len(mixed_rows)
+    # Markers and hand features a row lacks are missing; an absent tool/fault flag is 0.
+    default = np.array(
+        [np.nan if (name in hand or name.startswith("marker:")) else 0.0 for name in names]
+    )
     x = np.empty((n, len(names)))
-    for j, name in enumerate(names):
-        # Markers and hand features a row lacks are missing; an absent tool/fault flag is 0.
-        default = np.nan if (name in hand or name.startswith("marker:")) else 0.0
-        x[:, j] = np.fromiter((f.get(name, default) for f in feat_rows), dtype=float, count=n)
+    x[:] = default
+    if at_col:
+        sorted_col = np.empty(len(names), dtype=np.intp)
+        sorted_col[[col_of[name] for name in names]] = np.arange(len(names), dtype=np.intp)
+        x[
+            np.repeat(np.arange(n, dtype=np.intp), per_row),
+            sorted_col[np.array(at_col, dtype=np.intp)],
+        ] = np.array(at_val, dtype=float)
     x[np.isinf(x)] = np.nan
     x = _fill_missing(x, starts)
 

@@ -21,14 +21,13 @@ from wai_exp.rows.keys import task_key
 from wai_exp.score.diagnose.logprobs import mean_kl
 from wai_exp.score.select.trim import (
     DEFAULT_BAND,
-    binary_rewards,
     check_band,
     group_stats,
     put_calibration,
 )
 from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.passat import as_rows
-from wai_exp.score.stats.resample import reward_under
+from wai_exp.score.stats.row_facts import row_facts, shares_row_facts
 
 
 class PublishGateError(RuntimeError):
@@ -69,6 +68,7 @@ def _pass_at_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 @without_gc
+@shares_row_facts
 def calibrate(
     rows: Sequence[dict[str, Any]],
     policy: Any = None,
@@ -95,9 +95,8 @@ def calibrate(
     """
     lo, hi = check_band(*band)
     rows = as_rows(rows)
-    keys = [task_key(r) for r in rows]
-    binary = binary_rewards(rows)
-    stats = group_stats(rows, keys=keys, binary=binary)
+    binary = row_facts(rows).binary
+    stats = group_stats(rows)
     pol = _policy_label(policy)
     kl_task: dict[int, float] = {}
     kl_note = (
@@ -141,16 +140,30 @@ def calibrate(
             stamp["mean_kl"] = kl_task[g]
         per_task.append(stamp)
     graded = np.isfinite(binary).tolist()
+    # A task's rows mostly share one policy and model: one stamp per (task, policy, model)
+    # seen, instead of a fresh dict per row before put_calibration copies it again.
+    own: dict[tuple[int, Any, Any], dict[str, Any]] = {}
     for row, g, ok in zip(rows, stats.inv.tolist(), graded, strict=True):
         if not ok:
             continue
         stamp = per_task[g]
         if pol is None or model is None:
-            stamp = {
-                **stamp,
-                "policy": pol if pol is not None else row.get("policy_version"),
-                "model": model if model is not None else row.get("model_version"),
-            }
+            who = (
+                pol if pol is not None else row.get("policy_version"),
+                model if model is not None else row.get("model_version"),
+            )
+            try:
+                mine = own.get((g, *who))
+            except TypeError:  # an unhashable version: build this row's stamp alone
+                mine = None
+                cacheable = False
+            else:
+                cacheable = True
+            if mine is None:
+                mine = {**stamp, "policy": who[0], "model": who[1]}
+                if cacheable:
+                    own[(g, *who)] = mine
+            stamp = mine
         carried += put_calibration(row, stamp)
         stamped += 1
         tasks.add(g)
@@ -173,7 +186,9 @@ def _judge_trust(rows: Sequence[dict[str, Any]]) -> Any:
     for row in rows:
         jt = row.get("judge_trust")
         if jt is None:
-            jt = (row.get("judge_meta") or {}).get("judge_trust")
+            meta = row.get("judge_meta")
+            if meta:
+                jt = meta.get("judge_trust")
         if jt is not None:
             return jt
     return None
@@ -194,18 +209,26 @@ def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
     """
     eps = 1e-9
     out_of_range = no_prompt = contra = 0
-    ids: Counter[str] = Counter()
+    ids: list[str] = []
     contra_asks: set[str] = set()
     for row in rows:
         r = row.get("reward")
-        if isinstance(r, int | float) and not isinstance(r, bool) and not 0.0 <= r <= 1.0:
+        if type(r) is float:  # the common case first: this runs once per row
+            if not 0.0 <= r <= 1.0:
+                out_of_range += 1
+        elif isinstance(r, int | float) and not isinstance(r, bool) and not 0.0 <= r <= 1.0:
             out_of_range += 1
         prompt = row.get("prompt")
-        if not (prompt.strip() if isinstance(prompt, str) else prompt) and not row.get("messages"):
+        # For a str, "strip() leaves something" is "non-empty and not all whitespace",
+        # without building the stripped copy.
+        has_prompt = (
+            (prompt != "" and not prompt.isspace()) if isinstance(prompt, str) else bool(prompt)
+        )
+        if not has_prompt and not row.get("messages"):
             no_prompt += 1
         rid = row.get("rollout_id")
         if rid is not None and rid != "":
-            ids[str(rid)] += 1
+            ids.append(rid if type(rid) is str else str(rid))
         cal = row.get("calibration")
         if (
             isinstance(cal, dict)
@@ -219,7 +242,8 @@ def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
             if outside or cal.get("in_band") is False:
                 contra += 1
                 contra_asks.add(task_key(row))
-    repeated = [n for n in ids.values() if n > 1]
+    # Counting every id is only needed when some repeat (a set is cheaper than a Counter).
+    repeated = [] if len(set(ids)) == len(ids) else [n for n in Counter(ids).values() if n > 1]
     return {
         "out_of_range": out_of_range,
         "no_prompt": no_prompt,
@@ -268,6 +292,8 @@ def _why_not_run(
     return why
 
 
+@without_gc
+@shares_row_facts
 def publish_gate(
     rows: Sequence[dict[str, Any]],
     mode: str | None = None,
@@ -314,8 +340,8 @@ def publish_gate(
         rl_shaped = resolved == "rl"
     else:
         # No mode, or one that does not say (explore, eval): RL-shaped means repeats per ask.
-        rl_shaped = any(n >= 2 for n in Counter(task_key(r) for r in rows).values())
-    n_numeric = sum(1 for r in rows if reward_under(r) is not None)
+        rl_shaped = any(n >= 2 for n in Counter(row_facts(rows).keys).values())
+    n_numeric = int((~np.isnan(row_facts(rows).reward_under())).sum())
     # Read the incoming stamps before calibrate re-stamps them.
     unfit = _unfit_counts(rows)
     n_out_of_range, n_no_prompt = unfit["out_of_range"], unfit["no_prompt"]

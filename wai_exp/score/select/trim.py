@@ -20,21 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from wai_exp.rows.keys import task_key
-from wai_exp.score.stats.resample import binary_reward, factorize
+from wai_exp.score.stats.resample import factorize
+from wai_exp.score.stats.row_facts import row_facts
 
 #: The difficulty band every selection defaults to (rlhf-book ch. 7: the 20-80% band).
 DEFAULT_BAND: tuple[float, float] = (0.2, 0.8)
 
 
 def binary_rewards(rows: Sequence[dict[str, Any]]) -> np.ndarray:
-    """Binary rewards as a float array, NaN where a row has no 0/1 reward."""
-    out = np.full(len(rows), np.nan)
-    for i, row in enumerate(rows):
-        b = binary_reward(row)
-        if b is not None:
-            out[i] = b
-    return out
+    """Binary rewards as a float array (the caller's own copy), NaN where a row has no 0/1
+    reward (``resample.binary_reward``). Read once per row list inside
+    ``sharing_row_facts()``."""
+    return row_facts(rows).binary.copy()
 
 
 @dataclass
@@ -71,20 +68,25 @@ def group_stats(
 ) -> GroupStats:
     """Group ``rows`` by ``task_key`` and count binary rewards per ask (see ``GroupStats``).
 
-    ``keys`` and ``binary`` may be passed when the caller already has them (one pass per row).
+    ``keys`` and ``binary`` may be passed when the caller already has them (one pass per row);
+    left out, they come from ``row_facts(rows)`` (read once per row list inside
+    ``sharing_row_facts()``, with the keys factorized once). ``inv`` may be read-only.
     """
-    if keys is None:
-        keys = [task_key(r) for r in rows]
-    if binary is None:
-        binary = binary_rewards(rows)
     n = len(rows)
     if n == 0:
         empty_i = np.zeros(0, dtype=np.int64)
         empty_f = np.zeros(0, dtype=float)
         return GroupStats([], empty_i, empty_f, empty_f, empty_f, empty_i, empty_i)
-    # factorize (a dict pass, then a sort of the distinct keys only) gives np.unique's sorted
-    # keys and inverse at about half the cost on 100,000 string keys.
-    uniq, inv = factorize([str(k) for k in keys])
+    if keys is None or binary is None:
+        facts = row_facts(rows)
+        if binary is None:
+            binary = facts.binary
+    if keys is None:
+        uniq, inv = facts.uniq, facts.codes
+    else:
+        # factorize (a dict pass, then a sort of the distinct keys only) gives np.unique's
+        # sorted keys and inverse at about half the cost on 100,000 string keys.
+        uniq, inv = factorize([str(k) for k in keys])
     g = len(uniq)
     first = np.full(g, n, dtype=np.int64)
     np.minimum.at(first, inv, np.arange(n, dtype=np.int64))

@@ -36,14 +36,14 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.rows.reader import read_steps
+from wai_exp.rows.reader import STEP_KINDS, read_steps
 from wai_exp.score.stats.resample import (
     TaskGroups,
     _special,
-    binary_reward,
     bootstrap_mean,
     group_values,
 )
+from wai_exp.score.stats.row_facts import row_facts
 
 __all__ = [
     "ADAPTIVE_REASONS",
@@ -95,8 +95,9 @@ def as_rows(source: Any) -> list[Mapping[str, Any]]:
                 "expected a list of row dicts or an object with .rows (SimulationData, "
                 f"ScoredData); got {type(source).__name__}"
             )
+    # The exact-type test first: isinstance against the Mapping ABC is slow on 100k rows.
     for i, row in enumerate(row_list):
-        if not isinstance(row, Mapping):
+        if type(row) is not dict and not isinstance(row, Mapping):
             raise TypeError(
                 f"rows[{i}] is a {type(row).__name__}, not a row dict; every row must be a "
                 "dict (a JSONL file's lines parsed with json.loads, or SimulationData.rows)"
@@ -283,15 +284,19 @@ def pass_at(
         )
     if min_k < 1:
         raise ValueError(f"min_k must be >= 1; got {min_k}")
-    # One pass for keys, one for rewards; run_config reuses the keys.
-    keys = [task_key(row) for row in row_list]
-    rewards = [binary_reward(row) for row in row_list]
-    graded = [key for key, r in zip(keys, rewards, strict=True) if r is not None]
-    values = np.fromiter((r for r in rewards if r is not None), dtype=float, count=len(graded))
-    found = group_values(graded, values)
+    # Keys, rewards and the key codes come from row_facts (read once per row list, shared
+    # with the other checks of a publish_gate); run_config reuses the keys.
+    facts = row_facts(row_list)
+    keys = facts.keys
+    binary = facts.binary
+    graded_mask = ~np.isnan(binary)
+    values = binary[graded_mask]
+    task_keys, row_task = facts.subgroups(graded_mask)
     groups: TaskGroups = TaskGroups(
-        found.keys, found.counts, found.sums, found.row_task, found.values,
-        len(row_list) - len(graded),
+        task_keys,
+        np.bincount(row_task, minlength=len(task_keys)).astype(float),
+        np.bincount(row_task, weights=values, minlength=len(task_keys)),
+        row_task, values, len(row_list) - values.size,
     )  # fmt: skip
     notes: list[str] = []
     if groups.n_tasks == 0:
@@ -314,6 +319,7 @@ def pass_at(
         for r in (row.get("selection_reason") for row in row_list)
     ]
     if any(extension):
+        rewards = [None if b != b else b for b in binary.tolist()]  # NaN: not binary-graded
         rates1, n_rows1 = _first_batch_rates(keys, rewards, extension)
         basis = "first_batch"
         if rates1.size < groups.n_tasks:
@@ -428,9 +434,23 @@ def _hit_token_cap(row: Mapping[str, Any]) -> bool:
     ended = row.get("ended_by")
     if isinstance(ended, str) and ended in _TOKEN_CAP_ENDINGS:
         return True
-    # A plain loop: any() over a generator cost half of run_config's
-    # time on 100,000 rows, and almost no step carries the flag.
-    for step in read_steps(row)[1]:  # noqa: SIM110 - the loop is the point (speed)
+    steps = row.get("steps")
+    if type(steps) is list and steps:
+        # One pass that both checks the steps are internal (so read_steps would hand back
+        # this very list) and looks for the flag: read_steps' own check and a second loop
+        # were most of run_config's time on 100,000 rows.
+        hit = False
+        for step in steps:
+            if type(step) is not dict:
+                break
+            kind = step.get("kind")
+            if kind.__class__ is not str or kind not in STEP_KINDS:
+                break
+            if step.get("truncated"):
+                hit = True
+        else:
+            return hit
+    for step in read_steps(row)[1]:  # noqa: SIM110 - a plain loop (speed)
         if step.get("truncated"):
             return True
     return False

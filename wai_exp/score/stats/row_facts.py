@@ -1,0 +1,135 @@
+"""Per-row facts several checks read (task key, 0/1 reward, a numeric reward), read once per
+row list and shared by every check of one top-level call.
+
+``publish_gate`` runs ``group_signal``, ``hack_scan``, ``calibrate`` and ``pass_at`` over the
+same 100,000 rows; each used to key every row, read every reward and factorize the keys
+again. Inside ``sharing_row_facts()`` (entered by those top-level calls), ``row_facts(rows)``
+returns one ``RowFacts`` per row list (the same row objects in the same order), whose facts
+are read on first use and kept until the outermost scope ends. Outside a scope each call
+reads its own, so a caller that edits rows between two calls never sees stale facts.
+
+The facts are derived from the rows and nothing else, so sharing them changes no result.
+Arrays handed out are read-only: a caller that needs to change one takes a copy.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import numpy as np
+
+from wai_exp.rows.keys import task_key
+from wai_exp.score.stats.resample import binary_reward, factorize, reward_under
+
+_SCOPE: ContextVar[dict[tuple[int, ...], RowFacts] | None] = ContextVar(
+    "wai_exp_row_facts", default=None
+)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+class RowFacts:
+    """What one row list says, read on first use: ``keys`` (``task_key`` per row),
+    ``codes`` / ``uniq`` (``factorize(keys)``: sorted distinct keys and each row's position
+    among them), ``binary`` (``binary_reward`` per row, NaN where None) and
+    ``reward_under(key)`` (``resample.reward_under`` per row, NaN where None)."""
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.rows = rows
+        self._reward: dict[str, np.ndarray] = {}
+
+    @functools.cached_property
+    def keys(self) -> list[str]:
+        return [task_key(r) for r in self.rows]
+
+    @functools.cached_property
+    def _factorized(self) -> tuple[tuple[str, ...], np.ndarray]:
+        uniq, codes = factorize(self.keys)
+        return uniq, _frozen(codes)
+
+    @property
+    def uniq(self) -> tuple[str, ...]:
+        return self._factorized[0]
+
+    @property
+    def codes(self) -> np.ndarray:
+        return self._factorized[1]
+
+    @functools.cached_property
+    def binary(self) -> np.ndarray:
+        out = np.full(len(self.rows), np.nan)
+        for i, row in enumerate(self.rows):
+            b = binary_reward(row)
+            if b is not None:
+                out[i] = b
+        return _frozen(out)
+
+    def reward_under(self, key: str = "reward") -> np.ndarray:
+        if key not in self._reward:
+            self._reward[key] = _frozen(
+                np.fromiter(
+                    (np.nan if (v := reward_under(r, key)) is None else v for r in self.rows),
+                    dtype=float,
+                    count=len(self.rows),
+                )
+            )
+        return self._reward[key]
+
+    def subgroups(self, mask: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
+        """``factorize([keys[i] for i in flatnonzero(mask)])`` from the codes already held:
+        the distinct keys of the masked rows (sorted) and each masked row's position."""
+        uniq, codes = self._factorized
+        sub = codes[mask]
+        present = np.flatnonzero(np.bincount(sub, minlength=len(uniq)))
+        remap = np.empty(len(uniq), dtype=np.intp)
+        remap[present] = np.arange(len(present), dtype=np.intp)
+        return tuple(uniq[i] for i in present.tolist()), remap[sub]
+
+
+@contextmanager
+def sharing_row_facts() -> Iterator[None]:
+    """Share ``row_facts`` across every check run inside the block (nested blocks join the
+    outermost one, which drops the facts when it ends)."""
+    if _SCOPE.get() is not None:
+        yield
+        return
+    token = _SCOPE.set({})
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def shares_row_facts(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: run ``fn`` inside ``sharing_row_facts()``. Keeps the signature."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with sharing_row_facts():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def row_facts(rows: Sequence[Mapping[str, Any]]) -> RowFacts:
+    """The ``RowFacts`` of ``rows``: shared with every earlier call in the current
+    ``sharing_row_facts()`` scope that passed the same row objects in the same order (the
+    scope holds the rows, so their ids stay theirs), else fresh."""
+    scope = _SCOPE.get()
+    if scope is None:
+        return RowFacts(rows)
+    ident = tuple(map(id, rows))
+    facts = scope.get(ident)
+    if facts is None:
+        facts = scope[ident] = RowFacts(rows)
+    return facts
+
+
+__all__ = ["RowFacts", "row_facts", "shares_row_facts", "sharing_row_facts"]
