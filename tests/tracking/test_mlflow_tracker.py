@@ -323,30 +323,32 @@ def test_uris_are_made_absolute_against_the_start_dir(tmp_path):
     assert server.uri == "http://10.0.0.2:5000"
 
 
-def test_dataset_columns_are_flat_and_typed(graded_rows):
-    from wai_exp.tracking.mlflow_tracker import row_columns, rows_dataset
+def test_dataset_schema_is_flat_and_typed(graded_rows):
+    from wai_exp.tracking.mlflow_tracker import rows_dataset
 
-    cols = row_columns(graded_rows)
-    assert cols["reward"].dtype.kind == "f"  # None -> NaN, partial 0.5 kept
-    assert cols["rollout_index"].tolist()[:3] == [0.0, 1.0, 2.0]
-    assert cols["scenario_id"].tolist()[:2] == ["t1", "t1"]
-    assert cols["steps"][0] == json.dumps([{"kind": "assistant", "text": "hi"}], sort_keys=True)
-    assert cols["steps"][-1] == ""  # the row without steps
-    ds = rows_dataset(graded_rows, name="grade-rows", source=None)
-    assert ds.profile["num_rows"] == len(graded_rows)
-    assert {c.name for c in ds.schema.inputs} >= {"reward", "scenario_id", "steps"}
+    ds = rows_dataset(graded_rows, name="grade-rows", source="file:///runs/grade/rows.jsonl",
+                      digest="abc123")  # fmt: skip
+    cols = {c["name"]: c for c in json.loads(ds.schema)["mlflow_colspec"]}
+    assert cols["reward"] == {"type": "double", "name": "reward", "required": False}  # a null
+    assert cols["rollout_index"]["type"] == "double" and cols["rollout_index"]["required"]
+    assert cols["scenario_id"] == {"type": "string", "name": "scenario_id", "required": True}
+    assert cols["steps"]["type"] == "string" and not cols["steps"]["required"]  # rows lack it
+    assert json.loads(ds.profile) == {"num_rows": len(graded_rows),
+                                      "num_elements": len(graded_rows) * len(cols)}  # fmt: skip
+    assert (ds.digest, ds.source_type) == ("abc123", "local")
+    assert json.loads(ds.source) == {"uri": "file:///runs/grade/rows.jsonl"}
     assert rows_dataset([], name="x", source=None) is None
 
 
-def test_no_pandas_means_no_dataset_input_not_a_crash(graded_rows, monkeypatch, caplog):
-    import logging
-
+def test_a_dataset_input_needs_no_pandas(graded_rows, monkeypatch):
     from wai_exp.tracking.mlflow_tracker import rows_dataset
 
     monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` now raises ImportError
-    with caplog.at_level(logging.DEBUG, logger="wai_exp.tracking.mlflow_tracker"):
-        assert rows_dataset(graded_rows, name="grade-rows", source=None) is None
-    assert "need pandas" in caplog.text
+    ds = rows_dataset(graded_rows, name="grade-rows", source=None)
+    assert ds is not None and len(ds.digest) <= 36
+    # The same rows give the same digest; other rows another.
+    assert rows_dataset(graded_rows, name="g", source=None).digest == ds.digest
+    assert rows_dataset(graded_rows[:-1], name="g", source=None).digest != ds.digest
 
 
 def test_a_dead_tracking_server_fails_fast_with_the_fix(tmp_path):
@@ -412,17 +414,19 @@ def test_parallel_jobs_on_a_fresh_sqlite_file_all_land(tmp_path):
 
 
 def test_in_memory_rows_with_privileged_never_reach_the_dataset(tmp_path):
-    from wai_exp.tracking.mlflow_tracker import DATASET_PREVIEW_ROWS, rows_dataset
+    from wai_exp.tracking.mlflow_tracker import rows_dataset
 
     rows = [
-        {"scenario_id": f"s{i}", "reward": i % 2, "privileged": {"reference": "KEY"}}
-        for i in range(DATASET_PREVIEW_ROWS + 5)
-    ]
+        {"scenario_id": f"s{i}", "reward": i % 2, "privileged": {"reference": "KEY"},
+         "vector": [0.1, 0.2]}
+        for i in range(1005)
+    ]  # fmt: skip
     ds = rows_dataset(rows, name="grade-rows", source=None)
     assert ds is not None
-    assert "privileged" not in ds.df.columns
-    assert len(ds.df) == DATASET_PREVIEW_ROWS
-    assert f"of {len(rows):,}" in ds.name  # a sample says it is one
+    names = [c["name"] for c in json.loads(ds.schema)["mlflow_colspec"]]
+    assert names == ["scenario_id", "reward"]
+    assert "KEY" not in ds.schema + ds.profile + ds.source + ds.name
+    assert json.loads(ds.profile)["num_rows"] == len(rows)  # every row, not a sample
 
 
 def test_rollouts_become_traces_with_spans_and_the_reward_as_an_assessment(start_dir, tmp_path):

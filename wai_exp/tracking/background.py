@@ -19,9 +19,9 @@ complete MLflow run.
 - Ctrl-C reaches the writer too; it ignores SIGINT, so the runner can still end the run
   KILLED. If the wai-exp process dies (SIGKILL), the writer reads end-of-file and ends the
   open run KILLED, naming the process; the run's ``wai.pid`` is the wai-exp process's.
-- Rollout traces (``tracking.traces``) are logged by a thread of the writer: ``finish`` does
-  not wait for them, and the writer logs the last of them after wai-exp has exited (they
-  show in the run's Traces tab a few seconds after the run ends).
+- Rollout traces (``tracking.traces``) are logged by a thread of the writer once their run
+  has ended: ``finish`` does not wait for them, and the writer logs them after wai-exp has
+  exited (they show in the run's Traces tab a few seconds after the run ends).
 - The writer's log lines go to ``<run dir>/tracking.log``.
 """
 
@@ -354,9 +354,15 @@ def _serve(stdin: Any, stdout: Any) -> int:
 
     trackers: dict[int, Any] = {}
     failed: set[int] = set()
-    # Traces cost a store write per span: they are logged by a thread of their own, so a
-    # run's finish does not wait for them; the writer finishes them before it exits.
+    # Traces cost a store write per rollout: they are logged by a thread of their own once
+    # their run has ended, so neither the run's finish nor its stages wait for them (or share
+    # the GIL with them); the writer finishes them before it exits.
     trace_jobs: queue.Queue[Any] = queue.Queue()
+    held_traces: dict[int, list[Any]] = {}
+
+    def release_traces(run_key: int) -> None:
+        for job in held_traces.pop(run_key, []):
+            trace_jobs.put(job)
 
     def trace_worker() -> None:
         while True:
@@ -418,7 +424,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                     config_sources=[Path(p) for p in msg.get("config_sources") or []],
                     owner=msg.get("owner"),
                 )
-                tracker.trace_sink = trace_jobs.put
+                tracker.trace_sink = held_traces.setdefault(key, []).append
                 trackers[key] = tracker
                 tracker.start(
                     msg["config"], msg["overrides"], run_dir, msg["preset"], msg["config_hash"]
@@ -438,6 +444,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                     tracker.finish(msg["status"], error=msg.get("error"))
                 reply(op="finished", run=key, token=token,
                       status=getattr(tracker, "status", msg["status"]))  # fmt: skip
+                release_traces(key)
         except Exception as exc:  # noqa: BLE001 - reported to the runner, run ended FAILED
             text = f"{type(exc).__name__}: {exc}"
             logging.getLogger(__name__).error("%s\n%s", text, traceback.format_exc())
@@ -449,9 +456,10 @@ def _serve(stdin: Any, stdout: Any) -> int:
             reply(op="error", run=key, token=token, error=text)
             if op == "finish":
                 reply(op="finished", run=key, token=token, status="FAILED")
+            release_traces(key)  # the rollouts already graded are still worth reading
     # End of input: the wai-exp process is gone. A run it never finished is KILLED, as the
     # next start's orphan check would mark it (wai_exp.tracking.orphans), only sooner.
-    for tracker in trackers.values():
+    for run_key, tracker in trackers.items():
         pid = (tracker.owner or {}).get("wai.pid", "?")
         with contextlib.suppress(Exception):
             tracker.finish(
@@ -459,6 +467,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 error=f"the wai-exp process (pid {pid}) is gone: it exited before the run "
                 "finished (killed or crashed)",
             )
+        release_traces(run_key)
     trace_jobs.put(None)
     tracer.join()
     return 0

@@ -29,7 +29,6 @@ import subprocess
 import tempfile
 import time
 import traceback
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -364,46 +363,41 @@ def metric_value(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def row_columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Rows as flat numpy columns for a dataset frame: one column per top-level key.
+def row_schema(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows' columns in MLflow's colspec form: one per top-level key, in first-seen order.
 
-    Numeric columns (ints/floats, None -> NaN) become float64, all-boolean ones bool, and
-    anything else a string column (containers as sorted JSON, None as ""). The JSONL artifact
-    keeps the rows exactly; this is only the dataset's schema and digest.
+    A key whose values are all booleans is ``boolean``, all numbers (ints/floats) ``double``,
+    anything else ``string`` (containers included); ``required`` is false when some row lacks
+    the key or holds null. Keys that never leave memory (``privileged``, the engine's
+    ``vector``; wai_exp.rows.scrub) are not columns. Never raises.
     """
-    import numpy as np
+    from wai_exp.rows.scrub import ENGINE_ONLY, NEVER_SHIPPED
 
-    keys: dict[str, None] = {}
+    kinds: dict[str, set[str]] = {}
+    seen: dict[str, int] = {}
     for row in rows:
-        for k in row:
-            keys.setdefault(str(k), None)
-    cols: dict[str, Any] = {}
-    for k in keys:
-        values = [row.get(k) for row in rows]
-        present = [v for v in values if v is not None]
-        if present and all(isinstance(v, bool) for v in present) and len(present) == len(values):
-            cols[k] = np.asarray(values, dtype=bool)
-        elif present and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in present
-        ):
-            cols[k] = np.asarray([np.nan if v is None else float(v) for v in values])
-        else:
-            cols[k] = np.asarray(
-                [
-                    ""
-                    if v is None
-                    else v
-                    if isinstance(v, str)
-                    else json.dumps(jsonable(v), sort_keys=True)
-                    for v in values
-                ],
-                dtype=str,
-            )
-    return cols
-
-
-#: Rows a stage's MLflow dataset input is built from; the rows artifact holds them all.
-DATASET_PREVIEW_ROWS = 1000
+        for k, v in row.items():
+            key = str(k)
+            seen[key] = seen.get(key, 0) + 1
+            bucket = kinds.setdefault(key, set())
+            if v is None:
+                bucket.add("null")
+            elif isinstance(v, bool):
+                bucket.add("boolean")
+            elif isinstance(v, (int, float)):
+                bucket.add("double")
+            else:
+                bucket.add("string")
+    out = []
+    for key, found in kinds.items():
+        if key in NEVER_SHIPPED or key in ENGINE_ONLY:
+            continue
+        types = found - {"null"}
+        kind = types.pop() if len(types) == 1 else "string"
+        out.append(
+            {"type": kind, "name": key, "required": "null" not in found and seen[key] == len(rows)}
+        )
+    return out
 
 
 def rows_dataset(
@@ -413,44 +407,56 @@ def rows_dataset(
     source: str | None,
     digest: str | None = None,
 ) -> Any | None:
-    """An ``mlflow.data`` pandas dataset describing ``rows``, or None.
+    """An MLflow dataset entity (``mlflow.entities.Dataset``) describing ``rows``, or None
+    when there are none.
 
-    MLflow's datasets need pandas, whatever the source type: ``mlflow.types.utils`` (schema
-    inference, used by ``from_numpy`` too) imports it at module top (checked in 3.17.2). So
-    without pandas this returns None with a debug note; the rows artifact is the record
-    either way. ``source`` is the rows artifact's URI; when MLflow cannot resolve it the
-    dataset is built without one. ``digest`` (at most 36 characters, MLflow's column) replaces
-    MLflow's own digest of the frame: a published file's content hash. Never raises.
+    The schema is :func:`row_schema` over every row and the profile counts rows and cells,
+    as MLflow's own pandas datasets record them, without building a pandas frame (which cost
+    about a second per 1,000-row stage). ``source`` is the rows artifact's URI (``local``
+    for a file, ``url`` otherwise; none: ``code``). ``digest`` (at most 36 characters,
+    MLflow's column) is the caller's content hash of the rows file; without one, a hash of
+    the rows themselves. Never raises.
     """
     if not rows:
         return None
-    if len(rows) > DATASET_PREVIEW_ROWS:
-        # Building columns and inferring a schema over every row cost ~8 s per 20,000-row
-        # stage; the schema and digest need only a sample, and the name says it is one.
-        name = f"{name} (first {DATASET_PREVIEW_ROWS:,} of {len(rows):,})"
-    from wai_exp.rows.scrub import scrub
-
-    # In-memory rows may still carry the judge's privileged block: never into MLflow.
-    rows = [scrub(dict(r)) for r in rows[:DATASET_PREVIEW_ROWS]]
     try:
-        import pandas as pd
-    except ImportError:
-        log.debug("no MLflow dataset input for %s: MLflow datasets need pandas", name)
-        return None
-    try:
-        import mlflow.data
+        import hashlib
 
-        frame = pd.DataFrame(row_columns(rows))
-        with warnings.catch_warnings():
-            # Source-resolution ambiguity and integer-schema hints: noise for a rows preview.
-            warnings.simplefilter("ignore")
-            try:
-                return mlflow.data.from_pandas(frame, source=source, name=name, digest=digest)
-            except Exception:
-                return mlflow.data.from_pandas(frame, name=name, digest=digest)
+        from mlflow.entities import Dataset
+
+        columns = row_schema(rows)
+        if digest is None:
+            h = hashlib.sha256()
+            for row in rows:
+                h.update(json.dumps(jsonable(row), sort_keys=True, default=str).encode())
+            digest = h.hexdigest()
+        if source is None:
+            source_type, source_json = "code", json.dumps({"tags": {}})
+        else:
+            source_type = "local" if source.startswith("file:") else "url"
+            source_json = json.dumps({"uri": source} if source_type == "local" else {"url": source})
+        return Dataset(
+            name=name,
+            digest=str(digest)[:36],
+            source_type=source_type,
+            source=source_json,
+            schema=json.dumps({"mlflow_colspec": columns}),
+            profile=json.dumps({"num_rows": len(rows), "num_elements": len(rows) * len(columns)}),
+        )
     except Exception as e:  # a dataset input is a convenience; the JSONL artifact is the record
         log.debug("no MLflow dataset input for %s: %s", name, e)
         return None
+
+
+def file_digest(path: Path) -> str:
+    """The first 16 hex digits of the sha256 of ``path``'s bytes (a dataset's digest)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
 
 
 def _wai_version() -> str:
@@ -663,8 +669,6 @@ class MlflowTracker:
                 unmeasured.append(str(key))
                 continue
             batch.append(Metric(sanitize_key(f"{prefix}.{key}"), v, now, 0))
-        for chunk in chunked(batch, MAX_METRICS_PER_BATCH):
-            client.log_batch(run_id, metrics=chunk, synchronous=True)
         tags = [
             RunTag(f"{prefix}.kind", str(kind)),
             RunTag(f"{prefix}.cached", "true" if cached else "false"),
@@ -676,7 +680,11 @@ class MlflowTracker:
                     truncate(", ".join(unmeasured), MAX_TAG_VALUE_CHARS, "unmeasured list"),
                 )
             )
-        client.log_batch(run_id, tags=tags, synchronous=True)
+        # One store write for the stage's metrics and tags (a request holds 1,000 metrics
+        # and 100 tags; a stage has a few tags).
+        chunks = list(chunked(batch, MAX_METRICS_PER_BATCH - len(tags))) or [[]]
+        for i, chunk in enumerate(chunks):
+            client.log_batch(run_id, metrics=chunk, tags=tags if i == 0 else [], synchronous=True)
 
         if report is not None:
             body = json.dumps(redact(jsonable(report), keys=False), indent=2)
@@ -705,7 +713,7 @@ class MlflowTracker:
             rows = read_rows(rows_path)
         if self.log_rows:
             source = f"{self._artifact_uri}/{prefix}/rows.jsonl" if self._artifact_uri else None
-            name, digest, context = f"{prefix}-rows", None, prefix
+            name, digest, context = f"{prefix}-rows", file_digest(rows_path), prefix
             published = (report or {}).get("dataset")
             if isinstance(published, Mapping) and published.get("digest"):
                 # A publish stage: its files are artifacts, and the dataset input is the
@@ -864,7 +872,7 @@ class MlflowTracker:
             from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
             entity = DatasetInput(
-                dataset=dataset._to_mlflow_entity(),
+                dataset=dataset,
                 tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)],
             )
             self._client.log_inputs(self.run_id, datasets=[entity])
