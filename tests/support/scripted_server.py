@@ -5,6 +5,7 @@ model replies, 429 with ``Retry-After``, a slow answer from a one-request-at-a-t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -38,7 +39,9 @@ def scripted_server(answer: Answer, *, serial: bool = False) -> Iterator[str]:
             for name, value in (extra[0] if extra else {}).items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
+            # The client may have stopped waiting (a timeout under test): nothing to answer.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.wfile.write(data)
 
         def log_message(self, *args: Any) -> None:
             pass

@@ -22,13 +22,18 @@ class OpenAIChat(ChatBackend):
         *,
         logprobs: bool = False,
     ) -> Completion:
-        """One assistant turn. Raises ``BackendError`` on a failed call or a malformed answer."""
-        payload: dict[str, Any] = {"model": self.model, "messages": messages, **sampling}
+        """One assistant turn; ``token_logprobs`` is None when ``logprobs`` was not asked or
+        the server returned none. ``sampling`` never overrides the served model. Raises
+        ``BackendError`` on a failed call or a malformed answer."""
+        payload: dict[str, Any] = {**sampling, "model": self.model, "messages": messages}
         if tools:
             payload["tools"] = tools
             payload["tool_choice"] = "auto"
         if logprobs:
+            # OpenAI and vLLM honour logprobs alone; llama.cpp returns null unless
+            # top_logprobs >= 1 is sent too. One alternative per token is the least it takes.
             payload["logprobs"] = True
+            payload["top_logprobs"] = 1
         body = await post_json(
             self.client, self.url, payload, headers=self.headers, policy=self.policy
         )
@@ -59,7 +64,9 @@ class OpenAIChat(ChatBackend):
         token_logprobs = None
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and lp.get("content"):
-            token_logprobs = [float(t.get("logprob", 0.0)) for t in lp["content"]]
+            token_logprobs = [
+                float(t["logprob"]) for t in lp["content"] if isinstance(t, dict) and "logprob" in t
+            ] or None
         return Completion(
             content=message.get("content") or "",
             tool_calls=calls,

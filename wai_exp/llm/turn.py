@@ -24,6 +24,16 @@ class Completion:
     token_logprobs: list[float] | None = None
 
 
+class CompletionTimeout(TimeoutError):
+    """One model completion took longer than its limit. ``limit_s`` is the limit, ``turn``
+    the 1-based agent turn it was waiting on; the message names both."""
+
+    def __init__(self, message: str, *, limit_s: float, turn: int | None = None) -> None:
+        super().__init__(message)
+        self.limit_s = limit_s
+        self.turn = turn
+
+
 class ChatBackend:
     """One model behind ``{base_url}{PATH}``: what every backend holds. Subclasses set
     ``PATH`` and ``auth_headers`` and implement ``complete``."""

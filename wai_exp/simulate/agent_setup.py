@@ -56,7 +56,7 @@ def resolve_agent(
     else:
         identity = None
     fn, model, is_backend = _callable_of(
-        agent, timeout=timeout, sampling=sampling, logprobs=logprobs, avg_turns=avg_turns
+        agent, timeout=timeout, logprobs=logprobs, avg_turns=avg_turns
     )
     if not is_backend and not isinstance(agent, ScriptedAgent) and agent not in (None, "scripted"):
         fn = UserAgent(fn, concurrency=concurrency)
@@ -65,13 +65,21 @@ def resolve_agent(
         resolved.warnings.append(
             "logprobs= is recorded by model backends only; this agent is a callable, so no logprob was captured."
         )
+    if sampling and is_backend:
+        own = {k: fn.sampling.get(k) for k in ("temperature", "max_tokens")}
+        resolved.warnings.append(
+            f"sampling={sampling} was ignored: it says how your own callable agent samples, and "
+            f"the model backend {model} samples and records its own ({own}); set the agent's "
+            "temperature/max_tokens instead (agent.temperature=... on the command line)"
+        )
     return resolved
 
 
 def _callable_of(
-    agent: Any, *, timeout: float, sampling: dict[str, Any] | None, logprobs: Any, avg_turns: int
+    agent: Any, *, timeout: float, logprobs: Any, avg_turns: int
 ) -> tuple[Any, str, bool]:
-    """(callable, model name, is a model backend)."""
+    """(callable, model name, is a model backend). A ``ModelAgent`` built here, or passed in
+    with no ``logprobs`` of its own, records logprobs as ``simulate(logprobs=)`` asks."""
     from wai_exp.simulate.agents.scripted import ScriptedAgent
 
     if agent is None or agent == "scripted":
@@ -97,15 +105,15 @@ def _callable_of(
                 f"agent={agent!r} is not a model spec: use <backend>:<model>[@<url>] with backend one of "
                 f"{list(PROVIDERS)}, 'scripted', a callable, or None for the built-in scripted agent"
             )
-        a = ModelAgent(
-            agent, timeout=timeout, sampling=sampling, logprobs=logprobs, max_turns=avg_turns
-        )
+        a = ModelAgent(agent, timeout=timeout, logprobs=logprobs, max_turns=avg_turns)
         return a, str(getattr(a, "model_version", agent)), True
     if not callable(agent):
         raise ValueError(
             f"agent must be a callable, a model spec string or None, got {type(agent).__name__}"
         )
     name = getattr(agent, "model_version", None) or callable_name(agent)
+    if isinstance(agent, ModelAgent) and logprobs and agent.logprobs is None:
+        agent.logprobs = logprobs  # the CLI builds the agent from agent.*, logprobs from simulate.*
     return agent, str(name), isinstance(agent, ModelAgent)
 
 

@@ -872,6 +872,16 @@ def _result(
         engine.warnings.append(
             f"execute= raised on {n} tool calls (first: {first}); the agent saw each as a tool error"
         )
+    captured = report.get("logprobs_captured") or {}
+    if captured.get("turns_server_returned_none"):
+        engine.warnings.append(
+            f"logprobs={cfg.logprobs!r}, but the server returned none on "
+            f"{captured['turns_server_returned_none']} of {captured['turns']} agent turns "
+            f"({len(engine.rows) - captured['rows_with_logprob']} of {len(engine.rows)} rows have "
+            "no logprob total): llama.cpp returns none when tools are offered and Anthropic has "
+            "none; those turns carry no logprob (never a 0), so an importance ratio cannot be "
+            "formed on them"
+        )
     if engine.stop_reason == "dead_agent":
         first_error = engine.lost[0]["error"] if engine.lost else "?"
         engine.warnings.append(

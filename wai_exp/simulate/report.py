@@ -85,6 +85,7 @@ def build_report(
         **_sources(cfg, engine, inputs),
         **_person_and_world(cfg, world),
         **_outcome(engine),
+        **token_totals(cfg, rows),
         "search": _search(cfg, engine, mix, DIMENSION_KEYS),
         "grade": grade_entry(cfg, engine),
         "knobs_not_read": sorted(set(cfg.knobs) - KNOBS_READ),
@@ -190,6 +191,32 @@ def _outcome(engine: Engine) -> dict[str, Any]:
         "scenarios": len({r["scenario_id"] for r in rows}),
         "group_sizes": dict(sorted(Counter(group_sizes.values()).items())),
     }
+
+
+def token_totals(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``usage``: input and output tokens summed over the rows whose server reported them
+    (None when none did: unmeasured, not 0); ``logprobs_captured`` under ``logprobs=``:
+    agent turns, and those the server returned logprobs for."""
+    inp = [(r.get("usage") or {}).get("input_tokens") for r in rows]
+    out = [(r.get("usage") or {}).get("output_tokens") for r in rows]
+    counted = [i for i, o in zip(inp, out, strict=True) if i is not None or o is not None]
+    usage = None
+    if counted:
+        usage = {
+            "input_tokens": int(sum(v for v in inp if v is not None)),
+            "output_tokens": int(sum(v for v in out if v is not None)),
+            "rows_counted": len(counted),
+        }
+    result: dict[str, Any] = {"usage": usage}
+    if cfg.logprobs:
+        turns = [s for r in rows for s in r.get("steps") or () if s.get("kind") == "assistant"]
+        result["logprobs_captured"] = {
+            "turns": len(turns),
+            "turns_with_logprob": sum(1 for s in turns if s.get("logprob") is not None),
+            "turns_server_returned_none": sum(1 for s in turns if s.get("logprobs_missing")),
+            "rows_with_logprob": sum(1 for r in rows if r.get("logprob") is not None),
+        }
+    return result
 
 
 def _search(

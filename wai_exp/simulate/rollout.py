@@ -115,11 +115,17 @@ class RolloutRunner:
                 sampling=self.cfg.sampling,
             )
             if inspect.isawaitable(out):
-                out = (
-                    await asyncio.wait_for(out, timeout=self.cfg.timeout)
-                    if self.cfg.timeout
-                    else await out
-                )
+                if self.cfg.timeout and not self.agent_is_backend:
+                    # A model backend bounds each of its completions itself (the spec's
+                    # limit is per completion); a callable's one call is its completion.
+                    try:
+                        out = await asyncio.wait_for(out, timeout=self.cfg.timeout)
+                    except TimeoutError as exc:
+                        raise TimeoutError(
+                            f"the agent did not return within timeout={self.cfg.timeout:g} s"
+                        ) from exc
+                else:
+                    out = await out
             if not isinstance(out, Mapping):
                 raise TypeError(
                     f"the agent returned {type(out).__name__}; it must return a dict with steps and final_text"
@@ -190,6 +196,7 @@ class RolloutRunner:
         usage = out.get("usage")
         if usage is None:
             usage = usage_from_steps(steps)
+        scored = [s for s in steps if s.get("kind") == "assistant" and s.get("logprob") is not None]
         raw_end = out.get("ended_by") or getattr(world, "ended_by", None)
         ended_by = ended_by_term(raw_end)
         row: dict[str, Any] = {
@@ -223,6 +230,10 @@ class RolloutRunner:
             "error": out.get("error"),
             "timing": {"rollout_s": round(seconds, 6)},
         }
+        if scored:
+            # Row totals over the turns that carry one: what a trainer's importance ratio reads.
+            row["logprob"] = float(sum(float(s["logprob"]) for s in scored))
+            row["n_tokens"] = int(sum(int(s.get("n_tokens") or 0) for s in scored))
         if user_turns:
             # Absent, not null, when the agent took a single message (the reference's Output).
             row["user_model"] = self.user_model

@@ -49,8 +49,9 @@ PASSED = (
 )
 
 
-def build_agent(agent_cfg: dict[str, Any], seed: int) -> Any:
-    """The agent callable an ``agent`` config section describes.
+def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = None) -> Any:
+    """The agent callable an ``agent`` config section describes; a model agent's limit per
+    completion is the tighter of ``agent.timeout`` and ``timeout`` (``simulate.timeout``).
 
     Raises ``ValueError`` for a callable target that cannot be imported or an unknown kind.
     """
@@ -78,10 +79,13 @@ def build_agent(agent_cfg: dict[str, Any], seed: int) -> Any:
         spec = f"{kind}:{agent_cfg['model']}"
         if agent_cfg.get("base_url"):
             spec += f"@{agent_cfg['base_url']}"
+        # agent.timeout and simulate.timeout both mean seconds per completion: the
+        # tighter one is the limit, so neither is silently ignored.
+        limits = [agent_cfg.get("timeout", 300), timeout]
         return ModelAgent(
             spec,
             api_key=agent_cfg.get("api_key"),
-            timeout=float(agent_cfg.get("timeout", 300)),
+            timeout=min(float(t) for t in limits if t),
             max_turns=int(agent_cfg.get("max_turns", 12)),
             sampling={
                 "temperature": agent_cfg.get("temperature", 0.7),
@@ -152,7 +156,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
             )
         kwargs["tasks"] = list(inputs[pinned].rows)
     agent_cfg = {**ctx.config.get("agent", {}), **(params.get("agent") or {})}
-    agent = build_agent(agent_cfg, kwargs["seed"])
+    agent = build_agent(agent_cfg, kwargs["seed"], kwargs.get("timeout"))
     done = resume_rows(ctx.partial_path)
     budget = kwargs.get("budget")
 

@@ -3,14 +3,16 @@ specs, parsed in ``wai_exp.llm.providers``): the tool-calling loop they share.""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import time
 from typing import Any
 
 import httpx
 
-from wai_exp.llm.http import DEFAULT_RETRY, RetryPolicy, async_client
+from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy, async_client
 from wai_exp.llm.providers import PROVIDERS, chat_backend, parse_model_spec
-from wai_exp.llm.turn import ChatBackend
+from wai_exp.llm.turn import ChatBackend, Completion, CompletionTimeout
 from wai_exp.rows.model import messages_from_steps
 
 DEFAULT_SAMPLING = {"temperature": 0.7, "max_tokens": 1024}
@@ -45,7 +47,12 @@ class ModelAgent:
         self.retry = retry
         self.api_key = key
         self.max_turns = max_turns
-        self.sampling = {**DEFAULT_SAMPLING, **(sampling or {})}
+        # Its own sampling, recorded on every row; a "model" key never replaces the served
+        # model (the spec names it).
+        self.sampling = {
+            **DEFAULT_SAMPLING,
+            **{k: v for k, v in (sampling or {}).items() if k != "model"},
+        }
         self.logprobs = logprobs
         self.model_version = f"{self.spec.provider}:{self.spec.model}"
         self._client: httpx.AsyncClient | None = None
@@ -61,6 +68,39 @@ class ModelAgent:
             await self._client.aclose()
             self._client = None
 
+    async def _complete(
+        self,
+        backend: ChatBackend,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        turn: int,
+        t0: float,
+    ) -> Completion:
+        """One model call bounded by ``timeout`` (the spec's limit is per completion, so a
+        long rollout of quick turns is never cut). Raises ``CompletionTimeout`` naming the
+        limit and the turn, ``BackendError`` for any other failure."""
+
+        def late() -> CompletionTimeout:
+            return CompletionTimeout(
+                f"{self.model_version} did not answer turn {turn} within timeout="
+                f"{self.timeout:g} s (the limit is per model completion; the rollout had run "
+                f"{time.monotonic() - t0:.0f} s)",
+                limit_s=self.timeout,
+                turn=turn,
+            )
+
+        call = backend.complete(messages, tools, self.sampling, logprobs=bool(self.logprobs))
+        try:
+            return (
+                await asyncio.wait_for(call, timeout=self.timeout) if self.timeout else await call
+            )
+        except TimeoutError as exc:
+            raise late() from exc
+        except BackendError as exc:
+            if isinstance(exc.__cause__, httpx.ReadTimeout | httpx.WriteTimeout):
+                raise late() from exc  # httpx's own read limit fired first: the same limit
+            raise
+
     async def __call__(
         self,
         prompt: str,
@@ -70,18 +110,19 @@ class ModelAgent:
         world: Any,
         sampling: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Run one rollout. Raises ``BackendError`` when a model call fails for good."""
+        """Run one rollout. ``sampling`` (the engine's ``simulate(sampling=)``) is ignored:
+        a model backend samples and records its own. Raises ``BackendError`` when a model
+        call fails for good, ``CompletionTimeout`` when one outlasts ``timeout``."""
         backend = self._backend()
         steps: list[dict[str, Any]] = []
         usage = {"input_tokens": 0, "output_tokens": 0}
         ended_by = "agent"
         final_text = ""
         model_seen = self.spec.model
-        for _turn in range(self.max_turns):
+        t0 = time.monotonic()
+        for turn in range(1, self.max_turns + 1):
             messages = messages_from_steps(system_prompt, prompt, steps)
-            done = await backend.complete(
-                messages, tools, self.sampling, logprobs=bool(self.logprobs)
-            )
+            done = await self._complete(backend, messages, tools, turn, t0)
             model_seen = done.model or model_seen
             step: dict[str, Any] = {
                 "kind": "assistant",
@@ -96,6 +137,10 @@ class ModelAgent:
                 step["n_tokens"] = len(done.token_logprobs)
                 if self.logprobs == "tokens":
                     step["token_logprobs"] = done.token_logprobs
+            elif self.logprobs:
+                # Asked, none came back (llama.cpp on its tool-calling path, Anthropic): the
+                # engine counts these turns and warns; a missing logprob is never a 0.
+                step["logprobs_missing"] = True
             steps.append(step)
             usage["input_tokens"] += done.input_tokens or 0
             usage["output_tokens"] += done.output_tokens or 0
