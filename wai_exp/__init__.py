@@ -139,6 +139,8 @@ _EXPORTS: dict[str, str] = {
     "Rubric": "wai_exp.score.judges.rubric",
     "attach_rubric": "wai_exp.score.judges.rubric",
     "rubric_judge": "wai_exp.score.judges.rubric",
+    # the pointwise model judge (judge=llm)
+    "grade_llm": "wai_exp.score.judges.llm_judge",
     "rubric_of": "wai_exp.score.judges.rubric",
     "write_rubrics": "wai_exp.score.judges.rubric",
     # reference (HTTP edge)

@@ -53,6 +53,10 @@ class SimulateConfig(_Strict):
     #: False = the built-in template writer (offline); a model spec runs a model writer.
     simulator: bool | str = False
     user_model: str | None = None
+    #: True = an LLM judge grades each row as it lands into ``llm_reward``, beside the
+    #: deterministic reward (the model: judge.model when judge=llm, else WAI_EXP_JUDGE);
+    #: or a model spec for that judge.
+    llm_grade: bool | str = False
     #: Path to an agent spec JSON (tools + system prompt); None = the shipped support desk.
     spec: str | None = None
     #: "package.module:function" answering tool calls instead of the mock world.
@@ -128,10 +132,30 @@ class PassAtOptions(_Strict):
     unanimous_short: bool = False
 
 
-class JudgeConfig(_Strict):
-    """Who grades: ``checklist`` (task_checklist), ``conduct`` (conduct_grade) or ``callable``."""
+#: Judge kinds whose verdicts come from a model over HTTP.
+MODEL_JUDGES = ("llm", "rubric_llm")
+#: Judge kinds a grade stage can grade rows with (pointwise).
+POINTWISE_JUDGES = ("checklist", "conduct", "callable", *MODEL_JUDGES)
 
-    kind: Literal["checklist", "conduct", "callable"] = "checklist"
+
+class PairwiseOptions(_Strict):
+    """``judge=pairwise``: the arms of a two-arm pipeline (``+experiment=delta``) compared
+    side by side by a model, both ways round (``judge_pairs``)."""
+
+    #: rows of one arm paired with the other's per task, at most this many pairs
+    max_pairs: PositiveInt = 64
+    swap: bool = True
+    max_tokens: PositiveInt = 120
+
+
+class JudgeConfig(_Strict):
+    """Who grades: ``checklist`` (task_checklist), ``conduct`` (conduct_grade), ``callable``
+    (your function), ``llm`` (``grade_llm``: a model's pass/fail), ``rubric_llm``
+    (``rubric_judge``: a model answers a rubric item by item), or ``pairwise`` (the rows are
+    graded by ``pointwise``; a two-arm pipeline's compare stage also asks a model which
+    arm's reply is better, both ways round)."""
+
+    kind: Literal["checklist", "conduct", "callable", "llm", "rubric_llm", "pairwise"] = "checklist"
     #: For ``callable``: "package.module:function" taking a row and returning a judge result.
     target: str | None = None
     name: str | None = None
@@ -140,6 +164,24 @@ class JudgeConfig(_Strict):
     timeout: Annotated[float, Field(gt=0.0)] | None = None
     scale: tuple[float, float] | None = None
     pass_at: PassAtOptions = Field(default_factory=PassAtOptions)
+    #: Model judges: the model spec ("vllm:<model>@http://host:8000/v1", "openai:<model>",
+    #: ...); the shipped files default it to the WAI_EXP_JUDGE environment variable.
+    model: str | None = None
+    #: The NAME of an environment variable holding the judge's API key (never the key);
+    #: null = the provider's own variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).
+    api_key_env: str | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
+    max_tokens: PositiveInt = 256
+    #: seconds per HTTP request to the judge model
+    request_timeout: Annotated[float, Field(gt=0.0)] = 120.0
+    #: replaces the judge's grading instructions (a new prompt is a new judge version)
+    prompt: str | None = None
+    #: ``rubric_llm``: the rubric every row is graded on (a list of criteria: title,
+    #: description, kind hard|principle|pitfall, weight); null = each row's own rubric.
+    rubric: list[Any] | None = None
+    #: ``pairwise``: the pointwise judge the arms are graded with, and the comparison's options
+    pointwise: Literal["checklist", "conduct", "llm", "rubric_llm"] = "checklist"
+    pairwise: PairwiseOptions = Field(default_factory=PairwiseOptions)
 
     @model_validator(mode="after")
     def _target_for_callable(self) -> JudgeConfig:

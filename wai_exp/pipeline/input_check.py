@@ -44,7 +44,56 @@ def input_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
         problem = key_problem(agent_cfg)
         if problem and problem not in problems:
             problems.append(problem)
+    problems.extend(judge_problems(config))
     problems.extend(store_problems(config, start_dir))
+    return problems
+
+
+def judge_problems(config: Mapping[str, Any]) -> list[str]:
+    """A model judge (``judge=llm``/``rubric_llm``/``pairwise``, ``simulate.llm_grade``)
+    with no model, a malformed spec, a key variable that is not set, or a malformed rubric;
+    ``judge=pairwise`` in a pipeline with no two arms to compare. One sentence each, naming
+    the fix. No request is sent."""
+    from wai_exp.pipeline.stages.grade import MODEL_JUDGES, judge_api_key, judge_model_spec
+
+    judge = dict(config.get("judge") or {})
+    kind = judge.get("kind")
+    stages = ((config.get("pipeline") or {}).get("stages")) or {}
+    llm_grade = (config.get("simulate") or {}).get("llm_grade")
+    problems: list[str] = []
+    if kind in (*MODEL_JUDGES, "pairwise"):
+        try:
+            judge_model_spec(judge)
+            judge_api_key(judge)
+        except ValueError as exc:
+            problems.append(str(exc))
+    elif llm_grade is True and not os.environ.get("WAI_EXP_JUDGE"):
+        problems.append(
+            "simulate.llm_grade=true needs a judge model: export WAI_EXP_JUDGE=<spec>, pass "
+            "simulate.llm_grade=vllm:<model>@http://<host>:8000/v1, or grade with judge=llm "
+            "judge.model=<spec>"
+        )
+    if isinstance(llm_grade, str) and llm_grade:
+        from wai_exp.llm.providers import parse_model_spec
+
+        try:
+            parse_model_spec(llm_grade)
+        except ValueError as exc:
+            problems.append(f"simulate.llm_grade: {exc}")
+    if kind == "rubric_llm" and judge.get("rubric"):
+        from wai_exp.score.judges.rubric import Rubric
+
+        try:
+            Rubric.from_value(judge["rubric"])
+        except (TypeError, ValueError) as exc:
+            problems.append(f"judge.rubric: {exc}")
+    if kind == "pairwise" and not any(
+        isinstance(st, Mapping) and st.get("kind") == "compare" for st in stages.values()
+    ):
+        problems.append(
+            "judge=pairwise compares two arms side by side, and this pipeline has no compare "
+            "stage: use +experiment=delta, or a pointwise judge (judge=llm, judge=checklist)"
+        )
     return problems
 
 

@@ -219,6 +219,12 @@ def stage_deps(
     salt = (config.get("cache") or {}).get("salt")
     if salt:
         out["salt"] = str(salt)
+    if "simulate" in sections and (sections.get("simulate") or {}).get("llm_grade"):
+        from wai_exp.pipeline.stages.simulate import llm_grade_value
+
+        # The judge model llm_grade resolves to (judge.model, WAI_EXP_JUDGE) is outside the
+        # sections the stage reads: a changed judge must not reuse rows it did not grade.
+        out["llm_grade"] = str(llm_grade_value(dict(config), dict(params)))
     return out
 
 

@@ -59,6 +59,7 @@ JUDGMENT_FIELDS = (
     "label_source",
     "calibration",
     "llm_reward",
+    "llm_judge",
     "checks",
     "flags",
     "quality",

@@ -36,6 +36,7 @@ from typing import Any
 from wai_exp.simulate.agent_setup import ResolvedAgent, is_async_callable, resolve_agent
 from wai_exp.simulate.data import SimulationData
 from wai_exp.simulate.ids import prompt_sha, short_hash, stable_hash
+from wai_exp.simulate.llm_grade import resolve_llm_grader
 from wai_exp.simulate.modes import MODE_PRESETS, Config, apply_aliases, resolve_config
 from wai_exp.simulate.replay import pinned_tasks, rerun_tasks, trace_seeds
 from wai_exp.simulate.report import build_report, tier_mix
@@ -473,7 +474,7 @@ def simulate(
     user_model: str | None = None,
     timeout: float = 300,
     grade: bool = False,
-    llm_grade: bool = False,
+    llm_grade: Any = False,
     output: str | Path | None = None,
     advanced: dict[str, Any] | None = None,
     seed: int | None = None,
@@ -540,9 +541,10 @@ def simulate(
     user = _model_user(cfg, world)
     asks = _earlier_asks(cfg, tasks, traces, tool_list, sp, world)
     run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks.replay, world)
+    llm_grader = resolve_llm_grader(llm_grade, tool_list, sp)
     runner = RolloutRunner(
         cfg, agent=resolved, tools=tool_list, system_prompt=sp, world=world,
-        user_execute=execute is not None, grader=grader, run_id=run_id,
+        user_execute=execute is not None, grader=grader, run_id=run_id, llm_grader=llm_grader,
     )  # fmt: skip
     engine, first = _assemble(
         cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress
@@ -551,7 +553,9 @@ def simulate(
     if stream is not None:
         engine.on_row = _tee(stream, on_row)
     try:
-        asyncio.run(_run_and_close(engine, first, partial(_rerun_source, cfg), resolved, [user]))
+        asyncio.run(
+            _run_and_close(engine, first, partial(_rerun_source, cfg), resolved, [user, llm_grader])
+        )
     except BaseException:
         if stream is not None:
             stream.close(remove=False)  # keep the finished rows on disk for a resume

@@ -178,7 +178,7 @@ def resolve_config(
     advanced: dict[str, Any] | None,
     seed: int | None,
     until: str,
-    llm_grade: bool,
+    llm_grade: Any,
     has_grader: bool,
     simulator: Any,
     user_model: Any,
@@ -202,7 +202,7 @@ def resolve_config(
 
     Raises ``ValueError`` naming the parameter for an unknown mode, knob or policy, a value
     out of range, a clock with ``reproducible=True``, or a part that does not ship offline
-    (``llm_grade``, a model writer or a model-played user).
+    (``llm_grade`` with no judge model, a model writer or a model-played user).
     """
     if mode not in MODE_PRESETS:
         close = difflib.get_close_matches(str(mode), list(MODE_PRESETS), n=1)
@@ -360,7 +360,7 @@ def _grade(grade: Any, has_grader: bool) -> str | None:
 def _refuse_unsupported(
     *,
     until: str,
-    llm_grade: bool,
+    llm_grade: Any,
     mutate: Any,
     has_grader: bool,
     simulator: Any,
@@ -370,11 +370,10 @@ def _refuse_unsupported(
     """Raise ``ValueError`` for a choice this offline engine cannot honour, naming the fix."""
     if until not in UNTIL:
         raise ValueError(f"until={until!r}: use one of {list(UNTIL)}")
-    if llm_grade:
-        raise ValueError(
-            "llm_grade=True needs an LLM judge and none ships offline; pass grader=<your judge> or grade "
-            "after with wai_exp.run_judge(data, judge)"
-        )
+    if llm_grade not in (None, False):
+        from wai_exp.simulate.llm_grade import llm_grade_spec
+
+        llm_grade_spec(llm_grade)  # raises naming the fix
     if mutate is True and not has_grader:
         raise ValueError(
             "advanced mutate_graded_failures=True needs grader=; pass a grader or drop the knob"

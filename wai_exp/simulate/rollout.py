@@ -50,6 +50,7 @@ class RolloutRunner:
         user_execute: bool,
         grader: Any,
         run_id: str,
+        llm_grader: Any = None,
     ) -> None:
         from wai_exp.score.grade.checklist import privileged_context
         from wai_exp.score.grade.grading import behavior_signature, conduct_grade
@@ -74,6 +75,8 @@ class RolloutRunner:
         #: the judge's model when ``grader=`` is model-backed (``judge_meta.model``)
         self.grader_model = model if isinstance(model, str) else None
         self.run_id = run_id
+        #: ``simulate(llm_grade=...)``: stamps ``llm_reward`` beside the reward
+        self.llm_grader = llm_grader
         #: who played the person in follow-ups: the user model's name, else the template
         self.user_model = "template"
         if cfg.user_model:
@@ -147,6 +150,8 @@ class RolloutRunner:
             row = repair_row(self.row(plan, out, world, seconds))
             if self.grader is not None:
                 await self.grade(row)
+            if self.llm_grader is not None:
+                await self.llm_grader.grade(row)
         except Exception as exc:  # noqa: BLE001 - one odd rollout is lost, never the stage
             return Outcome(lost=self.lost_record(plan, exc, "building the row"))
         return Outcome(row=row, seconds=seconds)

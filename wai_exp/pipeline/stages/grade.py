@@ -29,14 +29,98 @@ BUILTIN_JUDGES = {
 }
 
 
+#: Judge kinds answered by a model over HTTP.
+MODEL_JUDGES = ("llm", "rubric_llm")
+#: Environment variable naming the judge model when ``judge.model`` is null.
+JUDGE_ENV = "WAI_EXP_JUDGE"
+
+
+def judge_model_spec(judge_cfg: dict[str, Any]) -> str:
+    """The judge's model spec: ``judge.model``, else ``WAI_EXP_JUDGE``. Raises
+    ``ValueError`` naming both fixes when neither is set, or the spec's problem when it is
+    not ``<provider>:<model>[@<url>]``."""
+    import os
+
+    from wai_exp.llm.providers import parse_model_spec
+
+    spec = judge_cfg.get("model") or os.environ.get(JUDGE_ENV) or None
+    kind = judge_cfg.get("kind")
+    if not spec:
+        raise ValueError(
+            f"judge={kind} needs a model: pass judge.model=vllm:<model>@http://<host>:8000/v1 "
+            f"(or openai:<model>, ollama:<model>, anthropic:<model>), or export {JUDGE_ENV}=<spec>"
+        )
+    try:
+        parse_model_spec(str(spec))
+    except ValueError as exc:
+        raise ValueError(
+            f"judge.model: {exc}; e.g. judge.model=vllm:<model>@http://host:8000/v1"
+        ) from None
+    return str(spec)
+
+
+def judge_api_key(judge_cfg: dict[str, Any]) -> str | None:
+    """The key from the variable ``judge.api_key_env`` names, or None (the provider's own
+    variable is then read by the HTTP layer). Raises ``ValueError`` when the named variable
+    is unset, naming it (never a value)."""
+    import os
+
+    name = judge_cfg.get("api_key_env")
+    if not name:
+        return None
+    value = os.environ.get(str(name))
+    if not value:
+        raise ValueError(
+            f"judge.api_key_env names {name}, which is not set: export {name}=<key>, or set "
+            "judge.api_key_env=null to use the provider's own key variable"
+        )
+    return value
+
+
+def model_judge(
+    judge_cfg: dict[str, Any],
+    declared_tools: list[str] | None,
+    policy: str = "",
+    kind: str | None = None,
+) -> Any:
+    """The model judge a ``judge`` section describes (``grade_llm`` for ``llm``,
+    ``rubric_judge`` for ``rubric_llm``). Raises ``ValueError`` as ``judge_model_spec`` and
+    ``judge_api_key`` do, or for a malformed rubric."""
+    kind = kind or judge_cfg.get("kind")
+    common = {
+        "spec": judge_model_spec(judge_cfg),
+        "api_key": judge_api_key(judge_cfg),
+        "prompt": judge_cfg.get("prompt"),
+        "policy": policy,
+        "tools": declared_tools or None,
+        "timeout": float(judge_cfg.get("request_timeout", 120)),
+        "temperature": float(judge_cfg.get("temperature", 0.0)),
+    }
+    if kind == "rubric_llm":
+        from wai_exp.score.judges.rubric import Rubric, rubric_judge
+
+        rubric = judge_cfg.get("rubric")
+        return rubric_judge(Rubric.from_value(rubric) if rubric else None, **common)
+    from wai_exp.score.judges.llm_judge import grade_llm
+
+    return grade_llm(**common, max_tokens=int(judge_cfg.get("max_tokens", 256)))
+
+
 def resolve_judge(
-    judge_cfg: dict[str, Any], declared_tools: list[str] | None
+    judge_cfg: dict[str, Any], declared_tools: list[str] | None, policy: str = ""
 ) -> tuple[Callable[..., Any], str]:
     """(judge callable taking one row, its name) for a ``judge`` config section.
+    ``judge=pairwise`` grades rows with its ``pointwise`` judge.
 
-    Raises ``ValueError`` when ``kind: callable`` names nothing importable or not callable.
+    Raises ``ValueError`` when ``kind: callable`` names nothing importable or not callable,
+    or a model judge has no model, a bad spec or a missing key variable.
     """
     kind = judge_cfg.get("kind", "checklist")
+    if kind == "pairwise":
+        kind = judge_cfg.get("pointwise") or "checklist"
+    if kind in MODEL_JUDGES:
+        judge = model_judge(judge_cfg, declared_tools, policy, kind=kind)
+        return judge, judge_cfg.get("name") or judge.judge_name
     if kind == "callable":
         target = judge_cfg.get("target")
         fn = import_object(str(target), "judge.target")
@@ -67,6 +151,10 @@ def _counting(
             n = done[0]
         progress({"done": n, "total": total, "unit": "rows judged"})
 
+    if inspect.iscoroutinefunction(getattr(judge, "acall", None)):
+        # A model judge: run_judge awaits its ``acall`` on one loop at ``concurrency``.
+        return _CountingModelJudge(judge, tick)
+
     if inspect.iscoroutinefunction(judge) or inspect.iscoroutinefunction(
         getattr(judge, "func", None)
     ):
@@ -90,6 +178,29 @@ def _counting(
             tick()
 
     return sync_judge
+
+
+class _CountingModelJudge:
+    """A model judge (``grade_llm``, ``rubric_judge``) whose every verdict ticks the
+    progress line; ``model``, ``judge_name``, ``version`` and ``meta`` read through."""
+
+    def __init__(self, judge: Any, tick: Callable[[], None]) -> None:
+        self._judge = judge
+        self._tick = tick
+        for attr in ("model", "judge_name", "version", "meta"):
+            setattr(self, attr, getattr(judge, attr, None))
+
+    async def acall(self, row: dict[str, Any]) -> Any:
+        try:
+            return await self._judge.acall(row)
+        finally:
+            self._tick()
+
+    def __call__(self, row: dict[str, Any]) -> Any:
+        try:
+            return self._judge(row)
+        finally:
+            self._tick()
 
 
 #: Rows judged per batch when the input is read from disk (``run_judge_batched``).
@@ -157,7 +268,10 @@ def judge_rows(
     cfg = {**ctx.config.get("judge", {}), **params}
     upstream = next(iter(inputs.values())).report
     declared = upstream.get("declared_tools") if isinstance(upstream, dict) else None
-    judge, name = resolve_judge(cfg, declared)
+    policy = upstream.get("system_prompt") if isinstance(upstream, dict) else None
+    judge, name = resolve_judge(cfg, declared, policy if isinstance(policy, str) else "")
+    # A model judge's version is its model and prompt hash unless the config names one.
+    version = cfg.get("version") or getattr(judge, "version", None)
     counted = _counting(judge, n_in, ctx.progress)
     common = {
         "judge_name": name,
@@ -174,13 +288,11 @@ def judge_rows(
         from wai_exp.score.judges.judging import run_judge_batched
 
         batches = (with_privileged(chunk, in_place=True) for chunk in _batches(stored, GRADE_BATCH))
-        scored = run_judge_batched(
-            batches, counted, source="grade", version=cfg.get("version"), **common
-        )
+        scored = run_judge_batched(batches, counted, source="grade", version=version, **common)
     else:
         from wai_exp.score.judges.judging import run_judge
 
-        scored = run_judge(rows, counted, source="grade", version=cfg.get("version"), **common)
+        scored = run_judge(rows, counted, source="grade", version=version, **common)
     del rows  # the judge returned copies; the inputs can go before pass@k is computed
     graded = list(scored.rows)
     opts = cfg.get("pass_at") or {}
@@ -198,7 +310,14 @@ def judge_rows(
     warnings = [str(w) for w in getattr(scored, "warnings", [])]
     report = {
         **pa.to_dict(),
-        "judge": {"kind": cfg.get("kind"), "name": name, "version": cfg.get("version")},
+        "judge": {
+            "kind": cfg.get("kind"),
+            "name": name,
+            "version": version,
+            "model": getattr(judge, "model", None),
+            "meta": dict(getattr(judge, "meta", None) or {}) or None,
+        },
+        "self_judged": bool(getattr(scored, "self_judged", False)),
         "source": source,
         "rows_in": n_in,
         "unjudged": unjudged,

@@ -49,6 +49,23 @@ PASSED = (
 )
 
 
+def llm_grade_value(config: dict[str, Any], params: dict[str, Any] | None = None) -> Any:
+    """What ``simulate(llm_grade=)`` gets: ``simulate.llm_grade`` as a spec string when it
+    names one; for ``true``, ``judge.model`` when the judge is a model judge with a model,
+    else ``WAI_EXP_JUDGE`` (resolved here, so the stage's cache key can carry it); False
+    when off. Never raises (the engine validates the spec)."""
+    import os
+
+    sim = {**(config.get("simulate") or {}), **(params or {})}
+    value = sim.get("llm_grade")
+    if value is not True:
+        return value or False
+    judge = config.get("judge") or {}
+    if judge.get("kind") in ("llm", "rubric_llm", "pairwise") and judge.get("model"):
+        return str(judge["model"])
+    return os.environ.get("WAI_EXP_JUDGE") or True
+
+
 def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = None) -> Any:
     """The agent callable an ``agent`` config section describes; a model agent's limit per
     completion is the tighter of ``agent.timeout`` and ``timeout`` (``simulate.timeout``).
@@ -127,6 +144,9 @@ def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]
     kwargs: dict[str, Any] = {k: sim[k] for k in PASSED if sim.get(k) is not None}
     seed = ctx.seed + int(params.get("seed_offset") or 0)
     kwargs["seed"] = seed
+    llm_grade = llm_grade_value(ctx.config, params)
+    if llm_grade:
+        kwargs["llm_grade"] = llm_grade
     advanced = dict(ctx.config.get("knobs") or {})
     advanced["seed"] = seed
     advanced["world"] = dict(ctx.config.get("world") or {})

@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "evaluate": "judging",
     "format_audit": "audit",
     "format_judge_trust": "judge_trust",
+    "grade_llm": "llm_judge",
     "judge_agreement": "agreement",
     "judge_pairs": "pairwise",
     "judge_probes": "judge_trust",

@@ -448,10 +448,17 @@ class _Chat:
     (``run_judge`` runs each call of it on a fresh event loop)."""
 
     def __init__(
-        self, spec: str, api_key: str | None, timeout: float, transport: Any, retry: Any
+        self,
+        spec: str,
+        api_key: str | None,
+        timeout: float,
+        transport: Any,
+        retry: Any,
+        temperature: float = 0.0,
     ) -> None:
         from wai_exp.llm.providers import PROVIDERS, parse_model_spec
 
+        self.temperature = temperature
         self.spec = parse_model_spec(spec)
         prov = PROVIDERS[self.spec.provider]
         self.kind = prov.kind
@@ -489,7 +496,7 @@ class _Chat:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": user})
         done = await self._backend().complete(
-            messages, [], {"temperature": 0.0, "max_tokens": max_tokens}
+            messages, [], {"temperature": self.temperature, "max_tokens": max_tokens}
         )
         return done.content
 
@@ -653,6 +660,7 @@ def rubric_judge(
     tools: Sequence | None = None,
     timeout: float = 120,
     *,
+    temperature: float = 0.0,
     transport: Any = None,
     retry: Any = None,
 ) -> Callable[[dict], Any]:
@@ -672,7 +680,9 @@ def rubric_judge(
     ``reason``, ``markers``
     (``rubric:<slug>`` = 1.0 met / 0.0 not, and for a pitfall 1.0 clean / 0.0 exhibited;
     unanswered criteria get no marker), ``criteria`` (the raw verdicts), ``rubric_version``,
-    ``breakdown`` (the rest of ``Rubric.score``) and ``model``. Its ``judge_name`` is
+    ``breakdown`` (the rest of ``Rubric.score``), ``model`` and ``judge_meta`` (``model``,
+    ``prompt_hash`` of the instructions, ``temperature``, ``version``: ``<model>@<prompt
+    hash>``, plus ``+<rubric version>`` for a fixed rubric). Its ``judge_name`` is
     ``rubric_judge@<version>`` when ``rubric`` is fixed. A call whose answer holds no JSON
     raises ``ValueError`` (``run_judge`` records it as ``judge_status="error"``).
 
@@ -682,8 +692,25 @@ def rubric_judge(
     fixed = Rubric.from_value(rubric) if rubric is not None else None
     if not (isinstance(timeout, int | float) and timeout > 0):
         raise ValueError(f"timeout must be seconds > 0, got {timeout!r}")
-    chat = _Chat(_resolve_spec(spec, "rubric_judge"), api_key, float(timeout), transport, retry)
+    chat = _Chat(
+        _resolve_spec(spec, "rubric_judge"),
+        api_key,
+        float(timeout),
+        transport,
+        retry,
+        temperature=float(temperature),
+    )
     instructions = prompt if prompt is not None else JUDGE_INSTRUCTIONS
+    digest = hashlib.sha256(
+        json.dumps([instructions, policy, _tool_lines(tools)], ensure_ascii=False).encode()
+    ).hexdigest()[:12]
+    version = f"{chat.spec.model}@{digest}" + (f"+{fixed.version}" if fixed is not None else "")
+    meta = {
+        "model": chat.model,
+        "prompt_hash": digest,
+        "temperature": chat.temperature,
+        "version": version,
+    }
 
     async def score(row: dict) -> dict[str, Any]:
         rb = fixed if fixed is not None else rubric_of(row)
@@ -706,14 +733,18 @@ def rubric_judge(
             "rubric_version": rb.version,
             "breakdown": breakdown,
             "model": chat.model,
+            "judge_meta": dict(meta),
         }
 
-    return RubricJudge(
+    judge = RubricJudge(
         score,
         chat,
         f"rubric_judge@{fixed.version}" if fixed is not None else "rubric_judge",
         fixed,
     )
+    judge.version = version
+    judge.meta = meta
+    return judge
 
 
 class RubricJudge:
@@ -731,6 +762,13 @@ class RubricJudge:
         self.judge_name = name
         self.model = chat.model
         self.rubric = rubric
+        #: ``<model>@<prompt hash>`` (set by ``rubric_judge``) and the ``judge_meta`` it stamps
+        self.version: str | None = None
+        self.meta: dict[str, Any] = {"model": chat.model}
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running loop (safe to call twice)."""
+        await self._chat.aclose_current()
 
     async def acall(self, row: dict) -> dict[str, Any]:
         """The verdict for ``row``, awaited on the caller's event loop."""

@@ -1,0 +1,162 @@
+"""grade_llm and the config's model judges against real HTTP servers on 127.0.0.1 whose
+answers the test scripts: a score, a malformed reply, a 500."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from tests.support.scripted_server import chat_reply, scripted_server
+from wai_exp.llm.http import RetryPolicy
+from wai_exp.score.judges.judging import run_judge
+from wai_exp.score.judges.llm_judge import DEFAULT_GRADE_PROMPT, grade_llm, prompt_hash
+from wai_exp.simulate.engine import simulate
+
+FAST = RetryPolicy(retries=1, base_s=0.01, max_s=0.02)
+
+
+class Script:
+    """Answers every chat call with ``reply(body)``; keeps each request it saw."""
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+        self.seen: list[tuple[dict[str, str], dict[str, Any]]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, path: str, headers: dict[str, str], body: dict[str, Any]):
+        with self.lock:
+            self.seen.append((headers, body))
+        return self.reply(body)
+
+
+def rows(n: int = 6) -> list[dict[str, Any]]:
+    return list(simulate(mode="rl", budget=n, seed=2).trajectories)
+
+
+def by_transcript(body: dict[str, Any]) -> tuple[int, Any]:
+    """Pass when the transcript shows a tool call, fail otherwise: a verdict that depends on
+    the row, so a judge that read nothing could not match it."""
+    user = body["messages"][-1]["content"]
+    ok = "ASSISTANT calls" in user
+    return 200, chat_reply(json.dumps({"score": 1 if ok else 0, "reason": "read it"}))
+
+
+def test_scores_from_the_model_land_on_rows_with_judge_meta() -> None:
+    script = Script(by_transcript)
+    data = rows()
+    with scripted_server(script) as url:
+        judge = grade_llm(f"vllm:judge-model@{url}", retry=FAST)
+        scored = run_judge(data, judge, version=judge.version)
+    got = [r["reward"] for r in scored.rows]
+    want = [1.0 if any(s.get("kind") == "tool" for s in r["steps"]) else 0.0 for r in data]
+    assert got == want and all(r["judge_status"] == "ok" for r in scored.rows)
+    meta = scored.rows[0]["judge_meta"]
+    assert meta["model"] == "vllm:judge-model"
+    assert meta["temperature"] == 0.0
+    assert meta["prompt_hash"] == judge.prompt_hash and len(meta["prompt_hash"]) == 12
+    assert meta["version"] == f"judge-model@{judge.prompt_hash}"
+    assert scored.rows[0]["lineage"]["judge_version"] == judge.version
+    assert scored.rows[0]["label_source"] == "model"
+    # What the judge was sent: the grading prompt, the transcript and the teacher's reference.
+    _, body = script.seen[0]
+    assert body["messages"][0]["content"] == DEFAULT_GRADE_PROMPT
+    assert body["temperature"] == 0.0
+    assert "TRANSCRIPT:" in body["messages"][1]["content"]
+    assert "REFERENCE" in body["messages"][1]["content"]
+    assert not scored.self_judged
+
+
+def test_an_edited_prompt_is_a_new_judge_version() -> None:
+    a = grade_llm("openai:m", api_key="k")
+    b = grade_llm("openai:m", api_key="k", prompt="Pass every reply that is polite.")
+    assert a.version != b.version and a.prompt_hash == prompt_hash(
+        json.dumps([DEFAULT_GRADE_PROMPT, "", ""], ensure_ascii=False)
+    )
+
+
+def test_a_malformed_reply_is_invalid_never_a_reward() -> None:
+    script = Script(lambda body: (200, chat_reply("Well, it depends on how you look at it.")))
+    with scripted_server(script) as url:
+        scored = run_judge(rows(3), grade_llm(f"vllm:j@{url}", retry=FAST))
+    assert all(r["reward"] is None for r in scored.rows)
+    assert {r["judge_status"] for r in scored.rows} == {"invalid_result"}
+    assert "no PASS/FAIL verdict" in scored.rows[0]["judge_meta"]["error"]
+    assert any("every row is unjudged" in w for w in scored.warnings)
+
+
+def test_a_score_outside_the_contract_is_invalid() -> None:
+    script = Script(lambda body: (200, chat_reply('{"score": 7, "reason": "great"}')))
+    with scripted_server(script) as url:
+        scored = run_judge(rows(2), grade_llm(f"vllm:j@{url}", retry=FAST))
+    assert {r["judge_status"] for r in scored.rows} == {"invalid_result"}
+    assert all(r["reward"] is None for r in scored.rows)
+
+
+def test_a_500_is_an_error_after_the_retries_and_names_the_status() -> None:
+    script = Script(lambda body: (500, {"error": {"message": "model crashed"}}))
+    with scripted_server(script) as url:
+        scored = run_judge(rows(2), grade_llm(f"vllm:j@{url}", retry=FAST))
+    assert {r["judge_status"] for r in scored.rows} == {"error"}
+    assert all(r["reward"] is None for r in scored.rows)
+    assert "HTTP 500" in scored.rows[0]["judge_meta"]["error"]
+    assert len(script.seen) == 2 * 2  # each row: the call and one retry
+
+
+def test_the_key_goes_in_a_header_and_nowhere_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-judge-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    script = Script(lambda body: (200, chat_reply('{"score": 1, "reason": "ok"}')))
+    with scripted_server(script) as url:
+        scored = run_judge(rows(2), grade_llm(f"openai:gpt-judge@{url}", retry=FAST))
+    headers, _ = script.seen[0]
+    assert headers.get("Authorization") == f"Bearer {secret}"
+    assert secret not in json.dumps(scored.rows, default=str)
+
+
+def test_a_judge_of_the_agents_own_model_is_flagged_self_judged() -> None:
+    data = [{**r, "model_version": "judge-model"} for r in rows(2)]
+    script = Script(lambda body: (200, chat_reply('{"score": 1, "reason": "ok"}')))
+    with scripted_server(script) as url:
+        scored = run_judge(data, grade_llm(f"vllm:judge-model@{url}", retry=FAST))
+    assert scored.self_judged
+    assert any(w.startswith("self_judged") for w in scored.warnings)
+
+
+def test_no_model_anywhere_is_refused_naming_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WAI_EXP_JUDGE", raising=False)
+    with pytest.raises(ValueError, match="WAI_EXP_JUDGE"):
+        grade_llm()
+    with pytest.raises(ValueError, match="provider"):
+        grade_llm("nosuch:model")
+
+
+def test_llm_grade_adds_llm_reward_beside_the_deterministic_reward() -> None:
+    from wai_exp.score.grade.checklist import task_checklist
+
+    script = Script(by_transcript)
+    with scripted_server(script) as url:
+        data = simulate(
+            mode="rl", budget=8, seed=4, grader=task_checklist, llm_grade=f"vllm:judge@{url}"
+        )
+    out = data.trajectories
+    assert out and all(r["reward"] in (0.0, 1.0) for r in out)  # the checklist's, untouched
+    for r in out:
+        want = 1.0 if any(s.get("kind") == "tool" for s in r["steps"]) else 0.0
+        assert r["llm_reward"] == want
+        assert r["llm_judge"]["status"] == "ok"
+        assert r["llm_judge"]["judge_meta"]["model"] == "vllm:judge"
+        assert r["llm_judge"]["judge_meta"]["prompt_hash"]
+    # The judge saw the teacher's reference (in memory), and the rows on disk never do.
+    assert any("REFERENCE" in b["messages"][1]["content"] for _, b in script.seen)
+    assert all("privileged" not in r for r in data.rows)
+
+
+def test_llm_grade_with_a_failing_judge_leaves_llm_reward_unset() -> None:
+    script = Script(lambda body: (500, {"error": "down"}))
+    with scripted_server(script) as url:
+        data = simulate(mode="rl", budget=3, seed=4, llm_grade=f"vllm:judge@{url}")
+    assert all(r["llm_reward"] is None for r in data.rows)
+    assert {r["llm_judge"]["status"] for r in data.rows} == {"error"}
