@@ -98,3 +98,48 @@ def test_a_malformed_judge_spec_and_an_unset_key_variable_are_refused(tmp_path: 
     assert res.returncode == 2 and "NOT_SET_ANYWHERE" in res.stdout + res.stderr
     res = wai(tmp_path, "judge=pairwise", "judge.model=openai:m", "tracking=none")
     assert res.returncode == 2 and "+experiment=delta" in res.stdout + res.stderr
+
+
+def test_delta_with_judge_pairwise_compares_the_arms_side_by_side(tmp_path: Path) -> None:
+    calls: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def answer(path: str, headers: dict[str, str], body: dict[str, Any]):
+        # Prefer the reply that made more tool calls; a tie when equal. A judge that reads
+        # the replies, not their order: swapping A and B swaps its answer.
+        user = body["messages"][-1]["content"]
+        a_part, b_part = user.split("Reply B:", 1)
+        a, b = a_part.count("tool call:"), b_part.count("tool call:")
+        winner = "A" if a > b else "B" if b > a else "tie"
+        with lock:
+            calls.append(body)
+        return 200, chat_reply(json.dumps({"winner": winner, "reason": "more tool use"}))
+
+    with scripted_server(answer) as url:
+        res = wai(
+            tmp_path,
+            "+experiment=delta",
+            "judge=pairwise",
+            f"judge.model=vllm:pair-judge@{url}",
+            "judge.pairwise.max_pairs=12",
+            "simulate.budget=24",
+            "simulate.runs=1",
+            "tracking=none",
+        )
+    assert res.returncode in (0, 3), res.stdout + res.stderr
+    run_dir = next(
+        p
+        for p in (tmp_path / "outputs").glob("*/*")
+        if p.is_dir() and not p.parent.name.startswith(".")
+    )
+    report = json.loads((run_dir / "compare" / "report.json").read_text())
+    block = report["pairwise"]
+    assert block["n_pairs"] == 12 and len(calls) == 24  # each pair judged both ways round
+    assert block["judged"] == 12 and block["failed"] == 0
+    assert block["after_wins"] + block["before_wins"] + block["ties"] == 12
+    assert block["position_flip_rate"] == 0.0  # this judge follows content, not position
+    assert block["after_win_rate_ci95"] is not None
+    # The arms are still graded pointwise (the checklist) for the delta report itself.
+    grade_rows = (run_dir / "grade_before" / "rows.jsonl").read_text().splitlines()
+    assert json.loads(grade_rows[0])["judge_name"] == "task_checklist"
+    assert "pairwise (" in (run_dir / "compare" / "report.txt").read_text()

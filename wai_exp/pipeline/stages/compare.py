@@ -16,6 +16,14 @@ Params (``pipeline.stages.<name>.params``)::
     alpha: 0.05
     power: 0.8
 
+With ``judge=pairwise`` the stage also asks a model which arm's reply to the same task is
+better, both ways round (``judge_pairs``): rows of the two arms are paired per task (same
+task key, same eval run and rollout index), at most ``judge.pairwise.max_pairs`` pairs
+spread round-robin over the tasks, and ``report["pairwise"]`` holds the after arm's win rate
+and the before arm's, each with a Wilson interval, the tie and failure counts and the
+position-flip rate. Metrics ``pairwise_after_win_rate`` (+ bounds) and
+``pairwise_position_flip_rate``.
+
 An upstream ``eval_variance`` stage among the needs (any input whose report carries
 ``run_std_by_metric``) supplies ``run_std`` (per metric) and ``run_std_runs`` unless the
 params give them. The seed is the run's ``seed``.
@@ -128,7 +136,146 @@ def delta_metrics(report: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in raw.items() if v is not None}
 
 
-@register("compare", reads=("seed",))
+def arm_pairs(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], max_pairs: int, seed: int
+) -> list[dict[str, Any]]:
+    """Pairs ``{"chosen": after row, "rejected": before row, "task_key", ...}`` of the two
+    arms' rows on the same task (matched by eval run and rollout index, in that order),
+    at most ``max_pairs``, taken round-robin over the tasks in a seeded order so no task
+    fills the budget alone. Tasks on one side only give no pair."""
+    import random
+
+    from wai_exp.rows.keys import task_key
+
+    def grouped(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            out.setdefault(task_key(r), []).append(r)
+        for group in out.values():
+            group.sort(
+                key=lambda r: (
+                    int((r.get("lineage") or {}).get("eval_run") or 0),
+                    int(r.get("rollout_index") or 0),
+                    str(r.get("rollout_id") or ""),
+                )
+            )
+        return out
+
+    b, a = grouped(before), grouped(after)
+    tasks = sorted(set(a) & set(b))
+    random.Random(seed).shuffle(tasks)
+    per_task = {t: list(zip(a[t], b[t], strict=False)) for t in tasks}
+    pairs: list[dict[str, Any]] = []
+    depth = 0
+    while len(pairs) < max_pairs and any(depth < len(p) for p in per_task.values()):
+        for t in tasks:
+            if depth < len(per_task[t]) and len(pairs) < max_pairs:
+                after_row, before_row = per_task[t][depth]
+                pairs.append(
+                    {
+                        "chosen": after_row,
+                        "rejected": before_row,
+                        "task_key": t,
+                        "chosen_score": after_row.get("reward"),
+                        "rejected_score": before_row.get("reward"),
+                    }
+                )
+        depth += 1
+    return pairs
+
+
+def side_by_side(
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    judge_cfg: dict[str, Any],
+    seed: int,
+    judge: Any = None,
+) -> dict[str, Any]:
+    """The ``judge=pairwise`` block: the two arms' replies judged side by side by a model.
+    ``judge`` replaces the model judge (tests). Raises ``ValueError`` as the judge's
+    config does (no model, a bad spec, an unset key variable)."""
+    from wai_exp.score.judges.pairwise import judge_pairs, pairwise_judge
+    from wai_exp.score.stats.resample import wilson_ci
+
+    opts = dict(judge_cfg.get("pairwise") or {})
+    if judge is None:
+        from wai_exp.pipeline.stages.grade import judge_api_key, judge_model_spec
+
+        judge = pairwise_judge(
+            judge_model_spec(judge_cfg),
+            api_key=judge_api_key(judge_cfg),
+            prompt=judge_cfg.get("prompt"),
+            timeout=float(judge_cfg.get("request_timeout", 120)),
+            max_tokens=int(opts.get("max_tokens", 120)),
+        )
+    pairs = arm_pairs(before, after, int(opts.get("max_pairs", 64)), seed)
+    if not pairs:
+        return {
+            "n_pairs": 0,
+            "note": "no task has rows on both arms: nothing to compare side by side",
+        }
+    pairs, rep = judge_pairs(
+        pairs,
+        judge,
+        swap=bool(opts.get("swap", True)),
+        concurrency=int(judge_cfg.get("concurrency", 8)),
+    )
+    wins = {"after": 0, "before": 0, "tie": 0}
+    for p in pairs:
+        w = p["pairwise"]["winner"]
+        if w == "chosen":
+            wins["after"] += 1
+        elif w == "rejected":
+            wins["before"] += 1
+        elif w == "tie":
+            wins["tie"] += 1
+    judged = sum(wins.values())
+    return {
+        "n_pairs": len(pairs),
+        "judged": judged,
+        "failed": rep["failed"],
+        "after_wins": wins["after"],
+        "before_wins": wins["before"],
+        "ties": wins["tie"],
+        "after_win_rate": wins["after"] / judged if judged else None,
+        "after_win_rate_ci95": wilson_ci(wins["after"], judged),
+        "before_win_rate": wins["before"] / judged if judged else None,
+        "before_win_rate_ci95": wilson_ci(wins["before"], judged),
+        "position_flip_rate": rep["position_flip_rate"],
+        "position_flip_rate_ci95": rep.get("position_flip_rate_ci95"),
+        "swap": rep["swap"],
+        "judge": rep["judge"],
+        "model": getattr(judge, "model", None),
+        "failed_reasons": rep["failed_reasons"][:5],
+        "warnings": rep["warnings"],
+    }
+
+
+def _pairwise_lines(block: dict[str, Any]) -> list[str]:
+    if not block.get("judged"):
+        why = block.get("note") or f"every one of {block.get('n_pairs', 0)} pairs failed"
+        return [f"pairwise: not measured ({why})"]
+
+    def iv(ci: Any) -> str:
+        return f" [{ci[0]:.0%}, {ci[1]:.0%}]" if ci else ""
+
+    n = block["judged"]
+    lines = [
+        f"pairwise ({block['judge']}): after better in {block['after_wins']} of {n} judged "
+        f"pairs ({block['after_win_rate']:.0%}{iv(block['after_win_rate_ci95'])}), before "
+        f"better in {block['before_wins']} ({block['before_win_rate']:.0%}"
+        f"{iv(block['before_win_rate_ci95'])}), ties {block['ties']}, failed {block['failed']}"
+    ]
+    if block.get("position_flip_rate") is not None:
+        lines.append(
+            f"pairwise: the verdict flipped with the order on {block['position_flip_rate']:.0%}"
+            f"{iv(block.get('position_flip_rate_ci95'))} of pairs (counted as ties)"
+        )
+    lines += [f"warning: {w}" for w in block.get("warnings") or []]
+    return lines
+
+
+@register("compare", reads=("seed", "judge"))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """delta_report(before rows, after rows, ...) with the run's seed."""
     from wai_exp.score.stats.delta import delta_report, format_delta_report
@@ -163,10 +310,26 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     # The headline leads: the run summary prints each report stage's first line, so the
     # verdict is what a reader sees at the end of the run; the arms follow the block.
     text = format_delta_report(report) + f"\narms: before {before}, after {after}\n"
+    metrics = delta_metrics(report)
+    judge_cfg = dict(ctx.config.get("judge") or {})
+    if judge_cfg.get("kind") == "pairwise":
+        block = side_by_side(
+            list(inputs[before].rows), list(inputs[after].rows), judge_cfg, ctx.seed
+        )
+        report["pairwise"] = block
+        text += "\n".join(_pairwise_lines(block)) + "\n"
+        if block.get("after_win_rate") is not None:
+            metrics["pairwise_after_win_rate"] = float(block["after_win_rate"])
+            ci = block.get("after_win_rate_ci95")
+            if ci:
+                metrics["pairwise_after_win_rate_ci_lo"] = float(ci[0])
+                metrics["pairwise_after_win_rate_ci_hi"] = float(ci[1])
+        if block.get("position_flip_rate") is not None:
+            metrics["pairwise_position_flip_rate"] = float(block["position_flip_rate"])
     return StageResult(
         rows=[],
         report=report,
         text=text,
-        metrics=delta_metrics(report),
+        metrics=metrics,
         tags={"delta_verdict": report["headline_verdict"]},
     )
