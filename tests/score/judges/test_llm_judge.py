@@ -160,3 +160,37 @@ def test_llm_grade_with_a_failing_judge_leaves_llm_reward_unset() -> None:
         data = simulate(mode="rl", budget=3, seed=4, llm_grade=f"vllm:judge@{url}")
     assert all(r["llm_reward"] is None for r in data.rows)
     assert {r["llm_judge"]["status"] for r in data.rows} == {"error"}
+
+
+def test_judge_rubric_llm_from_the_shipped_config_scores_the_rubric() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from wai_exp.pipeline.stages.grade import resolve_judge
+
+    cfg = yaml.safe_load(
+        (Path(__file__).parents[3] / "conf" / "judge" / "rubric_llm.yaml").read_text()
+    )
+    slugs: list[str] = []
+
+    def answer(body: dict[str, Any]) -> tuple[int, Any]:
+        checklist = body["messages"][-1]["content"].split("RUBRIC:", 1)[1]
+        keys = [
+            line.split("[", 1)[1].split("]", 1)[0] for line in checklist.splitlines() if "[" in line
+        ]
+        slugs[:] = keys
+        # Every principle met, and the pitfall ("invents facts") exhibited.
+        verdicts = {k: {"yes": True} for k in keys}
+        return 200, chat_reply(json.dumps({"verdicts": verdicts, "summary": "mostly good"}))
+
+    with scripted_server(Script(answer)) as url:
+        judge, name = resolve_judge({**cfg, "model": f"vllm:rubric-judge@{url}"}, ["lookup_order"])
+        scored = run_judge(rows(2), judge, judge_name=name, version=judge.version)
+    assert len(slugs) == 5
+    r = scored.rows[0]
+    # principles 2+2+1 of 5 met, minus the exhibited pitfall's 2: (5 - 2) / 5
+    assert r["judge_status"] == "ok" and r["reward"] == pytest.approx(0.6)
+    assert r["judge_meta"]["model"] == "vllm:rubric-judge"
+    assert r["judge_meta"]["version"] == judge.version and "+" in judge.version
+    assert r["markers"]["rubric:invents_facts"] == 0.0
