@@ -41,6 +41,42 @@ def test_a_deleted_mlflow_db_is_named_and_the_finished_stage_is_not_blamed(tmp_p
     assert "[SQL:" not in out + err and "Traceback" not in err
 
 
+def test_a_db_deleted_under_the_background_writer_keeps_the_rows_and_names_the_file(tmp_path):
+    # The default: MLflow records from the writer process, which opens the store on its own
+    # schedule (after importing MLflow, often once simulate is done). Delete the store as
+    # soon as the writer has it, while the stages still run: a budget of 4000 rows keeps them
+    # running well past the writer's start.
+    proc = subprocess.Popen(
+        [WAI_EXP, "+experiment=rl_round", "simulate.budget=4000"],
+        cwd=tmp_path,
+        env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    db = tmp_path / "mlflow.db"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if list(tmp_path.glob("outputs/*/*/tracking.log")) and db.exists():
+            break
+        assert proc.poll() is None, "the run ended before the writer opened the store"
+        time.sleep(0.05)
+    else:
+        pytest.fail("the writer never opened the store")
+    db.unlink()  # the writer holds the store open
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, out + err
+    assert f"the MLflow database {db} was deleted or moved while the run was going" in out
+    assert "stage 'simulate' failed" not in out
+    assert "re-run the same command" in out
+    assert "[SQL:" not in out + err and "Traceback" not in err
+    # The rows survive: simulate's finished rows are in the run folder, whole.
+    assert "MLflow run: none (tracking=none)" not in out  # tracking was on; it failed
+    [run_dir] = {p.parent for p in tmp_path.glob("outputs/*/*/tracking.log")}
+    rows = (run_dir / "simulate" / "rows.jsonl").read_text().splitlines()
+    assert len(rows) == 4000 and all(r.startswith("{") and r.endswith("}") for r in rows)
+    # The writer said what happened in the run's own log too, without the SQL dump.
+    log = (run_dir / "tracking.log").read_text()
+    assert "deleted or moved" in log and "[SQL:" not in log
+
+
 def test_a_read_only_mlflow_db_exits_2_naming_the_file_before_any_work(tmp_path):
     first = subprocess.run(
         [WAI_EXP, "+experiment=rl_round", "simulate.budget=8"], cwd=tmp_path,

@@ -99,6 +99,8 @@ class RunOutcome:
     gate: str | None = None
     gate_reason: str | None = None
     tracking_s: float = 0.0
+    #: tracking was on (a run may still be missing from the store when the store failed)
+    tracked: bool = False
     #: every stage the pipeline lists, name -> kind (also those that never got to run)
     planned: dict[str, str] = field(default_factory=dict)
 
@@ -344,6 +346,7 @@ def run_pipeline(
     run_dir.mkdir(parents=True, exist_ok=True)
     outcome = RunOutcome(status="passed", exit_code=EXIT_OK, run_dir=run_dir)
     outcome.planned = {spec.name: kinds[spec.name].name for spec in order}
+    outcome.tracked = not isinstance(tracker.inner, NullTracker)
     try:
         tracker.start(
             config=dict(config),
@@ -915,6 +918,8 @@ def summarize(outcome: RunOutcome) -> str:
         out.append(f"MLflow run: {outcome.run_id}")
         if outcome.ui_command:
             out.append(f"open it:  {outcome.ui_command}")
+    elif outcome.tracked:
+        out.append("MLflow run: not recorded (the tracking store failed: see the error above)")
     else:
         out.append("MLflow run: none (tracking=none)")
     return "\n".join(out)

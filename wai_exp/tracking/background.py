@@ -256,6 +256,7 @@ class BackgroundTracker:
         """Queue the end of the run and wait until the writer has recorded everything.
         Raises ``TrackingError`` when the writer failed or did not answer in time."""
         from wai_exp.tracking.mlflow_tracker import TrackingError
+        from wai_exp.tracking.store_errors import WRITER_PREFIX
 
         if not self._started or self.status in ("FINISHED", "FAILED", "KILLED"):
             return
@@ -279,7 +280,7 @@ class BackgroundTracker:
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
         if self._error:
-            raise TrackingError(f"tracking failed: {self._error}")
+            raise TrackingError(f"{WRITER_PREFIX}{self._error}")
 
     def _atexit(self) -> None:
         """A process that exits without finish() (a crash) ends its run FAILED, as the
@@ -316,10 +317,11 @@ class BackgroundTracker:
 
     def _raise_if_failed(self) -> None:
         from wai_exp.tracking.mlflow_tracker import TrackingError
+        from wai_exp.tracking.store_errors import WRITER_PREFIX
 
         self._collect()
         if self._error:
-            raise TrackingError(f"tracking failed: {self._error}")
+            raise TrackingError(f"{WRITER_PREFIX}{self._error}")
 
 
 def _hydra_config_sources() -> list[str]:
@@ -351,6 +353,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
     import mlflow.tracking  # noqa: F401
 
     from wai_exp.tracking import mlflow_tracker
+    from wai_exp.tracking.store_errors import describe_store_error
 
     trackers: dict[int, Any] = {}
     failed: set[int] = set()
@@ -446,11 +449,17 @@ def _serve(stdin: Any, stdout: Any) -> int:
                       status=getattr(tracker, "status", msg["status"]))  # fmt: skip
                 release_traces(key)
         except Exception as exc:  # noqa: BLE001 - reported to the runner, run ended FAILED
-            text = f"{type(exc).__name__}: {exc}"
-            logging.getLogger(__name__).error("%s\n%s", text, traceback.format_exc())
-            failed.add(key)
             tracker = trackers.pop(key, None)
-            if tracker is not None:
+            uri = getattr(tracker, "uri", None) or (msg.get("settings") or {}).get("uri")
+            # One sentence naming the store and what happened to it (store_errors), never
+            # the SQL statement MLflow's error carries; the runner adds where the rows are.
+            text = describe_store_error(exc, uri, advice=False)
+            logging.getLogger(__name__).error("%s\n%s", text, _without_sql(traceback.format_exc()))
+            failed.add(key)
+            db = mlflow_tracker.sqlite_path(uri) if uri else None
+            # A deleted database cannot take the FAILED mark, and trying would leave an
+            # empty file under its name.
+            if tracker is not None and (db is None or db.exists()):
                 with contextlib.suppress(Exception):
                     tracker.finish("FAILED", error=f"tracking failed: {text}")
             reply(op="error", run=key, token=token, error=text)
@@ -471,6 +480,19 @@ def _serve(stdin: Any, stdout: Any) -> int:
     trace_jobs.put(None)
     tracer.join()
     return 0
+
+
+def _without_sql(text: str) -> str:
+    """A traceback without the SQL statements and parameters SQLAlchemy puts in its errors
+    (they may hold row data; the log needs where it failed, not what it wrote)."""
+    import re
+
+    return re.sub(
+        r"\n\[SQL: .*?\n\(Background on this error at: [^)]*\)",
+        "\n[SQL statement and parameters left out]",
+        text,
+        flags=re.S,
+    )
 
 
 if __name__ == "__main__":

@@ -19,20 +19,32 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]
 
 
-def describe_store_error(exc: BaseException, uri: str | None, run_dir: Path | None = None) -> str:
+def describe_store_error(
+    exc: BaseException, uri: str | None, run_dir: Path | None = None, *, advice: bool = True
+) -> str:
     """One sentence: which store failed, the likely cause (deleted, read-only, locked) and
-    the fix. Falls back to the error's first line and the store's URI."""
-    from wai_exp.tracking.mlflow_tracker import sqlite_path
+    the fix. Falls back to the error's first line and the store's URI. With ``advice=False``
+    only the cause, without where the results are kept and the re-run hint (the tracking
+    writer reports the cause; the runner, which knows the run, adds the rest).
+
+    A ``TrackingError`` from the tracking writer already holds such a sentence: it is kept
+    as it is, unless the database is gone by now (a store recreated empty by a later
+    connection must not hide that the original was deleted)."""
+    from wai_exp.tracking.mlflow_tracker import TrackingError, sqlite_path
 
     kept = f" The stage results are kept in {run_dir} and in the stage cache;" if run_dir else ""
     rerun = " re-run the same command to record them (finished stages are reused)."
+    if not advice:
+        kept, rerun = "", ""
     db = sqlite_path(uri) if uri else None
+    if db is not None and (not db.exists() or _db_moved(exc)):
+        return (
+            f"the MLflow database {db} was deleted or moved while the run was going.{kept}{rerun}"
+        )
+    if isinstance(exc, TrackingError) and str(exc).startswith(WRITER_PREFIX):
+        cause = str(exc)[len(WRITER_PREFIX) :].strip().rstrip(".")
+        return f"{cause}.{kept}{rerun if kept else ''}"
     if db is not None:
-        if not db.exists():
-            return (
-                f"the MLflow database {db} was deleted or moved while the run was going."
-                f"{kept}{rerun}"
-            )
         if not os.access(db, os.W_OK) or "readonly database" in str(exc):
             return (
                 f"the MLflow database {db} cannot be written (read-only file, folder or "
@@ -47,3 +59,22 @@ def describe_store_error(exc: BaseException, uri: str | None, run_dir: Path | No
             )
     where = f" (store {uri})" if uri else ""
     return f"{first_line(exc)}{where}" + (f".{kept}{rerun}" if kept else "")
+
+
+#: How a ``TrackingError`` raised for the tracking writer's own failure starts.
+WRITER_PREFIX = "tracking failed: "
+
+
+def _db_moved(exc: BaseException) -> bool:
+    """SQLite refused a write because the database file was unlinked or renamed under an
+    open connection (SQLITE_READONLY_DBMOVED), wherever in the exception chain it sits: a
+    later connection may have created a new, empty file under the old name."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        for err in (e, getattr(e, "orig", None)):
+            if getattr(err, "sqlite_errorname", None) == "SQLITE_READONLY_DBMOVED":
+                return True
+        e = e.__cause__ or e.__context__
+    return False
