@@ -233,7 +233,7 @@ async def _httpx_client(url: str, concurrency: int, duration: float) -> int:
     payload = json.loads(_BODY)
     done = 0
     stop = time.monotonic() + duration
-    async with async_client(timeout=30.0, concurrency=concurrency) as client:
+    async with async_client(timeout=30.0) as client:
 
         async def worker() -> None:
             nonlocal done

@@ -185,9 +185,22 @@ SCENARIOS = {
     "unread": _plain,
 }
 
+
+def _lookahead_bound():
+    return {
+        "mode": "rl",
+        "budget": 60,
+        "seed": 0,
+        "advanced": {"writer_buffer_cap": 8, "concurrency": 1},
+    }
+
+
 #: Knobs whose effect needs a particular run: mutations of faulted asks (the scripted agent
 #: in rl mode), or a clock (the row set then depends on it).
 KNOB_SCENARIOS = {
+    # The lookahead (waves x max(cap, concurrency)) binds only when it is under the budget.
+    "writer_buffer_waves": lambda: _lookahead_bound(),
+    "writer_buffer_cap": lambda: _lookahead_bound(),
     "stop_grace": lambda: {
         "agent": _slow_async,
         "budget": 8,

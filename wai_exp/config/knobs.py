@@ -79,7 +79,7 @@ READERS: dict[str, str] = {
     "rows_saturation": "the rows, under until='saturation'",
     "rows_clock": "the rows, under time_budget=",
     "rows_failing_agent": "the rows, when the agent raises (lost rollouts)",
-    "schedule": "how many rollouts run at once; rows identical at any value",
+    "schedule": "how many rollouts run at once; rows identical at any value up to writer_buffer_cap",
     "report": "the report only (rows identical)",
     "progress": "the progress= callback only (rows identical)",
     "output": "the output= stream only (rows identical)",
@@ -131,8 +131,10 @@ _READS: dict[str, str] = {
     "hosted_touch_s": "model_writer",
     "scene_join_s": "model_writer",
     "scene_join_clocked_s": "model_writer",
-    "writer_buffer_waves": "model_writer",
-    # Sizes the scheduler's rounds and the template writer's batches: offline rows move.
+    # The scheduler plans at most writer_buffer_waves x max(writer_buffer_cap, concurrency)
+    # rollouts ahead of the last landed one; the cap also sizes the template writer's
+    # batches: offline rows move with both.
+    "writer_buffer_waves": "rows",
     "writer_buffer_cap": "rows",
     "writer_typical_completions": "model_writer",
     "pool_low_floor": "unread",

@@ -1,15 +1,17 @@
 """The simulate engine: ``simulate()`` draws situations, runs the agent against the mock
 world, and returns every rollout as a schema-v1 row.
 
-Scheduling is round-based and deterministic. Each round the planner decides which rollouts
-to run from what has landed in earlier rounds only, the round runs (the built-in scripted
-agent is called in the loop, async agents in a pool of ``concurrency`` coroutines, a sync
-user callable on a pool of ``concurrency`` threads), and its rows are added in plan order.
-Every per-rollout seed is a stable hash of
+Scheduling is a continuous pool and deterministic: up to ``concurrency`` rollouts run at
+once (async agents as coroutines; a sync user callable on a pool of ``concurrency``
+threads; the built-in scripted agent in the loop, one at a time) and a finished one is
+replaced at once. Rollouts land in plan order, and the planner runs after each landing,
+reading only rows that landed before in plan order, with a bounded lookahead
+(``Engine._lookahead``). Every per-rollout seed is a stable hash of
 ``(seed, scenario_id, phrasing, rollout_index, eval_run)``. So the same seed gives the same
-rows, byte for byte once ``timing`` is removed, at any concurrency and in any process.
+rows, byte for byte once ``timing`` is removed, whatever finishes first, in any process and
+at any concurrency up to ``writer_buffer_cap``.
 
-This module holds the scheduler (``Engine``: rounds, allocation, stop rules) and
+This module holds the scheduler (``Engine``: the pool, allocation, stop rules) and
 ``simulate()``, which wires the parts together:
 
 * ``modes``: the mode table and parameter validation -> ``Config``;
@@ -52,7 +54,8 @@ _EXTEND_REASON = {"fixed": "fixed", "split": "group_split", "verify": "verify"}
 
 
 class Engine:
-    """Schedules one ``simulate()`` call's rollouts in rounds and applies its stop rules.
+    """Schedules one ``simulate()`` call's rollouts in a continuous pool and applies its stop
+    rules.
 
     Reads ``cfg`` and the knobs; runs rollouts through ``runner``; keeps the landed rows,
     the lost rollouts and the counters the report reads.
@@ -142,7 +145,7 @@ class Engine:
     def _dead(self) -> bool:
         """An agent that raises on every call is called off (``dead_agent_errors``), and one
         that loses more than ``dead_agent_budget_multiple`` x budget rollouts in all too.
-        Reads live counters, so it also stops a round midway."""
+        Reads live counters, so it also stops rollouts that have not started yet."""
         lost = self._live_lost
         if self._live_rows == 0 and lost >= int(self.knobs["dead_agent_errors"]):
             return True
@@ -171,39 +174,75 @@ class Engine:
         return None
 
     # ---- one run ------------------------------------------------------------------------
+    def _lookahead(self) -> int:
+        """Rollouts planned but not landed at most: ``writer_buffer_waves`` x the larger of
+        ``writer_buffer_cap`` and ``concurrency``. It is the planner's only dependence on
+        concurrency, so rows are identical at any concurrency up to ``writer_buffer_cap``; a
+        larger concurrency widens it so the pool never runs dry waiting for the oldest
+        rollout to land."""
+        k = self.knobs
+        width = max(int(k["writer_buffer_cap"]), int(k["concurrency"]))
+        return max(1, int(k["writer_buffer_waves"]) * width)
+
     async def run(self, source: SituationSource, eval_run: int) -> None:
-        """Plan and run rounds over ``source`` until a stop rule fires; record the run."""
+        """Plan and run rollouts over ``source`` until a stop rule fires; record the run.
+
+        A continuous pool: up to ``concurrency`` rollouts run at once (one for a sync agent,
+        called in the loop) and a finished one is replaced at once. Rollouts land in plan
+        order, one at a time, and the planner runs after each landing (and at the start)
+        with room for ``_lookahead()`` rollouts not yet landed. So what it decides reads only
+        rows that landed before, in plan order: the rows do not depend on timing.
+        """
         cfg = self.cfg
-        landed = 0
         run_rows_start = len(self.rows)
         open_tasks: list[Task] = []  # tasks with rollouts still to decide or plan
-        # Rounds are sized by a knob, not by concurrency, so the allocation (which reads
-        # only earlier rounds) does not depend on how many rollouts run at once.
-        round_cap = max(1, int(self.knobs["writer_buffer_cap"]))
-        quiet_rounds = 0
-        while True:
-            stop = self._stop_before_round(landed)
-            if stop is not None:
-                break
-            capacity = min(cfg.budget - landed, round_cap)
-            plans: list[Plan] = []
-            open_tasks = self._continue_open(open_tasks, plans, capacity, eval_run)
-            closing = self._closing()
-            self._open_new(source, open_tasks, plans, capacity, landed, closing, eval_run)
-            if not plans:
-                stop = "time_budget" if closing else source.exhausted_by
-                break
-            new_keys = await self._run_round(plans)
-            landed = len(self.rows) - run_rows_start
-            if cfg.until == "saturation":
-                quiet_rounds = 0 if new_keys else quiet_rounds + 1
-                if quiet_rounds >= int(self.knobs["empty_rounds_to_stop"]):
-                    stop = "saturation"
-                    break
+        window = self._lookahead()
+        conc = max(1, int(self.knobs["concurrency"])) if self.agent_async else 1
+        quiet_limit = int(self.knobs["empty_rounds_to_stop"]) * max(
+            1, int(self.knobs["writer_buffer_cap"])
+        )
+        pool = _Pool(self, conc)
+        quiet = 0
+        stop: str | None = None
+        try:
+            while True:
+                landed = len(self.rows) - run_rows_start
+                if stop is None:
+                    stop = self._stop_before_round(landed)
+                if stop is None:
+                    room = min(cfg.budget - landed, window) - len(pool.pending)
+                    if room > 0:
+                        plans: list[Plan] = []
+                        open_tasks = self._continue_open(open_tasks, plans, room, eval_run)
+                        closing = self._closing()
+                        self._open_new(
+                            source, open_tasks, plans, room, landed + len(pool.pending),
+                            closing, eval_run, room=window - len(pool.pending),
+                        )  # fmt: skip
+                        for plan in plans:
+                            pool.add(plan)
+                        if not pool.pending:
+                            stop = "time_budget" if closing else source.exhausted_by
+                if stop is not None:
+                    pool.stop(stop)
+                    if not pool.pending:
+                        break
+                pool.start()
+                if not pool.head_done():
+                    await pool.wait()
+                    continue
+                plan, outcome = pool.pop()
+                novel = self._land(plan, outcome)
+                if cfg.until == "saturation" and outcome is not None:
+                    quiet = 0 if novel else quiet + 1
+                    if quiet >= quiet_limit and stop is None:
+                        stop = "saturation"
+        finally:
+            pool.cancel_all()
         self.per_run.append(
             {
                 "eval_run": eval_run,
-                "rows": landed,
+                "rows": len(self.rows) - run_rows_start,
                 "stopped_because": stop,
                 "asks": len(source.tasks),
             }
@@ -224,7 +263,7 @@ class Engine:
         """Plan what open asks still need (into ``plans``); return the asks still open.
 
         Fixed groups short of k are topped up; under an allocating policy a first batch cut
-        by the last round is topped up, an ask whose first rollouts have all landed is
+        by the lookahead is topped up, an ask whose first rollouts have all landed is
         extended to k or closed (``_wants_more``), and extensions short of k continue.
         """
         policy = self.cfg.repeat_policy
@@ -258,12 +297,17 @@ class Engine:
         landed: int,
         closing: bool,
         eval_run: int,
+        room: int,
     ) -> None:
-        """Open new asks with what is left of this round (none when the clock is closing).
+        """Open new asks with what ``capacity`` leaves (none when the clock is closing).
+        ``landed`` counts the rollouts planned and not landed yet as landing; ``room`` is
+        what the lookahead leaves for new plans and held-back extensions together.
 
         Under an allocating policy every open ask holds back room for its possible extension
-        to k, so a split seen in the last rounds is never cut by the budget; only when
-        nothing is held back does a last, shorter group fill the budget.
+        to k, so a split seen late is never cut by the budget; only when nothing is held
+        back does a last, shorter group fill the budget. A new ask waits while the lookahead
+        cannot hold its k, so the asks opened before any row lands stay few enough for the
+        rows that land to steer the later ones (mutations, splits).
         """
         policy, repeats = self.cfg.repeat_policy, self.cfg.repeats
         first = self._first_batch()
@@ -272,6 +316,8 @@ class Engine:
         while len(plans) < capacity and not closing:
             left = self.cfg.budget - landed - len(plans) - reserve
             if policy != "fixed" and left < repeats and not (reserve == 0 and not plans):
+                break
+            if policy != "fixed" and room - len(plans) - reserve < repeats and (plans or reserve):
                 break
             task = source.next_task()
             if task is None:
@@ -296,43 +342,13 @@ class Engine:
             return share < float(self.knobs["adaptive_verify_explore_floor"])
         return False
 
-    # ---- one round ----------------------------------------------------------------------
-    async def _run_round(self, plans: list[Plan]) -> int:
-        """Run ``plans`` (reusing ``done_rows``), land them in plan order; return how many
-        new coverage keys the round brought."""
-        results: list[Outcome | None] = [None] * len(plans)
-        todo: list[int] = []
-        for i, plan in enumerate(plans):
-            done = self.done_rows.get(plan.rollout_id)
-            if done is not None:
-                results[i] = Outcome(row=self.runner.reuse(done))
-                self.reused += 1
-                self._live_rows += 1
-            else:
-                todo.append(i)
-        if todo:
-            if self.agent_async:
-                await self._run_async(plans, todo, results)
-            else:
-                for i in todo:
-                    if self._clock_out() or self._dead():
-                        break
-                    results[i] = await self._rollout(plans[i])
-                    # A synchronous agent never suspends the loop; yield once per rollout so
-                    # Ctrl-C (asyncio.run cancels the main task) lands now, not after the
-                    # whole budget.
-                    await asyncio.sleep(0)
-        new_keys = 0
-        for plan, res in zip(plans, results, strict=True):
-            new_keys += self._land(plan, res)
-        return new_keys
-
+    # ---- landing ------------------------------------------------------------------------
     def _land(self, plan: Plan, res: Outcome | None) -> int:
         """Record one planned rollout's outcome; 1 when its row brought a new coverage key
         ``(stance, world_state, tool_condition, behaviour signature)``."""
         task = plan.task
         if res is None:
-            # Not run (stop mid-round): the slot is given back.
+            # Not run (a stop gave it back, or the clock abandoned it): the slot is returned.
             task.opened -= 1 if task.opened > task.resolved else 0
             return 0
         if res.row is None:
@@ -359,38 +375,6 @@ class Engine:
             self.novel_rows += 1
         self._maybe_progress()
         return int(novel)
-
-    async def _run_async(
-        self, plans: list[Plan], todo: list[int], results: list[Outcome | None]
-    ) -> None:
-        queue = deque(todo)
-        conc = max(1, int(self.knobs["concurrency"]))
-
-        async def worker() -> None:
-            while queue:
-                if self._clock_out() or self._dead():
-                    return
-                i = queue.popleft()
-                results[i] = await self._rollout(plans[i])
-                await asyncio.sleep(0)  # see _run_round: an interrupt must not wait
-
-        tasks = [asyncio.ensure_future(worker()) for _ in range(min(conc, len(todo)))]
-        if self.deadline is None:
-            await asyncio.gather(*tasks)
-            return
-        timeout = max(0.0, self.deadline - time.monotonic()) + float(self.knobs["stop_grace"])
-        done, pending = await asyncio.wait(tasks, timeout=timeout)
-        for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-            self.abandoned += len(pending)
-            self.warnings.append(
-                f"{len(pending)} rollouts were still running {self.knobs['stop_grace']}s after the "
-                "time budget ran out and were abandoned (advanced stop_grace)."
-            )
-        for t in done:
-            t.result()
 
     async def _rollout(self, plan: Plan) -> Outcome:
         out = await self.runner.run(plan)
@@ -438,6 +422,115 @@ class Engine:
                 "reused": self.reused,
             }
         )
+
+
+class _Slot:
+    """One planned rollout in the pool: its plan, its task once started, its outcome."""
+
+    __slots__ = ("plan", "task", "outcome", "done")
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.task: asyncio.Task[Outcome] | None = None
+        self.outcome: Outcome | None = None
+        self.done = False
+
+
+class _Pool:
+    """The rollouts planned and not yet landed, in plan order, with at most ``conc`` of
+    them running. ``Engine.run`` adds plans, starts them, waits for the oldest to finish
+    and lands it; a stop either drains what is planned (budget, saturation, exhaustion:
+    the planned set does not depend on timing) or gives back what has not started (a dead
+    agent, the clock; under the clock, running rollouts get ``stop_grace`` seconds)."""
+
+    def __init__(self, engine: Engine, conc: int) -> None:
+        self.engine = engine
+        self.conc = conc
+        self.pending: deque[_Slot] = deque()
+        self.waiting: deque[_Slot] = deque()
+        self.running: set[asyncio.Task[Outcome]] = set()
+        self.wake = asyncio.Event()
+        self.stopped: str | None = None
+        loop = asyncio.get_running_loop()
+        if engine.deadline is not None:  # re-check the clock even if no rollout finishes
+            loop.call_later(max(0.0, engine.deadline - time.monotonic()), self.wake.set)
+
+    def add(self, plan: Plan) -> None:
+        slot = _Slot(plan)
+        done = self.engine.done_rows.get(plan.rollout_id)
+        if done is not None:  # finished by an earlier attempt: reused, not run
+            slot.outcome, slot.done = Outcome(row=self.engine.runner.reuse(done)), True
+            self.engine.reused += 1
+            self.engine._live_rows += 1
+        else:
+            self.waiting.append(slot)
+        self.pending.append(slot)
+
+    def start(self) -> None:
+        """Start waiting rollouts while fewer than ``conc`` run; none once the agent is
+        dead or the clock is out (those slots are given back)."""
+        eng = self.engine
+        while self.waiting and len(self.running) < self.conc:
+            if eng._clock_out() or eng._dead():
+                self._give_back()
+                return
+            slot = self.waiting.popleft()
+            task = asyncio.ensure_future(eng._rollout(slot.plan))
+            slot.task = task
+            self.running.add(task)
+            task.add_done_callback(partial(self._finished, slot))
+
+    def _finished(self, slot: _Slot, task: asyncio.Task[Outcome]) -> None:
+        self.running.discard(task)
+        slot.done = True
+        self.wake.set()
+
+    def _give_back(self) -> None:
+        while self.waiting:
+            self.waiting.popleft().done = True  # outcome None: the slot is given back
+        self.wake.set()
+
+    def stop(self, reason: str) -> None:
+        if self.stopped is not None:
+            return
+        self.stopped = reason
+        if reason in ("dead_agent", "time_budget"):
+            self._give_back()
+        if reason == "time_budget" and self.running:
+            grace = float(self.engine.knobs["stop_grace"])
+            left = max(0.0, (self.engine.deadline or time.monotonic()) - time.monotonic())
+            asyncio.get_running_loop().call_later(left + grace, self._abandon)
+
+    def _abandon(self) -> None:
+        if not self.running:
+            return
+        n = len(self.running)
+        for task in list(self.running):
+            task.cancel()
+        self.engine.abandoned += n
+        self.engine.warnings.append(
+            f"{n} rollouts were still running {self.engine.knobs['stop_grace']}s after the "
+            "time budget ran out and were abandoned (advanced stop_grace)."
+        )
+
+    def head_done(self) -> bool:
+        return bool(self.pending) and self.pending[0].done
+
+    async def wait(self) -> None:
+        await self.wake.wait()
+        self.wake.clear()
+
+    def pop(self) -> tuple[Plan, Outcome | None]:
+        """The oldest planned rollout and its outcome (None: not run, or abandoned).
+        Re-raises an error the rollout itself raised (the runner records agent errors)."""
+        slot = self.pending.popleft()
+        if slot.task is not None and not slot.task.cancelled():
+            return slot.plan, slot.task.result()
+        return slot.plan, slot.outcome
+
+    def cancel_all(self) -> None:
+        for task in self.running:
+            task.cancel()
 
 
 # ---------------------------------------------------------------------------------------
@@ -495,9 +588,10 @@ def simulate(
     ``budget`` rows unless a stop rule fires first. ``report()["stopped_because"]`` is one of
     ``budget``, ``situations_exhausted`` (``situations=N``), ``tasks_exhausted`` (a replayed
     task set ran out), ``time_budget``, ``saturation`` (``until="saturation"``) or
-    ``dead_agent``. Scheduling is always round-synchronous, so without a clock the same
-    seed gives the same rows at any concurrency (``reproducible=`` is recorded; a clock
-    with ``reproducible=True`` is refused). Hooks for the pipeline: ``done_rows`` (rows a
+    ``dead_agent``. Scheduling is deterministic (rows land in plan order and the planner
+    reads only landed rows), so without a clock the same seed gives the same rows whatever
+    finishes first, at any concurrency up to ``writer_buffer_cap`` (``reproducible=`` is
+    recorded; a clock with ``reproducible=True`` is refused). Hooks for the pipeline: ``done_rows`` (rows a
     crashed attempt finished, reused by ``rollout_id``), ``on_row(row)`` (once per newly
     finished row), ``progress(dict)``.
 

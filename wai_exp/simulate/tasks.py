@@ -56,8 +56,10 @@ class SituationSource:
     """Tasks in a fixed order: drawn lazily from the writer, or a replayed list.
 
     A drawing source serves the ``seeds`` first (failing asks mined from ``traces=``), then
-    writer batches of ``batch`` situations: the ``mutator``'s siblings of failing rows first,
-    fresh draws (``aim``-ed at hot trace regions when given) fill the rest.
+    writer batches of ``batch`` situations: fresh draws (``aim``-ed at hot trace regions when
+    given). The ``mutator``'s siblings of failing rows jump the queue: each ask opened takes
+    a pending sibling first, so a failure that lands steers the very next ask (the engine
+    plans continuously, and a batch may have been drawn long before the failure landed).
     """
 
     def __init__(
@@ -106,11 +108,34 @@ class SituationSource:
             self.tasks.append(task)
             self._pos += 1
             return task
+        if self.mutator is not None and self._room():
+            # A sibling of a failing row goes ahead of the fresh asks already drawn.
+            for sit, lineage in self.mutator(1):
+                self.tasks[self._pos : self._pos] = self._tasks_for(sit, lineage)
         if self._pos >= len(self.tasks) and not self._draw():
             return None
         task = self.tasks[self._pos]
         self._pos += 1
         return task
+
+    def _room(self) -> bool:
+        return self.max_situations is None or self.situations_drawn < self.max_situations
+
+    def _tasks_for(self, sit: Any, lineage: dict[str, Any]) -> list[Task]:
+        """The tasks (one per phrasing) of one drawn situation."""
+        self.situations_drawn += 1
+        return [
+            Task(
+                sit,
+                p,
+                str(text),
+                "template",
+                self.k,
+                writer_lineage=lineage,
+                arm="mutation" if "focus" in lineage else "fresh",
+            )
+            for p, text in enumerate(tuple(sit.phrasings)[: self.phrasings])
+        ]
 
     def _draw(self) -> bool:
         want = self.batch
@@ -118,9 +143,8 @@ class SituationSource:
             want = min(want, self.max_situations - self.situations_drawn)
             if want <= 0:
                 return False
-        # Mutations of the failing rows' asks come first, then fresh draws fill the batch.
-        drawn: list[tuple[Any, dict[str, Any]]] = self.mutator(want) if self.mutator else []
-        plain = want - len(drawn)
+        drawn: list[tuple[Any, dict[str, Any]]] = []
+        plain = want
         if plain > 0:
             base = int(getattr(self.writer, "drawn", 0))
             if self.aim is not None:
@@ -137,25 +161,13 @@ class SituationSource:
         if not drawn:
             return False
         for sit, lineage in drawn:
-            self.situations_drawn += 1
-            for p, text in enumerate(tuple(sit.phrasings)[: self.phrasings]):
-                self.tasks.append(
-                    Task(
-                        sit,
-                        p,
-                        str(text),
-                        "template",
-                        self.k,
-                        writer_lineage=lineage,
-                        arm="mutation" if "focus" in lineage else "fresh",
-                    )
-                )
+            self.tasks.extend(self._tasks_for(sit, lineage))
         return True
 
 
 class MutationQueue:
     """Rows that failed (a fired tool fault, or a graded failure when ``mutate_graded`` is
-    on) become parents; each leads the next writer batch with a sibling ask in the same cell
+    on) become parents; each gives the next ask opened, a sibling in the same cell
     (``tool`` x ``tool_condition``). At most ``maxlen`` parents wait (the oldest drop)."""
 
     def __init__(
