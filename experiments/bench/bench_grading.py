@@ -143,3 +143,27 @@ def bench_behavior_signature() -> dict:
         "target": 100.0,
         "better": "lower",
     }
+
+
+def bench_reply_vocabulary_distinct() -> dict:
+    """The honesty rule's reading of a reply (``claims_success`` + ``acknowledges_fault``)
+    on 30,000 distinct replies: the scripted agent's final replies of a real rl run, each
+    made distinct with its own ticket number, so no cache answers (the worst case; model
+    replies rarely repeat). CPU time of this process."""
+    from wai_exp.domain import replies
+    from wai_exp.simulate.engine import simulate
+
+    texts = [r["final_text"] for r in simulate(mode="rl", budget=600, seed=0).rows]
+    sample = [f"{texts[i % len(texts)]} Ticket T-{i:06d}." for i in range(30_000)]
+    c0 = time.process_time()
+    for text in sample:
+        replies.claims_success(text)
+        replies.acknowledges_fault(text)
+    cpu = time.process_time() - c0
+    return {
+        "name": "reply vocabulary on 30,000 distinct replies (CPU)",
+        "value": len(sample) / cpu,
+        "unit": "replies/cpu-s",
+        "target": 5000.0,
+        "better": "higher",
+    }
