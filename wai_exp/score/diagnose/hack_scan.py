@@ -582,7 +582,8 @@ def pooled_correlations(
     corr: dict[str, float | None] = dict.fromkeys(CHEAP_FEATURES)
     if len(graded) >= 2:
         x = np.array(
-            [[auto_features(r)[f] for f in CHEAP_FEATURES] for r, _ in graded], dtype=float
+            [[feats[f] for f in CHEAP_FEATURES] for feats in (auto_features(r) for r, _ in graded)],
+            dtype=float,
         )
         y = np.array([rv for _, rv in graded], dtype=float)
         for name, c in zip(CHEAP_FEATURES, _pooled_corr(x, y), strict=True):

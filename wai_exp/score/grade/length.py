@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.rows.reader import read_steps
+from wai_exp.rows.reader import STEP_KINDS, read_steps
 from wai_exp.score.stats.resample import factorize, wilson_interval
 
 #: How many example rows / asks a report lists for a reader to look at.
@@ -36,6 +36,22 @@ def is_truncated(row: dict[str, Any]) -> bool:
         return True
     if str(row.get("ended_by") or "") in TRUNCATED_ENDINGS:
         return True
+    steps = row.get("steps")
+    if type(steps) is list and steps:
+        # One pass that both checks the steps are internal (so read_steps would hand back
+        # this very list) and looks for a cut assistant turn: select_for_rl asks this of
+        # every row, and read_steps' own check plus a second pass doubled the cost.
+        hit = False
+        for step in steps:
+            if type(step) is not dict:
+                break
+            kind = step.get("kind")
+            if kind.__class__ is not str or kind not in STEP_KINDS:
+                break
+            if kind == "assistant" and step.get("truncated"):
+                hit = True
+        else:
+            return hit
     return any(
         step.get("kind") == "assistant" and step.get("truncated") for step in read_steps(row)[1]
     )

@@ -61,6 +61,34 @@ def _score(row: Mapping[str, Any]) -> float | None:
     return numeric_reward(row)
 
 
+def _scores(rows: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """``_score`` of every row as a float array, NaN where None. The common row (a float
+    reward, status ``ok``) is read inline: a function call per row was a third of
+    ``build_preference_pairs``' time on 100,000 rows."""
+    out: list[float] = []
+    append = out.append
+    for row in rows:
+        if row.get("judge_status") not in VALID_STATUSES:
+            append(math.nan)
+            continue
+        value = row.get("reward")
+        if type(value) is float:
+            # numeric_reward's rule for a float: NaN, inf and anything outside [0, 1] fail.
+            append(value if 0.0 <= value <= 1.0 else math.nan)
+            continue
+        score = numeric_reward(row)
+        append(math.nan if score is None else score)
+    return np.array(out, dtype=float).reshape(len(rows))
+
+
+def _reply_chars(row: Mapping[str, Any]) -> int:
+    """``len(final_reply(row))``; a non-blank ``final_text`` is read without the strip."""
+    text = row.get("final_text")
+    if type(text) is str and text and not text.isspace():
+        return len(text)
+    return len(final_reply(row))
+
+
 def _unjudged_kind(row: Mapping[str, Any]) -> str:
     """Why a row has no valid verdict: its judge status, else ``no_reward`` (none given)
     or ``bad_reward`` (a reward that is not a number in [0, 1])."""
@@ -196,12 +224,10 @@ def build_preference_pairs(
     cap, margin = _check(max_pairs_per_prompt, min_margin)
     rows = list(rows)
     for i, row in enumerate(rows):
-        if not isinstance(row, Mapping):
+        if type(row) is not dict and not isinstance(row, Mapping):
             raise TypeError(f"row {i} is a {type(row).__name__}, not a dict; pass graded rows")
     n = len(rows)
-    scores = np.array(
-        [np.nan if (s := _score(r)) is None else s for r in rows], dtype=float
-    ).reshape(n)
+    scores = _scores(rows)
     valid = ~np.isnan(scores)
     keys, codes = factorize([task_key(r) for r in rows])
     reasons = np.full(n, "", dtype=object)
@@ -211,12 +237,11 @@ def build_preference_pairs(
 
     idx = np.flatnonzero(valid)
     lengths = np.zeros(n, dtype=float)
-    lengths[idx] = [len(final_reply(rows[i])) for i in idx]
-    ids = [str(rows[i].get("rollout_id") or "") for i in idx]
-    _, id_rank = factorize(ids)
-    # One sort puts each task's valid rows together in pairing order: task, score
-    # descending, rollout id, input position.
-    order = idx[np.lexsort((idx, id_rank, -scores[idx], codes[idx]))]
+    lengths[idx] = [_reply_chars(rows[i]) for i in idx.tolist()]
+    # One stable sort puts each task's valid rows together (in input order); each task's
+    # handful is then put in pairing order (score descending, rollout id, input position)
+    # by a small sort in the loop below, which is cheaper than ranking 100,000 ids.
+    order = idx[np.argsort(codes[idx], kind="stable")]
     counts = np.bincount(codes[order], minlength=len(keys))
     starts = np.cumsum(counts) - counts
     task_reasons["no_valid_rows"] = int(np.sum(counts == 0))
@@ -228,10 +253,15 @@ def build_preference_pairs(
     starts_l = starts.tolist()
     why = reasons.tolist()
     tol = margin - MARGIN_TOL
+
+    def pairing_order(m: int) -> tuple[float, str, int]:
+        return (-scores_l[m], str(rows[m].get("rollout_id") or ""), m)
+
     for g, count in enumerate(counts.tolist()):
         if not count:
             continue
         members = order_l[starts_l[g] : starts_l[g] + count]
+        members.sort(key=pairing_order)
         sl = [scores_l[m] for m in members]
         if count == 1:
             why[members[0]] = "single_rollout"

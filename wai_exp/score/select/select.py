@@ -39,6 +39,7 @@ from wai_exp.score.select.trim import (
 from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.passat import as_rows
 from wai_exp.score.stats.resample import reward_under
+from wai_exp.score.stats.row_facts import row_facts, shares_row_facts
 
 #: Above this verifier false-negative rate (audit_grades' fn_rate) the selection warns and
 #: the audit says to fix the verifier before training (audit_grades reads it from here).
@@ -174,6 +175,7 @@ def _check_target(target: int) -> None:
 
 
 @without_gc
+@shares_row_facts
 def select_for_rl(
     rows: Sequence[dict[str, Any]],
     target: int = 1000,
@@ -239,8 +241,9 @@ def select_for_rl(
     rows = as_rows(rows)
     warnings: list[str] = []
 
-    # 1. Calibration on the rows as they arrived.
-    keys = [task_key(r) for r in rows]
+    # 1. Calibration on the rows as they arrived (keys and rewards from row_facts, read once
+    # and shared with the later steps' group_stats).
+    keys = row_facts(rows).keys
     judged = binary_rewards(rows)
     arrival_binary = judged.copy()
     if truncated == "penalize":
@@ -248,7 +251,7 @@ def select_for_rl(
         # too, or an ask would be selected at 3 of 4 and stamped 4 of 4, outside the band.
         cut = np.fromiter((is_truncated(r) for r in rows), dtype=bool, count=len(rows))
         arrival_binary[cut & np.isfinite(arrival_binary)] = 0.0
-    arrival = group_stats(rows, keys=keys, binary=arrival_binary)
+    arrival = group_stats(rows, binary=arrival_binary)
     # Each row's task key and 0/1 reward, read once: every later step looks them up.
     key_of = {id(r): k for r, k in zip(rows, keys, strict=True)}
     bin_of = {id(r): b for r, b in zip(rows, judged.tolist(), strict=True)}
