@@ -42,3 +42,45 @@ def main(port: int) -> None:
 
 if __name__ == "__main__":
     main(int(sys.argv[1]))
+
+
+def start_llama(port: int, timeout_s: float = 90.0):  # noqa: ANN201 - a context manager
+    """Start this server on ``port`` in a subprocess; a context manager yielding its base
+    URL once ``/v1/models`` answers. Raises ``RuntimeError`` when it exits or stays silent."""
+    import contextlib
+    import subprocess
+    import time
+
+    import httpx
+
+    @contextlib.contextmanager
+    def serve():  # noqa: ANN202
+        proc = subprocess.Popen(
+            [sys.executable, __file__, str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        base = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError(
+                        f"llama server exited: {proc.stderr.read().decode()[-2000:]}"
+                    )
+                try:
+                    if httpx.get(base + "/models", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.3)
+            else:
+                raise RuntimeError(f"llama server did not answer /v1/models within {timeout_s:g} s")
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    return serve()

@@ -101,6 +101,7 @@ class Engine:
         self.per_run: list[dict[str, Any]] = []
         self.per_run_tiers: list[Counter[str]] = []
         self.mutating = False  # on while a run draws fresh situations (not under replay)
+        self.writer: Any = None  # the model writer of simulator=<spec>, None for the template
 
     # ---- all runs -----------------------------------------------------------------------
     async def run_all(
@@ -360,7 +361,7 @@ class Engine:
         row = res.row
         task.landed.append(row)
         self.rows.append(row)
-        if self.mutating and self.mutations.parents.maxlen:
+        if self.mutating:
             self.mutations.note(row)
         dims = row.get("scenario_dimensions") or {}
         key = (
@@ -634,6 +635,7 @@ def simulate(
     )
     user = _model_user(cfg, world)
     asks = _earlier_asks(cfg, tasks, traces, tool_list, sp, world)
+    writer = _model_writer(cfg, tool_list, sp, world, asks)
     run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks.replay, world)
     llm_grader = resolve_llm_grader(llm_grade, tool_list, sp)
     runner = RolloutRunner(
@@ -641,14 +643,17 @@ def simulate(
         user_execute=execute is not None, grader=grader, run_id=run_id, llm_grader=llm_grader,
     )  # fmt: skip
     engine, first = _assemble(
-        cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress
-    )
+        cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress,
+        writer=writer,
+    )  # fmt: skip
     stream = RowStream(Path(output), cfg.knobs) if output is not None else None
     if stream is not None:
         engine.on_row = _tee(stream, on_row)
     try:
         asyncio.run(
-            _run_and_close(engine, first, partial(_rerun_source, cfg), resolved, [user, llm_grader])
+            _run_and_close(
+                engine, first, partial(_rerun_source, cfg), resolved, [user, writer, llm_grader]
+            )
         )
     except BaseException:
         if stream is not None:
@@ -784,14 +789,35 @@ def _tee(
     return stream_row
 
 
+def _model_writer(
+    cfg: Config, tools: list[dict[str, Any]], sp: str | None, world: WorldSetup, asks: Any
+) -> Any:
+    """The model writer of ``simulator=<spec>`` (None for the template writer, and for a
+    ``tasks=`` replay, whose asks were written already). Built before any rollout, so an
+    unreachable server fails the call first."""
+    if not cfg.simulator or asks.replay is not None:
+        return None
+    from wai_exp.simulate.model_writer import ModelWriter
+
+    first = cfg.repeats if cfg.repeat_policy == "fixed" else max(1, cfg.repeats // 2)
+    return ModelWriter(
+        cfg.simulator, tools, sp, seed=cfg.seed, hard_share=cfg.hard_share,
+        phrasings=cfg.phrasings, unique=cfg.unique, options=world.options, knobs=cfg.knobs,
+        budget=cfg.budget, k=first, timeout=cfg.timeout, time_budget=cfg.time_budget,
+    )  # fmt: skip
+
+
 def _writer_factory(
-    cfg: Config, tools: list[dict[str, Any]], sp: str | None, options: Any
+    cfg: Config, tools: list[dict[str, Any]], sp: str | None, options: Any, writer: Any = None
 ) -> tuple[Callable[..., Any], dict[str, Any]]:
     """``make_writer(seed, unique=cfg.unique)`` and the writer parameters rows record in
-    ``lineage.writer`` (with the draw index, enough to rebuild a situation)."""
+    ``lineage.writer`` (with the draw index, enough to rebuild a situation). With a model
+    ``writer`` every call gives that one writer (its waves and dedupe span the run)."""
     from wai_exp.simulate.writer import TemplateWriter
 
     def make_writer(writer_seed: int, unique: bool = cfg.unique) -> Any:
+        if writer is not None:
+            return writer
         return TemplateWriter(
             tools, sp, seed=writer_seed, hard_share=cfg.hard_share, phrasings=cfg.phrasings,
             unique=unique, options=options,
@@ -822,11 +848,12 @@ def _assemble(
     done_rows: Iterable[Mapping[str, Any]] | None,
     on_row: Callable[[dict[str, Any]], Any] | None,
     progress: Callable[[dict[str, Any]], Any] | None,
+    writer: Any = None,
 ) -> tuple[Engine, Callable[[], SituationSource]]:
     """The scheduler (with its mutation queue and the setup warnings) and the maker of run
     0's source (called inside the run, so the writer is built where errors are handled)."""
     make_writer, writer_params = _writer_factory(
-        cfg, runner.tools, runner.system_prompt, runner.world_setup.options
+        cfg, runner.tools, runner.system_prompt, runner.world_setup.options, writer
     )
     mutate = cfg.knobs["mutate_graded_failures"]
     mutations = MutationQueue(
@@ -837,10 +864,13 @@ def _assemble(
         make_writer=make_writer,
         writer_params=writer_params,
     )
+    if writer is not None:
+        mutations.observer = writer.observe
     engine = Engine(
         cfg, runner, agent_async=is_async_callable(agent.fn), mutations=mutations,
         done_rows=_done_map(done_rows), on_row=on_row, progress=progress,
     )  # fmt: skip
+    engine.writer = writer
     engine.warnings.extend(agent.warnings + asks.warnings)
     return engine, partial(_first_source, cfg, asks, make_writer, writer_params, mutations)
 
@@ -998,7 +1028,7 @@ def _result(
     if report["grade"] is not None:  # graded as the rows landed: the judge is named too
         metadata["judge_name"] = report["grade"]["judge_name"]
         metadata["judge_model"] = report["grade"]["judge_model"]
-    degraded, same_warning = same_model_jobs(cfg, report["agent_model"])
+    degraded, same_warning = same_model_jobs(cfg, report["agent_model"], agent.model)
     if same_warning:
         engine.warnings.append(same_warning)
     return SimulationData(
@@ -1013,19 +1043,23 @@ def _result(
     )
 
 
-def same_model_jobs(cfg: Config, agent_model: str) -> tuple[list[str], str | None]:
-    """``(["same_model"], warning)`` when the agent's model also wrote the situations or
-    played the user, else ``([], None)``: a model grading, writing or playing against its
-    own outputs makes the test easier than the world it stands for."""
+def same_model_jobs(
+    cfg: Config, agent_model: str, configured: str | None = None
+) -> tuple[list[str], str | None]:
+    """``(["same_model"], warning)`` when the agent's model (as the rows report it, or as
+    it was configured) also wrote the situations or played the user, else ``([], None)``:
+    a model writing or playing against its own outputs makes the test easier than the
+    world it stands for."""
     from wai_exp.simulate.model_calls import same_model
 
+    names = [n for n in (agent_model, configured) if n]
     jobs = [
         job
         for job, spec in (
             ("wrote the situations", cfg.simulator),
             ("played the user", cfg.user_model),
         )
-        if spec and same_model(agent_model, spec)
+        if spec and any(same_model(n, spec) for n in names)
     ]
     if not jobs:
         return [], None

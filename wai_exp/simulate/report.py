@@ -21,6 +21,16 @@ if TYPE_CHECKING:  # the engine imports this module
 KNOBS_READ = knobs_read()
 
 
+def knobs_read_by(engine: Engine) -> frozenset[str]:
+    """The knobs this run read: ``KNOBS_READ``, plus the ``model_writer`` ones when a model
+    writer wrote the situations."""
+    if engine.writer is None:
+        return KNOBS_READ
+    from wai_exp.config.knobs import KNOBS
+
+    return KNOBS_READ | {k.name for k in KNOBS if k.reads == "model_writer"}
+
+
 def tier_mix(
     cfg: Config, per_run_tiers: list[Counter[str]], n_rows: int
 ) -> tuple[dict[str, Any], str | None]:
@@ -88,12 +98,18 @@ def build_report(
         **token_totals(cfg, rows),
         "search": _search(cfg, engine, mix, DIMENSION_KEYS),
         "grade": grade_entry(cfg, engine),
-        "knobs_not_read": sorted(set(cfg.knobs) - KNOBS_READ),
+        "knobs_not_read": sorted(set(cfg.knobs) - knobs_read_by(engine)),
         "knobs_not_read_note": (
-            "recorded and validated, but nothing in this engine reads them: a model writer's "
-            "waves, tokens and restarts, or parts this engine does not have (the behaviour-gap "
-            "search, the loop tick, pool refills); the knob table's 'read by' column says which"
+            "recorded and validated, but nothing in this run read them"
+            + (
+                ""
+                if engine.writer is not None
+                else ": the model writer's knobs (waves, tokens, restarts, dedupe, the "
+                "behaviour-gap search) are read only under simulator=<model spec>"
+            )
+            + "; the knob table's 'read by' column says which part reads each"
         ),
+        "writer": engine.writer.report() if engine.writer is not None else None,
         "timings": {"total_s": elapsed, "rows_per_s": n_rows / elapsed if elapsed > 0 else None},
         "run_id": inputs["run_id"],
     }
@@ -133,8 +149,14 @@ def _sources(cfg: Config, engine: Engine, inputs: Mapping[str, Any]) -> dict[str
         "traces_info": trace_info,
         "seeds": trace_info.get("seeds", 0),
         "grader": engine.runner.grader_name,
-        "simulator": "template",
-        "writer_model": "template" if replay is None else sorted({t.writer_model for t in replay}),
+        "simulator": engine.writer.writer_model if engine.writer is not None else "template",
+        "writer_model": (
+            sorted({t.writer_model for t in replay})
+            if replay is not None
+            else engine.writer.writer_model
+            if engine.writer is not None
+            else "template"
+        ),
         "agent_model": agent_model_of(rows, inputs["agent_model"]),
         "user_model": engine.runner.user_model if any(r.get("user_model") for r in rows) else None,
         "user_model_configured": engine.runner.user_model,

@@ -129,7 +129,7 @@ class SituationSource:
                 sit,
                 p,
                 str(text),
-                "template",
+                str(lineage.get("model") or "template"),
                 self.k,
                 writer_lineage=lineage,
                 arm="mutation" if "focus" in lineage else "fresh",
@@ -145,7 +145,16 @@ class SituationSource:
                 return False
         drawn: list[tuple[Any, dict[str, Any]]] = []
         plain = want
-        if plain > 0:
+        if plain > 0 and hasattr(self.writer, "take"):
+            # A model writer hands out what it wrote with its own lineage (model, wave, asks).
+            pairs = self.writer.take(plain * (self.oversample if self.aim is not None else 1))
+            if self.aim is not None:
+                by_id = {id(sit): lin for sit, lin in pairs}
+                pairs = [(sit, by_id[id(sit)]) for sit in self.aim([p[0] for p in pairs], plain)]
+            drawn += pairs
+            if not drawn and getattr(self.writer, "stop_reason", None):
+                self.exhausted_by = str(self.writer.stop_reason)
+        elif plain > 0:
             base = int(getattr(self.writer, "drawn", 0))
             if self.aim is not None:
                 # Draw more than needed and keep the share that matches the hot trace regions.
@@ -188,9 +197,16 @@ class MutationQueue:
         self.writer_params = writer_params
         self.aims: Counter[str] = Counter()
         self.kinds: Counter[str] = Counter()
+        #: called with every landed row first (a model writer's behaviour-gap search)
+        self.observer: Callable[[dict[str, Any]], Any] | None = None
 
     def note(self, row: dict[str, Any]) -> None:
-        """Queue ``row``'s cell as a parent when the row failed."""
+        """Queue ``row``'s cell as a parent when the row failed (and show the row to the
+        observer, when there is one)."""
+        if self.observer is not None:
+            self.observer(row)
+        if not self.parents.maxlen:
+            return
         dims = row.get("scenario_dimensions") or {}
         fired = (row.get("faults") or {}).get("fired")
         reward = row.get("reward")
@@ -210,15 +226,23 @@ class MutationQueue:
         while self.parents and len(out) < limit:
             focus, kind = self.parents.popleft()
             mseed = stable_hash(self.seed, "mutation", sum(self.kinds.values()))
-            sit = self.make_writer(mseed, unique=False).next_situation(focus=focus)
-            lineage = {
-                **self.writer_params,
-                "seed": mseed,
-                "unique": False,
-                "index": 0,
-                "focus": focus,
-                "parent": kind,
-            }
+            writer = self.make_writer(mseed, unique=False)
+            if hasattr(writer, "take"):
+                # A model writer writes the sibling itself, with its own lineage.
+                pairs = writer.take(1, focus=focus)
+                if not pairs:
+                    continue
+                sit, lineage = pairs[0][0], {**pairs[0][1], "focus": focus, "parent": kind}
+            else:
+                sit = writer.next_situation(focus=focus)
+                lineage = {
+                    **self.writer_params,
+                    "seed": mseed,
+                    "unique": False,
+                    "index": 0,
+                    "focus": focus,
+                    "parent": kind,
+                }
             self.kinds[kind] += 1
             self.aims[f"{focus['tool']}/{focus['tool_condition']}"] += 1
             out.append((sit, lineage))
