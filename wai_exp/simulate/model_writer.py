@@ -201,6 +201,8 @@ class ModelWriter:
         self.gave_up = False
         self.stop_reason: str | None = None
         self._inflight: list[concurrent.futures.Future[Any]] = []
+        self._focused_inflight: dict[str, concurrent.futures.Future[Any]] = {}
+        self._focused: dict[str, deque[tuple[Situation, dict[str, Any]]]] = {}
         self._first = True
         self.stats: dict[str, Any] = {
             "model": self.writer_model,
@@ -247,7 +249,7 @@ class ModelWriter:
         """Wait ``scene_join_s`` (``scene_join_clocked_s`` under a clock) for waves still
         running, count the rest as abandoned, and stop the writer's loop."""
         wait = float(self.knobs["scene_join_clocked_s" if self.clocked else "scene_join_s"])
-        pending = [f for f in self._inflight if not f.done()]
+        pending = [f for f in [*self._inflight, *self._focused_inflight.values()] if not f.done()]
         if pending:
             done, not_done = concurrent.futures.wait(pending, timeout=wait)
             for f in not_done:
@@ -276,8 +278,7 @@ class ModelWriter:
         """Up to ``n`` ``(situation, lineage)`` pairs: what the pool holds, after waiting
         for (or launching) waves when it is empty."""
         if focus:
-            # A mutation's sibling: one wave of cards in the parent's cell, written now.
-            return self._write_now(min(n, self.cards_per_wave), focus)
+            return self._write_focused(min(n, self.cards_per_wave), focus)
         out: list[tuple[Situation, dict[str, Any]]] = []
         if n > 0 and (self.pool or self._fill()):
             # What is written now, not n: the first rollouts start while later waves write.
@@ -464,23 +465,32 @@ class ModelWriter:
                 return False
         return True
 
-    def _write_now(
+    def _write_focused(
         self, n: int, focus: Mapping[str, Any]
     ) -> list[tuple[Situation, dict[str, Any]]]:
-        """Cards in the focused cell, written in one wave now (mutations of failing rows)."""
-        held = list(self._inflight)
-        self._inflight = []
-        self._launch(1, n, None, focus=focus)
-        mine = self._inflight
-        self._inflight = held
-        before = len(self.pool)
-        for fut in mine:
-            concurrent.futures.wait([fut])
-            self._collect(fut)
-        got = [self.pool.pop() for _ in range(len(self.pool) - before)][::-1]
-        for _, lineage in got:
-            lineage["focus"] = dict(focus)
-        return got
+        """Cards in the focused cell (mutations of failing rows), never waited for: what an
+        earlier focused wave wrote, else a wave is launched and ``[]`` comes back now (the
+        mutation waits in its queue while the rollouts go on)."""
+        key = json.dumps(dict(focus), sort_keys=True, default=str)
+        for k, fut in list(self._focused_inflight.items()):
+            if fut.done():
+                del self._focused_inflight[k]
+                before = len(self.pool)
+                self._collect(fut)
+                new = [self.pool.pop() for _ in range(len(self.pool) - before)][::-1]
+                for _, lineage in new:
+                    lineage["focus"] = json.loads(k)
+                self._focused.setdefault(k, deque()).extend(new)
+        ready = self._focused.get(key)
+        if ready:
+            return [ready.popleft() for _ in range(min(n, len(ready)))]
+        if key not in self._focused_inflight and not self.gave_up:
+            held = self._inflight
+            self._inflight = []
+            self._launch(1, n, None, focus=focus)
+            self._focused_inflight[key] = self._inflight[0]
+            self._inflight = held
+        return []
 
     # -- one wave's reply ----------------------------------------------------------------
     def _collect(self, fut: concurrent.futures.Future[Any]) -> None:
@@ -739,7 +749,9 @@ class ModelWriter:
             restart_allowance=self.restart_allowance,
             gave_up=self.gave_up,
             # written ahead when the run stopped; shutdown waits scene_join_s for them
-            waves_in_flight=sum(1 for f in self._inflight if not f.done()),
+            waves_in_flight=sum(
+                1 for f in [*self._inflight, *self._focused_inflight.values()] if not f.done()
+            ),
             regions={
                 f"{t}/{c}": {
                     "rows": r["n"],

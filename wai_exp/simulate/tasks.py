@@ -231,7 +231,9 @@ class MutationQueue:
                 # A model writer writes the sibling itself, with its own lineage.
                 pairs = writer.take(1, focus=focus)
                 if not pairs:
-                    continue
+                    # Still being written: the parent waits for a later ask.
+                    self.parents.appendleft((focus, kind))
+                    break
                 sit, lineage = pairs[0][0], {**pairs[0][1], "focus": focus, "parent": kind}
             else:
                 sit = writer.next_situation(focus=focus)
