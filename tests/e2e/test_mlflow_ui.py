@@ -4,8 +4,9 @@ Runs the console script twice (an rl_round with overrides, a two-value skill swe
 `mlflow ui` on 127.0.0.1 over the store they wrote, and drives Debian's headless chromium
 through its chromedriver (selenium). It checks that
 
-- the experiment opens on its runs table (not the GenAI traces page) and shows the run
-  named by its preset and overrides;
+- the bare experiment URL, in a fresh browser, opens on its runs table (not the GenAI
+  traces page) under the UI the run's summary says to start (`mlflow ui ... --app-name
+  wai-exp`), and shows the run named by its preset and overrides;
 - the run page's description states pass@1 with its 95% interval and the gate verdict;
 - the sweep parent's page shows the per-value table.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -93,7 +95,7 @@ def recorded(tmp_path_factory):
     """An rl_round and a sweep in one store, and `mlflow ui` serving it."""
     chromium, driver = _browser_paths()
     cwd = tmp_path_factory.mktemp("ui")
-    _wai(cwd, "+experiment=rl_round", "simulate.budget=200", "seed=1")
+    rl_out = _wai(cwd, "+experiment=rl_round", "simulate.budget=200", "seed=1").stdout
     sweep = _wai(cwd, "-m", "+experiment=eval", "simulate.budget=40", "agent.skill=0.6,0.9")
     from mlflow import MlflowClient
 
@@ -106,9 +108,12 @@ def recorded(tmp_path_factory):
     assert f"MLflow parent run: {parent.info.run_id}" in sweep.stdout
     port = _free_port()
     log = (cwd / "mlflow-ui.log").open("w")
+    # The UI as the run's summary says to start it (`open it:  mlflow ui ...  # then open`).
+    [hint] = [ln for ln in rl_out.splitlines() if ln.startswith("open it:")]
+    command = shlex.split(hint.removeprefix("open it:").split("  # ")[0])
+    assert command[:2] == ["mlflow", "ui"] and "--app-name" in command, hint
     server = subprocess.Popen(
-        [MLFLOW, "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
+        [MLFLOW, *command[1:], "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
         cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -170,11 +175,14 @@ def _page(browser, url: str, *needles: str, shot: str, timeout: float = 120) -> 
 def test_the_experiment_opens_on_its_runs_named_by_their_overrides(recorded, browser):
     name = recorded["run"].info.run_name
     assert name == "rl_round simulate.budget=200 seed=1"
+    # The bare experiment URL, in a browser that never chose a view: the runs table, not the
+    # GenAI Traces page MLflow 3.17 opens by default.
     text = _page(
-        browser, f"{recorded['url']}/#/experiments/{recorded['rl'].experiment_id}?{UI_VIEW}", name,
+        browser, f"{recorded['url']}/#/experiments/{recorded['rl'].experiment_id}", name,
         shot="1-experiment-runs.png",
     )  # fmt: skip
-    assert "No traces" not in text
+    assert f"/#/experiments/{recorded['rl'].experiment_id}/runs" in browser.current_url
+    assert "No traces" not in text and "Run Name" in text
 
 
 @pytest.mark.slow

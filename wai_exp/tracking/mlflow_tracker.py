@@ -297,34 +297,38 @@ def run_params(config: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, Any
     return params, dict(knobs) if isinstance(knobs, Mapping) else {}
 
 
-#: Experiment tag MLflow 3's UI reads for an experiment's kind: "custom_model_development"
+#: Experiment tag older MLflow 3 UIs read for an experiment's kind: "custom_model_development"
 #: marks it a model-training experiment (runs table), not a GenAI one (traces overview).
-#: MLflow 3.17's UI lets its view switch (``?workflowType=``, see UI_VIEW) win over it.
+#: MLflow 3.17's UI ignores it (wai_exp/tracking/ui_app.py); it is set for the others.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
 
 #: The MLflow 3.17 UI picks its view (GenAI traces vs model training runs) from this URL
-#: parameter, else from the browser's last choice (GenAI on a fresh browser); it no longer
-#: reads the experiment's ``mlflow.experimentKind`` tag for that. Links carry it.
+#: parameter, else from the browser's last choice (GenAI on a fresh browser). Links carry it,
+#: so they open on the runs also in a UI wai-exp does not serve (a team server).
 UI_VIEW = "workflowType=machine_learning"
+#: ``mlflow ui --app-name`` value of wai-exp's UI app (wai_exp/tracking/ui_app.py): MLflow's
+#: server whose UI opens an experiment on its runs, the bare experiment URL included.
+UI_APP = "wai-exp"
 
 
 def ui_hint(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
-    """How to look at a run: the ``mlflow ui`` command for SQLite, the server URL otherwise.
-    The link opens the model-training view, where the runs table and run pages are."""
+    """How to look at a run: the ``mlflow ui`` command (with wai-exp's UI app, so a bare
+    experiment URL opens on its runs) for a database store, the server URL otherwise. The
+    link opens the model-training view, where the runs table and run pages are."""
     path = ""
     if experiment_id is not None:
         path = f"/#/experiments/{experiment_id}"
         if run_id is not None:
             path += f"/runs/{run_id}"
         path += f"?{UI_VIEW}"
-    if uri.startswith("sqlite:"):
-        cmd = f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
-        return f"{cmd}  # then open {UI_URL}{path}" if path else cmd
     if uri.startswith(("http://", "https://")):
         return f"open {uri.rstrip('/')}{path}"
-    return f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
+    cmd = f"mlflow ui --backend-store-uri {shlex.quote(uri)} --app-name {UI_APP}"
+    if uri.startswith("sqlite:"):
+        return f"{cmd}  # then open {UI_URL}{path}" if path else cmd
+    return cmd
 
 
 # --------------------------------------------------------------------------- helpers
