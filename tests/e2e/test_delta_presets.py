@@ -41,6 +41,7 @@ def test_delta_preset_pairs_every_task_and_passes(tmp_path: Path) -> None:
     # the compare command reads the same run dir's stages back
     proc = subprocess.run(
         [WAI_EXP, "compare", str(run / "grade_before"), str(run / "grade_after")],
+        cwd=tmp_path,  # compare logs to ./mlflow.db: keep it out of the checkout
         capture_output=True,
         text=True,
         timeout=120,
