@@ -292,6 +292,9 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
                     "calls": calls,
                     "wall_s": round(wall, 2),
                     "cpu_over_wall": round(cpu / wall, 2),
+                    # Load-independent: what one call costs this process (the stub's own
+                    # CPU is not in it). 1000 / this is the most calls one free core gives.
+                    "cpu_ms_per_call": round(1000 * cpu / calls, 3) if calls else None,
                     "load_1m": load,
                 }
             )  # fmt: skip
@@ -323,14 +326,15 @@ def bench_model_calls_per_second() -> list[dict[str, Any]]:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| cell | c | ideal/s | achieved/s | % of ideal | % of server alone | CPU/wall | load 1m |",
-        "|---|---|---|---|---|---|---|---|",
+        "| cell | c | ideal/s | achieved/s | % of ideal | % of server alone | CPU/wall "
+        "| CPU ms/call | load 1m |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name'].rsplit(' c=', 1)[0]} | {r['concurrency']} | {r['ideal']:.0f} | "
             f"{r['value']:.0f} | {r['pct_of_ideal']}% | {r['pct_of_server_alone']}% | "
-            f"{r['cpu_over_wall']} | {r['load_1m']} |"
+            f"{r['cpu_over_wall']} | {r['cpu_ms_per_call']} | {r['load_1m']} |"
         )
     return "\n".join(lines)
 
