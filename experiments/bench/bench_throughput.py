@@ -100,7 +100,9 @@ def _answer(body: bytes, n: int) -> dict[str, Any]:
 class _StubProtocol(asyncio.Protocol):
     """HTTP/1.1 keep-alive: reads ``Content-Length`` bodies, answers each after the delay."""
 
-    count = 0  # requests answered, all connections
+    count = 0  # requests taken, all connections
+    in_flight = 0  # taken and not yet answered
+    peak = 0  # the most in flight at once since the last /stats?reset
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
@@ -127,14 +129,22 @@ class _StubProtocol(asyncio.Protocol):
                 return
             path = head.split(" ", 2)[1] if " " in head else ""
             body, self.buf = self.buf[head_end + 4 : end], self.buf[end:]
-            if path.endswith("/stats"):
-                self._send(json.dumps({"count": _StubProtocol.count}).encode())
+            cls = _StubProtocol
+            if "/stats" in path:
+                stats = {"count": cls.count, "peak_in_flight": cls.peak}
+                if path.endswith("reset"):
+                    cls.peak = cls.in_flight
+                self._send(json.dumps(stats).encode(), answered=False)
             else:
-                _StubProtocol.count += 1
+                cls.count += 1
+                cls.in_flight += 1
+                cls.peak = max(cls.peak, cls.in_flight)
                 payload = json.dumps(_answer(body, _StubProtocol.count)).encode()
                 asyncio.get_running_loop().call_later(self.delay, self._send, payload)
 
-    def _send(self, payload: bytes) -> None:
+    def _send(self, payload: bytes, answered: bool = True) -> None:
+        if answered:
+            _StubProtocol.in_flight -= 1
         if self.transport is None or self.transport.is_closing():
             return
         self.transport.write(
@@ -178,14 +188,18 @@ class Stub:
         self.proc.join(5)
         self.sock.close()
 
-    def count(self) -> int:
-        """Requests the stub has answered so far."""
+    def stats(self, reset: bool = False) -> dict[str, int]:
+        """``count`` (requests taken so far) and ``peak_in_flight`` (since the last reset)."""
+        path = b"/stats?reset" if reset else b"/stats"
         with socket.create_connection(("127.0.0.1", self.port)) as s:
-            s.sendall(b"GET /stats HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+            s.sendall(b"GET " + path + b" HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
             data = b""
             while b"}" not in data:
                 data += s.recv(4096)
-        return json.loads(data.split(b"\r\n\r\n", 1)[1])["count"]
+        return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+    def count(self) -> int:
+        return self.stats()["count"]
 
 
 # ---- the clients -----------------------------------------------------------------------
@@ -272,9 +286,10 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
         ]  # fmt: skip
         ceiling = None
         for label, fn in cells:
-            before = stub.count()
+            before = stub.stats(reset=True)["count"]
             wall, cpu, load = _timed(fn)
-            calls = stub.count() - before
+            after = stub.stats()
+            calls = after["count"] - before
             rate = calls / wall
             if ceiling is None:
                 ceiling = rate
@@ -290,6 +305,7 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
                     "pct_of_ideal": round(100 * rate / ideal, 1),
                     "pct_of_server_alone": round(100 * rate / ceiling, 1),
                     "calls": calls,
+                    "peak_in_flight": after["peak_in_flight"],
                     "wall_s": round(wall, 2),
                     "cpu_over_wall": round(cpu / wall, 2),
                     # Load-independent: what one call costs this process (the stub's own
@@ -327,14 +343,15 @@ def bench_model_calls_per_second() -> list[dict[str, Any]]:
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| cell | c | ideal/s | achieved/s | % of ideal | % of server alone | CPU/wall "
-        "| CPU ms/call | load 1m |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| CPU ms/call | peak in flight | load 1m |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name'].rsplit(' c=', 1)[0]} | {r['concurrency']} | {r['ideal']:.0f} | "
             f"{r['value']:.0f} | {r['pct_of_ideal']}% | {r['pct_of_server_alone']}% | "
-            f"{r['cpu_over_wall']} | {r['cpu_ms_per_call']} | {r['load_1m']} |"
+            f"{r['cpu_over_wall']} | {r['cpu_ms_per_call']} | {r['peak_in_flight']} | "
+            f"{r['load_1m']} |"
         )
     return "\n".join(lines)
 
