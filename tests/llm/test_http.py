@@ -2,6 +2,7 @@
 retries on 429 / 5xx / refused connections, and a read timeout that is never retried."""
 
 import asyncio
+import base64
 import socket
 import threading
 import urllib.request
@@ -53,6 +54,14 @@ def test_default_client_is_the_aiohttp_transport_and_speaks_json_both_ways():
     assert {k.lower(): v for k, v in headers.items()}["authorization"] == "Bearer k"
     assert sent["messages"][0]["content"] == "hi"
     assert isinstance(async_client(timeout=1.0)._transport, AiohttpTransport)
+
+
+def test_credentials_in_the_base_url_go_as_basic_auth():
+    script = Script((200, chat_reply("hi")))
+    with scripted_server(script) as url:
+        post(url.replace("http://", "http://user:s3cret@"))
+    auth = {k.lower(): v for k, v in script.seen[0][1].items()}["authorization"]
+    assert auth == "Basic " + base64.b64encode(b"user:s3cret").decode()
 
 
 def test_429_with_retry_after_is_retried_then_answers():

@@ -39,10 +39,24 @@ def async_client(
     running loop, and closed by ``aclose()``. Never raises.
     """
     if transport is None:
-        from httpx_aiohttp import AiohttpTransport
-
-        transport = AiohttpTransport(client=_aiohttp_session)
+        transport = _aiohttp_transport_class()(client=_aiohttp_session)
     return httpx.AsyncClient(timeout=timeout, transport=transport)
+
+
+@functools.cache
+def _aiohttp_transport_class() -> type[httpx.AsyncBaseTransport]:
+    """``httpx_aiohttp.AiohttpTransport`` that drops a URL's ``user:password@`` (httpx has
+    already sent it as Basic auth; aiohttp refuses a request carrying both). Built on first
+    use: importing aiohttp costs a third of a second."""
+    from httpx_aiohttp import AiohttpTransport
+
+    class Transport(AiohttpTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if request.url.userinfo:
+                request.url = request.url.copy_with(userinfo=b"")
+            return await super().handle_async_request(request)
+
+    return Transport
 
 
 @functools.cache
