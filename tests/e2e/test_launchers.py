@@ -1,5 +1,5 @@
-"""Sweeps that scale out: Hydra launchers picked on the command line, and a team MLflow server
-on PostgreSQL. Each sweep runs the console script as a user would and then reads MLflow:
+"""Sweeps that scale out: Hydra launchers (joblib, submitit_local, a local Ray instance) picked
+on the command line, and a team MLflow server on PostgreSQL. Each sweep runs the console script as a user would and then reads MLflow:
 one parent holding the swept keys and the per-value table, every child nested and FINISHED.
 
 The PostgreSQL test needs a server: `.ci/run` installs and starts one
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -57,7 +58,9 @@ def _runs(uri: str, experiment: str):
     return client, parent, kids, runs
 
 
-def _check_sweep(proc, uri: str, experiment: str, n_jobs: int, values: list[str]):
+def _check_sweep(
+    proc, uri: str, experiment: str, n_jobs: int, values: list[str], *, table_last: bool = True
+):
     assert proc.returncode == 0, proc.stderr[-4000:]
     client, parent, kids, runs = _runs(uri, experiment)
     assert len(kids) == n_jobs and len(runs) == n_jobs + 1  # every child nested, no stray run
@@ -71,8 +74,10 @@ def _check_sweep(proc, uri: str, experiment: str, n_jobs: int, values: list[str]
         assert f"| {v} |" in table  # the per-value table, one row per swept skill
     arts = {a.path for a in client.list_artifacts(parent.info.run_id, "sweep")}
     assert {"sweep/per_value.csv", "sweep/pass_at_1_by_value.png"} <= arts
-    # The terminal ends with the table and the parent's id.
-    tail = proc.stdout.strip().splitlines()[-(len(values) + 5) :]
+    # The terminal ends with the table and the parent's id (``table_last=False``: Ray
+    # forwards its workers' output to the terminal late, so job lines may follow it).
+    lines = proc.stdout.strip().splitlines()
+    tail = lines[-(len(values) + 5) :] if table_last else lines
     assert any(line.startswith("agent.skill") and "pass@1" in line for line in tail)
     assert f"MLflow parent run: {parent.info.run_id}" in proc.stdout
     return client, parent, kids
@@ -112,6 +117,29 @@ def test_submitit_local_sweep_from_the_command_line(tmp_path):
     # A skill sweep has no replicates: no noise floor, the reason instead.
     assert "run_std" not in parent.data.metrics
     assert "no replicates" in parent.data.tags["mlflow.note.content"]
+
+
+@pytest.mark.slow
+def test_ray_sweep_from_the_command_line(tmp_path):
+    # A local Ray instance (no dashboard: nobody looks at it, and it is the slowest part
+    # of Ray's start on a small machine); the jobs run in Ray worker processes.
+    proc = _sweep(
+        tmp_path,
+        "-m",
+        "+experiment=eval",
+        "simulate.budget=40",
+        "agent.skill=0.6,0.9",
+        "hydra/launcher=ray",
+        "+hydra.launcher.ray.init.include_dashboard=false",
+        "+hydra.launcher.ray.init.num_cpus=2",
+        timeout=900,
+    )
+    uri = f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
+    _, parent, kids = _check_sweep(proc, uri, "eval", 2, ["0.6", "0.9"], table_last=False)
+    assert "run_std" not in parent.data.metrics  # a skill sweep: no replicates
+    # The jobs ran as Ray tasks: Ray prefixes their output with the task and worker pid.
+    ray_pids = set(re.findall(r"\(_run_job pid=(\d+)\)", proc.stdout + proc.stderr))
+    assert ray_pids and {k.data.tags["wai.pid"] for k in kids} <= ray_pids
 
 
 def test_an_unknown_launcher_is_hydras_error_not_ours(tmp_path):
