@@ -5,16 +5,17 @@ key, an unreachable host, a completion past the timeout) and exits 1."""
 from __future__ import annotations
 
 import json
+import socket
 
 from tests.e2e.test_cli import run_dirs, wai
 from tests.simulate.agents.test_model_agent_server import Server
-from tests.support.scripted_server import scripted_server
+from tests.support.scripted_server import echo_401, scripted_server
 
 
-def model_run(tmp_path, url, *extra, timeout=300):
+def model_run(tmp_path, url, *extra, timeout=300, tracking="tracking=none"):
     return wai(
         tmp_path, "+experiment=rl_round", "agent=vllm", f"agent.base_url={url}",
-        "agent.model=served-model", "simulate.budget=4", "knobs.concurrency=4", "tracking=none",
+        "agent.model=served-model", "simulate.budget=4", "knobs.concurrency=4", tracking,
         *extra, timeout=timeout,
     )  # fmt: skip
 
@@ -24,14 +25,112 @@ def simulate_report(tmp_path):
     return json.loads((run / "simulate" / "report.json").read_text()), run
 
 
-def test_cli_model_agent_records_logprobs_when_asked(tmp_path):
+def test_cli_model_agent_records_logprobs_and_token_usage_reaches_mlflow(tmp_path):
+    from mlflow.tracking import MlflowClient
+
     server = Server()
     with scripted_server(server) as url:
-        res = model_run(tmp_path, url, "simulate.logprobs=true")
+        res = model_run(tmp_path, url, "simulate.logprobs=true", tracking="tracking=mlflow")
     assert res.returncode in (0, 3), res.stdout + res.stderr
+    run_id = json.loads((run_dirs(tmp_path)[0] / "run.json").read_text())["run_id"]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+    metrics = client.get_run(run_id).data.metrics
+    # 4 rollouts of two turns: 100 + 200 prompt tokens and 1 + 3 completion tokens each
+    assert metrics["simulate.usage_input_tokens"] == 1200.0
+    assert metrics["simulate.usage_output_tokens"] == 16.0
     assert all(b.get("logprobs") is True and b.get("top_logprobs") == 1 for b in server.bodies)
     report, run = simulate_report(tmp_path)
     assert report["logprobs"] is True
     assert report["logprobs_captured"]["turns_with_logprob"] == report["logprobs_captured"]["turns"]
     rows = [json.loads(x) for x in (run / "simulate" / "rows.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(r["logprob"] == -1.75 and r["n_tokens"] == 4 for r in rows)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def failed_run(tmp_path, url, *extra):
+    res = model_run(tmp_path, url, "knobs.dead_agent_errors=4", *extra)
+    assert res.returncode == 1, res.stdout + res.stderr
+    return res
+
+
+def test_a_refused_key_exits_1_and_says_the_key_was_refused(tmp_path):
+    with scripted_server(echo_401) as url:
+        res = failed_run(tmp_path, url, "+agent.api_key=sk-test-wrong-key-0042")
+    out = res.stdout + res.stderr
+    assert "wai-exp: FAILED" in res.stdout
+    assert "simulate failed: the agent was called off after" in res.stdout
+    assert "lost by cause: " in res.stdout and " BackendError" in res.stdout
+    assert "the model server refused the API key (HTTP 401)" in res.stdout
+    assert "sk-test-wrong-key-0042" not in out  # the server quoted it; nothing repeats it
+    assert "publish gate: REFUSED" not in res.stdout  # the cause is named, not a later symptom
+
+
+def test_an_unreachable_host_exits_1_and_says_so(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    res = failed_run(tmp_path, url)
+    assert "the model server could not be reached" in res.stdout
+    assert "is it running, and is agent.base_url right?" in res.stdout
+    assert "refused the API key" not in res.stdout
+
+
+def test_a_completion_past_the_timeout_exits_1_naming_the_limit_and_the_turn(tmp_path):
+    server = Server(delay=lambda turn: 0.0 if turn == 1 else 2.5)
+    with scripted_server(server) as url:
+        res = failed_run(tmp_path, url, "simulate.timeout=0.5")
+    assert "lost by cause: 4 timeout" in res.stdout, res.stdout
+    assert "did not answer turn 2 within timeout=0.5 s" in res.stdout
+    report, _ = simulate_report(tmp_path)
+    assert report["failed_because"] == "dead_agent"
+    assert report["rollouts_lost_by"] == {"timeout": 4}
+
+
+def test_losing_more_than_max_lost_share_fails_the_stage_though_the_budget_filled(tmp_path):
+    server = Server()
+    calls = {"n": 0}
+
+    def half_fail(path, headers, body):  # every other rollout's first turn is refused
+        if not any(m.get("role") == "tool" for m in body["messages"]):
+            with server.lock:
+                calls["n"] += 1
+                odd = calls["n"] % 2 == 1
+            if odd:
+                return 400, {"error": {"message": "context length exceeded"}}
+        return server(path, headers, body)
+
+    with scripted_server(half_fail) as url:
+        res = model_run(tmp_path, url, "knobs.concurrency=1")
+    assert res.returncode == 1, res.stdout + res.stderr
+    report, _ = simulate_report(tmp_path)
+    assert report["rows"] == 4 and report["rollouts_lost"] >= 2
+    assert report["failed_because"] == "lost_rollouts"
+    assert "rollouts were lost, more than simulate.max_lost_share=0.25" in res.stdout
+    assert "HTTP 400" in res.stdout
+    # The same run does not fail when the user accepts that share.
+    again = tmp_path / "again"
+    again.mkdir()
+    with scripted_server(half_fail) as url:
+        ok = model_run(again, url, "knobs.concurrency=1", "simulate.max_lost_share=0.9")
+    assert ok.returncode in (0, 3) and "max_lost_share" not in ok.stdout, ok.stdout
+
+
+def test_a_one_at_a_time_server_is_named_early_in_the_progress_line(tmp_path):
+    server = Server(delay=lambda turn: 0.4)
+    with scripted_server(server, serial=True) as url:
+        res = model_run(
+            tmp_path, url, "knobs.concurrency=8", "simulate.budget=8", "knobs.progress_every_s=1",
+            "simulate.repeats=1",
+        )  # fmt: skip
+    assert res.returncode in (0, 3), res.stdout + res.stderr
+    progress = [line for line in res.stderr.splitlines() if "rows" in line and "/s" in line]
+    assert any("answers about one request at a time" in line and "knobs.concurrency=1" in line
+               for line in progress), res.stderr  # fmt: skip
+    _, run = simulate_report(tmp_path)  # and it stays in the stage's report once done
+    assert (
+        "warning: while it ran: the server answers about one request at a time"
+        in (run / "simulate" / "report.txt").read_text()
+    )

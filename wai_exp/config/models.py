@@ -50,6 +50,8 @@ class SimulateConfig(_Strict):
     until: Literal["compute", "saturation"] = "compute"
     timeout: Annotated[float, Field(gt=0.0)] = 300.0
     logprobs: bool | Literal["tokens"] | None = None
+    #: A stage that lost more than this share of the rollouts it attempted fails (exit 1).
+    max_lost_share: Share = 0.25
     #: False = the built-in template writer (offline); a model spec runs a model writer.
     simulator: bool | str = False
     user_model: str | None = None

@@ -747,6 +747,9 @@ def failure_reason(result: StageResult) -> str | None:
     failure stop reason (``stopped_because`` in its tags or report, also per run) failed,
     whatever rows it returned."""
     report = result.report if isinstance(result.report, dict) else {}
+    if report.get("failed_because"):
+        # The stage said why, in words (simulate: the reason, lost by cause, the first error).
+        return str(report.get("failure_summary") or f"it failed: {report['failed_because']}")
     stops = [result.tags.get("stopped_because"), report.get("stopped_because")]
     per_run = report.get("stopped_because_per_run")
     if isinstance(per_run, list):

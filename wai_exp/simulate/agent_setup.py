@@ -153,6 +153,10 @@ class UserAgent:
         self.is_async = is_async_callable(fn)
         self.concurrency = max(1, int(concurrency))
         self._pool: ThreadPoolExecutor | None = None
+        from wai_exp.simulate.run_health import CallTimes
+
+        #: recent calls, read by the progress line's early warnings
+        self.call_times = CallTimes()
 
     async def __call__(
         self, prompt: str, *, tools: Any, system_prompt: Any, world: Any, sampling: Any
@@ -160,6 +164,14 @@ class UserAgent:
         offered = {"tools": tools, "system_prompt": system_prompt, "world": world,
                    "sampling": sampling}  # fmt: skip
         kwargs = offered if self.all_context else {k: offered[k] for k in self.keys}
+        token = self.call_times.start()
+        try:
+            out = await self._call(prompt, kwargs)
+        finally:
+            self.call_times.done(token)
+        return trajectory_of(prompt, out)
+
+    async def _call(self, prompt: str, kwargs: dict[str, Any]) -> Any:
         if self.is_async:
             out = await self.fn(prompt, **kwargs)
         else:
@@ -173,7 +185,7 @@ class UserAgent:
             out = await loop.run_in_executor(self._pool, lambda: ctx.run(self.fn, prompt, **kwargs))
             if inspect.isawaitable(out):  # a sync wrapper that hands back a coroutine
                 out = await out
-        return trajectory_of(prompt, out)
+        return out
 
     async def aclose(self) -> None:
         """Shut the thread pool (threads still in a call finish on their own) and close

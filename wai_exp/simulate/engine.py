@@ -43,6 +43,7 @@ from wai_exp.simulate.modes import MODE_PRESETS, Config, apply_aliases, resolve_
 from wai_exp.simulate.replay import pinned_tasks, rerun_tasks, trace_seeds
 from wai_exp.simulate.report import build_report, tier_mix
 from wai_exp.simulate.rollout import Outcome, RolloutRunner
+from wai_exp.simulate.run_health import early_warning, failure_summary
 from wai_exp.simulate.stream import RowStream
 from wai_exp.simulate.tasks import MutationQueue, Plan, SituationSource, Task, group_split
 from wai_exp.simulate.world_setup import WorldSetup, resolve_spec, resolve_world, world_dump
@@ -102,6 +103,8 @@ class Engine:
         self.per_run_tiers: list[Counter[str]] = []
         self.mutating = False  # on while a run draws fresh situations (not under replay)
         self.writer: Any = None  # the model writer of simulator=<spec>, None for the template
+        #: the last early warning the progress line gave (slow completions, a serial server)
+        self.early_warning: str | None = None
 
     # ---- all runs -----------------------------------------------------------------------
     async def run_all(
@@ -109,7 +112,28 @@ class Engine:
         first: Callable[[], SituationSource],
         rerun: Callable[[list[Task]], SituationSource],
     ) -> None:
-        """Run 0 over ``first()``; runs 1..N-1 replay the asks run 0 opened (``rerun``)."""
+        """Run 0 over ``first()``; runs 1..N-1 replay the asks run 0 opened (``rerun``).
+        The progress line is redrawn every ``progress_every_s`` meanwhile, rows or not."""
+        ticker = asyncio.ensure_future(self._tick()) if self.progress is not None else None
+        try:
+            await self._run_all(first, rerun)
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+                await asyncio.gather(ticker, return_exceptions=True)
+
+    async def _tick(self) -> None:
+        # A run whose rollouts take minutes still shows it is alive, and warns early.
+        every = max(0.5, float(self.knobs["progress_every_s"]))
+        while True:
+            await asyncio.sleep(every)
+            self.emit_progress()
+
+    async def _run_all(
+        self,
+        first: Callable[[], SituationSource],
+        rerun: Callable[[list[Task]], SituationSource],
+    ) -> None:
         first_tasks: list[Task] = []
         for eval_run in range(self.cfg.runs):
             # Later runs replay the asks the first run opened, with fresh rollout seeds.
@@ -381,16 +405,19 @@ class Engine:
         out = await self.runner.run(plan)
         if out.row is None:
             self._live_lost += 1
+            self._maybe_progress()
             return out
         if self.on_row is not None:
             try:
                 self.on_row(out.row)
             except Exception as exc:  # noqa: BLE001 - a row that cannot be written is lost
                 self._live_lost += 1
+                self._maybe_progress()
                 return Outcome(lost=self.runner.lost_record(plan, exc, "writing the row"))
         self.durations.append(out.seconds)
         self.new_rows += 1
         self._live_rows += 1
+        self._maybe_progress()  # rows count as they land, not when their round ends
         return out
 
     # ---- progress -----------------------------------------------------------------------
@@ -398,20 +425,36 @@ class Engine:
         if self.progress is None:
             return
         now = time.monotonic()
-        n = len(self.rows)
+        n = max(len(self.rows), self._live_rows)
         if n - self._last_progress_rows >= int(
             self.knobs["progress_every_rows"]
         ) or now - self._last_progress_t >= float(self.knobs["progress_every_s"]):
             self.emit_progress(now)
+
+    def check_health(self) -> str | None:
+        """The early warning the agent's recent calls give now (kept in ``early_warning``
+        for the end of the run), or None."""
+        warning = early_warning(
+            getattr(self.runner.agent, "call_times", None),
+            timeout=getattr(self.runner.agent, "timeout", None) or self.cfg.timeout,
+            concurrency=int(self.knobs["concurrency"]),
+        )
+        if warning:
+            self.early_warning = warning
+        return warning
 
     def emit_progress(self, now: float | None = None) -> None:
         """Call ``progress(dict)`` with rows done, budget, rate, elapsed, lost and reused."""
         if self.progress is None:
             return
         now = time.monotonic() if now is None else now
-        n = len(self.rows)
+        # Live counters: a round's rows count as they land, before the round lands them.
+        n = max(len(self.rows), self._live_rows)
+        lost = max(len(self.lost), self._live_lost)
         elapsed = now - self.t0
         self._last_progress_t, self._last_progress_rows = now, n
+        warning = self.check_health()
+        note = "; ".join(x for x in (f"{lost} lost" if lost else "", warning or "") if x)
         self.progress(
             {
                 "done": n,
@@ -419,8 +462,9 @@ class Engine:
                 "budget_per_run": self.cfg.budget,
                 "rows_per_s": n / elapsed if elapsed > 0 else None,
                 "elapsed_s": elapsed,
-                "lost": len(self.lost),
+                "lost": lost,
                 "reused": self.reused,
+                "note": note or None,
             }
         )
 
@@ -1010,11 +1054,11 @@ def _result(
             "none; those turns carry no logprob (never a 0), so an importance ratio cannot be "
             "formed on them"
         )
+    if engine.check_health() or engine.early_warning:
+        engine.warnings.append(f"while it ran: {engine.early_warning}")
     if engine.stop_reason == "dead_agent":
-        first_error = engine.lost[0]["error"] if engine.lost else "?"
         engine.warnings.append(
-            f"the agent was called off after {len(engine.lost)} lost rollouts "
-            f"({dict(engine.lost_by)}); first error: {first_error}"
+            failure_summary("dead_agent", rows=len(engine.rows), lost=engine.lost)
         )
     metadata = {
         "run_id": run_id,

@@ -160,7 +160,7 @@ class RolloutRunner:
         """The record of a lost rollout: which one, the error type and message."""
         etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
         where = f" ({during})" if during else ""
-        return {
+        record = {
             "rollout_id": plan.rollout_id,
             "scenario_id": plan.task.scenario_id,
             "prompt": plan.task.prompt,
@@ -169,6 +169,10 @@ class RolloutRunner:
             "error_type": etype,
             "error": f"{etype}{where}: {exc}"[:2000],
         }
+        status = getattr(exc, "status", None)
+        if isinstance(status, int):
+            record["status"] = status  # the HTTP status a model server answered with
+        return record
 
     def _world(self, plan: Plan) -> Any:
         ws = self.world_setup

@@ -114,6 +114,35 @@ def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = No
     )
 
 
+def _max_lost_share(ctx: StageContext, params: dict[str, Any]) -> float:
+    value = params.get("max_lost_share", (ctx.config.get("simulate") or {}).get("max_lost_share"))
+    return 0.25 if value is None else float(value)
+
+
+def _judge_failure(
+    report: dict[str, Any], lost: list[dict[str, Any]], *, max_lost_share: float
+) -> None:
+    """Mark ``report`` failed (``failed_because``, ``failure_summary``) when the run stopped
+    for a failure, or lost more than ``max_lost_share`` of the rollouts it attempted: the
+    rows that did land are then a biased sample (lost rollouts are rarely random)."""
+    from wai_exp.simulate.run_health import failure_summary
+
+    rows = int(report.get("rows_new") or 0)
+    stopped = str(report.get("stopped_because"))
+    reason = None
+    if stopped in ("dead_agent", "agent_failed"):
+        reason = stopped
+    elif lost and len(lost) > max_lost_share * (len(lost) + rows):
+        reason = "lost_rollouts"
+    if reason is None:
+        return
+    report["failed_because"] = reason
+    report["max_lost_share"] = max_lost_share
+    report["failure_summary"] = failure_summary(
+        reason, rows=rows, lost=lost, max_lost_share=max_lost_share
+    )
+
+
 def _resolve_path(value: str | None, start_dir: Path) -> str | None:
     if value is None:
         return None
@@ -139,7 +168,7 @@ def resume_rows(partial: Path) -> list[dict[str, Any]]:
 
 def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for ``simulate()`` (without the agent and the resume hooks)."""
-    own = ("agent", "tasks_from", "seed_offset")
+    own = ("agent", "tasks_from", "seed_offset", "max_lost_share")
     sim = {**ctx.config.get("simulate", {}), **{k: v for k, v in params.items() if k not in own}}
     kwargs: dict[str, Any] = {k: sim[k] for k in PASSED if sim.get(k) is not None}
     seed = ctx.seed + int(params.get("seed_offset") or 0)
@@ -183,8 +212,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     def progress(info: dict[str, Any]) -> None:
         n = info.get("rows", info.get("done", info.get("n_rows")))
         ctx.progress(
-            {"done": n if n is not None else 0, "total": info.get("budget", budget), "unit": "rows"}
-        )
+            {"done": n if n is not None else 0, "total": info.get("budget", budget), "unit": "rows",
+             "note": info.get("note")}
+        )  # fmt: skip
 
     with RowAppender(ctx.partial_path) as appender:
         data = simulate(
@@ -207,11 +237,18 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     lost = report.get("rollouts_lost")
     if isinstance(lost, int | float):
         metrics["rollouts_lost"] = float(lost)
+    usage = report.get("usage")
+    if usage:  # what the model calls cost, as the server counted it (absent: not reported)
+        metrics["usage_input_tokens"] = float(usage["input_tokens"])
+        metrics["usage_output_tokens"] = float(usage["output_tokens"])
+    _judge_failure(report, data.lost, max_lost_share=_max_lost_share(ctx, params))
     stopped = report.get("stopped_because")
     lines = [
         f"{ctx.name}: {len(rows)} rows ({len(done)} resumed from an interrupted attempt), "
         f"mode {report.get('mode', kwargs.get('mode'))}, stopped because {stopped}",
     ]
+    if report.get("failure_summary"):
+        lines.append(report["failure_summary"])
     lines += [f"warning: {w}" for w in getattr(data, "warnings", [])]
     tags = {"stopped_because": str(stopped)} if stopped is not None else {}
     json.dumps(report, default=str)  # fail here, not half-way through writing, on an odd report

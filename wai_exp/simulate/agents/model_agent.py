@@ -14,6 +14,7 @@ from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy, async_cli
 from wai_exp.llm.providers import PROVIDERS, chat_backend, parse_model_spec
 from wai_exp.llm.turn import ChatBackend, Completion, CompletionTimeout
 from wai_exp.rows.model import messages_from_steps
+from wai_exp.simulate.run_health import CallTimes
 
 DEFAULT_SAMPLING = {"temperature": 0.7, "max_tokens": 1024}
 
@@ -56,6 +57,8 @@ class ModelAgent:
         self.logprobs = logprobs
         self.model_version = f"{self.spec.provider}:{self.spec.model}"
         self._client: httpx.AsyncClient | None = None
+        #: recent completions, read by the progress line's early warnings
+        self.call_times = CallTimes()
 
     def _backend(self) -> ChatBackend:
         # One client per event loop: the engine runs each simulate() call in its own loop.
@@ -90,6 +93,7 @@ class ModelAgent:
             )
 
         call = backend.complete(messages, tools, self.sampling, logprobs=bool(self.logprobs))
+        token = self.call_times.start()
         try:
             return (
                 await asyncio.wait_for(call, timeout=self.timeout) if self.timeout else await call
@@ -100,6 +104,8 @@ class ModelAgent:
             if isinstance(exc.__cause__, httpx.ReadTimeout | httpx.WriteTimeout):
                 raise late() from exc  # httpx's own read limit fired first: the same limit
             raise
+        finally:
+            self.call_times.done(token)
 
     async def __call__(
         self,

@@ -1,0 +1,95 @@
+"""What a run says while it runs: progress as rows land (and while none do), early warnings
+for slow calls and a one-at-a-time server, a lost rollout's error in plain words."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import wai_exp
+from wai_exp.simulate.run_health import CallTimes, early_warning, failure_summary, plain_error
+
+
+def test_progress_counts_rows_as_they_land_not_when_the_round_ends():
+    finished: list[float] = []
+    seen: list[tuple[float, int]] = []
+
+    async def agent(message):
+        await asyncio.sleep(0.02 * (1 + len(finished) % 5))
+        finished.append(time.monotonic())
+        return "ok"
+
+    data = wai_exp.simulate(
+        agent=agent, budget=24, simulator=False,
+        advanced={"concurrency": 4, "progress_every_rows": 1},
+        progress=lambda info: seen.append((time.monotonic(), info["done"])),
+    )  # fmt: skip
+    assert len(data.rows) == 24
+    # one round holds all 24 (writer_buffer_cap 96): rows showed before its last rollout ended
+    first_row_shown = min(t for t, done in seen if done >= 1)
+    assert first_row_shown < max(finished)
+    assert [d for _, d in seen] == sorted(d for _, d in seen) and seen[-1][1] == 24
+
+
+def test_the_progress_line_is_redrawn_while_no_row_lands():
+    seen: list[int] = []
+
+    def slow(message):
+        time.sleep(1.6)
+        return "ok"
+
+    wai_exp.simulate(
+        agent=slow, budget=1, simulator=False, advanced={"progress_every_s": 0.5},
+        progress=lambda info: seen.append(info["done"]),
+    )  # fmt: skip
+    assert seen.count(0) >= 2 and seen[-1] == 1
+
+
+def test_calls_close_to_the_timeout_are_warned_about_with_the_fix():
+    def slow(message):
+        time.sleep(0.6)
+        return "ok"
+
+    data = wai_exp.simulate(agent=slow, budget=2, simulator=False, timeout=1.0)
+    [w] = [w for w in data.warnings if w.startswith("while it ran:")]
+    assert "of the timeout=1 s limit" in w and "raise simulate.timeout" in w
+
+
+def test_a_serial_server_is_told_from_one_that_keeps_up():
+    def times(durations_and_finish, in_flight):
+        t = CallTimes()
+        for seconds, finished in durations_and_finish:
+            t.calls.append((finished, seconds, in_flight))
+        return t
+
+    # one slot, 0.5 s a call, 8 sent at once: they finish 0.5 s apart, waiting up to 4 s
+    serial = times([(0.5 * (i + 1), 0.5 * (i + 1)) for i in range(16)], 8)
+    note = early_warning(serial, timeout=300, concurrency=8)
+    assert note and "one request at a time" in note and "knobs.concurrency=1" in note
+    # eight slots: eight calls finish together every 0.5 s
+    parallel = times([(0.5, 0.5 * (1 + i // 8) + 0.001 * i) for i in range(16)], 8)
+    assert early_warning(parallel, timeout=300, concurrency=8) is None
+    # one call at a time sent: nothing to warn about
+    assert early_warning(times([(0.5, 0.5 * (i + 1)) for i in range(16)], 1), timeout=300,
+                         concurrency=1) is None  # fmt: skip
+
+
+def test_lost_errors_in_plain_words():
+    assert "refused the API key (HTTP 401)" in plain_error(
+        {"error_type": "BackendError", "status": 401, "error": "BackendError: HTTP 401 ... sk-x"}
+    )
+    assert "sk-x" not in plain_error({"error_type": "BackendError", "status": 401, "error": "sk-x"})
+    unreachable = plain_error({
+        "error_type": "BackendError",
+        "error": "BackendError: could not reach the model server: ClientConnectorError: "
+                 "Cannot connect to host 127.0.0.1:9",
+    })  # fmt: skip
+    assert "could not be reached (ClientConnectorError: Cannot connect to host 127.0.0.1:9)" in (
+        unreachable
+    )
+    summary = failure_summary(
+        "dead_agent", rows=0,
+        lost=[{"error_type": "timeout", "error": "timeout: m did not answer turn 3 within timeout=30 s"}] * 20,
+    )  # fmt: skip
+    assert summary.startswith("simulate failed: the agent was called off after 20 lost rollouts")
+    assert "lost by cause: 20 timeout" in summary and "turn 3 within timeout=30 s" in summary

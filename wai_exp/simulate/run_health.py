@@ -1,0 +1,162 @@
+"""What a run against a model server says about itself while it runs and when it stops.
+
+* ``CallTimes``: the agent's recent model calls (how long each took, how many were in flight),
+  which the progress line reads for its early warnings (``early_warning``): completions close
+  to ``timeout``, and a server that answers one request at a time while many are sent.
+* ``plain_error`` / ``failure_summary``: a lost rollout's error, and a stage that stopped for a
+  failure, in words a person acts on (a refused key, an unreachable host, the limit and the
+  turn a timeout reached), never the raw server body (it may quote the key).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: Completions the early warnings read (the most recent ones).
+WINDOW = 64
+#: A completion taking this share of ``timeout`` is close enough to warn about.
+NEAR_TIMEOUT_SHARE = 0.5
+#: Below this many requests answered at once, with at least ``SERIAL_MIN_IN_FLIGHT`` sent, the
+#: server is serving them one at a time.
+SERIAL_PARALLELISM = 1.5
+SERIAL_MIN_IN_FLIGHT = 4
+
+
+class CallTimes:
+    """Recent model calls of one agent: ``start()`` before a call, ``done(token)`` after.
+    Safe from threads and coroutines alike."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        #: (finished at, seconds, calls in flight when it started)
+        self.calls: deque[tuple[float, float, int]] = deque(maxlen=WINDOW)
+        self.slowest = 0.0
+
+    def start(self) -> tuple[float, int]:
+        with self._lock:
+            self._in_flight += 1
+            return time.monotonic(), self._in_flight
+
+    def done(self, token: tuple[float, int]) -> None:
+        t0, in_flight = token
+        now = time.monotonic()
+        with self._lock:
+            self._in_flight -= 1
+            self.calls.append((now, now - t0, in_flight))
+            self.slowest = max(self.slowest, now - t0)
+
+    def parallelism(self) -> tuple[float, float] | None:
+        """``(requests the server answers at once, requests sent at once)``, estimated over
+        the window, or None with too few calls. The server's rate times its fastest answer
+        (a request that did not queue) is how many it works on together: ~1 on a
+        one-slot server whatever the client sends, ~the requests sent on one that keeps up."""
+        with self._lock:
+            calls = list(self.calls)
+        if len(calls) < 8:
+            return None
+        finished = sorted(c[0] for c in calls)
+        span = finished[-1] - finished[0]
+        fastest = min(c[1] for c in calls)
+        sent = statistics.median(c[2] for c in calls)
+        if span <= 0 or fastest <= 0:
+            return None
+        return (len(calls) - 1) / span * fastest, float(sent)
+
+
+def early_warning(
+    times: CallTimes | None, *, timeout: float | None, concurrency: int
+) -> str | None:
+    """The progress line's warning, with the fix, or None: model calls close to ``timeout``,
+    or a server answering one request at a time while ``concurrency`` are sent."""
+    if times is None:
+        return None
+    notes = []
+    if timeout and times.slowest >= NEAR_TIMEOUT_SHARE * timeout:
+        notes.append(
+            f"the slowest call took {times.slowest:.1f} s of the timeout={timeout:g} s limit: "
+            "raise simulate.timeout, or lower knobs.concurrency if the server queues requests"
+        )
+    par = times.parallelism()
+    if par is not None and concurrency > 1:
+        served, sent = par
+        if served < SERIAL_PARALLELISM and sent >= SERIAL_MIN_IN_FLIGHT:
+            notes.append(
+                f"the server answers about one request at a time ({served:.1f} at once) while "
+                f"{sent:.0f} are sent (knobs.concurrency={concurrency}): each waits behind the "
+                "others; set knobs.concurrency=1, or give the server more slots"
+            )
+    return "; ".join(notes) or None
+
+
+def plain_error(lost: Mapping[str, Any]) -> str:
+    """A lost rollout's error in words: what failed and what to do. Reads ``error_type``,
+    ``status`` and ``error`` of a lost record (``RolloutRunner.lost_record``)."""
+    etype = str(lost.get("error_type") or "")
+    text = str(lost.get("error") or "")
+    status = lost.get("status")
+    if status in (401, 403):
+        return (
+            f"the model server refused the API key (HTTP {status}): set agent.api_key, or the "
+            "provider's key variable (OPENAI_API_KEY, VLLM_API_KEY, ANTHROPIC_API_KEY)"
+        )
+    if status == 404:
+        return (
+            "the model server has no such model or endpoint (HTTP 404): check agent.model and "
+            "agent.base_url (an OpenAI-compatible URL ends in /v1)"
+        )
+    if status == 429:
+        return (
+            "the model server kept rate-limiting the requests (HTTP 429): lower knobs.concurrency"
+        )
+    if isinstance(status, int) and status >= 500:
+        return f"the model server failed with HTTP {status} after the retries"
+    if isinstance(status, int):
+        return f"the model server rejected the request with HTTP {status}"
+    body = text.split(": ", 1)[1] if ": " in text else text
+    if etype == "timeout":
+        return f"a model completion ran past its limit: {body}" if body else "the agent timed out"
+    if "could not reach the model server" in text:
+        cause = text.split("could not reach the model server", 1)[1].lstrip(": ")
+        return (
+            f"the model server could not be reached ({cause[:200]}): is it running, and is "
+            "agent.base_url right?"
+        )
+    return text[:300] or etype or "unknown error"
+
+
+def lost_by_words(lost_by: Mapping[str, int]) -> str:
+    """``"20 timeout, 3 BackendError"``: lost rollouts by cause, most first."""
+    return ", ".join(f"{n} {cause}" for cause, n in Counter(lost_by).most_common())
+
+
+def failure_summary(
+    reason: str,
+    *,
+    rows: int,
+    lost: Sequence[Mapping[str, Any]],
+    max_lost_share: float | None = None,
+) -> str:
+    """One paragraph on why a simulate stage failed: the reason, the lost count by cause,
+    the first error in words."""
+    by = Counter(str(r.get("error_type")) for r in lost)
+    if reason == "dead_agent":
+        what = f"the agent was called off after {len(lost)} lost rollouts (dead_agent)"
+    elif reason == "agent_failed":
+        what = f"the agent failed (agent_failed) after {len(lost)} lost rollouts"
+    elif reason == "lost_rollouts":
+        what = (
+            f"{len(lost)} of {len(lost) + rows} rollouts were lost, more than "
+            f"simulate.max_lost_share={max_lost_share or 0:g}"
+        )
+    else:
+        what = f"the run stopped because {reason}"
+    out = f"simulate failed: {what}; {rows} rows landed"
+    if lost:
+        out += f"; lost by cause: {lost_by_words(by)}; first error: {plain_error(lost[0])}"
+    return out
