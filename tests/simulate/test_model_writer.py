@@ -212,3 +212,226 @@ def test_parse_wave_reads_what_models_actually_send():
     assert parse_wave("I want a refund for my lamp.", 1) == {0: ["I want a refund for my lamp."]}
     assert parse_wave("I want a refund for my lamp.", 3) is None
     assert parse_wave('{"situations": [', 2) is None
+
+
+# ---- every knob the model writer reads moves what it sends or keeps ---------------------
+
+#: Knobs whose reader acts only on time or shutdown (the ping timeout, the waits on a wave,
+#: the join at close) or has a single value: set off default they leave this run's requests
+#: and report unchanged, so they are checked for validation and reporting only.
+_QUIET = {
+    "hosted_touch_s", "writer_wait_s", "writer_wait_floor_s", "scene_join_s",
+    "scene_join_clocked_s", "embedder",
+}  # fmt: skip
+#: Knobs whose effect needs a longer or stranger run than this one (idle waves, stuck
+#: regions, a large concurrency): ``test_writer_internals_read_their_knobs`` checks each
+#: on the writer itself.
+_UNIT = {
+    "writer_idle_rounds_to_restart", "writer_idle_rounds_to_rest", "restart_avoid_window",
+    "rows_per_extra_restart", "writer_typical_completions", "pool_low_floor", "pool_low_cap",
+    "pool_low_flight_divisor", "restart_seed_stride", "family_cap_floor",
+    "family_cap_per_phrasing", "family_avoid_items", "gap_min_rows", "gap_rich_signatures",
+    "gap_value_stuck", "gap_value_rich", "short_share_floor",
+}  # fmt: skip
+_PROBES = {
+    "writer_temperature": 0.3,
+    "semantic_duplicate_novelty": 0.9,
+    "region_novelty_smoothing": 0.0,
+    "gap_value_unknown": 0.0,
+    "gap_value_rich": 1.0,
+    "gap_value_stuck": 0.0,
+    "gap_weight": 0.0,
+    "gap_min_rows": 50,
+    "gap_rich_signatures": 50,
+    "short_share_floor": 0.0,
+    "long_share_floor": 0.0,
+    "writer_context_items": 0,
+    "family_avoid_items": 0,
+    "restart_avoid_window": 0,
+    "family_cap_floor": 1,
+    "family_cap_per_phrasing": 1,
+    "writer_idle_rounds_to_restart": 1,
+    "writer_idle_rounds_to_rest": 1,
+    "rows_per_extra_restart": 1,
+    "restart_seed_stride": 1,
+    "first_wave_writers": 1,
+    "first_wave_cards": 1,
+    "first_wave_tokens": 100,
+    "min_cards_per_wave": 9,
+    "tokens_per_card": 10,
+    "wave_tokens_base": 900,
+    "wave_tokens_floor": 1000,
+    "wave_tokens_cap": 257,
+    "writer_buffer_waves": 4,
+    "writer_typical_completions": 1,
+    "pool_low_floor": 1,
+    "pool_low_cap": 1,
+    "pool_low_flight_divisor": 64,
+}
+
+
+class _Deterministic:
+    """Asks from the card's facts only (never the arrival order), one in four a near copy
+    of the card before it, so dedupe, families and idle waves all have work."""
+
+    def __init__(self):
+        self.bodies = []
+        self.lock = threading.Lock()
+
+    def __call__(self, path, headers, body):
+        with self.lock:
+            self.bodies.append(body)
+        out = []
+        for num, action, facts in _cards(body):
+            f = json.loads(facts)
+            ident = f.get("order_id") or f.get("email") or ""
+            opening = _OPENINGS[sum(map(ord, facts)) % len(_OPENINGS)]
+            text = f"{opening} please {action} for {f.get('name', 'me')}: {f.get('product', '')} {ident}"
+            if int(num) % 4 == 0:
+                text = "Please help me with my order."
+            out.append({"card": int(num), "asks": [text]})
+        return 200, chat_reply(json.dumps({"situations": out}))
+
+
+def _writer_run(knob=None, value=None):
+    server = _Deterministic()
+    advanced = {"concurrency": 1, "writer_idle_rounds_to_restart": 3}
+    if knob is not None:
+        advanced[knob] = value
+    with scripted_server(server) as url:
+        data = wai.simulate(
+            budget=60, seed=1, simulator=f"vllm:writer-bot@{url}", advanced=advanced
+        )
+    sent = sorted(
+        json.dumps({k: b[k] for k in ("messages", "temperature", "max_tokens")}, sort_keys=True)
+        for b in server.bodies
+    )
+    w = data.report()["writer"]
+    kept = {k: w[k] for k in ("situations_kept", "rejected", "restarts", "idle_waves", "cards")}
+    return sent, kept, [r["prompt"] for r in data.rows], data.report()
+
+
+@pytest.fixture(scope="module")
+def writer_baseline():
+    return _writer_run()
+
+
+_WRITER_KNOBS = [k for k in KNOBS if k.reads == "model_writer" and k.name not in _UNIT]
+
+
+@pytest.mark.parametrize("k", _WRITER_KNOBS, ids=[k.name for k in _WRITER_KNOBS])
+def test_every_model_writer_knob_is_read(k, writer_baseline):
+    assert k.name in _PROBES or k.name in _QUIET, f"add a probe for {k.name}"
+    value = _PROBES.get(k.name, {"hosted_touch_s": 9.0, "embedder": "hash"}.get(k.name, 0.05))
+    sent, kept, prompts, report = _writer_run(k.name, value)
+    assert report["knobs"][k.name] == json.loads(json.dumps(value))
+    assert k.name not in report["knobs_not_read"]
+    moved = (sent, kept, prompts) != writer_baseline[:3]
+    assert moved == (k.name not in _QUIET), f"{k.name}: requests/kept/prompts moved={moved}"
+
+
+def _writer(**advanced):
+    from wai_exp.config.knobs import resolve_knobs
+    from wai_exp.simulate.model_writer import ModelWriter
+    from wai_exp.simulate.spec import load_agent_spec
+
+    spec = load_agent_spec(None)
+    return ModelWriter(
+        "vllm:w@http://127.0.0.1:9/v1", spec.tools, spec.system_prompt,
+        knobs=resolve_knobs(advanced), budget=300, touch=False,
+    )  # fmt: skip
+
+
+def _row(tool, cond, sig, fired=False):
+    return {
+        "scenario_dimensions": {"tool": tool, "tool_condition": cond},
+        "behavior_signature": sig,
+        "faults": {"fired": [{"tool": tool}] if fired else []},
+        "prompt": f"ask {sig}",
+    }
+
+
+def test_writer_internals_read_their_knobs():
+    # Pool-low, buffer and restart allowance formulas.
+    assert _writer(concurrency=64).pool_low == 16
+    assert _writer(concurrency=64, pool_low_floor=1).pool_low == 16
+    assert _writer(concurrency=64, pool_low_floor=40).pool_low == 40
+    assert _writer(concurrency=64, pool_low_floor=1, pool_low_cap=3).pool_low == 3
+    assert _writer(concurrency=64, pool_low_floor=1, pool_low_flight_divisor=64).pool_low == 1
+    assert _writer(concurrency=32).cards_per_wave == 11
+    assert _writer(concurrency=32, writer_typical_completions=1).cards_per_wave == 32
+    assert _writer().restart_allowance == 2 + 300 // 100
+    assert _writer(rows_per_extra_restart=10).restart_allowance == 2 + 30
+    assert _writer().family_cap == 16
+    assert _writer(family_cap_floor=1).family_cap == 4
+    assert _writer(family_cap_floor=1, family_cap_per_phrasing=2).family_cap == 2
+    # The behaviour-gap search: stuck, explored, undecided; value mixes gap and fault rate.
+    w = _writer()
+    for _ in range(3):
+        w.observe(_row("lookup_order", "ok", "same"))
+    for sig in "abc":
+        w.observe(_row("cancel_order", "ok", sig, fired=True))
+    w.observe(_row("issue_refund", "ok", "x"))
+    assert w.gap(("lookup_order", "ok")) == 1.0
+    assert w.gap(("cancel_order", "ok")) == 0.2
+    assert w.gap(("issue_refund", "ok")) == 0.5
+    assert w.region_value(("cancel_order", "ok")) == pytest.approx(0.7 * 0.2 + 0.3 * 1.0)
+    assert list(w.parents) == ["ask a", "ask b", "ask c"]
+    assert w._behaviour_gaps(8) == ["lookup_order when the tool is ok"]
+    w2 = _writer(gap_min_rows=4, gap_rich_signatures=4, gap_value_stuck=0.9, gap_value_rich=0.1)
+    for _ in range(4):
+        w2.observe(_row("lookup_order", "ok", "same"))
+    for sig in "abc":
+        w2.observe(_row("cancel_order", "ok", sig))
+    assert w2.gap(("lookup_order", "ok")) == 0.9 and w2.gap(("cancel_order", "ok")) == 0.5
+    for sig in "d":
+        w2.observe(_row("cancel_order", "ok", sig))
+    assert w2.gap(("cancel_order", "ok")) == 0.1
+    # The short/long nudges read the share of short and long asks kept.
+    w.lengths.update({"mid": 100})
+    assert len(w._nudges()) == 2
+    assert _writer(short_share_floor=0.0, long_share_floor=0.0)._nudges() == []
+    # Idle waves: rest stops prefetching a plain run; restart moves the round ids by the
+    # stride and hands the avoid window over; past the allowance the writer gives up.
+    w3 = _writer(writer_idle_rounds_to_rest=1, restart_seed_stride=5, restart_avoid_window=2,
+                 rows_per_extra_restart=1000)  # fmt: skip
+    w3.unique = False
+    w3.recent.extend(["one", "two", "three"])
+    w3.idle_rounds = 1
+    w3._prefetch()
+    assert w3._inflight == []  # resting: nothing launched
+    w3._restart()
+    assert w3.round_base == 5 and w3.avoid_window == ["two", "three"] and w3.idle_rounds == 0
+    w3._restart()
+    w3._restart()
+    assert w3.gave_up and w3.stop_reason == "writer_exhausted" and w3.restarts == 2
+    # Idle counting: writer_idle_rounds_to_restart idle waves trigger the restart.
+    import concurrent.futures
+
+    w4 = _writer(writer_idle_rounds_to_restart=2)
+    for _ in range(2):
+        fut = concurrent.futures.Future()
+        fut.set_exception(RuntimeError("down"))
+        fut.wave = (0, [], 0.5, 256)
+        w4._collect(fut)
+    assert w4.restarts == 1 and w4.stats["waves_failed"] == 2
+    # Family-rejected asks go back as avoid pressure, at most family_avoid_items of them.
+    assert _writer(family_avoid_items=0).family_rejected.maxlen == 0
+    w5 = _writer(family_cap_floor=1, family_cap_per_phrasing=1, family_avoid_items=1)
+    sit, index = w5._draw_plan(1)[0]
+    assert w5._accept(sit, ["Hi there I need my order looked at today"], 0, 0.5, index) == 1
+    sit2, index2 = w5._draw_plan(1, {"tool": sit.dims["tool"], "stance": sit.dims["stance"]})[0]
+    sit2 = sit2.__class__(sit2.scenario_id, dict(sit.dims), sit2.phrasings, dict(sit.entities))
+    assert (
+        w5._accept(
+            sit2,
+            ["Hi there I need a totally different thing from you, a refund of my lamp"],
+            0,
+            0.5,
+            index2,
+        )
+        == 0
+    )
+    assert list(w5.family_rejected) == [
+        "Hi there I need a totally different thing from you, a refund of my lamp"
+    ]
