@@ -435,3 +435,28 @@ def test_writer_internals_read_their_knobs():
     assert list(w5.family_rejected) == [
         "Hi there I need a totally different thing from you, a refund of my lamp"
     ]
+
+
+def test_a_model_written_task_set_replays_with_its_writer(tmp_path):
+    server = WriterServer("good")
+    with scripted_server(server) as url:
+        # Small rounds, so failing rows land early enough to get model-written siblings.
+        first = wai.simulate(
+            budget=40, seed=0, simulator=f"vllm:writer-bot@{url}",
+            advanced={"writer_buffer_cap": 4, "concurrency": 1},
+        )  # fmt: skip
+    first.save(tmp_path / "rows.jsonl")
+    waves = len(server.waves)
+    # The replay asks no model: the asks are rebuilt from the rows and the plan's seed.
+    again = wai.simulate(tasks=str(tmp_path / "rows.jsonl"), seed=5)
+    assert len(server.waves) == waves
+    assert {r["prompt"] for r in again.rows} <= {r["prompt"] for r in first.rows}
+    assert {r["writer_model"] for r in again.rows} == {"vllm:writer-bot"}
+    assert all(r["lineage"]["replayed"] for r in again.rows)
+    by_id = {r["scenario_id"]: r["scenario_dimensions"] for r in first.rows}
+    assert all(by_id[r["scenario_id"]] == r["scenario_dimensions"] for r in again.rows)
+    assert len(again.rows) == len(first.rows)
+    # Mutations (siblings written by a focused wave in the parent's cell) replay too.
+    siblings = [r for r in first.rows if r["arm"] == "mutation"]
+    assert siblings and all(r["lineage"]["writer"]["focus"] for r in siblings)
+    assert {r["prompt"] for r in siblings} <= {r["prompt"] for r in again.rows}

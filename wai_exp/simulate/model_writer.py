@@ -333,10 +333,25 @@ class ModelWriter:
 
     def _draw_plan(
         self, n: int, focus: Mapping[str, Any] | None = None
-    ) -> list[tuple[Situation, int]]:
-        """``n`` grid draws of the plan with their draw index (what a replay rebuilds from)."""
+    ) -> list[tuple[Situation, dict[str, Any]]]:
+        """``n`` grid draws with what a replay rebuilds each from: the plan's seed, its
+        uniqueness and the draw index. Focused draws (mutations) come from a template writer
+        of their own seed, so the plan's own sequence stays a function of its draws alone."""
+        if focus:
+            fseed = stable_hash(self.seed, "writer-focus", self.round_base + self.waves)
+            plan = TemplateWriter(
+                self.tools, self.system_prompt or None, seed=fseed, hard_share=self.hard_share,
+                phrasings=1, unique=False, options=self.plan.options,
+            )  # fmt: skip
+            return [
+                (s, {"seed": fseed, "unique": False, "index": i, "focus": dict(focus)})
+                for i, s in enumerate(plan.next_batch(n, focus=focus))
+            ]
         start = self.plan.drawn
-        return [(s, start + i) for i, s in enumerate(self.plan.next_batch(n, focus=focus))]
+        return [
+            (s, {"seed": self.seed, "unique": self.unique, "index": start + i})
+            for i, s in enumerate(self.plan.next_batch(n))
+        ]
 
     def _pick_cards(self, cards: int, rng: FastRandom) -> list[tuple[Situation, int]]:
         """``cards`` grid draws chosen from ``select_oversample`` x as many (spares from
@@ -511,9 +526,9 @@ class ModelWriter:
                 self.stats["waves_malformed"] += 1
                 self.stats["rejected"]["malformed"] += len(picked)
             else:
-                for i, (sit, index) in enumerate(picked):
+                for i, (sit, plan) in enumerate(picked):
                     asks = parsed.get(i) or []
-                    kept += self._accept(sit, asks, wave_id, temp, index)
+                    kept += self._accept(sit, asks, wave_id, temp, plan)
         if kept:
             self.idle_rounds = 0
             return
@@ -535,7 +550,7 @@ class ModelWriter:
         self.idle_rounds = 0
 
     def _accept(
-        self, sit: Situation, asks: list[str], wave_id: int, temp: float, index: int
+        self, sit: Situation, asks: list[str], wave_id: int, temp: float, plan: dict[str, Any]
     ) -> int:
         """Keep a card's asks as one situation when they pass the checks; 1 if kept."""
         rej = self.stats["rejected"]
@@ -584,11 +599,9 @@ class ModelWriter:
         )
         lineage = {
             "model": self.writer_model,
-            "seed": self.seed,
             "hard_share": self.hard_share,
             "phrasings": 1,
-            "unique": self.unique,
-            "index": index,
+            **plan,
             "wave": wave_id,
             "temperature": temp,
             "asks": list(asks),

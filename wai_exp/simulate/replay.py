@@ -105,8 +105,13 @@ def regenerate(
                 f"{what}: row {r.get('rollout_id') or r.get('scenario_id')!r} has no lineage.writer "
                 "(it was not written by this engine's template writer), so its situation cannot be rebuilt"
             )
-        entry = wanted.setdefault(_writer_key(params), {"params": params, "ids": {}})
+        entry = wanted.setdefault(_writer_key(params), {"params": params, "ids": {}, "written": {}})
         entry["ids"][str(r["scenario_id"])] = int(params["index"])
+        if params.get("model") and params.get("asks"):
+            entry["written"][str(r["scenario_id"])] = (
+                params,
+                dict(r.get("scenario_dimensions") or {}),
+            )
     out: dict[str, Any] = {}
     for entry in wanted.values():
         p = entry["params"]
@@ -118,6 +123,10 @@ def regenerate(
         drawn = writer.next_batch(max(entry["ids"].values()) + 1, focus=p.get("focus") or None)
         for sid, idx in entry["ids"].items():
             sit = drawn[idx]
+            written = entry["written"].get(sid)
+            if written is not None:
+                # A model wrote the words: the plan's draw gives the facts, the row the rest.
+                sit = _model_written(sit, written)
             if str(sit.scenario_id) != sid:
                 raise ValueError(
                     f"{what}: situation {sid} could not be rebuilt (the writer now draws {sit.scenario_id} "
@@ -125,6 +134,23 @@ def regenerate(
                 )
             out[sid] = sit
     return out
+
+
+def _model_written(plan_sit: Any, written: tuple[Mapping[str, Any], dict[str, Any]]) -> Any:
+    """The situation a model writer made of the plan's draw ``plan_sit``: the row's cell (as
+    relabelled by the writer), the plan's facts, the written asks; its id is recomputed, so
+    a draw that no longer matches is caught by the caller."""
+    from wai_exp.simulate.model_writer import _content_id
+    from wai_exp.simulate.writer import Situation
+
+    params, dims = written
+    asks = [str(a) for a in params["asks"]]
+    return Situation(
+        scenario_id=_content_id(dims, plan_sit.entities, asks, str(params["model"])),
+        dims=dims,
+        phrasings=tuple(asks),
+        entities=dict(plan_sit.entities),
+    )
 
 
 def replay_tasks(
