@@ -64,7 +64,8 @@ def test_a_refused_key_exits_1_and_says_the_key_was_refused(tmp_path):
     out = res.stdout + res.stderr
     assert "wai-exp: FAILED" in res.stdout
     assert "simulate failed: the agent was called off after" in res.stdout
-    assert "lost by cause: " in res.stdout and " BackendError" in res.stdout
+    assert "lost by cause: 4 HTTP 401;" in res.stdout
+    assert "StageFailed" not in res.stdout
     assert "the model server refused the API key (HTTP 401)" in res.stdout
     assert "sk-test-wrong-key-0042" not in out  # the server quoted it; nothing repeats it
     assert "publish gate: REFUSED" not in res.stdout  # the cause is named, not a later symptom
@@ -73,6 +74,7 @@ def test_a_refused_key_exits_1_and_says_the_key_was_refused(tmp_path):
 def test_an_unreachable_host_exits_1_and_says_so(tmp_path):
     url = f"http://127.0.0.1:{free_port()}/v1"
     res = failed_run(tmp_path, url)
+    assert "lost by cause: 4 unreachable;" in res.stdout
     assert "the model server could not be reached" in res.stdout
     assert "is it running, and is agent.base_url right?" in res.stdout
     assert "refused the API key" not in res.stdout

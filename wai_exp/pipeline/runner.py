@@ -421,6 +421,9 @@ def run_pipeline(
                 outcome.stages.append(exc.outcome)
             stopped = []
             outcome.error = redact_text(f"recording in MLflow failed: {exc}")
+        elif isinstance(exc, StageFailed):
+            # The stage said why in words; its exception type adds nothing a person acts on.
+            outcome.error = redact_text(f"{where}failed: {exc}")
         else:
             outcome.error = redact_text(f"{where}failed: {type(exc).__name__}: {exc}")
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

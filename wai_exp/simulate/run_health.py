@@ -130,6 +130,17 @@ def plain_error(lost: Mapping[str, Any]) -> str:
     return text[:300] or etype or "unknown error"
 
 
+def cause_of(lost: Mapping[str, Any]) -> str:
+    """A lost rollout's cause, as the summary counts it: ``HTTP 401``, ``unreachable``, or
+    the error type (``timeout``, ``TypeError`` ...)."""
+    status = lost.get("status")
+    if isinstance(status, int):
+        return f"HTTP {status}"
+    if "could not reach the model server" in str(lost.get("error") or ""):
+        return "unreachable"
+    return str(lost.get("error_type"))
+
+
 def lost_by_words(lost_by: Mapping[str, int]) -> str:
     """``"20 timeout, 3 BackendError"``: lost rollouts by cause, most first."""
     return ", ".join(f"{n} {cause}" for cause, n in Counter(lost_by).most_common())
@@ -144,7 +155,7 @@ def failure_summary(
 ) -> str:
     """One paragraph on why a simulate stage failed: the reason, the lost count by cause,
     the first error in words."""
-    by = Counter(str(r.get("error_type")) for r in lost)
+    by = Counter(cause_of(r) for r in lost)
     if reason == "dead_agent":
         what = f"the agent was called off after {len(lost)} lost rollouts (dead_agent)"
     elif reason == "agent_failed":
