@@ -121,10 +121,20 @@ def test_the_turn_cap_is_max_turns_not_walking_away():
         assert sum(s["kind"] == "user" for s in r["steps"]) == 2
         assert r["ended_by"] == "max_turns"
     assert data.search["ended_on_question"] == 0
+    # Every row ended on an unanswered question: the report says the follow-ups starved.
+    assert data.search["followups_missed"] == 4 and data.search["followups_starved"] is False
     # The template person caps the same way.
     offline = wai.simulate(_asks_forever, budget=4, seed=0,
                            advanced={"patience": "endless", "avg_turns": 6})  # fmt: skip
     assert {r["ended_by"] for r in offline.rows} == {"max_turns"}
+    # followups_starved needs followup_starved_min missed rows that are also rows / divisor.
+    starved = wai.simulate(_asks_forever, budget=8, seed=0,
+                           advanced={"patience": "endless", "avg_turns": 6})  # fmt: skip
+    assert starved.search["followups_starved"] is True
+    assert any(w.startswith("followups_starved") for w in starved.warnings)
+    fine = wai.simulate(_asks_forever, budget=8, seed=0,
+                        advanced={"patience": "endless", "avg_turns": 6, "followup_starved_min": 9})  # fmt: skip
+    assert fine.search["followups_starved"] is False
 
 
 def test_a_failing_user_model_loses_the_rollout_with_its_error():

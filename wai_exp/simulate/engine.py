@@ -1072,6 +1072,13 @@ def _result(
     if report["grade"] is not None:  # graded as the rows landed: the judge is named too
         metadata["judge_name"] = report["grade"]["judge_name"]
         metadata["judge_model"] = report["grade"]["judge_model"]
+    if report["search"]["followups_starved"]:
+        engine.warnings.append(
+            f"followups_starved: {report['search']['followups_missed']} of {len(engine.rows)} rows "
+            "ended on the agent's question with nobody answering (the person walked away or was "
+            "out of turns); raise knobs.patience or knobs.avg_turns, or read these rows as "
+            "unfinished conversations"
+        )
     degraded, same_warning = same_model_jobs(cfg, report["agent_model"], agent.model)
     if same_warning:
         engine.warnings.append(same_warning)

@@ -248,6 +248,7 @@ def _search(
     return {
         "tier_mix": mix,
         "ended_on_question": sum(1 for r in rows if r.get("ended_by") == "user_left"),
+        **followups(cfg, rows),
         "coverage": len(engine.coverage),
         "mixed_rate": mixed_rate(rows, float(cfg.knobs["smoothing_alpha"]), engine.thr),
         "dimension_counts": {
@@ -264,6 +265,18 @@ def _search(
         "mutation_parents": dict(sorted(engine.mutations.kinds.items())),
         "mutate_graded_failures": engine.mutations.mutate_graded,
     }
+
+
+def followups(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``followups_missed``: rows that ended on the agent's question with nobody answering
+    (the person walked away, or was out of turns); ``followups_starved`` when those are at
+    least ``followup_starved_min`` and at least rows / ``followup_starved_divisor``."""
+    missed = sum(1 for r in rows if r.get("ended_by") in ("user_left", "max_turns"))
+    knobs = cfg.knobs
+    starved = missed >= int(knobs["followup_starved_min"]) and missed >= len(rows) / int(
+        knobs["followup_starved_divisor"]
+    )
+    return {"followups_missed": missed, "followups_starved": bool(rows) and starved}
 
 
 def grade_entry(cfg: Config, engine: Engine) -> dict[str, Any] | None:
