@@ -38,6 +38,7 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 from typing import Any
 
@@ -259,6 +260,26 @@ async def _httpx_client(url: str, concurrency: int, duration: float) -> int:
     return done
 
 
+class _Sampler(threading.Thread):
+    """Reads the stub's request count every 0.25 s into ``samples`` as ``(t, count)``."""
+
+    def __init__(self, stub: Stub, samples: list[tuple[float, int]]) -> None:
+        super().__init__(daemon=True)
+        self.stub, self.samples, self.done = stub, samples, threading.Event()
+        self.t0 = time.perf_counter()
+
+    def run(self) -> None:
+        while not self.done.wait(0.25):
+            self.samples.append((time.perf_counter() - self.t0, self.stub.count()))
+
+
+def _steady(samples: list[tuple[float, int]], wall: float) -> float | None:
+    inside = [(t, n) for t, n in samples if 2.0 <= t <= wall - 1.0]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
 def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
@@ -287,10 +308,18 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
         ceiling = None
         for label, fn in cells:
             before = stub.stats(reset=True)["count"]
-            wall, cpu, load = _timed(fn)
+            samples: list[tuple[float, int]] = []
+            sampler = _Sampler(stub, samples)
+            sampler.start()
+            try:
+                wall, cpu, load = _timed(fn)
+            finally:
+                sampler.done.set()
+                sampler.join()
             after = stub.stats()
             calls = after["count"] - before
             rate = calls / wall
+            steady = _steady(samples, wall)
             if ceiling is None:
                 ceiling = rate
             out.append(
@@ -305,6 +334,10 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
                     "pct_of_ideal": round(100 * rate / ideal, 1),
                     "pct_of_server_alone": round(100 * rate / ceiling, 1),
                     "calls": calls,
+                    # Calls/s between 2 s after the start and 1 s before the end: without
+                    # start-up (imports, the TLS store, the first writer batch) and drain.
+                    "steady_per_s": None if steady is None else round(steady, 1),
+                    "steady_pct_of_ideal": None if steady is None else round(100 * steady / ideal, 1),
                     "peak_in_flight": after["peak_in_flight"],
                     "wall_s": round(wall, 2),
                     "cpu_over_wall": round(cpu / wall, 2),
@@ -342,14 +375,15 @@ def bench_model_calls_per_second() -> list[dict[str, Any]]:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| cell | c | ideal/s | achieved/s | % of ideal | % of server alone | CPU/wall "
-        "| CPU ms/call | peak in flight | load 1m |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| cell | c | ideal/s | achieved/s | % of ideal | % of server alone | steady/s "
+        "| steady % of ideal | CPU/wall | CPU ms/call | peak in flight | load 1m |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name'].rsplit(' c=', 1)[0]} | {r['concurrency']} | {r['ideal']:.0f} | "
             f"{r['value']:.0f} | {r['pct_of_ideal']}% | {r['pct_of_server_alone']}% | "
+            f"{r['steady_per_s']} | {r['steady_pct_of_ideal']}% | "
             f"{r['cpu_over_wall']} | {r['cpu_ms_per_call']} | {r['peak_in_flight']} | "
             f"{r['load_1m']} |"
         )
