@@ -29,6 +29,7 @@ from wai_exp.score.select.trim import (
 from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.passat import as_rows
 from wai_exp.score.stats.resample import reward_under
+from wai_exp.score.stats.row_facts import checked_row_list
 
 
 def _has_tool_call(row: dict[str, Any]) -> bool:
@@ -109,7 +110,9 @@ def group_signal(
     Raises ``ValueError`` for a band outside ``0 <= lo <= hi <= 1``.
     """
     lo, hi = check_band(lo, hi)
-    rows = list(rows)
+    # A row list as_rows already checked in this publish_gate is used as is (its row facts
+    # are then found by the list, without keying the rows again).
+    rows = checked_row_list(rows) or list(rows)
     stats = group_stats(rows)
     return _signal_from_stats(stats, len(rows), lo, hi)
 

@@ -25,9 +25,17 @@ import numpy as np
 from wai_exp.rows.keys import task_key
 from wai_exp.score.stats.resample import binary_reward, factorize, reward_under
 
-_SCOPE: ContextVar[dict[tuple[int, ...], RowFacts] | None] = ContextVar(
-    "wai_exp_row_facts", default=None
-)
+
+class _Scope:
+    """One ``sharing_row_facts()`` block: facts by row identities, and the row lists
+    ``as_rows`` built and checked in it (held, so their ids stay theirs)."""
+
+    def __init__(self) -> None:
+        self.by_rows: dict[tuple[int, ...], RowFacts] = {}
+        self.by_list: dict[int, tuple[list[Any], RowFacts | None]] = {}
+
+
+_SCOPE: ContextVar[_Scope | None] = ContextVar("wai_exp_row_facts", default=None)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -100,7 +108,7 @@ def sharing_row_facts() -> Iterator[None]:
     if _SCOPE.get() is not None:
         yield
         return
-    token = _SCOPE.set({})
+    token = _SCOPE.set(_Scope())
     try:
         yield
     finally:
@@ -125,11 +133,41 @@ def row_facts(rows: Sequence[Mapping[str, Any]]) -> RowFacts:
     scope = _SCOPE.get()
     if scope is None:
         return RowFacts(rows)
+    held = scope.by_list.get(id(rows))
+    if held is not None and held[0] is rows and held[1] is not None:
+        return held[1]
     ident = tuple(map(id, rows))
-    facts = scope.get(ident)
+    facts = scope.by_rows.get(ident)
     if facts is None:
-        facts = scope[ident] = RowFacts(rows)
+        facts = scope.by_rows[ident] = RowFacts(rows)
+    if held is not None and held[0] is rows:
+        scope.by_list[id(rows)] = (held[0], facts)
     return facts
 
 
-__all__ = ["RowFacts", "row_facts", "shares_row_facts", "sharing_row_facts"]
+def checked_row_list(source: Any) -> list[Any] | None:
+    """``source`` itself when it is a row list ``as_rows`` already built and checked in the
+    current ``sharing_row_facts()`` scope (the score functions never change such a list in
+    place), else None: a nested check of the same rows is not paid again."""
+    scope = _SCOPE.get()
+    if scope is None or type(source) is not list:
+        return None
+    held = scope.by_list.get(id(source))
+    return source if held is not None and held[0] is source else None
+
+
+def hold_checked(row_list: list[Any]) -> None:
+    """Record ``row_list`` (built and checked by ``as_rows``) in the current scope, if any."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope.by_list.setdefault(id(row_list), (row_list, None))
+
+
+__all__ = [
+    "RowFacts",
+    "checked_row_list",
+    "hold_checked",
+    "row_facts",
+    "shares_row_facts",
+    "sharing_row_facts",
+]
