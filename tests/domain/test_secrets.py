@@ -101,6 +101,9 @@ def test_hydras_escaped_interpolation_is_a_reference_not_a_secret():
     line = "+agent.api_key=$\\{oc.env\\:WAI_EXP_SECRET_0\\}"
     assert redact_text(line) == line
     assert redact_text("+agent.api_key=real-key-value") == f"+agent.api_key={REDACTED}"
+    # a message's placeholders are not keys: the fix it names must stay readable
+    fix = "export OPENAI_API_KEY=<your key> (or pass +agent.api_key=...)"
+    assert redact_text(fix) == fix
 
 
 def test_log_records_are_redacted(monkeypatch):

@@ -28,15 +28,16 @@ CASES = {
     "tasks not JSON lines": (["simulate.tasks=notjson.jsonl"], {}, "notjson.jsonl"),
     "tasks rows without prompts": (["simulate.tasks=noprompt.jsonl"], {}, "prompt"),
     "traces not JSON lines": (["simulate.traces=notjson.jsonl"], {}, "notjson.jsonl"),
-    "a model writer this build lacks": (
+    "a model writer with no key": (
         ["simulate.simulator=openai:gpt-4.1-mini"],
-        {},
-        "simulator",
+        {"OPENAI_API_KEY": ""},
+        "simulate.simulator=openai:gpt-4.1-mini talks to https://api.openai.com/v1",
     ),
-    "a model user this build lacks": (
-        ["simulate.user_model=openai:gpt-4.1-mini"],
-        {},
-        "user_model",
+    "a model user that is not a spec": (["simulate.user_model=gpt4"], {}, "user_model='gpt4'"),
+    "a model judge with no key": (
+        ["judge=llm", "judge.model=anthropic:claude-sonnet-4-5"],
+        {"ANTHROPIC_API_KEY": ""},
+        "export ANTHROPIC_API_KEY=<your key>",
     ),
     "a budget no machine holds": (["simulate.budget=1e12"], {}, "budget"),
     "an empty OPENAI_API_KEY": (["agent=openai"], {"OPENAI_API_KEY": ""}, "OPENAI_API_KEY"),

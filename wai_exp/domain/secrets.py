@@ -64,8 +64,8 @@ _KEY_VALUE = re.compile(
     r"|token|[a-z0-9_]*password|passwd"
     r"|[a-z0-9_]*secret|authorization|x-api-key)[\"']?\s*[:=]\s*)"
     # An interpolation (``${oc.env:...}``, or Hydra's escaped ``$\{...\}``) names where the
-    # value lives, not the value: it stays readable.
-    r"(?![\"']?(?:\*\*\*redacted|bearer\s|\$\\?\{))([\"']?)([^\s\"',;}\]]+)"
+    # value lives, and ``...`` / ``<your key>`` are a message's placeholders: they stay.
+    r"(?![\"']?(?:\*\*\*redacted|bearer\s|\$\\?\{|\.\.\.|<[a-z]))([\"']?)([^\s\"',;}\]]+)"
 )
 # The override rewrite of ``wai_exp.cli`` moves secret values into these variables.
 SECRET_ENV_PREFIX = "WAI_EXP_SECRET_"

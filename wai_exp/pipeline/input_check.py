@@ -44,6 +44,7 @@ def input_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
         problem = key_problem(agent_cfg)
         if problem and problem not in problems:
             problems.append(problem)
+    problems.extend(p for p in model_key_problems(config) if p not in problems)
     problems.extend(judge_problems(config))
     problems.extend(store_problems(config, start_dir))
     return problems
@@ -131,16 +132,66 @@ def key_problem(agent_cfg: Mapping[str, Any]) -> str | None:
     prov = PROVIDERS[str(kind)]
     if agent_cfg.get("base_url") or (prov.url_env and os.environ.get(prov.url_env)):
         return None  # your own server: it may need no key
-    if kind not in ("openai", "anthropic") or not prov.key_env:
+    return _missing_key(
+        f"agent={kind}",
+        str(kind),
+        agent_cfg.get("api_key"),
+        "(or pass +agent.api_key=...), or point agent.base_url at a server that needs none",
+    )
+
+
+def model_key_problems(config: Mapping[str, Any]) -> list[str]:
+    """The model parts named by a spec string (``simulate.simulator``, ``simulate.user_model``,
+    a string ``simulate.llm_grade``, ``judge.model`` of a model judge) that would talk to a
+    hosted provider's default endpoint with its key variable empty or unset: one sentence
+    each, naming the variable and the fix. A spec with its own ``@<url>`` may need no key;
+    a malformed spec is reported by the stage's own check, not here."""
+    from wai_exp.llm.providers import PROVIDERS, parse_model_spec
+    from wai_exp.pipeline.stages.grade import MODEL_JUDGES
+
+    sim = config.get("simulate") or {}
+    judge = config.get("judge") or {}
+    parts = [
+        ("simulate.simulator", sim.get("simulator")),
+        ("simulate.user_model", sim.get("user_model")),
+    ]
+    if isinstance(sim.get("llm_grade"), str):
+        parts.append(("simulate.llm_grade", sim.get("llm_grade")))
+    if judge.get("kind") in (*MODEL_JUDGES, "pairwise") and not judge.get("api_key_env"):
+        parts.append(("judge.model", judge.get("model")))
+    problems = []
+    for where, value in parts:
+        if not isinstance(value, str) or "@" in value:
+            continue
+        try:
+            spec = parse_model_spec(value)
+        except ValueError:
+            continue
+        if spec.base_url != PROVIDERS[spec.provider].base_url:
+            continue  # the provider's base-URL variable points it at your own server
+        problem = _missing_key(
+            f"{where}={value}",
+            spec.provider,
+            None,
+            f"or give it your own server: {where}={value}@http://<host>:<port>/v1",
+        )
+        if problem and problem not in problems:
+            problems.append(problem)
+    return problems
+
+
+def _missing_key(who: str, provider: str, given: Any, fix: str) -> str | None:
+    from wai_exp.llm.providers import PROVIDERS
+
+    prov = PROVIDERS[provider]
+    if provider not in ("openai", "anthropic") or not prov.key_env:
         return None  # local servers (vllm, ollama) take no key by default
-    given = agent_cfg.get("api_key")
     if given or os.environ.get(prov.key_env):
         return None
     state = "empty" if prov.key_env in os.environ else "not set"
     return (
-        f"agent={kind} talks to {prov.base_url}, which needs a key, and {prov.key_env} is "
-        f"{state}: export {prov.key_env}=... (or pass +agent.api_key=...), or point "
-        "agent.base_url at a server that needs none"
+        f"{who} talks to {prov.base_url}, which needs a key, and {prov.key_env} is {state}: "
+        f"export {prov.key_env}=<your key> {fix}"
     )
 
 
