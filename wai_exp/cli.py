@@ -59,11 +59,45 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stderr.write("Fix the file (or remove it from the folder) and run again.\n")
         sys.exit(EXIT_INVALID_CONFIG)
 
+    args = move_secret_overrides(args, os.environ)
+    start_tracking_writer_early(args)
     from wai_exp.commands.run import app
 
-    args = move_secret_overrides(args, os.environ)
     sys.argv = [sys.argv[0] if sys.argv else "wai-exp", *args]
     app()
+
+
+#: Words after which this process runs no single job: help and config printing, or a sweep
+#: (its jobs may run in launcher workers, which start writers of their own).
+_NO_RUN_WORDS = frozenset({
+    "--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion",
+    "-sc", "--multirun", "-m", "--run", "--version",
+})  # fmt: skip
+#: Overrides that leave no work for a tracking writer process.
+_NO_WRITER_OVERRIDES = frozenset({
+    "tracking=none", "tracking.kind=none", "tracking.background=false",
+    "tracking.background=False", "++tracking.background=false",
+})  # fmt: skip
+
+
+def start_tracking_writer_early(args: Sequence[str]) -> bool:
+    """Start the tracking writer process (wai_exp.tracking.background) before Hydra, so its
+    MLflow import (about 2 s of CPU, most of what tracking costs) overlaps Hydra's start and
+    the config checks as well as the stages. The run's ``BackgroundTracker`` takes this
+    writer over. Skipped (False) for help, config printing, sweeps and command lines that
+    turn the writer off; a writer no run uses (tracking turned off by a preset, a config
+    refused) reads end-of-input when this process exits and exits too. Never raises."""
+    if any(a in _NO_RUN_WORDS or a.startswith("--cfg=") for a in args):
+        return False
+    if any(a.replace(" ", "") in _NO_WRITER_OVERRIDES for a in args):
+        return False
+    try:
+        from wai_exp.tracking.background import start_writer
+
+        start_writer()
+    except Exception:  # the run starts its writer itself, later
+        return False
+    return True
 
 
 def config_dirs(args: Sequence[str]) -> list[str]:

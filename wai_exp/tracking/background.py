@@ -119,6 +119,12 @@ _writer_lock = threading.Lock()
 _run_counter = 0
 
 
+def start_writer() -> None:
+    """Start this process's writer now (it begins importing MLflow); the next
+    ``BackgroundTracker`` uses it. Raises OSError when the process cannot start."""
+    _shared_writer()
+
+
 def _shared_writer() -> _Writer:
     """The process's writer, started on first use and restarted if it died."""
     global _writer
