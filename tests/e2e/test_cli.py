@@ -276,3 +276,30 @@ def test_unknown_group_option_exits_2_naming_the_closest(tmp_path):
     res = wai(tmp_path, "+experiment=rl_round", "agent=opnai")
     assert res.returncode == 2 and "Did you mean agent=openai?" in res.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+FLAKY_JUDGE = """
+def flaky(row):
+    # a judge service that fails on most rows: an outage, not a verdict
+    if sum(map(ord, row["prompt"])) % 4:
+        raise ConnectionError("judge service unavailable")
+    return 1.0
+"""
+
+
+def test_a_judge_failing_on_most_rows_fails_the_grade_and_the_run_with_its_first_error(tmp_path):
+    (tmp_path / "userjudge.py").write_text(FLAKY_JUDGE)
+    args = ["+experiment=rl_round", "judge=callable", "judge.target=userjudge:flaky"]
+    res = wai(tmp_path, *args, "simulate.budget=40", "tracking=none",
+              env={"PYTHONPATH": str(tmp_path)})  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    assert "stage 'grade' failed: the judge could not score" in res.stderr
+    assert "judge.max_error_share=0.25" in res.stderr
+    assert "ConnectionError: judge service unavailable" in res.stderr
+    [run] = run_dirs(tmp_path)
+    assert (run / "grade" / "rows.jsonl").is_file()  # the scored rows are kept
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
+    # a higher tolerance is the user's call, and then the run goes on to the gate
+    ok = wai(tmp_path, *args, "simulate.budget=40", "tracking=none",
+             "judge.max_error_share=1.0", env={"PYTHONPATH": str(tmp_path)})  # fmt: skip
+    assert ok.returncode in (0, 3), ok.stderr

@@ -324,6 +324,7 @@ def judge_rows(
         "judge_status": statuses,
         "warnings": warnings,
     }
+    _judge_failure(report, graded, float(cfg.get("max_error_share", 0.25)))
     metrics = {**pass_at_metrics(pa), "rows_in": float(n_in), "unjudged": float(unjudged)}
     lines = [
         f"{ctx.name}: judged {n_in} rows with {name} ({unjudged} unjudged, never counted as failures)",
@@ -331,6 +332,22 @@ def judge_rows(
     ]
     lines += [f"warning: {w}" for w in warnings]
     return StageResult(rows=graded, report=report, text="\n".join(lines) + "\n", metrics=metrics)
+
+
+def _judge_failure(report: dict[str, Any], graded: list[dict[str, Any]], share: float) -> None:
+    """Mark ``report`` failed (``failed_because="judge_failed"`` and a ``failure_summary`` in
+    words, which the runner turns into exit 1) when the judge's calls failed (``error`` or
+    ``timeout``) on more than ``share`` of the rows. Abstentions and invalid verdicts are the
+    judge answering, not failing, and do not count."""
+    failed = [r for r in graded if r.get("judge_status") in ("error", "timeout")]
+    if not graded or len(failed) <= share * len(graded):
+        return
+    first = (failed[0].get("judge_meta") or {}).get("error") or "no message"
+    report["failed_because"] = "judge_failed"
+    report["failure_summary"] = (
+        f"the judge could not score {len(failed)} of {len(graded)} rows (error or timeout), "
+        f"more than judge.max_error_share={share:g}; first error: {first}"
+    )
 
 
 @register("grade", reads=("judge",))
