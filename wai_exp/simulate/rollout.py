@@ -23,6 +23,7 @@ from wai_exp.simulate.agent_setup import ResolvedAgent, callable_name
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.modes import Config
 from wai_exp.simulate.tasks import Plan
+from wai_exp.simulate.world import HUMAN_TOOL_NAMES
 from wai_exp.simulate.world_setup import WorldSetup
 
 
@@ -197,7 +198,12 @@ class RolloutRunner:
             faults = {"planned": None, "rate": 0.0, "fired": []}
         else:
             faults = faults_of(world, dims, self.cfg.fault_rate)
-        user_turns = any(s.get("kind") == "user" for s in steps)
+        # The person took part: a follow-up line, or an answer to a human tool (ask_user ...).
+        user_turns = any(
+            s.get("kind") == "user"
+            or (s.get("kind") == "tool" and s.get("name") in HUMAN_TOOL_NAMES)
+            for s in steps
+        )
         model_version = out.get("model_version") or self.agent_model
         sampling = out.get("sampling")
         if sampling is None and not self.agent_is_backend:
