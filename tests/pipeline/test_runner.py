@@ -587,3 +587,17 @@ def test_a_failing_parallel_stage_fails_the_run_naming_it(tmp_path):
     out, _ = run(cfg, tmp_path, "r1", tracker=rec)
     assert out.status == "failed" and out.error.startswith("stage 'boom' failed: RuntimeError")
     assert rec.events[-1][1] == "FAILED"
+
+
+def _abstain(row):
+    return None  # the judge declines every row
+
+
+def test_summary_of_a_grade_with_no_row_judged_says_so_not_that_it_did_not_finish(tmp_path):
+    stages = {"src": {"kind": "t_rows"}, "grade": {"kind": "grade", "needs": ["src"]}}
+    judge = {"kind": "callable", "target": f"{__name__}:_abstain"}
+    out, _ = run(config(stages, judge=judge), tmp_path, "r1")
+    text = summarize(out)
+    assert out.stage("grade").status == "ran"
+    assert "pass@1: not measured (grade: no binary-graded rows" in text
+    assert "did not finish" not in text.split("rows kept")[0]

@@ -851,10 +851,15 @@ _HEADLINED = ("simulate", "grade", "evaluate", "optimize", "publish_gate")
 
 
 def _missing(outcome: RunOutcome, kinds: tuple[str, ...], what: str) -> str:
-    """Why a headline number is absent: the pipeline has no such stage, or it did not finish."""
+    """Why a headline number is absent: the pipeline has no such stage, it did not finish,
+    or it finished and its report says why it has no number (no row judged ...)."""
     named = [n for n, k in outcome.planned.items() if k in kinds]
     if not named:
         return f"no {what} stage in this pipeline"
+    done = [s for s in outcome.stages if s.name in named and s.result is not None]
+    notes = [f"{s.name}: {s.result.report['note']}" for s in done if s.result.report.get("note")]
+    if notes:
+        return "; ".join(notes)
     return f"{', '.join(named)} did not finish"
 
 
