@@ -577,12 +577,15 @@ def _tool_lines(tools: Sequence | None) -> str:
     return "\n".join(out)
 
 
-def _judge_message(
-    rubric: Rubric, row: Mapping[str, Any], policy: str, tools: Sequence | None
-) -> str:
+def conversation_parts(
+    row: Mapping[str, Any], policy: str, tools: Sequence | None, *, policy_label: str
+) -> list[str]:
+    """What a model judge reads of one row, as titled blocks: the policy (under
+    ``policy_label``), the tools, the teacher's reference from the privileged block (the judge
+    may see the answer key; the agent never does) and the transcript. Never raises."""
     parts = []
     if policy:
-        parts.append(f"ASSISTANT'S POLICY:\n{policy}")
+        parts.append(f"{policy_label}:\n{policy}")
     tool_text = _tool_lines(tools)
     if tool_text:
         parts.append(f"TOOLS THE ASSISTANT HAD:\n{tool_text}")
@@ -592,6 +595,13 @@ def _judge_message(
         ref_text = ref if isinstance(ref, str) else json.dumps(ref, sort_keys=True, default=str)
         parts.append(f"REFERENCE (what a good reply does):\n{ref_text}")
     parts.append(f"TRANSCRIPT:\n{_transcript(row)}")
+    return parts
+
+
+def _judge_message(
+    rubric: Rubric, row: Mapping[str, Any], policy: str, tools: Sequence | None
+) -> str:
+    parts = conversation_parts(row, policy, tools, policy_label="ASSISTANT'S POLICY")
     parts.append(f"RUBRIC:\n{rubric.checklist()}")
     return "\n\n".join(parts)
 
