@@ -41,6 +41,20 @@ def test_a_deleted_mlflow_db_is_named_and_the_finished_stage_is_not_blamed(tmp_p
     assert "[SQL:" not in out + err and "Traceback" not in err
 
 
+def _has_experiment(db: Path) -> bool:
+    """The writer finished creating the store (schema and experiment): deleting it earlier
+    would test a half-made store, not one deleted under a running writer."""
+    import sqlite3
+
+    if not db.exists():
+        return False
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.1) as con:
+            return con.execute("SELECT count(*) FROM experiments").fetchone()[0] > 1
+    except sqlite3.Error:
+        return False
+
+
 def test_a_db_deleted_under_the_background_writer_keeps_the_rows_and_names_the_file(tmp_path):
     # The default: MLflow records from the writer process, which opens the store on its own
     # schedule (after importing MLflow, often once simulate is done). Delete the store as
@@ -54,7 +68,7 @@ def test_a_db_deleted_under_the_background_writer_keeps_the_rows_and_names_the_f
     db = tmp_path / "mlflow.db"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        if list(tmp_path.glob("outputs/*/*/tracking.log")) and db.exists():
+        if list(tmp_path.glob("outputs/*/*/tracking.log")) and _has_experiment(db):
             break
         assert proc.poll() is None, "the run ended before the writer opened the store"
         time.sleep(0.05)

@@ -51,3 +51,16 @@ def test_the_writers_sentence_is_kept_and_the_runner_adds_where_the_rows_are(tmp
     )
     assert text.startswith(cause.rstrip("."))
     assert text.count("re-run the same command") == 1 and "TrackingError" not in text
+
+
+def test_a_store_replaced_by_an_empty_file_reads_as_deleted(tmp_path):
+    # A new connection to the deleted store's name opens a new, empty file: MLflow's next
+    # query finds none of its tables
+    db = tmp_path / "mlflow.db"
+    db.write_bytes(b"")
+    with sqlite3.connect(db) as conn:
+        try:
+            conn.execute("select * from experiments")
+        except sqlite3.OperationalError as exc:
+            text = describe_store_error(exc, f"sqlite:///{db}", tmp_path / "run")
+    assert text.startswith(f"the MLflow database {db} was deleted or moved while the run was going")

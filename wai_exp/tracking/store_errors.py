@@ -37,7 +37,7 @@ def describe_store_error(
     if not advice:
         kept, rerun = "", ""
     db = sqlite_path(uri) if uri else None
-    if db is not None and (not db.exists() or _db_moved(exc)):
+    if db is not None and (not db.exists() or _db_moved(exc) or _tables_gone(exc)):
         return (
             f"the MLflow database {db} was deleted or moved while the run was going.{kept}{rerun}"
         )
@@ -76,5 +76,19 @@ def _db_moved(exc: BaseException) -> bool:
         for err in (e, getattr(e, "orig", None)):
             if getattr(err, "sqlite_errorname", None) == "SQLITE_READONLY_DBMOVED":
                 return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _tables_gone(exc: BaseException) -> bool:
+    """SQLite says a table of MLflow's schema is missing: the store's file was replaced
+    under the run (deleted, then created empty by a later connection), since MLflow creates
+    every table before the first record is written."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if "no such table" in str(e):
+            return True
         e = e.__cause__ or e.__context__
     return False
