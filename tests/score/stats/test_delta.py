@@ -713,3 +713,23 @@ def test_sizing_line_does_not_quote_a_larger_holdouts_power() -> None:
     line = next(x for x in format_delta_report(rep).splitlines() if x.startswith("sizing:"))
     assert "below the calibration study's smallest holdout at k=4 (23 tasks)" in line
     assert "(measured" not in line
+
+
+def test_rows_an_adaptive_policy_added_do_not_skew_the_delta() -> None:
+    # Both arms open every task with the same fixed batch (1 pass in 4). The before arm's
+    # adaptive policy then added four passing rows where each task split; averaged in, they
+    # would show a regression the agent never had.
+    first = {f"t{i}": [1.0, 0.0, 0.0, 0.0] for i in range(40)}
+    before = fixed(first, "base")
+    for i in range(40):
+        before += [
+            {"scenario_id": f"t{i}", "reward": 1.0, "final_text": "ok", "policy_version": "base",
+             "selection_reason": "group_split"}
+            for _ in range(4)
+        ]  # fmt: skip
+    after = fixed(first, "trained")
+    rep = delta_report(before, after)
+    metric = rep["metrics"]["pass_at_1"]
+    assert metric["before"] == pytest.approx(0.25) and metric["delta"] == pytest.approx(0.0)
+    assert rep["target_verdict"] != "regressed"
+    assert any("160 row(s) an adaptive policy added" in w for w in rep["warnings"])

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import prompt_mismatch, task_key
-from wai_exp.score.stats.passat import as_rows, run_config_with_keys
+from wai_exp.score.stats.passat import ADAPTIVE_REASONS, as_rows, run_config_with_keys
 from wai_exp.score.stats.resample import (
     as_generator,
     binary_reward,
@@ -148,6 +148,14 @@ class _Side:
             for lin, row in zip([row.get("lineage") for row in rows], rows, strict=True)
         ]
         self.keys, self.rewards, self.mks, self.runs = keys, rewards, mks, runs
+        # Rows an adaptive policy added (a group split, a verify draw) land where outcomes
+        # were mixed, so per-task means over them skew; every task's fixed first batch does
+        # not, and it is what pass_at's pass@1 reads too.
+        self.adaptive = np.fromiter(
+            (type(r) is str and r in ADAPTIVE_REASONS for r in (row.get("selection_reason") for row in rows)),
+            dtype=bool, count=len(rows),
+        )  # fmt: skip
+        self.n_adaptive = int(self.adaptive.sum())
         labelled = sorted({r for r in runs if r is not None}, key=str)
         self.run_labels = labelled
         self.n_runs = max(len(labelled), 1)
@@ -167,6 +175,8 @@ class _Side:
             raw = _marker_rows(self.mks, names)
             cols = [j for j, m in enumerate(metrics) if m != PASS_AT_1]
             vals[:, cols] = _marker_matrix(self.rows, raw, names)
+        if self.n_adaptive:
+            vals[self.adaptive] = np.nan
         self.values = vals
 
 
@@ -405,6 +415,14 @@ def delta_report(
     if balance_rollouts:
         b_rows, a_rows, balanced = _balance(b_rows, a_rows, seed)
     sb, sa = _Side(b_rows), _Side(a_rows)
+    for side_name, side in (("before", sb), ("after", sa)):
+        if side.n_adaptive:
+            warnings.append(
+                f"{side_name}: {side.n_adaptive} row(s) an adaptive policy added "
+                f"(selection_reason {'/'.join(sorted(ADAPTIVE_REASONS))}) are left out; they "
+                "are drawn where a task's outcomes split and would skew its rate, so every "
+                "metric reads each task's fixed first batch"
+            )
     shared_markers = sb.marker_names() & sa.marker_names()
     if markers is None:
         marker_list = sorted(shared_markers)
