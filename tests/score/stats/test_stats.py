@@ -381,3 +381,15 @@ def test_unpaired_runs_at_zero_are_not_certain_either() -> None:
     assert res["paired"] is False and res["method"] == "unpaired_boundary"
     assert res["ci95"] == pytest.approx([-hi, hi])
     assert res["verdict"] == "no_difference_detected"
+
+
+def test_rows_an_adaptive_policy_added_are_left_out_of_summary_and_compare() -> None:
+    # 30 tasks open with 1 pass in 4; a verify policy then added 4 passing rows to each.
+    first = arm([1] * 30)
+    added = arm([4] * 30, selection_reason="verify")
+    summary = metric_summary(first + added)
+    assert summary["mean"] == pytest.approx(0.25) and summary["n_rows"] == 120
+    assert "120 row(s) an adaptive policy added" in summary["note"]
+    cmp = compare_runs(first + added, first)
+    assert cmp["delta"] == pytest.approx(0.0) and cmp["verdict"] == "no_difference_detected"
+    assert "run a: 120 row(s) an adaptive policy added" in cmp["note"]

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import prompt_mismatch, task_key
-from wai_exp.score.stats.passat import ADAPTIVE_REASONS, as_rows, run_config_with_keys
+from wai_exp.score.stats.passat import as_rows, first_batch, run_config_with_keys
 from wai_exp.score.stats.resample import (
     as_generator,
     binary_reward,
@@ -49,7 +49,7 @@ from wai_exp.score.stats.resample import (
     two_proportion_p,
     z_quantile,
 )
-from wai_exp.score.stats.stats import VERDICT_CONTINUITY, VERDICT_METHOD
+from wai_exp.score.stats.stats import VERDICT_CONTINUITY, VERDICT_METHOD, adaptive_note
 
 __all__ = [
     "ANSWERED_GAP_POINTS",
@@ -148,14 +148,6 @@ class _Side:
             for lin, row in zip([row.get("lineage") for row in rows], rows, strict=True)
         ]
         self.keys, self.rewards, self.mks, self.runs = keys, rewards, mks, runs
-        # Rows an adaptive policy added (a group split, a verify draw) land where outcomes
-        # were mixed, so per-task means over them skew; every task's fixed first batch does
-        # not, and it is what pass_at's pass@1 reads too.
-        self.adaptive = np.fromiter(
-            (type(r) is str and r in ADAPTIVE_REASONS for r in (row.get("selection_reason") for row in rows)),
-            dtype=bool, count=len(rows),
-        )  # fmt: skip
-        self.n_adaptive = int(self.adaptive.sum())
         labelled = sorted({r for r in runs if r is not None}, key=str)
         self.run_labels = labelled
         self.n_runs = max(len(labelled), 1)
@@ -175,8 +167,6 @@ class _Side:
             raw = _marker_rows(self.mks, names)
             cols = [j for j, m in enumerate(metrics) if m != PASS_AT_1]
             vals[:, cols] = _marker_matrix(self.rows, raw, names)
-        if self.n_adaptive:
-            vals[self.adaptive] = np.nan
         self.values = vals
 
 
@@ -382,6 +372,9 @@ def delta_report(
     ``noise_band``, ``noise_rule``, ``eval_runs``, ``groups``/``groups_down`` (with ``by``),
     ``balanced``, ``sizing``, ``family_error`` and ``warnings``.
 
+    Each task reads its fixed first batch: rows an adaptive policy added (``first_batch``)
+    are left out, with a warning per arm.
+
     Raises ``ValueError`` when ``alpha``/``power``/``n_boot``/``run_std_runs`` are out of
     range, when ``target`` or ``proxy`` is on neither side, or when a side has no rows.
     """
@@ -414,15 +407,12 @@ def delta_report(
     balanced = None
     if balance_rollouts:
         b_rows, a_rows, balanced = _balance(b_rows, a_rows, seed)
+    # Every metric reads each task's fixed first batch, as pass_at's pass@1 does.
+    (b_rows, b_added), (a_rows, a_added) = first_batch(b_rows), first_batch(a_rows)
+    warnings += [
+        f"{name}: {adaptive_note(n)}" for name, n in (("before", b_added), ("after", a_added)) if n
+    ]
     sb, sa = _Side(b_rows), _Side(a_rows)
-    for side_name, side in (("before", sb), ("after", sa)):
-        if side.n_adaptive:
-            warnings.append(
-                f"{side_name}: {side.n_adaptive} row(s) an adaptive policy added "
-                f"(selection_reason {'/'.join(sorted(ADAPTIVE_REASONS))}) are left out; they "
-                "are drawn where a task's outcomes split and would skew its rate, so every "
-                "metric reads each task's fixed first batch"
-            )
     shared_markers = sb.marker_names() & sa.marker_names()
     if markers is None:
         marker_list = sorted(shared_markers)

@@ -47,6 +47,7 @@ from wai_exp.score.stats.row_facts import checked_row_list, hold_checked, row_fa
 
 __all__ = [
     "ADAPTIVE_REASONS",
+    "first_batch",
     "MIN_CI_GROUPS",
     "N_BOOT",
     "PassAt",
@@ -409,6 +410,20 @@ def pass_at(
         if ci1 is None
         else ("wilson_tasks" if rates1.min() == rates1.max() else "bootstrap"),
     )
+
+
+def first_batch(rows: list[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], int]:
+    """(the rows no adaptive policy added, how many were left out).
+
+    Rows whose ``selection_reason`` is in ``ADAPTIVE_REASONS`` were drawn where a task's
+    outcomes split, so a per-task mean over them skews; the fixed first batch does not.
+    Returns ``rows`` itself when there is nothing to leave out. Never raises."""
+    kept = [
+        row
+        for row in rows
+        if not (type(r := row.get("selection_reason")) is str and r in ADAPTIVE_REASONS)
+    ]
+    return (rows, 0) if len(kept) == len(rows) else (kept, len(rows) - len(kept))
 
 
 def _first_batch_rates(

@@ -21,7 +21,7 @@ import numpy as np
 from scipy import special as _sp  # not scipy.stats: 0.6 s to import for one quantile
 
 from wai_exp.rows.keys import prompt_mismatch, task_key
-from wai_exp.score.stats.passat import as_rows
+from wai_exp.score.stats.passat import ADAPTIVE_REASONS, as_rows, first_batch
 from wai_exp.score.stats.resample import (
     TaskGroups,
     as_generator,
@@ -174,9 +174,24 @@ def metric_summary(
     is ``None`` (with a note naming the task count) below ``MIN_CI_TASKS`` tasks, and when
     every row scored the same value (``degenerate``, with a warning: an unfireable marker and
     an always-true one look alike). With no row carrying the metric ``mean`` is ``None``.
+    Rows an adaptive policy added (``first_batch``) are left out, and ``note`` counts them.
     """
     name = _metric_name(metric)
-    return _summary_from_groups(metric_groups(rows, name), name, n_boot, seed)
+    kept, n_added = first_batch(as_rows(rows))
+    out = _summary_from_groups(metric_groups(kept, name), name, n_boot, seed)
+    if n_added:
+        note = adaptive_note(n_added)
+        out["note"] = f"{out['note']}; {note}" if out.get("note") else note
+    return out
+
+
+def adaptive_note(n_added: int) -> str:
+    """The words for rows ``first_batch`` left out of a per-task mean."""
+    return (
+        f"{n_added} row(s) an adaptive policy added (selection_reason "
+        f"{'/'.join(sorted(ADAPTIVE_REASONS))}) are left out: they are drawn where a task's "
+        "outcomes split and would skew its rate, so each task reads its fixed first batch"
+    )
 
 
 def marker_names(rows: Sequence[dict] | Any) -> list[str]:
@@ -254,7 +269,9 @@ def compare_runs(
     ``paired_share`` is the shared fraction of every task either run saw. Paired tasks
     must ask the same thing on both sides: ``prompt_mismatch`` counts those whose prompt
     sets differ, and any such task makes the verdict ``"not_comparable"`` with the cause
-    in ``not_comparable`` (empty when the runs compare). Raises
+    in ``not_comparable`` (empty when the runs compare). Each task reads its fixed first
+    batch: rows an adaptive policy added (``first_batch``) are left out and counted in the
+    note. Raises
     ``ValueError`` when ``level`` is outside (0, 1) or ``min_paired < 1``.
     """
     name = _metric_name(metric)
@@ -263,7 +280,8 @@ def compare_runs(
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
     a, b = as_rows(a), as_rows(b)
-    ga, gb = metric_groups(a, name), metric_groups(b, name)
+    (a_kept, a_added), (b_kept, b_added) = first_batch(a), first_batch(b)
+    ga, gb = metric_groups(a_kept, name), metric_groups(b_kept, name)
     a_idx, b_idx = ga.index(), gb.index()
     shared = sorted(set(a_idx) & set(b_idx))
     union = len(set(a_idx) | set(b_idx))
@@ -288,7 +306,9 @@ def compare_runs(
         "method": None,
         "note": "",
     }
-    notes: list[str] = []
+    notes: list[str] = [
+        f"run {side}: {adaptive_note(n)}" for side, n in (("a", a_added), ("b", b_added)) if n
+    ]
     rng = as_generator(seed)
     if len(shared) >= min_paired:
         ma = ga.means[[a_idx[k] for k in shared]]
