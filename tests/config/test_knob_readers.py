@@ -180,6 +180,7 @@ SCENARIOS = {
     "schedule": lambda: {"agent": _async_scripted, "budget": 40, "seed": 0, "mode": "rl"},
     "report": _plain,
     "progress": lambda: {**_plain(), "progress": lambda info: None},
+    "tick": lambda: {**_plain(), "progress": lambda info: None},
     "output": _plain,
     "model_writer": _plain,
     "unread": _plain,

@@ -105,41 +105,40 @@ class Engine:
         self.writer: Any = None  # the model writer of simulator=<spec>, None for the template
         #: the last early warning the progress line gave (slow completions, a serial server)
         self.early_warning: str | None = None
+        #: rollout-slot seconds the pool had, and those it sat idle on verdicts (``split``)
+        self.pool_slot_s = 0.0
+        self.idle_slot_s = 0.0
+        self.replayed = False  # a run's asks came from tasks= (a fixed task set)
+        #: the last planning pass stopped on room held for extensions awaiting verdicts
+        self.held_for_verdicts = False
 
     # ---- all runs -----------------------------------------------------------------------
+    def tick_s(self) -> float:
+        """The loop's tick: the longest the loop waits for a rollout before it re-plans,
+        re-checks the stop rules and redraws a due progress line. ``collect_wait_s``; under a
+        clock it shrinks with the time left, never under ``collect_wait_floor_s`` (so a clock
+        nearly or already out is re-checked every floor seconds, not in a busy loop)."""
+        tick = float(self.knobs["collect_wait_s"])
+        if self.deadline is None:
+            return tick
+        left = self.deadline - time.monotonic()
+        return max(float(self.knobs["collect_wait_floor_s"]), min(tick, left))
+
     async def run_all(
         self,
         first: Callable[[], SituationSource],
         rerun: Callable[[list[Task]], SituationSource],
     ) -> None:
         """Run 0 over ``first()``; runs 1..N-1 replay the asks run 0 opened (``rerun``).
-        The progress line is redrawn every ``progress_every_s`` meanwhile, rows or not."""
-        ticker = asyncio.ensure_future(self._tick()) if self.progress is not None else None
-        try:
-            await self._run_all(first, rerun)
-        finally:
-            if ticker is not None:
-                ticker.cancel()
-                await asyncio.gather(ticker, return_exceptions=True)
-
-    async def _tick(self) -> None:
-        # A run whose rollouts take minutes still shows it is alive, and warns early.
-        every = max(0.5, float(self.knobs["progress_every_s"]))
-        while True:
-            await asyncio.sleep(every)
-            self.emit_progress()
-
-    async def _run_all(
-        self,
-        first: Callable[[], SituationSource],
-        rerun: Callable[[list[Task]], SituationSource],
-    ) -> None:
+        The progress line is redrawn every ``progress_every_s`` meanwhile, rows or not (checked
+        on the loop's tick, ``tick_s``)."""
         first_tasks: list[Task] = []
         for eval_run in range(self.cfg.runs):
             # Later runs replay the asks the first run opened, with fresh rollout seeds.
             src = first() if eval_run == 0 else rerun(first_tasks)
             before = len(self.rows)
             self.mutating = src.writer is not None
+            self.replayed = self.replayed or (eval_run == 0 and src.replay is not None)
             await self.run(src, eval_run)
             self.per_run_tiers.append(
                 Counter(
@@ -227,6 +226,7 @@ class Engine:
             1, int(self.knobs["writer_buffer_cap"])
         )
         pool = _Pool(self, conc)
+        t_run = time.monotonic()
         quiet = 0
         stop: str | None = None
         try:
@@ -236,6 +236,7 @@ class Engine:
                     stop = self._stop_before_round(landed)
                 if stop is None:
                     room = min(cfg.budget - landed, window) - len(pool.pending)
+                    self.held_for_verdicts = False
                     if room > 0:
                         plans: list[Plan] = []
                         open_tasks = self._continue_open(open_tasks, plans, room, eval_run)
@@ -254,7 +255,14 @@ class Engine:
                         break
                 pool.start()
                 if not pool.head_done():
+                    idle = self._idle_slots(pool) if stop is None else 0
+                    t_wait = time.monotonic() if idle else 0.0
                     await pool.wait()
+                    if idle:
+                        self.idle_slot_s += idle * (time.monotonic() - t_wait)
+                    if pool.ticked:  # a tick with no landing: a progress line may be due
+                        pool.ticked = False
+                        self._maybe_progress()
                     continue
                 plan, outcome = pool.pop()
                 novel = self._land(plan, outcome)
@@ -264,6 +272,7 @@ class Engine:
                         stop = "saturation"
         finally:
             pool.cancel_all()
+            self.pool_slot_s += conc * (time.monotonic() - t_run)
         self.per_run.append(
             {
                 "eval_run": eval_run,
@@ -273,6 +282,15 @@ class Engine:
             }
         )
         self.stop_reason = stop
+
+    def _idle_slots(self, pool: _Pool) -> int:
+        """Free rollout slots the planner could not fill because open asks of an allocating
+        rl pool (``split``) hold room for extensions that wait on their first rollouts'
+        verdicts, and no other ask could open: the pool is idle on verdicts (0 otherwise; a
+        budget nearly spent or a full lookahead is not waiting on verdicts)."""
+        if not self.held_for_verdicts or self.cfg.repeat_policy != "split" or pool.waiting:
+            return 0
+        return max(0, pool.conc - len(pool.running))
 
     def _first_batch(self) -> int:
         """Rollouts an ask opens with: k under ``fixed``, ``k // 2`` (at least 2) under
@@ -338,14 +356,18 @@ class Engine:
         first = self._first_batch()
         reason = "fixed" if policy == "fixed" else "initial"
         reserve = 0 if policy == "fixed" else sum(t.k - t.opened for t in open_tasks)
+        self.held_for_verdicts = False
         while len(plans) < capacity and not closing:
             left = self.cfg.budget - landed - len(plans) - reserve
             if policy != "fixed" and left < repeats and not (reserve == 0 and not plans):
                 break
             if policy != "fixed" and room - len(plans) - reserve < repeats and (plans or reserve):
+                # The room held back for open asks' extensions is what stops a new ask.
+                self.held_for_verdicts = reserve > 0
                 break
             task = source.next_task()
             if task is None:
+                self.held_for_verdicts = reserve > 0  # no ask left while open ones may grow
                 break
             n0 = min(first, task.k)
             while task.opened < n0 and len(plans) < capacity:
@@ -496,9 +518,18 @@ class _Pool:
         self.running: set[asyncio.Task[Outcome]] = set()
         self.wake = asyncio.Event()
         self.stopped: str | None = None
-        loop = asyncio.get_running_loop()
-        if engine.deadline is not None:  # re-check the clock even if no rollout finishes
-            loop.call_later(max(0.0, engine.deadline - time.monotonic()), self.wake.set)
+        self.loop = asyncio.get_running_loop()
+        if engine.deadline is not None:  # the clock runs out on time even between ticks
+            self.loop.call_later(max(0.0, engine.deadline - time.monotonic()), self.wake.set)
+        #: set by the loop's tick (``Engine.tick_s``), cleared by the loop that read it
+        self.ticked = False
+        self._beat = self.loop.call_later(engine.tick_s(), self._tick)
+
+    def _tick(self) -> None:
+        # One timer per tick, not one per wait: the hot path (a wait per landing) stays free.
+        self.ticked = True
+        self.wake.set()
+        self._beat = self.loop.call_later(self.engine.tick_s(), self._tick)
 
     def add(self, plan: Plan) -> None:
         slot = _Slot(plan)
@@ -574,6 +605,7 @@ class _Pool:
         return slot.plan, slot.outcome
 
     def cancel_all(self) -> None:
+        self._beat.cancel()
         for task in self.running:
             task.cancel()
 
@@ -1079,6 +1111,8 @@ def _result(
             "out of turns); raise knobs.patience or knobs.avg_turns, or read these rows as "
             "unfinished conversations"
         )
+    if report["search"]["idle_on_verdicts_note"]:
+        engine.warnings.append(report["search"]["idle_on_verdicts_note"])
     degraded, same_warning = same_model_jobs(cfg, report["agent_model"], agent.model)
     if same_warning:
         engine.warnings.append(same_warning)

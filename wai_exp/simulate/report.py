@@ -249,6 +249,7 @@ def _search(
         "tier_mix": mix,
         "ended_on_question": sum(1 for r in rows if r.get("ended_by") == "user_left"),
         **followups(cfg, rows),
+        **idle_on_verdicts(cfg, engine),
         "coverage": len(engine.coverage),
         "mixed_rate": mixed_rate(rows, float(cfg.knobs["smoothing_alpha"]), engine.thr),
         "dimension_counts": {
@@ -277,6 +278,33 @@ def followups(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, Any]:
         knobs["followup_starved_divisor"]
     )
     return {"followups_missed": missed, "followups_starved": bool(rows) and starved}
+
+
+def idle_on_verdicts(cfg: Config, engine: Engine) -> dict[str, Any]:
+    """``idle_on_verdicts``: the share of an rl pool's rollout-slot time (``repeat_policy=
+    "split"``) that sat free because its open asks waited for their first rollouts and
+    verdicts before they could grow to k, and nothing else could open (None under another
+    policy, or before any slot time); ``idle_on_verdicts_note``, the add-situations note,
+    when that share is over ``idle_judge_share`` (None otherwise)."""
+    share = None
+    if cfg.repeat_policy == "split" and engine.pool_slot_s > 0:
+        share = round(min(1.0, engine.idle_slot_s / engine.pool_slot_s), 4)
+    limit = float(cfg.knobs["idle_judge_share"])
+    note = None
+    if share is not None and share > limit:
+        if cfg.situations is not None:
+            fix = f"raise situations= (now {cfg.situations})"
+        elif engine.replayed:
+            fix = "replay a larger task set (tasks=)"
+        else:
+            fix = "raise advanced writer_buffer_waves, which bounds how many asks are open at once"
+        note = (
+            f"idle_on_verdicts: the rl pool sat idle on {share:.0%} of its rollout-slot time "
+            f"(over advanced idle_judge_share={limit:g}) while its open asks waited for their "
+            f"first rollouts and verdicts before they could grow to k; add situations so more "
+            f"asks run at once: {fix}"
+        )
+    return {"idle_on_verdicts": share, "idle_on_verdicts_note": note}
 
 
 def grade_entry(cfg: Config, engine: Engine) -> dict[str, Any] | None:
