@@ -32,9 +32,8 @@ import numpy as np
 from wai_exp.rows.reader import read_steps
 from wai_exp.score.grade.repeats import trajectory_keys
 from wai_exp.score.stats.gc_pause import without_gc
-from wai_exp.score.stats.passat import as_rows
-from wai_exp.score.stats.resample import reward_under
-from wai_exp.score.stats.row_facts import row_facts, shares_row_facts
+from wai_exp.score.stats.readers import reward_under
+from wai_exp.score.stats.row_facts import as_rows, row_facts, shares_row_facts
 
 #: Default false-positive rate of the floor: tau is the 1 - ALPHA quantile of the null max |rho|.
 ALPHA = 0.05

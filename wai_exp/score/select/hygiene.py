@@ -19,8 +19,8 @@ from wai_exp.rows.keys import task_key
 # The repeat keys live in grade/ so diagnose's hack scan can share them without importing select/.
 from wai_exp.score.grade.repeats import trajectory_keys
 from wai_exp.score.stats.gc_pause import without_gc
-from wai_exp.score.stats.passat import as_rows
-from wai_exp.score.stats.resample import reward_under
+from wai_exp.score.stats.readers import reward_under
+from wai_exp.score.stats.row_facts import as_rows
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-_.@][a-z0-9]+)*")
 

@@ -27,9 +27,8 @@ from wai_exp.score.select.trim import (
     unanimous_mask,
 )
 from wai_exp.score.stats.gc_pause import without_gc
-from wai_exp.score.stats.passat import as_rows
-from wai_exp.score.stats.resample import reward_under
-from wai_exp.score.stats.row_facts import checked_row_list
+from wai_exp.score.stats.readers import reward_under
+from wai_exp.score.stats.row_facts import as_rows, checked_row_list
 
 
 def _has_tool_call(row: dict[str, Any]) -> bool:

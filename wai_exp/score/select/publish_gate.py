@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.diagnose.logprobs import mean_kl
 from wai_exp.score.select.trim import (
     DEFAULT_BAND,
     check_band,
@@ -26,8 +25,7 @@ from wai_exp.score.select.trim import (
     put_calibration,
 )
 from wai_exp.score.stats.gc_pause import without_gc
-from wai_exp.score.stats.passat import as_rows
-from wai_exp.score.stats.row_facts import row_facts, shares_row_facts
+from wai_exp.score.stats.row_facts import as_rows, row_facts, shares_row_facts
 
 
 class PublishGateError(RuntimeError):
@@ -105,6 +103,9 @@ def calibrate(
     kl_overall: float | None = None
     n_kl = 0
     if ref is not None:
+        # Imported here: only a call with ref= pays for the logprob module.
+        from wai_exp.score.diagnose.logprobs import mean_kl
+
         kl = mean_kl(rows, ref=ref)
         n_kl = kl["n_used"]
         kl_overall = kl["mean_kl"]

@@ -37,9 +37,8 @@ from wai_exp.score.select.trim import (
     trim_unanimous_groups,
 )
 from wai_exp.score.stats.gc_pause import without_gc
-from wai_exp.score.stats.passat import as_rows
-from wai_exp.score.stats.resample import reward_under
-from wai_exp.score.stats.row_facts import row_facts, shares_row_facts
+from wai_exp.score.stats.readers import reward_under
+from wai_exp.score.stats.row_facts import as_rows, row_facts, shares_row_facts
 
 #: Above this verifier false-negative rate (audit_grades' fn_rate) the selection warns and
 #: the audit says to fix the verifier before training (audit_grades reads it from here).

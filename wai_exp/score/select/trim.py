@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from wai_exp.score.stats.resample import factorize
+from wai_exp.score.stats.readers import factorize
 from wai_exp.score.stats.row_facts import row_facts
 
 #: The difficulty band every selection defaults to (rlhf-book ch. 7: the 20-80% band).

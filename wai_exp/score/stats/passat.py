@@ -27,10 +27,12 @@ task instead, which is unbiased, and the printed line says so.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -43,7 +45,9 @@ from wai_exp.score.stats.resample import (
     bootstrap_mean,
     group_values,
 )
-from wai_exp.score.stats.row_facts import checked_row_list, hold_checked, row_facts
+
+# as_rows and row_dicts live with the row facts (hack_scan reads them without this module).
+from wai_exp.score.stats.row_facts import as_rows, row_dicts, row_facts
 
 __all__ = [
     "ADAPTIVE_REASONS",
@@ -74,55 +78,14 @@ _TOKEN_CAP_ENDINGS = frozenset({"max_tokens", "length", "token_cap", "truncated"
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 
-def as_rows(source: Any) -> list[Mapping[str, Any]]:
-    """The row list behind ``source``: a sequence of row dicts, or anything with ``.rows``.
-
-    ``.rows`` may be a list or a method returning one (``SimulationData.rows()``). Raises
-    ``TypeError`` naming what was passed when neither applies, and naming the position of the
-    first element that is not a row dict (``rows[3] is a int, not a row dict``). Inside a
-    ``sharing_row_facts()`` scope (one ``publish_gate``, ``select_for_rl``, ...) a list
-    ``as_rows`` already built and checked there comes back as is, not checked again.
-    """
-    held = checked_row_list(source)
-    if held is not None:
-        return held
-    if isinstance(source, (list, tuple)):
-        row_list = list(source)
-    else:
-        inner = getattr(source, "rows", None)
-        if inner is not None:
-            if not isinstance(inner, (list, tuple)) and callable(inner):
-                inner = inner()
-            row_list = list(inner)
-        elif isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
-            row_list = list(source)
-        else:
-            raise TypeError(
-                "expected a list of row dicts or an object with .rows (SimulationData, "
-                f"ScoredData); got {type(source).__name__}"
-            )
-    # The exact-type test first: isinstance against the Mapping ABC is slow on 100k rows.
-    for i, row in enumerate(row_list):
-        if type(row) is not dict and not isinstance(row, Mapping):
-            raise TypeError(
-                f"rows[{i}] is a {type(row).__name__}, not a row dict; every row must be a "
-                "dict (a JSONL file's lines parsed with json.loads, or SimulationData.rows)"
-            )
-    hold_checked(row_list)
-    return row_list
-
-
-def row_dicts(source: Any) -> list[Mapping[str, Any]]:
-    """``as_rows(source)`` (kept for callers that name the check): raises ``TypeError``
-    naming the first element (by index) that is not a row dict."""
-    return as_rows(source)
-
-
 def pass_k_estimates(n: Any, c: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-group unbiased ``(pass^k, pass@k)`` for ``n`` repeats with ``c`` passes.
 
     ``pass^k = C(c, k) / C(n, k)`` and ``pass@k = 1 - C(n - c, k) / C(n, k)``, vectorized
-    (``scipy.special.comb``, exact to float precision for the group sizes a run has).
+    over groups. Whole counts (what graded groups hold) take the binomials from
+    ``math.comb`` once per distinct ``(n, c)`` pair and each ratio exactly rounded, which is
+    ``scipy.special.comb``'s answer bit for bit wherever its product stays below 2**53 (every
+    group size a run has) and never overflows; other inputs use ``scipy.special.comb``.
     Groups with ``n < k`` give NaN. Raises ``ValueError`` for ``k < 1`` or ``c > n``.
     """
     nn = np.asarray(n, dtype=float)
@@ -131,12 +94,32 @@ def pass_k_estimates(n: Any, c: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"k must be >= 1; got {k}")
     if np.any(cc > nn) or np.any(cc < 0):
         raise ValueError("passes c must satisfy 0 <= c <= n for every group")
-    special = _special()  # on first use: a caller that only groups rows never imports scipy
-    total = special.comb(nn, k)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pow_k = special.comb(cc, k) / total
-        at_k = 1.0 - special.comb(nn - cc, k) / total
+    nn, cc = np.broadcast_arrays(nn, cc)
     short = nn < k
+    whole = np.isfinite(nn).all() and (nn == np.floor(nn)).all() and (cc == np.floor(cc)).all()
+    if whole and int(k) == k:
+        # Few distinct (n, c) pairs (a run has a handful of group sizes): exact binomials per
+        # pair instead of importing scipy.special, most of publish_gate's import time.
+        kk = int(k)
+        pairs, inv = np.unique(np.stack([nn.ravel(), cc.ravel()]), axis=1, return_inverse=True)
+        pow_u = np.full(pairs.shape[1], np.nan)
+        at_u = np.full(pairs.shape[1], np.nan)
+        for j, (n_j, c_j) in enumerate(pairs.T.astype(np.int64).tolist()):
+            if n_j < kk:
+                continue
+            total = math.comb(n_j, kk)
+            pow_u[j] = float(Fraction(math.comb(c_j, kk), total))
+            at_u[j] = 1.0 - float(Fraction(math.comb(n_j - c_j, kk), total))
+        inv = np.asarray(inv).reshape(nn.shape)
+        pow_k, at_k = pow_u[inv], at_u[inv]
+    else:
+        special = _special()  # a count that is not whole: scipy's general binomial
+        total = special.comb(nn, k)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pow_k = special.comb(cc, k) / total
+            at_k = 1.0 - special.comb(nn - cc, k) / total
+    pow_k = np.array(pow_k, dtype=float)
+    at_k = np.array(at_k, dtype=float)
     pow_k[short] = np.nan
     at_k[short] = np.nan
     return pow_k, at_k

@@ -52,6 +52,16 @@ import numpy as np
 
 from wai_exp.rows.keys import task_key
 
+# The per-row readers live in a small module of their own so that checks which only read
+# rewards and keys (hack_scan, dedupe) do not import this one; re-exported here.
+from wai_exp.score.stats.readers import (
+    UNJUDGED_STATUSES,
+    binary_reward,
+    factorize,
+    numeric_reward,
+    reward_under,
+)
+
 
 def _special() -> Any:
     """``scipy.special``, imported on first use: the four distribution functions used here
@@ -114,8 +124,6 @@ DEFAULT_BATCH_ELEMENTS = 2_000_000
 #: cache, and ``W @ values`` stays under the size where OpenBLAS starts threads (measured at
 #: 2,000 tasks x 10 columns: 0.04 s CPU at 60k elements, 0.10 s at 250k, 0.22 s at 500k).
 _REFINE_BATCH_ELEMENTS = 60_000
-#: Rows whose judge did not return a usable verdict; their reward is never a failure.
-UNJUDGED_STATUSES = frozenset({"invalid_result", "error", "timeout", "abstain"})
 
 
 class Interval(NamedTuple):
@@ -369,23 +377,6 @@ def welch_p(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(2.0 * _special().stdtr(df, -abs(t)))
 
 
-def factorize(keys: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray]:
-    """Sorted distinct keys and each key's position among them (``np.unique``'s inverse).
-
-    A dict assigns codes in one pass and only the distinct keys are sorted, which is about
-    twice as fast as ``np.unique`` on a string array and gives the same answer.
-    """
-    index: dict[str, int] = {}
-    codes = np.fromiter(
-        (index.setdefault(k, len(index)) for k in keys), dtype=np.intp, count=len(keys)
-    )
-    seen = list(index)
-    order = sorted(range(len(seen)), key=seen.__getitem__)
-    rank = np.empty(len(seen), dtype=np.intp)
-    rank[order] = np.arange(len(seen), dtype=np.intp)
-    return tuple(seen[i] for i in order), rank[codes]
-
-
 def group_values(keys: Sequence[str], values: Sequence[float | None] | np.ndarray) -> TaskGroups:
     """Group per-row ``values`` by per-row task ``keys`` (strings); ``None``/NaN values are skipped.
 
@@ -412,70 +403,6 @@ def group_values(keys: Sequence[str], values: Sequence[float | None] | np.ndarra
     counts = np.bincount(inverse, minlength=len(uniq)).astype(float)
     sums = np.bincount(inverse, weights=vals, minlength=len(uniq))
     return TaskGroups(uniq, counts, sums, inverse, vals, n_skipped)
-
-
-def _judged_value(row: Mapping[str, Any]) -> Any:
-    # The status rule and fields shared by binary_reward and numeric_reward: None when the
-    # judge gave no verdict, else ``reward`` (``qwen_reward`` when reward is missing), as is.
-    status = row.get("judge_status")
-    if status is not None and status in UNJUDGED_STATUSES:
-        return None
-    value = row.get("reward")
-    return row.get("qwen_reward") if value is None else value
-
-
-def binary_reward(row: Mapping[str, Any]) -> float | None:
-    """The row's pass/fail as 1.0 / 0.0, or ``None`` when it does not count.
-
-    Reads ``reward``, else ``qwen_reward``. Only a binary verdict counts for pass metrics:
-    a partial reward (strictly between 0 and 1), a missing one (unjudged) and a row whose
-    ``judge_status`` says the judge did not return a verdict all give ``None``, so an
-    unjudged row is never counted as a failure.
-    """
-    value = _judged_value(row)
-    if value is None or isinstance(value, str):
-        return None
-    if value == 1 or value is True:
-        return 1.0
-    if value == 0 or value is False:
-        return 0.0
-    return None
-
-
-def reward_under(row: dict[str, Any], key: str = "reward") -> float | None:
-    """The row's reward under ``key`` as a finite float, or None (unjudged / not a number).
-
-    Reads one named key and no ``judge_status``; ``resample.numeric_reward`` is the
-    status-aware reader of ``reward``/``qwen_reward``."""
-    value = row.get(key)
-    if type(value) is float:  # the common case, checked first: this runs once per row
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, str):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def numeric_reward(row: Mapping[str, Any]) -> float | None:
-    """The row's judged score in [0, 1] (partial rewards included), or ``None`` when it has
-    no usable verdict.
-
-    Same fields and status rule as ``binary_reward``: reads ``reward``, else ``qwen_reward``;
-    a ``judge_status`` in ``UNJUDGED_STATUSES``, a missing or non-numeric reward and a number
-    outside [0, 1] (or NaN/inf) all give ``None``. ``True``/``False`` read as 1.0/0.0.
-    """
-    value = _judged_value(row)
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if not isinstance(value, int | float):
-        return None
-    x = float(value)
-    if not math.isfinite(x) or not 0.0 <= x <= 1.0:
-        return None
-    return x
 
 
 def marker_value(row: Mapping[str, Any], name: str) -> float | None:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.score.stats.resample import binary_reward, factorize, reward_under
+from wai_exp.score.stats.readers import binary_reward, factorize, reward_under
 
 
 class _Scope:
@@ -163,10 +163,59 @@ def hold_checked(row_list: list[Any]) -> None:
         scope.by_list.setdefault(id(row_list), (row_list, None))
 
 
+def as_rows(source: Any) -> list[Mapping[str, Any]]:
+    """The row list behind ``source``: a sequence of row dicts, or anything with ``.rows``.
+
+    ``.rows`` may be a list or a method returning one (``SimulationData.rows()``). Raises
+    ``TypeError`` naming what was passed when neither applies, and naming the position of the
+    first element that is not a row dict (``rows[3] is a int, not a row dict``). Inside a
+    ``sharing_row_facts()`` scope (one ``publish_gate``, ``select_for_rl``, ...) a list
+    ``as_rows`` already built and checked there comes back as is, not checked again.
+    """
+    held = checked_row_list(source)
+    if held is not None:
+        return held
+    if isinstance(source, (list, tuple)):
+        row_list = list(source)
+    else:
+        inner = getattr(source, "rows", None)
+        if inner is not None:
+            if not isinstance(inner, (list, tuple)) and callable(inner):
+                inner = inner()
+            row_list = list(inner)
+        elif isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+            row_list = list(source)
+        else:
+            raise TypeError(
+                "expected a list of row dicts or an object with .rows (SimulationData, "
+                f"ScoredData); got {type(source).__name__}"
+            )
+    # The common case in one C-level pass (every row a plain dict); only otherwise the
+    # per-row test, slow against the Mapping ABC on 100k rows, finds the first bad one.
+    kinds = set(map(type, row_list))
+    if kinds and kinds != {dict}:
+        for i, row in enumerate(row_list):
+            if type(row) is not dict and not isinstance(row, Mapping):
+                raise TypeError(
+                    f"rows[{i}] is a {type(row).__name__}, not a row dict; every row must be "
+                    "a dict (a JSONL file's lines parsed with json.loads, or SimulationData.rows)"
+                )
+    hold_checked(row_list)
+    return row_list
+
+
+def row_dicts(source: Any) -> list[Mapping[str, Any]]:
+    """``as_rows(source)`` (kept for callers that name the check): raises ``TypeError``
+    naming the first element (by index) that is not a row dict."""
+    return as_rows(source)
+
+
 __all__ = [
     "RowFacts",
+    "as_rows",
     "checked_row_list",
     "hold_checked",
+    "row_dicts",
     "row_facts",
     "shares_row_facts",
     "sharing_row_facts",

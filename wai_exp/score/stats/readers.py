@@ -1,0 +1,104 @@
+"""Per-row readers every score check shares: a row's 0/1 reward, its numeric reward, its
+reward under a named key, and the factorization of task keys into codes.
+
+They sit in a module of their own, below ``resample`` (which re-exports them), so that a
+check that only reads rewards and keys does not import the bootstrap machinery with them:
+on ``hack_scan``'s path that import was a good part of the time a 3,200-row scan takes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+#: Rows whose judge did not return a usable verdict; their reward is never a failure.
+UNJUDGED_STATUSES = frozenset({"invalid_result", "error", "timeout", "abstain"})
+
+
+def factorize(keys: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray]:
+    """Sorted distinct keys and each key's position among them (``np.unique``'s inverse).
+
+    The distinct keys are a set, sorted; each row's code is one dict look-up, mapped in C
+    (``map`` over ``dict.__getitem__``). Several times faster than ``np.unique`` on a string
+    array, and the same answer.
+    """
+    uniq = sorted(set(keys))
+    position = {k: i for i, k in enumerate(uniq)}
+    codes = np.fromiter(map(position.__getitem__, keys), dtype=np.intp, count=len(keys))
+    return tuple(uniq), codes
+
+
+def _judged_value(row: Mapping[str, Any]) -> Any:
+    # The status rule and fields shared by binary_reward and numeric_reward: None when the
+    # judge gave no verdict, else ``reward`` (``qwen_reward`` when reward is missing), as is.
+    status = row.get("judge_status")
+    if status is not None and status in UNJUDGED_STATUSES:
+        return None
+    value = row.get("reward")
+    return row.get("qwen_reward") if value is None else value
+
+
+def binary_reward(row: Mapping[str, Any]) -> float | None:
+    """The row's pass/fail as 1.0 / 0.0, or ``None`` when it does not count.
+
+    Reads ``reward``, else ``qwen_reward``. Only a binary verdict counts for pass metrics:
+    a partial reward (strictly between 0 and 1), a missing one (unjudged) and a row whose
+    ``judge_status`` says the judge did not return a verdict all give ``None``, so an
+    unjudged row is never counted as a failure.
+    """
+    value = _judged_value(row)
+    if value is None or isinstance(value, str):
+        return None
+    if value == 1 or value is True:
+        return 1.0
+    if value == 0 or value is False:
+        return 0.0
+    return None
+
+
+def reward_under(row: dict[str, Any], key: str = "reward") -> float | None:
+    """The row's reward under ``key`` as a finite float, or None (unjudged / not a number).
+
+    Reads one named key and no ``judge_status``; ``resample.numeric_reward`` is the
+    status-aware reader of ``reward``/``qwen_reward``."""
+    value = row.get(key)
+    if type(value) is float:  # the common case, checked first: this runs once per row
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, str):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def numeric_reward(row: Mapping[str, Any]) -> float | None:
+    """The row's judged score in [0, 1] (partial rewards included), or ``None`` when it has
+    no usable verdict.
+
+    Same fields and status rule as ``binary_reward``: reads ``reward``, else ``qwen_reward``;
+    a ``judge_status`` in ``UNJUDGED_STATUSES``, a missing or non-numeric reward and a number
+    outside [0, 1] (or NaN/inf) all give ``None``. ``True``/``False`` read as 1.0/0.0.
+    """
+    value = _judged_value(row)
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if not isinstance(value, int | float):
+        return None
+    x = float(value)
+    if not math.isfinite(x) or not 0.0 <= x <= 1.0:
+        return None
+    return x
+
+
+__all__ = [
+    "UNJUDGED_STATUSES",
+    "binary_reward",
+    "factorize",
+    "numeric_reward",
+    "reward_under",
+]
