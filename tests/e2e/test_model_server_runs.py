@@ -44,6 +44,10 @@ def test_cli_model_agent_records_logprobs_and_token_usage_reaches_mlflow(tmp_pat
     assert report["logprobs_captured"]["turns_with_logprob"] == report["logprobs_captured"]["turns"]
     rows = [json.loads(x) for x in (run / "simulate" / "rows.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(r["logprob"] == -1.75 and r["n_tokens"] == 4 for r in rows)
+    # The stage's report says which writer ran (the template writer is the default here).
+    text = (run / "simulate" / "report.txt").read_text()
+    assert "situations written by the template writer (simulate.simulator=false)" in text
+    assert report["simulator"] == "template" and report["writer_model"] == "template"
 
 
 def free_port() -> int:

@@ -157,3 +157,58 @@ def test_patience_changes_offline_rows_and_bad_specs_fail_before_work():
     assert normal != short and normal != endless and short != endless
     with pytest.raises(ValueError, match="user_model='gpt-4' is not a model spec"):
         wai.simulate(budget=1, user_model="gpt-4")
+
+
+class ShopServer:
+    """One model for both jobs, like a user's own server: as the agent (tools offered) it
+    asks for the order number once, then closes; as the person (no tools, the person's
+    system prompt) it answers with the order id from its facts."""
+
+    def __init__(self) -> None:
+        self.person: list[tuple[dict, dict]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, path, headers, body):
+        if "tools" not in body:
+            with self.lock:
+                self.person.append((headers, body))
+            system = body["messages"][0]["content"]
+            facts = json.loads(re.search(r"Your facts: (\{.*?\})\n", system).group(1))
+            return 200, chat_reply(f"my order is {facts.get('order_id', 'unknown')}")
+        answered = sum(1 for m in body["messages"] if m["role"] == "user") > 1
+        return 200, chat_reply(
+            "Thanks, that is all done." if answered else "What is your order number?"
+        )
+
+
+def test_user_model_none_is_the_agents_own_model_on_a_model_backend():
+    from wai_exp.simulate.agents.model_agent import ModelAgent
+
+    server = ShopServer()
+    with scripted_server(server) as url:
+        agent = ModelAgent(f"vllm:shop-bot@{url}", api_key="sk-agent-key-123")
+        data = wai.simulate(agent, budget=4, seed=0, advanced={"concurrency": 2})
+        # The agent's model played the person: its lines, on the agent's server and key.
+        assert len(server.person) == 4
+        assert {h.get("Authorization") for h, _ in server.person} == {"Bearer sk-agent-key-123"}
+        assert {b["model"] for _, b in server.person} == {"shop-bot"}
+        for r in data.rows:
+            lines = [s["content"] for s in r["steps"] if s["kind"] == "user"]
+            assert lines and all(line.startswith("my order is") for line in lines)
+            assert r["user_model"] == "vllm:shop-bot"
+        assert data.metadata["user_model"] == "vllm:shop-bot"
+        assert data.report()["user_model"] == "vllm:shop-bot"
+        assert data.degraded == ["same_model"]
+        [warning] = [w for w in data.warnings if w.startswith("same_model")]
+        assert "played the user" in warning and "user_model=" in warning
+        assert warning.count(". ") == 0 and warning.endswith(".")  # one sentence
+        assert "sk-agent-key-123" not in json.dumps([data.rows, data.warnings, data.report()])
+
+        # user_model=False keeps the template person; so does a callable agent.
+        before = len(server.person)
+        template = wai.simulate(agent, budget=2, seed=0, user_model=False)
+        assert len(server.person) == before
+        assert all(r["user_model"] == "template" for r in template.rows)
+        assert template.degraded == [] and template.report()["user_model"] == "template"
+    own = wai.simulate(_asks_for_pin, budget=4, seed=0, advanced={"patience": "endless"})
+    assert {r.get("user_model") for r in own.rows} == {"template"} and own.degraded == []

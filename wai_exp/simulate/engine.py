@@ -709,7 +709,7 @@ def simulate(
         avg_turns=int(cfg.knobs["avg_turns"]),
         concurrency=int(cfg.knobs["concurrency"]),
     )
-    user = _model_user(cfg, world)
+    user = _model_user(cfg, world, resolved)
     asks = _earlier_asks(cfg, tasks, traces, tool_list, sp, world)
     writer = _model_writer(cfg, tool_list, sp, world, asks)
     run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks.replay, world)
@@ -718,6 +718,8 @@ def simulate(
         cfg, agent=resolved, tools=tool_list, system_prompt=sp, world=world,
         user_execute=execute is not None, grader=grader, run_id=run_id, llm_grader=llm_grader,
     )  # fmt: skip
+    if user is not None:
+        runner.user_model = user.name  # rows name who played the person, the agent's model too
     engine, first = _assemble(
         cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress,
         writer=writer,
@@ -1010,16 +1012,35 @@ async def _run_and_close(
                 part.close()
 
 
-def _model_user(cfg: Config, world: WorldSetup) -> Any:
-    """The model-played person of ``user_model=<spec>`` handed to every rollout's world
-    (None for the template person)."""
-    if not cfg.user_model:
-        return None
+def _model_user(cfg: Config, world: WorldSetup, agent: ResolvedAgent) -> Any:
+    """The model-played person handed to every rollout's world: ``user_model=<spec>``, or
+    with ``user_model=None`` the agent's own model when the agent is a model backend (the
+    spec's default: one model answers and plays the person). None for the template person:
+    a callable agent (there is no model to use) or ``user_model=False``/``"template"``."""
     from wai_exp.simulate.model_user import ModelUser
 
-    user = ModelUser(cfg.user_model, temperature=cfg.knobs["user_temperature"], timeout=cfg.timeout)
+    spec, api_key = cfg.user_model, None
+    if spec is None and not cfg.user_template:
+        own = _agent_model_spec(agent)
+        if own is None:
+            return None
+        spec, api_key = own
+    if spec is None:
+        return None
+    user = ModelUser(
+        spec, temperature=cfg.knobs["user_temperature"], timeout=cfg.timeout, api_key=api_key
+    )
     world.kwargs["user"] = user
     return user
+
+
+def _agent_model_spec(agent: ResolvedAgent) -> tuple[str, str | None] | None:
+    """``(spec, api_key)`` of a model-backend agent's own model and server, or None for an
+    agent that is not one (the scripted agent, a user's callable)."""
+    spec = getattr(agent.fn, "spec", None) if agent.is_backend else None
+    if spec is None or not all(hasattr(spec, a) for a in ("provider", "model", "base_url")):
+        return None
+    return f"{spec.provider}:{spec.model}@{spec.base_url}", getattr(agent.fn, "api_key", None)
 
 
 def _execute_errors(engine: Engine) -> tuple[int, str] | None:
@@ -1113,7 +1134,11 @@ def _result(
         )
     if report["search"]["idle_on_verdicts_note"]:
         engine.warnings.append(report["search"]["idle_on_verdicts_note"])
-    degraded, same_warning = same_model_jobs(cfg, report["agent_model"], agent.model)
+    person = world.kwargs.get("user")  # a model-played person, asked at least once?
+    played = person.name if person is not None and person.lines else None
+    degraded, same_warning = same_model_jobs(
+        cfg, report["agent_model"], agent.model, user_model=played
+    )
     if same_warning:
         engine.warnings.append(same_warning)
     return SimulationData(
@@ -1129,27 +1154,32 @@ def _result(
 
 
 def same_model_jobs(
-    cfg: Config, agent_model: str, configured: str | None = None
+    cfg: Config,
+    agent_model: str,
+    configured: str | None = None,
+    *,
+    user_model: str | None = None,
 ) -> tuple[list[str], str | None]:
     """``(["same_model"], warning)`` when the agent's model (as the rows report it, or as
-    it was configured) also wrote the situations or played the user, else ``([], None)``:
-    a model writing or playing against its own outputs makes the test easier than the
-    world it stands for."""
+    it was configured) also wrote the situations (``cfg.simulator``) or played the user
+    (``user_model``: the person's model when it was asked for a line, else None),
+    else ``([], None)``: a model writing or playing against its own outputs makes the test
+    easier than the world it stands for. The warning is one sentence with the fix."""
     from wai_exp.simulate.model_calls import same_model
 
     names = [n for n in (agent_model, configured) if n]
-    jobs = [
-        job
-        for job, spec in (
-            ("wrote the situations", cfg.simulator),
-            ("played the user", cfg.user_model),
-        )
-        if spec and any(same_model(n, spec) for n in names)
-    ]
-    if not jobs:
+    wrote, played = (
+        bool(spec) and any(same_model(n, spec) for n in names)
+        for spec in (cfg.simulator, user_model)
+    )
+    if not (wrote or played):
         return [], None
+    did = " and ".join(
+        job for job, on in (("wrote the situations", wrote), ("played the user", played)) if on
+    )
     return ["same_model"], (
-        f"same_model: the agent's model ({agent_model}) also {' and '.join(jobs)}; a model tested "
-        "on its own writing finds the test easier than real users are. Pass simulator= for the "
-        "writer and user_model= for the user to put those jobs on a different model."
+        f"same_model: the agent's model ({agent_model}) also {did}, which makes the test easier "
+        "than real users are; pass simulator= for the writer and user_model= for the user "
+        "(another model spec, or False for the template person) to put those jobs on a "
+        "different model."
     )

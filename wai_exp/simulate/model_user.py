@@ -44,14 +44,18 @@ _SYSTEM = (
 class ModelUser:
     """Plays the person's lines on a model server; one instance serves a whole run.
 
-    ``temperature`` is the ``user_temperature`` knob (None keeps the named defaults).
+    ``temperature`` is the ``user_temperature`` knob (None keeps the named defaults);
+    ``api_key`` the key of an agent whose own model plays the person (None: the provider's
+    key variable).
     ``answer`` (async) and ``answer_sync`` return the line, or ``None`` when the model chose
     to leave. Both raise what ``ModelCaller`` raises (``BackendError``, ``TimeoutError``):
     a user model that fails loses the rollout with that error, never a made-up line.
     """
 
-    def __init__(self, spec: str, *, temperature: float | None, timeout: float) -> None:
-        self.caller = ModelCaller(spec, timeout=timeout)
+    def __init__(
+        self, spec: str, *, temperature: float | None, timeout: float, api_key: str | None = None
+    ) -> None:
+        self.caller = ModelCaller(spec, timeout=timeout, api_key=api_key)
         self.name = self.caller.name
         self.temperature = temperature
         self.lines = 0

@@ -117,10 +117,13 @@ class Config:
     sampling: dict[str, Any] | None
     #: "conduct" under grade=True / grade="conduct", else None
     grade: str | None
-    #: the model spec playing the person in follow-ups; None = the template person
+    #: the model spec playing the person in follow-ups; None = the agent's own model on a
+    #: model backend (``user_template`` off), else the template person
     user_model: str | None
     #: the model spec writing the situations; None = the template writer
     simulator: str | None = None
+    #: ``user_model=False`` / ``"template"``: the template person even on a model backend
+    user_template: bool = False
 
 
 def check_number(
@@ -265,6 +268,7 @@ def resolve_config(
         sampling=dict(sampling) if sampling is not None else None,
         grade=_grade(grade, has_grader),
         user_model=None if user_model in (None, False, "template") else str(user_model),
+        user_template=user_model is False or user_model == "template",
         simulator=None if simulator in (None, False, "template") else str(simulator),
     )
 

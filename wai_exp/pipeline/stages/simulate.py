@@ -143,6 +143,23 @@ def _judge_failure(
     )
 
 
+def _who_did_which_job(report: dict[str, Any]) -> str:
+    """One line naming the three models of the run: who answered, who wrote the situations
+    (the template writer offline, else the writer's model) and who played the person."""
+    writer = report.get("simulator")
+    person = report.get("user_model_configured")
+    return (
+        f"models: agent {report.get('agent_model')}; situations written by "
+        + (
+            "the template writer (simulate.simulator=false)"
+            if writer == "template"
+            else str(writer)
+        )
+        + "; the person in follow-ups played by "
+        + ("the template person" if person in (None, "template") else str(person))
+    )
+
+
 def _resolve_path(value: str | None, start_dir: Path) -> str | None:
     if value is None:
         return None
@@ -247,6 +264,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         f"{ctx.name}: {len(rows)} rows ({len(done)} resumed from an interrupted attempt), "
         f"mode {report.get('mode', kwargs.get('mode'))}, stopped because {stopped}",
     ]
+    lines.append(_who_did_which_job(report))
     if report.get("failure_summary"):
         lines.append(report["failure_summary"])
     lines += [f"warning: {w}" for w in getattr(data, "warnings", [])]
