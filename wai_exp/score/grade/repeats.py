@@ -4,6 +4,7 @@ signature)``, shared by ``select.hygiene.dedupe_groups`` and ``diagnose.hack_sca
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,23 +42,30 @@ def trajectory_keys(
     ``task_key`` values when the caller has them. Returns ``(keys, signatures_computed)``:
     how many rows lacked a ``behavior_signature`` and needed one computed.
     """
-    if asks is None:
-        asks = [task_key(r) for r in rows]
-    replies = [normalized_reply(r) for r in rows]
-    pairs = list(zip(asks, replies, strict=True))
-    seen: dict[tuple[str, str], int] = {}
-    for pair in pairs:
-        seen[pair] = seen.get(pair, 0) + 1
-    keys: list[tuple[str, str, str]] = []
-    computed = 0
-    for row, pair in zip(rows, pairs, strict=True):
-        if seen[pair] < 2:
-            keys.append((pair[0], pair[1], ""))
-            continue
-        if not row.get("behavior_signature"):
-            computed += 1
-        keys.append((pair[0], pair[1], row_signature(row)))
+    keys, colliding, computed = collision_keys(rows, asks)
     return keys, computed
 
 
-__all__ = ["normalized_reply", "row_signature", "trajectory_keys"]
+def collision_keys(
+    rows: Sequence[dict[str, Any]], asks: Sequence[str] | None
+) -> tuple[list[tuple[str, str, str]], list[int], int]:
+    """``trajectory_keys`` plus the positions of the rows whose reply collides (in order):
+    only those can repeat another row."""
+    if asks is None:
+        asks = [task_key(r) for r in rows]
+    pairs = list(zip(asks, map(normalized_reply, rows), strict=True))
+    keys = [(a, r, "") for a, r in pairs]
+    counts = Counter(pairs)  # counted in C; on distinct replies nothing below runs
+    if len(counts) == len(pairs):
+        return keys, [], 0
+    colliding = [i for i, pair in enumerate(pairs) if counts[pair] > 1]
+    computed = 0
+    for i in colliding:
+        row = rows[i]
+        if not row.get("behavior_signature"):
+            computed += 1
+        keys[i] = (*pairs[i], row_signature(row))
+    return keys, colliding, computed
+
+
+__all__ = ["collision_keys", "normalized_reply", "row_signature", "trajectory_keys"]

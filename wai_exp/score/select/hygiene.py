@@ -17,7 +17,7 @@ import numpy as np
 from wai_exp.rows.keys import task_key
 
 # The repeat keys live in grade/ so diagnose's hack scan can share them without importing select/.
-from wai_exp.score.grade.repeats import trajectory_keys
+from wai_exp.score.grade.repeats import collision_keys
 from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.readers import reward_under
 from wai_exp.score.stats.row_facts import as_rows
@@ -49,35 +49,47 @@ def dedupe_groups(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     ``wai_exp.score.grade.grading`` is missing.
     """
     rows = as_rows(rows)
-    keys, computed = trajectory_keys(rows)
-    seen: dict[tuple[str, str, str], int] = {}
-    kept: list[dict[str, Any]] = []
+    dropped, report = dedupe_positions(rows)
+    kept = [r for i, r in enumerate(rows) if i not in dropped] if dropped else list(rows)
+    return kept, report
+
+
+def dedupe_positions(
+    rows: Sequence[dict[str, Any]], asks: Sequence[str] | None = None
+) -> tuple[set[int], dict[str, Any]]:
+    """``dedupe_groups`` as the positions of the dropped rows and its report; ``asks`` are
+    the rows' task keys when the caller has them. Only rows whose reply collides within
+    their ask are looked at: any other row is the first (and only) of its key."""
+    keys, colliding, computed = collision_keys(rows, asks)
+    first_at: dict[tuple[str, str, str], int] = {}
+    dropped: set[int] = set()
     dup_asks: set[str] = set()
     disagreement_asks: list[str] = []
     disagreements = 0
-    for row, key in zip(rows, keys, strict=True):
-        first = seen.get(key)
+    for i in colliding:
+        key = keys[i]
+        first = first_at.get(key)
         if first is None:
-            seen[key] = len(kept)
-            kept.append(row)
+            first_at[key] = i
             continue
+        dropped.add(i)
         ask = key[0]
         dup_asks.add(ask)
-        a, b = reward_under(kept[first]), reward_under(row)
+        a, b = reward_under(rows[first]), reward_under(rows[i])
         if a is not None and b is not None and a != b:
             disagreements += 1
             if len(disagreement_asks) < MAX_EXAMPLES and ask not in disagreement_asks:
                 disagreement_asks.append(ask)
     report = {
         "rows_in": len(rows),
-        "rows_kept": len(kept),
-        "duplicates_dropped": len(rows) - len(kept),
+        "rows_kept": len(rows) - len(dropped),
+        "duplicates_dropped": len(dropped),
         "asks_with_duplicates": len(dup_asks),
         "reward_disagreements": disagreements,
         "disagreement_asks": disagreement_asks,
         "signatures_computed": computed,
     }
-    return kept, report
+    return dropped, report
 
 
 def prompt_tokens(text: str) -> frozenset[str]:

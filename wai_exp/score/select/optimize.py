@@ -70,21 +70,29 @@ def filter_rl_rows(
     report has ``rows_in``, ``rows_kept``, ``rows_dropped`` and ``dropped`` (count per reason:
     ``error``, ``empty``, ``unjudged``).
     """
-    kept: list[dict[str, Any]] = []
+    rows = list(rows)
+    keep, report = junk_positions(rows, has_tools=has_tools)
+    return [rows[i] for i in keep], report
+
+
+def junk_positions(
+    rows: Sequence[dict[str, Any]], has_tools: bool = True
+) -> tuple[list[int], dict[str, Any]]:
+    """``filter_rl_rows`` as the positions of the kept rows (in order) and its report."""
+    keep: list[int] = []
     reasons: Counter[str] = Counter()
-    n = 0
-    for row in rows:
-        n += 1
+    for i, row in enumerate(rows):
         why = is_incomplete_junk(row, has_tools=has_tools)
         if why is None:
-            kept.append(row)
+            keep.append(i)
         else:
             reasons[why] += 1
+    n = len(rows)
     dropped = {r: reasons.get(r, 0) for r in ("error", "empty", "unjudged")}
-    return kept, {
+    return keep, {
         "rows_in": n,
-        "rows_kept": len(kept),
-        "rows_dropped": n - len(kept),
+        "rows_kept": len(keep),
+        "rows_dropped": n - len(keep),
         "dropped": dropped,
     }
 

@@ -22,11 +22,11 @@ from wai_exp.rows.keys import task_key
 # is_truncated lives in grade/length: length_report reads it too, and grade/ sits below select/.
 from wai_exp.score.grade.length import is_truncated
 from wai_exp.score.grade.repeats import normalized_reply, row_signature
-from wai_exp.score.select.hygiene import dedupe_groups
+from wai_exp.score.select.hygiene import dedupe_positions
 from wai_exp.score.select.optimize import (
-    filter_rl_rows,
     group_signal,
     is_incomplete_junk,
+    junk_positions,
     next_round,
 )
 from wai_exp.score.select.trim import (
@@ -34,7 +34,7 @@ from wai_exp.score.select.trim import (
     check_band,
     group_stats,
     put_calibration,
-    trim_unanimous_groups,
+    unanimous_keep_mask,
 )
 from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.readers import reward_under
@@ -131,22 +131,23 @@ def _stamped_rates(
 
 
 def _band_on_stamped(
-    pool: list[dict[str, Any]],
-    pool_groups: list[int],
+    pool: list[int],
+    ask_of: np.ndarray,
     stamped: np.ndarray,
     ask_in_band: np.ndarray,
     lo: float,
     hi: float,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The rows of ``pool`` whose ask's stamped rate is inside ``[lo, hi]``, and the counts
-    (``trim_out_of_band``'s report keys, measured on the stamped rate). Asks stamped
-    unanimous (rate 0 or 1) are left for the unanimous trim to count, as there; ranking
-    never selects them, their stamped rate being outside any band that can mix."""
-    groups = np.asarray(pool_groups, dtype=np.int64)
+) -> tuple[list[int], dict[str, Any]]:
+    """The positions in ``pool`` whose ask (``ask_of[position]``) has its stamped rate
+    inside ``[lo, hi]``, and the counts (``trim_out_of_band``'s report keys, measured on the
+    stamped rate). Asks stamped unanimous (rate 0 or 1) are left for the unanimous trim to
+    count, as there; ranking never selects them, their stamped rate being outside any band
+    that can mix."""
+    at = np.asarray(pool, dtype=np.intp)
+    groups = ask_of[at]
     unanimous = (stamped == 0.0) | (stamped == 1.0)
     drop = ~ask_in_band & ~unanimous
-    keep = ~drop[groups] if len(pool) else np.zeros(0, dtype=bool)
-    kept = [r for r, ok in zip(pool, keep.tolist(), strict=True) if ok]
+    kept = at[~drop[groups]].tolist() if len(pool) else []
     present = np.unique(groups)
     rate = stamped[present]
     measured = ~np.isnan(rate) & ~unanimous[present]
@@ -241,7 +242,8 @@ def select_for_rl(
     warnings: list[str] = []
 
     # 1. Calibration on the rows as they arrived (keys and rewards from row_facts, read once
-    # and shared with the later steps' group_stats).
+    # and shared with the later steps' group_stats). Every later step tracks rows by their
+    # position in ``rows``: a row's task key, ask and 0/1 reward are array look-ups.
     keys = row_facts(rows).keys
     judged = binary_rewards(rows)
     arrival_binary = judged.copy()
@@ -251,9 +253,7 @@ def select_for_rl(
         cut = np.fromiter((is_truncated(r) for r in rows), dtype=bool, count=len(rows))
         arrival_binary[cut & np.isfinite(arrival_binary)] = 0.0
     arrival = group_stats(rows, binary=arrival_binary)
-    # Each row's task key and 0/1 reward, read once: every later step looks them up.
-    key_of = {id(r): k for r, k in zip(rows, keys, strict=True)}
-    bin_of = {id(r): b for r, b in zip(rows, judged.tolist(), strict=True)}
+    ask_of = np.asarray(arrival.inv, dtype=np.intp)  # each row's ask, in arrival.keys order
     measured_on = "rows as they arrived, before dedupe and trims" + (
         " (cut rollouts counted as failures, truncated='penalize')"
         if truncated == "penalize"
@@ -267,7 +267,7 @@ def select_for_rl(
 
     # 2. Prior round.
     prior_block: dict[str, Any] | None = None
-    pool = rows
+    pool = list(range(len(rows)))
     if prior is not None:
         firsts = {}
         for row, key in zip(rows, keys, strict=True):
@@ -275,7 +275,7 @@ def select_for_rl(
         nr = next_round(prior, tasks=list(firsts.values()), lo=lo, hi=hi)
         rates = nr["pass_rates"]
         drop_keys = {k for k, r in rates.items() if r > hi + eps or r < lo - eps}
-        pool = [r for r, k in zip(rows, keys, strict=True) if k not in drop_keys]
+        pool = [i for i, k in enumerate(keys) if k not in drop_keys]
         prior_block = {
             "kept": nr["kept"],
             "dropped_solved": nr["dropped_solved"],
@@ -288,39 +288,45 @@ def select_for_rl(
     # 3. The band, on the rate the rows will be stamped with; only then dedupe (step 4).
     band_report: dict[str, Any] | None = None
     if enforce_band:
-        pool, band_report = _band_on_stamped(
-            pool, [arrival_index[key_of[id(r)]] for r in pool], stamped, ask_in_band, lo, hi
-        )
+        pool, band_report = _band_on_stamped(pool, ask_of, stamped, ask_in_band, lo, hi)
 
     # 4. Row gates.
-    pool, gate_report = filter_rl_rows(pool, has_tools=has_tools)
+    keep, gate_report = junk_positions([rows[i] for i in pool], has_tools=has_tools)
+    pool = [pool[j] for j in keep]
 
     # 4b. Duplicates.
     dedupe_report: dict[str, Any] | None = None
     if dedupe:
-        pool, dedupe_report = dedupe_groups(pool)
+        dropped, dedupe_report = dedupe_positions(
+            [rows[i] for i in pool], asks=[keys[i] for i in pool]
+        )
+        if dropped:
+            pool = [i for j, i in enumerate(pool) if j not in dropped]
         if dedupe_report["reward_disagreements"]:
             warnings.append(
                 f"{dedupe_report['reward_disagreements']} identical trajectories were scored "
                 f"differently by the judge (label noise); asks: {', '.join(dedupe_report['disagreement_asks'][:5])}"
             )
 
-    # 5. Truncation.
-    origin: dict[int, dict[str, Any]] = {}
+    # 5. Truncation. ``deciding`` holds the rows (or penalized copies) that decide their ask,
+    # ``d_src`` the position of the row each came from.
     deciding: list[dict[str, Any]] = []
-    riders: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    d_src: list[int] = []
+    penalized: list[bool] = []
+    riders: dict[str, list[tuple[dict[str, Any], int]]] = defaultdict(list)
     n_trunc = 0
-    for row in pool:
+    for i in pool:
+        row = rows[i]
         if not is_truncated(row):
             deciding.append(row)
+            d_src.append(i)
+            penalized.append(False)
             continue
         n_trunc += 1
         if truncated == "drop":
             continue
         if truncated == "keep":
-            copy = {**row, "overlong": True}
-            origin[id(copy)] = row
-            riders[key_of[id(row)]].append(copy)
+            riders[keys[i]].append(({**row, "overlong": True}, i))
         else:
             copy = {
                 **row,
@@ -328,11 +334,9 @@ def select_for_rl(
                 "reward": 0.0,
                 "reward_before_penalty": row.get("reward"),
             }
-            origin[id(copy)] = row
-            key_of[id(copy)] = key_of[id(row)]
-            was = bin_of[id(row)]
-            bin_of[id(copy)] = 0.0 if np.isfinite(was) else was  # a graded cut row fails
             deciding.append(copy)
+            d_src.append(i)
+            penalized.append(True)
     truncation = {
         "mode": truncated,
         "rows_truncated": n_trunc,
@@ -343,21 +347,22 @@ def select_for_rl(
 
     # 6. The deciding rows must still mix after dedupe (trim_unanimous_groups, on the keys
     # and rewards read in step 1).
-    d_keys = [key_of[id(r)] for r in deciding]
-    d_bin = np.array([bin_of[id(r)] for r in deciding], dtype=float)
-    survivors, unanimous_report = trim_unanimous_groups(
-        deciding, min_k=2, keys=d_keys, binary=d_bin
-    )
+    src = np.asarray(d_src, dtype=np.intp)
+    d_keys = [keys[i] for i in d_src]
+    d_bin = judged[src]
+    d_bin[np.asarray(penalized, dtype=bool) & np.isfinite(d_bin)] = 0.0  # a graded cut row fails
+    keep_row, unanimous_report = unanimous_keep_mask(deciding, 2, keys=d_keys, binary=d_bin)
+    surv = np.flatnonzero(keep_row).tolist()
+    survivors = [deciding[j] for j in surv]
+    s_src = [d_src[j] for j in surv]
 
     # 7. Rank asks and take whole groups.
-    s_keys = [key_of[id(r)] for r in survivors]
-    s_bin = np.array([bin_of[id(r)] for r in survivors], dtype=float)
-    stats = group_stats(survivors, keys=s_keys, binary=s_bin)
-    members: list[list[dict[str, Any]]] = [[] for _ in range(stats.n_groups)]
+    stats = group_stats(survivors, keys=[d_keys[j] for j in surv], binary=d_bin[surv])
+    members: list[list[tuple[dict[str, Any], int]]] = [[] for _ in range(stats.n_groups)]
     kinds_rows: list[Counter[str]] = [Counter() for _ in range(stats.n_groups)]
-    for row, g in zip(survivors, stats.inv.tolist(), strict=True):
-        members[g].append(row)
-        kinds_rows[g][fault_kind(origin.get(id(row), row))] += 1
+    for row, i, g in zip(survivors, s_src, stats.inv.tolist(), strict=True):
+        members[g].append((row, i))
+        kinds_rows[g][fault_kind(rows[i])] += 1
     mixed = (stats.k >= 2) & (stats.n_pass > 0) & (stats.n_pass < stats.k)
     # Every ranking reads the stamped rate of the ask, not its rate among the survivors.
     rate_of = stamped[[arrival_index[k] for k in stats.keys]] if stats.n_groups else np.zeros(0)
@@ -388,18 +393,19 @@ def select_for_rl(
             break
         chosen.append(g)
         counted += len(members[g])
-    selected: list[dict[str, Any]] = []
+    picked: list[tuple[dict[str, Any], int]] = []
     selected_kinds: Counter[str] = Counter()
     for g in chosen:
         selected_kinds[ask_kind[g]] += 1
-        selected.extend(members[g])
-        selected.extend(riders.get(stats.keys[g], ()))
+        picked.extend(members[g])
+        picked.extend(riders.get(stats.keys[g], ()))
+    selected = [row for row, _ in picked]
 
     # 8. Calibration stamp from step 1, in place.
     n_carried = 0
-    for row in selected:
-        src = origin.get(id(row), row)
-        g = arrival_index[key_of[id(src)]]
+    for row, i in picked:
+        src_row = rows[i]
+        g = int(ask_of[i])
         k = int(arrival.k[g])
         rate = float(arrival.pass_rate[g]) if k else None
         stamp = {
@@ -411,20 +417,20 @@ def select_for_rl(
             "band_enforced": enforce_band,
             "measured_on": measured_on,
             "source": "select_for_rl",
-            "policy": src.get("policy_version"),
-            "model": src.get("model_version"),
+            "policy": src_row.get("policy_version"),
+            "model": src_row.get("model_version"),
         }
-        if put_calibration(src, stamp):
+        if put_calibration(src_row, stamp):
             n_carried += 1
             # The carried rate stands (step 1 ranked on it); band and verdict are this call's.
-            kept_rate = src["calibration"].get("pass_rate")
-            src["calibration"]["band"] = [lo, hi]
-            src["calibration"]["band_enforced"] = enforce_band
-            src["calibration"]["in_band"] = (
+            kept_rate = src_row["calibration"].get("pass_rate")
+            src_row["calibration"]["band"] = [lo, hi]
+            src_row["calibration"]["band_enforced"] = enforce_band
+            src_row["calibration"]["in_band"] = (
                 None if kept_rate is None else bool(lo - eps <= float(kept_rate) <= hi + eps)
             )
-        if src is not row:
-            row["calibration"] = src["calibration"]
+        if src_row is not row:
+            row["calibration"] = src_row["calibration"]
 
     # 9. Report.
     sel_stats = group_stats(selected) if selected else None

@@ -180,12 +180,33 @@ def trim_unanimous_groups(
     ``binary`` are the rows' task keys and 0/1 rewards when the caller has them
     (``group_stats``). Raises ``ValueError`` when ``min_k`` is not an integer >= 1.
     """
-    _check_min_k(min_k)
     rows = list(rows)
+    keep_row, report = unanimous_keep_mask(rows, min_k, keys=keys, binary=binary)
+    kept = [r for r, keep in zip(rows, keep_row.tolist(), strict=True) if keep]
+    return kept, report
+
+
+def unanimous_keep_mask(
+    rows: Sequence[dict[str, Any]],
+    min_k: int = 2,
+    *,
+    keys: Sequence[str] | None = None,
+    binary: np.ndarray | None = None,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """``trim_unanimous_groups`` as a per-row keep mask and its report."""
+    _check_min_k(min_k)
     stats = group_stats(rows, keys=keys, binary=binary)
     unanimous = unanimous_mask(stats, min_k)
     all_pass = unanimous & (stats.n_pass == stats.k)
-    kept, report = _drop_asks(rows, stats, unanimous)
+    keep_row = ~unanimous[stats.inv] if len(rows) else np.zeros(0, dtype=bool)
+    n_kept = int(keep_row.sum())
+    report = {
+        "rows_in": len(rows),
+        "rows_kept": n_kept,
+        "rows_dropped": len(rows) - n_kept,
+        "asks_in": stats.n_groups,
+        "asks_kept": int((~unanimous).sum()),
+    }
     report.update(
         {
             "asks_dropped_all_pass": int(all_pass.sum()),
@@ -194,7 +215,7 @@ def trim_unanimous_groups(
             "min_k": min_k,
         }
     )
-    return kept, report
+    return keep_row, report
 
 
 def trim_out_of_band(
