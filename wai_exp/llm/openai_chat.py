@@ -5,14 +5,57 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wai_exp.llm.http import BackendError, post_json
+from wai_exp.llm.http import BackendError, encode_json, post_json
 from wai_exp.llm.turn import ChatBackend, Completion
+
+
+def _encode(value: Any) -> bytes:
+    try:
+        return encode_json(value)
+    except (TypeError, ValueError) as exc:
+        raise BackendError(f"the chat request cannot be sent as JSON: {exc}") from exc
 
 
 class OpenAIChat(ChatBackend):
     """One model behind ``{base_url}/chat/completions``."""
 
     PATH = "/chat/completions"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The encoded request without its messages, for the last (tools, sampling, logprobs)
+        # seen: a run sends one tool list and one sampling on every call, and encoding the
+        # tools' schemas again each time was a tenth of a call's CPU.
+        self._head: tuple[Any, dict[str, Any], bool, bytes] | None = None
+
+    def request_body(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        sampling: dict[str, Any],
+        *,
+        logprobs: bool = False,
+    ) -> bytes:
+        """The JSON body of one chat completion: ``sampling``, the served model, the tools
+        (with ``tool_choice: auto``), the logprob options, then ``messages``. The part before
+        ``messages`` is encoded once per tool list (by identity: a caller must not change a
+        tool list in place between calls) and sampling (by value). Raises ``BackendError``
+        for what JSON cannot hold."""
+        head = self._head
+        if head is None or head[0] is not tools or head[2] != logprobs or head[1] != sampling:
+            fixed: dict[str, Any] = {**sampling, "model": self.model}
+            if tools:
+                fixed["tools"] = tools
+                fixed["tool_choice"] = "auto"
+            if logprobs:
+                # OpenAI and vLLM honour logprobs alone; llama.cpp returns null unless
+                # top_logprobs >= 1 is sent too. One alternative per token is the least it takes.
+                fixed["logprobs"] = True
+                fixed["top_logprobs"] = 1
+            fixed.pop("messages", None)
+            head = (tools, dict(sampling), logprobs, _encode(fixed)[:-1] + b',"messages":')
+            self._head = head
+        return head[3] + _encode(messages) + b"}"
 
     async def complete(
         self,
@@ -25,17 +68,12 @@ class OpenAIChat(ChatBackend):
         """One assistant turn; ``token_logprobs`` is None when ``logprobs`` was not asked or
         the server returned none. ``sampling`` never overrides the served model. Raises
         ``BackendError`` on a failed call or a malformed answer."""
-        payload: dict[str, Any] = {**sampling, "model": self.model, "messages": messages}
-        if tools:
-            payload["tools"] = tools
-            payload["tool_choice"] = "auto"
-        if logprobs:
-            # OpenAI and vLLM honour logprobs alone; llama.cpp returns null unless
-            # top_logprobs >= 1 is sent too. One alternative per token is the least it takes.
-            payload["logprobs"] = True
-            payload["top_logprobs"] = 1
         body = await post_json(
-            self.client, self.url, payload, headers=self.headers, policy=self.policy
+            self.client,
+            self.url,
+            self.request_body(messages, tools, sampling, logprobs=logprobs),
+            headers=self.headers,
+            policy=self.policy,
         )
         try:
             choice = body["choices"][0]

@@ -57,19 +57,25 @@ class ModelAgent:
         self.logprobs = logprobs
         self.model_version = f"{self.spec.provider}:{self.spec.model}"
         self._client: httpx.AsyncClient | None = None
+        self._chat: ChatBackend | None = None
         #: recent completions, read by the progress line's early warnings
         self.call_times = CallTimes()
 
     def _backend(self) -> ChatBackend:
         # One client per event loop: the engine runs each simulate() call in its own loop.
-        if self._client is None or self._client.is_closed:
+        # One backend per client: it keeps the encoded tool list between calls.
+        if self._client is None or self._client.is_closed or self._chat is None:
             self._client = async_client(timeout=self.timeout, transport=self.transport)
-        return chat_backend(self.spec, self._client, api_key=self.api_key, policy=self.retry)
+            self._chat = chat_backend(
+                self.spec, self._client, api_key=self.api_key, policy=self.retry
+            )
+        return self._chat
 
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+            self._chat = None
 
     async def _complete(
         self,
@@ -95,9 +101,9 @@ class ModelAgent:
         call = backend.complete(messages, tools, self.sampling, logprobs=bool(self.logprobs))
         token = self.call_times.start()
         try:
-            return (
-                await asyncio.wait_for(call, timeout=self.timeout) if self.timeout else await call
-            )
+            # asyncio.timeout, not wait_for: the call runs in this task, not a new one each.
+            async with asyncio.timeout(self.timeout or None):
+                return await call
         except TimeoutError as exc:
             raise late() from exc
         except BackendError as exc:

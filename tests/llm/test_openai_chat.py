@@ -1,0 +1,67 @@
+"""The OpenAI-compatible chat request as a real server on 127.0.0.1 receives it: every call
+carries its own sampling, tools and messages, although the part before the messages is
+encoded once per tool list."""
+
+import asyncio
+
+from tests.llm.test_http import Script
+from tests.support.scripted_server import chat_reply, scripted_server
+from wai_exp.llm.http import async_client
+from wai_exp.llm.openai_chat import OpenAIChat
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup_order",
+            "description": "Look an order up — by its number",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        },
+    }
+]
+
+
+def test_each_call_sends_its_own_sampling_tools_and_messages():
+    script = Script((200, chat_reply("done")))
+
+    async def go(url):
+        async with async_client(timeout=10.0) as client:
+            chat = OpenAIChat(client, url, "served-model", api_key="k")
+            hot = {"temperature": 0.9, "max_tokens": 64, "model": "not-this-one"}
+            await chat.complete([{"role": "user", "content": "où est ORD-1 ?"}], TOOLS, hot)
+            await chat.complete([{"role": "user", "content": "second"}], TOOLS, hot)
+            hot["temperature"] = 0.1  # the same dict changed in place between calls
+            await chat.complete([{"role": "user", "content": "third"}], TOOLS, hot, logprobs=True)
+            await chat.complete([{"role": "user", "content": "no tools"}], [], {"seed": 3})
+
+    with scripted_server(script) as url:
+        asyncio.run(go(url))
+    bodies = [body for _, _, body in script.seen]
+    assert [b["messages"][0]["content"] for b in bodies] == [
+        "où est ORD-1 ?", "second", "third", "no tools"
+    ]  # fmt: skip
+    assert all(b["model"] == "served-model" for b in bodies)
+    assert [b.get("temperature") for b in bodies] == [0.9, 0.9, 0.1, None]
+    assert bodies[0]["tools"] == TOOLS and bodies[0]["tool_choice"] == "auto"
+    assert bodies[2]["logprobs"] is True and bodies[2]["top_logprobs"] == 1
+    assert "logprobs" not in bodies[1]
+    assert "tools" not in bodies[3] and bodies[3]["seed"] == 3
+    headers = {k.lower(): v for k, v in script.seen[0][1].items()}
+    assert headers["authorization"] == "Bearer k"
+    assert headers["content-type"] == "application/json"
+
+
+def test_a_cookie_the_server_sets_is_never_sent_back():
+    script = Script((200, chat_reply("hi"), {"Set-Cookie": "session=abc; Path=/"}))
+
+    async def go(url):
+        async with async_client(timeout=10.0) as client:
+            chat = OpenAIChat(client, url, "m")
+            for _ in range(2):
+                await chat.complete([{"role": "user", "content": "hi"}], [], {})
+            return len(client.cookies)
+
+    with scripted_server(script) as url:
+        kept = asyncio.run(go(url))
+    assert kept == 0
+    assert all("cookie" not in {k.lower() for k in h} for _, h, _ in script.seen)
