@@ -46,6 +46,8 @@ PROBES = {
     "progress_every_s": 0.0,
     "flush_report_rows": 1,
     "flush_report_s": 0.0,
+    "offline_bounce_limit": 0,
+    "offline_bounce_stride": 5,
 }
 
 
@@ -142,6 +144,21 @@ async def _async_scripted(prompt, *, tools, system_prompt, world, sampling):
     )
 
 
+#: One generic tool and one customer name: a unique run soon redraws a situation it had.
+_STATUS_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "check_status",
+        "description": "Check the service status",
+        "parameters": {
+            "type": "object",
+            "properties": {"region": {"type": "string", "enum": ["eu", "us"]}},
+            "required": ["region"],
+        },
+    },
+}
+
+
 def _plain():
     # Small rounds, so later writer batches (and mutations) happen inside the budget.
     return {"mode": "rl", "budget": 40, "seed": 0, "advanced": {"writer_buffer_cap": 8}}
@@ -176,6 +193,13 @@ SCENARIOS = {
         "budget": 20,
         "seed": 0,
         "advanced": {"concurrency": 1},
+    },
+    "rows_repeats": lambda: {
+        "tools": [_STATUS_TOOL],
+        "system_prompt": "R1. Be kind.",
+        "budget": 500,
+        "seed": 0,
+        "advanced": {"world": {"first_names": ["Ann"], "last_names": ["Lee"]}},
     },
     "schedule": lambda: {"agent": _async_scripted, "budget": 40, "seed": 0, "mode": "rl"},
     "report": _plain,

@@ -79,6 +79,8 @@ READERS: dict[str, str] = {
     "rows_saturation": "the rows, under until='saturation'",
     "rows_clock": "the rows, under time_budget=",
     "rows_failing_agent": "the rows, when the agent raises (lost rollouts)",
+    "rows_repeats": "the rows, when a unique run's template draws repeat its situations "
+    "(a small entity pool)",
     "schedule": "how many rollouts run at once; rows identical at any value up to writer_buffer_cap",
     "report": "the report only (rows identical)",
     "progress": "the progress= callback only (rows identical)",
@@ -143,8 +145,12 @@ _READS: dict[str, str] = {
     "pool_low_cap": "model_writer",
     "pool_low_flight_divisor": "model_writer",
     "offline_topup_multiple": "unread",
-    "offline_bounce_limit": "unread",
-    "offline_bounce_stride": "unread",
+    # Under unique_situations a template draw that repeats one of the run's situations is
+    # rejected; a short batch bounces to writers of seed + j x stride. The top-up multiple
+    # has nothing to act on: the template writer is one deterministic stream drawn on demand
+    # in microseconds, so drawing ahead would change neither which situations come nor when.
+    "offline_bounce_limit": "rows_repeats",
+    "offline_bounce_stride": "rows_repeats",
     "restart_seed_stride": "model_writer",
     "first_wave_writers": "model_writer",
     "first_wave_cards": "model_writer",

@@ -109,6 +109,10 @@ class Engine:
         self.pool_slot_s = 0.0
         self.idle_slot_s = 0.0
         self.replayed = False  # a run's asks came from tasks= (a fixed task set)
+        #: the template writer's rounds: repeats rejected, bounce rounds, short batches
+        self.draw_stats: Counter[str] = Counter(
+            dict.fromkeys(("repeats_rejected", "bounce_rounds", "short_batches_accepted"), 0)
+        )
         #: the last planning pass stopped on room held for extensions awaiting verdicts
         self.held_for_verdicts = False
 
@@ -273,6 +277,7 @@ class Engine:
         finally:
             pool.cancel_all()
             self.pool_slot_s += conc * (time.monotonic() - t_run)
+            self.draw_stats.update(source.stats)
         self.per_run.append(
             {
                 "eval_run": eval_run,
@@ -986,6 +991,10 @@ def _first_source(
         writer_params=writer_params,
         seeds=asks.seeds,
         mutator=mutations.take,
+        unique=cfg.unique,
+        bounce=make_writer,
+        bounce_limit=int(cfg.knobs["offline_bounce_limit"]),
+        bounce_stride=int(cfg.knobs["offline_bounce_stride"]),
     )
 
 

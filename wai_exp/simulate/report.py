@@ -262,6 +262,10 @@ def _search(
             )
             for key in dimension_keys
         },
+        # Under unique_situations a template draw repeating one of the run's situations is
+        # rejected; a batch short of them bounces (offline_bounce_limit rounds, seeds
+        # offline_bounce_stride apart) before it is accepted short.
+        "template_rounds": None if engine.writer is not None else dict(engine.draw_stats),
         "mutation_aims": dict(sorted(engine.mutations.aims.items())),
         "mutation_parents": dict(sorted(engine.mutations.kinds.items())),
         "mutate_graded_failures": engine.mutations.mutate_graded,

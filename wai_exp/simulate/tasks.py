@@ -76,8 +76,22 @@ class SituationSource:
         writer_params: dict[str, Any] | None = None,
         seeds: list[Task] | None = None,
         mutator: Callable[[int], list[tuple[Any, dict[str, Any]]]] | None = None,
+        unique: bool = False,
+        bounce: Callable[[int], Any] | None = None,
+        bounce_limit: int = 0,
+        bounce_stride: int = 1,
     ) -> None:
         self.writer = writer
+        #: unique situations only: a template draw that repeats a situation already drawn in
+        #: this run (same cell, facts and words) is rejected, and a short batch bounces
+        self.unique = unique
+        self.bounce = bounce
+        self.bounce_limit = bounce_limit
+        self.bounce_stride = bounce_stride
+        self._bouncers: dict[int, Any] = {}
+        self._seen: set[str] = set()
+        #: template rounds: repeats rejected, extra rounds tried, short batches accepted
+        self.stats: Counter[str] = Counter()
         self.mutator = mutator
         self.writer_params = dict(writer_params or {})
         self.seeds = list(seeds or [])
@@ -155,23 +169,65 @@ class SituationSource:
             if not drawn and getattr(self.writer, "stop_reason", None):
                 self.exhausted_by = str(self.writer.stop_reason)
         elif plain > 0:
-            base = int(getattr(self.writer, "drawn", 0))
-            if self.aim is not None:
-                # Draw more than needed and keep the share that matches the hot trace regions.
-                pool = self.writer.next_batch(plain * self.oversample)
-            else:
-                pool = self.writer.next_batch(plain)
-            # The writer's draw index of each situation: with the writer's own parameters it
-            # is all a replay needs to rebuild the situation (entities included) without
-            # writing the world's records onto the row.
-            index = {id(sit): base + i for i, sit in enumerate(pool)}
-            kept = self.aim(pool, plain) if self.aim is not None else pool
-            drawn += [(sit, {**self.writer_params, "index": index[id(sit)]}) for sit in kept]
+            drawn += self._template_round(self.writer, self.writer_params, plain)
+            bounced = 0
+            while len(drawn) < plain and self.bounce is not None and bounced < self.bounce_limit:
+                # A batch short of repeats: another template round, from a writer whose seed
+                # steps by the stride, before the short batch is accepted.
+                bounced += 1
+                writer, params = self._bouncer(bounced)
+                drawn += self._template_round(writer, params, plain - len(drawn))
+            self.stats["bounce_rounds"] += bounced
+            if len(drawn) < plain:
+                self.stats["short_batches_accepted"] += 1
         if not drawn:
             return False
         for sit, lineage in drawn:
             self.tasks.extend(self._tasks_for(sit, lineage))
         return True
+
+    def _template_round(
+        self, writer: Any, params: dict[str, Any], want: int
+    ) -> list[tuple[Any, dict[str, Any]]]:
+        """Up to ``want`` situations of one template round, each with the lineage that
+        rebuilds it (``params`` plus the writer's draw index); under ``unique`` a repeat of a
+        situation this run already drew is rejected (counted in ``stats``)."""
+        base = int(getattr(writer, "drawn", 0))
+        # Draw more than needed under traces= and keep the share that matches the hot regions.
+        pool = writer.next_batch(want * self.oversample if self.aim is not None else want)
+        # The writer's draw index of each situation: with the writer's own parameters it is
+        # all a replay needs to rebuild the situation (entities included) without writing the
+        # world's records onto the row.
+        index = {id(sit): base + i for i, sit in enumerate(pool)}
+        if self.unique:
+            fresh, keys = [], set()
+            for sit in pool:
+                key = _content_key(sit.scenario_id)
+                if key in self._seen or key in keys:
+                    self.stats["repeats_rejected"] += 1
+                else:
+                    fresh.append(sit)
+                    keys.add(key)
+            pool = fresh
+        kept = self.aim(pool, want) if self.aim is not None else pool[:want]
+        if self.unique:
+            self._seen.update(_content_key(sit.scenario_id) for sit in kept)
+        return [(sit, {**params, "index": index[id(sit)]}) for sit in kept]
+
+    def _bouncer(self, j: int) -> tuple[Any, dict[str, Any]]:
+        """The writer of bounce round ``j`` (seed + j x stride) and its lineage parameters;
+        kept for the run, so a later short batch draws on where it left off."""
+        seed = int(self.writer_params.get("seed", 0)) + j * self.bounce_stride
+        if j not in self._bouncers:
+            assert self.bounce is not None
+            self._bouncers[j] = self.bounce(seed)
+        return self._bouncers[j], {**self.writer_params, "seed": seed}
+
+
+def _content_key(scenario_id: str) -> str:
+    """A template situation's content hash: its id without the ``-2``/``-3`` suffix one
+    writer gives an exact repeat of its own draws."""
+    return "-".join(str(scenario_id).split("-")[:2])
 
 
 class MutationQueue:
