@@ -28,8 +28,8 @@ import numpy as np
 
 from wai_exp.llm.providers import bare_model
 from wai_exp.rows.keys import task_key
-from wai_exp.score.grade.grading import final_reply
-from wai_exp.score.stats.resample import factorize, numeric_reward, wilson_interval
+from wai_exp.score.stats.intervals import wilson_interval
+from wai_exp.score.stats.readers import factorize, numeric_reward
 
 #: ``judge_status`` values that carry a usable verdict (``None``: a hand-labelled row).
 VALID_STATUSES = frozenset({"ok", None})
@@ -86,6 +86,10 @@ def _reply_chars(row: Mapping[str, Any]) -> int:
     text = row.get("final_text")
     if type(text) is str and text and not text.isspace():
         return len(text)
+    # Imported here: only a row without a written reply needs the trajectory read (and
+    # grading's import, with its reply vocabularies, is a tenth of this call's time).
+    from wai_exp.score.grade.grading import final_reply
+
     return len(final_reply(row))
 
 

@@ -21,14 +21,18 @@ UNJUDGED_STATUSES = frozenset({"invalid_result", "error", "timeout", "abstain"})
 def factorize(keys: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray]:
     """Sorted distinct keys and each key's position among them (``np.unique``'s inverse).
 
-    The distinct keys are a set, sorted; each row's code is one dict look-up, mapped in C
-    (``map`` over ``dict.__getitem__``). Several times faster than ``np.unique`` on a string
-    array, and the same answer.
+    A dict assigns codes in one pass and only the distinct keys are sorted, which is about
+    twice as fast as ``np.unique`` on a string array and gives the same answer.
     """
-    uniq = sorted(set(keys))
-    position = {k: i for i, k in enumerate(uniq)}
-    codes = np.fromiter(map(position.__getitem__, keys), dtype=np.intp, count=len(keys))
-    return tuple(uniq), codes
+    index: dict[str, int] = {}
+    codes = np.fromiter(
+        (index.setdefault(k, len(index)) for k in keys), dtype=np.intp, count=len(keys)
+    )
+    seen = list(index)
+    order = sorted(range(len(seen)), key=seen.__getitem__)
+    rank = np.empty(len(seen), dtype=np.intp)
+    rank[order] = np.arange(len(seen), dtype=np.intp)
+    return tuple(seen[i] for i in order), rank[codes]
 
 
 def _judged_value(row: Mapping[str, Any]) -> Any:

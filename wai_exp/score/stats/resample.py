@@ -46,11 +46,21 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+
+# The closed-form pieces (the normal quantile, the Wilson interval, the interval type) live
+# in a small module too, so a report that needs only a Wilson interval skips this one.
+from wai_exp.score.stats.intervals import (
+    Interval,
+    _check_level,
+    _special,
+    wilson_interval,
+    z_quantile,
+)
 
 # The per-row readers live in a small module of their own so that checks which only read
 # rewards and keys (hack_scan, dedupe) do not import this one; re-exported here.
@@ -61,17 +71,6 @@ from wai_exp.score.stats.readers import (
     numeric_reward,
     reward_under,
 )
-
-
-def _special() -> Any:
-    """``scipy.special``, imported on first use: the four distribution functions used here
-    (``ndtri``, ``ndtr``, ``stdtrit``, ``stdtr``) are all this module needs from scipy, and the
-    many callers that only read rewards (``binary_reward``, ``factorize``) never pay the
-    import. Not ``scipy.stats``: that costs about 0.6 s more."""
-    from scipy import special
-
-    return special
-
 
 __all__ = [
     "BootstrapResult",
@@ -126,16 +125,6 @@ DEFAULT_BATCH_ELEMENTS = 2_000_000
 _REFINE_BATCH_ELEMENTS = 60_000
 
 
-class Interval(NamedTuple):
-    """A confidence interval ``(low, high)``."""
-
-    low: float
-    high: float
-
-    def as_list(self) -> list[float]:
-        return [float(self.low), float(self.high)]
-
-
 def as_generator(seed: Seed) -> np.random.Generator:
     """A ``numpy.random.Generator`` from an int seed (or the Generator itself, used as is).
 
@@ -152,26 +141,6 @@ def as_generator(seed: Seed) -> np.random.Generator:
 # --------------------------------------------------------------------------------------
 # Quantiles and closed-form intervals
 # --------------------------------------------------------------------------------------
-
-
-def _check_level(level: float) -> float:
-    level = float(level)
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
-    return level
-
-
-#: ``scipy.special.ndtri(0.975)`` bit for bit (a test checks): the default level's quantile
-#: without importing scipy, which costs about 0.2 s of CPU in a process that needs nothing
-#: else from it (a Wilson interval in ``build_preference_pairs``' report).
-_Z_AT = {0.95: 1.959963984540054}
-
-
-def z_quantile(level: float = 0.95) -> float:
-    """The two-sided normal quantile for ``level`` (1.959964 at 0.95)."""
-    level = _check_level(level)
-    z = _Z_AT.get(level)
-    return z if z is not None else float(_special().ndtri(0.5 + level / 2.0))
 
 
 def t_quantile(df: float, level: float = 0.95) -> float:
@@ -216,29 +185,6 @@ def noise_band(
     else:
         q = t_quantile(df, level)
     return floor * math.sqrt(1.0 / n_a + 1.0 / n_b) * q
-
-
-def wilson_interval(successes: int, n: int, level: float = 0.95) -> Interval | None:
-    """Wilson score interval for a binomial proportion ``successes / n``.
-
-    Returns ``None`` for ``n == 0`` (no trials, no interval). Unlike the Wald interval it
-    stays inside [0, 1] and is not zero-width at 0 or n successes. Raises ``ValueError``
-    when ``successes`` is outside ``0..n``.
-    """
-    if n < 0 or not 0 <= successes <= max(n, 0):
-        raise ValueError(f"need 0 <= successes <= n; got successes={successes}, n={n}")
-    if n == 0:
-        return None
-    z = z_quantile(level)
-    p = successes / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    # At 0 (or n) successes the bound is exactly 0 (or 1); the subtraction leaves 1e-17.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return Interval(low, high)
 
 
 #: ``BootstrapResult.method`` when every task had the same value: the bootstrap cannot vary,
