@@ -320,7 +320,9 @@ class TemplateWriter:
         self._generic = {n: self._generic_info(n) for n in self._fns if n not in self._support}
         self.conditions = ("ok", *self.options.fault_modes)
         self.grid = self._build_grid()
-        capacity = min(self._capacity(tool, stance, hist) for tool, stance, _, _, hist in self.grid)
+        # Capacity depends on (tool, stance, history) only: each once, not once per cell.
+        shapes = {(tool, stance, hist) for tool, stance, _, _, hist in self.grid}
+        capacity = min(self._capacity(tool, stance, hist) for tool, stance, hist in shapes)
         if int(phrasings) < 1 or int(phrasings) > capacity:
             raise ValueError(
                 f"phrasings must be between 1 and {capacity} (distinct wordings the templates allow), got {phrasings}"
@@ -386,7 +388,10 @@ class TemplateWriter:
             want = {
                 k: (v,) if isinstance(v, str) else tuple(v) for k, v in focus.items() if k in keys
             }
-            pool = [c for c in self.grid if all(c[keys.index(k)] in v for k, v in want.items())]
+            pool = self.grid
+            for k, v in want.items():  # one pass per key; the grid's order is kept
+                i = keys.index(k)
+                pool = [c for c in pool if c[i] in v]
             if pool:
                 return pool[rng.randrange(len(pool))]
         if self.unique and not any(cells for t in self._buckets.values() for cells in t.values()):
