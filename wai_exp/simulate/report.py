@@ -165,8 +165,49 @@ def _sources(cfg: Config, engine: Engine, inputs: Mapping[str, Any]) -> dict[str
         "system_prompt_sha": prompt_sha(inputs["system_prompt"]),
         "sampling": cfg.sampling,
         "timeout": cfg.timeout,
+        "completion_timeouts": completion_timeouts(cfg, engine),
         "logprobs": cfg.logprobs,
     }
+
+
+def completion_timeouts(cfg: Config, engine: Engine) -> dict[str, Any]:
+    """What bounded each completion, per job (``agent``, ``writer``, ``user``): ``seconds``
+    (None: no limit) and ``set_by``. ``report["timeout"]`` is the ``timeout=`` parameter;
+    a model backend with a limit of its own (``agent.timeout`` on the command line, the
+    ``ModelAgent``'s ``timeout``) is bounded by that one instead, and says so here."""
+    runner = engine.runner
+
+    def limit(seconds: Any) -> float | None:
+        return float(seconds) if seconds else None
+
+    sim = limit(cfg.timeout)
+    if runner.agent_is_backend:
+        own = limit(getattr(runner.agent, "timeout", None))
+        if own == sim:
+            agent = {"seconds": own, "set_by": "simulate.timeout (each model completion)"}
+        else:
+            agent = {
+                "seconds": own,
+                "set_by": f"the model backend's own timeout (agent.timeout), not simulate.timeout={cfg.timeout:g}",
+            }
+    elif _awaited(runner.agent):
+        agent = {"seconds": sim, "set_by": "simulate.timeout (the callable's one call)"}
+    else:
+        agent = {"seconds": None, "set_by": "none: the scripted agent runs in process"}
+    out: dict[str, Any] = {"agent": agent}
+    if engine.writer is not None:
+        out["writer"] = {"seconds": sim, "set_by": "simulate.timeout (each writer wave)"}
+    person = runner.world_setup.kwargs.get("user")
+    if person is not None:
+        out["user"] = {"seconds": sim, "set_by": "simulate.timeout (each line of the person)"}
+    return out
+
+
+def _awaited(fn: Any) -> bool:
+    """A user's callable (wrapped to be awaited, so ``timeout=`` bounds its call)."""
+    from wai_exp.simulate.agent_setup import UserAgent, is_async_callable
+
+    return isinstance(fn, UserAgent) or is_async_callable(fn)
 
 
 def _person_and_world(cfg: Config, world: dict[str, Any]) -> dict[str, Any]:

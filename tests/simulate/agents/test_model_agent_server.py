@@ -127,3 +127,30 @@ def test_a_completion_past_the_timeout_loses_the_rollout_naming_the_limit_and_th
     assert "did not answer turn 2 within timeout=0.5 s" in lost["error"]
     assert "per model completion" in lost["error"]
     assert data.report()["rollouts_lost_by"] == {"timeout": len(data.lost)}
+
+
+def test_the_report_names_the_limit_that_bounded_each_completion():
+    from wai_exp.simulate.agents.model_agent import ModelAgent
+
+    # The backend's own limit (0.5 s) is tighter than simulate's timeout (300 s): it is the
+    # one that cut turn 2, and the report says so instead of pointing at the 300 s.
+    server = Server(delay=lambda turn: 0.0 if turn == 1 else 2.0)
+    with scripted_server(server) as url:
+        agent = ModelAgent(f"vllm:served-model@{url}", timeout=0.5)
+        data = wai_exp.simulate(
+            agent, budget=2, advanced={"concurrency": 2, "dead_agent_errors": 2}
+        )
+    assert "within timeout=0.5 s" in data.lost[0]["error"]
+    report = data.report()
+    assert report["timeout"] == 300
+    bound = report["completion_timeouts"]["agent"]
+    assert bound["seconds"] == 0.5 and "agent.timeout" in bound["set_by"]
+    assert "simulate.timeout=300" in bound["set_by"]
+    # Built from simulate's own timeout, the same limit is named as simulate.timeout.
+    fast = Server()
+    with scripted_server(fast) as url:
+        same = run(url, timeout=5, budget=1)
+    assert same.report()["completion_timeouts"]["agent"] == {
+        "seconds": 5.0,
+        "set_by": "simulate.timeout (each model completion)",
+    }

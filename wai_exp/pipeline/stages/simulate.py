@@ -265,6 +265,11 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         f"mode {report.get('mode', kwargs.get('mode'))}, stopped because {stopped}",
     ]
     lines.append(_who_did_which_job(report))
+    bound = (report.get("completion_timeouts") or {}).get("agent") or {}
+    if "own timeout" in str(bound.get("set_by")):
+        lines.append(
+            f"each agent completion was bounded by {bound['seconds']} s: {bound['set_by']}"
+        )
     if report.get("failure_summary"):
         lines.append(report["failure_summary"])
     lines += [f"warning: {w}" for w in getattr(data, "warnings", [])]
