@@ -95,6 +95,18 @@ def test_a_completion_past_the_timeout_exits_1_naming_the_limit_and_the_turn(tmp
     assert report["rollouts_lost_by"] == {"timeout": 4}
 
 
+def test_the_agents_own_tighter_timeout_is_the_one_the_report_names(tmp_path):
+    server = Server(delay=lambda turn: 0.0 if turn == 1 else 2.5)
+    with scripted_server(server) as url:
+        res = failed_run(tmp_path, url, "agent.timeout=0.5")  # simulate.timeout stays 300
+    assert "did not answer turn 2 within timeout=0.5 s" in res.stdout
+    report, run = simulate_report(tmp_path)
+    assert report["timeout"] == 300
+    assert report["completion_timeouts"]["agent"]["seconds"] == 0.5
+    text = (run / "simulate" / "report.txt").read_text()
+    assert "each agent completion was bounded by 0.5 s: the model backend's own timeout" in text
+
+
 def test_losing_more_than_max_lost_share_fails_the_stage_though_the_budget_filled(tmp_path):
     server = Server()
     calls = {"n": 0}
