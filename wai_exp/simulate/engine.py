@@ -37,6 +37,7 @@ from typing import Any
 
 from wai_exp.simulate.agent_setup import ResolvedAgent, is_async_callable, resolve_agent
 from wai_exp.simulate.data import SimulationData
+from wai_exp.simulate.gc_tuning import fewer_gc_passes
 from wai_exp.simulate.ids import prompt_sha, short_hash, stable_hash
 from wai_exp.simulate.llm_grade import resolve_llm_grader
 from wai_exp.simulate.modes import MODE_PRESETS, Config, apply_aliases, resolve_config
@@ -733,11 +734,12 @@ def simulate(
     if stream is not None:
         engine.on_row = _tee(stream, on_row)
     try:
-        asyncio.run(
-            _run_and_close(
-                engine, first, partial(_rerun_source, cfg), resolved, [user, writer, llm_grader]
+        with fewer_gc_passes():
+            asyncio.run(
+                _run_and_close(
+                    engine, first, partial(_rerun_source, cfg), resolved, [user, writer, llm_grader]
+                )
             )
-        )
     except BaseException:
         if stream is not None:
             stream.close(remove=False)  # keep the finished rows on disk for a resume
