@@ -5,6 +5,8 @@ Issue 9 item 7: at ``concurrency`` C the ideal is ``C / 0.050`` calls per second
 
 * ``server alone``: a lean raw-asyncio client (one keep-alive socket per worker, no HTTP
   library) against the stub: the ceiling this machine reaches at that moment;
+* ``aiohttp alone``: a bare ``aiohttp.ClientSession`` posting the same body: the transport
+  under the seam without httpx, the floor any httpx-API client over it can reach;
 * ``httpx``: ``wai_exp.llm.http.async_client`` (the one transport seam) posting the same
   body, without the engine;
 * ``wai-exp``: ``wai_exp.simulate(agent="vllm:stub@http://127.0.0.1:<port>/v1")`` end to end
@@ -241,6 +243,30 @@ async def _raw_client(port: int, concurrency: int, duration: float) -> int:
     return done
 
 
+async def _aiohttp_client(url: str, concurrency: int, duration: float) -> int:
+    """Calls answered in ``duration`` s by a bare ``aiohttp.ClientSession`` posting the same
+    body: the transport under ``wai_exp.llm.http`` without httpx on top (its floor)."""
+    import aiohttp
+
+    done = 0
+    stop = time.monotonic() + duration
+    headers = {"Content-Type": "application/json"}
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal done
+            while time.monotonic() < stop:
+                async with session.post(
+                    url + "/chat/completions", data=_BODY, headers=headers
+                ) as r:
+                    json.loads(await r.read())
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done
+
+
 async def _httpx_client(url: str, concurrency: int, duration: float) -> int:
     """Calls answered in ``duration`` s through ``wai_exp.llm.http`` (client + ``post_json``)."""
     from wai_exp.llm.http import async_client, post_json
@@ -302,6 +328,7 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
         time.sleep(0.3)
         cells: list[tuple[str, Any]] = [
             ("server alone (raw asyncio client)", lambda: asyncio.run(_raw_client(stub.port, concurrency, duration))),
+            ("aiohttp alone (the transport's floor)", lambda: asyncio.run(_aiohttp_client(url, concurrency, duration))),
             ("wai_exp.llm.http client", lambda: asyncio.run(_httpx_client(url, concurrency, duration))),
             ("wai_exp.simulate(agent='vllm:...')", lambda: _simulate(url, concurrency, duration)),
         ]  # fmt: skip
@@ -368,7 +395,8 @@ def _simulate(url: str, concurrency: int, duration: float) -> None:
 
 
 def bench_model_calls_per_second() -> list[dict[str, Any]]:
-    """Calls/s at concurrency 32 and 128: server alone, the HTTP client, simulate()."""
+    """Calls/s at concurrency 32 and 128: server alone, aiohttp alone, the HTTP client,
+    simulate()."""
     duration = float(os.environ.get("WAI_BENCH_THROUGHPUT_S", "20"))
     return [r for c in (32, 128) for r in measure(c, duration)]
 
