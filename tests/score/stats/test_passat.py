@@ -389,3 +389,14 @@ def test_a_fixed_run_reads_pass_at_1_over_every_row() -> None:
     assert pa.pass_at_1_basis == "all_rows" and pa.n_rows_pass_at_1 == 32
     assert pa.pass_at_1 == pytest.approx(np.mean([t % 4 / 4 for t in range(8)]))
     assert "first batch" not in str(pa)
+
+
+def test_token_cap_share_reads_a_marked_step_in_any_shape() -> None:
+    plain = [{"kind": "user", "content": "hi"}, {"kind": "assistant", "content": "ok"}]
+    rows = [dict(r, steps=list(plain)) for r in rows_from([(2, 4), (3, 4)])]
+    assert run_config(rows)["token_cap_share"] == 0.0  # every step internal, none marked
+    rows[0]["steps"] = [*plain, {"kind": "tool", "name": "t", "result": {}, "truncated": True}]
+    rows[1]["steps"] = tuple(plain[:1]) + ({"kind": "assistant", "content": "", "truncated": 1},)
+    rows[2]["ended_by"] = "length"
+    rows[3]["steps"] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+    assert run_config(rows)["token_cap_share"] == pytest.approx(3 / 8)

@@ -182,19 +182,6 @@ def calibrate(
     }
 
 
-def _judge_trust(rows: Sequence[dict[str, Any]]) -> Any:
-    """The judge-trust summary ``grade`` stamped on rows that carried human labels, else None."""
-    for row in rows:
-        jt = row.get("judge_trust")
-        if jt is None:
-            meta = row.get("judge_meta")
-            if meta:
-                jt = meta.get("judge_trust")
-        if jt is not None:
-            return jt
-    return None
-
-
 def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
     """One pass over the rows for the checks every set must pass, read before ``calibrate``
     re-stamps anything:
@@ -206,13 +193,23 @@ def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
       (a rollout counted twice: a double-appended file, overlapping runs merged), and how
       many ids repeat; rows without an id are not counted;
     * ``contra_rows`` / ``contra_asks``: rows whose ``select_for_rl`` stamp (band enforced)
-      has a ``pass_rate`` outside its ``band`` or says ``in_band: false``.
+      has a ``pass_rate`` outside its ``band`` or says ``in_band: false``;
+    * ``judge_trust``: the judge-trust summary ``grade`` stamped on rows that carried human
+      labels (the first row's that has one), else None. Read in this pass because each
+      pass over 100,000 rows costs mostly the fetching of every row.
     """
     eps = 1e-9
     out_of_range = no_prompt = contra = 0
     ids: list[str] = []
     contra_asks: set[str] = set()
+    jt: Any = None
     for row in rows:
+        if jt is None:
+            jt = row.get("judge_trust")
+            if jt is None:
+                meta = row.get("judge_meta")
+                if meta:
+                    jt = meta.get("judge_trust")
         r = row.get("reward")
         if type(r) is float:  # the common case first: this runs once per row
             if not 0.0 <= r <= 1.0:
@@ -252,6 +249,7 @@ def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
         "dup_ids": len(repeated),
         "contra_rows": contra,
         "contra_asks": len(contra_asks),
+        "judge_trust": jt,
     }
 
 
@@ -422,7 +420,7 @@ def publish_gate(
         warnings.append(
             f"{n_unjudged} of {len(rows)} rows carry no reward (unjudged); they are not failures"
         )
-    jt = _judge_trust(rows)
+    jt = unfit["judge_trust"]
     verdict = "refused" if reasons else "passed"
     report = {
         "verdict": verdict,
