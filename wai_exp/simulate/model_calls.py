@@ -83,11 +83,14 @@ class ModelCaller:
     def _client(self) -> Any:
         import httpx
 
+        from wai_exp.llm.http import async_client
+
         loop = asyncio.get_running_loop()
         client = self._clients.get(id(loop))
         if client is None or client.is_closed:
-            timeout = httpx.Timeout(self.timeout or None)
-            client = httpx.AsyncClient(timeout=timeout)
+            # The one transport seam (aiohttp under httpx), not httpx's own pool: a third
+            # of the CPU a call, and the writer and the person call as often as the agent.
+            client = async_client(timeout=httpx.Timeout(self.timeout or None))
             self._clients[id(loop)] = client
         return client
 
