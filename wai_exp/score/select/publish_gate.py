@@ -119,8 +119,7 @@ def calibrate(
                 "no row carried both its own logprob and the reference's: mean_kl not measured"
             )
     eps = 1e-9
-    stamped = carried = 0
-    tasks: set[int] = set()
+    carried = 0
     # One stamp per task, copied onto its rows (put_calibration copies): building a dict per
     # row from numpy scalars was most of this call's time on 100,000 rows.
     per_task: list[dict[str, Any]] = []
@@ -140,7 +139,8 @@ def calibrate(
         if g in kl_task:
             stamp["mean_kl"] = kl_task[g]
         per_task.append(stamp)
-    graded = np.isfinite(binary).tolist()
+    graded_at = np.isfinite(binary)
+    graded = graded_at.tolist()
     # A task's rows mostly share one policy and model: one stamp per (task, policy, model)
     # seen, instead of a fresh dict per row before put_calibration copies it again.
     own: dict[tuple[int, Any, Any], dict[str, Any]] = {}
@@ -165,12 +165,15 @@ def calibrate(
                 if cacheable:
                     own[(g, *who)] = mine
             stamp = mine
-        carried += put_calibration(row, stamp)
-        stamped += 1
-        tasks.add(g)
+        if row.get("calibration") is None:
+            row["calibration"] = dict(stamp)  # put_calibration's case with no carried stamp
+        else:
+            carried += put_calibration(row, stamp)
+    stamped = int(graded_at.sum())
+    n_tasks = int(np.unique(stats.inv[graded_at]).size)
     pa = _pass_at_summary(rows)
     return {
-        "tasks_stamped": len(tasks),
+        "tasks_stamped": n_tasks,
         "rows_stamped": stamped,
         "rows_skipped": len(rows) - stamped,
         "n_carried": carried,
