@@ -35,8 +35,9 @@ def async_client(
     Why not httpx's own transport: against a local server answering after 50 ms, httpcore
     spent 4.4 ms of CPU per call at 32 in flight (its pool re-checks every pooled connection
     on each request, and a missing ``sniffio`` is re-imported on each lock), capping a run at
-    24% of the ideal rate at concurrency 32 and 3.5% at 128; aiohttp's pool costs 0.6 ms a
-    call (experiments/bench/bench_throughput.py has the measurements). The API stays httpx.
+    24% of the ideal rate at concurrency 32 and 3.5% at 128; over aiohttp's pool the same
+    call costs 0.4-0.5 ms, of which a bare aiohttp session takes 0.17-0.25 ms
+    (experiments/bench/bench_throughput.py measures all three). The API stays httpx.
     Must be called where it is used: the aiohttp session is opened on first request, in the
     running loop, and closed by ``aclose()``. Never raises.
     """
