@@ -181,6 +181,10 @@ class JudgeConfig(_Strict):
     request_timeout: Annotated[float, Field(gt=0.0)] = 120.0
     #: replaces the judge's grading instructions (a new prompt is a new judge version)
     prompt: str | None = None
+    #: Model judges: ask the server for the verdict's JSON schema (OpenAI ``response_format``).
+    #: ``auto`` sends ``json_schema`` and steps down to ``json_object`` (llama-cpp-python's
+    #: form), then to none, when the server refuses one; ``off`` never sends it.
+    structured_output: Literal["auto", "json_schema", "json_object", "off"] = "auto"
     #: ``rubric_llm``: the rubric every row is graded on (a list of criteria: title,
     #: description, kind hard|principle|pitfall, weight); null = each row's own rubric.
     rubric: list[Any] | None = None

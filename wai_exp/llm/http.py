@@ -15,6 +15,7 @@ import functools
 import json
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,12 +266,15 @@ async def post_json(
     *,
     headers: dict[str, str] | None = None,
     policy: RetryPolicy | None = None,
+    final: Callable[[int, str], bool] | None = None,
 ) -> dict[str, Any]:
     """POST ``payload`` (a dict, or its JSON already encoded as bytes) and return the
     decoded JSON body.
 
-    Retries per ``policy``; raises ``BackendError`` when the call fails for good or the body
-    is not JSON (or ``payload`` cannot be encoded as JSON).
+    Retries per ``policy``, except an error response for which ``final(status, body)`` is
+    True (a server refusing a request option: another try gets the same answer). Raises
+    ``BackendError`` when the call fails for good or the body is not JSON (or ``payload``
+    cannot be encoded as JSON).
     """
     policy = policy or DEFAULT_RETRY
     try:
@@ -288,6 +292,12 @@ async def post_json(
             response = await client.post(target, content=content, headers=headers)
             if response.status_code >= 400:
                 retry_after = retry_after_seconds(response)
+                if final is not None and final(response.status_code, response.text):
+                    err = classify(
+                        httpx.HTTPStatusError("", request=response.request, response=response)
+                    )
+                    err.retryable = False
+                    raise err
                 response.raise_for_status()
             try:
                 return response.json()

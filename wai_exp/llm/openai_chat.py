@@ -20,6 +20,8 @@ class OpenAIChat(ChatBackend):
     """One model behind ``{base_url}/chat/completions``."""
 
     PATH = "/chat/completions"
+    #: Takes ``response_format`` (``wai_exp.llm.structured``).
+    accepts_response_format = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -64,16 +66,26 @@ class OpenAIChat(ChatBackend):
         sampling: dict[str, Any],
         *,
         logprobs: bool = False,
+        response_format: dict[str, Any] | None = None,
     ) -> Completion:
         """One assistant turn; ``token_logprobs`` is None when ``logprobs`` was not asked or
-        the server returned none. ``sampling`` never overrides the served model. Raises
+        the server returned none. ``sampling`` never overrides the served model;
+        ``response_format`` is sent as given (an error naming it is not retried). Raises
         ``BackendError`` on a failed call or a malformed answer."""
+        final = None
+        if response_format is not None:
+            from wai_exp.llm.structured import refusal_response
+
+            # part of the request's fixed head, like sampling (one schema per caller)
+            sampling = {**sampling, "response_format": response_format}
+            final = refusal_response
         body = await post_json(
             self.client,
             self.url,
             self.request_body(messages, tools, sampling, logprobs=logprobs),
             headers=self.headers,
             policy=self.policy,
+            final=final,
         )
         try:
             choice = body["choices"][0]

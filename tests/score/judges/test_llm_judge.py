@@ -112,7 +112,8 @@ def test_the_key_goes_in_a_header_and_nowhere_else(monkeypatch: pytest.MonkeyPat
     with scripted_server(script) as url:
         scored = run_judge(rows(2), grade_llm(f"openai:gpt-judge@{url}", retry=FAST))
     headers, _ = script.seen[0]
-    assert headers.get("Authorization") == f"Bearer {secret}"
+    # header names are case-insensitive (aiohttp sends them lower-cased)
+    assert {k.lower(): v for k, v in headers.items()}["authorization"] == f"Bearer {secret}"
     assert secret not in json.dumps(scored.rows, default=str)
 
 
@@ -194,3 +195,49 @@ def test_judge_rubric_llm_from_the_shipped_config_scores_the_rubric() -> None:
     assert r["judge_meta"]["model"] == "vllm:rubric-judge"
     assert r["judge_meta"]["version"] == judge.version and "+" in judge.version
     assert r["markers"]["rubric:invents_facts"] == 0.0
+
+
+def test_the_verdict_is_asked_for_in_its_json_schema_and_judge_meta_names_the_form() -> None:
+    script = Script(by_transcript)
+    with scripted_server(script) as url:
+        scored = run_judge(rows(2), grade_llm(f"vllm:j@{url}", retry=FAST))
+    fmt = script.seen[0][1]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    schema = fmt["json_schema"]["schema"]
+    assert schema["required"] == ["score", "reason"]
+    assert schema["properties"]["score"] == {"type": "integer", "enum": [1, 0]}
+    assert {r["judge_status"] for r in scored.rows} == {"ok"}
+    assert {r["judge_meta"]["structured_output"] for r in scored.rows} == {"json_schema"}
+    assert "structured_output_fallback" not in scored.rows[0]["judge_meta"]
+
+
+def test_a_server_answering_400_to_response_format_is_asked_without_it_once_for_the_run() -> None:
+    def no_formats(body: dict[str, Any]) -> tuple[int, Any]:
+        if "response_format" in body:
+            return 400, {"error": {"message": "Unrecognized request argument: response_format"}}
+        return by_transcript(body)
+
+    script = Script(no_formats)
+    with scripted_server(script) as url:
+        judge = grade_llm(f"vllm:j@{url}", retry=FAST, structured_output="json_schema")
+        scored = run_judge(rows(4), judge, concurrency=1)
+    # one refused request, then every row is asked plainly: the verdicts still parse
+    assert [("response_format" in body) for _, body in script.seen] == [True] + [False] * 4
+    assert {r["judge_status"] for r in scored.rows} == {"ok"}
+    meta = scored.rows[-1]["judge_meta"]
+    assert meta["structured_output"] == "off"
+    assert "json_schema refused (HTTP 400" in meta["structured_output_fallback"]
+
+
+def test_structured_output_off_from_the_config_sends_no_response_format() -> None:
+    from wai_exp.pipeline.stages.grade import resolve_judge
+
+    script = Script(by_transcript)
+    with scripted_server(script) as url:
+        cfg = {"kind": "llm", "model": f"vllm:j@{url}", "structured_output": "off"}
+        judge, _ = resolve_judge(cfg, None)
+        scored = run_judge(rows(2), judge)
+    assert all("response_format" not in body for _, body in script.seen)
+    assert scored.rows[0]["judge_meta"]["structured_output"] == "off"
+    with pytest.raises(ValueError, match="structured_output='grammar'"):
+        grade_llm("openai:m", api_key="k", structured_output="grammar")

@@ -268,3 +268,26 @@ def test_pairwise_judge_called_directly_returns_the_verdict() -> None:
         assert asyncio.run(in_a_loop())["winner"] == "B"
         _, report = judge_pairs(_pairs(), judge=judge, concurrency=2)
         assert report["failed"] == 0
+
+
+def test_pairwise_judge_asks_for_the_winner_schema_and_falls_back_on_a_400() -> None:
+    from tests.support.scripted_server import chat_reply, scripted_server
+
+    seen: list[dict] = []
+
+    def answer(path, headers, body):
+        seen.append(body)
+        if "response_format" in body:
+            return 400, {"error": {"message": "response_format is not supported"}}
+        return 200, chat_reply('{"winner": "A", "reason": "A looked it up"}')
+
+    with scripted_server(answer) as url:
+        judge = pairwise_judge(f"vllm:judge-m@{url}", structured_output="json_schema")
+        a, b = {"prompt": "p", "final_text": "Found it."}, {"prompt": "p", "final_text": "No."}
+        assert judge(a, b)["winner"] == "A"
+        assert judge(a, b)["winner"] == "A"
+    winner = seen[0]["response_format"]["json_schema"]["schema"]["properties"]["winner"]
+    assert winner["enum"] == ["A", "B", "tie"]
+    assert ["response_format" in body for body in seen] == [True, False, False]
+    assert judge.structured_meta()["structured_output"] == "off"
+    assert "HTTP 400" in judge.structured_meta()["structured_output_fallback"]

@@ -420,4 +420,34 @@ def test_rubric_judge_called_directly_returns_the_verdict() -> None:
             return judge(row("p", "Sorry.", "b"))
 
         assert asyncio.run(in_a_loop())["reward"] == pytest.approx(0.5)
-        assert asyncio.run(judge.acall(row("p", "Sorry.", "c")))["reward"] == pytest.approx(0.5)
+
+        async def awaited() -> dict:
+            try:
+                return await judge.acall(row("p", "Sorry.", "c"))
+            finally:
+                await judge.aclose()  # the client belongs to this loop
+
+        assert asyncio.run(awaited())["reward"] == pytest.approx(0.5)
+
+
+def test_rubric_judge_asks_for_one_verdict_per_criterion_key_in_its_schema() -> None:
+    from tests.support.scripted_server import chat_reply, scripted_server
+
+    small = Rubric([Criterion("Says sorry"), Criterion("Gives a date")])
+    seen: list[dict] = []
+
+    def answer(path, headers, body):
+        seen.append(body)
+        verdicts = {
+            "says_sorry": {"yes": True, "why": "it does"},
+            "gives_a_date": {"yes": True, "why": "it does"},
+        }
+        return 200, chat_reply(json.dumps({"verdicts": verdicts, "summary": "fine"}))
+
+    with scripted_server(answer) as url:
+        judge = rubric_judge(small, spec=f"vllm:judge-m@{url}", retry=NO_WAIT)
+        verdict = judge(row("p", "Sorry, it comes Monday.", "a"))
+    schema = seen[0]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["verdicts"]["required"] == ["says_sorry", "gives_a_date"]
+    assert verdict["reward"] == pytest.approx(1.0)
+    assert verdict["judge_meta"]["structured_output"] == "json_schema"

@@ -207,6 +207,7 @@ def side_by_side(
             prompt=judge_cfg.get("prompt"),
             timeout=float(judge_cfg.get("request_timeout", 120)),
             max_tokens=int(opts.get("max_tokens", 120)),
+            structured_output=str(judge_cfg.get("structured_output", "auto")),
         )
     pairs = arm_pairs(before, after, int(opts.get("max_pairs", 64)), seed)
     if not pairs:
@@ -241,6 +242,7 @@ def side_by_side(
         "after_win_rate_ci95": wilson_ci(wins["after"], judged),
         "before_win_rate": wins["before"] / judged if judged else None,
         "before_win_rate_ci95": wilson_ci(wins["before"], judged),
+        **(judge.structured_meta() if hasattr(judge, "structured_meta") else {}),
         "position_flip_rate": rep["position_flip_rate"],
         "position_flip_rate_ci95": rep.get("position_flip_rate_ci95"),
         "swap": rep["swap"],

@@ -95,6 +95,7 @@ def model_judge(
         "tools": declared_tools or None,
         "timeout": float(judge_cfg.get("request_timeout", 120)),
         "temperature": float(judge_cfg.get("temperature", 0.0)),
+        "structured_output": str(judge_cfg.get("structured_output", "auto")),
     }
     if kind == "rubric_llm":
         from wai_exp.score.judges.rubric import Rubric, rubric_judge

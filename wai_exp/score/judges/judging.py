@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -582,8 +583,11 @@ def _judge_all(
     concurrency: int,
     timeout: float | None,
     scale: tuple[float, float] | None,
+    aclose: Callable[[], Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Judge every input row; returns one normalized result per row, in order."""
+    """Judge every input row; returns one normalized result per row, in order. ``aclose``
+    (a model judge's) is awaited on the judging loop once every row is judged, so the HTTP
+    client opened on that loop is closed on it."""
     n = len(inputs)
     results: list[dict[str, Any] | None] = [None] * n
     pending_first: Any = None
@@ -654,6 +658,9 @@ def _judge_all(
         finally:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
 
     if start < n:
         run_coro(main)
@@ -796,6 +803,7 @@ def run_judge(
         concurrency=concurrency,
         timeout=timeout,
         scale=scale,
+        aclose=getattr(judge, "aclose", None) if acall is not None else None,
     )
 
     scored_rows: list[dict[str, Any]] = []

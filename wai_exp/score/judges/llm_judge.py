@@ -55,6 +55,21 @@ def _message(row: Mapping[str, Any], policy: str, tools: Sequence | None) -> str
     return "\n\n".join(parts)
 
 
+def verdict_schema(custom_prompt: bool) -> dict[str, Any]:
+    """The JSON schema a structured-output request asks the verdict in: ``score`` 1 or 0
+    under the shipped prompt, any number under a custom one (its scale is the user's; the
+    judge contract reads it), and a one-sentence ``reason``."""
+    score: dict[str, Any] = (
+        {"type": "number"} if custom_prompt else {"type": "integer", "enum": [1, 0]}
+    )
+    return {
+        "type": "object",
+        "properties": {"score": score, "reason": {"type": "string"}},
+        "required": ["score", "reason"],
+        "additionalProperties": False,
+    }
+
+
 def _verdict(answer: str) -> tuple[Any, str | None]:
     """(score as the model gave it, reason) from its answer; the whole answer as the score
     when it holds no JSON object (``normalize_judge_result`` then reads PASS/FAIL or a
@@ -82,9 +97,17 @@ class LLMJudge:
     and ``meta`` (the ``judge_meta`` every verdict carries)."""
 
     def __init__(
-        self, chat: _Chat, system: str, policy: str, tools: Sequence | None, max_tokens: int
+        self,
+        chat: _Chat,
+        system: str,
+        policy: str,
+        tools: Sequence | None,
+        max_tokens: int,
+        structured: Any = None,
     ) -> None:
         self._chat = chat
+        #: the ``StructuredOutput`` verdicts are asked with (None = structured_output off)
+        self.structured = structured
         self.system = system
         self.policy = policy
         self.tools = tools
@@ -111,13 +134,18 @@ class LLMJudge:
         from wai_exp.llm.http import BackendError
 
         try:
-            text = await self._chat.ask(
-                self.system, _message(row, self.policy, self.tools), max_tokens=self.max_tokens
+            text, form = await self._chat.ask_structured(
+                self.system,
+                _message(row, self.policy, self.tools),
+                max_tokens=self.max_tokens,
+                structured=self.structured,
             )
         except BackendError as exc:
             raise RuntimeError(redact_text(f"judge model call failed: {exc}")) from None
         score, reason = _verdict(text)
-        return {"score": score, "reason": reason, "judge_meta": dict(self.meta)}
+        meta = dict(self.meta)
+        meta.update(self.structured.meta(form) if self.structured else {"structured_output": "off"})
+        return {"score": score, "reason": reason, "judge_meta": meta}
 
     def __call__(self, row: Mapping[str, Any]) -> dict[str, Any]:
         from wai_exp.score.judges.judging import run_coro
@@ -145,6 +173,7 @@ def grade_llm(
     temperature: float = 0.0,
     max_tokens: int = 256,
     *,
+    structured_output: str = "auto",
     transport: Any = None,
     retry: Any = None,
 ) -> Callable[[dict], Any]:
@@ -155,7 +184,13 @@ def grade_llm(
     env ``WAI_EXP_JUDGE``. The key is ``api_key`` or the provider's key variable; it is sent
     as a header and never stored. ``prompt`` replaces ``DEFAULT_GRADE_PROMPT``; ``policy``
     and ``tools`` are shown to the judge. ``timeout`` bounds each HTTP request in seconds.
-    ``transport``/``retry`` reach the HTTP layer (tests).
+    ``structured_output`` (``auto``, ``json_schema``, ``json_object``, ``off``) asks the
+    server to answer in the verdict's JSON schema through ``response_format``
+    (``wai_exp.llm.structured``): ``auto`` sends ``json_schema`` and steps down to
+    ``json_object`` (llama-cpp-python's form), then to none, when the server refuses one;
+    ``judge_meta.structured_output`` names the form each verdict was asked with and
+    ``structured_output_fallback`` what was refused. ``transport``/``retry`` reach the HTTP
+    layer (tests).
 
     The judge returns ``{"score", "reason", "judge_meta"}``: the model's score as it gave it
     (``run_judge`` maps it onto the contract: a number outside [0, 1] or an answer with no
@@ -164,8 +199,11 @@ def grade_llm(
     raises, which ``run_judge`` records as ``judge_status="error"``.
 
     Raises ``ValueError`` here when no model is given or configured, the spec is malformed,
-    or ``timeout``/``temperature``/``max_tokens`` is out of range.
+    or ``timeout``/``temperature``/``max_tokens``/``structured_output`` is out of range.
     """
+    from wai_exp.llm.structured import StructuredOutput, check_mode
+
+    check_mode(structured_output, "structured_output")
     if not (isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0):
         raise ValueError(f"timeout must be seconds > 0, got {timeout!r}")
     if not (
@@ -186,7 +224,12 @@ def grade_llm(
         temperature=float(temperature),
     )
     system = prompt if prompt is not None else DEFAULT_GRADE_PROMPT
-    return LLMJudge(chat, system, policy, tools, int(max_tokens))
+    structured = None
+    if structured_output != "off":
+        structured = StructuredOutput(
+            structured_output, "verdict", verdict_schema(prompt is not None)
+        )
+    return LLMJudge(chat, system, policy, tools, int(max_tokens), structured)
 
 
 __all__ = ["DEFAULT_GRADE_PROMPT", "LLMJudge", "grade_llm", "prompt_hash"]

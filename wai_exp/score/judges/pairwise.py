@@ -57,6 +57,18 @@ DEFAULT_PAIRWISE_PROMPT = (
 )
 
 
+#: The JSON schema a structured-output request asks a comparison's verdict in.
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "winner": {"type": "string", "enum": ["A", "B", "tie"]},
+        "reason": {"type": "string"},
+    },
+    "required": ["winner", "reason"],
+    "additionalProperties": False,
+}
+
+
 class Verdict(TypedDict):
     """One pairwise judge answer: ``winner`` is ``"A"``, ``"B"``, ``"tie"`` or ``None``
     (the judge gave no usable answer; ``reason`` says why)."""
@@ -467,8 +479,10 @@ class PairwiseJudge:
         max_tokens: int,
         request_chars: int,
         transport: Any = None,
+        structured_output: str = "auto",
     ) -> None:
         from wai_exp.llm.providers import PROVIDERS, parse_model_spec
+        from wai_exp.llm.structured import StructuredOutput
 
         self.spec = parse_model_spec(spec)
         prov = PROVIDERS[self.spec.provider]
@@ -483,17 +497,27 @@ class PairwiseJudge:
         digest = hashlib.blake2b(system.encode(), digest_size=4).hexdigest()
         # The prompt is part of the judge: editing it must not keep the old name.
         self.judge_name = f"{self.spec.model}@{digest}"
+        #: the ``StructuredOutput`` comparisons are asked with (None = structured_output off)
+        self.structured = (
+            None
+            if structured_output == "off"
+            else StructuredOutput(structured_output, "pairwise_verdict", VERDICT_SCHEMA)
+        )
         self._client: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _backend(self) -> Any:
-        import httpx
+    def structured_meta(self) -> dict[str, Any]:
+        """``structured_output`` (the ``response_format`` form comparisons are asked with
+        now, ``"off"`` for none) and, after the server refused one, ``structured_output_fallback``."""
+        return self.structured.meta() if self.structured else {"structured_output": "off"}
 
+    def _backend(self) -> Any:
+        from wai_exp.llm.http import async_client
         from wai_exp.llm.providers import chat_backend
 
         loop = asyncio.get_running_loop()
         if self._client is None or self._client.is_closed or self._loop is not loop:
-            self._client = httpx.AsyncClient(timeout=self.timeout, transport=self.transport)
+            self._client = async_client(timeout=self.timeout, transport=self.transport)
             self._loop = loop
         return chat_backend(self.spec, self._client, api_key=self.api_key)
 
@@ -528,10 +552,13 @@ class PairwiseJudge:
         ``judge_pairs`` uses to keep ``concurrency`` comparisons in flight)."""
         from wai_exp.llm.http import BackendError
 
+        messages = self.messages(a_row, b_row)
+        sampling = {"temperature": 0.0, "max_tokens": self.max_tokens}
         try:
-            done = await self._backend().complete(
-                self.messages(a_row, b_row), [], {"temperature": 0.0, "max_tokens": self.max_tokens}
-            )
+            if self.structured is None:
+                done = await self._backend().complete(messages, [], sampling)
+            else:
+                done, _ = await self.structured.complete(self._backend(), messages, sampling)
         except BackendError as exc:
             return {"winner": None, "reason": f"model call failed: {exc}"}
         return parse_verdict(done.content)
@@ -553,6 +580,7 @@ def pairwise_judge(
     max_tokens: int = 120,
     request_chars: int = 4000,
     *,
+    structured_output: str = "auto",
     transport: Any = None,
 ) -> Callable[[dict, dict], Verdict]:
     """A model judge for ``judge_pairs``: ``judge(a_row, b_row) -> Verdict`` (``await
@@ -564,9 +592,15 @@ def pairwise_judge(
     replaces ``DEFAULT_PAIRWISE_PROMPT``; ``policy`` and ``tools`` are appended to it. The
     judge's ``judge_name`` is ``<model>@<hash of the system prompt>``, so a prompt edit is a
     new judge. ``max_tokens`` is the reply budget, ``request_chars`` how much of the request
-    the judge sees. ``transport`` (an ``httpx`` transport) is for tests. Raises
-    ``ValueError`` for an unknown provider or a non-positive budget.
+    the judge sees. ``structured_output`` (``auto``, ``json_schema``, ``json_object``,
+    ``off``) asks for the verdict's JSON schema through ``response_format``, stepping down
+    when the server refuses a form (``judge.structured_meta()`` says what was used).
+    ``transport`` (an ``httpx`` transport) is for tests. Raises ``ValueError`` for an
+    unknown provider, a non-positive budget or an unknown ``structured_output``.
     """
+    from wai_exp.llm.structured import check_mode
+
+    check_mode(structured_output, "structured_output")
     spec = spec or os.environ.get(JUDGE_ENV) or None
     if not spec:
         raise ValueError(
@@ -589,6 +623,7 @@ def pairwise_judge(
         max_tokens=int(max_tokens),
         request_chars=int(request_chars),
         transport=transport,
+        structured_output=structured_output,
     )
 
 

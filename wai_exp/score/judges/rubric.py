@@ -470,15 +470,13 @@ class _Chat:
         self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def _backend(self) -> Any:
-        import httpx
-
-        from wai_exp.llm.http import DEFAULT_RETRY
+        from wai_exp.llm.http import DEFAULT_RETRY, async_client
         from wai_exp.llm.providers import chat_backend
 
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None or client.is_closed:
-            client = httpx.AsyncClient(timeout=self.timeout, transport=self.transport)
+            client = async_client(timeout=self.timeout, transport=self.transport)
             self._clients[loop] = client
         return chat_backend(
             self.spec, client, api_key=self.api_key, policy=self.retry or DEFAULT_RETRY
@@ -491,14 +489,33 @@ class _Chat:
             await client.aclose()
 
     async def ask(self, system: str, user: str, max_tokens: int = 2048) -> str:
+        """The model's answer text. Raises ``BackendError`` when the call fails for good."""
+        text, _ = await self.ask_structured(system, user, max_tokens)
+        return text
+
+    async def ask_structured(
+        self,
+        system: str,
+        user: str,
+        max_tokens: int = 2048,
+        structured: Any = None,
+        schema: dict[str, Any] | None = None,
+    ) -> tuple[str, str | None]:
+        """``(answer text, the response_format form it was asked with or None)``: with a
+        ``StructuredOutput`` the request asks for its schema (``schema`` replaces it for
+        this call) and steps down when the server refuses. Raises ``BackendError`` when the
+        call fails for good."""
         messages = []
         if system:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": user})
-        done = await self._backend().complete(
-            messages, [], {"temperature": self.temperature, "max_tokens": max_tokens}
-        )
-        return done.content
+        sampling = {"temperature": self.temperature, "max_tokens": max_tokens}
+        backend = self._backend()
+        if structured is None:
+            done = await backend.complete(messages, [], sampling)
+            return done.content, None
+        done, form = await structured.complete(backend, messages, sampling, schema=schema)
+        return done.content, form
 
 
 def _json_from_text(text: str) -> Any:
@@ -606,6 +623,33 @@ def _judge_message(
     return "\n\n".join(parts)
 
 
+def verdicts_schema(rubric: Rubric) -> dict[str, Any]:
+    """The JSON schema a structured-output request asks the rubric verdicts in: one
+    ``{"yes", "why"}`` per criterion key of ``rubric``, every key required, and a
+    ``summary``."""
+    item = {
+        "type": "object",
+        "properties": {"yes": {"type": "boolean"}, "why": {"type": "string"}},
+        "required": ["yes", "why"],
+        "additionalProperties": False,
+    }
+    keys = [c.slug for c in rubric.criteria]
+    return {
+        "type": "object",
+        "properties": {
+            "verdicts": {
+                "type": "object",
+                "properties": {k: item for k in keys},
+                "required": keys,
+                "additionalProperties": False,
+            },
+            "summary": {"type": "string"},
+        },
+        "required": ["verdicts", "summary"],
+        "additionalProperties": False,
+    }
+
+
 def _read_verdicts(answer: Any) -> tuple[dict[str, Any], str | None]:
     """(key -> raw verdict, summary) from the judge's parsed JSON."""
     if isinstance(answer, Mapping):
@@ -671,6 +715,7 @@ def rubric_judge(
     timeout: float = 120,
     *,
     temperature: float = 0.0,
+    structured_output: str = "auto",
     transport: Any = None,
     retry: Any = None,
 ) -> Callable[[dict], Any]:
@@ -682,8 +727,12 @@ def rubric_judge(
     env ``WAI_EXP_JUDGE``) sees ``policy`` (the assistant's system prompt), ``tools``, the
     row's reference when ``privileged`` has one, the transcript and ``Rubric.checklist()``,
     and answers one yes/no per criterion as JSON. ``prompt`` replaces the grading
-    instructions. ``transport`` (an ``httpx`` transport, e.g. ``httpx.MockTransport``) and
-    ``retry`` (a ``RetryPolicy``) reach the HTTP layer.
+    instructions. ``structured_output`` (``auto``, ``json_schema``, ``json_object``, ``off``)
+    asks the server for the verdicts' JSON schema (one entry per criterion key) through
+    ``response_format``, stepping down when the server refuses a form, as ``grade_llm``
+    does; ``judge_meta.structured_output`` names the form used. ``transport`` (an ``httpx``
+    transport, e.g. ``httpx.MockTransport``) and ``retry`` (a ``RetryPolicy``) reach the
+    HTTP layer.
 
     The judge (a ``RubricJudge``: ``judge(row)`` returns the verdict dict, ``await
     judge.acall(row)`` the same on an event loop) returns ``reward`` (``Rubric.score``),
@@ -696,9 +745,13 @@ def rubric_judge(
     ``rubric_judge@<version>`` when ``rubric`` is fixed. A call whose answer holds no JSON
     raises ``ValueError`` (``run_judge`` records it as ``judge_status="error"``).
 
-    Raises ``ValueError`` here when no model spec is given or configured, or the spec is
-    malformed. Unlike the hosted SDK there is no scale-to-zero judge to warm up first.
+    Raises ``ValueError`` here when no model spec is given or configured, the spec is
+    malformed or ``structured_output`` is not one of its values. Unlike the hosted SDK there
+    is no scale-to-zero judge to warm up first.
     """
+    from wai_exp.llm.structured import StructuredOutput, check_mode
+
+    check_mode(structured_output, "structured_output")
     fixed = Rubric.from_value(rubric) if rubric is not None else None
     if not (isinstance(timeout, int | float) and timeout > 0):
         raise ValueError(f"timeout must be seconds > 0, got {timeout!r}")
@@ -721,6 +774,15 @@ def rubric_judge(
         "temperature": chat.temperature,
         "version": version,
     }
+    structured = (
+        None
+        if structured_output == "off"
+        else StructuredOutput(
+            structured_output,
+            "rubric_verdicts",
+            verdicts_schema(fixed) if fixed is not None else {"type": "object"},
+        )
+    )
 
     async def score(row: dict) -> dict[str, Any]:
         rb = fixed if fixed is not None else rubric_of(row)
@@ -731,7 +793,12 @@ def rubric_judge(
                 "built without rubric=; attach one with attach_rubric or write_rubrics",
                 "model": chat.model,
             }
-        text = await chat.ask(instructions, _judge_message(rb, row, policy, tools))
+        text, form = await chat.ask_structured(
+            instructions,
+            _judge_message(rb, row, policy, tools),
+            structured=structured,
+            schema=verdicts_schema(rb),
+        )
         raw, summary = _read_verdicts(_json_from_text(text))
         breakdown = rb.score(raw)
         reward = breakdown.pop("reward")
@@ -743,7 +810,10 @@ def rubric_judge(
             "rubric_version": rb.version,
             "breakdown": breakdown,
             "model": chat.model,
-            "judge_meta": dict(meta),
+            "judge_meta": {
+                **meta,
+                **(structured.meta(form) if structured else {"structured_output": "off"}),
+            },
         }
 
     judge = RubricJudge(
