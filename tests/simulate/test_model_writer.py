@@ -460,3 +460,100 @@ def test_a_model_written_task_set_replays_with_its_writer(tmp_path):
     siblings = [r for r in first.rows if r["arm"] == "mutation"]
     assert siblings and all(r["lineage"]["writer"]["focus"] for r in siblings)
     assert {r["prompt"] for r in siblings} <= {r["prompt"] for r in again.rows}
+
+
+class FormServer(WriterServer):
+    """The good writer behind a server that takes only the ``response_format`` types in
+    ``accepts`` (None = none at all) and answers the others like llama-cpp-python 0.3.36
+    (a 500 naming response_format); ``prefix`` is put in front of every ask it writes."""
+
+    def __init__(self, accepts, prefix=""):
+        super().__init__("good")
+        self.accepts = set(accepts)
+        self.prefix = prefix
+        self.formats: list = []
+
+    def __call__(self, path, headers, body):
+        if not body.get("tools"):
+            fmt = body.get("response_format")
+            with self.lock:
+                self.formats.append(fmt)
+            if (fmt or {}).get("type") not in self.accepts:
+                return 500, {
+                    "error": {"message": "literal_error at ('body', 'response_format', 'type')"}
+                }
+        status, reply = super().__call__(path, headers, body)
+        if self.prefix and not body.get("tools"):
+            content = reply["choices"][0]["message"]["content"]
+            if content.startswith("```"):  # the good waves (the first one is malformed)
+                data = json.loads(content.strip("`").removeprefix("json"))
+                for i, item in enumerate(data["situations"]):
+                    item["asks"] = [self.prefix.format(n=i + 1) + a for a in item["asks"]]
+                reply = chat_reply(json.dumps(data))
+        return status, reply
+
+
+def test_each_wave_asks_for_exactly_its_cards_in_a_json_schema():
+    server = FormServer({"json_schema"})
+    with scripted_server(server) as url:
+        data = wai.simulate(budget=8, seed=0, simulator=f"vllm:writer-bot@{url}")
+    assert len(data.rows) == 8
+    for body, fmt in zip(server.waves, server.formats, strict=True):
+        assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+        situations = fmt["json_schema"]["schema"]["properties"]["situations"]
+        n = len(_cards(body))
+        assert situations["minItems"] == situations["maxItems"] == n
+        assert situations["items"]["properties"]["card"]["enum"] == list(range(1, n + 1))
+        assert situations["items"]["properties"]["asks"]["minItems"] == 1
+    w = data.report()["writer"]
+    assert w["structured_output"] == "json_schema" and "structured_output_fallback" not in w
+    assert w["forms"] == {"json_schema": w["waves"] - w["waves_failed"]}
+
+
+def test_a_server_refusing_json_schema_gets_json_object_and_the_report_says_so():
+    server = FormServer({"json_object"})
+    with scripted_server(server) as url:
+        data = wai.simulate(budget=8, seed=0, simulator=f"vllm:writer-bot@{url}")
+    assert len(data.rows) == 8
+    kinds = [(f or {}).get("type") for f in server.formats]
+    # refused once (the two first waves may both ask before either hears back), never again
+    assert kinds.count("json_schema") <= 2 and "json_schema" not in kinds[2:]
+    assert all(k == "json_object" for k in kinds[kinds.index("json_object") :])
+    w = data.report()["writer"]
+    assert w["structured_output"] == "json_object"
+    assert "json_schema refused (HTTP 500" in w["structured_output_fallback"]
+    assert w["waves_failed"] == 0
+
+
+def test_writer_structured_output_off_sends_no_response_format():
+    server = FormServer({None})
+    with scripted_server(server) as url:
+        data = wai.simulate(
+            budget=4, seed=0, simulator=f"vllm:writer-bot@{url}", writer_structured_output="off"
+        )
+    assert len(data.rows) == 4 and server.formats and not any(server.formats)
+    assert data.report()["writer"]["structured_output"] == "off"
+    with pytest.raises(ValueError, match="writer_structured_output='grammar'"):
+        wai.simulate(budget=4, writer_structured_output="grammar")
+
+
+@pytest.mark.parametrize("prefix", ["Card {n}: ", "{n}. ", "- ", '"Card {n}: ', "Message {n} - "])
+def test_list_and_numbering_artefacts_never_reach_a_prompt(prefix):
+    server = FormServer({"json_schema"}, prefix=prefix)
+    with scripted_server(server) as url:
+        data = wai.simulate(budget=6, seed=0, simulator=f"vllm:writer-bot@{url}")
+    assert len(data.rows) == 6
+    for r in data.rows:
+        assert r["prompt"].startswith(_OPENINGS), r["prompt"][:40]
+        assert r["lineage"]["writer"]["asks"][0] == r["prompt"]
+    assert data.report()["writer"]["asks_cleaned"] >= 6
+
+
+def test_clean_ask_keeps_what_is_the_persons_own_words():
+    from wai_exp.simulate.model_writer import clean_ask
+
+    assert clean_ask("Card 1: 1. - I want a refund") == "I want a refund"
+    assert clean_ask("2) where is my parcel") == "where is my parcel"
+    assert clean_ask("Card 3:") == "" and clean_ask("- ") == ""
+    for kept in ("1.5 kg arrived broken", "-5 dollars charged twice?", "#1 priority please"):
+        assert clean_ask(kept) == kept

@@ -54,6 +54,10 @@ class SimulateConfig(_Strict):
     max_lost_share: Share = 0.25
     #: False = the built-in template writer (offline); a model spec runs a model writer.
     simulator: bool | str = False
+    #: How the model writer asks for its cards' JSON (OpenAI ``response_format``): ``auto``
+    #: sends ``json_schema`` and steps down to ``json_object`` (llama-cpp-python's form),
+    #: then to none, when the server refuses one; ``off`` never sends it.
+    writer_structured_output: Literal["auto", "json_schema", "json_object", "off"] = "auto"
     user_model: str | None = None
     #: True = an LLM judge grades each row as it lands into ``llm_reward``, beside the
     #: deterministic reward (the model: judge.model when judge=llm, else WAI_EXP_JUDGE);

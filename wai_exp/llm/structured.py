@@ -8,7 +8,11 @@ Forms of the ``response_format`` a request can carry, in the order ``auto`` trie
 * ``json_object``: ``{"type": "json_object", "schema": ...}``, the only form
   llama-cpp-python's server (0.3.x) takes: it constrains decoding to the schema with a
   grammar, also under ``--chat_format chatml-function-calling`` when no tools are sent, and
-  answers ``json_schema`` with HTTP 500 (``literal_error``);
+  answers ``json_schema`` with HTTP 500 (``literal_error``). In this form every string
+  without a bound gets ``maxLength`` (``max_string_chars``): under a grammar a small model
+  never has to close a string, and SmolLM2-135M wrote its verdict's ``reason`` until
+  ``max_tokens`` cut the JSON off. The ``json_schema`` form carries the schema as given
+  (OpenAI's strict mode refuses keywords it does not support);
 * none: the schema is only described in the prompt.
 
 A server that refuses a form (HTTP 400/422, or any error whose body names
@@ -50,16 +54,34 @@ def check_mode(value: Any, what: str) -> str:
     return str(value)
 
 
-def response_format(form: str | None, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``response_format`` body of one form (None for none)."""
+def response_format(
+    form: str | None, name: str, schema: dict[str, Any], max_string_chars: int | None = None
+) -> dict[str, Any] | None:
+    """The ``response_format`` body of one form (None for none); the ``json_object`` form's
+    strings are bounded by ``max_string_chars`` when given."""
     if form == "json_schema":
         return {
             "type": "json_schema",
             "json_schema": {"name": name, "schema": schema, "strict": True},
         }
     if form == "json_object":
+        if max_string_chars:
+            schema = bound_strings(schema, max_string_chars)
         return {"type": "json_object", "schema": schema}
     return None
+
+
+def bound_strings(schema: Any, max_chars: int) -> Any:
+    """A copy of ``schema`` in which every ``"type": "string"`` without ``maxLength`` has
+    ``maxLength: max_chars``. Never raises."""
+    if isinstance(schema, list):
+        return [bound_strings(s, max_chars) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bound_strings(v, max_chars) for k, v in schema.items()}
+    if out.get("type") == "string" and "enum" not in out and "maxLength" not in out:
+        out["maxLength"] = max_chars
+    return out
 
 
 def is_refusal(exc: BaseException) -> bool:
@@ -82,15 +104,20 @@ def refusal_response(status: int, body: str) -> bool:
 class StructuredOutput:
     """One schema asked for by one caller (a judge, the writer) across its calls.
 
-    ``name`` and ``schema`` describe the JSON wanted; ``mode`` is one of ``MODES``. Thread
-    safe: the writer calls from its own loop thread while the engine reads ``meta()``.
+    ``name`` and ``schema`` describe the JSON wanted; ``mode`` is one of ``MODES``;
+    ``max_string_chars`` bounds the strings of the ``json_object`` form (see the module's
+    docstring). Thread safe: the writer calls from its own loop thread while the engine
+    reads ``meta()``.
     Raises ``ValueError`` for an unknown mode.
     """
 
-    def __init__(self, mode: str, name: str, schema: dict[str, Any]) -> None:
+    def __init__(
+        self, mode: str, name: str, schema: dict[str, Any], *, max_string_chars: int | None = None
+    ) -> None:
         self.mode = check_mode(mode, "structured_output")
         self.name = name
         self.schema = schema
+        self.max_string_chars = max_string_chars
         self._ladder = _LADDER[self.mode]
         self._step = 0
         self._lock = threading.Lock()
@@ -139,7 +166,7 @@ class StructuredOutput:
         notes: list[str] = []
         while True:
             form = self._ladder[i]
-            fmt = response_format(form, self.name, schema or self.schema)
+            fmt = response_format(form, self.name, schema or self.schema, self.max_string_chars)
             try:
                 if fmt is None:
                     done = await backend.complete(messages, [], sampling)

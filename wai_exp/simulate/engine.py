@@ -657,6 +657,7 @@ def simulate(
     done_rows: Iterable[Mapping[str, Any]] | None = None,
     on_row: Callable[[dict[str, Any]], Any] | None = None,
     progress: Callable[[dict[str, Any]], Any] | None = None,
+    writer_structured_output: str = "auto",
     **aliases: Any,
 ) -> SimulationData:
     """Run the agent over drawn situations and return every rollout as a row.
@@ -676,7 +677,10 @@ def simulate(
     finishes first, at any concurrency up to ``writer_buffer_cap`` (``reproducible=`` is
     recorded; a clock with ``reproducible=True`` is refused). Hooks for the pipeline: ``done_rows`` (rows a
     crashed attempt finished, reused by ``rollout_id``), ``on_row(row)`` (once per newly
-    finished row), ``progress(dict)``.
+    finished row), ``progress(dict)``. ``writer_structured_output`` (``auto``,
+    ``json_schema``, ``json_object``, ``off``; beyond the spec) is how a model writer asks
+    for its cards' JSON schema through ``response_format``: ``auto`` steps down to the form
+    the server takes (``report()["writer"]["structured_output"]`` names it).
 
     Returns a ``SimulationData``: ``.trajectories`` (rows with ``privileged`` in memory),
     ``.rows`` (scrubbed), ``.report()``. Raises ``ValueError`` for an unknown parameter or
@@ -704,6 +708,7 @@ def simulate(
         rollouts_per_request=given["rollouts_per_request"], repeat_policy=repeat_policy,
         unique_situations=given["unique_situations"], fault_rate=given["fault_rate"],
         hard_share=hard_share, sampling=sampling, grade=grade,
+        writer_structured_output=writer_structured_output,
     )  # fmt: skip
     spec_name, tool_list, sp = resolve_spec(spec, tools, given["system_prompt"])
     world = resolve_world(cfg.knobs, execute)
@@ -781,6 +786,7 @@ def check_inputs(agent: Any = None, **kwargs: Any) -> None:
         rollouts_per_request=given["rollouts_per_request"], repeat_policy=v["repeat_policy"],
         unique_situations=given["unique_situations"], fault_rate=given["fault_rate"],
         hard_share=v["hard_share"], sampling=v["sampling"], grade=v["grade"],
+        writer_structured_output=v["writer_structured_output"],
     )  # fmt: skip
     _, tool_list, sp = resolve_spec(v["spec"], v["tools"], given["system_prompt"])
     world = resolve_world(cfg.knobs, v["execute"])
@@ -889,6 +895,7 @@ def _model_writer(
         cfg.simulator, tools, sp, seed=cfg.seed, hard_share=cfg.hard_share,
         phrasings=cfg.phrasings, unique=cfg.unique, options=world.options, knobs=cfg.knobs,
         budget=cfg.budget, k=first, timeout=cfg.timeout, time_budget=cfg.time_budget,
+        structured_output=cfg.writer_structured_output,
     )  # fmt: skip
 
 

@@ -94,12 +94,25 @@ class ModelCaller:
             self._clients[id(loop)] = client
         return client
 
-    async def complete(self, messages: list[dict[str, Any]], sampling: dict[str, Any]) -> Any:
-        """One completion on the running loop; returns the ``llm.turn.Completion``."""
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        sampling: dict[str, Any],
+        *,
+        structured: Any = None,
+        schema: dict[str, Any] | None = None,
+    ) -> Any:
+        """One completion on the running loop; returns the ``llm.turn.Completion``. With a
+        ``wai_exp.llm.structured.StructuredOutput`` it asks for ``schema`` (else the
+        structured object's own) through ``response_format`` and returns ``(completion,
+        the form it was asked with)`` instead."""
         from wai_exp.llm.providers import chat_backend
 
         backend = chat_backend(self.spec, self._client(), api_key=self.api_key, policy=self.retry)
-        call = backend.complete(messages, [], sampling)
+        if structured is not None:
+            call = structured.complete(backend, messages, sampling, schema=schema)
+        else:
+            call = backend.complete(messages, [], sampling)
         if self.timeout:
             try:
                 return await asyncio.wait_for(call, timeout=self.timeout)

@@ -47,7 +47,11 @@ What steers it (the ``advanced`` knobs, spec: shared/seeds/simulate-parameters.m
   ``scene_join_s`` (``scene_join_clocked_s`` under a clock) for waves still running.
 
 A malformed reply, an ask off its card (empty, too long) and every rejection are counted in
-``stats`` (``report()["writer"]``), never silently dropped.
+``stats`` (``report()["writer"]``), never silently dropped. A wave asks for its JSON schema
+(``wave_schema``: exactly its cards, each with ``phrasings`` asks) through
+``response_format`` (``structured_output``, ``wai_exp.llm.structured``); the report names
+the form the server took and what it refused. List and numbering artefacts a model puts in
+front of an ask ("Card 1:", "1.", "- ") are cut off (``clean_ask``) before any check.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.llm.structured import StructuredOutput, check_mode
 from wai_exp.simulate.embed import NoveltyBank, hash_embed, words
 from wai_exp.simulate.ids import stable_hash
 from wai_exp.simulate.model_calls import ModelCaller
@@ -77,6 +82,9 @@ SHORT_WORDS = 12
 LONG_WORDS = 60
 #: An ask longer than this is off its card (a model that kept writing), not a situation.
 MAX_ASK_CHARS = 2000
+#: Longest ask a grammar-constrained wave may write (the ``json_object`` form): room for a
+#: long ask (``LONG_WORDS`` words), bounded so a small model cannot run a wave out of tokens.
+GRAMMAR_ASK_CHARS = 400
 #: Restarts every run may take before ``rows_per_extra_restart`` adds more.
 BASE_RESTARTS = 2
 
@@ -132,8 +140,21 @@ class ModelWriter:
         timeout: float = 300.0,
         time_budget: float | None = None,
         touch: bool = True,
+        structured_output: str = "auto",
     ) -> None:
+        check_mode(structured_output, "writer_structured_output")
         self.caller = ModelCaller(spec, timeout=timeout)
+        #: how waves ask for their JSON schema (None = structured output off)
+        self.structured = (
+            None
+            if structured_output == "off"
+            else StructuredOutput(
+                structured_output,
+                "situations",
+                wave_schema(1, max(1, phrasings)),
+                max_string_chars=GRAMMAR_ASK_CHARS,
+            )
+        )
         self.writer_model = self.caller.name
         self.plan = TemplateWriter(
             tools, system_prompt, seed=seed, hard_share=hard_share, phrasings=1,
@@ -215,6 +236,7 @@ class ModelWriter:
             "situations_kept": 0,
             "rejected": Counter(),
             "relabelled": 0,
+            "asks_cleaned": 0,
             "restarts": 0,
             "idle_waves": 0,
             "temperatures": [],
@@ -222,6 +244,7 @@ class ModelWriter:
             "input_tokens": 0,
             "output_tokens": 0,
             "first_error": None,
+            "forms": Counter(),
         }
         if touch:
             self._touch(float(kn["hosted_touch_s"]))
@@ -413,7 +436,12 @@ class ModelWriter:
             temp = self._temperature(rng)
             messages = self._messages([sit for sit, _ in picked])
             fut = self.caller.submit(
-                self.caller.complete(messages, {"temperature": temp, "max_tokens": budget})
+                self.caller.complete(
+                    messages,
+                    {"temperature": temp, "max_tokens": budget},
+                    structured=self.structured,
+                    schema=wave_schema(len(picked), self.phrasings),
+                )
             )
             fut.wave = (wave_id, picked, temp, budget)  # type: ignore[attr-defined]
             self._inflight.append(fut)
@@ -518,6 +546,9 @@ class ModelWriter:
             if self.stats["first_error"] is None:
                 self.stats["first_error"] = f"{type(exc).__name__}: {exc}"[:500]
             done = None
+        if isinstance(done, tuple):  # (completion, the response_format form it was asked with)
+            done, form = done
+            self.stats["forms"][form or "off"] += 1
         if done is not None:
             self.stats["input_tokens"] += int(done.input_tokens or 0)
             self.stats["output_tokens"] += int(done.output_tokens or 0)
@@ -554,7 +585,9 @@ class ModelWriter:
     ) -> int:
         """Keep a card's asks as one situation when they pass the checks; 1 if kept."""
         rej = self.stats["rejected"]
-        asks = [a.strip() for a in asks if isinstance(a, str) and a.strip()]
+        raw = [a.strip() for a in asks if isinstance(a, str) and a.strip()]
+        asks = [a for a in (clean_ask(r) for r in raw) if a]
+        self.stats["asks_cleaned"] += sum(1 for r in raw if clean_ask(r) != r)
         self.stats["asks_written"] += len(asks)
         if len(asks) < self.phrasings:
             rej["missing_asks"] += 1
@@ -753,6 +786,9 @@ class ModelWriter:
         """What the writer did: waves, cards, what it kept and rejected, restarts, tokens."""
         out = dict(self.stats)
         out["rejected"] = dict(sorted(self.stats["rejected"].items()))
+        # waves by the response_format form they were asked with, and what the server refused
+        out["forms"] = dict(sorted(self.stats["forms"].items()))
+        out.update(self.structured.meta() if self.structured else {"structured_output": "off"})
         out["temperatures"] = sorted(set(self.stats["temperatures"]))
         out["max_tokens"] = sorted(set(self.stats["max_tokens"]))
         out.update(
@@ -829,6 +865,61 @@ def _content_id(
 
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+#: One leading list or numbering artefact: "Card 1:", "Message 2 -", "Ask #3.", "1.", "2)",
+#: "(3)", "- ", "* ", "• ", also behind an opening quote that never closes.
+_LEAD = re.compile(
+    r"^\s*[\"'“‘]?\s*(?:(?:card|message|ask|situation|customer)\s*#?\s*\d+\s*[:.)\-–]+"
+    r"|\(?\d{1,3}[.):]+(?=\s)|\(\d{1,3}\)|[-*•–]+(?=\s))\s*",
+    re.IGNORECASE,
+)
+_QUOTES = ('"', "'", "“", "”", "‘", "’")
+
+
+def clean_ask(text: str) -> str:
+    """``text`` without the list and numbering artefacts a model puts in front of an ask
+    ("Card 1:", "1.", "2)", "- ", repeated or nested) and without quotes wrapping the whole
+    ask; "" when nothing else is left. Never raises."""
+    s = str(text).strip()
+    while True:
+        cut = _LEAD.sub("", s, count=1).strip()
+        if len(cut) >= 2 and cut[0] in _QUOTES and cut[-1] in _QUOTES:
+            cut = cut[1:-1].strip()
+        if cut == s:
+            # a lone dash or colon is what is left of an artefact, not an ask
+            return s if any(ch.isalnum() for ch in s) else ""
+        s = cut
+
+
+def wave_schema(cards: int, phrasings: int) -> dict[str, Any]:
+    """The JSON schema a wave of ``cards`` cards asks its reply in: ``situations``, exactly
+    one per card (``card`` numbered 1..cards), each with exactly ``phrasings`` asks."""
+    card = {
+        "type": "object",
+        "properties": {
+            "card": {"type": "integer", "enum": list(range(1, cards + 1))},
+            "asks": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": phrasings,
+                "maxItems": phrasings,
+            },
+        },
+        "required": ["card", "asks"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "situations": {
+                "type": "array",
+                "items": card,
+                "minItems": cards,
+                "maxItems": cards,
+            }
+        },
+        "required": ["situations"],
+        "additionalProperties": False,
+    }
 
 
 def parse_wave(text: str, cards: int) -> dict[int, list[str]] | None:

@@ -84,6 +84,7 @@ PARAMS = (
     "requests_per_situation", "rollouts_per_request", "repeat_policy", "unique_situations", "mode", "fault_rate",
     "hard_share", "reproducible", "budget", "time_budget", "until", "logprobs", "sampling", "simulator",
     "user_model", "timeout", "grade", "llm_grade", "output", "advanced", "seed", "done_rows", "on_row", "progress",
+    "writer_structured_output",
 )  # fmt: skip
 
 
@@ -124,6 +125,8 @@ class Config:
     simulator: str | None = None
     #: ``user_model=False`` / ``"template"``: the template person even on a model backend
     user_template: bool = False
+    #: how the model writer asks for its cards' JSON schema (``wai_exp.llm.structured.MODES``)
+    writer_structured_output: str = "auto"
 
 
 def check_number(
@@ -200,6 +203,7 @@ def resolve_config(
     hard_share: Any,
     sampling: Any,
     grade: Any,
+    writer_structured_output: Any = "auto",
 ) -> Config:
     """The resolved ``Config``: the mode's presets under the passed parameters, knobs resolved.
 
@@ -239,6 +243,9 @@ def resolve_config(
             "reproducible=True needs the clock off: drop time_budget (a clock decides which rows land)"
         )
     timeout = check_number("timeout", timeout, 0, None)
+    from wai_exp.llm.structured import check_mode
+
+    check_mode(writer_structured_output, "writer_structured_output")
     shape = _shape(
         MODE_PRESETS[mode],
         requests_per_situation=requests_per_situation,
@@ -270,6 +277,7 @@ def resolve_config(
         user_model=None if user_model in (None, False, "template") else str(user_model),
         user_template=user_model is False or user_model == "template",
         simulator=None if simulator in (None, False, "template") else str(simulator),
+        writer_structured_output=str(writer_structured_output),
     )
 
 

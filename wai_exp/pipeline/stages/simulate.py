@@ -46,6 +46,7 @@ PASSED = (
     "simulator",
     "user_model",
     "sampling",
+    "writer_structured_output",
 )
 
 

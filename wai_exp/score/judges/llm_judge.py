@@ -28,6 +28,8 @@ from wai_exp.score.judges.rubric import (
 
 #: Hex characters of the prompt's sha256 kept as its hash (``judge_meta.prompt_hash``).
 PROMPT_HASH_CHARS = 12
+#: Longest ``reason`` a grammar-constrained verdict may write (the ``json_object`` form).
+REASON_CHARS = 240
 #: Characters of a model answer kept when it carries no verdict.
 RAW_ANSWER_CHARS = 300
 
@@ -227,7 +229,10 @@ def grade_llm(
     structured = None
     if structured_output != "off":
         structured = StructuredOutput(
-            structured_output, "verdict", verdict_schema(prompt is not None)
+            structured_output,
+            "verdict",
+            verdict_schema(prompt is not None),
+            max_string_chars=REASON_CHARS,
         )
     return LLMJudge(chat, system, policy, tools, int(max_tokens), structured)
 

@@ -501,7 +501,9 @@ class PairwiseJudge:
         self.structured = (
             None
             if structured_output == "off"
-            else StructuredOutput(structured_output, "pairwise_verdict", VERDICT_SCHEMA)
+            else StructuredOutput(
+                structured_output, "pairwise_verdict", VERDICT_SCHEMA, max_string_chars=REASON_CHARS
+            )
         )
         self._client: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None

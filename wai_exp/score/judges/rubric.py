@@ -781,6 +781,7 @@ def rubric_judge(
             structured_output,
             "rubric_verdicts",
             verdicts_schema(fixed) if fixed is not None else {"type": "object"},
+            max_string_chars=240,
         )
     )
 
