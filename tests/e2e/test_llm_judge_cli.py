@@ -35,7 +35,8 @@ def test_judge_llm_grades_every_row_through_the_model(tmp_path: Path) -> None:
 
     def answer(path: str, headers: dict[str, str], body: dict[str, Any]):
         with lock:
-            seen.append({"auth": headers.get("Authorization"), "body": body})
+            auth = {k.lower(): v for k, v in headers.items()}.get("authorization")
+            seen.append({"auth": auth, "body": body})
         tool_call = "ASSISTANT calls" in body["messages"][-1]["content"]
         verdict = {"score": 1 if tool_call else 0, "reason": "graded by the scripted judge"}
         return 200, chat_reply(json.dumps(verdict))

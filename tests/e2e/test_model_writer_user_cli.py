@@ -58,3 +58,37 @@ def test_the_cli_runs_a_model_writer_and_a_model_user(tmp_path: Path) -> None:
     report = json.loads((run_dir / "simulate" / "report.json").read_text())
     assert report["writer"]["model"] == "vllm:writer-bot"
     assert report["simulator"] == "vllm:writer-bot"
+
+
+def test_a_model_writer_that_writes_only_junk_fails_the_run_saying_why_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    from tests.support.scripted_server import chat_reply
+
+    waves: list[dict] = []
+
+    def junk(path, headers, body):  # what a too-small writer sends: prose, never the JSON
+        waves.append(body)
+        return 200, chat_reply('Sure! Here are the situations: {"situations": [card 1')
+
+    with scripted_server(junk) as url:
+        res = subprocess.run(
+            [WAI_EXP, f"simulate.simulator=vllm:junk-bot@{url}", "simulate.budget=4", "tracking=none"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    out = res.stdout
+    assert "wai-exp: FAILED" in out
+    assert "the model writer (vllm:junk-bot) wrote nothing usable in" in out
+    assert f"in {len(waves)} waves" in out and "malformed (not the JSON asked for)" in out
+    assert "(writer_exhausted)" in out and "0 rows landed" in out
+    assert "fix: a model that keeps to JSON" in out
+    assert "simulate.simulator=false for the template writer" in out
+    run_dir = next(
+        p
+        for p in (tmp_path / "outputs").glob("*/*")
+        if p.is_dir() and not p.parent.name.startswith(".")
+    )
+    report = json.loads((run_dir / "simulate" / "report.json").read_text())
+    assert report["failed_because"] == "writer_exhausted"
+    assert report["writer"]["waves_malformed"] == len(waves) and report["rows"] == 0

@@ -190,7 +190,9 @@ def test_user_model_none_is_the_agents_own_model_on_a_model_backend():
         data = wai.simulate(agent, budget=4, seed=0, advanced={"concurrency": 2})
         # The agent's model played the person: its lines, on the agent's server and key.
         assert len(server.person) == 4
-        assert {h.get("Authorization") for h, _ in server.person} == {"Bearer sk-agent-key-123"}
+        # header names are case-insensitive (the aiohttp transport sends them lower-cased)
+        auth = {{k.lower(): v for k, v in h.items()}.get("authorization") for h, _ in server.person}
+        assert auth == {"Bearer sk-agent-key-123"}
         assert {b["model"] for _, b in server.person} == {"shop-bot"}
         for r in data.rows:
             lines = [s["content"] for s in r["steps"] if s["kind"] == "user"]

@@ -93,3 +93,16 @@ def test_lost_errors_in_plain_words():
     )  # fmt: skip
     assert summary.startswith("simulate failed: the agent was called off after 20 lost rollouts")
     assert "lost by cause: 20 timeout" in summary and "turn 3 within timeout=30 s" in summary
+
+
+def test_a_writer_that_gave_up_is_described_by_what_its_cards_were_rejected_for():
+    writer = {
+        "model": "vllm:w", "waves": 12, "cards": 24, "restarts": 2, "waves_failed": 0,
+        "rejected": {"duplicate": 20, "malformed": 4}, "structured_output": "json_object",
+    }  # fmt: skip
+    text = failure_summary("writer_exhausted", rows=0, lost=[], writer=writer)
+    assert text.startswith("simulate failed: the model writer (vllm:w) wrote nothing usable")
+    assert "in 12 waves of 24 cards" in text and "after 2 restarts (writer_exhausted)" in text
+    # most first, and the fix fits the cause: near copies want a wider temperature band
+    assert "20 duplicates of earlier asks; 4 malformed" in text
+    assert "knobs.writer_temperature" in text and text.endswith("0 rows landed")

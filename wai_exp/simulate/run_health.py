@@ -146,17 +146,69 @@ def lost_by_words(lost_by: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {cause}" for cause, n in Counter(lost_by).most_common())
 
 
+#: Why a model writer's cards were rejected, in words (keys of ``report()["writer"]["rejected"]``).
+_REJECTED_WORDS = {
+    "malformed": "malformed (not the JSON asked for)",
+    "duplicate": "duplicates of earlier asks",
+    "family_cap": "near copies over the family cap",
+    "missing_asks": "left without asks",
+    "too_long": "too long to be one message",
+}
+
+
+def writer_failure(writer: Mapping[str, Any]) -> str:
+    """Why a model writer that gave up wrote nothing usable, with the fix: its waves, what
+    it had its cards rejected for, the first failed call. Reads ``report()["writer"]``."""
+    waves = int(writer.get("waves") or 0)
+    rejected = {k: int(v) for k, v in (writer.get("rejected") or {}).items() if v}
+    why = [
+        f"{n} {_REJECTED_WORDS.get(k, k)}"
+        for k, n in sorted(rejected.items(), key=lambda kv: -kv[1])
+    ]
+    failed = int(writer.get("waves_failed") or 0)
+    if failed:
+        first = str(writer.get("first_error") or "no message")[:200]
+        why.append(f"{failed} waves failed (first error: {first})")
+    out = (
+        f"the model writer ({writer.get('model')}) wrote nothing usable in {waves} waves of "
+        f"{int(writer.get('cards') or 0)} cards and gave up after {int(writer.get('restarts') or 0)} "
+        f"restarts (writer_exhausted): cards {'; '.join(why) or 'rejected'}"
+    )
+    form = writer.get("structured_output")
+    if form:
+        out += f"; the waves asked for their JSON with response_format {form}"
+        if writer.get("structured_output_fallback"):
+            out += f" ({writer['structured_output_fallback']})"
+    if rejected.get("malformed", 0) >= max(rejected.values(), default=0) and rejected:
+        fix = (
+            "a model that keeps to JSON (simulate.simulator=<a larger model>), fewer cards per "
+            "wave (knobs.first_wave_cards=1 knobs.min_cards_per_wave=1)"
+            + (", simulate.writer_structured_output=auto" if form in (None, "off") else "")
+        )
+    elif rejected:
+        fix = (
+            "a wider temperature band (knobs.writer_temperature=[0.7,1.2]) or a larger writer "
+            "model, so the asks differ"
+        )
+    else:
+        fix = "check the writer's server (simulate.simulator)"
+    return out + f"; fix: {fix}, or simulate.simulator=false for the template writer"
+
+
 def failure_summary(
     reason: str,
     *,
     rows: int,
     lost: Sequence[Mapping[str, Any]],
     max_lost_share: float | None = None,
+    writer: Mapping[str, Any] | None = None,
 ) -> str:
     """One paragraph on why a simulate stage failed: the reason, the lost count by cause,
-    the first error in words."""
+    the first error in words (for ``writer_exhausted``, ``writer_failure`` of ``writer``)."""
     by = Counter(cause_of(r) for r in lost)
-    if reason == "dead_agent":
+    if reason == "writer_exhausted":
+        what = writer_failure(writer or {})
+    elif reason == "dead_agent":
         what = f"the agent was called off after {len(lost)} lost rollouts (dead_agent)"
     elif reason == "agent_failed":
         what = f"the agent failed (agent_failed) after {len(lost)} lost rollouts"

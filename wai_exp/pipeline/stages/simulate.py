@@ -121,18 +121,31 @@ def _max_lost_share(ctx: StageContext, params: dict[str, Any]) -> float:
 
 
 def _judge_failure(
-    report: dict[str, Any], lost: list[dict[str, Any]], *, max_lost_share: float
+    report: dict[str, Any],
+    lost: list[dict[str, Any]],
+    *,
+    max_lost_share: float,
+    total_rows: int | None = None,
 ) -> None:
     """Mark ``report`` failed (``failed_because``, ``failure_summary``) when the run stopped
-    for a failure, or lost more than ``max_lost_share`` of the rollouts it attempted: the
-    rows that did land are then a biased sample (lost rollouts are rarely random)."""
+    for a failure, lost more than ``max_lost_share`` of the rollouts it attempted (the rows
+    that did land are then a biased sample: lost rollouts are rarely random), or its model
+    writer gave up before a single row landed (``total_rows``, resumed rows included)."""
     from wai_exp.simulate.run_health import failure_summary
 
     rows = int(report.get("rows_new") or 0)
     stopped = str(report.get("stopped_because"))
+    writer = report.get("writer")
     reason = None
     if stopped in ("dead_agent", "agent_failed"):
         reason = stopped
+    elif (
+        stopped == "writer_exhausted"
+        and (rows if total_rows is None else total_rows) == 0
+        and isinstance(writer, dict)
+        and "waves" in writer  # a model writer's report (the template writer has none)
+    ):
+        reason = "writer_exhausted"
     elif lost and len(lost) > max_lost_share * (len(lost) + rows):
         reason = "lost_rollouts"
     if reason is None:
@@ -140,7 +153,11 @@ def _judge_failure(
     report["failed_because"] = reason
     report["max_lost_share"] = max_lost_share
     report["failure_summary"] = failure_summary(
-        reason, rows=rows, lost=lost, max_lost_share=max_lost_share
+        reason,
+        rows=rows,
+        lost=lost,
+        max_lost_share=max_lost_share,
+        writer=writer if isinstance(writer, dict) else None,
     )
 
 
@@ -259,7 +276,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     if usage:  # what the model calls cost, as the server counted it (absent: not reported)
         metrics["usage_input_tokens"] = float(usage["input_tokens"])
         metrics["usage_output_tokens"] = float(usage["output_tokens"])
-    _judge_failure(report, data.lost, max_lost_share=_max_lost_share(ctx, params))
+    _judge_failure(
+        report, data.lost, max_lost_share=_max_lost_share(ctx, params), total_rows=len(rows)
+    )
     stopped = report.get("stopped_because")
     lines = [
         f"{ctx.name}: {len(rows)} rows ({len(done)} resumed from an interrupted attempt), "
