@@ -472,12 +472,14 @@ class FormServer(WriterServer):
         self.accepts = set(accepts)
         self.prefix = prefix
         self.formats: list = []
+        self.sent: list = []  # every writer request, refused ones too
 
     def __call__(self, path, headers, body):
         if not body.get("tools"):
             fmt = body.get("response_format")
             with self.lock:
                 self.formats.append(fmt)
+                self.sent.append(body)
             if (fmt or {}).get("type") not in self.accepts:
                 return 500, {
                     "error": {"message": "literal_error at ('body', 'response_format', 'type')"}
@@ -519,6 +521,14 @@ def test_a_server_refusing_json_schema_gets_json_object_and_the_report_says_so()
     # refused once (the two first waves may both ask before either hears back), never again
     assert kinds.count("json_schema") <= 2 and "json_schema" not in kinds[2:]
     assert all(k == "json_object" for k in kinds[kinds.index("json_object") :])
+    # under the grammar form every ask is bounded by the wave's token budget: never cut off
+    from wai_exp.simulate.model_writer import grammar_ask_chars
+
+    for body, fmt in zip(server.sent, server.formats, strict=True):
+        if fmt["type"] == "json_object":
+            asks = fmt["schema"]["properties"]["situations"]["items"]["properties"]["asks"]
+            want = grammar_ask_chars(body["max_tokens"], len(_cards(body)), 1)
+            assert asks["items"] == {"type": "string", "maxLength": want}
     w = data.report()["writer"]
     assert w["structured_output"] == "json_object"
     assert "json_schema refused (HTTP 500" in w["structured_output_fallback"]

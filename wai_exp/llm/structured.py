@@ -153,9 +153,10 @@ class StructuredOutput:
         sampling: dict[str, Any],
         *,
         schema: dict[str, Any] | None = None,
+        max_string_chars: int | None = None,
     ) -> tuple[Completion, str | None]:
-        """``(completion, the form it was asked with)``; ``schema`` replaces the caller's
-        schema for this call (a wave of 3 cards, a row's own rubric). A refusal of the current form sends
+        """``(completion, the form it was asked with)``; ``schema`` and ``max_string_chars``
+        replace the caller's for this call (a wave of 3 cards, a row's own rubric). A refusal of the current form sends
         the request again with the next one; the step is kept for later calls once a form
         is answered (a 400 that has nothing to do with ``response_format`` fails on every
         form and moves nothing). Any other failure, or a refusal of the last form, raises
@@ -166,7 +167,9 @@ class StructuredOutput:
         notes: list[str] = []
         while True:
             form = self._ladder[i]
-            fmt = response_format(form, self.name, schema or self.schema, self.max_string_chars)
+            fmt = response_format(
+                form, self.name, schema or self.schema, max_string_chars or self.max_string_chars
+            )
             try:
                 if fmt is None:
                     done = await backend.complete(messages, [], sampling)

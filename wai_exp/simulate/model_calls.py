@@ -101,6 +101,7 @@ class ModelCaller:
         *,
         structured: Any = None,
         schema: dict[str, Any] | None = None,
+        max_string_chars: int | None = None,
     ) -> Any:
         """One completion on the running loop; returns the ``llm.turn.Completion``. With a
         ``wai_exp.llm.structured.StructuredOutput`` it asks for ``schema`` (else the
@@ -110,7 +111,9 @@ class ModelCaller:
 
         backend = chat_backend(self.spec, self._client(), api_key=self.api_key, policy=self.retry)
         if structured is not None:
-            call = structured.complete(backend, messages, sampling, schema=schema)
+            call = structured.complete(
+                backend, messages, sampling, schema=schema, max_string_chars=max_string_chars
+            )
         else:
             call = backend.complete(messages, [], sampling)
         if self.timeout:

@@ -83,8 +83,14 @@ LONG_WORDS = 60
 #: An ask longer than this is off its card (a model that kept writing), not a situation.
 MAX_ASK_CHARS = 2000
 #: Longest ask a grammar-constrained wave may write (the ``json_object`` form): room for a
-#: long ask (``LONG_WORDS`` words), bounded so a small model cannot run a wave out of tokens.
+#: long ask (``LONG_WORDS`` words). A wave's asks are also bounded by its token budget
+#: (``grammar_ask_chars``), so a small model cannot run a wave out of tokens.
 GRAMMAR_ASK_CHARS = 400
+#: Fewest characters an ask may be given under that budget bound.
+GRAMMAR_ASK_FLOOR = 40
+#: Tokens a wave's JSON takes besides its asks' text: the envelope, and each card's keys.
+JSON_TOKENS_WAVE = 10
+JSON_TOKENS_CARD = 12
 #: Restarts every run may take before ``rows_per_extra_restart`` adds more.
 BASE_RESTARTS = 2
 
@@ -441,6 +447,7 @@ class ModelWriter:
                     {"temperature": temp, "max_tokens": budget},
                     structured=self.structured,
                     schema=wave_schema(len(picked), self.phrasings),
+                    max_string_chars=grammar_ask_chars(budget, len(picked), self.phrasings),
                 )
             )
             fut.wave = (wave_id, picked, temp, budget)  # type: ignore[attr-defined]
@@ -888,6 +895,16 @@ def clean_ask(text: str) -> str:
             # a lone dash or colon is what is left of an artefact, not an ask
             return s if any(ch.isalnum() for ch in s) else ""
         s = cut
+
+
+def grammar_ask_chars(tokens: int, cards: int, phrasings: int) -> int:
+    """The longest ask a grammar-constrained wave of ``tokens`` reply tokens may write: its
+    budget less the JSON around the asks, split over ``cards x phrasings`` asks (a token is
+    at least one character, so asks this long always fit and the JSON is never cut off),
+    within ``[GRAMMAR_ASK_FLOOR, GRAMMAR_ASK_CHARS]``."""
+    free = tokens - JSON_TOKENS_WAVE - JSON_TOKENS_CARD * cards
+    per = free // max(1, cards * phrasings)
+    return max(GRAMMAR_ASK_FLOOR, min(GRAMMAR_ASK_CHARS, per))
 
 
 def wave_schema(cards: int, phrasings: int) -> dict[str, Any]:
