@@ -899,8 +899,9 @@ def clean_ask(text: str) -> str:
 
 def grammar_ask_chars(tokens: int, cards: int, phrasings: int) -> int:
     """The longest ask a grammar-constrained wave of ``tokens`` reply tokens may write: its
-    budget less the JSON around the asks, split over ``cards x phrasings`` asks (a token is
-    at least one character, so asks this long always fit and the JSON is never cut off),
+    budget less the JSON around the asks, split over ``cards x phrasings`` asks (a token
+    holds at least one character of ASCII text, so asks this long fit and the JSON is not
+    cut off),
     within ``[GRAMMAR_ASK_FLOOR, GRAMMAR_ASK_CHARS]``."""
     free = tokens - JSON_TOKENS_WAVE - JSON_TOKENS_CARD * cards
     per = free // max(1, cards * phrasings)

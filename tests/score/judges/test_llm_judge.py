@@ -241,3 +241,23 @@ def test_structured_output_off_from_the_config_sends_no_response_format() -> Non
     assert scored.rows[0]["judge_meta"]["structured_output"] == "off"
     with pytest.raises(ValueError, match="structured_output='grammar'"):
         grade_llm("openai:m", api_key="k", structured_output="grammar")
+
+
+def test_llama_cpp_gets_json_object_with_the_reason_bounded_by_max_tokens() -> None:
+    def llama_cpp(body: dict[str, Any]) -> tuple[int, Any]:
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") == "json_schema":  # what llama-cpp-python 0.3.36 answers
+            return 500, {"error": {"message": "literal_error ('body', 'response_format', 'type')"}}
+        return by_transcript(body)
+
+    script = Script(llama_cpp)
+    with scripted_server(script) as url:
+        judge = grade_llm(f"vllm:j@{url}", retry=FAST, max_tokens=128)
+        scored = run_judge(rows(2), judge, concurrency=1)
+    # the 500 naming response_format is not retried: one refusal, then json_object for good
+    forms = [(body.get("response_format") or {}).get("type") for _, body in script.seen]
+    assert forms == ["json_schema", "json_object", "json_object"]
+    reason = script.seen[1][1]["response_format"]["schema"]["properties"]["reason"]
+    assert reason == {"type": "string", "maxLength": 128 - 16}  # fits the reply budget
+    assert {r["judge_status"] for r in scored.rows} == {"ok"}
+    assert scored.rows[0]["judge_meta"]["structured_output"] == "json_object"

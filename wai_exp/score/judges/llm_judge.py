@@ -30,6 +30,17 @@ from wai_exp.score.judges.rubric import (
 PROMPT_HASH_CHARS = 12
 #: Longest ``reason`` a grammar-constrained verdict may write (the ``json_object`` form).
 REASON_CHARS = 240
+#: Tokens of a verdict's JSON besides its reason's text.
+VERDICT_JSON_TOKENS = 16
+
+
+def reason_chars(max_tokens: int) -> int:
+    """The longest reason a grammar-constrained verdict of ``max_tokens`` tokens may write:
+    the budget less the JSON around it (a token holds at least one character of ASCII text,
+    so such a verdict is not cut off), at most ``REASON_CHARS``, at least 8."""
+    return max(8, min(REASON_CHARS, max_tokens - VERDICT_JSON_TOKENS))
+
+
 #: Characters of a model answer kept when it carries no verdict.
 RAW_ANSWER_CHARS = 300
 
@@ -232,7 +243,7 @@ def grade_llm(
             structured_output,
             "verdict",
             verdict_schema(prompt is not None),
-            max_string_chars=REASON_CHARS,
+            max_string_chars=reason_chars(int(max_tokens)),
         )
     return LLMJudge(chat, system, policy, tools, int(max_tokens), structured)
 

@@ -502,7 +502,11 @@ class PairwiseJudge:
             None
             if structured_output == "off"
             else StructuredOutput(
-                structured_output, "pairwise_verdict", VERDICT_SCHEMA, max_string_chars=REASON_CHARS
+                structured_output,
+                "pairwise_verdict",
+                VERDICT_SCHEMA,
+                # a token holds at least one ASCII character: a reason this long fits the budget
+                max_string_chars=max(8, min(REASON_CHARS, max_tokens - 16)),
             )
         )
         self._client: Any = None
