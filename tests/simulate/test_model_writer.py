@@ -565,5 +565,10 @@ def test_clean_ask_keeps_what_is_the_persons_own_words():
     assert clean_ask("Card 1: 1. - I want a refund") == "I want a refund"
     assert clean_ask("2) where is my parcel") == "where is my parcel"
     assert clean_ask("Card 3:") == "" and clean_ask("- ") == ""
+    # what SmolLM2 wrote for a one-card wave: its ask, then the next card of the prompt echoed
+    echoed = "The customer wants a rice cooker.\n2. \nCard 3: wants the agent to ask customer"
+    assert clean_ask(echoed) == "The customer wants a rice cooker."
+    listed = "Two things:\n1. the blender\n2. the toaster"
+    assert clean_ask(listed) == listed  # a person's own list stays
     for kept in ("1.5 kg arrived broken", "-5 dollars charged twice?", "#1 priority please"):
         assert clean_ask(kept) == kept

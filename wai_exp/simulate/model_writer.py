@@ -880,13 +880,22 @@ _LEAD = re.compile(
     re.IGNORECASE,
 )
 _QUOTES = ('"', "'", "“", "”", "‘", "’")
+#: A later line that starts the next card ("Card 3: ..."): the model echoing the prompt.
+_NEXT_CARD = re.compile(r"\n\s*(?:card|situation)\s*#?\s*\d+\s*[:.)\-–]", re.IGNORECASE)
+#: List markers left dangling at the end ("...\n2." before the next card was cut).
+_TRAILING_MARKERS = re.compile(r"(?:\n\s*(?:\(?\d{1,3}[.):]+|[-*•–]+))+\s*$")
 
 
 def clean_ask(text: str) -> str:
     """``text`` without the list and numbering artefacts a model puts in front of an ask
-    ("Card 1:", "1.", "2)", "- ", repeated or nested) and without quotes wrapping the whole
-    ask; "" when nothing else is left. Never raises."""
+    ("Card 1:", "1.", "2)", "- ", repeated or nested), without what follows a later line
+    that starts another card ("Card 3: wants the agent to ...", the prompt echoed) and the
+    list markers that leaves dangling, and without quotes wrapping the whole ask; "" when
+    nothing else is left. Never raises."""
     s = str(text).strip()
+    echo = _NEXT_CARD.search(s)
+    if echo:
+        s = _TRAILING_MARKERS.sub("", s[: echo.start()]).strip()
     while True:
         cut = _LEAD.sub("", s, count=1).strip()
         if len(cut) >= 2 and cut[0] in _QUOTES and cut[-1] in _QUOTES:
