@@ -568,6 +568,8 @@ def test_clean_ask_keeps_what_is_the_persons_own_words():
     # what SmolLM2 wrote for a one-card wave: its ask, then the next card of the prompt echoed
     echoed = "The customer wants a rice cooker.\n2. \nCard 3: wants the agent to ask customer"
     assert clean_ask(echoed) == "The customer wants a rice cooker."
+    echoed = "Ask the customer to order it.\n2. Card 2: Ask the customer to order it."
+    assert clean_ask(echoed) == "Ask the customer to order it."
     listed = "Two things:\n1. the blender\n2. the toaster"
     assert clean_ask(listed) == listed  # a person's own list stays
     for kept in ("1.5 kg arrived broken", "-5 dollars charged twice?", "#1 priority please"):

@@ -880,8 +880,11 @@ _LEAD = re.compile(
     re.IGNORECASE,
 )
 _QUOTES = ('"', "'", "“", "”", "‘", "’")
-#: A later line that starts the next card ("Card 3: ..."): the model echoing the prompt.
-_NEXT_CARD = re.compile(r"\n\s*(?:card|situation)\s*#?\s*\d+\s*[:.)\-–]", re.IGNORECASE)
+#: The next card started after the ask ("... 2. Card 3: ..."): the model echoing the prompt.
+_NEXT_CARD = re.compile(
+    r"\s(?:\(?\d{1,3}[.):]+\s*|[-*•–]+\s*)?(?:card|situation)\s*#?\s*\d+\s*[:.)\-–]",
+    re.IGNORECASE,
+)
 #: List markers left dangling at the end ("...\n2." before the next card was cut).
 _TRAILING_MARKERS = re.compile(r"(?:\n\s*(?:\(?\d{1,3}[.):]+|[-*•–]+))+\s*$")
 
