@@ -45,17 +45,21 @@ def require_model() -> None:
 
 
 @contextlib.contextmanager
-def serve() -> Iterator[str]:
+def serve(n_ctx: int = 4096) -> Iterator[str]:
     """Start this server on a free port of 127.0.0.1 and yield its ``.../v1`` base URL once
-    ``GET /v1/models`` answers; stop it afterwards. Raises RuntimeError (with the server's
-    stderr) when it exits or does not answer within 90 s."""
+    ``GET /v1/models`` answers; stop it afterwards. ``n_ctx`` is the context size, which also
+    bounds how long a runaway completion runs (the function-calling handler ignores
+    ``max_tokens``). Raises RuntimeError (with the server's stderr) when it exits or does not
+    answer within 90 s."""
     import httpx
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, __file__, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, __file__, str(port), str(n_ctx)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 90
@@ -86,7 +90,7 @@ def gguf_path() -> Path:
     return next(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
 
 
-def main(port: int) -> None:
+def main(port: int, n_ctx: int = 4096) -> None:
     import uvicorn
     from llama_cpp.server.app import create_app
     from llama_cpp.server.settings import ModelSettings, ServerSettings
@@ -98,7 +102,7 @@ def main(port: int) -> None:
                 model=str(gguf_path()),
                 model_alias="smollm2",
                 chat_format="chatml-function-calling",
-                n_ctx=4096,
+                n_ctx=n_ctx,
                 n_threads=2,
                 verbose=False,
             )
@@ -108,4 +112,4 @@ def main(port: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 4096)
