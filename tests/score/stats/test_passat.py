@@ -400,3 +400,18 @@ def test_token_cap_share_reads_a_marked_step_in_any_shape() -> None:
     rows[2]["ended_by"] = "length"
     rows[3]["steps"] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
     assert run_config(rows)["token_cap_share"] == pytest.approx(3 / 8)
+
+
+def test_rows_whose_settings_are_lists_still_give_a_run_config() -> None:
+    # Another tool wrote policy_version as a list and temperature inside a list: pass_at
+    # (and so publish_gate) used to raise "unhashable type: 'list'".
+    rows = [
+        {"scenario_id": f"t{i // 4}", "reward": float(i % 2), "final_text": "ok, done",
+         "policy_version": ["base", "lora-3"] if i < 8 else "base",
+         "sampling": {"temperature": [0.7], "max_tokens": 256}}
+        for i in range(16)
+    ]  # fmt: skip
+    config = pass_at(rows).config
+    assert config["policy_version"] == ['["base", "lora-3"]', "base"]
+    assert config["mixed"] == ["policy_version"] and config["temperature"] == "[0.7]"
+    assert config["max_tokens"] == 256

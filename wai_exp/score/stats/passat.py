@@ -27,6 +27,7 @@ task instead, which is unbiased, and the printed line says so.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -490,16 +491,37 @@ def run_config_with_keys(
 ) -> dict[str, Any]:
     """``run_config`` for a caller that already holds each row's task key (``keys[i]`` for
     ``row_list[i]``), so the rows are not keyed a second time."""
+    try:
+        return _run_config(row_list, k, keys, set)
+    except TypeError:
+        # A setting holds a list or dict (rows another tool wrote): it is compared, and
+        # reported, as its JSON text. The plain sets stay the fast path for every other run.
+        return _run_config(row_list, k, keys, _TextSet)
+
+
+class _TextSet(set):
+    """A set that holds an unhashable value as its JSON text (keys sorted)."""
+
+    def add(self, value: Any) -> None:
+        try:
+            super().add(value)
+        except TypeError:
+            super().add(json.dumps(value, sort_keys=True, default=str))
+
+
+def _run_config(
+    row_list: list[Mapping[str, Any]], k: int | None, keys: list[str], new_set: type[set]
+) -> dict[str, Any]:
     # One loop reading every field of a row while it is in cache: on 100,000 rows the
     # passes were bound by fetching each row dict, so six comprehensions (each fetching
     # every row again) cost more than one loop's per-row statements. Each set is filled in
     # row order, as the comprehensions did.
-    temps: set[Any] = set()
-    caps: set[Any] = set()
-    policies: set[Any] = set()
-    models: set[Any] = set()
-    prompts: set[Any] = set()
-    judges: set[Any] = set()
+    temps: set[Any] = new_set()
+    caps: set[Any] = new_set()
+    policies: set[Any] = new_set()
+    models: set[Any] = new_set()
+    prompts: set[Any] = new_set()
+    judges: set[Any] = new_set()
     n_capped = n_answered = 0
     for r in row_list:
         sampling = r.get("sampling")
