@@ -12,6 +12,7 @@ import time
 import pytest
 
 import wai_exp as wai
+from tests.support.specs import STATUS_TOOL
 from wai_exp.config.knobs import KNOBS, NOT_READ_LABELS, READERS, knob_defaults
 from wai_exp.simulate.agents import ScriptedAgent
 
@@ -144,21 +145,6 @@ async def _async_scripted(prompt, *, tools, system_prompt, world, sampling):
     )
 
 
-#: One generic tool and one customer name: a unique run soon redraws a situation it had.
-_STATUS_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "check_status",
-        "description": "Check the service status",
-        "parameters": {
-            "type": "object",
-            "properties": {"region": {"type": "string", "enum": ["eu", "us"]}},
-            "required": ["region"],
-        },
-    },
-}
-
-
 def _plain():
     # Small rounds, so later writer batches (and mutations) happen inside the budget.
     return {"mode": "rl", "budget": 40, "seed": 0, "advanced": {"writer_buffer_cap": 8}}
@@ -195,7 +181,7 @@ SCENARIOS = {
         "advanced": {"concurrency": 1},
     },
     "rows_repeats": lambda: {
-        "tools": [_STATUS_TOOL],
+        "tools": [STATUS_TOOL],
         "system_prompt": "R1. Be kind.",
         "budget": 500,
         "seed": 0,

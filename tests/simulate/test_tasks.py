@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import wai_exp as wai
+from tests.support.specs import STATUS_TOOL
 from wai_exp.simulate.tasks import SituationSource
 
 
@@ -75,24 +76,12 @@ def test_no_bounce_accepts_the_short_batch_and_a_run_without_unique_rejects_noth
     assert len(set(ids)) == 3 and made == [] and plain.stats["repeats_rejected"] == 0
 
 
-_STATUS_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "check_status",
-        "description": "Check the service status",
-        "parameters": {
-            "type": "object",
-            "properties": {"region": {"type": "string", "enum": ["eu", "us"]}},
-            "required": ["region"],
-        },
-    },
-}
 _ONE_NAME = {"first_names": ["Ann"], "last_names": ["Lee"]}
 
 
 def _tiny(**advanced):
     return wai.simulate(
-        tools=[_STATUS_TOOL], system_prompt="R1. Be kind.", budget=500, seed=0,
+        tools=[STATUS_TOOL], system_prompt="R1. Be kind.", budget=500, seed=0,
         advanced={"world": _ONE_NAME, "writer_context_parents": 0, **advanced},
     )  # fmt: skip
 
@@ -117,7 +106,7 @@ def test_a_unique_run_never_repeats_a_situation_and_bounced_asks_replay():
     # A bounced ask is rebuilt from its lineage (the bounce writer's seed and index).
     bounced = [r for r in data.rows if r["lineage"]["writer"]["seed"] == 17]
     again = wai.simulate(
-        tools=[_STATUS_TOOL], system_prompt="R1. Be kind.", tasks=bounced, seed=1,
+        tools=[STATUS_TOOL], system_prompt="R1. Be kind.", tasks=bounced, seed=1,
         advanced={"world": _ONE_NAME},
     )  # fmt: skip
     assert sorted(r["scenario_id"] for r in again.rows) == sorted(r["scenario_id"] for r in bounced)
