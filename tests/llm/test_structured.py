@@ -133,3 +133,24 @@ def test_a_400_that_is_not_about_response_format_fails_and_moves_nothing():
 def test_an_unknown_mode_is_refused_naming_the_choices():
     with pytest.raises(ValueError, match="auto, json_schema, json_object, off"):
         StructuredOutput("grammar", "verdict", SCHEMA)
+
+
+def test_a_refusal_quoting_the_credential_back_keeps_it_out_of_the_note():
+    key = "sk-test-structured-0123456789abcdef"
+
+    def quoting_400(kind):
+        # some servers echo the request's headers into their error text
+        return 400, {"error": {"message": f"response_format {kind!r} refused for Bearer {key}"}}
+
+    server = Server({None}, quoting_400)
+    structured = StructuredOutput("json_schema", "verdict", SCHEMA)
+
+    async def go():
+        async with async_client(timeout=10.0) as client:
+            backend = OpenAIChat(client, url, "m", api_key=key, policy=RETRY)
+            return await structured.complete(backend, [{"role": "user", "content": "g"}], {})
+
+    with scripted_server(server) as url:
+        asyncio.run(go())
+    note = structured.meta(None)["structured_output_fallback"]
+    assert "HTTP 400" in note and key not in note

@@ -27,6 +27,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from wai_exp.domain.secrets import redact_text
+
 if TYPE_CHECKING:
     from wai_exp.llm.turn import ChatBackend, Completion
 
@@ -179,7 +181,9 @@ class StructuredOutput:
                 if fmt is None or not is_refusal(exc) or i + 1 >= len(self._ladder):
                     raise
                 status = getattr(exc, "status", None)
-                body = str(exc).split(": ", 1)[-1][:NOTE_BODY_CHARS]
+                # The note reaches judge_meta, the writer report and MLflow: a server that
+                # quotes the request's credentials back must not carry them there.
+                body = redact_text(str(exc).split(": ", 1)[-1][:NOTE_BODY_CHARS])
                 notes.append(f"{form} refused (HTTP {status}: {body})")
                 i += 1
                 continue
