@@ -574,3 +574,58 @@ def test_clean_ask_keeps_what_is_the_persons_own_words():
     assert clean_ask(listed) == listed  # a person's own list stays
     for kept in ("1.5 kg arrived broken", "-5 dollars charged twice?", "#1 priority please"):
         assert clean_ask(kept) == kept
+
+
+class _SlowWaveServer:
+    """Writes good asks; every wave after the first is held until the user's agent has
+    finished a call since the wave was asked for (or ``hold_s`` passes). A planner that
+    waits for the wave on the event loop holds the agent's calls too, so the hold runs out."""
+
+    def __init__(self, hold_s: float = 10.0):
+        self.hold_s = hold_s
+        self.waves = 0
+        self.lock = threading.Lock()
+        self.asked = threading.Event()  # a wave after the first is being held
+        self.agent_progressed = threading.Event()
+        self.progress_seen_during_wave: list[bool] = []
+
+    def agent_finished_a_call(self):
+        if self.asked.is_set():
+            self.agent_progressed.set()
+
+    def __call__(self, path, headers, body):
+        with self.lock:
+            self.waves += 1
+            n = self.waves
+        if n > 1:
+            self.agent_progressed.clear()
+            self.asked.set()
+            self.progress_seen_during_wave.append(self.agent_progressed.wait(self.hold_s))
+            self.asked.clear()
+        out = [
+            {"card": int(num), "asks": [_ask(num, action, facts, n * 7)]}
+            for num, action, facts in _cards(body)
+        ]
+        return 200, chat_reply(json.dumps({"situations": out}))
+
+
+def test_rollouts_in_flight_keep_running_while_the_writer_writes_a_wave():
+    import asyncio
+
+    server = _SlowWaveServer()
+
+    async def agent(message):
+        await asyncio.sleep(0.02)
+        server.agent_finished_a_call()
+        return "I have looked into it and it is all sorted now."
+
+    with scripted_server(server) as url:
+        data = wai.simulate(
+            agent, budget=40, seed=0, simulator=f"vllm:writer-bot@{url}",
+            advanced={"concurrency": 8},
+        )  # fmt: skip
+    assert len(data.rows) == 40
+    assert server.progress_seen_during_wave, "the run needed a second wave"
+    # The agent's calls went on while each later wave was being written: the planner waited
+    # for the wave off the event loop.
+    assert all(server.progress_seen_during_wave), server.progress_seen_during_wave

@@ -246,11 +246,11 @@ class Engine:
                         plans: list[Plan] = []
                         open_tasks = self._continue_open(open_tasks, plans, room, eval_run)
                         closing = self._closing()
-                        self._open_new(
+                        started = await self._open_new(
                             source, open_tasks, plans, room, landed + len(pool.pending),
-                            closing, eval_run, room=window - len(pool.pending),
+                            closing, eval_run, room=window - len(pool.pending), pool=pool,
                         )  # fmt: skip
-                        for plan in plans:
+                        for plan in plans[started:]:
                             pool.add(plan)
                         if not pool.pending:
                             stop = "time_budget" if closing else source.exhausted_by
@@ -337,7 +337,7 @@ class Engine:
                 still_open.append(task)
         return still_open
 
-    def _open_new(
+    async def _open_new(
         self,
         source: SituationSource,
         open_tasks: list[Task],
@@ -347,10 +347,13 @@ class Engine:
         closing: bool,
         eval_run: int,
         room: int,
-    ) -> None:
+        pool: _Pool,
+    ) -> int:
         """Open new asks with what ``capacity`` leaves (none when the clock is closing).
         ``landed`` counts the rollouts planned and not landed yet as landing; ``room`` is
-        what the lookahead leaves for new plans and held-back extensions together.
+        what the lookahead leaves for new plans and held-back extensions together. Returns
+        how many of ``plans`` are already in ``pool`` (started before waiting on a model
+        writer); the caller adds the rest.
 
         Under an allocating policy every open ask holds back room for its possible extension
         to k, so a split seen late is never cut by the budget; only when nothing is held
@@ -363,6 +366,7 @@ class Engine:
         reason = "fixed" if policy == "fixed" else "initial"
         reserve = 0 if policy == "fixed" else sum(t.k - t.opened for t in open_tasks)
         self.held_for_verdicts = False
+        started = 0
         while len(plans) < capacity and not closing:
             left = self.cfg.budget - landed - len(plans) - reserve
             if policy != "fixed" and left < repeats and not (reserve == 0 and not plans):
@@ -371,6 +375,15 @@ class Engine:
                 # The room held back for open asks' extensions is what stops a new ask.
                 self.held_for_verdicts = reserve > 0
                 break
+            if source.may_block():
+                # A model writer's pool ran dry: what is planned starts now, and the wave is
+                # waited for off the loop (``_writer_ready``), at the same point of the plan
+                # as a blocking wait, so the rows still do not depend on timing.
+                for plan in plans[started:]:
+                    pool.add(plan)
+                started = len(plans)
+                pool.start()
+                await _writer_ready(source)
             task = source.next_task()
             if task is None:
                 self.held_for_verdicts = reserve > 0  # no ask left while open ones may grow
@@ -381,6 +394,7 @@ class Engine:
             open_tasks.append(task)
             if policy != "fixed":
                 reserve += task.k - task.opened
+        return started
 
     def _wants_more(self, task: Task) -> bool:
         """Whether an ask whose first rollouts all landed is extended to k."""
@@ -614,6 +628,18 @@ class _Pool:
         self._beat.cancel()
         for task in self.running:
             task.cancel()
+
+
+async def _writer_ready(source: SituationSource) -> None:
+    """Wait until a model writer has something written (or gave up, or the clock ran out)
+    without holding the event loop: the rollouts in flight keep calling their model, and
+    their per-call timeouts stay true, while a thread waits for the wave. Collecting and
+    launching stay on the loop, and landing waits for the planner, so what is planned still
+    reads only rows landed before: the rows do not depend on timing."""
+    while source.may_block():
+        source.poll_writer()
+        if not source.may_block() or not await asyncio.to_thread(source.wait_for_writer):
+            return
 
 
 # ---------------------------------------------------------------------------------------

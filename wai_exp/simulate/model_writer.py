@@ -482,26 +482,54 @@ class ModelWriter:
         if not resting and len(self.pool) < self.pool_low:
             self._refill()
 
-    def _wait(self) -> bool:
-        """Collect every wave in flight (in launch order); False when the clock ran out."""
+    def _wait_done(self, fut: concurrent.futures.Future[Any]) -> bool:
+        """Block until ``fut`` is back, in ``writer_wait_s`` steps; False when the clock ran
+        out first. Changes no state, so it may run off the event loop."""
         kn = self.knobs
-        while self._inflight:
-            fut = self._inflight[0]
-            while not fut.done():
-                if self.deadline is not None:
-                    left = self.deadline - time.monotonic()
-                    if left <= 0:
-                        self.stop_reason = "time_budget"
-                        return False
-                    step = max(
-                        float(kn["writer_wait_floor_s"]), min(float(kn["writer_wait_s"]), left)
-                    )
-                else:
-                    step = float(kn["writer_wait_s"])
-                concurrent.futures.wait([fut], timeout=step)
-            self._inflight.pop(0)
-            self._collect(fut)
+        while not fut.done():
+            if self.deadline is not None:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                step = max(float(kn["writer_wait_floor_s"]), min(float(kn["writer_wait_s"]), left))
+            else:
+                step = float(kn["writer_wait_s"])
+            concurrent.futures.wait([fut], timeout=step)
         return True
+
+    def _wait(self) -> bool:
+        """Collect waves in flight in launch order until one adds to the pool (a wave whose
+        cards were all rejected adds nothing); False when the clock ran out. The later waves
+        stay in flight: the first rollouts start while they are written, and they are
+        collected, still in launch order, the next time the pool runs dry."""
+        while self._inflight and not self.pool:
+            if not all(map(self._wait_done, self._heads())):
+                self.stop_reason = "time_budget"
+                return False
+            self._collect_focused()
+            self._collect(self._inflight.pop(0))
+        return True
+
+    # -- waiting off the event loop (the engine's planner) ------------------------------
+    def may_block(self) -> bool:
+        """Whether an unfocused ``take`` would wait for a wave (nothing written is left)."""
+        return not self.pool and not self.gave_up
+
+    def poll(self) -> None:
+        """Without waiting: collect the waves that are back (in launch order) until one adds
+        to the pool, and launch waves when none is in flight."""
+        while not self.pool and self._inflight and all(f.done() for f in self._heads()):
+            self._collect_focused()
+            self._collect(self._inflight.pop(0))
+        if not self.pool and not self._inflight and not self.gave_up:
+            self._refill()
+
+    def wait_for_wave(self) -> bool:
+        """Block until the oldest plain wave in flight (and every focused one) is back;
+        False when none is in flight or the clock ran out first. Changes no state: the
+        engine runs it in a thread while its rollouts go on, then collects on the loop
+        (``poll``), so what is written, and in which order, does not depend on timing."""
+        return bool(self._inflight) and all(map(self._wait_done, self._heads()))
 
     def _fill(self) -> bool:
         """Make the pool non-empty: wait for waves in flight, launch more, restart when
@@ -520,17 +548,10 @@ class ModelWriter:
     ) -> list[tuple[Situation, dict[str, Any]]]:
         """Cards in the focused cell (mutations of failing rows), never waited for: what an
         earlier focused wave wrote, else a wave is launched and ``[]`` comes back now (the
-        mutation waits in its queue while the rollouts go on)."""
+        mutation waits in its queue while the rollouts go on). Focused waves are collected
+        with the next plain one (``_collect_focused``), not when they happen to be back, so
+        which ask a mutation lands on does not depend on timing."""
         key = json.dumps(dict(focus), sort_keys=True, default=str)
-        for k, fut in list(self._focused_inflight.items()):
-            if fut.done():
-                del self._focused_inflight[k]
-                before = len(self.pool)
-                self._collect(fut)
-                new = [self.pool.pop() for _ in range(len(self.pool) - before)][::-1]
-                for _, lineage in new:
-                    lineage["focus"] = json.loads(k)
-                self._focused.setdefault(k, deque()).extend(new)
         ready = self._focused.get(key)
         if ready:
             return [ready.popleft() for _ in range(min(n, len(ready)))]
@@ -541,6 +562,22 @@ class ModelWriter:
             self._focused_inflight[key] = self._inflight[0]
             self._inflight = held
         return []
+
+    def _collect_focused(self) -> None:
+        """Move every focused wave (all back) into its cell's queue, in launch order."""
+        for k, fut in list(self._focused_inflight.items()):
+            del self._focused_inflight[k]
+            before = len(self.pool)
+            self._collect(fut)
+            new = [self.pool.pop() for _ in range(len(self.pool) - before)][::-1]
+            for _, lineage in new:
+                lineage["focus"] = json.loads(k)
+            self._focused.setdefault(k, deque()).extend(new)
+
+    def _heads(self) -> list[concurrent.futures.Future[Any]]:
+        """What the next collection waits for: the oldest plain wave in flight and every
+        focused one (collected together, so mutations land at a point fixed by the plan)."""
+        return [*self._inflight[:1], *self._focused_inflight.values()]
 
     # -- one wave's reply ----------------------------------------------------------------
     def _collect(self, fut: concurrent.futures.Future[Any]) -> None:

@@ -107,6 +107,24 @@ class SituationSource:
         self._pos = 0
         self.exhausted_by = "situations_exhausted" if replay is None else "tasks_exhausted"
 
+    def may_block(self) -> bool:
+        """Whether ``next_task`` may wait on a model writer: no drawn task is left and the
+        writer's pool is empty, so the draw waits for a wave to come back."""
+        if self.replay is not None or self.seeds or self._pos < len(self.tasks):
+            return False
+        may_block = getattr(self.writer, "may_block", None)
+        return bool(may_block is not None and may_block())
+
+    def poll_writer(self) -> None:
+        """Collect what a model writer has written, launching waves when none is in flight
+        (never waits)."""
+        self.writer.poll()
+
+    def wait_for_writer(self) -> bool:
+        """Block until a model writer's oldest wave is back; False when none is in flight or
+        the clock ran out. Changes no state, so the engine runs it in a thread."""
+        return bool(self.writer.wait_for_wave())
+
     def next_task(self) -> Task | None:
         """The next unopened task, or None when the source has run out."""
         if self.replay is not None:
