@@ -56,6 +56,32 @@ def test_default_client_is_the_aiohttp_transport_and_speaks_json_both_ways():
     assert isinstance(async_client(timeout=1.0)._transport, AiohttpTransport)
 
 
+def test_the_request_on_the_wire_is_the_one_httpx_sends():
+    """post_json skips httpx's per-request pipeline on the default client; a request hook
+    puts a call back on httpx's own path, and the server sees the same request from both."""
+    script = Script((200, chat_reply("hi")))
+    hooked: list[str] = []
+
+    async def hook(request):
+        hooked.append(request.method)
+
+    async def go(url, with_hook):
+        async with async_client(timeout=10.0) as client:
+            if with_hook:
+                client.event_hooks = {"request": [hook]}
+            return await post_json(
+                client, url + "/chat/completions", {"model": "m", "messages": []},
+                headers={"Authorization": "Bearer k"}, policy=NO_WAIT,
+            )  # fmt: skip
+
+    with scripted_server(script) as url:
+        asyncio.run(go(url, with_hook=False))
+        asyncio.run(go(url, with_hook=True))
+    assert hooked == ["POST"]  # the hook ran on the second call only
+    (path1, headers1, body1), (path2, headers2, body2) = script.seen
+    assert (path1, list(headers1.items()), body1) == (path2, list(headers2.items()), body2)
+
+
 def test_credentials_in_the_base_url_go_as_basic_auth():
     script = Script((200, chat_reply("hi")))
     with scripted_server(script) as url:
