@@ -19,11 +19,19 @@ ENGINE_ONLY = ("vector",)
 PRIVILEGED_FIELDS = ("principle", "hidden_state", "reference", "rubric")
 
 
+#: Values returned as they are without a call: most of a row (a third off ``scrub``).
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def _drop_privileged(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _drop_privileged(v) for k, v in value.items() if k not in NEVER_SHIPPED}
+        return {
+            k: v if type(v) in _LEAVES else _drop_privileged(v)
+            for k, v in value.items()
+            if k not in NEVER_SHIPPED
+        }
     if isinstance(value, list | tuple):
-        return [_drop_privileged(v) for v in value]
+        return [v if type(v) in _LEAVES else _drop_privileged(v) for v in value]
     return value
 
 
@@ -35,7 +43,7 @@ def scrub(value: Any) -> Any:
     """
     if isinstance(value, dict):
         return {
-            k: _drop_privileged(v)
+            k: v if type(v) in _LEAVES else _drop_privileged(v)
             for k, v in value.items()
             if k not in NEVER_SHIPPED and k not in ENGINE_ONLY
         }

@@ -933,13 +933,25 @@ def _writer_factory(
     ``writer`` every call gives that one writer (its waves and dedupe span the run)."""
     from wai_exp.simulate.writer import TemplateWriter
 
+    first: list[TemplateWriter] = []  # the first template writer: the others reseed it
+
     def make_writer(writer_seed: int, unique: bool = cfg.unique) -> Any:
         if writer is not None:
             return writer
-        return TemplateWriter(
-            tools, sp, seed=writer_seed, hard_share=cfg.hard_share, phrasings=cfg.phrasings,
-            unique=unique, options=options,
-        )  # fmt: skip
+        if first:
+            return first[0].reseeded(writer_seed, unique=unique)
+        first.append(
+            TemplateWriter(
+                tools,
+                sp,
+                seed=writer_seed,
+                hard_share=cfg.hard_share,
+                phrasings=cfg.phrasings,
+                unique=unique,
+                options=options,
+            )
+        )
+        return first[0]
 
     params = {
         "seed": cfg.seed,

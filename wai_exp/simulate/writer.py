@@ -18,6 +18,7 @@ wordings), so one id names one ask across runs.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -333,6 +334,23 @@ class TemplateWriter:
         self._seen: Counter[str] = Counter()
         self.passes = 0
         self.tier_counts = dict.fromkeys(TIERS, 0)
+
+    def reseeded(self, seed: int, *, unique: bool) -> TemplateWriter:
+        """A new writer with its own ``seed`` and ``unique`` over this one's tools, prompt,
+        options, hard share and phrasings: it draws what ``TemplateWriter(...)`` with those
+        arguments draws, without deriving the grid and rules from the spec again (the engine
+        builds a writer per mutation, to draw one situation). Shares only what no draw
+        changes. Never raises."""
+        new = copy.copy(self)
+        new.seed = int(seed)
+        new.unique = bool(unique)
+        new._rng = FastRandom(new.seed)
+        new._buckets = new._fresh_buckets()
+        new.drawn = 0
+        new._seen = Counter()
+        new.passes = 0
+        new.tier_counts = dict.fromkeys(TIERS, 0)
+        return new
 
     # -- grid ----------------------------------------------------------------------------
 
