@@ -167,3 +167,24 @@ def test_timeouts_are_classified_by_whether_the_request_left():
     assert not classify(httpx.ReadTimeout("t", request=req)).retryable
     assert not classify(httpx.WriteTimeout("t", request=req)).retryable
     assert classify(httpx.ConnectError("refused", request=req)).retryable
+
+
+def test_a_json_answer_that_is_not_an_object_is_a_backend_error_naming_the_server():
+    with scripted_server(Script((200, b"[1, 2]"))) as url, pytest.raises(BackendError) as err:
+        post(url)
+    assert "not a JSON object" in str(err.value) and "[1, 2]" in str(err.value)
+
+
+def test_anthropics_529_overloaded_is_retried_like_a_503():
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    script = Script((529, overloaded), (200, chat_reply("ok")))
+    with scripted_server(script) as url:
+        body = post(url)
+    assert body["choices"][0]["message"]["content"] == "ok" and len(script.seen) == 2
+
+
+def test_a_retry_after_that_is_no_date_or_number_still_retries_the_429():
+    script = Script((429, {"error": "slow down"}, {"Retry-After": "soon"}), (200, chat_reply("ok")))
+    with scripted_server(script) as url:
+        body = post(url)
+    assert body["choices"][0]["message"]["content"] == "ok" and len(script.seen) == 2

@@ -10,6 +10,7 @@ Anything else is a ``BackendError`` that the engine keeps on the lost rollout.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import email.utils
 import functools
 import json
@@ -24,7 +25,8 @@ import httpx
 from httpx._client import ClientState
 
 #: Statuses worth another try: timeouts, conflicts from a busy server, rate limits, server faults.
-RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+# 529 is Anthropic's "overloaded_error": a busy server, like a 503.
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
 def async_client(
@@ -340,8 +342,14 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
     try:
         return float(value)
     except ValueError:
+        pass
+    try:
         parsed = email.utils.parsedate_to_datetime(value)
-        return None if parsed is None else max(parsed.timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError):
+        return None  # neither seconds nor a date ("soon"): the policy's own backoff applies
+    if parsed.tzinfo is None:  # a date without a zone is GMT (RFC 9110)
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    return max(parsed.timestamp() - time.time(), 0.0)
 
 
 def classify(exc: BaseException) -> BackendError:
@@ -424,7 +432,7 @@ async def post_json(
 
     Retries per ``policy``, except an error response for which ``final(status, body)`` is
     True (a server refusing a request option: another try gets the same answer). Raises
-    ``BackendError`` when the call fails for good or the body is not JSON (or ``payload``
+    ``BackendError`` when the call fails for good or the body is not a JSON object (or ``payload``
     cannot be encoded as JSON).
     """
     policy = policy or DEFAULT_RETRY
@@ -463,11 +471,17 @@ async def post_json(
                     raise err
                 response.raise_for_status()
             try:
-                return response.json()
+                body = response.json()
             except ValueError as exc:
                 raise BackendError(
                     f"model server at {url} answered with non-JSON: {response.text[:200]!r}"
                 ) from exc
+            if not isinstance(body, dict):
+                raise BackendError(
+                    f"model server at {url} answered with JSON that is not a JSON object: "
+                    f"{response.text[:200]!r}"
+                )
+            return body
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised when final
             err = classify(exc)
             if not err.retryable or attempt >= policy.retries:
