@@ -4,9 +4,11 @@ encoded once per tool list."""
 
 import asyncio
 
-from tests.llm.test_http import Script
+import pytest
+
+from tests.llm.test_http import NO_WAIT, Script
 from tests.support.scripted_server import chat_reply, scripted_server
-from wai_exp.llm.http import async_client
+from wai_exp.llm.http import BackendError, async_client
 from wai_exp.llm.openai_chat import OpenAIChat
 
 TOOLS = [
@@ -65,3 +67,26 @@ def test_a_cookie_the_server_sets_is_never_sent_back():
         kept = asyncio.run(go(url))
     assert kept == 0
     assert all("cookie" not in {k.lower() for k in h} for _, h, _ in script.seen)
+
+
+def _complete(answer):
+    async def go(url):
+        async with async_client(timeout=10.0) as client:
+            chat = OpenAIChat(client, url, "m", policy=NO_WAIT)
+            return await chat.complete([{"role": "user", "content": "hi"}], TOOLS, {})
+
+    with scripted_server(Script((200, answer))) as url:
+        return asyncio.run(go(url))
+
+
+def test_content_given_as_a_list_of_text_parts_is_read_as_its_text():
+    # Mistral's and some gateways' answers: content parts, as OpenAI's requests allow.
+    parts = [{"type": "text", "text": "Nothing was "}, {"type": "text", "text": "changed."},
+             {"type": "image_url", "image_url": {"url": "data:,"}}]  # fmt: skip
+    done = _complete({"choices": [{"message": {"role": "assistant", "content": parts}}]})
+    assert done.content == "Nothing was changed."
+
+
+def test_a_choice_whose_message_is_null_is_a_backend_error_naming_the_server():
+    with pytest.raises(BackendError, match="no message in the answer from http://127.0.0.1"):
+        _complete({"choices": [{"message": None, "finish_reason": "stop"}]})

@@ -16,6 +16,20 @@ def _encode(value: Any) -> bytes:
         raise BackendError(f"the chat request cannot be sent as JSON: {exc}") from exc
 
 
+def _text_of(content: Any) -> str:
+    """The reply text of a message's ``content``: a string, or the ``text`` of its text
+    parts joined (Mistral and some gateways answer in parts); "" for null."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text") or "")
+            for part in content
+            if isinstance(part, dict) and part.get("type", "text") == "text"
+        )
+    return "" if content is None else str(content)
+
+
 class OpenAIChat(ChatBackend):
     """One model behind ``{base_url}/chat/completions``."""
 
@@ -94,8 +108,13 @@ class OpenAIChat(ChatBackend):
             raise BackendError(
                 f"no choices in the answer from {self.url}: {str(body)[:200]}"
             ) from exc
+        if not isinstance(message, dict):
+            raise BackendError(f"no message in the answer from {self.url}: {str(body)[:200]}")
         calls = []
-        for i, call in enumerate(message.get("tool_calls") or []):
+        raw_calls = message.get("tool_calls")
+        for i, call in enumerate(raw_calls if isinstance(raw_calls, list) else []):
+            if not isinstance(call, dict):
+                continue
             fn = call.get("function") or {}
             raw = fn.get("arguments") or "{}"
             try:
@@ -118,7 +137,7 @@ class OpenAIChat(ChatBackend):
                 float(t["logprob"]) for t in lp["content"] if isinstance(t, dict) and "logprob" in t
             ] or None
         return Completion(
-            content=message.get("content") or "",
+            content=_text_of(message.get("content")),
             tool_calls=calls,
             input_tokens=usage.get("prompt_tokens"),
             output_tokens=usage.get("completion_tokens"),
