@@ -105,14 +105,15 @@ class AnthropicChat(ChatBackend):
             raise BackendError(
                 f"no content blocks in the answer from {self.url}: {str(body)[:200]}"
             )
-        text = "".join(b.get("text", "") for b in body["content"] if b.get("type") == "text")
+        blocks = [b for b in body["content"] if isinstance(b, dict)]
+        text = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
         calls = [
             {
-                "id": b.get("id", f"toolu_{i}"),
-                "name": b.get("name", ""),
-                "arguments": b.get("input") or {},
+                "id": b.get("id") or f"toolu_{i}",
+                "name": b.get("name") or "",
+                "arguments": b.get("input") if isinstance(b.get("input"), dict) else {},
             }
-            for i, b in enumerate(body["content"])
+            for i, b in enumerate(blocks)
             if b.get("type") == "tool_use"
         ]
         usage = body.get("usage") or {}

@@ -132,10 +132,12 @@ class ModelAgent:
         final_text = ""
         model_seen = self.spec.model
         t0 = time.monotonic()
+        ids_used: set[str] = set()
         for turn in range(1, self.max_turns + 1):
             messages = messages_from_steps(system_prompt, prompt, steps)
             done = await self._complete(backend, messages, tools, turn, t0)
             model_seen = done.model or model_seen
+            _unique_call_ids(done.tool_calls, turn, ids_used)
             step: dict[str, Any] = {
                 "kind": "assistant",
                 "content": done.content,
@@ -172,6 +174,9 @@ class ModelAgent:
                     steps.append(tool_step)
                 continue
             final_text = done.content
+            if done.truncated:
+                ended_by = "truncated"  # cut at the token cap: not the agent's own ending
+                break
             # A model-played person answers on this loop (aask_user) when the world has it.
             ask_user = getattr(world, "aask_user", None) or getattr(world, "ask_user", None)
             if final_text.rstrip().endswith("?") and ask_user is not None:
@@ -199,3 +204,20 @@ class ModelAgent:
             "usage": usage,
             "ended_by": ended_by,
         }
+
+
+def _unique_call_ids(calls: list[dict[str, Any]], turn: int, used: set[str]) -> None:
+    """Give every tool call of a rollout its own id, in place. Servers that send none get a
+    placeholder per call from the backend, and some (TGI) give every call the same id; a
+    repeated id would pair a tool reply with the wrong call in the transcript sent back and
+    in the row. An id's first use is kept."""
+    for i, call in enumerate(calls):
+        cid = str(call.get("id") or "")
+        if not cid or cid in used:
+            n = 0
+            cid = f"call_{turn}_{i}"
+            while cid in used:
+                n += 1
+                cid = f"call_{turn}_{i}_{n}"
+            call["id"] = cid
+        used.add(cid)
