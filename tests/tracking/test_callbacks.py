@@ -126,7 +126,36 @@ def test_failed_sweep_leaves_no_running_parent(start_dir, tmp_path):
     cb._atexit()
     parent = _client(start_dir).get_run(cb.parent_run_id)
     assert parent.info.status == "FAILED"
-    assert "1 job(s) seen failing" in parent.data.tags["wai.error"]
+    assert "1 of 2 jobs failed" in parent.data.tags["wai.error"]
+
+
+def test_a_failed_job_still_leaves_the_finished_jobs_aggregated_on_the_parent(
+    start_dir, tmp_path, capsys
+):
+    cfg = _sweep_cfg(start_dir)
+    cb = MlflowSweepCallback()
+    cb.on_multirun_start(cfg)
+    _job(cb, cfg, start_dir, 0, 0.5, tmp_path)
+    _job(cb, cfg, start_dir, 1, 0.7, tmp_path)
+    # the third job's run fails with its reason, as the runner ends a failed stage
+    cb.on_job_start(cfg, task_function=None)
+    tracker = make_tracker(OmegaConf.to_container(cfg.tracking), start_dir)
+    tracker.start({"seed": 2}, ["seed=2"], tmp_path / "2", "eval_variance", "h")
+    tracker.finish("FAILED", "stage 'simulate' failed: the agent was called off (dead_agent)")
+    cb.on_job_end(cfg, job_return=SimpleNamespace(status=JobStatus.FAILED))
+    cb._atexit()  # Hydra skipped on_multirun_end
+
+    parent = _client(start_dir).get_run(cb.parent_run_id)
+    assert parent.info.status == "FAILED"
+    error = parent.data.tags["wai.error"]
+    assert "1 of 3 jobs failed" in error and "seed=2" in error and "dead_agent" in error
+    m = parent.data.metrics
+    assert m["grade.pass_at_1.mean"] == pytest.approx(0.6) and m["grade.pass_at_1.n"] == 2
+    assert parent.data.tags["wai.sweep.n_finished"] == "2"
+    assert parent.data.tags["wai.sweep.n_not_finished"] == "1"
+    out = capsys.readouterr().out
+    assert "wai-exp sweep: 2 of 3 jobs finished" in out and "seed=2" in out
+    assert cb.parent_run_id in out
 
 
 def test_a_worker_without_the_callbacks_state_reads_the_sweep_folder(start_dir, tmp_path):

@@ -22,8 +22,9 @@ runs (the same process for the basic launcher, a worker for joblib/submitit/Ray)
 - ``on_multirun_end`` aggregates the children's metrics into the parent (mean, sample sd, n;
   for every ``*.pass_at_1`` also the re-run spread ``run_std`` and its noise band), logs the
   run table, and ends the parent FINISHED.
-- When a job fails Hydra skips ``on_multirun_end``; an ``atexit`` hook then ends the parent
-  FAILED, so a sweep never leaves a RUNNING run behind.
+- When a job fails Hydra skips ``on_multirun_end``; an ``atexit`` hook then aggregates the
+  finished children all the same, prints the table, and ends the parent FAILED with the
+  failed jobs and their errors, so a sweep never leaves a RUNNING run behind.
 
 MLflow is imported only when a sweep with tracking on starts: Hydra instantiates callbacks on
 every start, single runs and ``--help`` included.
@@ -263,6 +264,10 @@ class MlflowSweepCallback(Callback):
 
         client = MlflowClient(tracking_uri=self.uri)
         self.finalize(client)
+        self._print_summary()
+
+    def _print_summary(self) -> None:
+        """The sweep's table and the command that opens the parent run, on the terminal."""
         if self.summary:
             from wai_exp.tracking.mlflow_tracker import ui_hint
 
@@ -316,8 +321,11 @@ class MlflowSweepCallback(Callback):
             if not token:
                 return runs
 
-    def finalize(self, client: Any) -> dict[str, dict[str, Any]]:
-        """Aggregate the children into the parent and end it FINISHED; returns the aggregate.
+    def finalize(
+        self, client: Any, *, status: str = "FINISHED", error: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Aggregate the children into the parent and end it ``status`` (``error`` becomes
+        its ``wai.error`` tag); returns the aggregate. Only FINISHED children are aggregated.
 
         The parent gets the swept keys as params; ``sweep/per_value.{csv,json}`` (one row per
         swept value: mean pass@1 and its interval, pass^k, pass@k, rows kept), the same table
@@ -398,10 +406,11 @@ class MlflowSweepCallback(Callback):
                 RunTag("wai.sweep.n_not_finished", str(n_failed)),
                 RunTag("wai.sweep.keys", ",".join(per_value["swept"])[:8000]),
                 RunTag("mlflow.note.content", note[:8000]),
+                *([RunTag("wai.error", error[:1000])] if error else []),
             ],
             synchronous=True,
         )
-        client.set_terminated(pid, "FINISHED")
+        client.set_terminated(pid, status)
         self._ended = True
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
@@ -415,6 +424,7 @@ class MlflowSweepCallback(Callback):
             [
                 f"wai-exp sweep: {len(finished)} of {len(table)} jobs finished; "
                 f"swept: {', '.join(per_value['swept']) or 'nothing'}",
+                *([f"error: {error}"] if error else []),
                 sweep_mod.format_table(per_value),
                 floor,
                 f"MLflow parent run: {pid}",
@@ -422,9 +432,35 @@ class MlflowSweepCallback(Callback):
         )
         return aggregate
 
+    def _failure(self, client: Any) -> str:
+        """Which jobs failed and why, from the children's ``wai.error`` tags."""
+        kids = self.children(client)
+        failed = [r for r in kids if r.info.status != "FINISHED"]
+        n = max(self.jobs_failed, len(failed))
+        # A job refused before its run opened (invalid config) has no child run to list.
+        total = max(len(kids), len(kids) - len(failed) + n)
+        lines = [f"{n} of {total} jobs failed"]
+        for r in failed[:5]:
+            why = r.data.tags.get("wai.error") or f"run {r.info.status}"
+            lines.append(f"{r.data.tags.get('wai.overrides') or r.info.run_name}: {why[:300]}")
+        if len(failed) > 5:
+            lines.append(f"... and {len(failed) - 5} more (see the child runs)")
+        if not failed:
+            lines.append("see the Hydra log for the jobs that never opened a run")
+        return "; ".join(lines)
+
     def _atexit(self) -> None:
-        """The sweep ended without on_multirun_end (a job failed, or a crash): parent FAILED."""
+        """The sweep ended without on_multirun_end (a job failed, or a crash): the finished
+        children are still aggregated and the table printed, and the parent ends FAILED
+        naming the failed jobs and their errors."""
         if self.parent_run_id is None or self._ended:
+            return
+        with contextlib.suppress(Exception):
+            from mlflow import MlflowClient
+
+            client = MlflowClient(tracking_uri=self.uri)
+            self.finalize(client, status="FAILED", error=self._failure(client))
+            self._print_summary()
             return
         with contextlib.suppress(Exception):
             from mlflow import MlflowClient
@@ -433,8 +469,8 @@ class MlflowSweepCallback(Callback):
             client.set_tag(
                 self.parent_run_id,
                 "wai.error",
-                f"the sweep ended before on_multirun_end ({self.jobs_failed} job(s) seen failing"
-                " in this process); see the child runs and the Hydra log",
+                f"the sweep ended before on_multirun_end ({self.jobs_failed} job(s) failed in "
+                "this process); see the child runs and the Hydra log",
             )
             client.set_terminated(self.parent_run_id, "FAILED")
         self._ended = True
