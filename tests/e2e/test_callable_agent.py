@@ -4,6 +4,7 @@ allows, becomes rows; a blocking one runs on several threads at once."""
 from __future__ import annotations
 
 import json
+import shutil
 
 from tests.e2e.test_cli import run_dirs, wai
 
@@ -31,6 +32,25 @@ def blocking(message, **context):
             f.write(str(_state["max"]))
     assert "tools" in context and "world" in context
     return {"final_text": "done", "steps": [{"role": "assistant", "content": "done"}]}
+
+
+class Desk:
+    """An agent as a class: its instances answer."""
+
+    def __init__(self, greeting="Hello"):
+        self.greeting = greeting
+
+    def __call__(self, message):
+        return f"{self.greeting}, nothing was changed yet."
+
+
+class AsyncDesk:
+    async def __call__(self, message, **context):
+        return f"async: {len(context['tools'])} tools"
+
+
+def needs_an_id(message, customer_id):
+    return "never called"
 '''
 
 
@@ -65,3 +85,30 @@ def test_blocking_callable_from_the_cli_runs_calls_in_parallel(tmp_path):
     assert len(rows) == 24, res.stdout + res.stderr
     peak = int((tmp_path / "peak.txt").read_text())
     assert 1 < peak <= 6
+
+
+def test_a_class_as_the_target_is_built_with_kwargs_and_its_instances_answer(tmp_path):
+    (tmp_path / "useragent.py").write_text(USER_AGENT)
+    for target, extra, expect in (
+        ("useragent:Desk", ["+agent.kwargs.greeting=Hi"], "Hi, nothing was changed yet."),
+        ("useragent:AsyncDesk", [], "async: "),
+    ):
+        res = wai(
+            tmp_path, "+experiment=eval", "agent=callable", f"agent.target={target}", *extra,
+            "simulate.budget=8", "tracking=none", env={"PYTHONPATH": str(tmp_path)},
+        )  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr
+        rows, run = rows_of(tmp_path)
+        assert len(rows) == 8 and all(r["final_text"].startswith(expect) for r in rows)
+        shutil.rmtree(run)
+
+
+def test_a_target_that_cannot_take_the_message_is_refused_before_any_work(tmp_path):
+    (tmp_path / "useragent.py").write_text(USER_AGENT)
+    res = wai(
+        tmp_path, "+experiment=eval", "agent=callable", "agent.target=useragent:needs_an_id",
+        "tracking=none", env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "agent.target" in res.stderr and "requires customer_id" in res.stderr
+    assert not run_dirs(tmp_path)

@@ -80,4 +80,31 @@ def import_problems(cfg: Mapping[str, Any]) -> list[str]:
             continue
         if not callable(obj):
             problems.append(f"{what}: {path!r} is not callable")
+        elif what == "agent.target":
+            problems.extend(_agent_problems(obj, path, bool(agent.get("factory"))))
     return problems
+
+
+def _agent_problems(obj: Any, path: Any, factory: bool) -> list[str]:
+    """What keeps ``agent.target`` from answering, found before any work: a class whose
+    instances cannot be called, or a function whose signature cannot take the message (the
+    same check the engine makes when the stage starts). A factory's product is built only
+    when the stage runs, so only its being callable is checked here."""
+    import inspect
+
+    from wai_exp.simulate.agent_setup import context_keys
+
+    if inspect.isclass(obj):
+        if not any("__call__" in vars(k) for k in obj.__mro__[:-1]):
+            return [
+                f"agent.target: {path!r} is a class whose instances cannot be called: give it "
+                "a __call__(self, message, ...) method, or point agent.target at a function"
+            ]
+        return []
+    if factory:
+        return []
+    try:
+        context_keys(obj)
+    except ValueError as exc:
+        return [f"agent.target: {exc}"]
+    return []

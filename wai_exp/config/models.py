@@ -99,7 +99,8 @@ class ScriptedAgent(_Strict):
 
 
 class CallableAgent(_Strict):
-    """Your own agent: ``target`` is ``"package.module:function"`` (or a dotted path).
+    """Your own agent: ``target`` is ``"package.module:attr"`` (or a dotted path), a
+    function, a callable object, or a class (built with ``kwargs``; its instance answers).
 
     With ``factory: true`` the target is called with ``kwargs`` to build the agent.
     """

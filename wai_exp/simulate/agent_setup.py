@@ -149,7 +149,7 @@ class UserAgent:
 
     def __init__(self, fn: Any, *, concurrency: int) -> None:
         self.fn = fn
-        self.keys, self.all_context = _context_keys(fn)
+        self.keys, self.all_context = context_keys(fn)
         self.is_async = is_async_callable(fn)
         self.concurrency = max(1, int(concurrency))
         self._pool: ThreadPoolExecutor | None = None
@@ -200,7 +200,7 @@ class UserAgent:
                 await result
 
 
-def _context_keys(fn: Any) -> tuple[tuple[str, ...], bool]:
+def context_keys(fn: Any) -> tuple[tuple[str, ...], bool]:
     """(the context keywords ``fn`` takes by name, whether it takes them all via ``**``).
 
     Raises ``ValueError`` when ``fn`` cannot take the message positionally or requires an

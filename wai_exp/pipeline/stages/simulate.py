@@ -85,8 +85,12 @@ def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = No
             spread=float(agent_cfg.get("spread", 1.5)),
         )
     if kind == "callable":
+        import inspect
+
         target = import_object(str(agent_cfg.get("target")), "agent.target")
-        if agent_cfg.get("factory"):
+        if agent_cfg.get("factory") or inspect.isclass(target):
+            # A class is never the agent itself (calling it builds an instance): like a
+            # factory, it is called with agent.kwargs and the instance answers.
             return target(**dict(agent_cfg.get("kwargs") or {}))
         if not callable(target):
             raise ValueError(f"agent.target {agent_cfg.get('target')!r} is not callable")
