@@ -106,3 +106,20 @@ def test_a_writer_that_gave_up_is_described_by_what_its_cards_were_rejected_for(
     # most first, and the fix fits the cause: near copies want a wider temperature band
     assert "20 duplicates of earlier asks; 4 malformed" in text
     assert "knobs.writer_temperature" in text and text.endswith("0 rows landed")
+
+
+def test_a_fast_agent_in_this_process_is_never_called_a_one_at_a_time_server():
+    # Calls of a fraction of a millisecond: the event loop and the GIL take them in turn,
+    # which is no server queueing, and knobs.concurrency=1 would only slow the run down.
+    def flaky(message):
+        if len(message) % 2:
+            raise RuntimeError("no answer for this one")
+        return "ok"
+
+    data = wai_exp.simulate(agent=flaky, budget=200, simulator=False)
+    assert len(data.rows) == 200
+    assert not any("one request at a time" in w for w in data.warnings), data.warnings
+    t = CallTimes()
+    for i in range(32):  # 0.1 ms calls, ten sent at once, finishing one after another
+        t.calls.append((0.001 * i, 0.0001 * (1 + i % 10), 10))
+    assert early_warning(t, timeout=300, concurrency=32) is None

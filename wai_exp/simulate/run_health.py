@@ -25,6 +25,10 @@ NEAR_TIMEOUT_SHARE = 0.5
 #: server is serving them one at a time.
 SERIAL_PARALLELISM = 1.5
 SERIAL_MIN_IN_FLIGHT = 4
+#: Calls whose fastest answer is quicker than this are code in this process (the event loop
+#: and the GIL take them in turn), not a model server's queue: a completion over the network
+#: takes longer, and at this speed the wait behind the others costs the run nothing.
+SERIAL_MIN_CALL_S = 0.01
 
 
 class CallTimes:
@@ -53,7 +57,8 @@ class CallTimes:
 
     def parallelism(self) -> tuple[float, float] | None:
         """``(requests the server answers at once, requests sent at once)``, estimated over
-        the window, or None with too few calls. The server's rate times its fastest answer
+        the window, or None with too few calls or calls too quick to be a server's
+        (``SERIAL_MIN_CALL_S``). The server's rate times its fastest answer
         (a request that did not queue) is how many it works on together: ~1 on a
         one-slot server whatever the client sends, ~the requests sent on one that keeps up."""
         with self._lock:
@@ -64,7 +69,7 @@ class CallTimes:
         span = finished[-1] - finished[0]
         fastest = min(c[1] for c in calls)
         sent = statistics.median(c[2] for c in calls)
-        if span <= 0 or fastest <= 0:
+        if span <= 0 or fastest < SERIAL_MIN_CALL_S:
             return None
         return (len(calls) - 1) / span * fastest, float(sent)
 
