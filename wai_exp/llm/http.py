@@ -432,8 +432,8 @@ async def post_json(
 
     Retries per ``policy``, except an error response for which ``final(status, body)`` is
     True (a server refusing a request option: another try gets the same answer). Raises
-    ``BackendError`` when the call fails for good or the body is not a JSON object (or ``payload``
-    cannot be encoded as JSON).
+    ``BackendError`` when the call fails for good or the body is not a JSON object (or
+    ``payload`` cannot be encoded as JSON).
     """
     policy = policy or DEFAULT_RETRY
     try:
@@ -455,9 +455,13 @@ async def post_json(
                 sent = await route.post(content)
                 if sent.plain:
                     try:
-                        return json.loads(sent.body)
+                        decoded = json.loads(sent.body)
                     except ValueError:
-                        pass  # worded below from the response, as on httpx's path
+                        decoded = None
+                    if isinstance(decoded, dict):
+                        return decoded
+                    # not JSON, or not an object: worded below from the response, as on
+                    # httpx's path
                 response = route.response(sent, content)
             else:
                 response = await client.post(target, content=content, headers=headers)
