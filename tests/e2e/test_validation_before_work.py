@@ -41,6 +41,13 @@ CASES = {
     ),
     "a budget no machine holds": (["simulate.budget=1e12"], {}, "budget"),
     "an empty OPENAI_API_KEY": (["agent=openai"], {"OPENAI_API_KEY": ""}, "OPENAI_API_KEY"),
+    # The shipped agent files hold no api_key: Hydra would stop with "Key 'api_key' is not in
+    # struct", which names neither the fix nor the safer place for a key.
+    "an API key set without the +": (
+        ["agent=vllm", "agent.api_key=sk-plain-HHHH8888"],
+        {},
+        "+agent.api_key=<your key>",
+    ),
     "a malformed preset in --config-dir": (
         ["--config-dir", "broken", "+experiment=mine"],
         {},
@@ -62,5 +69,6 @@ def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path, case):
     )  # fmt: skip
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert named in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert "HHHH8888" not in res.stdout + res.stderr  # a key is never echoed back
     after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert after == before  # no outputs/, no outputs/.cache, no mlflow.db

@@ -311,6 +311,18 @@ def check_hydra_group(key: str, value: str) -> str | None:
     return None
 
 
+#: Keys the models take that the shipped config files leave out, so only ``+key=`` sets them
+#: (Hydra's own refusal, "Key 'api_key' is not in struct", names no fix).
+APPEND_ONLY = {
+    "agent.api_key": (
+        "agent.api_key: the shipped agent files hold no api_key, so add it with "
+        "+agent.api_key=<your key>; better, leave it in the environment as the provider's "
+        "variable (OPENAI_API_KEY, VLLM_API_KEY, ANTHROPIC_API_KEY) or write "
+        "${oc.env:MY_KEY} in a YAML file"
+    ),
+}
+
+
 def check_override_keys(argv: Sequence[str], sections: Sections = NO_SECTIONS) -> list[str]:
     """One problem per command-line override whose key cannot exist in a config, or that
     picks a config-group option that does not exist (``agent=opnai``, ``+experiment=rl_rnd``)."""
@@ -345,6 +357,9 @@ def check_override_keys(argv: Sequence[str], sections: Sections = NO_SECTIONS) -
             continue
         if prefix:
             continue  # an append: the composed config is validated anyway
+        if key in APPEND_ONLY and not config_dirs:
+            problems.append(APPEND_ONLY[key])  # never the value: it is a secret
+            continue
         if parts[0] == "agent" and len(parts) > 1 and agent_choice in models.AGENT_BY_KIND:
             # The agent picked on this command line: its keys only.
             model = models.AGENT_BY_KIND[agent_choice]

@@ -107,8 +107,8 @@ def plain_error(lost: Mapping[str, Any]) -> str:
     status = lost.get("status")
     if status in (401, 403):
         return (
-            f"the model server refused the API key (HTTP {status}): set agent.api_key, or the "
-            "provider's key variable (OPENAI_API_KEY, VLLM_API_KEY, ANTHROPIC_API_KEY)"
+            f"the model server refused the API key (HTTP {status}): set the provider's key "
+            "variable (OPENAI_API_KEY, VLLM_API_KEY, ANTHROPIC_API_KEY) or +agent.api_key=..."
         )
     if status == 404:
         return (
