@@ -123,3 +123,28 @@ def test_a_fast_agent_in_this_process_is_never_called_a_one_at_a_time_server():
     for i in range(32):  # 0.1 ms calls, ten sent at once, finishing one after another
         t.calls.append((0.001 * i, 0.0001 * (1 + i % 10), 10))
     assert early_warning(t, timeout=300, concurrency=32) is None
+
+
+def test_a_request_the_server_rejects_is_summarised_with_the_servers_own_reason():
+    from tests.support.scripted_server import scripted_server
+
+    too_long = {"object": "error", "type": "BadRequestError", "code": 400,
+                "message": "This model's maximum context length is 2048 tokens. However, you "
+                           "requested 2300 tokens. Please reduce the length of the messages."}  # fmt: skip
+    with scripted_server(lambda path, headers, body: (400, too_long)) as url:
+        data = wai_exp.simulate(agent=f"vllm:m@{url}", simulator=False, budget=2)
+    [w] = [w for w in data.warnings if w.startswith("simulate failed")]
+    assert "rejected the request with HTTP 400" in w and "maximum context length is 2048" in w
+
+
+def test_a_rejection_that_quotes_the_key_back_is_summarised_without_it():
+    from wai_exp.domain.secrets import register_secret
+
+    register_secret("sk-live-quoted-0123456789")
+    body = '{"error": {"message": "key sk-live-quoted-0123456789 lacks access to model m"}}'
+    text = plain_error({"error_type": "BackendError", "status": 404,
+                        "error": f"BackendError: HTTP 404 from http://h/v1: {body}"})  # fmt: skip
+    assert "sk-live-quoted" not in text
+    text = plain_error({"error_type": "BackendError", "status": 422,
+                        "error": f"BackendError: HTTP 422 from http://h/v1: {body}"})  # fmt: skip
+    assert "lacks access to model m" in text and "sk-live-quoted" not in text

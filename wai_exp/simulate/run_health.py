@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 import threading
 import time
@@ -110,19 +111,21 @@ def plain_error(lost: Mapping[str, Any]) -> str:
             f"the model server refused the API key (HTTP {status}): set the provider's key "
             "variable (OPENAI_API_KEY, VLLM_API_KEY, ANTHROPIC_API_KEY) or +agent.api_key=..."
         )
+    said = _server_reason(text) if isinstance(status, int) else ""
+    said = f" (the server said: {said})" if said else ""
     if status == 404:
         return (
-            "the model server has no such model or endpoint (HTTP 404): check agent.model and "
-            "agent.base_url (an OpenAI-compatible URL ends in /v1)"
+            f"the model server has no such model or endpoint (HTTP 404){said}: check "
+            "agent.model and agent.base_url (an OpenAI-compatible URL ends in /v1)"
         )
     if status == 429:
         return (
             "the model server kept rate-limiting the requests (HTTP 429): lower knobs.concurrency"
         )
     if isinstance(status, int) and status >= 500:
-        return f"the model server failed with HTTP {status} after the retries"
+        return f"the model server failed with HTTP {status} after the retries{said}"
     if isinstance(status, int):
-        return f"the model server rejected the request with HTTP {status}"
+        return f"the model server rejected the request with HTTP {status}{said}"
     body = text.split(": ", 1)[1] if ": " in text else text
     if etype == "timeout":
         return f"a model completion ran past its limit: {body}" if body else "the agent timed out"
@@ -133,6 +136,26 @@ def plain_error(lost: Mapping[str, Any]) -> str:
             "agent.base_url right?"
         )
     return text[:300] or etype or "unknown error"
+
+
+_MESSAGE = re.compile(r'"(?:message|detail)"\s*:\s*"((?:[^"\\]|\\.)*)')
+
+
+def _server_reason(text: str) -> str:
+    """The server's own words in a lost record's ``HTTP <status> from <url>: <body>`` error:
+    the ``error.message`` (or ``message`` / ``detail``) of its JSON body, else the body, one
+    line of at most 200 characters with every secret redacted (a server may quote the key
+    back); "" when there is none. Never raises."""
+    from wai_exp.domain.secrets import redact_text
+
+    head, sep, body = text.partition(" from ")
+    if not sep or "HTTP " not in head:
+        return ""
+    body = body.partition(": ")[2].strip()
+    found = _MESSAGE.search(body)  # the body may be cut short, so no JSON parse
+    if found:
+        body = found.group(1).replace('\\"', '"')
+    return redact_text(" ".join(body.split()))[:200]
 
 
 def cause_of(lost: Mapping[str, Any]) -> str:
