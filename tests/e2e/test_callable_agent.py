@@ -51,6 +51,12 @@ class AsyncDesk:
 
 def needs_an_id(message, customer_id):
     return "never called"
+
+
+def flaky(message):
+    if len(message) % 3 == 0:
+        raise RuntimeError("the CRM timed out on this one")
+    return "ok"
 '''
 
 
@@ -112,3 +118,18 @@ def test_a_target_that_cannot_take_the_message_is_refused_before_any_work(tmp_pa
     assert res.returncode == 2, res.stdout + res.stderr
     assert "agent.target" in res.stderr and "requires customer_id" in res.stderr
     assert not run_dirs(tmp_path)
+
+
+def test_rollouts_lost_below_the_failure_share_are_named_in_the_summary(tmp_path):
+    (tmp_path / "useragent.py").write_text(USER_AGENT)
+    res = wai(
+        tmp_path, "+experiment=eval", "agent=callable", "agent.target=useragent:flaky",
+        "simulate.budget=24", "simulate.max_lost_share=0.9", "tracking=none",
+        env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows, run = rows_of(tmp_path)
+    lost = json.loads((run / "simulate/report.json").read_text())["rollouts_lost"]
+    assert len(rows) == 24 and lost > 0
+    line = next(x for x in res.stdout.splitlines() if "rollouts were lost" in x)
+    assert f"{lost} of {lost + 24} rollouts were lost" in line and "the CRM timed out" in line

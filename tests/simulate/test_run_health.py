@@ -148,3 +148,17 @@ def test_a_rejection_that_quotes_the_key_back_is_summarised_without_it():
     text = plain_error({"error_type": "BackendError", "status": 422,
                         "error": f"BackendError: HTTP 422 from http://h/v1: {body}"})  # fmt: skip
     assert "lacks access to model m" in text and "sk-live-quoted" not in text
+
+
+def test_rollouts_lost_on_the_way_are_warned_about_with_the_cause_and_first_error():
+    def flaky(message):
+        if len(message) % 3 == 0:
+            raise RuntimeError("the CRM timed out on this one")
+        return "ok"
+
+    data = wai_exp.simulate(agent=flaky, budget=30, simulator=False)
+    lost = data.report()["rollouts_lost"]
+    assert len(data.rows) == 30 and lost > 0
+    [w] = [w for w in data.warnings if "rollouts were lost" in w]
+    assert w.startswith(f"{lost} of {lost + 30} rollouts were lost ({lost} RuntimeError)")
+    assert "first error: RuntimeError: the CRM timed out on this one" in w

@@ -870,6 +870,10 @@ def summarize(outcome: RunOutcome) -> str:
         rows = f"{len(s.result.rows)} rows" if s.result is not None else ""
         t = f"{s.compute_s:.1f} s" if s.status in ("ran", "refused") and s.compute_s else ""
         lines.append(f"  {s.name:<16} {s.status:<8} {rows:>11} {t:>8}")
+        report = s.result.report if s.result is not None else {}
+        if not report.get("failed_because"):  # a failed stage's error line says it already
+            lost = [w for w in report.get("warnings") or () if "rollouts were lost (" in str(w)]
+            lines.extend(f"    {w}" for w in lost[:1])
         if s.stale:
             lines.append(f"    recomputed: its cache entry was not reused ({s.stale})")
     head = {

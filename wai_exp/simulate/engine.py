@@ -44,7 +44,7 @@ from wai_exp.simulate.modes import MODE_PRESETS, Config, apply_aliases, resolve_
 from wai_exp.simulate.replay import pinned_tasks, rerun_tasks, trace_seeds
 from wai_exp.simulate.report import build_report, tier_mix
 from wai_exp.simulate.rollout import Outcome, RolloutRunner
-from wai_exp.simulate.run_health import early_warning, failure_summary
+from wai_exp.simulate.run_health import early_warning, failure_summary, lost_warning
 from wai_exp.simulate.stream import RowStream
 from wai_exp.simulate.tasks import MutationQueue, Plan, SituationSource, Task, group_split
 from wai_exp.simulate.world_setup import WorldSetup, resolve_spec, resolve_world, world_dump
@@ -1169,6 +1169,8 @@ def _result(
         engine.warnings.append(
             failure_summary("dead_agent", rows=len(engine.rows), lost=engine.lost)
         )
+    elif engine.lost:
+        engine.warnings.append(lost_warning(engine.lost, rows=len(engine.rows)))
     metadata = {
         "run_id": run_id,
         # The three models of a run: the agent, the situation writer, the simulated user

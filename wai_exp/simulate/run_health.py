@@ -223,6 +223,17 @@ def writer_failure(writer: Mapping[str, Any]) -> str:
     return out + f"; fix: {fix}, or simulate.simulator=false for the template writer"
 
 
+def lost_warning(lost: Sequence[Mapping[str, Any]], *, rows: int) -> str:
+    """The warning for rollouts lost by a run that went on: how many of how many, by cause,
+    the first error in words, and what it does to the rows."""
+    by = Counter(cause_of(r) for r in lost)
+    return (
+        f"{len(lost)} of {len(lost) + rows} rollouts were lost ({lost_by_words(by)}); first "
+        f"error: {plain_error(lost[0])}; the asks they answered have fewer rows than planned "
+        "(or none), so a rate over these rows leaves them out"
+    )
+
+
 def failure_summary(
     reason: str,
     *,

@@ -296,7 +296,10 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         )
     if report.get("failure_summary"):
         lines.append(report["failure_summary"])
-    lines += [f"warning: {w}" for w in getattr(data, "warnings", [])]
+    warnings = list(getattr(data, "warnings", []))
+    lines += [f"warning: {w}" for w in warnings]
+    if warnings:  # for the run's description and the closing summary
+        report["warnings"] = warnings
     tags = {"stopped_because": str(stopped)} if stopped is not None else {}
     json.dumps(report, default=str)  # fail here, not half-way through writing, on an odd report
     return StageResult(
