@@ -60,6 +60,16 @@ def flaky(message):
 '''
 
 
+def run_target(tmp_path, preset, target, *extra):
+    """``wai-exp +experiment=<preset> agent=callable agent.target=useragent:<target>``, with
+    this file's USER_AGENT importable, tracking off."""
+    (tmp_path / "useragent.py").write_text(USER_AGENT)
+    return wai(
+        tmp_path, f"+experiment={preset}", "agent=callable", f"agent.target=useragent:{target}",
+        *extra, "tracking=none", env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+
+
 def rows_of(tmp_path):
     [run] = run_dirs(tmp_path)
     text = (run / "simulate/rows.jsonl").read_text().splitlines()
@@ -67,11 +77,7 @@ def rows_of(tmp_path):
 
 
 def test_message_only_callable_from_the_cli_gives_rows(tmp_path):
-    (tmp_path / "useragent.py").write_text(USER_AGENT)
-    res = wai(
-        tmp_path, "+experiment=rl_round", "agent=callable", "agent.target=useragent:reply",
-        "simulate.budget=12", "tracking=none", env={"PYTHONPATH": str(tmp_path)},
-    )  # fmt: skip
+    res = run_target(tmp_path, "rl_round", "reply", "simulate.budget=12")
     rows, run = rows_of(tmp_path)
     assert len(rows) == 12, res.stdout + res.stderr
     assert all(r["final_text"].startswith("I checked and nothing") for r in rows)
@@ -81,12 +87,7 @@ def test_message_only_callable_from_the_cli_gives_rows(tmp_path):
 
 
 def test_blocking_callable_from_the_cli_runs_calls_in_parallel(tmp_path):
-    (tmp_path / "useragent.py").write_text(USER_AGENT)
-    res = wai(
-        tmp_path, "+experiment=rl_round", "agent=callable", "agent.target=useragent:blocking",
-        "simulate.budget=24", "knobs.concurrency=6", "tracking=none",
-        env={"PYTHONPATH": str(tmp_path)},
-    )  # fmt: skip
+    res = run_target(tmp_path, "rl_round", "blocking", "simulate.budget=24", "knobs.concurrency=6")
     rows, _ = rows_of(tmp_path)
     assert len(rows) == 24, res.stdout + res.stderr
     peak = int((tmp_path / "peak.txt").read_text())
@@ -94,15 +95,11 @@ def test_blocking_callable_from_the_cli_runs_calls_in_parallel(tmp_path):
 
 
 def test_a_class_as_the_target_is_built_with_kwargs_and_its_instances_answer(tmp_path):
-    (tmp_path / "useragent.py").write_text(USER_AGENT)
     for target, extra, expect in (
-        ("useragent:Desk", ["+agent.kwargs.greeting=Hi"], "Hi, nothing was changed yet."),
-        ("useragent:AsyncDesk", [], "async: "),
+        ("Desk", ["+agent.kwargs.greeting=Hi"], "Hi, nothing was changed yet."),
+        ("AsyncDesk", [], "async: "),
     ):
-        res = wai(
-            tmp_path, "+experiment=eval", "agent=callable", f"agent.target={target}", *extra,
-            "simulate.budget=8", "tracking=none", env={"PYTHONPATH": str(tmp_path)},
-        )  # fmt: skip
+        res = run_target(tmp_path, "eval", target, *extra, "simulate.budget=8")
         assert res.returncode == 0, res.stdout + res.stderr
         rows, run = rows_of(tmp_path)
         assert len(rows) == 8 and all(r["final_text"].startswith(expect) for r in rows)
@@ -110,23 +107,14 @@ def test_a_class_as_the_target_is_built_with_kwargs_and_its_instances_answer(tmp
 
 
 def test_a_target_that_cannot_take_the_message_is_refused_before_any_work(tmp_path):
-    (tmp_path / "useragent.py").write_text(USER_AGENT)
-    res = wai(
-        tmp_path, "+experiment=eval", "agent=callable", "agent.target=useragent:needs_an_id",
-        "tracking=none", env={"PYTHONPATH": str(tmp_path)},
-    )  # fmt: skip
+    res = run_target(tmp_path, "eval", "needs_an_id")
     assert res.returncode == 2, res.stdout + res.stderr
     assert "agent.target" in res.stderr and "requires customer_id" in res.stderr
     assert not run_dirs(tmp_path)
 
 
 def test_rollouts_lost_below_the_failure_share_are_named_in_the_summary(tmp_path):
-    (tmp_path / "useragent.py").write_text(USER_AGENT)
-    res = wai(
-        tmp_path, "+experiment=eval", "agent=callable", "agent.target=useragent:flaky",
-        "simulate.budget=24", "simulate.max_lost_share=0.9", "tracking=none",
-        env={"PYTHONPATH": str(tmp_path)},
-    )  # fmt: skip
+    res = run_target(tmp_path, "eval", "flaky", "simulate.budget=24", "simulate.max_lost_share=0.9")
     assert res.returncode == 0, res.stdout + res.stderr
     rows, run = rows_of(tmp_path)
     lost = json.loads((run / "simulate/report.json").read_text())["rollouts_lost"]
