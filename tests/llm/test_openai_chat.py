@@ -10,6 +10,7 @@ from tests.llm.test_http import NO_WAIT, Script
 from tests.support.scripted_server import chat_reply, scripted_server
 from wai_exp.llm.http import BackendError, async_client
 from wai_exp.llm.openai_chat import OpenAIChat
+from wai_exp.llm.turn import Transcript
 
 TOOLS = [
     {
@@ -90,3 +91,33 @@ def test_content_given_as_a_list_of_text_parts_is_read_as_its_text():
 def test_a_choice_whose_message_is_null_is_a_backend_error_naming_the_server():
     with pytest.raises(BackendError, match="no message in the answer from http://127.0.0.1"):
         _complete({"choices": [{"message": None, "finish_reason": "stop"}]})
+
+
+def test_a_growing_transcript_sends_the_bytes_a_plain_list_does():
+    """A rollout's Transcript keeps each message's JSON between turns; what the server gets
+    on every turn is what the same messages as a plain list give."""
+    script = Script((200, chat_reply("done")))
+    turns = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "où est ORD-1 ?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "lookup_order", "arguments": "{\"order_id\": \"ORD-1\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "lookup_order", "content": "{}"},
+    ]  # fmt: skip
+
+    async def go(url):
+        async with async_client(timeout=10.0) as client:
+            chat = OpenAIChat(client, url, "served-model")
+            grown = Transcript(turns[:2])
+            for n in range(2, len(turns) + 1):
+                grown.extend(turns[len(grown) : n])
+                await chat.complete(grown, TOOLS, {"temperature": 0.5})
+                await chat.complete(list(turns[:n]), TOOLS, {"temperature": 0.5})
+
+    with scripted_server(script) as url:
+        asyncio.run(go(url))
+    bodies = [body for _, _, body in script.seen]
+    assert len(bodies) == 6
+    for cached, plain in zip(bodies[::2], bodies[1::2], strict=True):
+        assert cached == plain
+    assert [len(b["messages"]) for b in bodies[::2]] == [2, 3, 4]

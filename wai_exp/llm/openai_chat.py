@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from wai_exp.llm.http import BackendError, encode_json, post_json
-from wai_exp.llm.turn import ChatBackend, Completion
+from wai_exp.llm.turn import ChatBackend, Completion, Transcript
 
 
 def _encode(value: Any) -> bytes:
@@ -55,8 +55,9 @@ class OpenAIChat(ChatBackend):
         """The JSON body of one chat completion: ``sampling``, the served model, the tools
         (with ``tool_choice: auto``), the logprob options, then ``messages``. The part before
         ``messages`` is encoded once per tool list (by identity: a caller must not change a
-        tool list in place between calls) and sampling (by value). Raises ``BackendError``
-        for what JSON cannot hold."""
+        tool list in place between calls) and sampling (by value); a ``Transcript``'s messages
+        are each encoded once across its calls. Raises ``BackendError`` for what JSON
+        cannot hold."""
         head = self._head
         if head is None or head[0] is not tools or head[2] != logprobs or head[1] != sampling:
             fixed: dict[str, Any] = {**sampling, "model": self.model}
@@ -71,6 +72,8 @@ class OpenAIChat(ChatBackend):
             fixed.pop("messages", None)
             head = (tools, dict(sampling), logprobs, _encode(fixed)[:-1] + b',"messages":')
             self._head = head
+        if isinstance(messages, Transcript):  # a rollout's: earlier turns encoded already
+            return head[3] + messages.json_bytes(_encode) + b"}"
         return head[3] + _encode(messages) + b"}"
 
     async def complete(

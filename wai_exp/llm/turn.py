@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,28 @@ class Completion:
     truncated: bool = False
     model: str = ""
     token_logprobs: list[float] | None = None
+
+
+class Transcript(list):
+    """A rollout's chat messages that only grow: messages are appended, never changed or
+    removed. A backend may keep each message's JSON between the calls of one rollout
+    (``json_bytes``) instead of encoding the whole conversation again on every turn."""
+
+    __slots__ = ("_encoded",)
+
+    def __init__(self, messages: Any = ()) -> None:
+        super().__init__(messages)
+        self._encoded: list[bytes] = []
+
+    def json_bytes(self, encode: Callable[[Any], bytes]) -> bytes:
+        """The messages as one JSON array, each message encoded by ``encode`` once (what
+        ``encode(list(self))`` gives for compact JSON). Raises what ``encode`` raises."""
+        encoded = self._encoded
+        if len(encoded) > len(self):  # the promise was broken: start again
+            encoded.clear()
+        for message in self[len(encoded) :]:
+            encoded.append(encode(message))
+        return b"[" + b",".join(encoded) + b"]"
 
 
 class CompletionTimeout(TimeoutError):

@@ -155,6 +155,15 @@ def messages_from_steps(
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
     messages.append({"role": "user", "content": prompt})
+    messages.extend(step_messages(steps))
+    return messages
+
+
+def step_messages(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chat messages of ``steps`` alone, in order (one per assistant, tool or user step;
+    none for another kind): what ``messages_from_steps`` puts after the ask. Each message
+    depends on its step only, so a growing rollout can append those of its new steps."""
+    messages: list[dict[str, Any]] = []
     for step in steps:
         kind = step.get("kind")
         if kind == "assistant":

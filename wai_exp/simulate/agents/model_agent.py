@@ -12,8 +12,8 @@ import httpx
 
 from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy, async_client
 from wai_exp.llm.providers import PROVIDERS, chat_backend, parse_model_spec
-from wai_exp.llm.turn import ChatBackend, Completion, CompletionTimeout
-from wai_exp.rows.model import messages_from_steps
+from wai_exp.llm.turn import ChatBackend, Completion, CompletionTimeout, Transcript
+from wai_exp.rows.model import messages_from_steps, step_messages
 from wai_exp.simulate.run_health import CallTimes
 
 DEFAULT_SAMPLING = {"temperature": 0.7, "max_tokens": 1024}
@@ -133,8 +133,13 @@ class ModelAgent:
         model_seen = self.spec.model
         t0 = time.monotonic()
         ids_used: set[str] = set()
+        # Built as the steps grow (each message depends on its step only), so the backend
+        # encodes each message once, not the whole conversation again on every turn.
+        messages = Transcript(messages_from_steps(system_prompt, prompt, []))
+        said = 0  # steps already in messages
         for turn in range(1, self.max_turns + 1):
-            messages = messages_from_steps(system_prompt, prompt, steps)
+            messages.extend(step_messages(steps[said:]))
+            said = len(steps)
             done = await self._complete(backend, messages, tools, turn, t0)
             model_seen = done.model or model_seen
             _unique_call_ids(done.tool_calls, turn, ids_used)
