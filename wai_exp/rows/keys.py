@@ -12,15 +12,23 @@ def task_key(row: Mapping[str, Any]) -> str:
 
     A task is a situation, not a string: ``scenario_id`` when the row has one (shared by
     the repeats of one opener and by the phrasings of one situation), else ``task_id``,
-    else the prompt text. Returns ``""`` for a row with none of the three, so such rows
-    still group together instead of raising.
+    else the prompt text, else (a chat row another tool wrote, with no ``prompt`` field) the
+    first user turn of its transcript. Returns ``""`` for a row with none of these, so such
+    rows still group together instead of raising.
     """
     for key in ("scenario_id", "task_id"):
         value = row.get(key)
         if value is not None and value != "":
             return str(value)
     prompt = row.get("prompt")
-    return "" if prompt is None else str(prompt)
+    if prompt is not None:
+        return str(prompt)
+    # Without this, every chat row of a file lacking ``prompt`` falls into one task ``""``,
+    # and pass rates, bands and intervals are computed over one group of unrelated asks.
+    from wai_exp.rows.reader import first_user_text, row_messages
+
+    ask = first_user_text(row_messages(row))
+    return "" if ask is None else ask
 
 
 def _prompt_sets(rows: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:

@@ -10,7 +10,8 @@ itself. Three families of shapes are accepted, step by step (one row may mix the
 * **row-v1** (the spec's ecosystem): ``{"tool", "arguments", "result"}`` (one call and its
   answer; optional ``id``, ``status``, ``fault``, ``error``), ``{"text"}`` (an agent turn),
   ``{"user"}`` (a turn of the person);
-* **chat messages**, in ``messages`` (read when ``steps`` is empty) or in ``steps``:
+* **chat messages**, in ``messages`` (read when ``steps`` is empty; τ-bench's result records
+  call it ``traj``, see ``row_messages``) or in ``steps``:
   OpenAI ``{"role", "content"}`` with assistant ``tool_calls`` (``{"id", "function":
   {"name", "arguments": JSON}}``) answered by ``{"role": "tool", "tool_call_id",
   "content"}``; Anthropic content blocks (``text``, ``tool_use`` in an assistant turn,
@@ -60,6 +61,39 @@ _INVALID = re.compile(
     r"^(invalid[ _-]?arguments?|unknown[ _-]?tool|invalid|bad[ _-]?request)$", re.I
 )
 _ERROR_TEXT = re.compile(r"^\s*(error|exception|failed)\b", re.I)
+
+
+#: Top-level keys a transcript of chat messages is found under, in the order they are tried:
+#: ``messages`` (OpenAI fine-tuning, TRL), ``traj`` (τ-bench result records).
+TRANSCRIPT_KEYS: tuple[str, ...] = ("messages", "traj")
+
+
+def row_messages(row: Mapping[str, Any]) -> Any:
+    """The row's chat transcript: the first non-empty value under ``TRANSCRIPT_KEYS``, else
+    None. Never raises; the value is returned as it is (``read_steps`` checks its shape)."""
+    for key in TRANSCRIPT_KEYS:
+        value = row.get(key)
+        if value:
+            return value
+    return None
+
+
+def first_user_text(messages: Any) -> str | None:
+    """The text of the first user turn of a chat transcript (the ask), or None when it has
+    none. Content blocks are joined; never raises."""
+    if not isinstance(messages, list | tuple):
+        return None
+    for msg in messages:
+        if isinstance(msg, Mapping) and msg.get("role") == "user":
+            content = msg.get("content")
+            if isinstance(content, list):
+                content = "\n".join(
+                    str(b.get("text", ""))
+                    for b in content
+                    if isinstance(b, Mapping) and b.get("type") in ("text", "input_text")
+                )
+            return None if content is None else str(content)
+    return None
 
 
 def _known(value: Any, names: frozenset[str]) -> bool:
@@ -202,13 +236,39 @@ class _Reader:
         self.prompt = prompt
         self.where = where
         self.steps: list[dict[str, Any]] = []
-        self.names: dict[str, str] = {}  # call id -> tool name, for answers without a name
+        # call id -> (tool name, arguments): a chat transcript puts both on the call and
+        # only the id on its answer, and judges read the arguments off the tool step.
+        self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.open: list[str] = []  # calls not answered yet, in the order they were made
         self.n_calls = 0
         self.seen_ask = False
 
     def _call_id(self, given: Any) -> str:
         self.n_calls += 1
         return str(given) if given not in (None, "") else f"call_{self.n_calls}"
+
+    def _call(self, given_id: Any, name: Any, raw_arguments: Any) -> dict[str, Any]:
+        """One tool call of an assistant turn, remembered until its answer comes."""
+        call_id = self._call_id(given_id)
+        args = _arguments(raw_arguments)
+        self.calls[call_id] = (str(name or ""), args)
+        self.open.append(call_id)
+        return {"id": call_id, "name": str(name or ""), "arguments": args}
+
+    def _answer(self, given_id: Any, name: Any) -> tuple[str, str, dict[str, Any]]:
+        """(call id, tool name, arguments) of the call a tool answer answers. An answer
+        without a known id (TRL's tool messages carry only the tool's ``name``) answers the
+        oldest open call of that name, else the oldest open call."""
+        call_id = "" if given_id in (None, "") else str(given_id)
+        if call_id not in self.calls:
+            named = [c for c in self.open if name and self.calls[c][0] == str(name)]
+            pick = named or self.open
+            if call_id == "" and pick:
+                call_id = pick[0]
+        if call_id in self.open:
+            self.open.remove(call_id)
+        known_name, args = self.calls.get(call_id, ("", {}))
+        return call_id, str(name or known_name), args
 
     def internal(self, i: int, step: Mapping[str, Any]) -> None:
         if not _known(step.get("kind"), _KINDS):
@@ -268,9 +328,8 @@ class _Reader:
         elif role == "assistant":
             self._assistant_message(i, msg, content)
         else:  # tool / function: one OpenAI tool answer
-            call_id = str(msg.get("tool_call_id") or "")
-            name = str(msg.get("name") or self.names.get(call_id, ""))
-            self.steps.append(_tool_step(call_id, name, {}, _parsed(content)))
+            call_id, name, args = self._answer(msg.get("tool_call_id"), msg.get("name"))
+            self.steps.append(_tool_step(call_id, name, args, _parsed(content)))
 
     def _blocks(self, i: int, content: Any) -> list[Mapping[str, Any]] | None:
         """Content blocks of a message, or None for plain text content."""
@@ -289,12 +348,12 @@ class _Reader:
         for block in blocks or ():
             kind = block["type"]
             if kind == "tool_result":
-                call_id = str(block.get("tool_use_id") or "")
+                call_id, name, args = self._answer(block.get("tool_use_id"), None)
                 self.steps.append(
                     _tool_step(
                         call_id,
-                        self.names.get(call_id, ""),
-                        {},
+                        name,
+                        args,
                         _parsed(block.get("content")),
                         is_error=bool(block.get("is_error")),
                     )
@@ -328,12 +387,7 @@ class _Reader:
             if kind in ("text", "output_text"):
                 texts.append(_text(block.get("text")))
             elif kind == "tool_use":
-                call_id = self._call_id(block.get("id"))
-                name = str(block.get("name") or "")
-                self.names[call_id] = name
-                calls.append(
-                    {"id": call_id, "name": name, "arguments": _arguments(block.get("input"))}
-                )
+                calls.append(self._call(block.get("id"), block.get("name"), block.get("input")))
             elif kind not in _SKIPPED_BLOCKS:
                 raise _refuse(f"{self.where}[{i}].content", block)
         reqs = msg.get("tool_calls")
@@ -344,23 +398,10 @@ class _Reader:
                 raise _refuse(f"{self.where}[{i}].tool_calls", req)
             fn = req.get("function")
             fn = fn if isinstance(fn, Mapping) else req
-            call_id = self._call_id(req.get("id"))
-            name = str(fn.get("name") or "")
-            self.names[call_id] = name
-            calls.append(
-                {"id": call_id, "name": name, "arguments": _arguments(fn.get("arguments"))}
-            )
+            calls.append(self._call(req.get("id"), fn.get("name"), fn.get("arguments")))
         if msg.get("function_call") and isinstance(msg["function_call"], Mapping):
             fc = msg["function_call"]
-            call_id = self._call_id(None)
-            self.names[call_id] = str(fc.get("name") or "")
-            calls.append(
-                {
-                    "id": call_id,
-                    "name": self.names[call_id],
-                    "arguments": _arguments(fc.get("arguments")),
-                }
-            )
+            calls.append(self._call(None, fc.get("name"), fc.get("arguments")))
         text = _text(content) if blocks is None else "".join(texts)
         self.steps.append({"kind": "assistant", "content": text, "tool_calls": calls})
 
@@ -379,7 +420,8 @@ def _is_internal(steps: list[Any] | tuple[Any, ...]) -> bool:
 def read_steps(row: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """``(prompt, steps)`` of a row as internal steps, whatever shape it was written in.
 
-    ``steps`` when the row has any, else its ``messages`` (a transcript: its first user
+    ``steps`` when the row has any, else its ``messages`` (or τ-bench's ``traj``,
+    ``row_messages``: a transcript, whose first user
     turn is the ask and becomes the prompt when the row has none). A row already in the
     internal shape comes back with its own step list, not a copy. Raises ``RowShapeError``
     (a ``ValueError``) naming the first step that matches no accepted shape, and the
@@ -408,15 +450,16 @@ def read_steps(row: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
             else:
                 raise _refuse(f"steps[{i}]", step)
         return ("" if reader.prompt is None else reader.prompt), reader.steps
-    messages = row.get("messages")
+    messages = row_messages(row)
     if not messages:
         return ("" if prompt is None else prompt), []
+    where = "messages" if row.get("messages") else "traj"
     if not isinstance(messages, list | tuple):
-        raise _refuse("messages", messages)
-    reader = _Reader(prompt, "messages")
+        raise _refuse(where, messages)
+    reader = _Reader(prompt, where)
     for i, msg in enumerate(messages):
         if not isinstance(msg, Mapping):
-            raise _refuse(f"messages[{i}]", msg)
+            raise _refuse(f"{where}[{i}]", msg)
         reader.message(i, msg, full_transcript=True)
     return ("" if reader.prompt is None else reader.prompt), reader.steps
 

@@ -1,0 +1,237 @@
+"""Rows another tool wrote, in that tool's own public shape (written here by hand, never by
+wai-exp): OpenAI chat fine-tuning lines, TRL conversational tool-calling lines, τ-bench result
+records. What a user relies on: each task is its own group, the transcript is read, rewards
+mean what they say, and a damaged file is named with its line and the fix."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from wai_exp.rows import task_key
+from wai_exp.rows.load import RowsFileError, load_rows
+from wai_exp.rows.reader import read_steps
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "cancel_order",
+            "description": "Cancel an order",
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}},
+                "required": ["order_id"],
+            },
+        },
+    }
+]
+
+
+def openai_line(order: str, arguments: object) -> dict:
+    """One line of the OpenAI chat fine-tuning format, function calling included."""
+    return {
+        "messages": [
+            {"role": "system", "content": "You are a retail support agent."},
+            {"role": "user", "content": f"Please cancel order {order}."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "cancel_order", "arguments": arguments},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"status": "cancelled"}'},
+            {"role": "assistant", "content": f"Order {order} is cancelled. 👍"},
+        ],
+        "tools": TOOLS,
+        "parallel_tool_calls": False,
+    }
+
+
+def tau_bench_record(task_id: int, trial: int, reward: float) -> dict:
+    """One τ-bench result record: the transcript is ``traj``, the answer key sits in ``info``."""
+    return {
+        "task_id": task_id,
+        "trial": trial,
+        "reward": reward,
+        "info": {"task": {"actions": [{"name": "cancel_pending_order", "kwargs": {}}]}},
+        "traj": [
+            {"role": "system", "content": "# Retail agent policy"},
+            {"role": "user", "content": f"Hi, cancel order #W{task_id}."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"toolu_{task_id}",
+                        "type": "function",
+                        "function": {
+                            "name": "cancel_pending_order",
+                            "arguments": json.dumps({"order_id": f"#W{task_id}"}),
+                        },
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": f"toolu_{task_id}",
+                "name": "cancel_pending_order",
+                "content": '{"status": "cancelled"}',
+            },
+            {"role": "assistant", "content": "Your order has been cancelled."},
+        ],
+    }
+
+
+def write_lines(path, lines: list[str]) -> None:
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_chat_rows_without_a_prompt_group_by_their_own_ask():
+    a = openai_line("#W1", '{"order_id": "#W1"}')
+    b = openai_line("#W2", '{"order_id": "#W2"}')
+    # Two different asks are two tasks, not one group of every row in the file.
+    assert task_key(a) == "Please cancel order #W1."
+    assert task_key(a) != task_key(b)
+
+
+def test_a_tau_bench_trajectory_is_read_from_traj():
+    prompt, steps = read_steps(tau_bench_record(3, 0, 1.0))
+    assert prompt == "Hi, cancel order #W3."
+    calls = [s for s in steps if s["kind"] == "tool"]
+    assert [c["name"] for c in calls] == ["cancel_pending_order"]
+    assert calls[0]["arguments"] == {"order_id": "#W3"}
+    assert task_key(tau_bench_record(3, 0, 1.0)) == "3"
+
+
+def test_load_rows_reads_each_shape_into_rows_with_prompt_and_steps(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    write_lines(
+        path,
+        [
+            json.dumps(openai_line("#W1", '{"order_id": "#W1"}')) + "\n",
+            "\n",  # a blank line between records
+            json.dumps(openai_line("#W2", {"order_id": "#W2"}), ensure_ascii=False) + "\n",
+            json.dumps(tau_bench_record(4, 1, 0.0)) + "\n",
+        ],
+    )
+    rows, report = load_rows(path)
+    assert len(rows) == 3
+    assert [r["prompt"] for r in rows] == [
+        "Please cancel order #W1.",
+        "Please cancel order #W2.",
+        "Hi, cancel order #W4.",
+    ]
+    for row in rows:
+        assert any(s["kind"] == "tool" for s in row["steps"])
+    assert rows[1]["steps"][0]["tool_calls"][0]["arguments"] == {"order_id": "#W2"}
+    assert rows[0]["final_text"] == "Order #W1 is cancelled. 👍"
+    assert rows[2]["reward"] == 0.0 and rows[2]["messages"][1]["role"] == "user"
+    assert report["rows"] == 3 and report["blank_lines"] == 1
+
+
+def test_rewards_are_read_for_what_they_say(tmp_path):
+    path = tmp_path / "rewards.jsonl"
+    base = openai_line("#W1", "{}")
+    values = [True, False, "1.0", "0", 1, float("nan"), "pass", None, 0.5]
+    write_lines(path, [json.dumps({**base, "reward": v}) + "\n" for v in values])
+    rows, report = load_rows(path)
+    got = [r.get("reward") for r in rows]
+    assert got[:5] == [1.0, 0.0, 1.0, 0.0, 1.0]
+    assert all(type(v) is float for v in got[:5])
+    # NaN, a word and null are no verdict: unjudged, never a failure, and counted.
+    assert got[5] is None and got[6] is None and got[7] is None
+    assert got[8] == 0.5
+    assert rows[5]["reward_raw"] == "nan" and rows[6]["reward_raw"] == "pass"
+    assert report["rewards_read_from"] == {"bool": 2, "text": 2}
+    assert report["rewards_unreadable"] == 2
+    assert any("2 rows" in w and "reward" in w for w in report["warnings"])
+    assert not any(isinstance(v, float) and math.isnan(v) for v in got if v is not None)
+
+
+def test_a_torn_last_line_is_counted_and_warned_not_silently_dropped(tmp_path):
+    path = tmp_path / "crashed.jsonl"
+    whole = json.dumps(openai_line("#W1", "{}")) + "\n"
+    write_lines(path, [whole, whole[: len(whole) // 2]])
+    rows, report = load_rows(path)
+    assert len(rows) == 1
+    assert report["torn_last_line"] is True
+    assert any("line 2" in w and "cut short" in w for w in report["warnings"])
+
+
+def test_a_file_that_is_not_jsonl_names_the_line_and_the_fix(tmp_path):
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([openai_line("#W1", "{}")], indent=2))  # one JSON array
+    with pytest.raises(RowsFileError) as err:
+        load_rows(path)
+    msg = str(err.value)
+    assert f"{path}:1" in msg and "one JSON object per line" in msg
+
+
+def test_a_line_that_is_not_an_object_is_refused(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    write_lines(path, [json.dumps(openai_line("#W1", "{}")) + "\n", "[1, 2]\n"])
+    with pytest.raises(RowsFileError, match=r"rows.jsonl:2: a JSON list, not a row object"):
+        load_rows(path)
+
+
+def test_a_row_in_no_known_shape_names_its_line(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    write_lines(path, [json.dumps({"conversation": [{"from": "human", "value": "hi"}]}) + "\n"])
+    with pytest.raises(RowsFileError) as err:
+        load_rows(path)
+    msg = str(err.value)
+    assert "rows.jsonl:1" in msg and "messages" in msg and "traj" in msg
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(RowsFileError, match="does not exist"):
+        load_rows(tmp_path / "nope.jsonl")
+
+
+def trl_line() -> dict:
+    """TRL's conversational tool-calling line: calls carry no id, arguments are an object,
+    the tool answer names the tool instead of a call id."""
+    return {
+        "messages": [
+            {"role": "user", "content": "Turn on the living room lights."},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "control_light",
+                            "arguments": {"room": "living room", "state": "on"},
+                        },
+                    }
+                ],
+            },
+            {"role": "tool", "name": "control_light", "content": "The lights are now on."},
+            {"role": "assistant", "content": "Done!"},
+        ],
+        "tools": [{"type": "function", "function": {"name": "control_light", "parameters": {}}}],
+    }
+
+
+def test_a_trl_tool_answer_without_an_id_answers_its_call():
+    prompt, steps = read_steps(trl_line())
+    assert prompt == "Turn on the living room lights."
+    call = steps[0]["tool_calls"][0]
+    answer = steps[1]
+    assert answer["kind"] == "tool" and answer["tool_call_id"] == call["id"] != ""
+    assert answer["name"] == "control_light"
+    assert answer["arguments"] == {"room": "living room", "state": "on"}
+
+
+def test_an_openai_tool_step_carries_the_arguments_of_its_call():
+    _, steps = read_steps(openai_line("#W9", '{"order_id": "#W9"}'))
+    tool = next(s for s in steps if s["kind"] == "tool")
+    assert tool["tool_call_id"] == "call_1" and tool["arguments"] == {"order_id": "#W9"}

@@ -1,0 +1,193 @@
+"""Rows another tool wrote, read from a JSONL file into the rows every stage works on.
+
+``load_rows(path)`` is how a file of existing rows enters wai-exp (``simulate.rows``, or
+the Python API). Each line is one JSON object in any shape ``rows.reader`` accepts (our
+rows, row-v1 steps, an OpenAI / TRL ``messages`` line, a τ-bench result record with
+``traj``); each row comes back with ``prompt``, internal ``steps`` and ``final_text`` filled
+in from its transcript when it lacks them, so every judge, selection and report reads it the
+same way. The transcript itself (``messages``/``traj``) and every other key are kept.
+
+Rewards are read for what they say: ``true``/``false`` are 1.0/0.0, a number written as
+text (``"1.0"``) is that number; NaN, infinity and words (``"pass"``) are no verdict, so the
+row is unjudged (never a failure) and its original value is kept in ``reward_raw``. Each
+conversion is counted in the report and warned about.
+
+Problems with the file itself stop the read with a ``RowsFileError`` naming the file, the
+line and the fix: a missing file, a line that is not JSON, a line that is not an object, a
+row in no known shape. A last line cut short (a writer that crashed mid-line) is the one
+damage that is skipped, and the report says so (``torn_last_line`` and a warning).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from wai_exp.rows.reader import (
+    TRANSCRIPT_KEYS,
+    RowShapeError,
+    first_user_text,
+    internal_row,
+    row_messages,
+)
+
+#: What a line must hold to be a row, as the errors say it.
+ROW_KEYS_HINT = (
+    "a row needs a transcript: `messages` (OpenAI / TRL chat), `traj` (τ-bench), `steps`, "
+    "or at least a `prompt`"
+)
+
+
+class RowsFileError(ValueError):
+    """A rows file that cannot be read as rows; the message names the file, line and fix."""
+
+
+def _reward(value: Any) -> tuple[float | None, str | None]:
+    """``(reward, how it was read)``: how is None for a plain finite number, ``bool`` or
+    ``text`` for a converted one, ``unreadable`` when the value is no verdict."""
+    if isinstance(value, bool):
+        return (1.0 if value else 0.0), "bool"
+    if isinstance(value, int | float):
+        return (float(value), None) if math.isfinite(value) else (None, "unreadable")
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None, "unreadable"
+        return (number, "text") if math.isfinite(number) else (None, "unreadable")
+    return None, "unreadable"
+
+
+def _row(line_no: int, path: Path, value: Any) -> dict[str, Any]:
+    where = f"{path}:{line_no}"
+    if not isinstance(value, dict):
+        kind = {list: "list", str: "string"}.get(type(value), type(value).__name__)
+        raise RowsFileError(
+            f"{where}: a JSON {kind}, not a row object; write one JSON object per line "
+            '(JSON Lines), e.g. {"messages": [...], "tools": [...]}'
+        )
+    has_text = any(value.get(k) for k in (*TRANSCRIPT_KEYS, "steps")) or value.get("prompt")
+    if not has_text:
+        raise RowsFileError(
+            f"{where}: keys {sorted(value)[:8]} hold no transcript; {ROW_KEYS_HINT}"
+        )
+    try:
+        row = dict(internal_row(value))
+    except RowShapeError as exc:
+        raise RowsFileError(f"{where}: {exc}") from None
+    if row.get("prompt") is None:
+        row["prompt"] = first_user_text(row_messages(value))
+    if row.get("prompt") is None or row.get("prompt") == "":
+        raise RowsFileError(
+            f"{where}: the transcript has no user turn to take the ask from; give the row a "
+            "`prompt` or a message with role `user`"
+        )
+    if row.get("messages") is None and value.get("traj"):
+        row["messages"] = value["traj"]
+    return row
+
+
+def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``(rows, report)`` of the JSONL file at ``path`` (module docstring for what is read).
+
+    ``report``: ``path``, ``rows``, ``blank_lines``, ``torn_last_line``,
+    ``rewards_read_from`` (``{"bool": n, "text": n}``), ``rewards_unreadable``, ``shapes``
+    (rows by where their transcript was: ``messages``, ``traj``, ``steps``, ``prompt``),
+    ``tools`` (the distinct tool names the rows declare) and ``warnings``. Raises
+    ``RowsFileError`` as the module docstring says, also for a file that holds no row.
+    """
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise RowsFileError(f"{path} does not exist; point simulate.rows at your rows JSONL")
+    if path.is_dir():
+        raise RowsFileError(f"{path} is a folder; point simulate.rows at a JSONL file in it")
+    rows: list[dict[str, Any]] = []
+    blank = 0
+    torn: int | None = None
+    read_from: Counter[str] = Counter()
+    unreadable = 0
+    shapes: Counter[str] = Counter()
+    tool_names: set[str] = set()
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise RowsFileError(f"{path}: cannot be read ({exc.strerror})") from None
+    with fh:
+        try:
+            for line_no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    blank += 1
+                    continue
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    if not line.endswith("\n"):
+                        torn = line_no  # only the last line can lack one: a crash mid-write
+                        break
+                    raise RowsFileError(
+                        f"{path}:{line_no}: not JSON ({exc.msg}); a rows file holds one JSON "
+                        "object per line (JSON Lines), not a JSON array or pretty-printed JSON"
+                    ) from None
+                row = _row(line_no, path, value)
+                shapes[
+                    next((k for k in (*TRANSCRIPT_KEYS, "steps") if value.get(k)), "prompt")
+                ] += 1
+                if "reward" in row and row["reward"] is not None:
+                    reward, how = _reward(row["reward"])
+                    if how == "unreadable":
+                        unreadable += 1
+                        row["reward_raw"] = str(row["reward"])
+                    elif how is not None:
+                        read_from[how] += 1
+                    row["reward"] = reward
+                for tool in row.get("tools") or ():
+                    if isinstance(tool, Mapping):
+                        fn = (
+                            tool.get("function")
+                            if isinstance(tool.get("function"), Mapping)
+                            else tool
+                        )
+                        if fn.get("name"):
+                            tool_names.add(str(fn["name"]))
+                rows.append(row)
+        except UnicodeDecodeError:
+            raise RowsFileError(
+                f"{path}: not UTF-8 text; a rows file is JSON Lines in UTF-8"
+            ) from None
+    if not rows:
+        raise RowsFileError(
+            f"{path} holds no row (empty, blank lines only, or one torn line); "
+            "point simulate.rows at a JSONL file with one row per line"
+        )
+    warnings: list[str] = []
+    if torn is not None:
+        warnings.append(
+            f"{path}: line {torn} was cut short (no newline, not JSON: a writer that stopped "
+            "mid-line) and was skipped; re-export the file if that row matters"
+        )
+    if read_from:
+        said = ", ".join(f"{n} from {how}" for how, n in sorted(read_from.items()))
+        warnings.append(
+            f"{sum(read_from.values())} rows had a reward that was not a number ({said}); read as numbers"
+        )
+    if unreadable:
+        warnings.append(
+            f"{unreadable} rows have a reward that is no verdict (NaN, infinity or a word): "
+            "they count as unjudged, never as failures; the value is kept in reward_raw"
+        )
+    report = {
+        "path": str(path),
+        "rows": len(rows),
+        "blank_lines": blank,
+        "torn_last_line": torn is not None,
+        "rewards_read_from": dict(sorted(read_from.items())),
+        "rewards_unreadable": unreadable,
+        "shapes": dict(shapes.most_common()),
+        "tools": sorted(tool_names),
+        "warnings": warnings,
+    }
+    return rows, report
