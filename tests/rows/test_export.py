@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.support.foreign_rows import tau_record
 from wai_exp.rows.export import (
     ConversationError,
     check_conversation,
@@ -172,3 +173,59 @@ def test_rl_record_is_one_prompt_per_task_with_the_reward_facts_and_no_answer_ke
 def test_conversation_of_a_row_with_nothing_to_say_raises():
     with pytest.raises(ConversationError, match="neither messages nor a prompt"):
         conversation({"rollout_id": "x", "steps": []})
+
+
+def test_a_transcript_that_ends_on_the_users_goodbye_is_published_up_to_the_last_reply():
+    records, report = sft_records([tau_record(1, 0, 1.0, reply="Cancelled.")])
+    assert report["skipped"] == 0
+    messages = records[0]["messages"]
+    assert messages[-1] == {
+        "role": "assistant",
+        "content": "Cancelled.",
+        "tool_calls": None,
+        "tool_call_id": None,
+        "name": None,
+    }
+    assert [m["role"] for m in messages][:2] == ["system", "user"]
+
+
+def test_an_rl_record_needs_only_the_prompt_not_a_final_reply():
+    row = tau_record(2, 0, 0.0)
+    row["traj"] = row["traj"][:2]  # the ask alone: what an RL trainer feeds the policy
+    records, report = rl_records([row])
+    assert report["skipped"] == 0
+    assert records[0]["prompt"][-1] == {
+        "role": "user",
+        "content": "Hi! Cancel order #W2, please 🙏",
+    }
+
+
+def test_rows_that_carry_their_own_tools_are_published_with_them():
+    own = [{"type": "function", "function": {"name": "control_light", "parameters": {}}}]
+    row = {**openai_row(), "tools": own}
+    records, _ = sft_records([row, openai_row("r2")], TOOLS)
+    assert records[0]["tools"] == own  # the row's own, not the spec's
+    assert records[1]["tools"] == TOOLS  # a row without tools gets the spec's
+    [rl], _ = rl_records([row], TOOLS)
+    assert rl["tools"] == own
+
+
+def test_a_trl_row_without_call_ids_is_published_with_ids_that_pair():
+    row = {
+        "messages": [
+            {"role": "user", "content": "Lights on, please."},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"type": "function", "function": {"name": "control_light", "arguments": {}}}
+                ],
+            },
+            {"role": "tool", "name": "control_light", "content": "on"},
+            {"role": "assistant", "content": "Done!"},
+        ]
+    }
+    [record], report = sft_records([row])
+    assert report["skipped"] == 0
+    call = record["messages"][1]["tool_calls"][0]
+    assert call["id"] and record["messages"][2]["tool_call_id"] == call["id"]
+    check_conversation(record["messages"])

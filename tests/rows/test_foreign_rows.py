@@ -10,84 +10,10 @@ import math
 
 import pytest
 
+from tests.support.foreign_rows import openai_line, tau_record
 from wai_exp.rows import task_key
 from wai_exp.rows.load import RowsFileError, load_rows
 from wai_exp.rows.reader import read_steps
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "cancel_order",
-            "description": "Cancel an order",
-            "parameters": {
-                "type": "object",
-                "properties": {"order_id": {"type": "string"}},
-                "required": ["order_id"],
-            },
-        },
-    }
-]
-
-
-def openai_line(order: str, arguments: object) -> dict:
-    """One line of the OpenAI chat fine-tuning format, function calling included."""
-    return {
-        "messages": [
-            {"role": "system", "content": "You are a retail support agent."},
-            {"role": "user", "content": f"Please cancel order {order}."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "cancel_order", "arguments": arguments},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "call_1", "content": '{"status": "cancelled"}'},
-            {"role": "assistant", "content": f"Order {order} is cancelled. 👍"},
-        ],
-        "tools": TOOLS,
-        "parallel_tool_calls": False,
-    }
-
-
-def tau_bench_record(task_id: int, trial: int, reward: float) -> dict:
-    """One τ-bench result record: the transcript is ``traj``, the answer key sits in ``info``."""
-    return {
-        "task_id": task_id,
-        "trial": trial,
-        "reward": reward,
-        "info": {"task": {"actions": [{"name": "cancel_pending_order", "kwargs": {}}]}},
-        "traj": [
-            {"role": "system", "content": "# Retail agent policy"},
-            {"role": "user", "content": f"Hi, cancel order #W{task_id}."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"toolu_{task_id}",
-                        "type": "function",
-                        "function": {
-                            "name": "cancel_pending_order",
-                            "arguments": json.dumps({"order_id": f"#W{task_id}"}),
-                        },
-                    }
-                ],
-            },
-            {
-                "role": "tool",
-                "tool_call_id": f"toolu_{task_id}",
-                "name": "cancel_pending_order",
-                "content": '{"status": "cancelled"}',
-            },
-            {"role": "assistant", "content": "Your order has been cancelled."},
-        ],
-    }
 
 
 def write_lines(path, lines: list[str]) -> None:
@@ -103,12 +29,12 @@ def test_chat_rows_without_a_prompt_group_by_their_own_ask():
 
 
 def test_a_tau_bench_trajectory_is_read_from_traj():
-    prompt, steps = read_steps(tau_bench_record(3, 0, 1.0))
-    assert prompt == "Hi, cancel order #W3."
+    prompt, steps = read_steps(tau_record(3, 0, 1.0))
+    assert prompt == "Hi! Cancel order #W3, please 🙏"
     calls = [s for s in steps if s["kind"] == "tool"]
     assert [c["name"] for c in calls] == ["cancel_pending_order"]
     assert calls[0]["arguments"] == {"order_id": "#W3"}
-    assert task_key(tau_bench_record(3, 0, 1.0)) == "3"
+    assert task_key(tau_record(3, 0, 1.0)) == "3"
 
 
 def test_load_rows_reads_each_shape_into_rows_with_prompt_and_steps(tmp_path):
@@ -119,7 +45,7 @@ def test_load_rows_reads_each_shape_into_rows_with_prompt_and_steps(tmp_path):
             json.dumps(openai_line("#W1", '{"order_id": "#W1"}')) + "\n",
             "\n",  # a blank line between records
             json.dumps(openai_line("#W2", {"order_id": "#W2"}), ensure_ascii=False) + "\n",
-            json.dumps(tau_bench_record(4, 1, 0.0)) + "\n",
+            json.dumps(tau_record(4, 1, 0.0)) + "\n",
         ],
     )
     rows, report = load_rows(path)
@@ -127,7 +53,7 @@ def test_load_rows_reads_each_shape_into_rows_with_prompt_and_steps(tmp_path):
     assert [r["prompt"] for r in rows] == [
         "Please cancel order #W1.",
         "Please cancel order #W2.",
-        "Hi, cancel order #W4.",
+        "Hi! Cancel order #W4, please 🙏",
     ]
     for row in rows:
         assert any(s["kind"] == "tool" for s in row["steps"])

@@ -73,6 +73,8 @@ class SimulateConfig(_Strict):
     tasks: str | None = None
     #: Graded traces (JSONL path) that aim the coverage grid at observed failures.
     traces: str | None = None
+    #: Rows another tool wrote (JSONL path): read as the stage's rows instead of simulating.
+    rows: str | None = None
 
 
 class Skills(_Strict):
@@ -156,13 +158,16 @@ class PairwiseOptions(_Strict):
 
 
 class JudgeConfig(_Strict):
-    """Who grades: ``checklist`` (task_checklist), ``conduct`` (conduct_grade), ``callable``
+    """Who grades: ``checklist`` (task_checklist), ``conduct`` (conduct_grade), ``given``
+    (the reward the rows already carry, for rows another tool graded), ``callable``
     (your function), ``llm`` (``grade_llm``: a model's pass/fail), ``rubric_llm``
     (``rubric_judge``: a model answers a rubric item by item), or ``pairwise`` (the rows are
     graded by ``pointwise``; a two-arm pipeline's compare stage also asks a model which
     arm's reply is better, both ways round)."""
 
-    kind: Literal["checklist", "conduct", "callable", "llm", "rubric_llm", "pairwise"] = "checklist"
+    kind: Literal["checklist", "conduct", "given", "callable", "llm", "rubric_llm", "pairwise"] = (
+        "checklist"
+    )
     #: For ``callable``: "package.module:function" taking a row and returning a judge result.
     target: str | None = None
     name: str | None = None

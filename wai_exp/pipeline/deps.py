@@ -5,7 +5,7 @@ DVC's model: a key is the hash of the stage's command, its parameters and the *c
 its dependencies, so an input rewritten in place or an edited helper module re-runs the stage.
 
 * ``input_files``: the files a stage reads by path (``simulate.tasks``, ``simulate.traces``,
-  ``simulate.spec``), by the SHA-256 of their bytes;
+  ``simulate.spec``, ``simulate.rows``), by the SHA-256 of their bytes;
 * ``user_code``: the user's modules a stage runs (a callable agent or judge,
   ``simulate.execute``, a ``_target_`` stage) and every module they import from outside the
   standard library, site-packages and wai-exp itself, found by walking the ``import``
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 #: Config keys (of ``simulate``, or a stage's params) naming a file the stage reads.
-FILE_KEYS = ("tasks", "traces", "spec")
+FILE_KEYS = ("tasks", "traces", "spec", "rows")
 
 _CHUNK = 1 << 20
 
@@ -84,7 +84,7 @@ def input_files(
     sections: Mapping[str, Any], params: Mapping[str, Any], start_dir: Path
 ) -> dict[str, str]:
     """``{key: sha256}`` for each file the stage reads by path: ``simulate.tasks``,
-    ``simulate.traces``, ``simulate.spec`` and the same keys in the stage's params (which
+    ``simulate.traces``, ``simulate.spec``, ``simulate.rows`` and the same keys in the stage's params (which
     override the section). A missing file digests to a reason instead of raising; ``spec``
     values that name a shipped spec rather than a file are left to the config section."""
     sim = sections.get("simulate")

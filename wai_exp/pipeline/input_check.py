@@ -101,11 +101,22 @@ def judge_problems(config: Mapping[str, Any]) -> list[str]:
 def simulate_problems(
     config: Mapping[str, Any], params: dict[str, Any], start_dir: Path
 ) -> list[str]:
-    """What the engine would refuse in one simulate stage, found without running it."""
-    from wai_exp.pipeline.stages.simulate import simulate_kwargs
+    """What the engine would refuse in one simulate stage, found without running it; with
+    ``simulate.rows`` set, what is wrong with that file (read here in full, so a bad line
+    stops the run before any stage starts)."""
+    from wai_exp.pipeline.stages.simulate import rows_file, simulate_kwargs
     from wai_exp.simulate.engine import check_inputs
 
     ctx = _Context(dict(config), start_dir)
+    given = rows_file(ctx, params)  # type: ignore[arg-type]
+    if given is not None:
+        from wai_exp.rows.load import RowsFileError, load_rows
+
+        try:
+            load_rows(given)
+        except RowsFileError as exc:
+            return [f"simulate.rows: {exc}"]
+        return []
     try:
         kwargs = simulate_kwargs(ctx, params)  # type: ignore[arg-type]
         check_inputs(None, **kwargs)

@@ -900,7 +900,12 @@ def summarize(outcome: RunOutcome) -> str:
         out.append(f"pass@1{which}: {m['pass_at_1']:.3f}  {ci}{over}{basis}")
         k = graded.result.report.get("k")
         if "pass_pow_k" in m and "pass_at_k" in m:
-            out.append(f"  pass^{k}: {m['pass_pow_k']:.3f}  pass@{k}: {m['pass_at_k']:.3f}")
+            # Each with its interval: a bare 0.000 over a handful of tasks reads as measured.
+            pow_ci = _fmt_ci(m.get("pass_pow_k_ci_lo"), m.get("pass_pow_k_ci_hi"))
+            at_ci = _fmt_ci(m.get("pass_at_k_ci_lo"), m.get("pass_at_k_ci_hi"))
+            out.append(
+                f"  pass^{k}: {m['pass_pow_k']:.3f}  {pow_ci}  pass@{k}: {m['pass_at_k']:.3f}  {at_ci}"
+            )
         else:
             note = graded.result.report.get("note") or "not enough repeats per task"
             out.append(f"  pass^k, pass@k: not measured ({note})")
@@ -910,7 +915,9 @@ def summarize(outcome: RunOutcome) -> str:
     # their own headline; show it rather than make the reader open report.txt.
     for st in outcome.stages:
         if st.result and st.kind not in _HEADLINED and st.result.text.strip():
-            out.append(f"{st.name}: {st.result.text.strip().splitlines()[0]}")
+            first_line = st.result.text.strip().splitlines()[0]
+            named = first_line.startswith(f"{st.name}:")  # the stage named itself already
+            out.append(first_line if named else f"{st.name}: {first_line}")
     kept = next(
         (s for s in reversed(outcome.stages) if s.result and "rows_kept" in s.result.metrics), None
     )

@@ -19,6 +19,8 @@ _EXPORTS: dict[str, str] = {
     "read_rows": "jsonl",
     "write_json": "jsonl",
     "write_rows": "jsonl",
+    "load_rows": "load",
+    "RowsFileError": "load",
     "task_key": "keys",
     "prompt_mismatch": "keys",
     "ACCEPTED_SHAPES": "reader",

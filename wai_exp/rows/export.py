@@ -26,6 +26,7 @@ from typing import Any
 
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import messages_from_steps
+from wai_exp.rows.reader import row_messages
 from wai_exp.rows.scrub import scrub
 
 SHAPES = ("sft", "preference", "rl")
@@ -93,21 +94,69 @@ def _message(msg: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def conversation(row: Mapping[str, Any], system_prompt: str | None = None) -> list[dict[str, Any]]:
+def _linked(raw: Sequence[Any]) -> list[Mapping[str, Any]]:
+    """The messages with every tool call given an id and every tool answer its call's id.
+
+    TRL's tool-calling lines carry neither (a call is ``{"type", "function"}``, its answer
+    ``{"role": "tool", "name"}``); a trainer's chat template pairs them by id. A call without
+    an id gets ``call_<n>``; an answer without one answers the oldest open call of its
+    ``name``, else the oldest open call. Messages that have both are returned as they are.
+    """
+    out: list[Mapping[str, Any]] = []
+    open_calls: list[tuple[str, str]] = []  # (id, name), oldest first
+    n = 0
+    for msg in raw:
+        if not isinstance(msg, Mapping):
+            continue
+        calls = msg.get("tool_calls")
+        if msg.get("role") == "assistant" and isinstance(calls, list | tuple) and calls:
+            fixed = []
+            for call in calls:
+                if not isinstance(call, Mapping):
+                    fixed.append(call)
+                    continue
+                n += 1
+                fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+                cid = str(call.get("id") or f"call_{n}")
+                open_calls.append((cid, str(fn.get("name") or "")))
+                fixed.append(call if call.get("id") else {**call, "id": cid})
+            msg = {**msg, "tool_calls": fixed}
+        elif msg.get("role") == "tool":
+            cid = msg.get("tool_call_id")
+            if not cid and open_calls:
+                named = [c for c in open_calls if msg.get("name") and c[1] == msg["name"]]
+                cid = (named or open_calls)[0][0]
+                msg = {**msg, "tool_call_id": cid}
+            open_calls = [c for c in open_calls if c[0] != cid]
+        out.append(msg)
+    return out
+
+
+def conversation(
+    row: Mapping[str, Any], system_prompt: str | None = None, *, final: bool = True
+) -> list[dict[str, Any]]:
     """The row's transcript in the canonical OpenAI chat shape, checked.
 
-    From ``row["messages"]`` when present, else from ``row["steps"]`` with ``system_prompt``
-    first. Raises ``ConversationError`` when the transcript is not well formed
+    From the row's chat transcript (``messages``, or τ-bench's ``traj``) when present, else
+    from ``row["steps"]`` with ``system_prompt`` first; tool calls and answers without ids
+    are paired (``_linked``). With ``final`` (a transcript a trainer learns the replies of),
+    user turns after the last assistant turn are cut (a user's goodbye, τ-bench's
+    ``###STOP###``: nothing to learn from) and the transcript must end on an assistant turn.
+    Raises ``ConversationError`` when the transcript is not well formed
     (``check_conversation``).
     """
-    raw = row.get("messages")
+    raw = row_messages(row)
     if not raw:
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise ConversationError("the row has neither messages nor a prompt")
         raw = messages_from_steps(system_prompt, prompt, list(row.get("steps") or ()))
-    messages = [_message(m) for m in raw if isinstance(m, Mapping)]
-    check_conversation(messages)
+    messages = [_message(m) for m in _linked(raw)]
+    if final:
+        last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+        if last >= 0 and all(m["role"] == "user" for m in messages[last + 1 :]):
+            messages = messages[: last + 1]
+    check_conversation(messages, final=final)
     return messages
 
 
@@ -204,12 +253,12 @@ def sft_records(
         try:
             messages = conversation(row, system_prompt)
         except ConversationError as exc:
-            reasons.append(f"{row.get('rollout_id')}: {exc}")
+            reasons.append(f"{row.get('rollout_id') or task_key(row)[:60]!r}: {exc}")
             continue
         records.append(
             {
                 "messages": messages,
-                "tools": tool_list,
+                "tools": _tools_of(row, tool_list),
                 "task_key": task_key(row),
                 "rollout_id": None if row.get("rollout_id") is None else str(row["rollout_id"]),
                 "reward": _reward(row),
@@ -254,7 +303,7 @@ def preference_records(
                 "prompt": _prompt(c_msgs, n),
                 "chosen": c_msgs[n:],
                 "rejected": r_msgs[n:],
-                "tools": tool_list,
+                "tools": _tools_of(chosen, tool_list),
                 "task_key": str(pair.get("task_key") or task_key(chosen)),
                 "chosen_score": _number(pair.get("chosen_score")),
                 "rejected_score": _number(pair.get("rejected_score")),
@@ -296,7 +345,9 @@ def rl_records(
     for key, members in by_task.items():
         first = members[0]
         try:
-            messages = conversation(first, system_prompt)
+            # An RL trainer feeds the policy the prompt alone: only that part must be well
+            # formed (the rollout that follows may end anywhere, on the user's goodbye).
+            messages = conversation(first, system_prompt, final=False)
         except ConversationError as exc:
             reasons.append(f"{key}: {exc}")
             continue
@@ -306,7 +357,7 @@ def rl_records(
         records.append(
             {
                 "prompt": _prompt(messages, n),
-                "tools": tool_list,
+                "tools": _tools_of(first, tool_list),
                 "task_key": key,
                 "scenario_id": _str(first.get("scenario_id")),
                 "data_source": "wai-exp",
@@ -325,6 +376,15 @@ def rl_records(
     report["rows_in"] = len(rows)
     report["tasks_in"] = len(by_task)
     return records, report
+
+
+def _tools_of(row: Mapping[str, Any], default: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tools a row declares itself (an OpenAI / TRL line carries ``tools``), scrubbed;
+    else ``default`` (the agent spec's)."""
+    own = row.get("tools")
+    if isinstance(own, list | tuple) and own and all(isinstance(t, Mapping) for t in own):
+        return [scrub(dict(t)) for t in own]
+    return default
 
 
 def _calibration_value(field: str, value: Any) -> Any:

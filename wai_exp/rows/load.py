@@ -83,8 +83,8 @@ def _row(line_no: int, path: Path, value: Any) -> dict[str, Any]:
         row["prompt"] = first_user_text(row_messages(value))
     if row.get("prompt") is None or row.get("prompt") == "":
         raise RowsFileError(
-            f"{where}: the transcript has no user turn to take the ask from; give the row a "
-            "`prompt` or a message with role `user`"
+            f"{where}: no ask: the transcript has no user turn before the agent's first turn; "
+            "give the row a `prompt`, or start its messages with the user's (after a system one)"
         )
     if row.get("messages") is None and value.get("traj"):
         row["messages"] = value["traj"]

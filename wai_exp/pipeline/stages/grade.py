@@ -26,6 +26,7 @@ from wai_exp.pipeline.stored_rows import StoredRows
 BUILTIN_JUDGES = {
     "checklist": ("task_checklist", "wai_exp.score.grade.checklist"),
     "conduct": ("conduct_grade", "wai_exp.score.grade.grading"),
+    "given": ("given_reward", "wai_exp.score.grade.given"),
 }
 
 
@@ -133,7 +134,7 @@ def resolve_judge(
 
     fn = getattr(importlib.import_module(module), fname)
     name = judge_cfg.get("name") or fname
-    if declared_tools:
+    if declared_tools and kind != "given":
         # The checklist/conduct rules flag calls to tools the agent was never given.
         fn = functools.partial(fn, declared_tools=set(declared_tools))
     return fn, name

@@ -67,10 +67,17 @@ def _gate_report(inputs: dict[str, StageResult]) -> dict[str, Any]:
 
 
 def _tools_and_system(ctx: StageContext) -> tuple[list[dict[str, Any]], str | None]:
-    """The agent's tools (function-calling shape) and system prompt, from ``simulate.spec``."""
+    """The agent's tools (function-calling shape) and system prompt, from ``simulate.spec``.
+
+    Rows read from a file (``simulate.rows``) with no ``simulate.spec`` get neither: they
+    were not made with the shipped support desk, so its tools and system prompt would be
+    another agent's; such rows carry their own (``tools``, a system message)."""
     from wai_exp.simulate.spec import load_agent_spec
 
-    spec = (ctx.config.get("simulate") or {}).get("spec")
+    sim = ctx.config.get("simulate") or {}
+    spec = sim.get("spec")
+    if sim.get("rows") and not spec:
+        return [], None
     if spec and not Path(str(spec)).is_absolute() and (ctx.start_dir / str(spec)).exists():
         spec = str(ctx.start_dir / str(spec))
     loaded = load_agent_spec(spec)
@@ -328,5 +335,15 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     ]
     if info["skipped"]:
         lines.append(f"  warning: {info['skipped']} left out; see report.json export.skip_reasons")
+    if rows and not records:
+        # An empty dataset that exits 0 reads as a dataset: fail the run and say why.
+        first = (export_report.get("skip_reasons") or ["no reason recorded"])[0]
+        report["failed_because"] = "nothing_published"
+        report["failure_summary"] = (
+            f"publish: none of the {len(rows)} gated rows made a {shape} record "
+            f"({info['skipped']} left out; first: {first}); see {out_dir / 'report.json'} "
+            "export.skip_reasons"
+        )
+        lines.append(f"  {report['failure_summary']}")
     metrics = {"records": float(len(records)), "records_skipped": float(info["skipped"])}
     return StageResult(rows=records, report=report, text="\n".join(lines) + "\n", metrics=metrics)

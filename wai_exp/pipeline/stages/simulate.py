@@ -25,6 +25,7 @@ from typing import Any
 
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
 from wai_exp.rows.jsonl import RowAppender, read_rows
+from wai_exp.rows.keys import task_key
 
 #: simulate-section keys passed to simulate() as they are (None = leave the engine's default).
 PASSED = (
@@ -207,7 +208,7 @@ def resume_rows(partial: Path) -> list[dict[str, Any]]:
 
 def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for ``simulate()`` (without the agent and the resume hooks)."""
-    own = ("agent", "tasks_from", "seed_offset", "max_lost_share")
+    own = ("agent", "tasks_from", "seed_offset", "max_lost_share", "rows")
     sim = {**ctx.config.get("simulate", {}), **{k: v for k, v in params.items() if k not in own}}
     kwargs: dict[str, Any] = {k: sim[k] for k in PASSED if sim.get(k) is not None}
     seed = ctx.seed + int(params.get("seed_offset") or 0)
@@ -229,11 +230,52 @@ def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]
     return kwargs
 
 
+def rows_file(ctx: StageContext, params: dict[str, Any]) -> str | None:
+    """The path ``simulate.rows`` (or the stage's ``params.rows``) names, made absolute
+    against the start folder; None when the stage simulates."""
+    sim = {**(ctx.config.get("simulate") or {}), **params}
+    return _resolve_path(sim["rows"], ctx.start_dir) if sim.get("rows") else None
+
+
+def read_given_rows(ctx: StageContext, path: str) -> StageResult:
+    """The stage's result for ``simulate.rows``: the file's rows (``rows.load.load_rows``),
+    nothing simulated. Report: ``source: "rows"``, the file's read report under
+    ``rows_file``, ``declared_tools`` (the tools the rows declare) and ``stopped_because:
+    "rows_read"``. Raises ``RowsFileError`` naming the line and the fix."""
+    from wai_exp.rows.load import load_rows
+
+    rows, info = load_rows(path)
+    report = {
+        "source": "rows",
+        "mode": "rows",
+        "rows_file": info,
+        "rows_new": len(rows),
+        "declared_tools": info["tools"],
+        "stopped_because": "rows_read",
+        "warnings": info["warnings"],
+    }
+    shapes = ", ".join(f"{n} from {k}" for k, n in info["shapes"].items())
+    lines = [f"{ctx.name}: read {len(rows)} rows from {path} ({shapes}); nothing simulated"]
+    lines += [f"warning: {w}" for w in info["warnings"]]
+    metrics = {"rows": float(len(rows)), "situations": float(len({task_key(r) for r in rows}))}
+    return StageResult(
+        rows=rows,
+        report=report,
+        text="\n".join(lines) + "\n",
+        metrics=metrics,
+        tags={"stopped_because": "rows_read"},
+    )
+
+
 @register("simulate", reads=("simulate", "agent", "world", "knobs", "seed"))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
-    """Simulate rollouts, streaming each finished row to the partial file."""
+    """Simulate rollouts, streaming each finished row to the partial file; with
+    ``simulate.rows`` set, read that file's rows instead (``read_given_rows``)."""
     from wai_exp.simulate.engine import simulate
 
+    given = rows_file(ctx, params)
+    if given is not None:
+        return read_given_rows(ctx, given)
     kwargs = simulate_kwargs(ctx, params)
     pinned = params.get("tasks_from")
     if pinned:
