@@ -884,6 +884,12 @@ def summarize(outcome: RunOutcome) -> str:
     }[outcome.status]
     out = [f"wai-exp: {head} in {outcome.wall_s:.1f} s", *lines]
 
+    for s in outcome.stages:
+        # What reading a user's rows file found (a torn line, rewards read from text) changes
+        # what every number below means: show it here, not only in report.txt.
+        report = s.result.report if s.result is not None else None
+        if isinstance(report, dict) and report.get("source") == "rows":
+            out += [f"warning ({s.name}): {w}" for w in report.get("warnings") or []]
     graded_stages = [s for s in outcome.stages if s.result and "pass_at_1" in s.result.metrics]
     for graded in graded_stages:
         m = graded.result.metrics

@@ -160,3 +160,17 @@ def test_a_publish_that_writes_no_record_fails_the_run_saying_why(tmp_path):
     assert out.status == "failed" and out.exit_code == 1
     assert "none of the" in out.error and "have no tool answer" in out.error
     assert "none of the 4 gated rows made a sft record" in summarize(out)
+
+
+def test_what_reading_the_file_found_is_in_the_summary_and_the_source_on_the_card(tmp_path):
+    path = tau_file(tmp_path)
+    text = path.read_text()
+    path.write_text(text.replace('"reward": 1.0', '"reward": true') + text.splitlines()[0][:90])
+    cfg = composed("+experiment=rl_round", f"simulate.rows={path}", "judge=given", "tracking=none")
+    out, _ = run(cfg, tmp_path, "r1")
+    assert out.status == "passed", out.error
+    summary = summarize(out)
+    assert "warning (simulate): " in summary and "line 25 was cut short" in summary
+    assert "12 rows had a reward that was not a number (12 from bool)" in summary
+    card = (tmp_path / "outputs/r1/publish/README.md").read_text()
+    assert f"Rows: read from `{path}`" in card and "graded by `given_reward`" in card

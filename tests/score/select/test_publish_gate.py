@@ -303,3 +303,19 @@ def test_stamps_that_contradict_the_band_they_were_selected_for_are_refused():
         err.value
     )
     assert err.value.report["checks"]["stamps_in_band"] is False
+
+
+def test_tau_bench_records_passed_as_they_are_have_prompts_and_are_selected():
+    from tests.support.foreign_rows import tau_record
+    from wai_exp.score.select.select import select_for_rl
+
+    rows = [
+        tau_record(t, k, 1.0) if (t + k) % 2 else tau_record(t, k, 0.0, reply="I cannot.")
+        for t in range(5)
+        for k in range(4)
+    ]
+    kept, report = select_for_rl(rows)
+    # every task mixed and in the band (identical replies within a task count once)
+    assert report["asks_in"] == 5 and {r["task_id"] for r in kept} == set(range(5))
+    gate = publish_gate(kept, mode="rl")
+    assert gate["verdict"] == "passed" and gate["checks"]["prompts"] is True

@@ -191,6 +191,13 @@ def dataset_card(info: dict[str, Any]) -> str:
         f"`{info['preset']}`, config hash `{info['config_hash']}`: simulate, grade, optimize "
         f"(selection mode `{info['selection_mode']}`), publish_gate, publish.",
         f"For: {TRAINERS[info['shape']]}.",
+    ]
+    if info.get("rows_file"):
+        lines.append(
+            f"Rows: read from `{info['rows_file']}` (simulate.rows, another tool's rows), "
+            f"not simulated; graded by `{info.get('judge') or '?'}`."
+        )
+    lines += [
         "",
         "## Counts",
         "",
@@ -296,6 +303,8 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         ],
         "version": __version__,
         "run_dir": str(ctx.run_dir),
+        "rows_file": (ctx.config.get("simulate") or {}).get("rows"),
+        "judge": next((r.get("judge_name") for r in rows if r.get("judge_name")), None),
         "preset": (ctx.config.get("name") or "?"),
         "config_hash": config_hash(ctx.config),
         "selection_mode": sel.get("mode"),

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.reader import row_messages
 from wai_exp.score.select.trim import (
     DEFAULT_BAND,
     check_band,
@@ -225,7 +226,7 @@ def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
         has_prompt = (
             (prompt != "" and not prompt.isspace()) if isinstance(prompt, str) else bool(prompt)
         )
-        if not has_prompt and not row.get("messages"):
+        if not has_prompt and not row_messages(row):
             no_prompt += 1
         rid = row.get("rollout_id")
         if rid is not None and rid != "":
