@@ -319,3 +319,13 @@ def test_tau_bench_records_passed_as_they_are_have_prompts_and_are_selected():
     assert report["asks_in"] == 5 and {r["task_id"] for r in kept} == set(range(5))
     gate = publish_gate(kept, mode="rl")
     assert gate["verdict"] == "passed" and gate["checks"]["prompts"] is True
+
+
+def test_rewards_written_as_text_are_named_as_such_not_as_missing():
+    from tests.support.foreign_rows import tau_record
+
+    rows = [tau_record(t, k, "1.0" if k % 2 else "0.0") for t in range(3) for k in range(4)]
+    with pytest.raises(PublishGateError) as err:
+        publish_gate(rows, mode="rl")
+    assert "12 rows carry a reward that is text or true/false" in str(err.value)
+    assert "load_rows" in str(err.value)

@@ -396,8 +396,15 @@ def publish_gate(
         checks["graded"] = n_numeric > 0
         checks["mixed_group"] = signal["mixed"] > 0 or scan["asks_mixed"] > 0
         if not checks["graded"]:
+            # A reward written as text ("1.0") or a bool by another tool is not "no reward":
+            # say what the rows hold and how to read it, not "grade them".
+            texts = sum(1 for r in rows if isinstance(r.get("reward"), str | bool))
             problems.append(
-                "RL-shaped rows are ungraded (no row carries a reward): grade them "
+                f"RL-shaped rows are ungraded: {texts} rows carry a reward that is text or "
+                "true/false, not a number; read the file with wai_exp.rows.load_rows (which "
+                "reads them as numbers) or write numbers"
+                if texts
+                else "RL-shaped rows are ungraded (no row carries a reward): grade them "
                 "(run_judge / the grade stage) before publishing"
             )
         elif not checks["mixed_group"]:
