@@ -161,3 +161,12 @@ def test_an_openai_tool_step_carries_the_arguments_of_its_call():
     _, steps = read_steps(openai_line("#W9", '{"order_id": "#W9"}'))
     tool = next(s for s in steps if s["kind"] == "tool")
     assert tool["tool_call_id"] == "call_1" and tool["arguments"] == {"order_id": "#W9"}
+
+
+def test_a_rollout_id_written_twice_is_warned_about(tmp_path):
+    path = tmp_path / "dups.jsonl"
+    row = {**openai_line("#W1", "{}"), "rollout_id": "r-1"}
+    write_lines(path, [json.dumps(row) + "\n"] * 2 + [json.dumps({**row, "rollout_id": "r-2"})])
+    rows, report = load_rows(path)
+    assert len(rows) == 3 and report["repeated_rollout_ids"] == 1
+    assert any("'r-1', 2 times" in w for w in report["warnings"])

@@ -97,7 +97,8 @@ def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     ``report``: ``path``, ``rows``, ``blank_lines``, ``torn_last_line``,
     ``rewards_read_from`` (``{"bool": n, "text": n}``), ``rewards_unreadable``, ``shapes``
     (rows by where their transcript was: ``messages``, ``traj``, ``steps``, ``prompt``),
-    ``tools`` (the distinct tool names the rows declare) and ``warnings``. Raises
+    ``tools`` (the distinct tool names the rows declare), ``repeated_rollout_ids`` (ids
+    on more than one row) and ``warnings``. Raises
     ``RowsFileError`` as the module docstring says, also for a file that holds no row.
     """
     path = Path(path).expanduser()
@@ -112,6 +113,7 @@ def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     unreadable = 0
     shapes: Counter[str] = Counter()
     tool_names: set[str] = set()
+    ids: Counter[str] = Counter()
     try:
         fh = path.open(encoding="utf-8")
     except OSError as exc:
@@ -153,6 +155,9 @@ def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                         )
                         if fn.get("name"):
                             tool_names.add(str(fn["name"]))
+                rid = row.get("rollout_id")
+                if rid not in (None, ""):
+                    ids[str(rid)] += 1
                 rows.append(row)
         except UnicodeDecodeError:
             raise RowsFileError(
@@ -179,8 +184,17 @@ def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             f"{unreadable} rows have a reward that is no verdict (NaN, infinity or a word): "
             "they count as unjudged, never as failures; the value is kept in reward_raw"
         )
+    repeated = {rid: n for rid, n in ids.items() if n > 1}
+    if repeated:
+        first = next(iter(repeated))
+        warnings.append(
+            f"{len(repeated)} rollout_ids appear more than once (first: {first!r}, "
+            f"{repeated[first]} times): every copy is counted in pass@k as given, and "
+            "publish_gate refuses a selection that keeps two; drop the copies"
+        )
     report = {
         "path": str(path),
+        "repeated_rollout_ids": len(repeated),
         "rows": len(rows),
         "blank_lines": blank,
         "torn_last_line": torn is not None,
