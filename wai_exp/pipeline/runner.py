@@ -890,6 +890,9 @@ def summarize(outcome: RunOutcome) -> str:
         report = s.result.report if s.result is not None else None
         if isinstance(report, dict) and report.get("source") == "rows":
             out += [f"warning ({s.name}): {w}" for w in report.get("warnings") or []]
+        replaced = report.get("replaced_rewards") if isinstance(report, dict) else None
+        if isinstance(replaced, dict) and replaced.get("disagree"):
+            out.append(f"warning ({s.name}): {replaced['warning']}")
     graded_stages = [s for s in outcome.stages if s.result and "pass_at_1" in s.result.metrics]
     for graded in graded_stages:
         m = graded.result.metrics

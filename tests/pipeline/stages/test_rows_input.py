@@ -174,3 +174,16 @@ def test_what_reading_the_file_found_is_in_the_summary_and_the_source_on_the_car
     assert "12 rows had a reward that was not a number (12 from bool)" in summary
     card = (tmp_path / "outputs/r1/publish/README.md").read_text()
     assert f"Rows: read from `{path}`" in card and "graded by `given_reward`" in card
+
+
+def test_regrading_rows_that_came_graded_says_how_far_the_judges_disagree(tmp_path):
+    # Without judge=given the checklist re-grades: it sees conduct only (no task rule for
+    # rows from elsewhere), so it passes every honest reply the rows' own grader failed.
+    path = tau_file(tmp_path)
+    cfg = composed("+experiment=rl_round", f"simulate.rows={path}", "tracking=none")
+    out, _ = run(cfg, tmp_path, "r1")
+    replaced = out.stage("grade").result.report["replaced_rewards"]
+    assert replaced["rows"] == 24 and replaced["carried_pass_rate"] == 0.5
+    assert replaced["disagree"] > 0 and replaced["judge_pass_rate"] > 0.5
+    assert "judge=given keeps the rows' own reward" in summarize(out)
+    assert "their pass rate 0.500" in summarize(out)

@@ -282,18 +282,25 @@ def judge_rows(
         "scale": tuple(cfg["scale"]) if cfg.get("scale") else None,
         "tools": declared or None,
     }
+    carried: list[float | None] = []  # the reward each input row came with, in order
     if source == "eval":
         from wai_exp.score.judges.judging import evaluate
 
+        carried = [_carried(r) for r in rows]
         scored = evaluate(rows, judge=counted, **common)
     elif batched:
         from wai_exp.score.judges.judging import run_judge_batched
 
-        batches = (with_privileged(chunk, in_place=True) for chunk in _batches(stored, GRADE_BATCH))
+        def noted(chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            carried.extend(_carried(r) for r in chunk)
+            return with_privileged(chunk, in_place=True)
+
+        batches = (noted(chunk) for chunk in _batches(stored, GRADE_BATCH))
         scored = run_judge_batched(batches, counted, source="grade", version=version, **common)
     else:
         from wai_exp.score.judges.judging import run_judge
 
+        carried = [_carried(r) for r in rows]
         scored = run_judge(rows, counted, source="grade", version=version, **common)
     del rows  # the judge returned copies; the inputs can go before pass@k is computed
     graded = list(scored.rows)
@@ -310,6 +317,9 @@ def judge_rows(
         s = str(r.get("judge_status", "unknown"))
         statuses[s] = statuses.get(s, 0) + 1
     warnings = [str(w) for w in getattr(scored, "warnings", [])]
+    replaced = _replaced_rewards(carried, graded, name) if cfg.get("kind") != "given" else None
+    if replaced:
+        warnings.insert(0, replaced["warning"])
     report = {
         **pa.to_dict(),
         "judge": {
@@ -325,6 +335,7 @@ def judge_rows(
         "unjudged": unjudged,
         "judge_status": statuses,
         "warnings": warnings,
+        "replaced_rewards": replaced,
     }
     _judge_failure(report, graded, float(cfg.get("max_error_share", 0.25)))
     metrics = {**pass_at_metrics(pa), "rows_in": float(n_in), "unjudged": float(unjudged)}
@@ -334,6 +345,46 @@ def judge_rows(
     ]
     lines += [f"warning: {w}" for w in warnings]
     return StageResult(rows=graded, report=report, text="\n".join(lines) + "\n", metrics=metrics)
+
+
+def _carried(row: dict[str, Any]) -> float | None:
+    """The 0/1 reward a row came with (another tool's grade), or None."""
+    from wai_exp.score.stats.readers import binary_reward
+
+    return binary_reward(row) if row.get("reward") is not None else None
+
+
+def _replaced_rewards(
+    carried: list[float | None], graded: list[dict[str, Any]], judge: str
+) -> dict[str, Any] | None:
+    """When the rows came graded (another tool's 0/1 ``reward``) and this judge graded them
+    again: how many, on how many the two disagree, and both pass rates, with a warning that
+    names ``judge=given``. None when no row came with a reward. Rows another tool graded are
+    usually graded on what this judge cannot see (τ-bench checks the database), so a silent
+    replacement would turn their pass rate into a different one."""
+    from wai_exp.score.stats.readers import binary_reward
+
+    pairs = [
+        (c, binary_reward(r))
+        for c, r in zip(carried, graded, strict=False)
+        if c is not None and binary_reward(r) is not None
+    ]
+    if not pairs:
+        return None
+    disagree = sum(1 for c, g in pairs if c != g)
+    theirs = sum(c for c, _ in pairs) / len(pairs)
+    ours = sum(g for _, g in pairs) / len(pairs)
+    return {
+        "rows": len(pairs),
+        "disagree": disagree,
+        "carried_pass_rate": theirs,
+        "judge_pass_rate": ours,
+        "warning": (
+            f"{len(pairs)} rows came with a reward of their own and {judge} graded them again: "
+            f"it disagrees on {disagree} (their pass rate {theirs:.3f}, this judge's "
+            f"{ours:.3f}); judge=given keeps the rows' own reward"
+        ),
+    }
 
 
 def _judge_failure(report: dict[str, Any], graded: list[dict[str, Any]], share: float) -> None:
