@@ -44,3 +44,19 @@ def test_checks_that_did_not_run_read_not_run_with_the_reason(tmp_path: Path) ->
     hack = next(ln for ln in lines if "check hack_free:" in ln)
     assert "hack_scan could not classify" in hack
     assert "check prompts: ok" in out.text
+
+
+def test_the_gated_pass_rate_is_printed_with_its_interval_and_as_a_selection(tmp_path: Path):
+    rows = [
+        {
+            "prompt": f"Where is order ORD-{i}?",
+            "scenario_id": f"s{i}",
+            "rollout_id": f"r{i}",
+            "final_text": "It shipped on Monday.",
+            "reward": float(i % 2),
+        }
+        for i in range(6)
+    ]
+    out = run(_ctx(tmp_path), {}, {"optimize": StageResult(rows=rows)})
+    [line] = [ln for ln in out.text.splitlines() if "pass@1 of the gated rows" in ln]
+    assert "95% CI [" in line and "not the agent's rate" in line

@@ -56,8 +56,16 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         else:
             lines.append(f"  check {name}: {'ok' if ok else 'FAILED'}")
     if pass_at.get("pass_at_1") is not None:
+        ci = pass_at.get("ci95")
+        interval = (
+            f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}]"
+            if isinstance(ci, list | tuple) and len(ci) == 2
+            else "interval not measured"
+        )
+        # The gated rows are a selection (band-trimmed): their rate is not the agent's.
         lines.append(
-            f"  pass@1 of the gated rows: {pass_at['pass_at_1']:.3f} over {pass_at.get('n_groups')} tasks"
+            f"  pass@1 of the gated rows (a selection, not the agent's rate): "
+            f"{pass_at['pass_at_1']:.3f} {interval} over {pass_at.get('n_groups')} tasks"
         )
     scan = report.get("hack_scan") or {}
     if scan.get("regime"):
