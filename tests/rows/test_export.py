@@ -229,3 +229,52 @@ def test_a_trl_row_without_call_ids_is_published_with_ids_that_pair():
     call = record["messages"][1]["tool_calls"][0]
     assert call["id"] and record["messages"][2]["tool_call_id"] == call["id"]
     check_conversation(record["messages"])
+
+
+def test_content_blocks_are_published_as_text_and_anthropic_tool_use_as_tool_calls():
+    # The OpenAI content-part shape and Anthropic's messages shape, as their SDKs log them.
+    parts = {
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "You are helpful."}]},
+            {"role": "user", "content": [{"type": "text", "text": "Hi there"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Hello! 👋"}]},
+        ]
+    }
+    anthropic = {
+        "messages": [
+            {"role": "user", "content": "Where is ORD-1?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Let me check."},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "lookup_order",
+                        "input": {"order_id": "ORD-1"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "shipped"}
+                ],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": "It shipped."}]},
+        ]
+    }
+    records, report = sft_records([parts, anthropic])
+    assert report["skipped"] == 0
+    first, second = (r["messages"] for r in records)
+    assert [(m["role"], m["content"]) for m in first] == [
+        ("system", "You are helpful."),
+        ("user", "Hi there"),
+        ("assistant", "Hello! 👋"),
+    ]
+    assert [m["role"] for m in second] == ["user", "assistant", "tool", "assistant"]
+    call = second[1]["tool_calls"][0]
+    assert second[1]["content"] == "Let me check."
+    assert call["id"] == "toolu_1" and call["function"]["name"] == "lookup_order"
+    assert json.loads(call["function"]["arguments"]) == {"order_id": "ORD-1"}
+    assert second[2]["tool_call_id"] == "toolu_1" and second[2]["content"] == "shipped"

@@ -26,7 +26,7 @@ from typing import Any
 
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import messages_from_steps
-from wai_exp.rows.reader import row_messages
+from wai_exp.rows.reader import read_steps, row_messages
 from wai_exp.rows.scrub import scrub
 
 SHAPES = ("sft", "preference", "rl")
@@ -132,14 +132,24 @@ def _linked(raw: Sequence[Any]) -> list[Mapping[str, Any]]:
     return out
 
 
+def _block_text(content: Any) -> str:
+    """A message's text: the string itself, or its text blocks joined."""
+    if isinstance(content, list):
+        return "".join(
+            str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b
+        )
+    return "" if content is None else str(content)
+
+
 def conversation(
     row: Mapping[str, Any], system_prompt: str | None = None, *, final: bool = True
 ) -> list[dict[str, Any]]:
     """The row's transcript in the canonical OpenAI chat shape, checked.
 
     From the row's chat transcript (``messages``, or τ-bench's ``traj``) when present, else
-    from ``row["steps"]`` with ``system_prompt`` first; tool calls and answers without ids
-    are paired (``_linked``). With ``final`` (a transcript a trainer learns the replies of),
+    from ``row["steps"]`` with ``system_prompt`` first; a transcript in content blocks is
+    read through ``read_steps`` (text joined, Anthropic ``tool_use`` / ``tool_result`` as
+    tool calls and answers); tool calls and answers without ids are paired (``_linked``). With ``final`` (a transcript a trainer learns the replies of),
     user turns after the last assistant turn are cut (a user's goodbye, τ-bench's
     ``###STOP###``: nothing to learn from) and the transcript must end on an assistant turn.
     Raises ``ConversationError`` when the transcript is not well formed
@@ -151,6 +161,20 @@ def conversation(
         if not isinstance(prompt, str) or not prompt.strip():
             raise ConversationError("the row has neither messages nor a prompt")
         raw = messages_from_steps(system_prompt, prompt, list(row.get("steps") or ()))
+    if any(isinstance(m, Mapping) and isinstance(m.get("content"), list) for m in raw):
+        # Content blocks (OpenAI content parts, Anthropic text / tool_use / tool_result):
+        # dumped as they are they would reach the trainer as JSON text, tool calls lost.
+        # The one reader turns them into steps, and the steps into the OpenAI shape.
+        prompt, steps = read_steps(row)
+        system = next(
+            (
+                _block_text(m.get("content"))
+                for m in raw
+                if isinstance(m, Mapping) and m.get("role") in ("system", "developer")
+            ),
+            system_prompt,
+        )
+        raw = messages_from_steps(system, prompt, steps)
     messages = [_message(m) for m in _linked(raw)]
     if final:
         last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
