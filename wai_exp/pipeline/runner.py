@@ -537,6 +537,10 @@ class _Run:
 
         t0 = time.perf_counter()
         sections = _sections(kind.reads, self.config)
+        if kind.name == "simulate":
+            from wai_exp.pipeline.stages.simulate import key_sections
+
+            sections = key_sections(sections, spec.params)
         deps = stage_deps(self.config, sections, spec.params, spec.target, self.start_dir)
         key = cache_mod.stage_key(
             kind.name,

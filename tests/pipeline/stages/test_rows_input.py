@@ -187,3 +187,15 @@ def test_regrading_rows_that_came_graded_says_how_far_the_judges_disagree(tmp_pa
     assert replaced["disagree"] > 0 and replaced["judge_pass_rate"] > 0.5
     assert "judge=given keeps the rows' own reward" in summarize(out)
     assert "their pass rate 0.500" in summarize(out)
+
+
+def test_rows_read_from_a_file_are_not_read_again_when_the_agent_or_seed_changes(tmp_path):
+    path = tau_file(tmp_path)
+    common = ["+experiment=rl_round", f"simulate.rows={path}", "judge=given", "tracking=none"]
+    out, _ = run(composed(*common), tmp_path, "r1")
+    assert out.status == "passed", out.error
+    # Nothing the given rows depend on changed: the rows stage and its dependants are reused.
+    out, _ = run(
+        composed(*common, "seed=7", "agent.skill=0.3", "knobs.concurrency=4"), tmp_path, "r2"
+    )
+    assert [out.stage(n).status for n in ("simulate", "grade", "optimize")] == ["cached"] * 3

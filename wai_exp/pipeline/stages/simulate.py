@@ -237,6 +237,17 @@ def rows_file(ctx: StageContext, params: dict[str, Any]) -> str | None:
     return _resolve_path(sim["rows"], ctx.start_dir) if sim.get("rows") else None
 
 
+def key_sections(sections: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """The config sections a simulate stage's cache key is made of: all it reads, except
+    that a stage reading ``simulate.rows`` depends on that file alone (its bytes enter the
+    key as a file digest), so changing the agent, the world, the knobs or the seed does not
+    re-read and re-grade the same rows."""
+    sim = {**(sections.get("simulate") or {}), **params}
+    if not sim.get("rows"):
+        return sections
+    return {"simulate": {"rows": sim["rows"]}}
+
+
 def read_given_rows(ctx: StageContext, path: str) -> StageResult:
     """The stage's result for ``simulate.rows``: the file's rows (``rows.load.load_rows``),
     nothing simulated. Report: ``source: "rows"``, the file's read report under
