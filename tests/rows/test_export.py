@@ -278,3 +278,17 @@ def test_content_blocks_are_published_as_text_and_anthropic_tool_use_as_tool_cal
     assert call["id"] == "toolu_1" and call["function"]["name"] == "lookup_order"
     assert json.loads(call["function"]["arguments"]) == {"order_id": "ORD-1"}
     assert second[2]["tool_call_id"] == "toolu_1" and second[2]["content"] == "shipped"
+
+
+def test_an_assistant_turn_the_user_weighted_out_keeps_its_weight():
+    # OpenAI's chat fine-tuning format: "weight": 0 on an assistant message skips it.
+    row = {
+        "messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Wrong answer.", "weight": 0},
+            {"role": "user", "content": "Try again"},
+            {"role": "assistant", "content": "Right answer.", "weight": 1},
+        ]
+    }
+    [record], _ = sft_records([row])
+    assert [m.get("weight") for m in record["messages"]] == [None, 0, None, 1]

@@ -85,13 +85,18 @@ def _message(msg: Mapping[str, Any]) -> dict[str, Any]:
                 },
             }
         )
-    return {
+    out = {
         "role": role,
         "content": _content(msg.get("content")),
         "tool_calls": calls or None,
         "tool_call_id": None if msg.get("tool_call_id") is None else str(msg["tool_call_id"]),
         "name": None if role != "tool" or msg.get("name") is None else str(msg["name"]),
     }
+    if role == "assistant" and isinstance(msg.get("weight"), int | float):
+        # OpenAI fine-tuning's per-turn switch: weight 0 means "do not learn this turn".
+        # Dropped, the trainer would learn the turns the user left out.
+        out["weight"] = int(msg["weight"])
+    return out
 
 
 def _linked(raw: Sequence[Any]) -> list[Mapping[str, Any]]:
