@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from wai_exp.rows.jsonl import iter_rows, read_rows, write_rows
+from wai_exp.rows.load import load_rows
 from wai_exp.score.grade import quality as _quality
 from wai_exp.score.grade import spec as _spec
 from wai_exp.score.judges import labels as _labels
@@ -46,8 +47,10 @@ def optimize(
     ``wai_exp.rows.write_rows``) to ``output`` when given, or to ``<stem>.<mode>.jsonl`` beside
     a path source; the source file is never overwritten unless ``output`` names it. Returns
     ``(rows, report)`` with ``source`` (the path, or the source's type name) and ``output``
-    (the path written, or None). Raises ``FileNotFoundError`` for a missing source path and
-    what the score function raises.
+    (the path written, or None); a path source adds ``rows_file`` (what ``load_rows`` found
+    reading it) and its ``warnings``. Raises ``FileNotFoundError`` for a missing source path,
+    ``RowsFileError`` for a file that holds no readable rows, and what the score function
+    raises.
     """
     path: Path | None = None
     rows_source = source
@@ -55,7 +58,9 @@ def optimize(
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"optimize(source=...): no such JSONL file: {path}")
-        rows_source = read_rows(path)
+        # The reader for rows another tool wrote: rewards as bool or text are read, a torn
+        # last line is counted, and what it found reaches the report's warnings.
+        rows_source, read = load_rows(path)
     selected, report = _optimize.optimize(
         rows_source,
         mode=mode,
@@ -78,6 +83,9 @@ def optimize(
         write_rows(out_path, selected)
     report["source"] = str(path) if path is not None else type(source).__name__
     report["output"] = str(out_path) if out_path is not None else None
+    if path is not None:
+        report["rows_file"] = read
+        report["warnings"] = [*report.get("warnings", []), *read["warnings"]]
     return selected, report
 
 
