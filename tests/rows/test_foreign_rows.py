@@ -61,6 +61,8 @@ def test_load_rows_reads_each_shape_into_rows_with_prompt_and_steps(tmp_path):
     assert rows[0]["final_text"] == "Order #W1 is cancelled. 👍"
     assert rows[2]["reward"] == 0.0 and rows[2]["messages"][1]["role"] == "user"
     assert report["rows"] == 3 and report["blank_lines"] == 1
+    # Rows that came without an id are named by their line, so a record traces back to it.
+    assert [r["rollout_id"] for r in rows] == ["mixed.jsonl:1", "mixed.jsonl:3", "mixed.jsonl:4"]
 
 
 def test_rewards_are_read_for_what_they_say(tmp_path):

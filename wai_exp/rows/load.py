@@ -12,6 +12,9 @@ text (``"1.0"``) is that number; NaN, infinity and words (``"pass"``) are no ver
 row is unjudged (never a failure) and its original value is kept in ``reward_raw``. Each
 conversion is counted in the report and warned about.
 
+A row with no ``rollout_id`` gets ``<file name>:<line>``, so whatever is selected or
+published from it names the line it came from.
+
 Problems with the file itself stop the read with a ``RowsFileError`` naming the file, the
 line and the fix: a missing file, a line that is not JSON, a line that is not an object, a
 row in no known shape. A last line cut short (a writer that crashed mid-line) is the one
@@ -156,7 +159,10 @@ def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                         if fn.get("name"):
                             tool_names.add(str(fn["name"]))
                 rid = row.get("rollout_id")
-                if rid not in (None, ""):
+                if rid in (None, ""):
+                    # Named by where it came from, so a published record traces to its line.
+                    row["rollout_id"] = f"{path.name}:{line_no}"
+                else:
                     ids[str(rid)] += 1
                 rows.append(row)
         except UnicodeDecodeError:
