@@ -4,10 +4,12 @@ and the identity the run id hashes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +44,7 @@ def resolve_agent(
 ) -> ResolvedAgent:
     """``agent=None``/``"scripted"`` is the built-in scripted agent, a ``<backend>:<model>``
     string a ``ModelAgent``, a callable wrapped by ``UserAgent`` (any shape the spec allows,
-    sync ones on a pool of ``concurrency`` threads).
+    sync ones each on a thread of their own, at most ``concurrency`` at once).
 
     Raises ``ValueError`` for a string that is not a model spec, a value that is not
     callable, or a callable whose signature cannot take the message.
@@ -138,8 +140,9 @@ class UserAgent:
 
     Its signature is read once: ``agent(message)``, ``agent(message, **context)`` and any
     subset of the keywords in ``CONTEXT_KEYS`` all work, and each call passes only what the
-    callable takes. A sync callable runs on a pool of ``concurrency`` threads (blocking user
-    code must not hold the event loop); an async one is awaited in the loop. What it returns
+    callable takes. A sync callable runs on a thread per call, as many at once as the
+    engine runs rollouts (``concurrency``; blocking user code must not hold the event loop);
+    an async one is awaited in the loop. What it returns
     becomes a trajectory dict: a ``str`` is the final reply; a dict with ``steps`` or
     ``messages`` in any shape ``rows.reader.read_steps`` accepts gives internal steps.
 
@@ -152,7 +155,7 @@ class UserAgent:
         self.keys, self.all_context = context_keys(fn)
         self.is_async = is_async_callable(fn)
         self.concurrency = max(1, int(concurrency))
-        self._pool: ThreadPoolExecutor | None = None
+        self._workers: _Workers | None = None
         from wai_exp.simulate.run_health import CallTimes
 
         #: recent calls, read by the progress line's early warnings
@@ -175,29 +178,96 @@ class UserAgent:
         if self.is_async:
             out = await self.fn(prompt, **kwargs)
         else:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=self.concurrency, thread_name_prefix="wai-exp-agent"
-                )
-            # The thread sees this rollout's context (``current_rollout``), as to_thread does.
-            ctx = contextvars.copy_context()
-            loop = asyncio.get_running_loop()
-            out = await loop.run_in_executor(self._pool, lambda: ctx.run(self.fn, prompt, **kwargs))
+            out = await self._in_thread(prompt, kwargs)
             if inspect.isawaitable(out):  # a sync wrapper that hands back a coroutine
                 out = await out
         return out
 
+    async def _in_thread(self, prompt: str, kwargs: dict[str, Any]) -> Any:
+        """The sync call on one of this agent's worker threads (``_Workers``), so blocking
+        user code never holds the event loop. Raises what the call raised."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        # The thread sees this rollout's context (``current_rollout``), as to_thread does.
+        ctx = contextvars.copy_context()
+
+        def settle(value: Any, exc: BaseException | None) -> None:
+            if done.cancelled():  # the rollout gave up on it (timeout): nothing to hand back
+                return
+            if exc is None:
+                done.set_result(value)
+            else:
+                done.set_exception(exc)
+
+        def work() -> None:
+            value, error = None, None
+            try:
+                value = ctx.run(self.fn, prompt, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting rollout
+                error = exc
+            # An abandoned call may return after the run ended and its loop closed.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, value, error)
+
+        if self._workers is None:
+            self._workers = _Workers()
+        self._workers.submit(work)
+        return await done
+
     async def aclose(self) -> None:
-        """Shut the thread pool (threads still in a call finish on their own) and close
-        the user's agent when it has an ``aclose``/``close``."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Let the worker threads go (one still in a call ends after it) and close the
+        user's agent when it has an ``aclose``/``close``."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
         closer = getattr(self.fn, "aclose", None)
         if closer is not None:
             result = closer()
             if inspect.isawaitable(result):
                 await result
+
+
+class _Workers:
+    """Daemon threads that run sync agent calls; a call never waits for a thread.
+
+    Not a fixed pool of ``concurrency`` threads: a call that hangs past the timeout is
+    abandoned by its rollout but keeps its thread, and behind it the rollouts after it
+    queued and timed out without ever being called. Here a call with no idle thread starts
+    a new one, so the calls in flight are bounded by the engine (at most ``concurrency``
+    rollouts at once) plus the abandoned ones; idle threads are reused, so a fast agent
+    pays no thread start per call. Daemon threads never hold the process at exit on a call
+    that never returns."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on an idle thread, else on a new one."""
+        with self._lock:
+            spawn = self._idle == 0
+            if spawn:
+                self._threads += 1
+            else:
+                self._idle -= 1  # that thread takes this job (or another queued one)
+        if spawn:
+            threading.Thread(target=self._work, name="wai-exp-agent", daemon=True).start()
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()  # never raises: the job hands its result or error to its rollout
+            with self._lock:
+                self._idle += 1
+
+    def close(self) -> None:
+        """Let every thread end once it is done with its call."""
+        with self._lock:
+            n, self._threads = self._threads, 0
+        for _ in range(n):
+            self._jobs.put(None)
 
 
 def context_keys(fn: Any) -> tuple[tuple[str, ...], bool]:

@@ -236,3 +236,27 @@ def test_current_rollout_reads_as_the_prompt_and_rollout_index_pair_in_a_thread(
     assert len(data.rows) == 8 and seen and all(s == (True, True, True, 2, True) for s in seen)
     # each thread saw its own rollout, the one its row records
     assert pairs == {(r["prompt"], r["rollout_index"]) for r in data.rows}
+
+
+def test_a_sync_call_that_hangs_past_the_timeout_does_not_starve_the_calls_after_it():
+    # A blocking client that hangs on some asks (a dead socket, no client timeout): each
+    # hung call is lost to the timeout, and every other ask still gets a thread and answers.
+    release = threading.Event()
+    lock = threading.Lock()
+    hung: list[str] = []
+
+    def agent(message):
+        if len(message) % 3 == 0:
+            with lock:
+                hung.append(message)
+            release.wait(20)
+            return "late"
+        return "ok"
+
+    try:
+        data = run(agent, budget=16, timeout=0.5, advanced={"concurrency": 2})
+    finally:
+        release.set()
+    lost = data.report()["rollouts_lost_by"]
+    assert len(data.rows) == 16 and data.report()["stopped_because"] != "dead_agent"
+    assert hung and lost == {"timeout": len(hung)}  # only calls that really hung are lost
