@@ -128,6 +128,8 @@ def plain_error(lost: Mapping[str, Any]) -> str:
         return f"the model server rejected the request with HTTP {status}{said}"
     body = text.split(": ", 1)[1] if ": " in text else text
     if etype == "timeout":
+        if body.startswith("the agent did not return"):  # your own agent's one call
+            return f"{body} (simulate.timeout bounds each call of your agent: raise it if it needs longer)"
         return f"a model completion ran past its limit: {body}" if body else "the agent timed out"
     if "could not reach the model server" in text:
         cause = text.split("could not reach the model server", 1)[1].lstrip(": ")
