@@ -123,6 +123,9 @@ class OpenAIChat(ChatBackend):
             try:
                 # strict=False: small models put raw newlines inside JSON strings.
                 args = json.loads(raw, strict=False) if isinstance(raw, str) else dict(raw)
+                if isinstance(args, str) and args.lstrip().startswith("{"):
+                    # encoded twice (some gateways): the JSON string of the JSON object
+                    args = json.loads(args, strict=False)
             except (ValueError, TypeError):  # not JSON, or not a mapping: keep it as said
                 args = {"_unparsed": raw if isinstance(raw, str) else repr(raw)}
             calls.append(

@@ -113,6 +113,13 @@ def _callable_of(
         raise ValueError(
             f"agent must be a callable, a model spec string or None, got {type(agent).__name__}"
         )
+    if inspect.isclass(agent):
+        # Calling a class builds an instance: every rollout would be lost to "the agent
+        # returned <class>". Said before any work, with the fix.
+        raise ValueError(
+            f"agent={agent.__name__} is a class; pass an instance (agent={agent.__name__}()), "
+            "whose __call__(message, ...) answers"
+        )
     name = getattr(agent, "model_version", None) or callable_name(agent)
     if isinstance(agent, ModelAgent) and logprobs and agent.logprobs is None:
         agent.logprobs = logprobs  # the CLI builds the agent from agent.*, logprobs from simulate.*

@@ -262,3 +262,15 @@ def test_a_sync_call_that_hangs_past_the_timeout_does_not_starve_the_calls_after
     assert hung and lost == {"timeout": len(hung)}  # only calls that really hung are lost
     [w] = [w for w in data.warnings if "rollouts were lost" in w]
     assert "the agent did not return within timeout=0.5 s" in w and "model completion" not in w
+
+
+def test_a_class_passed_as_the_agent_is_refused_before_work_naming_the_fix():
+    class Desk:
+        def __call__(self, message):
+            return "ok"
+
+    with pytest.raises(
+        ValueError, match=r"agent=Desk is a class; pass an instance \(agent=Desk\(\)\)"
+    ):
+        run(Desk)
+    assert len(run(Desk()).rows) == 6

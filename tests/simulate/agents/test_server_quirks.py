@@ -103,3 +103,19 @@ def test_anthropic_tool_uses_without_ids_and_text_blocks_holding_null():
         assert json.loads(row["messages"][2]["tool_calls"][0]["function"]["arguments"]) == {
             "order_id": "ORD-1"
         }
+
+
+def test_tool_arguments_encoded_twice_are_read_as_the_object():
+    answer, _ = _two_lookups(lambda turn: f"c{turn}")
+
+    def twice(path, headers, body):
+        status, reply = answer(path, headers, body)
+        for call in reply["choices"][0]["message"].get("tool_calls") or ():
+            call["function"]["arguments"] = json.dumps(json.dumps(call["function"]["arguments"]))
+        return status, reply
+
+    with scripted_server(twice) as url:
+        data = wai_exp.simulate(agent=f"vllm:m@{url}", simulator=False, budget=2)
+    tools = [s for s in data.rows[0]["steps"] if s["kind"] == "tool"]
+    assert [t["arguments"] for t in tools] == [{"order_id": "ORD-0"}, {"order_id": "ORD-1"}]
+    assert all(t["status"] != "invalid" for t in tools)
