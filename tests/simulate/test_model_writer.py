@@ -577,31 +577,38 @@ def test_clean_ask_keeps_what_is_the_persons_own_words():
 
 
 class _SlowWaveServer:
-    """Writes good asks; every wave after the first is held until the user's agent has
-    finished a call since the wave was asked for (or ``hold_s`` passes). A planner that
-    waits for the wave on the event loop holds the agent's calls too, so the hold runs out."""
+    """Writes good asks. A later wave is held while the user's agent has calls in flight,
+    until one of them finishes (or ``hold_s`` passes): a planner that waits for the wave on
+    the event loop holds those calls too, so the hold runs out. A wave during which no call
+    starts within ``grace_s`` is answered unheld (nothing could go on)."""
 
-    def __init__(self, hold_s: float = 10.0):
+    def __init__(self, hold_s: float = 10.0, grace_s: float = 2.0):
         self.hold_s = hold_s
-        self.waves = 0
-        self.lock = threading.Lock()
-        self.asked = threading.Event()  # a wave after the first is being held
-        self.agent_progressed = threading.Event()
+        self.grace_s = grace_s
+        self.cond = threading.Condition()
+        self.in_flight = 0  # agent calls started and not finished
+        self.finished = 0
         self.progress_seen_during_wave: list[bool] = []
+        self.waves = 0
 
-    def agent_finished_a_call(self):
-        if self.asked.is_set():
-            self.agent_progressed.set()
+    def agent_started(self):
+        with self.cond:
+            self.in_flight += 1
+
+    def agent_finished(self):
+        with self.cond:
+            self.in_flight -= 1
+            self.finished += 1
+            self.cond.notify_all()
 
     def __call__(self, path, headers, body):
-        with self.lock:
+        with self.cond:
             self.waves += 1
             n = self.waves
-        if n > 1:
-            self.agent_progressed.clear()
-            self.asked.set()
-            self.progress_seen_during_wave.append(self.agent_progressed.wait(self.hold_s))
-            self.asked.clear()
+            if n > 1 and self.cond.wait_for(lambda: self.in_flight > 0, timeout=self.grace_s):
+                seen = self.finished
+                went_on = self.cond.wait_for(lambda: self.finished > seen, timeout=self.hold_s)
+                self.progress_seen_during_wave.append(went_on)
         out = [
             {"card": int(num), "asks": [_ask(num, action, facts, n * 7)]}
             for num, action, facts in _cards(body)
@@ -615,8 +622,11 @@ def test_rollouts_in_flight_keep_running_while_the_writer_writes_a_wave():
     server = _SlowWaveServer()
 
     async def agent(message):
-        await asyncio.sleep(0.02)
-        server.agent_finished_a_call()
+        server.agent_started()
+        try:
+            await asyncio.sleep(0.02)
+        finally:
+            server.agent_finished()
         return "I have looked into it and it is all sorted now."
 
     with scripted_server(server) as url:
@@ -625,7 +635,8 @@ def test_rollouts_in_flight_keep_running_while_the_writer_writes_a_wave():
             advanced={"concurrency": 8},
         )  # fmt: skip
     assert len(data.rows) == 40
-    assert server.progress_seen_during_wave, "the run needed a second wave"
-    # The agent's calls went on while each later wave was being written: the planner waited
-    # for the wave off the event loop.
+    # A planner that holds the loop while it waits lets no call start or finish meanwhile.
+    assert server.progress_seen_during_wave, "no agent call ran while a wave was written"
+    # The agent's calls went on while each wave was being written: the planner waited for
+    # the wave off the event loop.
     assert all(server.progress_seen_during_wave), server.progress_seen_during_wave
