@@ -21,9 +21,9 @@ def _ctx(tmp_path: Path) -> StageContext:
     )
 
 
-def test_checks_that_did_not_run_read_not_run_with_the_reason(tmp_path: Path) -> None:
-    # One graded rollout per ask (an SFT set): the grouped-update checks do not apply.
-    rows = [
+def _one_per_ask() -> list[dict]:
+    """Six graded rollouts, one per ask (an SFT set), half of them passing."""
+    return [
         {
             "prompt": f"Where is order ORD-{i}?",
             "scenario_id": f"s{i}",
@@ -33,7 +33,11 @@ def test_checks_that_did_not_run_read_not_run_with_the_reason(tmp_path: Path) ->
         }
         for i in range(6)
     ]
-    out = run(_ctx(tmp_path), {}, {"optimize": StageResult(rows=rows)})
+
+
+def test_checks_that_did_not_run_read_not_run_with_the_reason(tmp_path: Path) -> None:
+    # One graded rollout per ask: the grouped-update checks do not apply.
+    out = run(_ctx(tmp_path), {}, {"optimize": StageResult(rows=_one_per_ask())})
     assert out.report["verdict"] == "passed"
     not_run = {n for n, ok in out.report["checks"].items() if ok is None}
     assert not_run and not_run == set(out.report["checks_not_run"])
@@ -47,16 +51,6 @@ def test_checks_that_did_not_run_read_not_run_with_the_reason(tmp_path: Path) ->
 
 
 def test_the_gated_pass_rate_is_printed_with_its_interval_and_as_a_selection(tmp_path: Path):
-    rows = [
-        {
-            "prompt": f"Where is order ORD-{i}?",
-            "scenario_id": f"s{i}",
-            "rollout_id": f"r{i}",
-            "final_text": "It shipped on Monday.",
-            "reward": float(i % 2),
-        }
-        for i in range(6)
-    ]
-    out = run(_ctx(tmp_path), {}, {"optimize": StageResult(rows=rows)})
+    out = run(_ctx(tmp_path), {}, {"optimize": StageResult(rows=_one_per_ask())})
     [line] = [ln for ln in out.text.splitlines() if "pass@1 of the gated rows" in ln]
     assert "95% CI [" in line and "not the agent's rate" in line
