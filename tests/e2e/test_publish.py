@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from wai_exp.domain.dimensions import DIMENSION_KEYS
+from wai_exp.rows.keys import task_key
+from wai_exp.score.grade.checklist import privileged_context
+
 datasets = pytest.importorskip("datasets")
 jinja2 = pytest.importorskip("jinja2")
 
@@ -97,6 +101,65 @@ def load(folder: Path) -> tuple[object, object]:
     return jsonl, parquet
 
 
+#: Keys that carry the answer key or a task's hidden state: on an RL record only under
+#: ``reward_model`` (what the reward function reads), on any other record nowhere.
+HIDDEN_KEYS = {
+    "privileged",
+    "reference",
+    "hidden_state",
+    "expected_outcome",
+    "scenario_dimensions",
+    *DIMENSION_KEYS,
+}
+#: The dimensions a prompt does not say (the target tool is named in every record's tools).
+HIDDEN_DIMS = tuple(k for k in DIMENSION_KEYS if k != "tool")
+
+
+def leaves(value, path=()):
+    """Every (path, key, leaf) of nested JSON; key is the last mapping key on the path."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield (*path, k), k, None
+            yield from leaves(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from leaves(v, (*path, i))
+    else:
+        yield path, None, value
+
+
+def assert_no_answer_key(run: Path) -> int:
+    """Walk every published record (JSONL and Parquet) and file of ``run/publish``: the
+    teacher's reference and hidden-state sentences of every gated row appear nowhere, and no
+    hidden-state key or dimension value appears outside ``reward_model``. Returns how many
+    records were walked."""
+    import pyarrow.parquet as pq
+
+    gated = [json.loads(line) for line in (run / "publish_gate/rows.jsonl").open()]
+    dims = {task_key(r): r.get("scenario_dimensions") or {} for r in gated}
+    secrets = {
+        text
+        for r in gated
+        for text in privileged_context(r.get("scenario_dimensions"), r.get("faults")).values()
+    }
+    assert secrets, "the gated rows carry no reference: the check would be vacuous"
+    folder = run / "publish"
+    jsonl = [json.loads(line) for line in (folder / "train.jsonl").open()]
+    parquet = pq.read_table(folder / "train.parquet").to_pylist()
+    files = {f.name: f.read_text() for f in folder.iterdir() if f.suffix != ".parquet"}
+    files["train.parquet"] = json.dumps(parquet, ensure_ascii=False)
+    for name, text in files.items():
+        found = [s for s in secrets if s in text]
+        assert not found, f"{name} carries the answer key: {found[0]!r}"
+    for record in jsonl + parquet:
+        hidden_values = {dims[record["task_key"]].get(k) for k in HIDDEN_DIMS} - {None}
+        outside = {k: v for k, v in record.items() if k != "reward_model"}
+        for path, key, leaf in leaves(outside):
+            assert key not in HIDDEN_KEYS, f"{record['task_key']}: {path} outside reward_model"
+            assert leaf not in hidden_values, f"{record['task_key']}: {path} = {leaf!r}"
+    return len(jsonl)
+
+
 def message_feature(feature) -> dict:
     """The per-message struct of a list-of-messages column, whatever list type holds it."""
     inner = getattr(feature, "feature", None)
@@ -128,6 +191,7 @@ def test_sft_round_publishes_chat_messages_with_tool_calls(tmp_path):
     # The JSONL keeps tools as objects, as OpenAI fine-tuning reads them.
     first = json.loads((tmp_path / "run/publish/train.jsonl").read_text().splitlines()[0])
     assert isinstance(first["tools"], list) and first["tools"][0]["type"] == "function"
+    assert assert_no_answer_key(tmp_path / "run") == len(parquet)
 
 
 def test_preference_round_publishes_prompt_chosen_rejected(tmp_path):
@@ -145,6 +209,7 @@ def test_preference_round_publishes_prompt_chosen_rejected(tmp_path):
     for side in ("chosen", "rejected"):
         check_chat(record["prompt"] + record[side], tools)
     assert record["chosen"] != record["rejected"]
+    assert assert_no_answer_key(tmp_path / "run") == len(parquet)
 
 
 def test_rl_round_publishes_one_prompt_per_task_with_reward_facts(tmp_path):
@@ -156,7 +221,7 @@ def test_rl_round_publishes_one_prompt_per_task_with_reward_facts(tmp_path):
     assert len(parquet) == len({r["scenario_id"] for r in gated})
     for ds in (jsonl, parquet):
         assert ds.features["task_key"].dtype == "string"
-        assert ds.features["expected_outcome"].dtype == "string"
+        assert ds.features["reward_model"]["ground_truth"]["outcome"].dtype == "string"
         assert ds.features["calibration"]["pass_rate"].dtype == "float64"
         assert ds.features["calibration"]["in_band"].dtype == "bool"
     for record in parquet:
@@ -168,6 +233,26 @@ def test_rl_round_publishes_one_prompt_per_task_with_reward_facts(tmp_path):
         "latin-1"
     )
     assert "privileged" not in text and "hidden_state" not in text
+
+
+def test_rl_round_ships_the_reward_facts_apart_from_the_prompt_and_never_the_reference(tmp_path):
+    res = publish(tmp_path, "rl_round", "simulate.budget=320")
+    assert res.returncode == 0, res.stderr
+    run = tmp_path / "run"
+    assert assert_no_answer_key(run) > 0
+    gated = {task_key(r): r for r in map(json.loads, (run / "publish_gate/rows.jsonl").open())}
+    for record in map(json.loads, (run / "publish/train.jsonl").open()):
+        # The reward function can still score: the judge and what it reads are there.
+        reward = record["reward_model"]
+        assert reward["style"] == "rule"
+        truth = reward["ground_truth"]
+        row = gated[record["task_key"]]
+        assert truth["scenario_dimensions"] == row["scenario_dimensions"]
+        assert truth["judge"] == row["judge_name"] == "task_checklist"
+        assert truth["target_tool"] == row["scenario_dimensions"]["tool"]
+        assert truth["outcome"] and isinstance(truth["ask_back"], bool)
+    card = (run / "publish/README.md").read_text()
+    assert "## Reward facts" in card and "`write_expected`" in card
 
 
 def test_a_refused_gate_publishes_nothing_and_says_so(tmp_path):

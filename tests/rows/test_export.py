@@ -155,18 +155,38 @@ def test_rl_record_is_one_prompt_per_task_with_the_reward_facts_and_no_answer_ke
     for row in rows:
         row["calibration"] = {"pass_rate": 0.5, "k": 8, "n_pass": 4, "band": [0.2, 0.8],
                               "in_band": True, "source": "select_for_rl", "policy": "p"}  # fmt: skip
-    records, report = rl_records(
-        rows + [steps_row("s1", 1.0, "ok")], TOOLS, expected={"t1": "Say it shipped."}
-    )
+    records, report = rl_records(rows + [steps_row("s1", 1.0, "ok")], TOOLS)
     assert [r["task_key"] for r in records] == ["t1", "t2"]
     t1 = records[0]
     assert [m["role"] for m in t1["prompt"]] == ["system", "user"]
     assert set(t1["prompt"][0]) == {"role", "content"}
-    assert t1["expected_outcome"] == "Say it shipped." and t1["judge"] == "task_checklist"
+    # The reward facts live under reward_model (verl's layout), away from the prompt.
+    assert t1["reward_model"] == {
+        "style": "rule",
+        "ground_truth": {
+            "judge": "task_checklist",
+            "outcome": "confirm",
+            "ask_back": False,
+            "target_tool": "lookup_order",
+            "write_expected": False,  # a read tool: nothing to write
+            "scenario_dimensions": {"tool": "lookup_order", "stance": "direct"},
+        },
+    }
+    assert "scenario_dimensions" not in t1 and "expected_outcome" not in t1
     assert t1["calibration"]["pass_rate"] == 0.5 and t1["calibration"]["k"] == 8
     assert t1["n_rollouts"] == 2 and t1["tools"] == TOOLS
-    assert "privileged" not in json.dumps(records)
-    assert records[1]["expected_outcome"] is None and records[1]["calibration"]["k"] is None
+    text = json.dumps(records)
+    assert "privileged" not in text and "say it shipped" not in text
+    # A row from elsewhere has no dimensions: the same keys, every fact unknown.
+    assert records[1]["reward_model"]["ground_truth"] == {
+        "judge": None,
+        "outcome": None,
+        "ask_back": None,
+        "target_tool": None,
+        "write_expected": None,
+        "scenario_dimensions": None,
+    }
+    assert records[1]["calibration"]["k"] is None
     assert report["rows_in"] == 3 and report["tasks_in"] == 2
 
 

@@ -7,10 +7,11 @@
 * ``preference_records``: ``build_preference_pairs`` output as TRL's conversational
   preference shape, ``prompt`` (the shared opening messages) / ``chosen`` / ``rejected`` (each
   side's continuation), plus the pair's scores and margin.
-* ``rl_records``: one record per task, the prompt messages, the tools and the facts a reward
-  function needs (task key, the judge, the expected outcome) with the calibration stamp the
-  selection measured. Never the ``privileged`` block: a trainer's reward function gets the
-  outcome the judge checks, the policy gets only the prompt.
+* ``rl_records``: one record per task, the prompt messages, the tools, the calibration stamp
+  the selection measured and, under ``reward_model`` (verl's column for what only the reward
+  function reads), the facts that score a rollout (``REWARD_FACTS``). Never the
+  ``privileged`` block, its ``reference`` sentence or its hidden state in any column the
+  policy's prompt is rendered from: the answer key one step from the policy is the answer.
 
 Pure functions over row dicts: no files. A transcript is taken from the row's ``messages``
 when it has them, else built from its ``steps`` (``messages_from_steps``); either way it is
@@ -24,6 +25,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.domain.outcome import reward_facts
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import messages_from_steps
 from wai_exp.rows.reader import read_steps, row_messages
@@ -40,6 +42,18 @@ CALIBRATION_FIELDS = (
     "band_enforced",
     "measured_on",
     "source",
+)
+#: What ``reward_model.ground_truth`` holds on an RL record: the judge that scored the rows,
+#: ``wai_exp.domain.outcome.reward_facts`` of the task (outcome class, ask_back, target_tool,
+#: write_expected) and the task's ``scenario_dimensions`` (what ``task_checklist`` reads to
+#: score a new rollout). The reference sentence is not among them.
+REWARD_FACTS = (
+    "judge",
+    "outcome",
+    "ask_back",
+    "target_tool",
+    "write_expected",
+    "scenario_dimensions",
 )
 
 
@@ -352,20 +366,20 @@ def rl_records(
     rows: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] = (),
     system_prompt: str | None = None,
-    expected: Mapping[str, str | None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One record per task (``task_key``), in the order tasks first appear.
 
-    ``prompt`` is the task's opening messages (system, first user turn) from its first row;
-    ``tools`` the function-calling tools; ``task_key``, ``scenario_id``, ``judge`` (the row's
-    ``judge_name``), ``expected_outcome`` (``expected[task_key]``: what the judge checks, for
-    the reward function) and ``scenario_dimensions`` are the grading facts; ``calibration``
-    keeps the selection's stamp (``CALIBRATION_FIELDS``); ``n_rollouts`` counts the task's
-    rows. No ``privileged`` block at any depth. Returns ``(records, report)`` as
-    ``sft_records`` does (``rows_in`` counts rows, ``skipped`` tasks). Never raises.
+    ``prompt`` is the task's opening messages (system, first user turn) from its first row
+    and ``tools`` the function-calling tools: what the policy sees. ``reward_model`` is
+    ``{"style": "rule", "ground_truth": {REWARD_FACTS}}`` (verl's layout): what the reward
+    function reads and the policy must not, so the task's dimensions (its hidden state) are
+    there and nowhere else, and the reference sentence nowhere. ``task_key``,
+    ``scenario_id`` and ``data_source`` name the task; ``calibration`` keeps the selection's
+    stamp (``CALIBRATION_FIELDS``); ``n_rollouts`` counts the task's rows. No ``privileged``
+    block at any depth. Returns ``(records, report)`` as ``sft_records`` does (``rows_in``
+    counts rows, ``skipped`` tasks). Never raises.
     """
     tool_list = [scrub(dict(t)) for t in tools]
-    expected = expected or {}
     by_task: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         by_task.setdefault(task_key(row), []).append(row)
@@ -382,7 +396,6 @@ def rl_records(
             continue
         n = _prompt_length(messages)
         cal = first.get("calibration") if isinstance(first.get("calibration"), Mapping) else {}
-        dims = first.get("scenario_dimensions")
         records.append(
             {
                 "prompt": _prompt(messages, n),
@@ -390,13 +403,7 @@ def rl_records(
                 "task_key": key,
                 "scenario_id": _str(first.get("scenario_id")),
                 "data_source": "wai-exp",
-                "judge": _str(first.get("judge_name")),
-                "expected_outcome": expected.get(key),
-                "scenario_dimensions": (
-                    {str(k): _str(v) for k, v in dims.items()}
-                    if isinstance(dims, Mapping)
-                    else None
-                ),
+                "reward_model": {"style": "rule", "ground_truth": _ground_truth(first)},
                 "calibration": {f: _calibration_value(f, cal.get(f)) for f in CALIBRATION_FIELDS},
                 "n_rollouts": len(members),
             }
@@ -405,6 +412,18 @@ def rl_records(
     report["rows_in"] = len(rows)
     report["tasks_in"] = len(by_task)
     return records, report
+
+
+def _ground_truth(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``REWARD_FACTS`` of the task ``row`` belongs to; the same keys on every record (None
+    where a row from elsewhere has no dimensions), so a columnar reader infers one schema."""
+    dims = row.get("scenario_dimensions")
+    dims = {str(k): _str(v) for k, v in dims.items()} if isinstance(dims, Mapping) else None
+    return {
+        "judge": _str(row.get("judge_name")),
+        **reward_facts(dims),
+        "scenario_dimensions": dims,
+    }
 
 
 def _tools_of(row: Mapping[str, Any], default: list[dict[str, Any]]) -> list[dict[str, Any]]:

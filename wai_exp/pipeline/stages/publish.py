@@ -7,7 +7,8 @@ the runner says ``skipped (publish_gate refused)``). Writes into ``<run dir>/<st
   default from ``selection.mode``): ``sft`` (OpenAI chat ``messages`` + ``tools``),
   ``preference`` (TRL ``prompt`` / ``chosen`` / ``rejected``, pairs from
   ``build_preference_pairs`` with the ``selection`` options) or ``rl`` (one prompt per task
-  with the grading facts and the calibration stamp). See ``wai_exp.rows.export``.
+  with the calibration stamp, and the reward facts under ``reward_model``, away from the
+  prompt). See ``wai_exp.rows.export``.
 * ``README.md``: the dataset card (what made it, counts, pass-rate spread, gate verdict,
   config hash, digest, columns).
 
@@ -84,19 +85,6 @@ def _tools_and_system(ctx: StageContext) -> tuple[list[dict[str, Any]], str | No
     return [dict(t) for t in loaded.tools], loaded.system_prompt
 
 
-def _expected(rows: list[dict[str, Any]]) -> dict[str, str | None]:
-    """What the checklist checks per task (``expected_outcome`` of its dimensions)."""
-    from wai_exp.score.grade.checklist import expected_outcome
-
-    out: dict[str, str | None] = {}
-    for row in rows:
-        key = task_key(row)
-        if key not in out:
-            dims = row.get("scenario_dimensions")
-            out[key] = expected_outcome(dims) if isinstance(dims, dict) else None
-    return out
-
-
 def build_records(
     shape: str,
     rows: list[dict[str, Any]],
@@ -110,7 +98,7 @@ def build_records(
     if shape == "sft":
         return export.sft_records(rows, tools, system_prompt)
     if shape == "rl":
-        return export.rl_records(rows, tools, system_prompt, expected=_expected(rows))
+        return export.rl_records(rows, tools, system_prompt)
     from wai_exp.score.select.preference import build_preference_pairs
 
     pairs, pair_report = build_preference_pairs(
@@ -169,6 +157,38 @@ def _pass_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _columns(table: Any) -> list[tuple[str, str]]:
     return [(f.name, str(f.type)) for f in table.schema]
+
+
+def _answer_key_note(shape: str) -> list[str]:
+    """What the card says about the answer key: never shipped, and on an RL record which
+    fields the reward function reads and why the policy must not."""
+    from wai_exp.rows.export import REWARD_FACTS
+
+    lines = [
+        "The teacher's `privileged` block (its hidden state and reference answer) is never in "
+        "these files."
+    ]
+    if shape == "rl":
+        facts = ", ".join(f"`{f}`" for f in REWARD_FACTS)
+        lines += [
+            "",
+            "## Reward facts",
+            "",
+            "The policy sees `prompt` and `tools` only. `reward_model` (verl's column: "
+            '`{"style": "rule", "ground_truth": {...}}`) is for the reward function and must '
+            "never be rendered into the prompt: it says how the task is scored, and with it "
+            f"the policy would learn the answer instead of the task. `ground_truth` holds {facts}: "
+            "the judge that scored the rows; `outcome`, the rule that decides (`decline`, "
+            "`refund_within_total`, `keep_shipped_order`, `refuse_write`, `not_found`, "
+            "`already_done`, `confirm`, `confirm_or_report_fault`); `ask_back`, whether the "
+            "agent must ask for a missing identifier before any write call; `target_tool`, the "
+            "tool the ask is about; `write_expected` (true: the task is that write call, false: "
+            "no write call may be made, null: allowed but not required, or no rule applies); "
+            "and `scenario_dimensions`, the task's hidden state, which "
+            "`wai_exp.task_checklist` reads to score a new rollout "
+            '(`task_checklist({"scenario_dimensions": ..., "messages": ...})`).',
+        ]
+    return lines
 
 
 def dataset_card(info: dict[str, Any]) -> str:
@@ -248,17 +268,8 @@ def dataset_card(info: dict[str, Any]) -> str:
         "|---|---|",
     ]
     lines += [f"| `{name}` | `{typ}` |" for name, typ in info["columns"]]
+    lines += ["", *_answer_key_note(info["shape"]), ""]
     lines += [
-        "",
-        "The teacher's `privileged` block (hidden state, reference answers) is never in these "
-        "files. "
-        + (
-            "`expected_outcome` is what the judge checks: give it to the reward function, "
-            "never to the policy."
-            if info["shape"] == "rl"
-            else ""
-        ),
-        "",
         "```python",
         "from datasets import load_dataset",
         f'ds = load_dataset("parquet", data_files="{FILES["parquet"]}", split="train")',
