@@ -139,6 +139,31 @@ def test_callable_judge_needs_a_target(base):
     assert any("judge.target" in p for p in ps)
 
 
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [
+        ("http://gpu-box:8000/v1", True),
+        ("https://user:pw@host/v1", True),
+        ("not a url", False),
+        ("127.0.0.1:8000/v1", False),  # no scheme: read as part of the model's name before
+        ("http://", False),
+        ("ftp://host/v1", False),
+        (" http://host/v1", False),  # used as typed: the space hid the URL from the spec
+        ("http://host:99999/v1", False),
+    ],
+)
+def test_a_model_agents_base_url_must_be_an_http_url_with_a_host(base, url, ok):
+    cfg = copy.deepcopy(base)
+    cfg["agent"] = {"kind": "vllm", "model": "m", "base_url": url}
+    if ok:
+        assert validate_config(cfg).agent.base_url == url
+        return
+    [problem] = problems(cfg)
+    assert problem.startswith("agent.base_url = ")
+    assert "not an http(s) URL with a host" in problem
+    assert "agent.base_url=http://127.0.0.1:8000/v1" in problem
+
+
 # ---- the command-line pre-check (runs before Hydra) ----------------------------------
 
 

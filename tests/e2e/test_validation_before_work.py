@@ -40,6 +40,12 @@ CASES = {
         "export ANTHROPIC_API_KEY=<your key>",
     ),
     "a budget no machine holds": (["simulate.budget=1e12"], {}, "budget"),
+    # Read as part of the model's name, it sent every call to the default 127.0.0.1:8000.
+    "a base_url that is not a URL": (
+        ["agent=vllm", "agent.model=m", "agent.base_url=not a url"],
+        {},
+        "agent.base_url = 'not a url': not an http(s) URL with a host",
+    ),
     "an empty OPENAI_API_KEY": (["agent=openai"], {"OPENAI_API_KEY": ""}, "OPENAI_API_KEY"),
     # The shipped agent files hold no api_key: Hydra would stop with "Key 'api_key' is not in
     # struct", which names neither the fix nor the safer place for a key.

@@ -127,6 +127,36 @@ class ModelAgentConfig(_Strict):
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.7
     max_tokens: PositiveInt = 1024
 
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        # The model spec takes the URL from "@http(s)://"; anything else was read as part of
+        # the model's name and the provider's default server was called instead. The value
+        # is used as typed, so a space anywhere (even around it) is refused too.
+        if url is None:
+            return url
+        from urllib.parse import urlsplit
+
+        spaced = any(c.isspace() for c in url)
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError for a port out of range
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and not spaced
+        except ValueError:  # an unreadable port or bracketed host
+            ok = False
+        if ok:
+            return url
+        guess = (
+            f" (did you mean agent.base_url=http://{url}?)"
+            if url and "://" not in url and not spaced
+            else ""
+        )
+        raise ValueError(
+            "not an http(s) URL with a host: give the server's address with its scheme, "
+            f"e.g. agent.base_url=http://127.0.0.1:8000/v1{guess}, or leave it out for the "
+            "provider's default"
+        )
+
 
 AgentConfig = Annotated[
     ScriptedAgent | CallableAgent | ModelAgentConfig, Field(discriminator="kind")
