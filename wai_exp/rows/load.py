@@ -49,9 +49,11 @@ class RowsFileError(ValueError):
     """A rows file that cannot be read as rows; the message names the file, line and fix."""
 
 
-def _reward(value: Any) -> tuple[float | None, str | None]:
+def read_reward(value: Any) -> tuple[float | None, str | None]:
     """``(reward, how it was read)``: how is None for a plain finite number, ``bool`` or
-    ``text`` for a converted one, ``unreadable`` when the value is no verdict."""
+    ``text`` for a converted one, ``unreadable`` when the value is no verdict (NaN, a word
+    such as ``"pass"``, anything else). The one reading of a reward another tool wrote: the
+    file reader converts with it and ``publish_gate`` names what it could not take."""
     if isinstance(value, bool):
         return (1.0 if value else 0.0), "bool"
     if isinstance(value, int | float):
@@ -142,7 +144,7 @@ def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     next((k for k in (*TRANSCRIPT_KEYS, "steps") if value.get(k)), "prompt")
                 ] += 1
                 if "reward" in row and row["reward"] is not None:
-                    reward, how = _reward(row["reward"])
+                    reward, how = read_reward(row["reward"])
                     if how == "unreadable":
                         unreadable += 1
                         row["reward_raw"] = str(row["reward"])

@@ -327,5 +327,29 @@ def test_rewards_written_as_text_are_named_as_such_not_as_missing():
     rows = [tau_record(t, k, "1.0" if k % 2 else "0.0") for t in range(3) for k in range(4)]
     with pytest.raises(PublishGateError) as err:
         publish_gate(rows, mode="rl")
-    assert "12 rows carry a reward that is text or true/false" in str(err.value)
+    assert "12 of 12 rows carry a reward that is text" in str(err.value)
     assert "load_rows" in str(err.value)
+    assert len(err.value.report["reasons"]) == 1  # said once, not also as "ungraded"
+    assert err.value.report["checks"]["rewards_are_numbers"] is False
+
+
+@pytest.mark.parametrize("mode", ["sft", "preference"])
+def test_text_rewards_are_refused_in_every_mode_naming_each_kind_and_its_fix(mode):
+    # SFT keeps rows by their verdict: 'pass' and '1.0' passed the gate unread before.
+    rows = [
+        {"scenario_id": f"s{i}", "prompt": "p", "final_text": "ok", "reward": r, "mode": mode}
+        for i, r in enumerate(["pass", "pass", "1.0", 1.0])
+    ]
+    with pytest.raises(PublishGateError) as err:
+        publish_gate(rows, mode=mode)
+    text = str(err.value)
+    assert "3 of 4 rows carry a reward that is text" in text
+    assert "1 numbers written as text such as '1.0'" in text and "load_rows" in text
+    assert "2 words such as 'pass' that are no verdict" in text and "grade those rows" in text
+    assert err.value.report["checks"]["rewards_are_numbers"] is False
+    # Read by load_rows first, the numbers pass; the words stay unjudged, never failures.
+    from wai_exp.rows.load import read_reward
+
+    assert [read_reward(r["reward"])[0] for r in rows] == [None, None, 1.0, 1.0]
+    report = publish_gate([{**r, "reward": read_reward(r["reward"])[0]} for r in rows], mode=mode)
+    assert report["verdict"] == "passed" and report["checks"]["rewards_are_numbers"] is True

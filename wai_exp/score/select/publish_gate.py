@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.load import read_reward
 from wai_exp.rows.reader import row_messages
 from wai_exp.score.select.trim import (
     DEFAULT_BAND,
@@ -198,12 +199,16 @@ def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
       many ids repeat; rows without an id are not counted;
     * ``contra_rows`` / ``contra_asks``: rows whose ``select_for_rl`` stamp (band enforced)
       has a ``pass_rate`` outside its ``band`` or says ``in_band: false``;
+    * ``text_numbers`` / ``text_words``: rewards that are text, read as ``load_rows`` reads
+      them (``rows.load.read_reward``): a number written as text (``"1.0"``), or a word
+      that is no verdict (``"pass"``);
     * ``judge_trust``: the judge-trust summary ``grade`` stamped on rows that carried human
       labels (the first row's that has one), else None. Read in this pass because each
       pass over 100,000 rows costs mostly the fetching of every row.
     """
     eps = 1e-9
     out_of_range = no_prompt = contra = 0
+    text_rewards: Counter[str] = Counter()
     ids: list[str] = []
     contra_asks: set[str] = set()
     jt: Any = None
@@ -220,6 +225,9 @@ def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
                 out_of_range += 1
         elif isinstance(r, int | float) and not isinstance(r, bool) and not 0.0 <= r <= 1.0:
             out_of_range += 1
+        elif isinstance(r, str):
+            # Read as load_rows reads it: '1.0' is a number written as text, 'pass' no verdict.
+            text_rewards[read_reward(r)[1] or "text"] += 1
         prompt = row.get("prompt")
         # For a str, "strip() leaves something" is "non-empty and not all whitespace",
         # without building the stripped copy.
@@ -253,8 +261,29 @@ def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
         "dup_ids": len(repeated),
         "contra_rows": contra,
         "contra_asks": len(contra_asks),
+        "text_numbers": text_rewards["text"],
+        "text_words": text_rewards["unreadable"],
         "judge_trust": jt,
     }
+
+
+def _text_rewards_reason(numbers: int, words: int, n_rows: int) -> str:
+    """Why rows whose reward is text are refused, and the fix for each kind."""
+    kinds = []
+    if numbers:
+        kinds.append(
+            f"{numbers} numbers written as text such as '1.0': read the file with "
+            "wai_exp.rows.load_rows (which reads them as numbers) or write numbers"
+        )
+    if words:
+        kinds.append(
+            f"{words} words such as 'pass' that are no verdict: grade those rows "
+            "(run_judge / the grade stage) or write 0/1"
+        )
+    return (
+        f"{numbers + words} of {n_rows} rows carry a reward that is text, not a number, so "
+        f"every count and rate here would read them as unjudged ({'; '.join(kinds)})"
+    )
 
 
 def _rows_mode(rows: Sequence[dict[str, Any]]) -> str | None:
@@ -315,7 +344,9 @@ def publish_gate(
     in [0, 1] (``rewards_in_range``), every row must carry a ``prompt`` or ``messages``
     (``prompts``), no ``rollout_id`` may repeat (``unique_rollout_ids``), and no
     ``select_for_rl`` stamp may carry a pass rate outside the band it was selected for
-    (``stamps_in_band``; read before this call re-stamps). An RL-shaped set must also be
+    (``stamps_in_band``; read before this call re-stamps), and no ``reward`` may be text
+    (``rewards_are_numbers``: ``"1.0"`` and ``"pass"`` are read as ``load_rows`` reads them
+    and refused in every mode, naming the fix for each). An RL-shaped set must also be
     graded (some row carries a numeric reward) and carry at least one mixed group (an ask
     whose rewards disagree). Each failed check is a reason with its count. ``hack_scan``
     (with ``endorsed``) always runs for the report.
@@ -350,6 +381,7 @@ def publish_gate(
     n_out_of_range, n_no_prompt = unfit["out_of_range"], unfit["no_prompt"]
     n_dup_rows, n_dup_ids = unfit["dup_rows"], unfit["dup_ids"]
     n_contra_rows, n_contra_asks = unfit["contra_rows"], unfit["contra_asks"]
+    n_text = unfit["text_numbers"] + unfit["text_words"]
     scan = hack_scan(rows, endorsed=endorsed)
     calibration = calibrate(rows, policy=policy, model=model, band=(lo, hi))
 
@@ -360,6 +392,7 @@ def publish_gate(
         "prompts": None,
         "unique_rollout_ids": None,
         "stamps_in_band": None,
+        "rewards_are_numbers": None,
         "graded": None,
         "mixed_group": None,
         "hack_free": None,
@@ -371,6 +404,7 @@ def publish_gate(
         checks["prompts"] = n_no_prompt == 0
         checks["unique_rollout_ids"] = n_dup_rows == 0
         checks["stamps_in_band"] = n_contra_rows == 0
+        checks["rewards_are_numbers"] = n_text == 0
     if n_out_of_range:
         problems.append(
             f"{n_out_of_range} of {len(rows)} rows carry a reward outside [0, 1] (the judge "
@@ -392,21 +426,19 @@ def publish_gate(
             f"pass rate lies outside the band they were selected for: re-run select_for_rl "
             f"(optimize) on the graded rows"
         )
+    if n_text:
+        # Every mode: an SFT set kept by a text verdict is as unread as an RL one.
+        problems.append(_text_rewards_reason(unfit["text_numbers"], unfit["text_words"], len(rows)))
     if rl_shaped and rows:
         checks["graded"] = n_numeric > 0
         checks["mixed_group"] = signal["mixed"] > 0 or scan["asks_mixed"] > 0
         if not checks["graded"]:
-            # A reward written as text ("1.0") or a bool by another tool is not "no reward":
-            # say what the rows hold and how to read it, not "grade them".
-            texts = sum(1 for r in rows if isinstance(r.get("reward"), str | bool))
-            problems.append(
-                f"RL-shaped rows are ungraded: {texts} rows carry a reward that is text or "
-                "true/false, not a number; read the file with wai_exp.rows.load_rows (which "
-                "reads them as numbers) or write numbers"
-                if texts
-                else "RL-shaped rows are ungraded (no row carries a reward): grade them "
-                "(run_judge / the grade stage) before publishing"
-            )
+            # Text rewards are "not read", not "no reward": the reason above says so.
+            if not n_text:
+                problems.append(
+                    "RL-shaped rows are ungraded (no row carries a reward): grade them "
+                    "(run_judge / the grade stage) before publishing"
+                )
         elif not checks["mixed_group"]:
             problems.append(
                 f"RL-shaped rows carry no mixed group ({signal['all_pass']} asks all-pass, "
