@@ -10,8 +10,14 @@ its dependencies):
 * the SHA-256 of the user code it runs (a callable agent or judge, ``simulate.execute``, a
   ``_target_`` stage) and of every module that code imports from outside the standard
   library and site-packages (``deps.code_digests``);
-* a digest of wai-exp's own source (every ``.py`` file of the package) and its version;
+* a digest of wai-exp's own files (its source and the data it ships, such as the
+  ``support_desk`` spec) and its version;
 * ``cache.salt`` (any string; change it to force a recompute of everything).
+
+Besides the key, ``COMPLETE`` records what the stage read while it ran (``reads``: every file
+its code opened and every user module it imported, with their SHA-256): an entry is reused
+only while each of them is unchanged, so what no config value names (a module loaded with
+``importlib``, a template file) still cannot be served stale.
 
 Layout (the cache root defaults to ``<start dir>/outputs/.cache``, outside the timestamped
 run folders so every run started from the same directory shares it; ``cache.dir`` moves it)::
@@ -48,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wai_exp.pipeline import reads
 from wai_exp.rows.jsonl import atomic_write_text
 
 MARKER = "COMPLETE"
@@ -253,6 +260,11 @@ class StageCache:
                 why = check_file(entry / name, files[name])
                 if why is not None:
                     return None, why
+        # What the stage read while it ran (a module loaded by name, a text file): the entry
+        # holds only while every one of them is as it was.
+        why = reads.changed(info.get("reads"))
+        if why is not None:
+            return None, why
         return info, None
 
     def place(

@@ -10,8 +10,9 @@ its dependencies, so an input rewritten in place or an edited helper module re-r
   ``simulate.execute``, a ``_target_`` stage) and every module they import from outside the
   standard library, site-packages and wai-exp itself, found by walking the ``import``
   statements of each file (``ast``, nothing is executed);
-* ``source_digest``: one digest of every ``.py`` file of the installed wai-exp package, so an
-  upgrade or an edited judge inside wai-exp re-runs what it computes.
+* ``source_digest``: one digest of every file of the installed wai-exp package (its source
+  and the data it ships, such as the ``support_desk`` spec), so an upgrade, an edited judge
+  or an edited shipped spec re-runs what it computes.
 """
 
 from __future__ import annotations
@@ -50,13 +51,23 @@ def _digest_or_reason(path: Path) -> str:
         return f"unreadable: {type(exc).__name__}"
 
 
+def _package_files(root: Path) -> list[Path]:
+    """Every file of the package but compiled bytecode: its source and the data it ships
+    (the ``support_desk`` spec a run loads when ``simulate.spec`` is null, the row schema)."""
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    )
+
+
 @functools.cache
 def source_digest() -> str:
-    """Hex SHA-256 over every ``.py`` file of the wai_exp package (relative path and bytes,
-    in sorted order). Computed once per process."""
+    """Hex SHA-256 over every file of the wai_exp package, source and shipped data
+    (relative path and bytes, in sorted order). Computed once per process."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in _package_files(root):
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
         h.update(path.read_bytes())
         h.update(b"\0")
@@ -96,7 +107,7 @@ def input_files(
             continue
         path = _resolve(value, start_dir)
         if key == "spec" and not path.exists():
-            continue  # a shipped spec's name: its content is wai-exp source
+            continue  # a shipped spec's name: its bytes are in ``source_digest``
         out[key] = _digest_or_reason(_rows_file(path) if key != "spec" else path)
     return out
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wai_exp.pipeline import reads
+
 #: Config sections that never change what a stage computes, so never enter a cache key.
 NOT_COMPUTED_FROM = ("tracking", "name", "cache")
 
@@ -155,7 +157,8 @@ def _import_target(target: str) -> Any:
             "or 'package.module:function'"
         )
     try:
-        module = importlib.import_module(module_name)
+        with reads.loading(module_name):
+            module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UnknownStageKind(
             f"_target_ {target!r}: cannot import module {module_name!r} ({exc}). Is the package "

@@ -39,6 +39,7 @@ from typing import Any, TextIO
 
 from wai_exp.domain.secrets import redact_text, register_config_secrets
 from wai_exp.pipeline import cache as cache_mod
+from wai_exp.pipeline import reads as reads_mod
 from wai_exp.pipeline.dag import StageSpec, plan
 from wai_exp.pipeline.registry import NOT_COMPUTED_FROM, StageContext, StageResult, resolve
 from wai_exp.pipeline.stored_rows import StoredRows, write_rows_recorded
@@ -82,6 +83,8 @@ class StageOutcome:
     rows_dropped: int | None = None
     #: why a cache entry at this key was not reused (None: reused, or there was none)
     stale: str | None = None
+    #: for a reused stage that runs your code: what its key cannot see (a network service ...)
+    unseen: str | None = None
 
 
 @dataclass
@@ -228,6 +231,14 @@ def stage_deps(
         # sections the stage reads: a changed judge must not reuse rows it did not grade.
         out["llm_grade"] = str(llm_grade_value(dict(config), dict(params)))
     return out
+
+
+def _user_code(sections: Mapping[str, Any], spec: StageSpec) -> list[str]:
+    """The user code the stage runs (a callable agent or judge, ``simulate.execute``, a
+    ``_target_`` stage), as dotted paths; empty for a stage that runs only wai-exp's code."""
+    from wai_exp.pipeline import deps
+
+    return deps.code_targets(sections, spec.params, spec.target)
 
 
 def _load(entry: Path, hit: cache_mod.Hit) -> StageResult:
@@ -574,9 +585,12 @@ class _Run:
             if hit is None:
                 if stale:
                     _say(self.stream, f"{head}: not reusing {rel}: {stale}; recomputing")
-                result, status, compute_s = self.compute(spec, kind, entry, key, head, stale)
+                result, status, compute_s = self.compute(
+                    spec, kind, entry, key, head, stale, _user_code(sections, spec)
+                )
         computed_s = None
         counts: dict[str, Any] = {}
+        unseen = None
         if hit is not None:
             result = _load(entry, hit)
             info = hit.info
@@ -589,6 +603,11 @@ class _Run:
                 self.stream,
                 f"{head}: cached, reusing {rel} (key {key[:12]}; computed in {seconds:.1f} s)",
             )
+            if _user_code(sections, spec):
+                # the reads its key cannot see are then your code's, and yours to know about
+                unseen = reads_mod.unseen_note(info.get("reads"))
+                if unseen:
+                    _say(self.stream, f"{head}: note: {unseen}")
         else:
             counts = self.last_counts.pop(spec.name, {})
         if status == "refused":
@@ -599,7 +618,7 @@ class _Run:
             spec.name, kind.name, key, status, stage_dir, compute_s=compute_s, overhead_s=overhead,
             result=result, cached=hit is not None, computed_s=computed_s,
             rows_in=counts.get("rows_in"), rows_dropped=counts.get("rows_dropped"),
-            stale=stale if hit is None else None,
+            stale=stale if hit is None else None, unseen=unseen,
         )  # fmt: skip
 
     def record(self, out: StageOutcome) -> None:
@@ -678,12 +697,21 @@ class _Run:
             yield out
 
     def compute(
-        self, spec: StageSpec, kind: Any, entry: Path, key: str, head: str, stale: str | None
+        self,
+        spec: StageSpec,
+        kind: Any,
+        entry: Path,
+        key: str,
+        head: str,
+        stale: str | None,
+        runs: Sequence[str] = (),
     ) -> tuple[StageResult, str, float]:
         """Run one stage: rows into the run's stage folder, the rest into its cache entry, the
         marker last. Returns (result, "ran" | "refused", compute seconds). A result whose run
         ended in a failure stop reason raises ``StageFailed`` after its rows are written, and
-        gets no marker: it is not a finished stage, so the same command computes it again."""
+        gets no marker: it is not a finished stage, so the same command computes it again.
+        What it read while it ran (``pipeline/reads.py``; ``runs``: the user code it runs) is
+        recorded with it, so a later lookup misses when any of that changed."""
         self.cache.prepare(spec.name, key)
         inputs = {n: self.results[n] for n in spec.needs}
         progress = ProgressLine(spec.name, self.stream, redraw=self.redraw)
@@ -696,7 +724,8 @@ class _Run:
         _say(self.stream, f"{head}: running{resumed}")
         tc = time.perf_counter()
         try:
-            result = _check_result(spec.name, kind.fn(ctx, dict(spec.params), inputs))
+            with reads_mod.record([self.run_dir, self.cache.root], runs) as recorder:
+                result = _check_result(spec.name, kind.fn(ctx, dict(spec.params), inputs))
             status = "ran"
         except Exception as exc:
             if not _is_gate_refusal(exc):
@@ -706,6 +735,7 @@ class _Run:
         finally:
             progress.close()
         compute_s = time.perf_counter() - tc
+        read = reads_mod.snapshot(recorder)
         if stale:
             # The run says why it did not reuse the entry: on the terminal (above), in the
             # stage's report and its text block.
@@ -729,7 +759,7 @@ class _Run:
             {
                 "stage": spec.name, "kind": kind.name, "status": status,
                 "seconds": round(compute_s, 3), "tags": result.tags, "rows": n_rows,
-                "counts": counts,
+                "counts": counts, "reads": read,
             },
             rows_path=stage_dir / cache_mod.ROWS,
             rows_record=rows_record,
@@ -880,6 +910,8 @@ def summarize(outcome: RunOutcome) -> str:
             lines.extend(f"    {w}" for w in lost[:1])
         if s.stale:
             lines.append(f"    recomputed: its cache entry was not reused ({s.stale})")
+        if s.unseen:
+            lines.append(f"    reused, but {s.unseen}")
     head = {
         "passed": "done",
         "refused": "done, publish gate REFUSED",
