@@ -180,3 +180,30 @@ def test_a_cached_stage_that_talked_to_the_network_says_so(tmp_path):
     again = ok(wai(tmp_path, "r2", *net))
     assert status(again, "simulate") == "cached"
     assert "127.0.0.1:9" in again.stdout and "network" in again.stdout, again.stdout
+
+
+def test_an_interrupted_stage_does_not_resume_rows_made_from_a_file_edited_since(tmp_path):
+    # The first attempt loses half its rollouts (the stage fails, its streamed rows kept for
+    # a resume); the template is edited before the same command runs again. The kept rows
+    # were made from the old template: they are dropped, not mixed with new ones.
+    code = _agent(tmp_path)
+    (code / "flaky_agent.py").write_text(
+        "import itertools\nfrom pathlib import Path\n\nfrom reading_agent import agent as _agent\n\n"
+        "_calls = itertools.count()\n\n\n"
+        "def agent(message, *, system_prompt):\n"
+        "    if (Path(__file__).parent / 'fail.flag').exists() and next(_calls) % 2:\n"
+        "        raise RuntimeError('flaky')\n"
+        "    return _agent(message, system_prompt=system_prompt)\n"
+    )
+    (code / "fail.flag").write_text("")
+    flaky = ["agent.target=flaky_agent:agent"]
+    failed = wai(tmp_path, "r1", *flaky)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    [partial] = (tmp_path / "outputs" / ".cache").glob("simulate-*/partial.jsonl")
+    assert "template-one" in partial.read_text()
+    (code / "fail.flag").unlink()
+    (code / "template.txt").write_text("template-two\n")
+    after = ok(wai(tmp_path, "r2", *flaky))
+    assert "not resuming from its streamed rows" in after.stderr and "template.txt" in after.stderr
+    rows = replies(tmp_path, "r2")
+    assert len(rows) == 24 and all("| template-two |" in r for r in rows), rows

@@ -59,6 +59,8 @@ from wai_exp.rows.jsonl import atomic_write_text
 
 MARKER = "COMPLETE"
 PARTIAL = "partial.jsonl"
+#: What the stage had read when an attempt that streamed ``partial.jsonl`` stopped.
+PARTIAL_READS = "partial.reads.json"
 ROWS = "rows.jsonl"
 #: Small files a finished entry holds itself, copied into the run folder.
 ENTRY_FILES = ("report.json", "report.txt", "metrics.json")
@@ -343,8 +345,33 @@ class StageCache:
             files[ROWS] = {**rec, "paths": [str(Path(rows_path).resolve())]}
         record = {"key": key, "record": RECORD_VERSION, **info, "files": files}
         (path / PARTIAL).unlink(missing_ok=True)
+        (path / PARTIAL_READS).unlink(missing_ok=True)
         atomic_write_text(path / MARKER, json.dumps(record, sort_keys=True, default=str) + "\n")
         return record
+
+    def keep_partial_reads(self, stage: str, key: str, read: Mapping[str, Any]) -> None:
+        """Record, beside ``partial.jsonl``, what the attempt that streamed it had read (a
+        ``reads.snapshot``), for ``drop_stale_partial`` to check before a resume."""
+        path = self.entry(stage, key)
+        if (path / PARTIAL).exists():
+            atomic_write_text(path / PARTIAL_READS, json.dumps(read, sort_keys=True) + "\n")
+
+    def drop_stale_partial(self, stage: str, key: str) -> str | None:
+        """Remove ``partial.jsonl`` when a file its attempt read has changed since (its rows
+        were made from the old content, so resuming would mix old rows with new ones). Returns
+        why, or None when there is nothing to drop."""
+        path = self.entry(stage, key)
+        if not (path / PARTIAL).exists():
+            return None
+        try:
+            read = json.loads((path / PARTIAL_READS).read_text())
+        except (OSError, ValueError):
+            return None  # a killed attempt recorded nothing: resume as before
+        why = reads.changed(read if isinstance(read, dict) else None)
+        if why is not None:
+            (path / PARTIAL).unlink(missing_ok=True)
+            (path / PARTIAL_READS).unlink(missing_ok=True)
+        return why
 
 
 def copy_outputs(src: Path, dst: Path, names: Iterable[str] = OUTPUT_FILES) -> list[Path]:

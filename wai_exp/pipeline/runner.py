@@ -696,6 +696,10 @@ class _Run:
             finished.add(name)
             yield out
 
+    def _keep_partial_reads(self, stage: str, key: str, recorder: Any) -> None:
+        if recorder is not None:
+            self.cache.keep_partial_reads(stage, key, reads_mod.snapshot(recorder))
+
     def compute(
         self,
         spec: StageSpec,
@@ -720,18 +724,26 @@ class _Run:
             stage_dir=entry, start_dir=self.start_dir, key=key,
             partial_path=entry / cache_mod.PARTIAL, progress=progress,
         )  # fmt: skip
+        dropped = self.cache.drop_stale_partial(spec.name, key)
+        if dropped:
+            _say(self.stream, f"{head}: not resuming from its streamed rows: {dropped}")
         resumed = " (resuming from streamed rows)" if ctx.partial_path.exists() else ""
         _say(self.stream, f"{head}: running{resumed}")
         tc = time.perf_counter()
+        recorder: reads_mod.Recorder | None = None
         try:
             with reads_mod.record([self.run_dir, self.cache.root], runs) as recorder:
                 result = _check_result(spec.name, kind.fn(ctx, dict(spec.params), inputs))
             status = "ran"
         except Exception as exc:
             if not _is_gate_refusal(exc):
+                self._keep_partial_reads(spec.name, key, recorder)
                 raise
             result = _refusal(spec.name, exc, inputs)
             status = "refused"
+        except BaseException:  # interrupted: the next run resumes, if nothing it read changed
+            self._keep_partial_reads(spec.name, key, recorder)
+            raise
         finally:
             progress.close()
         compute_s = time.perf_counter() - tc
@@ -749,6 +761,7 @@ class _Run:
         n_rows = int(rows_record["lines"])
         counts = _counts(inputs, ids, n_rows)
         if failure is not None:
+            self.cache.keep_partial_reads(spec.name, key, read)
             raise StageFailed(
                 f"{failure}; its {n_rows} rows are in {stage_dir / cache_mod.ROWS}, it is not "
                 "cached, and re-running the same command resumes it"
