@@ -505,6 +505,40 @@ def test_editing_user_code_invalidates_the_stages_that_call_it(tmp_path, monkeyp
     assert out.stage("mine").result.rows == [{"v": 2}]
 
 
+def test_a_file_a_user_stage_reads_at_run_time_is_checked_before_reuse(tmp_path, monkeypatch):
+    import sys
+
+    from wai_exp.pipeline.runner import summarize
+
+    pkg = tmp_path / "mycode"
+    pkg.mkdir()
+    (pkg / "notes.txt").write_text("one")
+    (pkg / "readstage.py").write_text(
+        "from pathlib import Path\n"
+        "from wai_exp.pipeline.registry import StageResult\n"
+        "def run(ctx, params, inputs):\n"
+        "    text = (Path(__file__).parent / 'notes.txt').read_text()\n"
+        "    return StageResult(rows=[{'v': text}])\n"
+    )
+    monkeypatch.syspath_prepend(str(pkg))
+    stages = {"src": {"kind": "t_rows"}, "mine": {"_target_": "readstage:run", "needs": ["src"]}}
+    try:
+        out, _ = run(config(stages), tmp_path, "r1")
+        assert out.stage("mine").status == "ran"
+        out, _ = run(config(stages), tmp_path, "r2")
+        assert out.stage("mine").status == "cached"
+        (pkg / "notes.txt").write_text("two")
+        out, log = run(config(stages), tmp_path, "r3")
+        assert out.stage("src").status == "cached" and out.stage("mine").status == "ran"
+        assert list(out.stage("mine").result.rows) == [{"v": "two"}]
+        assert "notes.txt, which the stage read, has changed" in log
+        assert "notes.txt" in summarize(out)
+        out, _ = run(config(stages), tmp_path, "r4")
+        assert out.stage("mine").status == "cached"
+    finally:
+        sys.modules.pop("readstage", None)
+
+
 def test_progress_line_redraws_in_place_on_a_terminal():
     from wai_exp.pipeline.runner import ProgressLine
 
