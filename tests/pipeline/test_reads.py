@@ -45,6 +45,18 @@ def test_scratch_files_the_stage_wrote_and_its_own_folders_are_not_inputs(tmp_pa
     assert {p for p in files if p.startswith(str(tmp_path))} == {str(data)}
 
 
+def test_a_file_read_then_rewritten_by_the_stage_is_named_as_unseen(tmp_path):
+    memo = tmp_path / "memo.json"
+    memo.write_text("{}")
+    with reads.record() as rec:
+        memo.read_text()
+        memo.write_text('{"seen": 1}')
+    snap = reads.snapshot(rec)
+    assert str(memo) not in snap["files"]
+    assert snap["unseen"] == {"rewritten": [str(memo)]}
+    assert "read and then rewrote" in reads.unseen_note(snap)
+
+
 def test_a_file_looked_for_and_missing_must_stay_missing(tmp_path):
     maybe = tmp_path / "override.txt"
     with reads.record() as rec:

@@ -21,8 +21,8 @@ Not recorded: the standard library, site-packages, the interpreter's prefixes an
 itself (its digest is in every key), the run folder and the cache (the stage's own outputs),
 ``/proc``, ``/sys``, ``/dev``, compiled ``.pyc`` files, and files the stage also wrote (its
 scratch, not its input). What the key cannot see (what a network service answered, what a
-subprocess or a C extension read) is listed as ``unseen`` so the run can say so when it reuses
-the stage.
+subprocess or a C extension read, a file it read and then rewrote) is listed as ``unseen``
+so the run can say so when it reuses the stage.
 """
 
 from __future__ import annotations
@@ -83,6 +83,10 @@ class Recorder:
         if self.skip(path):
             return
         if writes:
+            if self.opened.get(path) is not None and path not in self.written:
+                # Read, then rewritten by the stage itself (a memo it keeps across runs):
+                # what it held before the run is gone, so no hash can stand for it.
+                self.on_unseen("rewritten", path)
             self.written.add(path)
         elif path not in self.opened:
             self.opened[path] = _stat(path)
@@ -308,6 +312,8 @@ def unseen_note(reads: Mapping[str, Any] | None) -> str | None:
         parts.append(f"answers over the network (it connected to {', '.join(unseen['network'])})")
     if unseen.get("subprocess"):
         parts.append(f"what a subprocess read ({', '.join(unseen['subprocess'])})")
+    if unseen.get("rewritten"):
+        parts.append(f"files it read and then rewrote ({', '.join(unseen['rewritten'])})")
     if not parts:
         return None
     return (
