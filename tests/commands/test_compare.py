@@ -137,6 +137,36 @@ def test_mlflow_run_ids(tmp_path: Path, capsys) -> None:
     assert "not a run in" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_mlflow_run_ids_read_the_gzipped_rows_the_tracker_logs(tmp_path: Path, capsys) -> None:
+    """The tracker logs ``<stage>/rows.jsonl.gz``; a run recorded before that holds
+    ``rows.jsonl``. Both are read by run id."""
+    from mlflow import MlflowClient
+
+    from wai_exp.tracking.mlflow_tracker import ROWS_ARTIFACT, gzip_file
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("t", artifact_location=str(tmp_path / "artifacts"))
+    ids = []
+    for name, rows, gz in (("a", arm(0.3, 10, policy="a"), True), ("b", arm(0.7, 11, policy="b"), False)):  # fmt: skip
+        path = tmp_path / name / "rows.jsonl"
+        write_rows(path, rows)
+        if gz:
+            gzip_file(path, path.with_name(ROWS_ARTIFACT))
+            path = path.with_name(ROWS_ARTIFACT)
+        run = client.create_run(exp)
+        client.log_artifact(run.info.run_id, str(path), "grade")
+        ids.append(run.info.run_id)
+    assert main([*ids, "--tracking-uri", uri, "--json"]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report["n_paired_tasks"] == 80
+    assert report["sources"] == {
+        "before": f"mlflow run {ids[0]}: grade/rows.jsonl.gz",
+        "after": f"mlflow run {ids[1]}: grade/rows.jsonl",
+    }
+
+
 def test_paired_tasks_that_ask_different_things_are_not_comparable(tmp_path: Path, capsys) -> None:
     # Hand-written rows: one task id, two different asks, on 26 of 29 tasks.
     def lines(offset: int, p: float, seed: int) -> str:

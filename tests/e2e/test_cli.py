@@ -236,7 +236,7 @@ def test_gate_refusal_is_a_finished_mlflow_run_tagged_refused_with_every_artifac
         for f in client.list_artifacts(run_id, stage)
     }
     for stage in ("simulate", "grade", "optimize", "publish_gate"):
-        assert {f"{stage}/report.json", f"{stage}/report.txt", f"{stage}/rows.jsonl"} <= stored
+        assert {f"{stage}/report.json", f"{stage}/report.txt", f"{stage}/rows.jsonl.gz"} <= stored
     got = client.download_artifacts(run_id, "publish_gate/report.json", str(tmp_path / "dl"))
     report = json.loads(Path(got).read_text())
     assert report["verdict"] == "refused" and report["reason"] == tags["gate_reason"]

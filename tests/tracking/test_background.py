@@ -41,7 +41,7 @@ def test_a_background_run_is_complete_when_finish_returns(
     assert run.data.metrics["pass_at_1"] == 0.6 and run.data.params["simulate.budget"] == "9"
     assert "pass@1 0.600 (95% CI 0.400–0.800)" in run.data.tags["mlflow.note.content"]
     arts = {a.path for a in _client(start_dir).list_artifacts(run.info.run_id, "grade")}
-    assert {"grade/rows.jsonl", "grade/pass_rate_hist.png", "grade/headline.png"} <= arts
+    assert {"grade/rows.jsonl.gz", "grade/pass_rate_hist.png", "grade/headline.png"} <= arts
     assert (run_dir / "tracking.log").is_file()
 
 

@@ -3,6 +3,7 @@ MlflowClient: what a user finds in the MLflow UI after a run."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
         seconds=0.5,
         cached=True,
     )
-    # Any file name works: the artifact is always <stage>/rows.jsonl.
+    # Any file name works: the artifact is always <stage>/rows.jsonl.gz.
     grade_rows = write_jsonl(run_dir / "grade" / "graded.jsonl", graded_rows)
     report = {"pass_at_1": 2 / 3, "ci95": [0.5, 1.0], "k": 4, "pass_at_k": 1.0, "n": float("nan")}
     tracker.log_stage(
@@ -150,10 +151,10 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
         "overrides.yaml",
         "simulate/report.json",
         "simulate/report.txt",
-        "simulate/rows.jsonl",
+        "simulate/rows.jsonl.gz",
         "grade/report.json",
         "grade/report.txt",
-        "grade/rows.jsonl",
+        "grade/rows.jsonl.gz",
         "grade/pass_rate_hist.png",
         "grade/pass_at_k.png",
     } <= arts
@@ -168,7 +169,12 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
     assert json.loads((local / "grade" / "report.json").read_text())["n"] is None  # NaN -> null
     config_text = (local / "config.yaml").read_text()
     assert "sk-do-not-leak" not in config_text and "p" * 7000 in config_text
-    assert (local / "grade" / "rows.jsonl").read_text().count("\n") == len(graded_rows)
+    # The rows are stored gzipped: gunzip gives the stage's file byte for byte, under the
+    # name rows.jsonl whatever the file was called.
+    stored = (local / "grade" / "rows.jsonl.gz").read_bytes()
+    assert gzip.decompress(stored) == grade_rows.read_bytes()
+    assert len(stored) < grade_rows.stat().st_size
+    assert b"rows.jsonl\x00" in stored[:40] and not any(a.endswith("/rows.jsonl") for a in arts)
     assert not (start_dir / "mlruns").exists()
     assert not (Path.cwd() / "mlruns").exists()
 
@@ -326,7 +332,7 @@ def test_uris_are_made_absolute_against_the_start_dir(tmp_path):
 def test_dataset_schema_is_flat_and_typed(graded_rows):
     from wai_exp.tracking.mlflow_tracker import rows_dataset
 
-    ds = rows_dataset(graded_rows, name="grade-rows", source="file:///runs/grade/rows.jsonl",
+    ds = rows_dataset(graded_rows, name="grade-rows", source="file:///runs/grade/rows.jsonl.gz",
                       digest="abc123")  # fmt: skip
     cols = {c["name"]: c for c in json.loads(ds.schema)["mlflow_colspec"]}
     assert cols["reward"] == {"type": "double", "name": "reward", "required": False}  # a null
@@ -336,7 +342,7 @@ def test_dataset_schema_is_flat_and_typed(graded_rows):
     assert json.loads(ds.profile) == {"num_rows": len(graded_rows),
                                       "num_elements": len(graded_rows) * len(cols)}  # fmt: skip
     assert (ds.digest, ds.source_type) == ("abc123", "local")
-    assert json.loads(ds.source) == {"uri": "file:///runs/grade/rows.jsonl"}
+    assert json.loads(ds.source) == {"uri": "file:///runs/grade/rows.jsonl.gz"}
     assert rows_dataset([], name="x", source=None) is None
 
 
@@ -467,3 +473,89 @@ def test_rollouts_become_traces_with_spans_and_the_reward_as_an_assessment(start
         "wrong tool",
     )
     assert fb.source.source_id == "task_checklist"
+
+
+def _sorted_sample(rows: list[dict], cap: int, seed: str) -> list[dict]:
+    """The trace sample as a full sort of every row picks it (the rule sample_rollouts keeps)."""
+    import hashlib
+
+    def order(r):
+        key = f"{seed}:{r.get('rollout_id') or r.get('scenario_id')}:{r.get('rollout_index')}"
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    failing = sorted(
+        (r for r in rows if r.get("reward") is not None and r["reward"] < 1), key=order
+    )
+    passing = sorted(
+        (r for r in rows if r.get("reward") is not None and r["reward"] >= 1), key=order
+    )
+    other = sorted((r for r in rows if r.get("reward") is None), key=order)
+    take_f = min(len(failing), max(cap // 2, cap - len(passing)))
+    picked = failing[:take_f] + passing[: min(len(passing), cap - take_f)]
+    return picked + other[: cap - len(picked)]
+
+
+@pytest.mark.parametrize("cap", [1, 4, 7, 50])
+def test_the_trace_sample_streams_and_picks_what_a_full_sort_picks(cap):
+    from wai_exp.tracking.traces import sample_rollouts
+
+    rows = [
+        {"rollout_id": f"r{i % 37}", "rollout_index": i, "reward": [0.0, 1.0, None, 0.5][i % 4]}
+        for i in range(200)
+    ] + [{"rollout_id": "r1", "rollout_index": 1, "reward": 0.0, "twin": True}]  # a tied hash
+    got = sample_rollouts(iter(rows), cap, seed="grade")  # a one-pass iterator is enough
+    assert got == _sorted_sample(rows, cap, "grade")
+    assert sample_rollouts(got, cap, seed="grade") == got  # the writer samples the sample again
+    assert sample_rollouts(rows[:3], cap, seed="grade") == _sorted_sample(rows[:3], cap, "grade")
+
+
+def test_a_stage_file_is_streamed_not_held_and_only_the_trace_sample_waits(start_dir, tmp_path):
+    """The writer records a stage from its rows file (rows=None): the schema, the plots and
+    the trace sample stream the file, and the job left waiting for the run's end holds the
+    sample, not the stage's rows (a 100,000-row run held 1.4 GB in the writer)."""
+    import tracemalloc
+
+    from wai_exp.rows.jsonl import write_rows
+
+    rows = [
+        {"rollout_id": f"r{i}", "scenario_id": f"t{i // 4}", "rollout_index": i % 4,
+         "reward": float(i % 3 == 0), "final_text": f"{i} " + "x" * 4000}
+        for i in range(3000)
+    ]  # fmt: skip
+    path = tmp_path / "run" / "grade" / "rows.jsonl"
+    write_rows(path, rows)
+    size = path.stat().st_size
+    # Plots are off here: rendering a PNG costs the same ~10 MB whatever the rows; the rows'
+    # part of the plots (per-task counts) is measured below.
+    tracker = make_tracker({**IN_PROCESS, "traces": 6, "plots": False}, start_dir)
+    jobs: list = []
+    tracker.start({}, [], tmp_path / "run", "eval", "h")
+    tracker.trace_sink = jobs.append
+
+    def peak_of(call) -> int:
+        tracemalloc.start()
+        try:
+            call()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    peak = peak_of(lambda: tracker.log_stage("grade", kind="grade", report={"k": 4},
+                                             rows_path=path, metrics={"pass_at_1": 0.33}))  # fmt: skip
+    tracker.finish("FINISHED")
+    assert peak < size / 3, f"peak {peak / 1e6:.1f} MB while logging a {size / 1e6:.1f} MB file"
+    [job] = jobs
+    assert job[4] == _sorted_sample(rows, 6, "grade")
+    assert {"grade/rows.jsonl.gz"} <= _artifacts(_client(start_dir), tracker.run_id, "grade")
+    from wai_exp.tracking.mlflow_tracker import FileRows
+    from wai_exp.tracking.plots import stage_figures
+
+    stage_figures("warm-up", rows[:40], {"k": 4})  # matplotlib's imports and font cache
+    figures: dict = {}
+    peak = peak_of(lambda: figures.update(stage_figures("grade", FileRows(path), {"k": 4})))
+    assert {"pass_rate_hist.png", "pass_at_k.png"} <= set(figures)
+    assert peak < size / 3, f"plots: peak {peak / 1e6:.1f} MB over a {size / 1e6:.1f} MB file"
+    run = _client(start_dir).get_run(tracker.run_id)
+    [ds] = run.inputs.dataset_inputs
+    assert json.loads(ds.dataset.profile)["num_rows"] == 3000
+    assert json.loads(ds.dataset.source)["uri"].endswith("/grade/rows.jsonl.gz")

@@ -10,7 +10,7 @@
    with ``--stage`` or point at the stage directory);
 4. anything else is an MLflow run id: the same rule over the run's artifacts; a sweep
    parent's id pools its children's rows when they are replicates (differ only by seed)
-   (``<stage>/rows.jsonl``, as the tracker logs them), downloaded through mlflow from
+   (``<stage>/rows.jsonl.gz``, as the tracker logs them), downloaded through mlflow from
    ``--tracking-uri`` (default ``$MLFLOW_TRACKING_URI``, else ``sqlite:///./mlflow.db``).
 
 ``REF:STAGE`` (a run id or run dir, a colon, a stage name) picks that stage for one side,
@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=(
             "Where the rows come from (first match wins): a rows .jsonl file; a stage dir "
             "holding rows.jsonl; a run dir (its one grade*/evaluate* stage, or --stage); "
-            "else an MLflow run id (artifact <stage>/rows.jsonl, same rule). REF:STAGE picks "
+            "else an MLflow run id (artifact <stage>/rows.jsonl.gz, same rule). REF:STAGE picks "
             "one stage of a run dir or run id for that side.\n"
             "Exit status: 0 ok, 1 not ok (regression, failed guard, over-optimized or not "
             "comparable), 2 bad input.\n\n"
@@ -204,15 +204,20 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[di
         if run.data.tags.get("wai.sweep") == "parent":
             return _rows_from_parent(client, run, stage, uri)
         top = client.list_artifacts(run_id)
-        found = []
+        # Each stage's rows artifact: rows.jsonl.gz, or rows.jsonl in runs recorded before
+        # the tracker gzipped them.
+        files: dict[str, str] = {}
         for item in top:
-            if item.is_dir and any(
-                a.path.endswith("/rows.jsonl") for a in client.list_artifacts(run_id, item.path)
-            ):
-                found.append(item.path)
-        name = _pick_stage(found, f"MLflow run {run_id}", stage)
+            if not item.is_dir:
+                continue
+            names = {Path(a.path).name for a in client.list_artifacts(run_id, item.path)}
+            for candidate in ("rows.jsonl.gz", "rows.jsonl"):
+                if candidate in names:
+                    files[item.path] = candidate
+                    break
+        name = _pick_stage(list(files), f"MLflow run {run_id}", stage)
         dest = Path(tempfile.mkdtemp(prefix="wai-exp-compare-"))
-        local = client.download_artifacts(run_id, f"{name}/rows.jsonl", str(dest))
+        local = client.download_artifacts(run_id, f"{name}/{files[name]}", str(dest))
     except MlflowException as exc:
         raise CompareInputError(
             f"{run_id!r} is not a path and not a run in {uri} ({exc.message}); pass a run dir, a "
@@ -220,7 +225,7 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[di
         ) from exc
     from wai_exp.rows.jsonl import iter_rows
 
-    return list(iter_rows(local)), f"mlflow run {run_id}: {name}/rows.jsonl"
+    return list(iter_rows(local)), f"mlflow run {run_id}: {name}/{files[name]}"
 
 
 def _children(client: Any, parent: Any) -> list[Any]:

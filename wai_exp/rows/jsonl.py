@@ -105,17 +105,26 @@ def _shared_strings_decoder() -> json.JSONDecoder:
     return json.JSONDecoder(object_hook=hook)
 
 
+def _open_text(path: Path) -> Any:
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
 def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield the rows of a JSONL file.
 
     A last line cut short by a crash (no trailing newline, not valid JSON) is skipped, so
     an append-only partial file can be resumed. Any other bad line raises ``ValueError``
-    naming the file and line number.
+    naming the file and line number. A ``.gz`` file (the rows artifact MLflow holds) is
+    read through gzip.
     """
     path = Path(path)
     decode = _shared_strings_decoder().decode
     # Line by line: a large file is never held whole in memory.
-    with path.open(encoding="utf-8") as fh:
+    with _open_text(path) as fh:
         for i, line in enumerate(fh, start=1):
             if not line.strip():
                 continue

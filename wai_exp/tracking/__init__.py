@@ -15,7 +15,7 @@ uri        null = ``sqlite:///<start_dir>/mlflow.db``; or ``http(s)://host:port`
            team server; or another ``sqlite:///path`` (relative paths resolve
            against ``start_dir``). The file store (``file:``, a bare folder) is refused.
 experiment MLflow experiment name (default ``wai-exp``)
-log_rows   log each stage's rows as ``<stage>/rows.jsonl`` and a dataset input
+log_rows   log each stage's rows gzipped as ``<stage>/rows.jsonl.gz`` and a dataset input
 plots      log PNG plots for graded stages
 traces     log up to this many rollouts per graded stage as MLflow traces (0 = none)
 background record from a writer process, off the run's critical path (default true)

@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -68,6 +68,9 @@ log = logging.getLogger(__name__)
 PARENT_FILE = ".wai_mlflow_parent.json"
 #: One metric request holds at most this many metrics (mlflow.utils.validation).
 MAX_METRICS_PER_BATCH = 1000
+#: A stage's rows in the run's artifacts: ``<stage>/rows.jsonl.gz`` (``gunzip`` gives the
+#: stage's ``rows.jsonl``, byte for byte).
+ROWS_ARTIFACT = "rows.jsonl.gz"
 #: Where ``mlflow ui`` listens by default.
 UI_URL = "http://127.0.0.1:5000"
 
@@ -367,7 +370,7 @@ def metric_value(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def row_schema(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def row_schema(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The rows' columns in MLflow's colspec form: one per top-level key, in first-seen order.
 
     A key whose values are all booleans is ``boolean``, all numbers (ints/floats) ``double``,
@@ -375,11 +378,19 @@ def row_schema(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     the key or holds null. Keys that never leave memory (``privileged``, the engine's
     ``vector``; wai_exp.rows.scrub) are not columns. Never raises.
     """
+    return _scan_schema(rows)[0]
+
+
+def _scan_schema(rows: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """``(row_schema(rows), how many rows)``, reading ``rows`` once (they may stream from a
+    file: only the keys' kinds and counts are kept)."""
     from wai_exp.rows.scrub import ENGINE_ONLY, NEVER_SHIPPED
 
     kinds: dict[str, set[str]] = {}
     seen: dict[str, int] = {}
+    n = 0
     for row in rows:
+        n += 1
         for k, v in row.items():
             key = str(k)
             seen[key] = seen.get(key, 0) + 1
@@ -398,14 +409,12 @@ def row_schema(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         types = found - {"null"}
         kind = types.pop() if len(types) == 1 else "string"
-        out.append(
-            {"type": kind, "name": key, "required": "null" not in found and seen[key] == len(rows)}
-        )
-    return out
+        out.append({"type": kind, "name": key, "required": "null" not in found and seen[key] == n})
+    return out, n
 
 
 def rows_dataset(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, Any]],
     *,
     name: str,
     source: str | None,
@@ -416,19 +425,20 @@ def rows_dataset(
 
     The schema is :func:`row_schema` over every row and the profile counts rows and cells,
     as MLflow's own pandas datasets record them, without building a pandas frame (which cost
-    about a second per 1,000-row stage). ``source`` is the rows artifact's URI (``local``
-    for a file, ``url`` otherwise; none: ``code``). ``digest`` (at most 36 characters,
-    MLflow's column) is the caller's content hash of the rows file; without one, a hash of
-    the rows themselves. Never raises.
+    about a second per 1,000-row stage). ``rows`` are read once, or twice without a
+    ``digest``; any re-iterable works (a file's rows stream through). ``source`` is the rows
+    artifact's URI (``local`` for a file, ``url`` otherwise; none: ``code``). ``digest`` (at
+    most 36 characters, MLflow's column) is the caller's content hash of the rows file;
+    without one, a hash of the rows themselves. Never raises.
     """
-    if not rows:
-        return None
     try:
         import hashlib
 
         from mlflow.entities import Dataset
 
-        columns = row_schema(rows)
+        columns, n = _scan_schema(rows)
+        if n == 0:
+            return None
         if digest is None:
             h = hashlib.sha256()
             for row in rows:
@@ -445,11 +455,24 @@ def rows_dataset(
             source_type=source_type,
             source=source_json,
             schema=json.dumps({"mlflow_colspec": columns}),
-            profile=json.dumps({"num_rows": len(rows), "num_elements": len(rows) * len(columns)}),
+            profile=json.dumps({"num_rows": n, "num_elements": n * len(columns)}),
         )
     except Exception as e:  # a dataset input is a convenience; the JSONL artifact is the record
         log.debug("no MLflow dataset input for %s: %s", name, e)
         return None
+
+
+class FileRows:
+    """The rows of a JSONL file, parsed one at a time on each pass (never a list of them):
+    the writer describes, plots and samples a 100,000-row stage without holding it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        from wai_exp.rows.jsonl import iter_rows
+
+        return iter_rows(self.path)
 
 
 def file_digest(path: Path) -> str:
@@ -461,6 +484,17 @@ def file_digest(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()[:16]
+
+
+def gzip_file(src: Path, dest: Path) -> None:
+    """Gzip ``src`` into ``dest`` a block at a time (no file-sized buffer); the header holds
+    no time stamp, so the same rows give the same bytes."""
+    import gzip
+
+    with open(src, "rb") as fh, open(dest, "wb") as raw:
+        name = dest.name.removesuffix(".gz")
+        with gzip.GzipFile(filename=name, mode="wb", fileobj=raw, mtime=0) as out:
+            shutil.copyfileobj(fh, out, 1 << 20)
 
 
 def _wai_version() -> str:
@@ -629,16 +663,17 @@ class MlflowTracker:
         metrics: Mapping[str, Any] | None = None,
         seconds: float | None = None,
         cached: bool = False,
-        rows: Sequence[Mapping[str, Any]] | None = None,
+        rows: Iterable[Mapping[str, Any]] | None = None,
     ) -> None:
         """Record one finished stage.
 
         ``rows`` are the stage's rows when the caller has them in memory (the runner does), so
-        the file at ``rows_path`` is uploaded but not parsed again.
+        the file at ``rows_path`` is uploaded but not parsed again; without them, each pass
+        over the rows (schema, plots, trace sample) streams the file.
 
         Metrics go under ``<stage>.<metric>`` (plus ``<stage>.seconds``); None/NaN metrics are
         not logged as numbers but listed in the tag ``<stage>.unmeasured``. Artifacts:
-        ``<stage>/report.json``, ``<stage>/report.txt``, ``<stage>/rows.jsonl`` (when
+        ``<stage>/report.json``, ``<stage>/report.txt``, ``<stage>/rows.jsonl.gz`` (when
         ``log_rows``), PNG plots for graded stages (kind ``grade``/``evaluate`` or a
         ``pass_at_1`` metric) whose rows carry binary rewards (when ``plots``),
         and a dataset input with context ``<stage>``. Plots and the dataset are best-effort
@@ -712,11 +747,13 @@ class MlflowTracker:
         if self.log_rows:
             self._log_rows_file(rows_path, prefix)
         if rows is None:
-            from wai_exp.rows.jsonl import read_rows
-
-            rows = read_rows(rows_path)
+            # Read from the file on each pass, never held whole: the writer process would
+            # otherwise hold every stage's rows (1.4 GB for a 100,000-row rl_round).
+            rows = FileRows(rows_path)
         if self.log_rows:
-            source = f"{self._artifact_uri}/{prefix}/rows.jsonl" if self._artifact_uri else None
+            source = (
+                f"{self._artifact_uri}/{prefix}/{ROWS_ARTIFACT}" if self._artifact_uri else None
+            )
             name, digest, context = f"{prefix}-rows", file_digest(rows_path), prefix
             published = (report or {}).get("dataset")
             if isinstance(published, Mapping) and published.get("digest"):
@@ -854,20 +891,25 @@ class MlflowTracker:
             return None
         return parent
 
-    def _queue_traces(self, prefix: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        job = (self.uri, self.run_id, self.experiment_id, prefix, list(rows), self.traces)
+    def _queue_traces(self, prefix: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        from wai_exp.tracking.traces import sample_rollouts
+
+        # Only the sampled rollouts wait for the run's end (the writer logs traces then), not
+        # the stage's rows; sampling the sample again picks the same rows.
+        picked = sample_rollouts(rows, self.traces, seed=prefix)
+        job = (self.uri, self.run_id, self.experiment_id, prefix, picked, self.traces)
         if self.trace_sink is not None:
             self.trace_sink(job)
         else:
             log_traces(job)
 
     def _log_rows_file(self, rows_path: Path, prefix: str) -> None:
-        if rows_path.name == "rows.jsonl":
-            self._client.log_artifact(self.run_id, str(rows_path), prefix)
-            return
+        """``<prefix>/rows.jsonl.gz``: the rows file gzipped as it streams into a temporary
+        file (JSONL rows shrink about 20x), so the store holds a small copy, not a second
+        full one."""
         with tempfile.TemporaryDirectory(prefix="wai-rows-") as tmp:
-            dest = Path(tmp) / "rows.jsonl"
-            shutil.copyfile(rows_path, dest)
+            dest = Path(tmp) / ROWS_ARTIFACT
+            gzip_file(rows_path, dest)
             self._client.log_artifact(self.run_id, str(dest), prefix)
 
     def _log_dataset(self, dataset: Any, context: str) -> None:

@@ -108,8 +108,12 @@ def _find(report: Mapping[str, Any] | None, key: str) -> tuple[bool, Any]:
     return False, None
 
 
+def _as_counts(rows: Iterable[Mapping[str, Any]] | TaskCounts) -> TaskCounts:
+    return rows if isinstance(rows, TaskCounts) else task_counts(rows)
+
+
 def pass_rate_histogram(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, Any]] | TaskCounts,
     *,
     title: str = "",
     band: tuple[float, float] | None = (0.2, 0.8),
@@ -118,9 +122,9 @@ def pass_rate_histogram(
 
     ``band`` (the selection band, default 20–80%) is shaded, with the share of tasks inside
     it in the legend: those are the tasks RL selection keeps. None when no row carries a
-    binary reward: there is nothing graded to plot.
+    binary reward: there is nothing graded to plot. ``rows`` may be their ``task_counts``.
     """
-    counts = task_counts(rows)
+    counts = _as_counts(rows)
     if not counts.keys:
         return None  # before importing matplotlib: ungraded stages pay nothing
     from matplotlib.figure import Figure
@@ -146,7 +150,7 @@ def pass_rate_histogram(
 
 
 def pass_at_k_figure(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, Any]] | TaskCounts,
     report: Mapping[str, Any] | None = None,
     *,
     title: str = "",
@@ -160,7 +164,7 @@ def pass_at_k_figure(
     found, value = _find(report, "pass_at_k")
     if found and value is None:
         return None
-    curve = pass_at_k_curve(task_counts(rows))
+    curve = pass_at_k_curve(_as_counts(rows))
     if curve["k"].size < 2:
         return None
     from matplotlib.figure import Figure
@@ -326,8 +330,8 @@ def stage_figures(
     band: tuple[float, float] | None = (0.2, 0.8),
 ) -> dict[str, Figure]:
     """``{artifact file name: Figure}`` for one stage; empty when its rows carry no grades
-    (a ``compare`` stage's report gets its delta plot)."""
-    rows = list(rows)
+    (a ``compare`` stage's report gets its delta plot). ``rows`` are read once (a file's
+    rows can stream through: only the per-task counts are kept)."""
     out: dict[str, Figure] = {}
     if (
         isinstance(report, Mapping)
@@ -337,14 +341,15 @@ def stage_figures(
         delta = delta_figure(report, title=f"{stage}: paired deltas")
         if delta is not None:
             out["delta.png"] = delta
-    hist = pass_rate_histogram(rows, title=f"{stage}: per-task pass rate", band=band)
+    counts = task_counts(rows)
+    hist = pass_rate_histogram(counts, title=f"{stage}: per-task pass rate", band=band)
     if hist is None:
         return out
     out["pass_rate_hist.png"] = hist
     head = headline_figure(metrics or {}, report, title=f"{stage}: pass@1 / pass^k / pass@k")
     if head is not None:
         out["headline.png"] = head
-    curve = pass_at_k_figure(rows, report, title=f"{stage}: pass@k / pass^k")
+    curve = pass_at_k_figure(counts, report, title=f"{stage}: pass@k / pass^k")
     if curve is not None:
         out["pass_at_k.png"] = curve
     return out

@@ -15,9 +15,10 @@ re-run records the same ones.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 #: Longest text kept on a span input or output; the rows artifact keeps the rest.
@@ -25,11 +26,14 @@ MAX_TEXT = 4000
 
 
 def sample_rollouts(
-    rows: Sequence[Mapping[str, Any]], cap: int, seed: str = ""
+    rows: Iterable[Mapping[str, Any]], cap: int, seed: str = ""
 ) -> list[Mapping[str, Any]]:
     """Up to ``cap`` rows: half failing (reward < 1) and half passing where both exist, each
-    share filled from the other when short, ordered by a hash of ``seed`` and the rollout id."""
-    if cap <= 0 or not rows:
+    share filled from the other when short, ordered by a hash of ``seed`` and the rollout id.
+
+    ``rows`` are read once and at most ``cap`` of each kind (failing, passing, ungraded) are
+    held at a time, so a stage's rows file can stream through."""
+    if cap <= 0:
         return []
 
     def order(r: Mapping[str, Any]) -> str:
@@ -40,15 +44,33 @@ def sample_rollouts(
         v = r.get("reward")
         return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
-    failing = sorted((r for r in rows if (reward(r) is not None and reward(r) < 1)), key=order)
-    passing = sorted((r for r in rows if (reward(r) is not None and reward(r) >= 1)), key=order)
-    other = sorted((r for r in rows if reward(r) is None), key=order)
+    # Per kind, the ``cap`` rows first by hash (ties: first seen), as a sort would keep them.
+    kept: dict[str, list[tuple[str, int, Mapping[str, Any]]]] = {"f": [], "p": [], "o": []}
+    for i, r in enumerate(rows):
+        v = reward(r)
+        heap = kept["o" if v is None else ("f" if v < 1 else "p")]
+        item = (_negated(order(r)), -i, r)
+        if len(heap) < cap:
+            heapq.heappush(heap, item)
+        elif item > heap[0]:
+            heapq.heapreplace(heap, item)
+    failing, passing, other = (
+        [r for _, _, r in sorted(kept[k], reverse=True)] for k in ("f", "p", "o")
+    )
     half = cap // 2
     take_f = min(len(failing), max(half, cap - len(passing)))
     take_p = min(len(passing), cap - take_f)
     picked = failing[:take_f] + passing[:take_p]
     picked += other[: cap - len(picked)]
     return picked
+
+
+def _negated(hex_digest: str) -> str:
+    """A key that sorts in the reverse order of ``hex_digest`` (for a max-heap of hashes)."""
+    return hex_digest.translate(_REVERSE_HEX)
+
+
+_REVERSE_HEX = str.maketrans("0123456789abcdef", "fedcba9876543210")
 
 
 def _clip(value: Any) -> Any:

@@ -369,13 +369,20 @@ def marker_value(row: Mapping[str, Any], name: str) -> float | None:
 def _rows_to_groups(
     rows: Iterable[Mapping[str, Any]], value: Callable[[Mapping[str, Any]], Any]
 ) -> TaskGroups:
-    # The one per-row pass: each row's value, then the key of the rows that have one.
-    row_list = rows if isinstance(rows, list) else list(rows)
-    vals = [value(row) for row in row_list]
-    keys = [task_key(row) for row, v in zip(row_list, vals, strict=True) if v is not None]
-    kept = np.fromiter((v for v in vals if v is not None), dtype=float, count=len(keys))
+    # The one per-row pass: each row's value, and the key of the rows that have one. The
+    # rows are not kept: a file's rows can stream through.
+    keys: list[str] = []
+    vals: list[Any] = []
+    skipped = 0
+    for row in rows:
+        v = value(row)
+        if v is None:
+            skipped += 1
+            continue
+        keys.append(task_key(row))
+        vals.append(v)
+    kept = np.fromiter(vals, dtype=float, count=len(keys))
     groups = group_values(keys, kept)
-    skipped = len(row_list) - len(keys)
     return TaskGroups(
         groups.keys, groups.counts, groups.sums, groups.row_task, groups.values, skipped
     )
