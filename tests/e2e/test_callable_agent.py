@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from tests.e2e.test_cli import run_dirs, wai
 
@@ -47,6 +48,32 @@ class Desk:
 class AsyncDesk:
     async def __call__(self, message, **context):
         return f"async: {len(context['tools'])} tools"
+
+
+class Prober:
+    """Walks everything it is handed (reach.py) and writes what it reached, a line a call."""
+
+    def __init__(self, out="probe.jsonl"):
+        self.out = out
+
+    def __call__(self, message, **context):
+        import json
+
+        import reach
+        from wai_exp.simulate.agents import current_rollout
+
+        ctx = current_rollout.get()
+        context["world"].execute("lookup_order", {"order_id": "ORD-00000"})
+        walk = reach.Walk({"message": message, **context, "current_rollout": ctx})
+        line = {
+            "key": [ctx.prompt, ctx.rollout_index],
+            "hits": walk.hits(),
+            "strings": sorted(s for s in walk.strings() if len(s) >= 24),
+            "stored": sorted(walk.stored_strings()),
+        }
+        with _lock, open(self.out, "a") as f:
+            f.write(json.dumps(line) + "\\n")
+        return "probed"
 
 
 def needs_an_id(message, customer_id):
@@ -104,6 +131,31 @@ def test_a_class_as_the_target_is_built_with_kwargs_and_its_instances_answer(tmp
         rows, run = rows_of(tmp_path)
         assert len(rows) == 8 and all(r["final_text"].startswith(expect) for r in rows)
         shutil.rmtree(run)
+
+
+def test_a_class_target_built_with_kwargs_reaches_no_answer_key_from_what_it_is_handed(
+    tmp_path,
+):
+    """Everything reachable from the agent's arguments is walked (``reach.Walk``): no world,
+    situation, dims, fault plan or privileged text of its row is there."""
+    from wai_exp.score.grade.checklist import privileged_context
+
+    shutil.copy(Path(__file__).parents[1] / "simulate/agents/reach.py", tmp_path / "reach.py")
+    res = run_target(
+        tmp_path, "eval", "Prober", "+agent.kwargs.out=probe.jsonl", "simulate.budget=8"
+    )
+    rows, _ = rows_of(tmp_path)
+    assert len(rows) == 8, res.stdout + res.stderr
+    lines = (tmp_path / "probe.jsonl").read_text().splitlines()
+    probes = {tuple(p["key"]): p for p in map(json.loads, lines)}
+    for row in rows:
+        probe = probes[(row["prompt"], row["rollout_index"])]
+        assert probe["hits"] == [], probe["hits"][:5]
+        dims = row["scenario_dimensions"]
+        texts = set(privileged_context(dims, row["faults"]).values())
+        assert texts and not texts & set(probe["strings"])
+        words = {dims[k] for k in ("world_state", "tool_condition", "stance", "rule")}
+        assert not words & set(probe["stored"]), words & set(probe["stored"])
 
 
 def test_a_target_that_cannot_take_the_message_is_refused_before_any_work(tmp_path):

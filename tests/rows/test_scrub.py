@@ -7,6 +7,13 @@ import json
 
 import wai_exp as wai
 from wai_exp.rows.scrub import carries_never_shipped, scrub
+from wai_exp.simulate.agents.scripted import ORDER_RE
+
+
+def _order_id(prompt):
+    """The order number in the ask, as a deployed agent would read it (None if none)."""
+    m = ORDER_RE.search(prompt)
+    return m.group(0) if m else None
 
 
 def test_engine_vector_goes_user_vector_stays_privileged_goes_at_any_depth():
@@ -29,7 +36,7 @@ def test_engine_vector_goes_user_vector_stays_privileged_goes_at_any_depth():
 
 def vector_tool_agent(prompt, *, tools, system_prompt, world, sampling):
     """A user's agent whose own tool takes an argument named ``vector``."""
-    args = {"vector": [0.1, 0.2], "order_id": world.entities.get("order_id")}
+    args = {"vector": [0.1, 0.2], "order_id": _order_id(prompt)}
     result = world.execute("lookup_order", args, call_id="c1")
     steps = [
         {"kind": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "lookup_order", "arguments": args}]},

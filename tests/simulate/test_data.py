@@ -5,8 +5,15 @@ from __future__ import annotations
 import json
 
 from wai_exp.rows.jsonl import read_rows
+from wai_exp.simulate.agents.scripted import ORDER_RE
 from wai_exp.simulate.data import RowList, SimulationData
 from wai_exp.simulate.engine import simulate
+
+
+def _order_id(prompt):
+    """The order number in the ask, as a deployed agent would read it (None if none)."""
+    m = ORDER_RE.search(prompt)
+    return m.group(0) if m else None
 
 
 def desk_agent(prompt, *, tools, system_prompt, world, sampling):
@@ -14,7 +21,7 @@ def desk_agent(prompt, *, tools, system_prompt, world, sampling):
     import random
 
     rng = random.Random(world.seed)
-    oid = world.entities.get("order_id")
+    oid = _order_id(prompt)
     steps = []
     if oid and rng.random() < 0.7:
         call = {"id": "c1", "name": "lookup_order", "arguments": {"order_id": oid}}

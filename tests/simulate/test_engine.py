@@ -14,7 +14,15 @@ import pytest
 from wai_exp.config.knobs import KNOBS, knob_defaults
 from wai_exp.rows.jsonl import dumps_row, read_rows
 from wai_exp.rows.model import Row
+from wai_exp.simulate.agents.scripted import ORDER_RE
 from wai_exp.simulate.engine import MODE_PRESETS, simulate
+
+
+def _order_id(prompt):
+    """The order number in the ask, as a deployed agent would read it (None if none)."""
+    m = ORDER_RE.search(prompt)
+    return m.group(0) if m else None
+
 
 # ---------------------------------------------------------------------------------------
 # Test agents: small, deterministic in the world's seed, calling tools through the world.
@@ -22,12 +30,11 @@ from wai_exp.simulate.engine import MODE_PRESETS, simulate
 
 
 def desk_agent(prompt, *, tools, system_prompt, world, sampling):
-    """Looks the order up, then either acts on the target tool or declines, by seed."""
+    """Looks up the order the ask names, then says it acted or declines, by seed."""
     import random
 
     rng = random.Random(world.seed)
-    target = world.dims.get("tool")
-    oid = world.entities.get("order_id")
+    oid = _order_id(prompt)
     steps = []
     if oid and rng.random() < 0.7:
         step = world.execute("lookup_order", {"order_id": oid}, call_id="c1")
@@ -41,7 +48,7 @@ def desk_agent(prompt, *, tools, system_prompt, world, sampling):
             },
             step,
         ]
-    final = "I can't help with that request." if rng.random() < 0.5 else f"Done: I ran {target}."
+    final = "I can't help with that request." if rng.random() < 0.5 else "Done: it went through."
     steps.append({"kind": "assistant", "content": final, "tool_calls": []})
     return {"steps": steps, "final_text": final, "model_version": "desk-agent", "ended_by": "final"}
 

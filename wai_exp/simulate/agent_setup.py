@@ -174,12 +174,27 @@ class UserAgent:
         offered = {"tools": tools, "system_prompt": system_prompt, "world": world,
                    "sampling": sampling}  # fmt: skip
         kwargs = offered if self.all_context else {k: offered[k] for k in self.keys}
+        server = None
+        if kwargs.get("world") is not None:
+            # The agent acts through a facade that leads nowhere near the world's answer
+            # key (``agent_world``); the world itself is served on an engine thread.
+            from wai_exp.simulate.agent_world import WorldServer
+
+            server = WorldServer(world, self._pool().submit)
+            kwargs["world"] = server.facade
         token = self.call_times.start()
         try:
             out = await self._call(prompt, kwargs)
         finally:
             self.call_times.done(token)
+            if server is not None:
+                server.close()
         return trajectory_of(prompt, out)
+
+    def _pool(self) -> _Workers:
+        if self._workers is None:
+            self._workers = _Workers()
+        return self._workers
 
     async def _call(self, prompt: str, kwargs: dict[str, Any]) -> Any:
         if self.is_async:
@@ -216,9 +231,7 @@ class UserAgent:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, value, error)
 
-        if self._workers is None:
-            self._workers = _Workers()
-        self._workers.submit(work)
+        self._pool().submit(work)
         return await done
 
     async def aclose(self) -> None:

@@ -19,7 +19,8 @@ from wai_exp.rows.model import SCHEMA_VERSION, ended_by_term, messages_from_step
 from wai_exp.rows.reader import read_steps
 from wai_exp.rows.scrub import carries_never_shipped, scrub
 from wai_exp.rows.text import repair_row
-from wai_exp.simulate.agent_setup import ResolvedAgent, callable_name
+from wai_exp.simulate.agent_setup import ResolvedAgent, UserAgent, callable_name
+from wai_exp.simulate.agent_world import AgentWorld
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.modes import Config
 from wai_exp.simulate.tasks import Plan
@@ -94,6 +95,10 @@ class RolloutRunner:
             self._normalize = normalize_judge_result
         self._current = current_rollout
         self._context = RolloutContext
+        #: a user's callable (``UserAgent``) wraps the world itself; our own agents get
+        #: the direct facade
+        self._serves_world = isinstance(agent.fn, UserAgent)
+        self._facade = AgentWorld.direct
 
     async def run(self, plan: Plan) -> Outcome:
         """Run ``plan``'s rollout; an agent error or timeout comes back as ``Outcome.lost``."""
@@ -115,7 +120,9 @@ class RolloutRunner:
                 task.prompt,
                 tools=self.tools,
                 system_prompt=self.system_prompt,
-                world=world,
+                # Never the world itself: it holds the answer key (``agent_world``). A
+                # user's callable gets a facade its ``UserAgent`` serves across threads.
+                world=world if self._serves_world else self._facade(world),
                 sampling=self.cfg.sampling,
             )
             if inspect.isawaitable(out):
