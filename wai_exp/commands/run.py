@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,16 +40,10 @@ def _error(message: str) -> None:
     sys.stderr.flush()
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    # SIGTERM becomes a KeyboardInterrupt, so the runner marks the tracking run KILLED and
-    # the streamed rows stay resumable, exactly as for Ctrl-C.
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def run(cfg: DictConfig) -> int:
     """Validate ``cfg``, run its pipeline and print the summary. Returns the exit status:
     0 done, 1 a stage failed, 2 invalid config, 3 (``pipeline.refusal_exit_code``) the gate
-    refused, 130 interrupted. Nothing is recorded in MLflow unless the config is valid.
+    refused, 130 interrupted (Ctrl-C), 143 stopped by SIGTERM. Nothing is recorded in MLflow unless the config is valid.
     """
     from hydra.core.hydra_config import HydraConfig
 
@@ -88,6 +81,7 @@ def run(cfg: DictConfig) -> int:
         return _refuse(str(exc), run_dir, hc.output_subdir)
 
     from wai_exp.pipeline.runner import run_pipeline, summarize
+    from wai_exp.pipeline.stop import watch_signals
 
     try:
         tracker = _make_tracker(plain, start_dir)
@@ -95,8 +89,9 @@ def run(cfg: DictConfig) -> int:
         return _refuse(f"invalid config: {exc}", run_dir, hc.output_subdir)
     choices = hc.runtime.choices
     preset = choices.get("experiment") if choices else None
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
+    # SIGTERM stops the run as Ctrl-C does: the runner keeps the streamed rows resumable and
+    # marks the tracking run KILLED, naming the signal.
+    with watch_signals():
         outcome = run_pipeline(
             plain,
             run_dir=run_dir,
@@ -105,8 +100,6 @@ def run(cfg: DictConfig) -> int:
             overrides=list(hc.overrides.task),
             preset=preset,
         )
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     summary = summarize(outcome)
     log.info("\n%s", summary)
     print(summary, flush=True)

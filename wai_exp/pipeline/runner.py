@@ -17,8 +17,10 @@ Outcomes, and the exit status ``wai-exp`` returns for each:
   (3 by default, so scripts notice);
 * any other exception: ``failed`` (1); the tracker run is marked FAILED with the reason and the
   traceback goes to ``<run dir>/error.log``;
-* interrupted (Ctrl-C, SIGTERM): ``interrupted`` (130); the tracker run is marked KILLED and the
-  stage's streamed rows stay in its cache entry for the next run to resume from.
+* interrupted (Ctrl-C, or SIGTERM under ``wai-exp``): ``interrupted`` (128 + the signal: 130,
+  143); the tracker run is marked KILLED and the stage's streamed rows stay in its cache entry
+  for the next run to resume from. The runner says what it keeps at once and waits at most
+  ``STOP_WAIT_S`` for a tracking writer; a second signal meanwhile exits at once.
 
 ``<run dir>/run.json`` records the outcome and ``<run dir>/timings.json`` the seconds each stage
 computed versus what the orchestration around it cost.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -40,6 +43,7 @@ from typing import Any, TextIO
 from wai_exp.domain.secrets import redact_text, register_config_secrets
 from wai_exp.pipeline import cache as cache_mod
 from wai_exp.pipeline import reads as reads_mod
+from wai_exp.pipeline import stop
 from wai_exp.pipeline.dag import StageSpec, plan
 from wai_exp.pipeline.registry import NOT_COMPUTED_FROM, StageContext, StageResult, resolve
 from wai_exp.pipeline.stored_rows import StoredRows, write_rows_recorded
@@ -50,6 +54,9 @@ from wai_exp.tracking.store_errors import describe_store_error
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
+#: Seconds a stopped run waits for the tracking writer to record the run's end; past them
+#: the command returns and the writer, which already has the end in its input, finishes it.
+STOP_WAIT_S = 5.0
 
 
 class TrackingFailed(RuntimeError):
@@ -106,6 +113,9 @@ class RunOutcome:
     tracked: bool = False
     #: every stage the pipeline lists, name -> kind (also those that never got to run)
     planned: dict[str, str] = field(default_factory=dict)
+    #: what is still happening to the tracking run after the command returns (a stopped
+    #: run whose writer had not recorded its end yet), None when nothing is
+    tracking_note: str | None = None
 
     def stage(self, name: str) -> StageOutcome | None:
         """The outcome of stage ``name``, or None when it never started."""
@@ -414,14 +424,7 @@ def run_pipeline(
             raise TrackingFailed(f"every stage finished, but {why}") from exc
     except KeyboardInterrupt:
         stopped = [sp.name for sp in order if sp.name in running]
-        where = f" during stage {', '.join(map(repr, stopped))}" if stopped else ""
-        outcome.status, outcome.exit_code = "interrupted", EXIT_INTERRUPTED
-        outcome.error = f"interrupted{where}; re-run the same command to resume"
-        kept = _kept_rows(state, stopped)
-        if kept:
-            outcome.error += f" ({kept})"
-        _mark(outcome, stopped, "interrupted", kinds, state, run_dir)
-        _safe_finish(tracker, "KILLED", outcome.error)
+        _stopped(outcome, stopped, kinds, state, tracker)
     except Exception as exc:
         stopped = [sp.name for sp in order if sp.name in running][:1]
         where = f"stage {stopped[0]!r} " if stopped else ""
@@ -495,6 +498,65 @@ def _mark(
                 StageOutcome(name, kinds[name].name, state.keys.get(name, ""), status, run_dir / name,
                              error=outcome.error)
             )  # fmt: skip
+
+
+def _stopped(
+    outcome: RunOutcome, stopped: list[str], kinds: dict[str, Any], state: _Run, tracker: Any
+) -> None:
+    """A signal stopped the run: say at once what is kept, end the tracking run KILLED with
+    the reason, and return within seconds whatever the store is doing. A second signal
+    meanwhile exits at once (:func:`stop.exit_on_next_signal`)."""
+    signum = stop.stopped_by()
+    name = stop.signal_name(signum)
+    writer = getattr(tracker, "writer_pid", None)
+    left = {"mlflow": ""}
+
+    def what_is_left() -> str:
+        rows = "the finished rows stay in the stage cache (re-run the same command to resume)"
+        return f"{rows}{left['mlflow']}"
+
+    with stop.exit_on_next_signal(what_is_left):
+        where = f" during stage {', '.join(map(repr, stopped))}" if stopped else ""
+        what = "interrupted" if signum == signal.SIGINT else f"interrupted by {name}"
+        outcome.status, outcome.exit_code = "interrupted", 128 + signum
+        outcome.error = f"{what}{where}; re-run the same command to resume"
+        _say(state.stream, f"wai-exp: {name}{where}: stopping; saving what finished")
+        kept = _kept_rows(state, stopped)
+        if kept:
+            outcome.error += f" ({kept})"
+            _say(state.stream, f"  {kept}; re-run the same command to resume")
+        _mark(outcome, stopped, "interrupted", kinds, state, outcome.run_dir)
+        if not outcome.tracked:
+            return
+        run = getattr(tracker, "run_id", None)
+        label = f"MLflow run {run}" if run else "the MLflow run"
+        if writer is not None:
+            left["mlflow"] = (
+                f"; the tracking writer (pid {writer}) still ends {label} KILLED in the background"
+            )
+            _say(
+                state.stream,
+                f"  ending {label} KILLED (waiting up to {STOP_WAIT_S:.0f} s for the tracking "
+                f"writer; {name} again exits at once)",
+            )
+        else:
+            _say(state.stream, f"  ending {label} KILLED")
+        finish_soon = getattr(tracker, "finish_soon", None) if writer is not None else None
+        if finish_soon is None:
+            _safe_finish(tracker, "KILLED", outcome.error)
+            return
+        try:
+            done = finish_soon("KILLED", outcome.error, wait_s=STOP_WAIT_S)
+        except Exception as exc:  # noqa: BLE001 - the run is stopped already; say why
+            why = describe_store_error(exc, getattr(tracker, "uri", None))
+            _say(state.stream, f"wai-exp: could not mark the tracking run KILLED: {why}")
+            return
+        if not done:
+            outcome.tracking_note = (
+                f"the tracking writer (pid {writer}) is still recording it and ends it KILLED "
+                f"in the background (its log: {outcome.run_dir / 'tracking.log'})"
+            )
+            _say(state.stream, f"  {outcome.tracking_note}")
 
 
 def _safe_finish(tracker: Any, status: str, error: str) -> None:
@@ -994,7 +1056,11 @@ def summarize(outcome: RunOutcome) -> str:
     if outcome.error:
         out.append(f"error: {redact_text(outcome.error)}")
     out.append(f"run dir: {outcome.run_dir}")
-    if outcome.run_id:
+    if outcome.tracking_note:
+        out.append(f"MLflow run: {outcome.run_id or 'not created yet'}: {outcome.tracking_note}")
+        if outcome.run_id and outcome.ui_command:
+            out.append(f"open it:  {outcome.ui_command}")
+    elif outcome.run_id:
         out.append(f"MLflow run: {outcome.run_id}")
         if outcome.ui_command:
             out.append(f"open it:  {outcome.ui_command}")

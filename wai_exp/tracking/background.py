@@ -16,9 +16,14 @@ complete MLflow run.
   writer's own message.
 - One writer per process, reused for the next run: a launcher worker that runs several
   jobs (joblib's loky reuses its workers) pays the MLflow import once, not per job.
-- Ctrl-C reaches the writer too; it ignores SIGINT, so the runner can still end the run
-  KILLED. If the wai-exp process dies (SIGKILL), the writer reads end-of-file and ends the
-  open run KILLED, naming the process; the run's ``wai.pid`` is the wai-exp process's.
+- Ctrl-C reaches the writer too, and so does a SIGTERM or SIGHUP sent to the whole process
+  group (timeout(1), Slurm, systemd, a closed terminal); it ignores them, so the runner can
+  still end the run KILLED with the reason. It exits when its input ends: when the wai-exp
+  process exits, whatever stopped it. If that process dies without ending the run
+  (SIGKILL), the writer reads end-of-file and ends the open run KILLED, naming the process;
+  the run's ``wai.pid`` is the wai-exp process's, ``wai.writer_pid`` the writer's.
+- A stopped run does not wait on the store: :meth:`BackgroundTracker.finish_soon` queues
+  the run's end and waits a few seconds at most; the writer records it after wai-exp exits.
 - Rollout traces (``tracking.traces``) are logged by a thread of the writer once their run
   has ended: ``finish`` does not wait for them, and the writer logs them after wai-exp has
   exited (they show in the run's Traces tab a few seconds after the run ends).
@@ -69,11 +74,15 @@ class _Writer:
         return self.proc.poll() is None
 
     def send(self, msg: Mapping[str, Any]) -> None:
+        """Queue one command. Raises ``WriterGone`` when the writer process has exited."""
         line = json.dumps(msg, default=str, allow_nan=True) + "\n"
-        with self.lock:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(line)
-            self.proc.stdin.flush()
+        try:
+            with self.lock:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(line)
+                self.proc.stdin.flush()
+        except (OSError, ValueError) as exc:  # a broken pipe, or stdin closed at exit
+            raise WriterGone(self.proc.pid, self.proc.poll()) from exc
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -112,6 +121,18 @@ class _Writer:
         with contextlib.suppress(Exception):
             assert self.proc.stdin is not None
             self.proc.stdin.close()
+
+
+class WriterGone(RuntimeError):
+    """The tracking writer process exited (killed on its own, or crashed) while the run
+    still had something to record."""
+
+    def __init__(self, pid: int, code: int | None) -> None:
+        how = f"exit status {code}" if code is not None else "closed its input"
+        super().__init__(
+            f"the tracking writer process (pid {pid}) is gone ({how}) before the run was "
+            "recorded; see tracking.log in the run folder"
+        )
 
 
 _writer: _Writer | None = None
@@ -191,6 +212,11 @@ class BackgroundTracker:
         return self._ui_command
 
     @property
+    def writer_pid(self) -> int:
+        """The writer process's pid (it may outlive this process: see :meth:`finish_soon`)."""
+        return self._writer.proc.pid
+
+    @property
     def summary(self) -> str:
         if self.run_id is None:
             return f"MLflow tracking to {self.uri} (no run started)"
@@ -261,17 +287,44 @@ class BackgroundTracker:
     def finish(self, status: str = "FINISHED", error: BaseException | str | None = None) -> None:
         """Queue the end of the run and wait until the writer has recorded everything.
         Raises ``TrackingError`` when the writer failed or did not answer in time."""
-        from wai_exp.tracking.mlflow_tracker import TrackingError
-        from wai_exp.tracking.store_errors import WRITER_PREFIX
-
-        if not self._started or self.status in ("FINISHED", "FAILED", "KILLED"):
+        if not self._started or self.status in ("FINISHED", "FAILED", "KILLED", "ENDING"):
             return
+        token = self._send_finish(status, error)
+        self._record_end(self._writer.wait_for(token, FINISH_TIMEOUT_S), status)
+
+    def finish_soon(
+        self, status: str, error: BaseException | str | None = None, *, wait_s: float
+    ) -> bool:
+        """Queue the end of the run and wait at most ``wait_s`` seconds for the writer to
+        record it. True when it did (a writer failure raises ``TrackingError`` as in
+        :meth:`finish`). False when the writer is still at work (importing MLflow, creating a
+        store, logging a stage): the end is already in its input, so it ends the run as asked
+        after this process exits. For a run stopped by a signal, which must not wait on the
+        store. Raises ``WriterGone`` when the writer has exited."""
+        if not self._started or self.status in ("FINISHED", "FAILED", "KILLED", "ENDING"):
+            return True
+        token = self._send_finish(status, error)
+        reply = self._writer.wait_for(token, wait_s)
+        if reply is None:
+            self.status = "ENDING"  # the writer ends it; nothing is left for exit to do
+            with contextlib.suppress(Exception):
+                atexit.unregister(self._atexit)
+            return False
+        self._record_end(reply, status)
+        return True
+
+    def _send_finish(self, status: str, error: BaseException | str | None) -> int:
         if isinstance(error, BaseException):
             import traceback
 
             error = "".join(traceback.format_exception(error))
-        token = self._send("finish", status=str(status), error=error)
-        reply = self._writer.wait_for(token, FINISH_TIMEOUT_S)
+        return self._send("finish", status=str(status), error=error)
+
+    def _record_end(self, reply: dict[str, Any] | None, status: str) -> None:
+        """Take in the writer's answer to a ``finish`` message."""
+        from wai_exp.tracking.mlflow_tracker import TrackingError
+        from wai_exp.tracking.store_errors import WRITER_PREFIX
+
         self._collect()
         if reply is None:
             raise TrackingError(
@@ -351,7 +404,12 @@ def _serve(stdin: Any, stdout: Any) -> int:
     import signal
     import traceback
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides how the run ends
+    # A signal for the whole process group (Ctrl-C, timeout(1), Slurm, systemd, a closed
+    # terminal) reaches the writer too. The runner decides how the run ends and tells the
+    # writer; the writer exits when its input ends, i.e. when wai-exp has exited, whatever
+    # stopped it. Dying here instead would leave the run RUNNING in the store.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     # Import while the first command is on its way: this is the cost the writer hides.
     import queue
 
@@ -359,6 +417,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
     import mlflow.tracking  # noqa: F401
 
     from wai_exp.tracking import mlflow_tracker
+    from wai_exp.tracking.orphans import owner_tags, writer_tags
     from wai_exp.tracking.store_errors import describe_store_error
 
     trackers: dict[int, Any] = {}
@@ -431,7 +490,9 @@ def _serve(stdin: Any, stdout: Any) -> int:
                     traces=s.get("traces", 200),
                     parent_run_id=s.get("parent_run_id"),
                     config_sources=[Path(p) for p in msg.get("config_sources") or []],
-                    owner=msg.get("owner"),
+                    # The run is this writer's too: the next start leaves it to the writer
+                    # while the writer lives (orphans.reap_orphans).
+                    owner={**(msg.get("owner") or owner_tags()), **writer_tags()},
                 )
                 tracker.trace_sink = held_traces.setdefault(key, []).append
                 trackers[key] = tracker

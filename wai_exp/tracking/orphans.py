@@ -1,10 +1,13 @@
 """Runs left ``RUNNING`` by a process that is gone (SIGKILL, OOM killer, power loss).
 
 A run records who runs it (tags ``wai.pid``, ``wai.host`` and, on Linux, ``wai.pid_start``, the
-process's start time, which tells a recycled pid from the original process). When the next
+process's start time, which tells a recycled pid from the original process), and the tracking
+writer process that records it (``wai.writer_pid``, ``wai.writer_pid_start``). When the next
 run starts in the same store, :func:`reap_orphans` marks every ``RUNNING`` run of this host
-whose process no longer exists ``KILLED``, with the reason in ``wai.error``. Runs of other
-hosts are left alone: their processes cannot be checked from here.
+whose process no longer exists ``KILLED``, with the reason in ``wai.error``. A run whose writer
+still lives is left to it: the writer ends the run as wai-exp told it (a stopped run's end
+may be recorded after wai-exp returned) or, when wai-exp died, once it reads end-of-input.
+Runs of other hosts are left alone: their processes cannot be checked from here.
 """
 
 from __future__ import annotations
@@ -21,17 +24,24 @@ log = logging.getLogger(__name__)
 PID_TAG = "wai.pid"
 HOST_TAG = "wai.host"
 PID_START_TAG = "wai.pid_start"
+WRITER_PID_TAG = "wai.writer_pid"
+WRITER_START_TAG = "wai.writer_pid_start"
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """``/proc/<pid>/stat`` from field 3 (the state) on; [] where /proc is missing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    return stat.rsplit(")", 1)[-1].split()
 
 
 def _start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22),
     or None where /proc is missing."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may hold spaces: split after it.
-    fields = stat.rsplit(")", 1)[-1].split()
+    fields = _stat_fields(pid)
     return fields[19] if len(fields) > 19 else None
 
 
@@ -44,15 +54,28 @@ def owner_tags() -> dict[str, str]:
     return tags
 
 
+def writer_tags() -> dict[str, str]:
+    """The tags naming this process as the run's tracking writer."""
+    tags = {WRITER_PID_TAG: str(os.getpid())}
+    start = _start_time(os.getpid())
+    if start is not None:
+        tags[WRITER_START_TAG] = start
+    return tags
+
+
 def process_gone(pid: int, start: str | None = None) -> bool:
-    """True when no process ``pid`` exists, or one does but started at another time than
-    ``start`` (the pid was reused)."""
+    """True when no process ``pid`` exists, it has exited and waits to be reaped (a zombie,
+    where the container's init does not reap), or it started at another time than ``start``
+    (the pid was reused)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
         pass  # it exists, owned by someone else
+    fields = _stat_fields(pid)
+    if fields and fields[0] in ("Z", "X"):
+        return True
     if start is not None:
         now = _start_time(pid)
         if now is not None and now != start:
@@ -80,6 +103,9 @@ def reap_orphans(client: Any, experiment_ids: list[str]) -> list[str]:
         pid = int(tags[PID_TAG])
         if pid == os.getpid() or not process_gone(pid, tags.get(PID_START_TAG)):
             continue
+        writer = str(tags.get(WRITER_PID_TAG, ""))
+        if writer.isdigit() and not process_gone(int(writer), tags.get(WRITER_START_TAG)):
+            continue  # its writer still ends it, with the reason wai-exp gave
         reason = (
             f"the process that ran it (pid {pid} on {host}) is gone without ending the run "
             "(killed by SIGKILL, the OOM killer or a crash); marked KILLED by the next run in "

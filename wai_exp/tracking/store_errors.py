@@ -30,12 +30,15 @@ def describe_store_error(
     A ``TrackingError`` from the tracking writer already holds such a sentence: it is kept
     as it is, unless the database is gone by now (a store recreated empty by a later
     connection must not hide that the original was deleted)."""
+    from wai_exp.tracking.background import WriterGone
     from wai_exp.tracking.mlflow_tracker import TrackingError, sqlite_path
 
     kept = f" The stage results are kept in {run_dir} and in the stage cache;" if run_dir else ""
     rerun = " re-run the same command to record them (finished stages are reused)."
     if not advice:
         kept, rerun = "", ""
+    if isinstance(exc, WriterGone):  # the writer died, not the store (which it may not have made)
+        return f"{exc}.{kept}{rerun if kept else ''}"
     db = sqlite_path(uri) if uri else None
     if db is not None and (not db.exists() or _db_moved(exc) or _tables_gone(exc)):
         return (
