@@ -195,6 +195,8 @@ def test_a_stop_does_not_wait_on_a_starved_tracking_writer_which_ends_the_run_la
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert nxt.returncode == 0, nxt.stderr
+        # Its process is gone but its writer lives: left to the writer, not reaped as OOM.
+        assert dict((r, (st, e)) for r, st, e in _runs(tmp_path))[old_id] == ("RUNNING", None)
         os.kill(writer, signal.SIGCONT)
         runs = {run_id: (status, error) for run_id, status, error in _ended_runs(tmp_path, 2)}
     status, error = runs.pop(old_id)
