@@ -195,3 +195,93 @@ def test_a_killed_simulate_resumes_twice_through_torn_lines(tmp_path):
     assert report["resumed_rows"] >= 600
     got = (tmp_path / "outputs/k3/simulate/rows.jsonl").read_text().splitlines()
     assert _without_timing(got) == _without_timing(full)
+
+
+# --- issue 25 item 3 / issue 18: a torn tail never blocks a resume -------------------------
+
+RESUME_CMD = ["+experiment=rl_round", "simulate.budget=1500"]
+
+
+def _reference(cwd: Path) -> list[str]:
+    ok = wai(cwd, "full", *RESUME_CMD, "cache.dir=full-cache")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    return (cwd / "outputs/full/simulate/rows.jsonl").read_text().splitlines()
+
+
+def test_a_torn_tail_of_any_bytes_is_cut_counted_and_the_same_command_resumes(tmp_path):
+    import random
+
+    full = _reference(tmp_path)
+    partial = _kill_after(tmp_path, "k1", RESUME_CMD, 200)
+    kept = partial.read_bytes()
+    kept = kept[: kept.rfind(b"\n") + 1]
+    # A kill inside a multi-byte character, then (a crash on some filesystems) 2,000 random
+    # bytes: newlines and invalid UTF-8 among them. Before: UnicodeDecodeError on every rerun.
+    tail = b'{"rollout_id": "r-x", "final_text": "it\xe2' + random.Random(18).randbytes(2000)
+    partial.write_bytes(kept + tail)
+    done = wai(tmp_path, "k2", *RESUME_CMD)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resuming from streamed rows" in done.stderr
+    assert f"cut a torn tail of {len(tail)} bytes" in done.stdout
+    report = json.loads((tmp_path / "outputs/k2/simulate/report.json").read_text())
+    assert report["resume"]["torn_tail_bytes"] == len(tail)
+    assert report["resumed_rows"] == kept.count(b"\n") >= 200
+    got = (tmp_path / "outputs/k2/simulate/rows.jsonl").read_text().splitlines()
+    assert _without_timing(got) == _without_timing(full)
+
+
+def test_a_damaged_middle_is_refused_with_the_lines_to_delete_then_resumes(tmp_path):
+    full = _reference(tmp_path)
+    partial = _kill_after(tmp_path, "k1", RESUME_CMD, 200)
+    lines = partial.read_bytes().split(b"\n")
+    lines.insert(10, b"\x00\x00 a block the disk lost \xff")
+    partial.write_bytes(b"\n".join(lines))
+    refused = wai(tmp_path, "k2", *RESUME_CMD)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert f"Delete line 11 from {partial}" in refused.stdout
+    assert "damaged in the middle" in refused.stdout and "Traceback" not in refused.stderr
+    # do what it says, and the same command resumes
+    del lines[10]
+    partial.write_bytes(b"\n".join(lines))
+    done = wai(tmp_path, "k3", *RESUME_CMD)
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = (tmp_path / "outputs/k3/simulate/rows.jsonl").read_text().splitlines()
+    assert _without_timing(got) == _without_timing(full)
+
+
+def test_a_row_edited_after_it_landed_is_not_reused(tmp_path):
+    full = _reference(tmp_path)
+    partial = _kill_after(tmp_path, "k1", RESUME_CMD, 200)
+    lines = partial.read_bytes().split(b"\n")
+    row = json.loads(lines[5])
+    row["final_text"] = "EDITED BY HAND"
+    lines[5] = json.dumps(row, sort_keys=True, ensure_ascii=False).encode()
+    partial.write_bytes(b"\n".join(lines))
+    done = wai(tmp_path, "k2", *RESUME_CMD)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 row in" in done.stdout and "differs from the hash recorded" in done.stdout
+    report = json.loads((tmp_path / "outputs/k2/simulate/report.json").read_text())
+    assert report["resume"]["rows_changed_not_reused"] == 1
+    got = (tmp_path / "outputs/k2/simulate/rows.jsonl").read_text()
+    assert "EDITED BY HAND" not in got  # simulated again, as it was first written
+    assert _without_timing(got.splitlines()) == _without_timing(full)
+
+
+def test_a_full_disk_stops_the_run_naming_it_and_the_same_command_resumes(tmp_path):
+    """The kernel's own ENOSPC: the row hashes go to /dev/full."""
+    full = _reference(tmp_path)
+    partial = _kill_after(tmp_path, "k1", RESUME_CMD, 200)
+    partial.unlink()
+    hashes = partial.with_name(partial.name + ".sha256")
+    hashes.unlink()
+    hashes.symlink_to("/dev/full")
+    res = wai(tmp_path, "k2", *RESUME_CMD)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"the disk is full at {partial.parent} (ENOSPC)" in res.stdout
+    assert "re-run the same command to resume" in res.stdout
+    assert "lost" not in res.stdout and "dead_agent" not in res.stdout
+    hashes.unlink()  # space freed
+    done = wai(tmp_path, "k3", *RESUME_CMD)
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = (tmp_path / "outputs/k3/simulate/rows.jsonl").read_text().splitlines()
+    assert _without_timing(got) == _without_timing(full)

@@ -635,3 +635,46 @@ def test_summary_of_a_grade_with_no_row_judged_says_so_not_that_it_did_not_finis
     assert out.stage("grade").status == "ran"
     assert "pass@1: not measured (grade: no binary-graded rows" in text
     assert "did not finish" not in text.split("rows kept")[0]
+
+
+def test_a_full_disk_stops_simulate_naming_it_not_as_lost_rollouts(tmp_path, monkeypatch):
+    """Issue 25 item 6: every row write failing on a full cache disk read as '1882 lost'
+    rollouts of the agent. Now the run stops at the first failed write, naming the disk."""
+    import errno
+
+    from wai_exp.pipeline.stages import simulate as sim_stage
+
+    cfg = composed("+experiment=rl_round", "simulate.budget=120", "tracking=none")
+    cfg["pipeline"]["stages"] = {"simulate": {"kind": "simulate"}}
+    real_append = sim_stage.RowAppender.append
+    count = {"n": 0}
+
+    class FullDisk:
+        """The partial file once the disk is full: every write is refused (ENOSPC)."""
+
+        def __init__(self, fh):
+            self.fh = fh
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+    def filling_append(self, row):
+        if count["n"] == 50:
+            self._fh = FullDisk(self._fh)
+        count["n"] += 1
+        real_append(self, row)
+
+    monkeypatch.setattr(sim_stage.RowAppender, "append", filling_append)
+    out, _ = run(cfg, tmp_path, "r1")
+    assert out.status == "failed" and out.exit_code == EXIT_FAILED
+    entry = next((tmp_path / "outputs/.cache").glob("simulate-*/"))
+    assert f"the disk is full at {entry} (ENOSPC)" in out.error
+    assert "re-run the same command to resume (50 finished rows kept in" in out.error
+    assert "lost" not in out.error and "dead_agent" not in out.error
+    monkeypatch.setattr(sim_stage.RowAppender, "append", real_append)  # space freed
+    out, log = run(cfg, tmp_path, "r2")
+    assert out.status == "passed", out.error
+    assert out.stage("simulate").result.metrics["rows_resumed"] == 50

@@ -121,10 +121,14 @@ def test_callable_agent_directly_or_from_a_factory():
 
 
 def test_resume_rows_keeps_the_first_copy_and_skips_a_torn_tail(tmp_path):
+    from wai_exp.rows.jsonl import RowAppender
+
     partial = tmp_path / "partial.jsonl"
-    partial.write_text(
-        '{"rollout_id": "a", "n": 1}\n{"rollout_id": "b"}\n{"rollout_id": "a", "n": 2}\n{"rollout_'
-    )
+    with RowAppender(partial) as app:  # as the stage streams them, each with its hash
+        for row in ({"rollout_id": "a", "n": 1}, {"rollout_id": "b"}, {"rollout_id": "a", "n": 2}):
+            app.append(row)
+    with partial.open("a") as fh:
+        fh.write('{"rollout_')
     assert resume_rows(partial) == [{"rollout_id": "a", "n": 1}, {"rollout_id": "b"}]
     assert resume_rows(tmp_path / "none.jsonl") == []
 

@@ -25,6 +25,7 @@ run folders so every run started from the same directory shares it; ``cache.dir`
     outputs/.cache/<stage>-<key[:16]>/
         report.json  report.txt  metrics.json
         partial.jsonl       # rows streamed by a long stage while it runs (crash-safe)
+        partial.jsonl.sha256  # each streamed row's SHA-256: a resume reuses only rows as written
         COMPLETE            # written last: what "finished" means, and what it holds
     outputs/.cache/<stage>-<key[:16]>.lock   # held while the stage computes (see ``lock``)
 
@@ -61,6 +62,8 @@ MARKER = "COMPLETE"
 PARTIAL = "partial.jsonl"
 #: What the stage had read when an attempt that streamed ``partial.jsonl`` stopped.
 PARTIAL_READS = "partial.reads.json"
+#: the partial file's row hashes (``wai_exp.rows.partial.hashes_path``)
+PARTIAL_HASHES = PARTIAL + ".sha256"
 ROWS = "rows.jsonl"
 #: Small files a finished entry holds itself, copied into the run folder.
 ENTRY_FILES = ("report.json", "report.txt", "metrics.json")
@@ -346,6 +349,7 @@ class StageCache:
         record = {"key": key, "record": RECORD_VERSION, **info, "files": files}
         (path / PARTIAL).unlink(missing_ok=True)
         (path / PARTIAL_READS).unlink(missing_ok=True)
+        (path / PARTIAL_HASHES).unlink(missing_ok=True)
         atomic_write_text(path / MARKER, json.dumps(record, sort_keys=True, default=str) + "\n")
         return record
 

@@ -47,7 +47,8 @@ from wai_exp.pipeline import stop
 from wai_exp.pipeline.dag import StageSpec, plan
 from wai_exp.pipeline.registry import NOT_COMPUTED_FROM, StageContext, StageResult, resolve
 from wai_exp.pipeline.stored_rows import StoredRows, write_rows_recorded
-from wai_exp.rows.jsonl import atomic_write_text, write_json
+from wai_exp.rows.jsonl import RowsNotWritten, atomic_write_text, write_json
+from wai_exp.rows.partial import PartialRowsDamaged
 from wai_exp.tracking import NullTracker
 from wai_exp.tracking.store_errors import describe_store_error
 
@@ -435,9 +436,16 @@ def run_pipeline(
                 outcome.stages.append(exc.outcome)
             stopped = []
             outcome.error = redact_text(f"recording in MLflow failed: {exc}")
-        elif isinstance(exc, StageFailed):
+        elif isinstance(exc, StageFailed | PartialRowsDamaged):
             # The stage said why in words; its exception type adds nothing a person acts on.
             outcome.error = redact_text(f"{where}failed: {exc}")
+        elif isinstance(exc, RowsNotWritten):
+            # The disk failed, not the stage's work: the rows before it wait for the resume.
+            kept = _kept_rows(state, stopped)
+            outcome.error = redact_text(
+                f"{where}stopped: {exc}, then re-run the same command to resume"
+                + (f" ({kept})" if kept else "")
+            )
         else:
             outcome.error = redact_text(f"{where}failed: {type(exc).__name__}: {exc}")
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -983,6 +991,9 @@ def summarize(outcome: RunOutcome) -> str:
         if not report.get("failed_because"):  # a failed stage's error line says it already
             lost = [w for w in report.get("warnings") or () if "rollouts were lost (" in str(w)]
             lines.extend(f"    {w}" for w in lost[:1])
+        resume = report.get("resume")
+        if isinstance(resume, dict):  # what a resume cut or did not reuse of its partial file
+            lines.extend(f"    resume: {n}" for n in resume.get("notes") or ())
         if s.stale:
             lines.append(f"    recomputed: its cache entry was not reused ({s.stale})")
         if s.unseen:

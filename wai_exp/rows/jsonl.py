@@ -6,6 +6,7 @@ A reader never sees a half-written file under the final name, so a stage whose
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -175,29 +176,81 @@ def drop_torn_tail(path: str | Path) -> int:
     return size - keep
 
 
+class RowsNotWritten(OSError):
+    """A row could not be stored: the disk or the folder failed, not the rollout. Its text
+    names the cause (a full disk, a quota, a read-only mount), the file and the fix."""
+
+    def __str__(self) -> str:
+        return str(self.strerror or "")
+
+
+def _storage_failure(exc: OSError, path: Path) -> RowsNotWritten:
+    import errno
+
+    code = exc.errno
+    name = errno.errorcode.get(code or 0, "?")
+    where = path.parent
+    if code == errno.ENOSPC:
+        cause = f"the disk is full at {where} (ENOSPC)"
+        fix = f"free space on that disk (df -h {where})"
+    elif code == errno.EDQUOT:
+        cause = f"the disk quota is used up at {where} (EDQUOT)"
+        fix = "free space within your quota or raise it"
+    elif code == errno.EROFS:
+        cause = f"{where} is on a read-only filesystem (EROFS)"
+        fix = "remount it writable"
+    else:
+        cause = f"{where} refused the write ({name}: {exc.strerror or exc})"
+        fix = f"make {where} writable"
+    text = f"{cause}: writing a finished row to {path} failed; {fix}"
+    return RowsNotWritten(code, text)
+
+
 class RowAppender:
-    """Append finished rows to a partial JSONL file, one flushed line each. A torn last line
-    left by an earlier kill is cut off first (``drop_torn_tail``).
+    """Append finished rows to a partial JSONL file, one flushed line each, and each row's
+    SHA-256 to its sidecar (``wai_exp.rows.partial.hashes_path``) just before the row, so a
+    resume (``wai_exp.rows.partial.read_partial``) reuses only rows that are what was written.
+    A torn last line left by an earlier kill is cut off first (``drop_torn_tail``).
 
     Used by long stages so a crash loses no finished row; the stage later rewrites the
-    complete set atomically under its final name.
+    complete set atomically under its final name. A write the disk refuses raises
+    ``RowsNotWritten`` (an ``OSError``) naming the cause and the file.
     """
 
     def __init__(self, path: str | Path) -> None:
+        from wai_exp.rows.partial import hashes_path
+
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         #: bytes of a torn last line cut off before appending (0 when the file was whole)
         self.truncated = drop_torn_tail(self.path)
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._fh = self.path.open("ab")
+        self._hashes = hashes_path(self.path).open("ab")
 
     def append(self, row: dict[str, Any]) -> None:
-        self._fh.write(dumps_row(row) + "\n")
-        self._fh.flush()
+        from wai_exp.rows.partial import line_hash
+
+        line = dumps_row(row).encode("utf-8")
+        try:
+            # The hash lands first: a row on disk always has its hash, and a kill between
+            # the two writes leaves only a hash no row matches.
+            self._hashes.write(line_hash(line).encode("ascii") + b"\n")
+            self._hashes.flush()
+            self._fh.write(line + b"\n")
+            self._fh.flush()
+        except RowsNotWritten:
+            raise
+        except OSError as exc:
+            raise _storage_failure(exc, self.path) from exc
 
     def close(self) -> None:
-        if not self._fh.closed:
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+        for fh in (self._hashes, self._fh):
+            if not fh.closed:
+                # A full disk fails the fsync too; the rows already flushed stay for the resume.
+                with contextlib.suppress(OSError):
+                    os.fsync(fh.fileno())
+                with contextlib.suppress(OSError):
+                    fh.close()
 
     def __enter__(self) -> RowAppender:
         return self

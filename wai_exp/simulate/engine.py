@@ -452,6 +452,10 @@ class Engine:
         if self.on_row is not None:
             try:
                 self.on_row(out.row)
+            except OSError:
+                # The disk (full, read-only, over quota) failed, not the rollout: every later
+                # row would fail the same way and read as the agent's loss. Stop the run.
+                raise
             except Exception as exc:  # noqa: BLE001 - a row that cannot be written is lost
                 self._live_lost += 1
                 self._maybe_progress()
@@ -703,7 +707,8 @@ def simulate(
     finishes first, at any concurrency up to ``writer_buffer_cap`` (``reproducible=`` is
     recorded; a clock with ``reproducible=True`` is refused). Hooks for the pipeline: ``done_rows`` (rows a
     crashed attempt finished, reused by ``rollout_id``), ``on_row(row)`` (once per newly
-    finished row), ``progress(dict)``. ``writer_structured_output`` (``auto``,
+    finished row; an ``OSError`` it raises, a full disk, stops the run and is raised, not
+    counted as lost rollouts), ``progress(dict)``. ``writer_structured_output`` (``auto``,
     ``json_schema``, ``json_object``, ``off``; beyond the spec) is how a model writer asks
     for its cards' JSON schema through ``response_format``: ``auto`` steps down to the form
     the server takes (``report()["writer"]["structured_output"]`` names it).

@@ -4,7 +4,11 @@ Crash safety: every finished row is appended (flushed) to the stage's ``partial.
 cache entry through ``simulate(on_row=...)``. When a run dies mid-stage (a crash, Ctrl-C, a
 kill), re-running the identical command finds that file at the same cache key and passes its
 rows as ``simulate(done_rows=...)``: the engine skips them by ``rollout_id`` and produces the
-rest, so the stage completes with the same rows and no duplicates.
+rest, so the stage completes with the same rows and no duplicates. The file is read as bytes
+(``wai_exp.rows.partial``): a torn tail is cut off and counted, a row that no longer matches
+the hash recorded when it landed is simulated again, and a file damaged mid-way is refused
+before any work, naming the lines to delete. A row the disk refuses to store (a full disk)
+stops the stage, naming the disk, instead of counting every later rollout as lost.
 
 Params (``pipeline.stages.<name>.params``) override single keys of the ``simulate`` section,
 and ``params.agent`` is laid over the ``agent`` section, so one pipeline can simulate two arms
@@ -13,7 +17,8 @@ simulate stage's rows (``simulate(tasks=...)``: same situations and prompts, its
 ``params.seed_offset: N`` draws this stage's rollouts under ``seed + N``, so a second arm answers
 the same tasks with its own draws.
 
-Report: ``data.report()`` plus ``declared_tools`` and ``resumed_rows``. Metrics: ``rows``,
+Report: ``data.report()`` plus ``declared_tools``, ``resumed_rows`` and ``resume`` (what the
+resume did with the partial file). Metrics: ``rows``,
 ``rows_resumed``, ``rollouts_lost``, ``situations``.
 """
 
@@ -24,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
-from wai_exp.rows.jsonl import RowAppender, read_rows
+from wai_exp.rows.jsonl import RowAppender
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.partial import read_partial
 
 #: simulate-section keys passed to simulate() as they are (None = leave the engine's default).
 PASSED = (
@@ -191,19 +197,10 @@ def _resolve_path(value: str | None, start_dir: Path) -> str | None:
 
 
 def resume_rows(partial: Path) -> list[dict[str, Any]]:
-    """Rows a previous attempt finished, first copy of each ``rollout_id`` (a torn last line,
-    from a kill mid-write, is skipped by ``read_rows``)."""
-    if not partial.exists():
-        return []
-    seen: set[Any] = set()
-    out = []
-    for row in read_rows(partial):
-        rid = row.get("rollout_id")
-        if rid is not None and rid in seen:
-            continue
-        seen.add(rid)
-        out.append(row)
-    return out
+    """Rows a previous attempt finished (``read_partial``: each as it was written, first copy
+    of each ``rollout_id``; a torn tail and changed rows are left out). Raises
+    ``PartialRowsDamaged`` naming the lines to delete when the file is damaged mid-way."""
+    return read_partial(partial).rows
 
 
 def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -296,9 +293,12 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
                 f"(needs: {sorted(inputs)}); add it to pipeline.stages.{ctx.name}.needs"
             )
         kwargs["tasks"] = list(inputs[pinned].rows)
+    # Before the agent is built: a damaged partial file is refused before any work.
+    resume = read_partial(ctx.partial_path)
+    resume.repair()  # the next append starts after the last row reused
+    done = resume.rows
     agent_cfg = {**ctx.config.get("agent", {}), **(params.get("agent") or {})}
     agent = build_agent(agent_cfg, kwargs["seed"], kwargs.get("timeout"))
-    done = resume_rows(ctx.partial_path)
     budget = kwargs.get("budget")
 
     def progress(info: dict[str, Any]) -> None:
@@ -321,6 +321,11 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         {(t.get("function") or t).get("name") for t in tools if isinstance(t, dict)} - {None}
     )
     report["resumed_rows"] = len(done)
+    report["resume"] = {
+        "rows_reused": len(done), "torn_tail_bytes": resume.torn_bytes,
+        "torn_tail_pieces": resume.torn_pieces, "rows_changed_not_reused": len(resume.changed),
+        "notes": resume.notes(),
+    }  # fmt: skip
     metrics = {
         "rows": float(len(rows)),
         "rows_resumed": float(len(done)),
@@ -349,7 +354,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         )
     if report.get("failure_summary"):
         lines.append(report["failure_summary"])
-    warnings = list(getattr(data, "warnings", []))
+    warnings = resume.notes() + list(getattr(data, "warnings", []))
     lines += [f"warning: {w}" for w in warnings]
     if warnings:  # for the run's description and the closing summary
         report["warnings"] = warnings
