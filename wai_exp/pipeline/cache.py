@@ -374,6 +374,7 @@ class StageCache:
         why = reads.changed(read if isinstance(read, dict) else None)
         if why is not None:
             (path / PARTIAL).unlink(missing_ok=True)
+            (path / PARTIAL_HASHES).unlink(missing_ok=True)
             (path / PARTIAL_READS).unlink(missing_ok=True)
         return why
 
