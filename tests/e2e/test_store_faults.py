@@ -3,7 +3,9 @@ blames the stage that had finished."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -113,3 +115,45 @@ def test_a_read_only_mlflow_db_exits_2_naming_the_file_before_any_work(tmp_path)
     assert f"the MLflow database {db} is read-only" in res.stderr
     assert "[SQL:" not in res.stderr and "Traceback" not in res.stderr
     assert sorted((tmp_path / "outputs").glob("*/*")) == runs_before  # nothing written
+
+
+def _writer_pid(pid: int) -> int | None:
+    """The tracking writer among the children of wai-exp process ``pid``, if started."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    for child in map(int, children):
+        with contextlib.suppress(OSError):
+            if b"wai_exp.tracking.background" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return child
+    return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc for the child")
+def test_a_killed_tracking_writer_is_named_not_read_as_a_moved_database(tmp_path):
+    """Issue 25 item 6: killing the writer read as 'the MLflow database was deleted or moved'
+    (it had not created the store yet). Now the run names the writer process and the signal."""
+    proc = subprocess.Popen(
+        [WAI_EXP, "+experiment=rl_round", "simulate.budget=4000"],
+        cwd=tmp_path,
+        env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    writer = None
+    while writer is None and time.monotonic() < deadline:
+        # Once simulate streams rows, the run's tracker has its writer (started before it).
+        found = list((tmp_path / "outputs/.cache").glob("simulate-*/partial.jsonl"))
+        if found and found[0].read_bytes().count(b"\n") >= 50:
+            writer = _writer_pid(proc.pid)
+        assert proc.poll() is None, "the run ended before its writer was seen"
+        time.sleep(0.02)
+    assert writer is not None, "no tracking writer started"
+    os.kill(writer, signal.SIGKILL)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, out + err
+    assert f"the tracking writer process (pid {writer}) is gone (killed by signal SIGKILL)" in out
+    assert "deleted or moved" not in out + err and "tracking store failed" not in out
+    assert "re-run the same command" in out and "Traceback" not in err
+    [run_dir] = [p for p in (tmp_path / "outputs").glob("*/*") if (p / "simulate").is_dir()]
+    assert len((run_dir / "simulate/rows.jsonl").read_text().splitlines()) == 4000

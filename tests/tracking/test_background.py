@@ -108,3 +108,34 @@ def test_the_writer_redacts_the_secrets_this_process_knows(start_dir, tmp_path):
     tracker.finish("FINISHED")
     tags = _client(start_dir).get_run(tracker.run_id).data.tags
     assert "sk-live-abcdef0123456789" not in tags["note"] and "***redacted***" in tags["note"]
+
+
+def test_a_killed_writer_is_named_as_such_not_as_a_moved_database(tmp_path):
+    """Issue 25 item 6: the writer killed before it created the store read as 'the MLflow
+    database was deleted or moved'. Now: the writer process, its pid and the signal."""
+    import os
+    import signal
+
+    from wai_exp.tracking.store_errors import describe_store_error
+
+    db = tmp_path / "fresh.db"  # the writer creates it once MLflow is imported: not yet
+    tracker = BackgroundTracker(uri=f"sqlite:///{db}", start_dir=tmp_path)
+    tracker.start({}, [], tmp_path / "run", "eval", "h")
+    proc = tracker._writer.proc
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    for call in (
+        lambda: tracker.log_stage(
+            "simulate", report={}, text="", rows_path=None, metrics={}, seconds=0.0, cached=False
+        ),  # fmt: skip
+        lambda: tracker.finish("FINISHED"),
+    ):
+        with pytest.raises(Exception) as err:
+            call()
+        why = describe_store_error(err.value, tracker.uri, tmp_path / "run")
+        assert (
+            f"the tracking writer process (pid {proc.pid}) is gone (killed by signal SIGKILL)"
+            in why
+        )
+        assert "deleted or moved" not in why
+        assert "re-run the same command" in why

@@ -1076,7 +1076,7 @@ def summarize(outcome: RunOutcome) -> str:
         if outcome.ui_command:
             out.append(f"open it:  {outcome.ui_command}")
     elif outcome.tracked:
-        out.append("MLflow run: not recorded (the tracking store failed: see the error above)")
+        out.append("MLflow run: not recorded (tracking failed: see the error above)")
     else:
         out.append("MLflow run: none (tracking=none)")
     return "\n".join(out)

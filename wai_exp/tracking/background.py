@@ -82,6 +82,8 @@ class _Writer:
                 self.proc.stdin.write(line)
                 self.proc.stdin.flush()
         except (OSError, ValueError) as exc:  # a broken pipe, or stdin closed at exit
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)  # reaped, its exit status says how it died
             raise WriterGone(self.proc.pid, self.proc.poll()) from exc
 
     def _read(self) -> None:
@@ -129,6 +131,13 @@ class WriterGone(RuntimeError):
 
     def __init__(self, pid: int, code: int | None) -> None:
         how = f"exit status {code}" if code is not None else "closed its input"
+        if code is not None and code < 0:  # say which signal: a kill reads as a kill
+            import signal
+
+            try:
+                how = f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
         super().__init__(
             f"the tracking writer process (pid {pid}) is gone ({how}) before the run was "
             "recorded; see tracking.log in the run folder"
@@ -330,11 +339,8 @@ class BackgroundTracker:
             raise TrackingError(
                 f"the tracking writer did not finish the run within {FINISH_TIMEOUT_S:.0f} s"
             )
-        if reply.get("op") == "exit":
-            raise TrackingError(
-                f"the tracking writer exited (status {reply.get('code')}) before the run ended"
-                + (f": {self._error}" if self._error else "")
-            )
+        if reply.get("op") == "exit":  # the writer died, not the store: never "deleted or moved"
+            raise WriterGone(self._writer.proc.pid, reply.get("code"))
         self.status = str(reply.get("status") or status).upper()
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
