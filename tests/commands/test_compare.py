@@ -276,3 +276,43 @@ def test_a_sweep_parent_is_an_arm_only_when_its_jobs_are_replicates(tmp_path: Pa
         == EXIT_BAD_INPUT
     )
     assert "measured no re-run spread" in capsys.readouterr().err
+
+
+def test_the_advice_recommends_the_count_the_verdicts_test_reaches_power_at(
+    tmp_path: Path,
+) -> None:
+    """A 20-task holdout: the closed form says it detects +0.213 and that the observed delta
+    needs 15 tasks; the verdict reads its sd off the same tasks (t tails), where those take
+    23 and 17. The console script recommends the t counts and names both."""
+    import subprocess
+    import sys
+
+    def small(p: float, seed: int, policy: str) -> list[dict]:
+        rng = np.random.default_rng(seed)
+        return [
+            {"scenario_id": f"t{t}", "prompt": f"ask {t}", "reward": float(rng.random() < p),
+             "final_text": "done", "policy_version": policy}
+            for t in range(20)
+            for _ in range(4)
+        ]  # fmt: skip
+
+    write_rows(tmp_path / "a.jsonl", small(0.4, 1, "a"))
+    write_rows(tmp_path / "b.jsonl", small(0.55, 2, "b"))
+    wai = str(Path(sys.executable).parent / "wai-exp")
+    out = subprocess.run(
+        [wai, "compare", "a.jsonl", "b.jsonl", "--no-record"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=True,
+    ).stdout  # fmt: skip
+    line = next(x for x in out.splitlines() if x.startswith("sizing:"))
+    assert "20 paired tasks at k=4 detect +0.213" in line
+    assert "takes 23 tasks (n_tasks_t; the closed form's n_tasks is 20)" in line
+    assert "the observed delta needs 17 tasks for 80% power under the verdict's test" in line
+    assert "the closed form's n_tasks is 15" in line
+    rep = json.loads(
+        subprocess.run(
+            [wai, "compare", "a.jsonl", "b.jsonl", "--no-record", "--json"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300, check=True,
+        ).stdout
+    )  # fmt: skip
+    s = rep["sizing"]
+    assert (s["n_tasks_t"], s["n_tasks_for_observed"], s["n_tasks_for_observed_t"]) == (23, 15, 17)

@@ -56,7 +56,7 @@ def test_model_path_closed_form() -> None:
     assert res["half_width"] == pytest.approx(stats.t.ppf(0.975, 37) * sd / math.sqrt(38))
     assert set(res) == KEYS
     note = next(n for n in res["notes"] if "n_tasks_t" in n)
-    assert "n_tasks 38" in note and "takes 40 tasks" in note and "MEASURED_POWER" in note
+    assert "n_tasks 38" in note and "use 40 tasks" in note and "MEASURED_POWER" in note
 
 
 def test_concentrated_gain_matches_the_documented_case() -> None:
@@ -70,6 +70,17 @@ def test_concentrated_gain_matches_the_documented_case() -> None:
     assert res["n_tasks_t"] == 16
     assert res["n_tasks_concentrated_t"] == 56
     assert any("n_tasks_concentrated" in note for note in res["notes"])
+
+
+def test_the_notes_recommend_the_count_the_verdicts_test_reaches_power_at() -> None:
+    # The spec's example (0 -> 0.127, k=4) keeps n_tasks 14 and n_tasks_concentrated 54;
+    # what the notes tell a user to run is the t-test count, with the closed form's beside it.
+    res = holdout_size(0.127, base=0.0, k=4)
+    assert (res["n_tasks"], res["n_tasks_concentrated"]) == (14, 54)
+    even = next(n for n in res["notes"] if "(n_tasks_t)" in n)
+    assert even.startswith("use 16 tasks (n_tasks_t)") and "n_tasks 14" in even
+    conc = next(n for n in res["notes"] if "if a few tasks carry it" in n)
+    assert "you need 56 tasks" in conc and "n_tasks_concentrated is 54" in conc
 
 
 def test_given_task_std() -> None:

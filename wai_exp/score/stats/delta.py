@@ -1067,6 +1067,10 @@ def _sizing(
     smaller than the study measured gets ``power: None`` and a note instead of a larger
     holdout's number.
     A before side that cannot vary (every rollout the same) gets a ``DEGENERATE:`` note.
+    ``n_tasks_t`` and ``n_tasks_for_observed_t`` are the counts the recommendation uses:
+    where the verdict's test (its sd read off the same tasks, t quantiles) reaches ``power``
+    on ``detectable_effect`` and on the observed delta; ``n_paired_tasks`` and
+    ``n_tasks_for_observed`` are the closed form's (normal quantiles, the spec's numbers).
     """
     out: dict[str, Any] = {
         "n_paired_tasks": n_paired,
@@ -1075,7 +1079,9 @@ def _sizing(
         "alpha": alpha,
         "detectable_effect": None,
         "measured_power": None,
+        "n_tasks_t": None,
         "n_tasks_for_observed": None,
+        "n_tasks_for_observed_t": None,
         "task_std": None,
         "note": None,
         "warning": None,
@@ -1119,7 +1125,17 @@ def _sizing(
             )
         if out["detectable_effect"] is None:
             out["note"] = f"{n_paired} paired tasks are too few for a power calculation"
-        elif out["detectable_effect"] > 1.0 - base_rate:
+        elif out["detectable_effect"] <= 1.0 - base_rate:
+            # detectable_effect keeps the closed form (normal quantiles); the verdict reads
+            # its sd off the same tasks, so power on that effect takes n_tasks_t tasks.
+            out["n_tasks_t"] = holdout_size(
+                float(out["detectable_effect"]),
+                base=base_rate,
+                k=max(k_b, 1),
+                power=power,
+                alpha=alpha,
+            )["n_tasks_t"]
+        else:
             # saturation: the smallest provable gain would take the pass rate past 1
             out["note"] = (
                 f"the before side is at {base_rate:.3f}: the smallest gain {n_paired} tasks can "
@@ -1143,9 +1159,23 @@ def _sizing(
                     task_std=sd,
                 )
                 out["n_tasks_for_observed"] = hs.get("n_tasks")
+                out["n_tasks_for_observed_t"] = hs.get("n_tasks_t")
     except ValueError as exc:  # e.g. base + effect beyond 1: say so instead of a number
         out["note"] = f"sizing not computed: {exc}"
     return out
+
+
+def _observed_need(s: dict[str, Any]) -> str:
+    """What the observed delta needs, recommending the count the verdict's test reaches
+    power at (``n_tasks_for_observed_t``) and naming the closed form's beside it."""
+    n_z, n_t = s["n_tasks_for_observed"], s.get("n_tasks_for_observed_t")
+    if n_t is None or n_t == n_z:
+        return f"the observed delta needs {n_z} tasks for {s['power']:.0%} power"
+    return (
+        f"the observed delta needs {n_t} tasks for {s['power']:.0%} power under the verdict's "
+        f"test (n_tasks_t, t quantiles: it reads its sd off the same tasks; the closed form's "
+        f"n_tasks is {n_z})"
+    )
 
 
 def format_delta_report(report: dict[str, Any]) -> str:
@@ -1210,8 +1240,14 @@ def format_delta_report(report: dict[str, Any]) -> str:
             line += f" nominal ({mp['note']})"
         else:
             line += " (not measured by the calibration study for this case)"
+        if s.get("n_tasks_t") and s["n_tasks_t"] != s["n_paired_tasks"]:
+            line += (
+                f"; {s['power']:.0%} power on {s['detectable_effect']:+.3f} under the verdict's "
+                f"test takes {s['n_tasks_t']} tasks (n_tasks_t; the closed form's n_tasks is "
+                f"{s['n_paired_tasks']})"
+            )
         if s.get("n_tasks_for_observed"):
-            line += f"; the observed delta needs about {s['n_tasks_for_observed']} tasks"
+            line += "; " + _observed_need(s)
         lines.append(line)
     elif s.get("note"):
         lines.append(f"sizing: {s['note']}")

@@ -441,10 +441,20 @@ def holdout_size(
         if csd is not None:
             n_conc = max(_n_for(csd, effect, z_a + z_p), MIN_HOLDOUT_TASKS)
             n_conc_t = _n_with_t_tails(csd, effect, alpha, power, n_conc)
+        # The count recommended is the one the verdict's test reaches power at (t tails);
+        # the spec's closed-form count is named beside it.
+        conc = (
+            f"{n_conc_t} tasks to reach {power:.0%} power under the test the verdict runs "
+            f"(n_tasks_concentrated_t; the closed form's n_tasks_concentrated is {n_conc})"
+            if n_conc_t is not None and n_conc_t != n_conc
+            else f"{n_conc} tasks (n_tasks_concentrated)"
+            if n_conc is not None
+            else "more tasks than this (no task can carry the gain alone)"
+        )
         notes.append(
             "sd from the binomial model: assumes the gain is spread evenly over tasks and the "
-            f"arms are independent; if a few tasks carry it you need {n_conc} tasks "
-            "(n_tasks_concentrated). Pass before= and after= from a previous eval to measure it"
+            f"arms are independent; if a few tasks carry it you need {conc}. Pass before= "
+            "and after= from a previous eval to measure it"
         )
         if sd == 0.0:
             notes.append(_degenerate(f"the model gives sd 0 (base {base:g} -> {base + effect:g})"))
@@ -458,11 +468,11 @@ def holdout_size(
     n_t = _n_with_t_tails(sd, effect, alpha, power, n_z)
     if n_t != n_z:
         notes.append(
-            f"n_tasks {n_z} is the formula with normal quantiles, which assume a known sd; the "
-            f"test estimates it from the same tasks, and with t quantiles at {n_t - 1} df it "
-            f"takes {n_t} tasks (n_tasks_t) to reach {power:.0%} power. The calibration study "
-            "measured the shortfall at n_tasks (MEASURED_POWER; delta_report's sizing line "
-            "quotes it)"
+            f"use {n_t} tasks (n_tasks_t): the count at which the verdict's test, which reads "
+            f"its sd off the same tasks (t quantiles at {n_t - 1} df), reaches {power:.0%} "
+            f"power. n_tasks {n_z} is the closed form with normal quantiles, which assume a "
+            "known sd; the calibration study measured the shortfall at n_tasks "
+            "(MEASURED_POWER; delta_report's sizing line quotes it)"
         )
     half = float(_sp.stdtrit(max(n_z - 1, 1), 1.0 - alpha / 2.0)) * sd / math.sqrt(n_z)
     return _result(n_z, n_t, effect, base, k, power, alpha, sd, source, half, n_conc, n_conc_t,
