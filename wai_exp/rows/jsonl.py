@@ -16,6 +16,7 @@ from typing import Any
 
 from wai_exp.domain.secrets import redact_text
 from wai_exp.rows.scrub import scrub
+from wai_exp.rows.wire import from_wire
 
 
 def _dumps(obj: Any) -> str:
@@ -115,7 +116,8 @@ def _open_text(path: Path) -> Any:
 
 
 def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the rows of a JSONL file.
+    """Yield the rows of a JSONL file, row-v1 steps read into internal ones
+    (``wai_exp.rows.wire.from_wire``): what every stage works on.
 
     A last line cut short by a crash (no trailing newline, not valid JSON) is skipped, so
     an append-only partial file can be resumed. Any other bad line raises ``ValueError``
@@ -130,11 +132,12 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                yield decode(line)
+                row = decode(line)
             except json.JSONDecodeError as exc:
                 if not line.endswith("\n"):
                     return  # only the last line can lack one: the torn tail of an append
                 raise ValueError(f"{path}:{i}: not a JSON row ({exc.msg})") from exc
+            yield from_wire(row) if type(row) is dict else row
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:

@@ -136,7 +136,9 @@ def _as_row(line: bytes) -> tuple[dict[str, Any] | None, str]:
         return None, f"not JSON ({exc.msg} at column {exc.colno})"
     if not isinstance(obj, dict):
         return None, f"JSON {type(obj).__name__}, not a row object"
-    return obj, ""
+    from wai_exp.rows.wire import from_wire
+
+    return from_wire(obj), ""
 
 
 def read_partial(path: str | Path) -> PartialRows:

@@ -46,6 +46,37 @@ ACCEPTED_SHAPES: tuple[str, ...] = (
 )
 
 _KINDS = frozenset({"assistant", "tool", "user"})
+#: Keys of a row-v1 step that describe the model call (turn) it came from, not the tool:
+#: on the step that opens a turn they belong to its assistant step.
+ASSISTANT_META = frozenset(
+    {
+        "input_tokens",
+        "output_tokens",
+        "logprob",
+        "n_tokens",
+        "truncated",
+        "token_logprobs",
+        "logprobs_missing",
+    }
+)
+#: The keys a row-v1 step of each kind spends on its own fields; the rest ride along.
+_V1_TOOL_KEYS = frozenset(
+    {
+        "tool",
+        "arguments",
+        "result",
+        "id",
+        "status",
+        "fault",
+        "error",
+        "text",
+        "turn",
+        "answered",
+        "called",
+    }
+)
+_V1_TEXT_KEYS = frozenset({"text", "turn"})
+_V1_USER_KEYS = frozenset({"user"})
 #: The ``kind`` of an internal step: a row whose steps are all dicts with one of these (an
 #: exact ``str``) is already internal, and ``read_steps`` hands back its own step list.
 STEP_KINDS = _KINDS
@@ -242,6 +273,8 @@ class _Reader:
         self.open: list[str] = []  # calls not answered yet, in the order they were made
         self.n_calls = 0
         self.seen_ask = False
+        # (turn, its assistant step) while row-v1 steps of one model call are being read
+        self.turn: tuple[Any, dict[str, Any]] | None = None
 
     def _call_id(self, given: Any) -> str:
         self.n_calls += 1
@@ -273,50 +306,73 @@ class _Reader:
     def internal(self, i: int, step: Mapping[str, Any]) -> None:
         if not _known(step.get("kind"), _KINDS):
             raise _refuse(f"{self.where}[{i}]", step)
+        self.turn = None
         self.steps.append(step if type(step) is dict else dict(step))
 
+    def _open_turn(self, turn: Any) -> dict[str, Any] | None:
+        """The assistant step of agent turn ``turn`` when the step just read belongs to it
+        (row-v1 steps of one model call carry the same ``turn``), else None."""
+        if turn is None or self.turn is None or self.turn[0] != turn:
+            return None
+        return self.turn[1]
+
     def row_v1(self, step: Mapping[str, Any]) -> None:
+        turn = step.get("turn")
         if "tool" in step:
-            extra = {
-                k: v
-                for k, v in step.items()
-                if k
-                not in ("tool", "arguments", "result", "id", "status", "fault", "error", "text")
-            }
-            call_id = self._call_id(step.get("id"))
-            args = _arguments(step.get("arguments"))
-            text = _text(step.get("text"))
-            self.steps.append(
-                {
-                    "kind": "assistant",
-                    "content": text,
-                    "tool_calls": [{"id": call_id, "name": str(step["tool"]), "arguments": args}],
-                }
-            )
-            result = step.get("result")
-            if result is None and step.get("error") not in (None, ""):
-                result = {"error": step["error"]}
-            self.steps.append(
-                _tool_step(
-                    call_id,
-                    str(step["tool"]),
-                    args,
-                    result,
-                    status=step.get("status"),
-                    fault=step.get("fault"),
-                    extra=extra,
-                )
-            )
+            self._row_v1_tool(step, turn)
         elif "text" in step:
-            extra = {k: v for k, v in step.items() if k != "text"}
-            self.steps.append(
-                {**extra, "kind": "assistant", "content": _text(step["text"]), "tool_calls": []}
-            )
+            extra = {k: v for k, v in step.items() if k not in _V1_TEXT_KEYS}
+            assistant = {**extra, "kind": "assistant", "content": _text(step["text"])}
+            assistant["tool_calls"] = []
+            self.steps.append(assistant)
+            self.turn = None if turn is None else (turn, assistant)
         else:
-            extra = {k: v for k, v in step.items() if k != "user"}
+            extra = {k: v for k, v in step.items() if k not in _V1_USER_KEYS}
             self.steps.append({**extra, "kind": "user", "content": _text(step["user"])})
+            self.turn = None
+
+    def _row_v1_tool(self, step: Mapping[str, Any], turn: Any) -> None:
+        """One row-v1 tool step: a call and its answer. ``called: false`` is an answer with
+        no call in the transcript; ``answered: false`` a call no answer came for."""
+        extra = {k: v for k, v in step.items() if k not in _V1_TOOL_KEYS}
+        call_id = self._call_id(step.get("id"))
+        args = _arguments(step.get("arguments"))
+        name = str(step["tool"])
+        if step.get("called") is not False:
+            assistant = self._open_turn(turn)
+            if assistant is None:
+                # The step opens a model call: what the spec puts on a tool step about the
+                # turn (its logprob, tokens, cut) belongs to the assistant step.
+                meta = {k: extra.pop(k) for k in [k for k in extra if k in ASSISTANT_META]}
+                assistant = {**meta, "kind": "assistant", "content": _text(step.get("text"))}
+                assistant["tool_calls"] = []
+                self.steps.append(assistant)
+                self.turn = None if turn is None else (turn, assistant)
+            elif step.get("text"):
+                joined = assistant["content"] + ("\n" if assistant["content"] else "")
+                assistant["content"] = joined + _text(step["text"])
+            assistant["tool_calls"].append({"id": call_id, "name": name, "arguments": args})
+            if step.get("answered") is False:
+                return
+        else:
+            self.turn = None
+        result = step.get("result")
+        if result is None and step.get("error") not in (None, ""):
+            result = {"error": step["error"]}
+        self.steps.append(
+            _tool_step(
+                call_id,
+                name,
+                args,
+                result,
+                status=step.get("status"),
+                fault=step.get("fault"),
+                extra=extra,
+            )
+        )
 
     def message(self, i: int, msg: Mapping[str, Any], *, full_transcript: bool) -> None:
+        self.turn = None
         role = msg.get("role")
         if not _known(role, _ROLES):
             raise _refuse(f"{self.where}[{i}]", msg)

@@ -257,6 +257,7 @@ def next_round(
                 **(rep.get("calibration") or {}),
                 "pass_rate": rate,
                 "k": k,
+                "n": k,  # row-v1's name for the rollouts the rate is over
                 "band": [lo, hi],
                 "status": "in_band",
             }

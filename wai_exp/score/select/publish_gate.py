@@ -131,6 +131,7 @@ def calibrate(
         stamp = {
             "pass_rate": rate,
             "k": int(k),
+            "n": int(k),  # row-v1's name for the rollouts the rate is over
             "n_pass": int(n_pass),
             "band": [lo, hi],
             "in_band": bool(lo - eps <= rate <= hi + eps),

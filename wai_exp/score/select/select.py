@@ -411,6 +411,7 @@ def select_for_rl(
         stamp = {
             "pass_rate": rate,
             "k": k,
+            "n": k,  # row-v1's name for the rollouts the rate is over
             "n_pass": int(arrival.n_pass[g]),
             "band": [lo, hi],
             "in_band": None if rate is None else bool(lo - eps <= rate <= hi + eps),

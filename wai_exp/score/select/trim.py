@@ -117,7 +117,7 @@ def put_calibration(
         and carried["k"] > (stamp.get("k") or 0)
     ):
         fresh = {key: stamp[key] for key in always if stamp.get(key) is not None}
-        row["calibration"] = {**stamp, **carried, **fresh, "carried": True}
+        row["calibration"] = {**stamp, **carried, **fresh, "carried": True, "n": int(carried["k"])}
         return True
     row["calibration"] = dict(stamp)
     return False
