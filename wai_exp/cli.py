@@ -19,8 +19,9 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 
 from wai_exp.commands import START_DIR_ENV
@@ -31,6 +32,11 @@ EXIT_INVALID_CONFIG = 2
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); exits with its status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    from wai_exp.domain.secrets import install_stream_redaction
+
+    # Everything this process prints (Hydra's own launch lines and job errors included)
+    # passes the one redaction rule; secrets moved below are known to it by their variables.
+    install_stream_redaction()
     if args and args[0] == "compare":
         from wai_exp.commands import compare
 
@@ -139,9 +145,11 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
     ``+agent.api_key=sk-...`` becomes ``+agent.api_key=${oc.env:WAI_EXP_SECRET_0}`` and
     ``environ["WAI_EXP_SECRET_0"] = "sk-..."``; the same for a value holding URL credentials or
     a provider key's value. A plain sweep (``agent.api_key=KEY_A,KEY_B``) has each of its values
-    moved, so no job's overrides, name or ``.hydra/`` copy carries one. Flags, interpolations
-    and other sweep grammar (``[..]``, ``{..}``, ``choice(..)``, ``range(..)``) are passed
-    through unchanged.
+    moved, so no job's overrides, name or ``.hydra/`` copy carries one; so is each value
+    inside sweep functions and containers (``choice(KEY_A,KEY_B)``, ``shuffle(..)``,
+    ``[..]``): ``choice(${oc.env:WAI_EXP_SECRET_0},${oc.env:WAI_EXP_SECRET_1})``, so
+    Hydra's launch lines name the variable, never the key. Flags, interpolations and values
+    with no secret are passed through unchanged.
     """
     from wai_exp.domain.secrets import SECRET_ENV_PREFIX, is_secret_key, redact_text
 
@@ -165,7 +173,7 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
         if _quoted(value):
             values = [value]
         elif value[0] in "[{" or "(" in value:
-            out.append(arg)
+            out.append(_move_grammar_secrets(key, value, stash))
             continue
         else:
             values = value.split(",")  # one value, or the plain sweep a,b,c
@@ -175,6 +183,31 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
             continue
         out.append(f"{key}=" + ",".join(stash(raw) for raw in raws))
     return out
+
+
+# One value inside Hydra's sweep/container grammar: a quoted string, or unquoted characters
+# with Hydra's backslash escapes; ``(``, ``)``, ``[``, ``]``, ``{``, ``}``, ``,``, ``=`` and
+# white space separate values.
+_GRAMMAR_VALUE = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|(?:\\.|[^\s,()\[\]{}'"=\\])+""")
+_HYDRA_ESCAPE = re.compile(r"\\(.)")
+
+
+def _move_grammar_secrets(key: str, value: str, stash: Callable[[str], str]) -> str:
+    """``key=value`` with every secret value inside the sweep grammar moved by ``stash``
+    (all values for a credential-like key; elsewhere those the redaction rule changes).
+    Function names (``choice(``), keyword names (``start=``) and ``null`` stay."""
+    from wai_exp.domain.secrets import is_secret_key, redact_text
+
+    secret_key = is_secret_key(key)
+
+    def move(m: re.Match[str]) -> str:
+        token, rest = m.group(0), value[m.end() :].lstrip()
+        if rest[:1] in ("(", "=") or token == "null":
+            return token
+        raw = token[1:-1] if _quoted(token) else _HYDRA_ESCAPE.sub(r"\1", token)
+        return stash(raw) if secret_key or redact_text(raw) != raw else token
+
+    return f"{key}=" + _GRAMMAR_VALUE.sub(move, value)
 
 
 def _quoted(value: str) -> bool:

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import base64
+import io
+import json
 import logging
+from urllib.parse import quote
 
 from wai_exp.cli import move_secret_overrides
 from wai_exp.domain.secrets import (
     REDACTED,
     RedactingFilter,
+    RedactingStream,
     is_secret_key,
+    known_secrets,
     redact,
     redact_overrides,
     redact_text,
     register_config_secrets,
+    register_secret,
+    register_url_secrets,
 )
 
 
@@ -113,3 +120,95 @@ def test_log_records_are_redacted(monkeypatch):
     )
     assert RedactingFilter().filter(record)
     assert record.getMessage() == f"failed with {REDACTED}"
+
+
+def test_a_known_key_is_redacted_in_every_form_it_travels_in():
+    key = 'unit-form-key/0012+"x'
+    register_secret(key)
+
+    def b64(text: str, encode=base64.b64encode) -> str:
+        return encode(text.encode()).decode()
+
+    for text in (
+        key,
+        quote(key, safe=""),  # unit-form-key%2F0012%2B%22x
+        quote(key, safe="").lower(),  # some clients write %2f
+        json.dumps(key),  # "unit-form-key/0012+\"x" in a JSON file
+        f"Authorization: Basic {b64(f'any-user:{key}')}",  # a user name never seen
+        b64(f"ab:{key}"),  # the key at each offset modulo 3 of the base64 text
+        b64(f"a:{key}"),
+        b64(f"u:{key}", base64.urlsafe_b64encode),
+    ):
+        out = redact_text(f"echo {text} end", keys=False)
+        assert text not in out and REDACTED in out, text
+        assert "0012" not in out, out
+    # percent-encoded as given, decoded on the wire (and the other way): both are the key
+    register_secret("unit-pct-key%2Fq0013")
+    assert redact_text("sent unit-pct-key/q0013", keys=False) == f"sent {REDACTED}"
+    register_secret("unit-raw-key/q0013")
+    assert redact_text("url unit-raw-key%2Fq0013", keys=False) == f"url {REDACTED}"
+
+
+def test_redacting_by_value_leaves_ordinary_text_alone():
+    register_secret("unit-ordinary-key-0014")
+    text = "pass@1 0.50 [0.31, 0.69]; base64 of something else: aGVsbG8gd29ybGQgYWdhaW4="
+    assert redact_text(text, keys=False) == text
+
+
+def test_a_url_with_credentials_registers_the_decoded_password_and_basic_header():
+    register_url_secrets("vllm:m@http://us%40er:unit-url-key%2F0015@h:1/v1")
+    basic = base64.b64encode(b"us@er:unit-url-key/0015").decode()
+    out = redact_text(f"got unit-url-key/0015 via Basic {basic}", keys=False)
+    assert "0015" not in out and basic not in out
+
+
+def test_a_config_key_env_names_a_variable_whose_value_is_a_secret(monkeypatch):
+    monkeypatch.setenv("MY_UNIT_JUDGE_KEY", "unit-judge-key-0016")
+    register_config_secrets({"judge": {"api_key_env": "MY_UNIT_JUDGE_KEY", "model_env": "X"}})
+    assert redact_text("401: unit-judge-key-0016", keys=False) == f"401: {REDACTED}"
+    assert "unit-judge-key-0016" in known_secrets()
+    # the variable's name is no secret: the fix it names stays readable
+    assert (
+        redact_text("judge.api_key_env=MY_UNIT_JUDGE_KEY") == "judge.api_key_env=MY_UNIT_JUDGE_KEY"
+    )
+
+
+def test_a_key_the_model_layer_sends_is_registered():
+    from wai_exp.llm.providers import PROVIDERS
+
+    assert PROVIDERS["vllm"].api_key("unit-sent-key-0017") == "unit-sent-key-0017"
+    assert redact_text("quoted unit-sent-key-0017", keys=False) == f"quoted {REDACTED}"
+
+
+def test_a_choice_sweep_over_keys_has_every_value_moved():
+    env: dict[str, str] = {}
+    moved = move_secret_overrides(
+        [
+            "+agent.api_key=choice(unit-c-0018,'unit-c,0019')",
+            "agent.base_url=shuffle(choice(http://u:unit-c-0020@h/v1, http://h2/v1))",
+            "seed=range(start=0,stop=3)",
+            "judge=choice(llm,checklist)",
+        ],
+        env,
+    )
+    assert moved == [
+        "+agent.api_key=choice(${oc.env:WAI_EXP_SECRET_0},${oc.env:WAI_EXP_SECRET_1})",
+        "agent.base_url=shuffle(choice(${oc.env:WAI_EXP_SECRET_2}, http://h2/v1))",
+        "seed=range(start=0,stop=3)",
+        "judge=choice(llm,checklist)",
+    ]
+    assert env == {
+        "WAI_EXP_SECRET_0": "unit-c-0018",
+        "WAI_EXP_SECRET_1": "unit-c,0019",
+        "WAI_EXP_SECRET_2": "http://u:unit-c-0020@h/v1",
+    }
+
+
+def test_the_terminal_streams_pass_the_redaction_rule():
+    register_secret("unit-stream-key-0021")
+    sink = io.StringIO()
+    stream = RedactingStream(sink)
+    assert stream.write("Error executing job: ['+k=unit-stream-key-0021']\n") == 49
+    stream.writelines(["a unit-stream-key-0021\n"])
+    assert sink.getvalue() == f"Error executing job: ['+k={REDACTED}']\na {REDACTED}\n"
+    assert stream.getvalue() == sink.getvalue()  # the rest is the wrapped stream's

@@ -8,13 +8,16 @@ artifacts) and a full SQL dump of every ``mlflow.db`` are searched for the plant
 
 from __future__ import annotations
 
+import base64
 import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
 
-from tests.support.scripted_server import echo_401, scripted_server
+from tests.support.scripted_server import chat_reply, echo_401, scripted_server
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 BASE = ["+experiment=rl_round", "simulate.budget=8", "agent=openai"]
@@ -112,3 +115,100 @@ def test_a_sweep_keeps_swept_keys_and_preset_keys_out_of_every_file(tmp_path):
         assert key not in everything, f"{key} leaked"
     preset_root = next((tmp_path / "preset").rglob("multirun.yaml"))
     assert "***redacted***" in preset_root.read_text(encoding="utf-8")
+
+
+# -- three more ways in (issue 18 §9) ------------------------------------------------------
+
+
+def _forms(key: str, user: str = "user") -> set[str]:
+    """Every form a key travels in: as given, percent-decoded and -encoded, and the
+    ``Authorization: Basic`` credential an HTTP client builds from ``user:key``."""
+    plain = {key, unquote(key)}
+    forms = plain | {quote(k, safe="") for k in plain}
+    return forms | {base64.b64encode(f"{user}:{k}".encode()).decode() for k in plain}
+
+
+def _quoting_server(status: int, seen: list[str]):
+    """A server that answers ``status`` quoting the credential it got in every shape:
+    the raw key (not only ``Bearer <key>``), a Basic header's base64 and its decoded text."""
+
+    def answer(path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        auth = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
+        seen.append(auth)
+        scheme, _, cred = auth.partition(" ")
+        decoded = base64.b64decode(cred).decode() if scheme == "Basic" else ""
+        quoted = f"you sent {cred} ({decoded}); header: {auth}"
+        if status == 200:
+            return 200, chat_reply(f"Done, I looked it up. {quoted}")
+        return status, {"error": {"message": f"Incorrect API key provided: {quoted}"}}
+
+    return answer
+
+
+def _leaks(root: Path, outputs: tuple[str, str], keys: list[str]) -> list[str]:
+    everything = _everything(root) + "".join(outputs)
+    return sorted(f for key in keys for f in _forms(key) if f in everything)
+
+
+def test_a_sweep_with_hydras_choice_over_keys_prints_neither_key(tmp_path):
+    """``+agent.api_key=choice(K1,K2)``: Hydra's launch lines (``#0 : ...``) and its
+    "Error executing job with overrides" name a variable, never a key; each job still
+    sends its own key."""
+    keys = ["PLANTED-choice-key-0008", "PLANTED-choice-key-0009"]
+    seen: list[str] = []
+    with scripted_server(_quoting_server(401, seen)) as url:
+        proc = _start(tmp_path / "choice", [
+            "-m", *BASE, "simulate.budget=4", f"agent.base_url={url}",
+            f"+agent.api_key=choice({keys[0]},{keys[1]})",
+        ], {})  # fmt: skip
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode != 2, err
+    assert "#1 : " in out + err  # Hydra launched both jobs and said so
+    assert {f"Bearer {k}" for k in keys} <= set(seen)  # each job sent its own key
+    assert "HTTP 401" in _everything(tmp_path / "choice")
+    assert _leaks(tmp_path / "choice", (out, err), keys) == []
+
+
+def test_a_judge_key_from_api_key_env_is_kept_out_of_every_record(tmp_path):
+    """``judge.api_key_env=MY_JUDGE_KEY``, and a judge server whose 401 quotes the key:
+    the error is recorded everywhere (terminal, error.txt, the grade report in the run and
+    the cache, mlflow.db), the key nowhere."""
+    key = "PLANTED-judge-key-0010"
+    seen: list[str] = []
+    with scripted_server(_quoting_server(401, seen)) as url:
+        proc = _start(tmp_path / "judge", [
+            "+experiment=rl_round", "simulate.budget=4", "judge=llm",
+            f"judge.model=vllm:judge@{url}", "judge.api_key_env=MY_JUDGE_KEY",
+        ], {"MY_JUDGE_KEY": key})  # fmt: skip
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err  # the grade failed: every judge call was refused
+    assert seen and set(seen) == {f"Bearer {key}"}
+    root = tmp_path / "judge"
+    assert "HTTP 401" in err
+    assert any(
+        "HTTP 401" in p.read_text() for p in (root / "outputs" / ".cache").rglob("report.json")
+    )
+    assert any(p.name == "error.txt" for p in (root / "mlartifacts").rglob("*"))
+    assert _leaks(root, (out, err), [key]) == []
+
+
+def test_url_credentials_with_a_percent_encoded_character_stay_out_of_rows_and_store(tmp_path):
+    """``http://user:KEY%2Fq@host/v1``: the client sends ``user:KEY/q`` as Basic auth, and a
+    server that quotes it back in its replies puts it in no row, report or MLflow record."""
+    key = "PLANTED-url-key-0011%2Fq"
+    seen: list[str] = []
+    with scripted_server(_quoting_server(200, seen)) as url:
+        host = url.removeprefix("http://")
+        proc = _start(tmp_path / "url", [
+            *BASE, "simulate.budget=4", f"agent.base_url=http://user:{key}@{host}",
+        ], {})  # fmt: skip
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode in (0, 3), err
+    basic = base64.b64encode(f"user:{unquote(key)}".encode()).decode()
+    assert set(seen) == {f"Basic {basic}"}  # the server got the decoded password
+    root = tmp_path / "url"
+    rows = [
+        p for p in (root / "outputs").rglob("rows.jsonl") if p.parent.name in ("simulate", "grade")
+    ]
+    assert rows and all("Done, I looked it up." in p.read_text() for p in rows)
+    assert _leaks(root, (out, err), [key]) == []

@@ -48,7 +48,12 @@ def run(cfg: DictConfig) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from wai_exp.commands.validate import ConfigError, import_problems, validate_config
-    from wai_exp.domain.secrets import install_log_redaction, redact_text, register_config_secrets
+    from wai_exp.domain.secrets import (
+        install_log_redaction,
+        install_stream_redaction,
+        redact_text,
+        register_config_secrets,
+    )
     from wai_exp.pipeline.dag import PipelineError, plan
     from wai_exp.pipeline.registry import UnknownStageKind, resolve
 
@@ -56,6 +61,7 @@ def run(cfg: DictConfig) -> int:
     run_dir = Path(hc.runtime.output_dir)
     start_dir = Path(os.environ.get(START_DIR_ENV) or hc.runtime.cwd)
     install_log_redaction()
+    install_stream_redaction()  # a launcher's worker process never passed wai_exp.cli
     try:
         plain = OmegaConf.to_container(cfg, resolve=True)
     except Exception as exc:  # an interpolation that cannot resolve

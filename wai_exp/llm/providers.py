@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from wai_exp.domain.secrets import register_secret, register_url_secrets
+
 if TYPE_CHECKING:
     import httpx
 
@@ -33,10 +35,12 @@ class Provider:
 
     def api_key(self, given: str | None = None) -> str | None:
         """``given`` when it is not None, else the provider's key variable from the
-        environment; None when the provider takes no key or the variable is unset."""
-        if given is not None:
-            return given
-        return os.environ.get(self.key_env) if self.key_env else None
+        environment; None when the provider takes no key or the variable is unset. Every
+        key a request will carry passes here, so it is registered with the redaction rule:
+        a server that quotes it back cannot put it in a row, a log or the store."""
+        key = given if given is not None else os.environ.get(self.key_env) if self.key_env else None
+        register_secret(key)
+        return key
 
 
 PROVIDERS: dict[str, Provider] = {
@@ -73,6 +77,7 @@ def parse_model_spec(spec: str) -> ModelSpec:
     model, url = (rest[:cut], rest[cut + 1 :]) if cut >= 0 else (rest, "")
     prov = PROVIDERS[provider]
     base = url or (os.environ.get(prov.url_env, "") if prov.url_env else "") or prov.base_url
+    register_url_secrets(base)  # user:KEY@host: the request carries KEY as Basic auth
     return ModelSpec(provider, model, base)
 
 

@@ -205,6 +205,7 @@ class BackgroundTracker:
         _run_counter += 1
         self._key = _run_counter
         self._token = 0
+        self._sent_secrets: list[str] | None = None
         self._writer = _shared_writer()
         self._started = False
 
@@ -252,7 +253,6 @@ class BackgroundTracker:
             from wai_exp.tracking.mlflow_tracker import check_server
 
             check_server(self.uri)
-        from wai_exp.domain.secrets import known_secrets
         from wai_exp.tracking import PARENT_RUN_ENV
         from wai_exp.tracking.orphans import owner_tags
 
@@ -276,9 +276,6 @@ class BackgroundTracker:
             config_hash=config_hash,
             config_sources=hydra_sources,
             owner=owner_tags(),
-            # The redaction rule's registered secrets live in this process's memory; the
-            # writer needs them to keep them out of every tag, param and artifact it writes.
-            secrets=known_secrets(),
         )
 
     def log_stage(self, name: str, **kwargs: Any) -> None:
@@ -367,8 +364,16 @@ class BackgroundTracker:
     # -- internals ----------------------------------------------------------------------
 
     def _send(self, op: str, **payload: Any) -> int:
+        from wai_exp.domain.secrets import known_secrets
+
         self._token += 1
         token = self._key * 1_000_000 + self._token
+        # The redaction rule's registered secrets live in this process's memory, and a
+        # stage may register more (a judge's key, once its client is made): the writer
+        # gets each new set, to keep them out of every tag, param and artifact it writes.
+        secrets = known_secrets()
+        if secrets is not self._sent_secrets:
+            payload["secrets"], self._sent_secrets = secrets, secrets
         self._writer.send({"op": op, "run": self._key, "token": token, **payload})
         return token
 
@@ -469,12 +474,12 @@ def _serve(stdin: Any, stdout: Any) -> int:
             if op == "finish":
                 reply(op="finished", run=key, token=token, status="FAILED")
             continue
+        from wai_exp.domain.secrets import register_config_secrets, register_secret
+
+        for secret in msg.get("secrets") or []:
+            register_secret(secret)
         try:
             if op == "start":
-                from wai_exp.domain.secrets import register_config_secrets, register_secret
-
-                for secret in msg.get("secrets") or []:
-                    register_secret(secret)
                 register_config_secrets(msg["config"])
                 s = msg["settings"]
                 run_dir = Path(msg["run_dir"])
@@ -569,4 +574,8 @@ def _without_sql(text: str) -> str:
 
 
 if __name__ == "__main__":
+    from wai_exp.domain.secrets import RedactingStream
+
+    # stdout is the reply channel; stderr (MLflow's own warnings, a crash) is the terminal's.
+    sys.stderr = RedactingStream(sys.stderr)
     sys.exit(_serve(sys.stdin, sys.stdout))
