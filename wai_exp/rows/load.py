@@ -68,7 +68,14 @@ def read_reward(value: Any) -> tuple[float | None, str | None]:
 
 
 def _row(line_no: int, path: Path, value: Any) -> dict[str, Any]:
-    where = f"{path}:{line_no}"
+    return read_row(value, f"{path}:{line_no}")
+
+
+def read_row(value: Any, where: str) -> dict[str, Any]:
+    """One row another tool wrote, as every stage reads it: internal ``steps``, and the
+    ``prompt`` (the first user turn when it has none) filled in; ``value`` itself is not
+    changed. Raises ``RowsFileError`` naming ``where`` (a file and line, or a list index)
+    for a value that is not an object, holds no transcript, or has no ask."""
     if not isinstance(value, dict):
         kind = {list: "list", str: "string"}.get(type(value), type(value).__name__)
         raise RowsFileError(
@@ -96,7 +103,9 @@ def _row(line_no: int, path: Path, value: Any) -> dict[str, Any]:
     return row
 
 
-def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def load_rows(
+    path: str | Path, *, param: str = "simulate.rows"
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``(rows, report)`` of the JSONL file at ``path`` (module docstring for what is read).
 
     ``report``: ``path``, ``rows``, ``blank_lines``, ``torn_last_line``,
@@ -108,9 +117,9 @@ def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """
     path = Path(path).expanduser()
     if not path.exists():
-        raise RowsFileError(f"{path} does not exist; point simulate.rows at your rows JSONL")
+        raise RowsFileError(f"{path} does not exist; point {param} at your rows JSONL")
     if path.is_dir():
-        raise RowsFileError(f"{path} is a folder; point simulate.rows at a JSONL file in it")
+        raise RowsFileError(f"{path} is a folder; point {param} at a JSONL file in it")
     rows: list[dict[str, Any]] = []
     blank = 0
     torn: int | None = None
@@ -174,7 +183,7 @@ def load_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if not rows:
         raise RowsFileError(
             f"{path} holds no row (empty, blank lines only, or one torn line); "
-            "point simulate.rows at a JSONL file with one row per line"
+            f"point {param} at a JSONL file with one row per line"
         )
     warnings: list[str] = []
     if torn is not None:

@@ -752,7 +752,7 @@ def simulate(
         concurrency=int(cfg.knobs["concurrency"]),
     )
     user = _model_user(cfg, world, resolved)
-    asks = _earlier_asks(cfg, tasks, traces, tool_list, sp, world)
+    asks = _earlier_asks(cfg, tasks, traces, tool_list, world)
     writer = _model_writer(cfg, tool_list, sp, world, asks)
     run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks.replay, world)
     llm_grader = resolve_llm_grader(llm_grade, tool_list, sp)
@@ -819,9 +819,9 @@ def check_inputs(agent: Any = None, **kwargs: Any) -> None:
         hard_share=v["hard_share"], sampling=v["sampling"], grade=v["grade"],
         writer_structured_output=v["writer_structured_output"],
     )  # fmt: skip
-    _, tool_list, sp = resolve_spec(v["spec"], v["tools"], given["system_prompt"])
+    _, tool_list, _ = resolve_spec(v["spec"], v["tools"], given["system_prompt"])
     world = resolve_world(cfg.knobs, v["execute"])
-    _earlier_asks(cfg, v["tasks"], v["traces"], tool_list, sp, world)
+    _earlier_asks(cfg, v["tasks"], v["traces"], tool_list, world)
 
 
 @dataclass
@@ -843,7 +843,6 @@ def _earlier_asks(
     tasks: Any,
     traces: Any,
     tools: list[dict[str, Any]],
-    sp: str | None,
     world: WorldSetup,
 ) -> EarlierAsks:
     """Asks from earlier rows: ``tasks=`` pins the task set (and, unless passed, k and a
@@ -854,9 +853,12 @@ def _earlier_asks(
             tasks,
             k_override=cfg.repeats if cfg.repeats_given else None,
             tools=tools,
-            system_prompt=sp,
             options=world.options,
         )
+        if cfg.fault_rate_given:
+            for task in replay:
+                task.fault_rate = None  # the caller's fault_rate= is the experiment's change
+        info["fault_rate"] = cfg.fault_rate if cfg.fault_rate_given else "as recorded"
         if not cfg.repeats_given:
             cfg.repeats = info["k_pinned"]
         if not cfg.policy_given:
@@ -864,8 +866,7 @@ def _earlier_asks(
         out.replay, out.tasks_info = replay, info
     if traces is not None:
         aim, info, seeds, warnings = trace_seeds(
-            traces, cfg.knobs, cfg.seed, k=cfg.repeats, tools=tools, system_prompt=sp,
-            options=world.options,
+            traces, cfg.knobs, cfg.seed, k=cfg.repeats, tools=tools, options=world.options,
         )  # fmt: skip
         out.aim, out.trace_info, out.seeds, out.warnings = aim, info, seeds, warnings
     return out

@@ -104,6 +104,9 @@ class Config:
     policy_given: bool
     unique: bool
     fault_rate: float
+    #: ``fault_rate=`` was passed: a ``tasks=`` replay then runs every ask at it, not at
+    #: the rate each row recorded
+    fault_rate_given: bool
     hard_share: float
     budget: int
     runs: int
@@ -328,6 +331,7 @@ def _shape(
         "policy_given": repeat_policy is not None,
         "unique": unique,
         "fault_rate": fr,
+        "fault_rate_given": fault_rate is not None,
         "hard_share": hs,
     }
 

@@ -2,14 +2,14 @@
 with failing asks and aim fresh draws at their regions) and ``runs=N`` (later runs replay the
 first run's asks).
 
-A row does not carry its situation's world records; it carries ``lineage.writer`` (the
-template writer's parameters and draw index), and the writer is deterministic, so the
-situation is rebuilt by drawing again.
+A replayed ask is a pinned situation (``pinned.py``): the row's ask, grid cell and faults,
+under whatever system prompt this run has, from rows any tool wrote. The world's records come
+from the writer's draw again when the row's ``lineage.writer`` still gives its prompt, else
+from the row itself.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -23,15 +23,21 @@ def load_rows_source(source: Any, what: str) -> list[dict[str, Any]]:
     """Rows from a SimulationData (anything with ``.trajectories``), a list of row dicts, a
     JSONL path, or a run/stage directory holding one ``rows.jsonl``.
 
-    Raises ``ValueError`` naming ``what`` when the source cannot be read, a directory holds
-    no rows or several stage folders do.
+    ``tasks=`` rows go through the one row reader (``rows.load.load_rows`` for a file,
+    ``read_row`` for each listed dict), so rows any tool wrote (row-v1 steps, OpenAI / TRL
+    ``messages``, τ-bench ``traj``) come in with their prompt and steps. Raises
+    ``ValueError`` naming ``what`` when the source cannot be read, a directory holds no rows
+    or several stage folders do.
     """
     from wai_exp.rows.jsonl import read_rows
+    from wai_exp.rows.load import load_rows, read_row
 
     if hasattr(source, "trajectories"):
         return [dict(r) for r in source.trajectories]
     if isinstance(source, str | Path):
         path = _rows_path(source, what)
+        if what == "tasks":
+            return load_rows(path, param=f"simulate.{what}")[0]
         rows = read_rows(path)
         if not rows:
             raise ValueError(
@@ -45,6 +51,8 @@ def load_rows_source(source: Any, what: str) -> list[dict[str, Any]]:
             raise ValueError(
                 f"{what} must be row dicts, a JSONL path, a run directory or a SimulationData"
             )
+        if what == "tasks":
+            return [read_row(dict(r), f"{what}[{i}]") for i, r in enumerate(rows)]
         return [dict(r) for r in rows]
     raise ValueError(
         f"{what} must be row dicts, a JSONL path, a run directory or a SimulationData, got {type(source).__name__}"
@@ -75,79 +83,16 @@ def _rows_path(source: str | Path, what: str) -> Path:
     return path
 
 
-def _writer_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (
-        params.get("seed"),
-        params.get("hard_share"),
-        params.get("phrasings"),
-        params.get("unique"),
-        json.dumps(params.get("focus"), sort_keys=True) if params.get("focus") else None,
-    )
-
-
-def regenerate(
-    rows: list[dict[str, Any]], *, tools: Any, system_prompt: Any, options: Any, what: str
-) -> dict[str, Any]:
-    """``{scenario_id: Situation}`` rebuilt by re-running the template writer each row names.
-
-    The writer is deterministic in its seed and draw order, so drawing up to a row's recorded
-    index (``lineage.writer.index``) gives back the very situation, entities included. Raises
-    ``ValueError`` when a row carries no writer lineage or the rebuilt ask differs (other
-    tools, system prompt or world options than the run that wrote it).
-    """
-    from wai_exp.simulate.writer import TemplateWriter
-
-    wanted: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in rows:
-        params = (r.get("lineage") or {}).get("writer")
-        if not isinstance(params, Mapping) or params.get("index") is None:
-            raise ValueError(
-                f"{what}: row {r.get('rollout_id') or r.get('scenario_id')!r} has no lineage.writer "
-                "(it was not written by this engine's template writer), so its situation cannot be rebuilt"
-            )
-        entry = wanted.setdefault(_writer_key(params), {"params": params, "ids": {}, "written": {}})
-        entry["ids"][str(r["scenario_id"])] = int(params["index"])
-        if params.get("model") and params.get("asks"):
-            entry["written"][str(r["scenario_id"])] = (
-                params,
-                dict(r.get("scenario_dimensions") or {}),
-            )
-    out: dict[str, Any] = {}
-    for entry in wanted.values():
-        p = entry["params"]
-        writer = TemplateWriter(
-            tools, system_prompt, seed=int(p["seed"]), hard_share=float(p["hard_share"]),
-            phrasings=int(p["phrasings"]), unique=bool(p["unique"]), options=options,
-        )  # fmt: skip
-        # A mutation was drawn once, with its parent's focus, by a writer of its own seed.
-        drawn = writer.next_batch(max(entry["ids"].values()) + 1, focus=p.get("focus") or None)
-        for sid, idx in entry["ids"].items():
-            sit = drawn[idx]
-            written = entry["written"].get(sid)
-            if written is not None:
-                # A model wrote the words: the plan's draw gives the facts, the row the rest.
-                sit = _model_written(sit, written)
-            if str(sit.scenario_id) != sid:
-                raise ValueError(
-                    f"{what}: situation {sid} could not be rebuilt (the writer now draws {sit.scenario_id} "
-                    "at its index); replay under the tools, system prompt and advanced.world of the original run"
-                )
-            out[sid] = sit
-    return out
-
-
-def _model_written(plan_sit: Any, written: tuple[Mapping[str, Any], dict[str, Any]]) -> Any:
+def model_written(plan_sit: Any, params: Mapping[str, Any], dims: Mapping[str, Any]) -> Any:
     """The situation a model writer made of the plan's draw ``plan_sit``: the row's cell (as
-    relabelled by the writer), the plan's facts, the written asks; its id is recomputed, so
-    a draw that no longer matches is caught by the caller."""
+    relabelled by the writer), the plan's facts, the written asks (``params["asks"]``)."""
     from wai_exp.simulate.model_writer import _content_id
     from wai_exp.simulate.writer import Situation
 
-    params, dims = written
     asks = [str(a) for a in params["asks"]]
     return Situation(
-        scenario_id=_content_id(dims, plan_sit.entities, asks, str(params["model"])),
-        dims=dims,
+        scenario_id=_content_id(dict(dims), plan_sit.entities, asks, str(params["model"])),
+        dims=dict(dims),
         phrasings=tuple(asks),
         entities=dict(plan_sit.entities),
     )
@@ -158,24 +103,29 @@ def replay_tasks(
     *,
     k_override: int | None,
     tools: Any,
-    system_prompt: Any,
     options: Any,
     what: str = "tasks",
-) -> tuple[list[Task], int]:
-    """The task set of a previous run: one task per (scenario, phrasing) in first-seen order.
+) -> tuple[list[Task], int, Counter[str]]:
+    """The task set of earlier rows: one task per (task, prompt) in first-seen order, each
+    a pinned situation (``pinned.py``): the row's ask, cell and faults, whatever the system
+    prompt of this run, and whoever wrote the rows.
 
-    Returns the tasks and the pinned run's k (its largest group: a split-allocated run
-    extends to k only where groups split, so its largest group is the k it ran under).
-    Raises ``ValueError`` for rows without ``scenario_id``/``prompt``, no rows, or asks that
-    cannot be rebuilt.
+    Returns the tasks, the pinned run's k (its largest group: a split-allocated run extends
+    to k only where groups split, so its largest group is the k it ran under) and how many
+    tasks took their world's facts from the writer's draw and how many from the row
+    (``{"writer": n, "row": m}``). Raises ``ValueError`` for a row without an ask or no rows.
     """
+    from wai_exp.simulate.pinned import pinned_key, pinned_situation, recorded_faults, redraw
+
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("scenario_id") is None or r.get("prompt") is None:
+        if r.get("prompt") is None or str(r.get("prompt")) == "":
+            rid = r.get("rollout_id") or r.get("scenario_id")
             raise ValueError(
-                f"{what}: every row needs scenario_id and prompt (rows written by simulate have both)"
+                f"{what}: row {rid!r} has no ask (no prompt and no user turn in its messages); "
+                "every pinned task needs the ask it replays"
             )
-        groups.setdefault((str(r["scenario_id"]), str(r["prompt"])), []).append(r)
+        groups.setdefault((pinned_key(r), str(r["prompt"])), []).append(r)
     if not groups:
         raise ValueError(f"{what} holds no rows; pass a run that produced rows")
     # k is counted within one eval run: a pinned run made with runs=N holds N copies of each
@@ -186,53 +136,55 @@ def replay_tasks(
             per_run[(*key, (r.get("lineage") or {}).get("eval_run"))] += 1
     k_orig = max(per_run.values())
     k = k_override if k_override is not None else k_orig
-    situations = regenerate(
-        [g[0] for g in groups.values()],
-        tools=tools,
-        system_prompt=system_prompt,
-        options=options,
-        what=what,
-    )
+    firsts = [g[0] for g in groups.values()]
+    drawn = redraw(firsts, tools=tools, options=options)
+    sources: Counter[str] = Counter()
     tasks: list[Task] = []
-    for (sid, prompt), g in groups.items():
-        first = g[0]
-        sit = situations[sid]
-        p_index = int(first.get("phrasing_index") or 0)
-        if p_index >= len(sit.phrasings) or sit.phrasings[p_index] != prompt:
-            raise ValueError(
-                f"{what}: the rebuilt ask of {sid} differs from the row's prompt; replay under the original spec"
-            )
+    for i, first in enumerate(firsts):
+        sit, source = pinned_situation(first, drawn.get(i), tools=tools, options=options)
+        sources[source] += 1
         lineage = first.get("lineage") or {}
+        writer = lineage.get("writer") if isinstance(lineage.get("writer"), Mapping) else None
+        _, rate = recorded_faults(first)
         tasks.append(
             Task(
                 situation=sit,
-                phrasing_index=p_index,
-                prompt=prompt,
-                writer_model=str(first.get("writer_model") or "template"),
+                phrasing_index=int(first.get("phrasing_index") or 0),
+                prompt=str(first["prompt"]),
+                # Who wrote the ask: the original writer, or "pinned" for a row that says not.
+                writer_model=str(first.get("writer_model") or ("template" if writer else "pinned")),
                 k=k,
                 replayed_from=str(lineage.get("run_id") or "unknown"),
                 arm="replay",
-                writer_lineage=dict(lineage.get("writer") or {}),
+                writer_lineage=dict(writer) if source == "writer" and writer else None,
+                fault_rate=rate,
             )
         )
-    return tasks, k_orig
+    return tasks, k_orig, sources
 
 
 def pinned_tasks(
-    source: Any, *, k_override: int | None, tools: Any, system_prompt: Any, options: Any
+    source: Any, *, k_override: int | None, tools: Any, options: Any
 ) -> tuple[list[Task], dict[str, Any]]:
-    """``tasks=``: the asks of the run ``source`` names, and what the report says of them
-    (``tasks``, ``task_rows``, ``k_pinned``). Raises ``ValueError`` as ``replay_tasks``."""
+    """``tasks=``: the asks of the rows ``source`` names, and what the report says of them
+    (``tasks``, ``task_rows``, ``k_pinned``, ``facts_from``). Raises ``ValueError`` as
+    ``replay_tasks``, and as ``rows.load_rows`` for a file it cannot read."""
     rows = load_rows_source(source, "tasks")
     try:
-        tasks, k_orig = replay_tasks(
-            rows, k_override=k_override, tools=tools, system_prompt=system_prompt, options=options
+        tasks, k_orig, sources = replay_tasks(
+            rows, k_override=k_override, tools=tools, options=options
         )
     except ValueError as exc:
         if isinstance(source, str | Path):  # name the file the rows came from
             raise ValueError(f"tasks={str(source)!r}: {exc}") from exc
         raise
-    return tasks, {"tasks": len(tasks), "task_rows": len(rows), "k_pinned": k_orig}
+    info = {
+        "tasks": len(tasks),
+        "task_rows": len(rows),
+        "k_pinned": k_orig,
+        "facts_from": {"writer": sources["writer"], "row": sources["row"]},
+    }
+    return tasks, info
 
 
 def rerun_tasks(first: list[Task], k: int) -> list[Task]:
@@ -247,6 +199,7 @@ def rerun_tasks(first: list[Task], k: int) -> list[Task]:
             replayed_from=t.replayed_from,
             writer_lineage=t.writer_lineage,
             arm="replay",
+            fault_rate=t.fault_rate,
         )
         for t in first
     ]
@@ -259,7 +212,6 @@ def trace_seeds(
     *,
     k: int,
     tools: Any,
-    system_prompt: Any,
     options: Any,
 ) -> tuple[Callable[[list[Any], int], list[Any]], dict[str, Any], list[Task], list[str]]:
     """``traces=``: ``(aim, info, seed tasks, warnings)``.
@@ -285,19 +237,15 @@ def trace_seeds(
     ]
     if rebuildable:
         try:
-            seeds, _ = replay_tasks(
-                rebuildable,
-                k_override=k,
-                tools=tools,
-                system_prompt=system_prompt,
-                options=options,
-                what="traces",
+            seeds, _, _ = replay_tasks(
+                rebuildable, k_override=k, tools=tools, options=options, what="traces"
             )
         except ValueError as exc:
             warnings.append(f"traces=: failing asks could not seed the run ({exc})")
             seeds = []
         for t in seeds:
-            t.writer_model, t.replayed_from, t.arm = "seed", None, "seed"
+            # A seed is a fresh ask of this run at this run's fault rate, not a replay.
+            t.writer_model, t.replayed_from, t.arm, t.fault_rate = "seed", None, "seed", None
     if len(rebuildable) < len(failing):
         warnings.append(
             f"traces=: {len(failing) - len(rebuildable)} failing rows carry no writer lineage; they aim the grid "

@@ -184,10 +184,11 @@ class RolloutRunner:
 
     def _world(self, plan: Plan) -> Any:
         ws = self.world_setup
+        rate = plan.task.fault_rate
         return ws.cls(
             plan.task.situation,
             self.tools,
-            fault_rate=self.cfg.fault_rate,
+            fault_rate=self.cfg.fault_rate if rate is None else rate,
             options=ws.options,
             seed=plan.seed,
             **ws.kwargs,

@@ -26,6 +26,9 @@ class Task:
     #: how the ask entered the run: "fresh" (writer draw), "mutation" (a failing row's
     #: sibling), "seed" (a failing ask mined from traces=), "replay" (tasks= or runs=N)
     arm: str = "fresh"
+    #: the rate the ask's planned fault fires at, as a replayed row recorded it; None: the
+    #: run's ``fault_rate``
+    fault_rate: float | None = None
     opened: int = 0
     landed: list[dict[str, Any]] = field(default_factory=list)
     lost: int = 0

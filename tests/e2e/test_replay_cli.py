@@ -1,0 +1,119 @@
+"""``simulate.tasks=<file>`` through the console script: the same asks under a new system
+prompt (a dropped rule, or no policy at all), and asks from rows another tool wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from wai_exp.rows.reader import read_steps
+from wai_exp.simulate.world_setup import resolve_spec
+
+WAI_EXP = shutil.which("wai-exp") or str(Path(sys.executable).parent / "wai-exp")
+
+# Written by hand in other tools' shapes: the reference engine's flat row with row-v1
+# steps, and an OpenAI chat line with no ids; neither carries lineage.writer.
+THEIRS = [
+    {
+        "schema_version": "1",
+        "scenario_id": "ref-0001",
+        "prompt": "Where is my order NW-48213? It still hasn't arrived.",
+        "stance": "direct",
+        "world_state": "exists",
+        "steps": [
+            {
+                "tool": "lookup_order",
+                "arguments": {"order_id": "NW-48213"},
+                "result": {"order_id": "NW-48213", "status": "shipped", "total": 84.5},
+            },
+            {"text": "Your order NW-48213 has shipped."},
+        ],
+        "final_text": "Your order NW-48213 has shipped.",
+    },
+    {
+        "messages": [
+            {"role": "user", "content": "Please cancel order NW-77120; I ordered it by mistake."},
+            {"role": "assistant", "content": "Done, it is cancelled."},
+        ],
+        "scenario_dimensions": {
+            "tool": "cancel_order",
+            "stance": "direct",
+            "world_state": "exists",
+        },
+        "faults": {"planned": {"tool": "cancel_order", "mode": "timeout"}, "rate": 1.0},
+    },
+]
+
+
+def _run(cwd: Path, name: str, *args: str) -> Path:
+    proc = subprocess.run(
+        [WAI_EXP, "+experiment=eval", *args, "tracking=none", f"hydra.run.dir={name}"],
+        cwd=cwd, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "HYDRA_FULL_ERROR": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    return cwd / name / "simulate"
+
+
+def _rows(stage: Path) -> list[dict]:
+    return [json.loads(line) for line in (stage / "rows.jsonl").read_text().splitlines()]
+
+
+def _spec(path: Path, system_prompt: str) -> str:
+    tools = resolve_spec(None, None, None)[1]
+    path.write_text(json.dumps({"name": path.stem, "system_prompt": system_prompt, "tools": tools}))
+    return path.name
+
+
+def test_a_run_replays_under_a_new_system_prompt(tmp_path: Path) -> None:
+    # Was: exit 2, "situation sit-... could not be rebuilt (the writer now draws ...)".
+    first = _rows(_run(tmp_path, "first", "simulate.budget=24"))
+    asks = {(r["scenario_id"], r["prompt"]) for r in first}
+    desk = resolve_spec(None, None, None)[2]
+    no_rule_4 = "\n".join(line for line in desk.splitlines() if not line.startswith("4. "))
+    for name, prompt in (("terse", "You are terse."), ("no_rule_4", no_rule_4)):
+        spec = _spec(tmp_path / f"{name}.json", prompt)
+        stage = _run(
+            tmp_path, name, "simulate.tasks=first/simulate/rows.jsonl", f"simulate.spec={spec}"
+        )
+        rows = _rows(stage)
+        assert {(r["scenario_id"], r["prompt"]) for r in rows} == asks
+        assert len(rows) == len(first)
+        assert {r["messages"][0]["content"] for r in rows} == {prompt}
+        dims = {r["scenario_id"]: r["scenario_dimensions"] for r in first}
+        assert all(r["scenario_dimensions"] == dims[r["scenario_id"]] for r in rows)
+        info = json.loads((stage / "report.json").read_text())["tasks_info"]
+        assert info["facts_from"] == {"writer": len(asks), "row": 0}
+
+
+def test_rows_another_tool_wrote_are_replayed_as_tasks(tmp_path: Path) -> None:
+    # Was: exit 2, "every row needs scenario_id and prompt" / "has no lineage.writer".
+    (tmp_path / "theirs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in THEIRS))
+    spec = _spec(tmp_path / "terse.json", "You are terse.")
+    stage = _run(tmp_path, "replay", "simulate.tasks=theirs.jsonl", f"simulate.spec={spec}")
+    rows = _rows(stage)
+    assert {r["prompt"] for r in rows} == {
+        "Where is my order NW-48213? It still hasn't arrived.",
+        "Please cancel order NW-77120; I ordered it by mistake.",
+    }
+    assert {r["writer_model"] for r in rows} == {"pinned"}
+    cancel = [r for r in rows if "cancel" in r["prompt"]]
+    assert all(
+        r["faults"]["planned"] == {"tool": "cancel_order", "mode": "timeout"} for r in cancel
+    )
+    assert {r["faults"]["rate"] for r in cancel} == {1.0}
+    # the other tool's order record is the world's: any lookup of it finds it as recorded
+    looked = [
+        s["result"]
+        for r in rows
+        for s in read_steps(r)[1]  # whatever step shape the rows are written in
+        if s["kind"] == "tool" and s["name"] == "lookup_order" and s.get("status") == "ok"
+        and s["arguments"].get("order_id") == "NW-48213"
+    ]  # fmt: skip
+    assert looked and {(x["status"], x["total"]) for x in looked} == {("shipped", 84.5)}
+    info = json.loads((stage / "report.json").read_text())["tasks_info"]
+    assert info["facts_from"] == {"writer": 0, "row": 2}
