@@ -474,7 +474,11 @@ def _serve(stdin: Any, stdout: Any) -> int:
             if op == "finish":
                 reply(op="finished", run=key, token=token, status="FAILED")
             continue
-        from wai_exp.domain.secrets import register_config_secrets, register_secret
+        from wai_exp.domain.secrets import (
+            RedactingFilter,
+            register_config_secrets,
+            register_secret,
+        )
 
         for secret in msg.get("secrets") or []:
             register_secret(secret)
@@ -489,6 +493,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 handler = logging.FileHandler(run_dir / "tracking.log", encoding="utf-8")
                 handler.setLevel(logging.INFO)
                 handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))  # fmt: skip
+                handler.addFilter(RedactingFilter())  # MLflow's and httpx's records land here
                 root = logging.getLogger()
                 root.addHandler(handler)
                 root.setLevel(logging.INFO)
