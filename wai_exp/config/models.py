@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 
 class _Strict(BaseModel):
@@ -75,6 +83,99 @@ class SimulateConfig(_Strict):
     traces: str | None = None
     #: Rows another tool wrote (JSONL path): read as the stage's rows instead of simulating.
     rows: str | None = None
+    #: The legacy deterministic conduct score on every row as it lands (true / "conduct");
+    #: grade after instead. Not with ``grader``: both write the row's reward.
+    grade: bool | Literal["conduct"] = False
+    #: A judge run beside the rollouts as they land (``simulate(grader=)``): a judge's name
+    #: from conf/judge/ (checklist, conduct, llm, rubric_llm), ``{_target_: "pkg.mod:fn"}``
+    #: for your own callable, or a judge section (``{kind: llm, model: ...}``). With it the
+    #: rl allocation reads rewards instead of behaviour signatures, and graded failures steer
+    #: the search (``knobs.mutate_graded_failures``).
+    grader: str | dict[str, Any] | None = None
+    #: A JSONL path every finished row is also written to (relative to where you started).
+    output: str | None = None
+
+    @field_validator("grader")
+    @classmethod
+    def _grader_form(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("grade") not in (False, None):
+            raise ValueError(
+                "simulate.grade and simulate.grader both write the row's reward; set one "
+                "(simulate.grader=conduct is the conduct score as a judge; or simulate.grade=false)"
+            )
+        return check_grader(value)
+
+
+#: Judges ``simulate.grader`` can name that are not pointwise judges of a fresh row, and why.
+NOT_GRADERS = {
+    "given": "it reads a reward the rows already carry, and a fresh rollout carries none",
+    "pairwise": "it compares two arms after the run; name its pointwise judge instead",
+    "callable": "it needs a target: write simulate.grader={_target_: 'package.module:function'}",
+}
+
+
+def shipped_judges() -> list[str]:
+    """The judge names in the shipped conf/judge/ folder (the files' stems)."""
+    from importlib import resources
+
+    folder = resources.files("wai_exp.conf") / "judge"
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def grader_names() -> list[str]:
+    """What ``simulate.grader`` may name: the shipped pointwise judges."""
+    return [n for n in shipped_judges() if n not in NOT_GRADERS]
+
+
+def check_grader(value: Any) -> Any:
+    """``simulate.grader`` unchanged when it is a judge name, a ``_target_`` mapping or a
+    judge section; raises ``ValueError`` naming the valid forms otherwise."""
+    if value is None:
+        return value
+    names = grader_names()
+    forms = (
+        f"a judge from conf/judge/ ({', '.join(names)}), {{_target_: 'package.module:function'}}, "
+        "or a judge section {kind: llm, model: ...}"
+    )
+    if isinstance(value, str):
+        if value in NOT_GRADERS:
+            raise ValueError(
+                f"simulate.grader={value} cannot grade as rows land: {NOT_GRADERS[value]}"
+            )
+        if value not in names:
+            import difflib
+
+            close = difflib.get_close_matches(value, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"simulate.grader={value!r} is not a judge{hint}; give {forms}")
+        return value
+    if "_target_" in value:
+        extra = set(value) - {"_target_", "name", "version"}
+        if extra or not isinstance(value["_target_"], str) or not value["_target_"]:
+            raise ValueError(
+                "simulate.grader with _target_ takes _target_ ('package.module:function'), "
+                f"and optionally name and version; got keys {sorted(value)}"
+            )
+        return value
+    if "kind" not in value:
+        raise ValueError(f"simulate.grader has neither _target_ nor kind; give {forms}")
+    unknown = sorted(set(value) - set(JudgeConfig.model_fields))
+    if unknown:
+        raise ValueError(
+            f"simulate.grader has unknown judge key(s) {unknown}; a judge section takes "
+            f"{', '.join(sorted(JudgeConfig.model_fields))}"
+        )
+    try:
+        judge = JudgeConfig(**value)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise ValueError(f"simulate.grader.{where}: {err['msg']}") from None
+    if judge.kind in NOT_GRADERS and judge.kind != "callable":
+        raise ValueError(
+            f"simulate.grader kind={judge.kind} cannot grade as rows land: {NOT_GRADERS[judge.kind]}"
+        )
+    return value
 
 
 class Skills(_Strict):

@@ -234,6 +234,7 @@ def code_targets(
     judge = sections.get("judge")
     if isinstance(judge, Mapping):
         named += [t for t in [_callable_target({**judge, **params})] if t]
+    named += [t for t in [_callable_target(sections.get("grader"))] if t]  # simulate.grader
     sim = sections.get("simulate")
     execute = params.get("execute") or (sim.get("execute") if isinstance(sim, Mapping) else None)
     if execute:

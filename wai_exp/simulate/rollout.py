@@ -309,7 +309,9 @@ class RolloutRunner:
         meta: dict[str, Any] | None = None
         markers: Mapping[str, Any] | None = None
         try:
-            verdict = self.grader(row)
+            # A model judge's ``acall`` awaits its HTTP call on this loop, not blocking it.
+            acall = getattr(self.grader, "acall", None)
+            verdict = acall(row) if inspect.iscoroutinefunction(acall) else self.grader(row)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
             norm = self._normalize(verdict)

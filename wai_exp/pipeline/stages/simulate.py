@@ -126,6 +126,63 @@ def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = No
     )
 
 
+def grader_section(config: dict[str, Any], params: dict[str, Any] | None = None) -> dict | None:
+    """The judge section ``simulate.grader`` names (None when unset): a judge's name reads
+    the run's ``judge`` section when that is the same kind (so ``judge.model`` and the rest
+    apply), else the shipped ``conf/judge/<name>.yaml``; ``{_target_: ...}`` is a callable
+    judge; a mapping with ``kind`` is a judge section as given."""
+    sim = {**(config.get("simulate") or {}), **(params or {})}
+    value = sim.get("grader")
+    if value is None:
+        return None
+    if isinstance(value, str):
+        judge = dict(config.get("judge") or {})
+        if judge.get("kind") == value:
+            return judge
+        from importlib import resources
+
+        from omegaconf import OmegaConf
+
+        text = (resources.files("wai_exp.conf") / "judge" / f"{value}.yaml").read_text()
+        loaded = OmegaConf.to_container(OmegaConf.create(text), resolve=True)
+        return dict(loaded) if isinstance(loaded, dict) else None
+    value = dict(value)
+    if "_target_" in value:
+        return {"kind": "callable", "target": value["_target_"], "name": value.get("name"),
+                "version": value.get("version")}  # fmt: skip
+    return value
+
+
+class NamedGrader:
+    """A judge under its configured name (the rows' ``judge_name``); its ``model`` and, for
+    a model judge, its ``acall`` (awaited on the rollout loop) read through."""
+
+    def __init__(self, judge: Any, name: str) -> None:
+        self.judge = judge
+        self.name = name
+        self.model = getattr(judge, "model", None)
+        if callable(getattr(judge, "acall", None)):
+            self.acall = judge.acall
+
+    def __call__(self, row: dict[str, Any]) -> Any:
+        return self.judge(row)
+
+
+def build_grader(section: dict[str, Any], tools: list[str], policy: str) -> NamedGrader:
+    """The judge a grader section describes (``grade.resolve_judge``), under its name.
+    Raises ``ValueError`` as ``resolve_judge`` does (a target that cannot be imported, a
+    model judge with no model or key)."""
+    from wai_exp.pipeline.stages.grade import resolve_judge
+
+    try:
+        judge, name = resolve_judge(section, tools or None, policy)
+    except ValueError as exc:  # name the key the user wrote, not the judge group's
+        raise ValueError(
+            "simulate.grader: " + str(exc).replace("judge.target", "_target_")
+        ) from None
+    return NamedGrader(judge, str(name))
+
+
 def _max_lost_share(ctx: StageContext, params: dict[str, Any]) -> float:
     value = params.get("max_lost_share", (ctx.config.get("simulate") or {}).get("max_lost_share"))
     return 0.25 if value is None else float(value)
@@ -224,6 +281,17 @@ def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]
             kwargs[key] = _resolve_path(sim[key], ctx.start_dir)
     if sim.get("execute"):
         kwargs["execute"] = import_object(str(sim["execute"]), "simulate.execute")
+    if sim.get("grade"):
+        kwargs["grade"] = sim["grade"]
+    if sim.get("output"):
+        kwargs["output"] = _resolve_path(sim["output"], ctx.start_dir)
+    section = grader_section(ctx.config, params)
+    if section is not None:
+        from wai_exp.simulate.world_setup import resolve_spec
+
+        _, tools, policy = resolve_spec(kwargs.get("spec"), None, None)
+        names = [(t.get("function") or t).get("name") for t in tools]
+        kwargs["grader"] = build_grader(section, [n for n in names if n], policy or "")
     return kwargs
 
 
@@ -234,15 +302,22 @@ def rows_file(ctx: StageContext, params: dict[str, Any]) -> str | None:
     return _resolve_path(sim["rows"], ctx.start_dir) if sim.get("rows") else None
 
 
-def key_sections(sections: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+def key_sections(
+    sections: dict[str, Any], params: dict[str, Any], config: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The config sections a simulate stage's cache key is made of: all it reads, except
     that a stage reading ``simulate.rows`` depends on that file alone (its bytes enter the
     key as a file digest), so changing the agent, the world, the knobs or the seed does not
-    re-read and re-grade the same rows."""
+    re-read and re-grade the same rows; and that a ``simulate.grader`` adds the judge
+    section it resolves to (``grader_section``) under ``grader``."""
     sim = {**(sections.get("simulate") or {}), **params}
-    if not sim.get("rows"):
-        return sections
-    return {"simulate": {"rows": sim["rows"]}}
+    if sim.get("rows"):
+        return {"simulate": {"rows": sim["rows"]}}
+    if config is not None and sim.get("grader") is not None:
+        # A grader named by kind reads the run's judge section (its model, its rubric ...):
+        # what it resolves to enters the key, not only its name.
+        return {**sections, "grader": grader_section(config, params)}
+    return sections
 
 
 def read_given_rows(ctx: StageContext, path: str) -> StageResult:
