@@ -366,3 +366,20 @@ def test_launchers_pass_through_to_hydras_plugin_discovery(monkeypatch):
     )
     (problem,) = check_override_keys(["hydra/launcher=ray"])
     assert "pip install 'wai-exp[ray]'" in problem
+
+
+@pytest.mark.parametrize("name", ["successive", "adaptive", "none", "unique", "split", "fixed"])
+def test_the_specs_repeat_policy_names_validate(base, name):
+    cfg = copy.deepcopy(base)
+    cfg["simulate"]["repeat_policy"] = name
+    assert validate_config(cfg).simulate.repeat_policy == name
+
+
+@pytest.mark.parametrize(
+    "grader", ["checklist", "llm", {"_target_": "pkg.mod:fn"}, {"kind": "conduct", "name": "c"}]
+)
+def test_simulate_grader_grade_and_output_validate(base, grader):
+    cfg = copy.deepcopy(base)
+    cfg["simulate"].update(grader=grader, output="rows.jsonl")
+    sim = validate_config(cfg).simulate
+    assert (sim.grader, sim.output, sim.grade) == (grader, "rows.jsonl", False)

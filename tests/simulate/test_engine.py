@@ -142,6 +142,52 @@ def test_mode_presets_reach_the_report(mode):
     assert len(data.rows) == 40
 
 
+def test_sft_gives_top_per_prompt_completions_to_choose_among():
+    """mode="sft" is n=3 phrasings x k=4 completions (the spec's): every prompt has four
+    rollouts, so select_for_sft's top_per_prompt keeps a prompt's best, not its only one."""
+    from wai_exp.score.grade.checklist import task_checklist
+    from wai_exp.score.select.select import select_for_sft
+
+    data = simulate(mode="sft", budget=240, seed=2, grader=task_checklist)
+    rep = data.report()
+    assert (rep["phrasings"], rep["repeats"], rep["repeat_policy"]) == (3, 4, "fixed")
+    by_prompt: dict[str, list[dict]] = {}
+    for r in data.trajectories:
+        by_prompt.setdefault(r["prompt"], []).append(r)
+    assert set(Counter(len(v) for v in by_prompt.values())) == {4}
+    # prompts that only a best-of-4 ships: some but not all of their completions pass
+    mixed = {p for p, rs in by_prompt.items() if len({r["reward"] for r in rs}) == 2}
+    assert len(mixed) >= 5
+    kept, _ = select_for_sft(data.trajectories, target=1000, select="top_per_prompt")
+    assert {r["prompt"] for r in kept} & mixed
+    assert all(r["reward"] == 1.0 for r in kept)
+
+
+@pytest.mark.parametrize(
+    ("name", "policy", "phrasings", "repeats", "unique"),
+    [
+        ("successive", "split", 1, 8, False),
+        ("adaptive", "verify", 1, 8, False),
+        ("none", "fixed", 1, 1, True),
+        ("unique", "fixed", 1, 1, True),
+        ("fixed", "fixed", 1, 8, False),
+    ],
+)
+def test_the_references_repeat_policy_names(name, policy, phrasings, repeats, unique):
+    rep = simulate(desk_agent, mode="rl", repeat_policy=name, budget=16, seed=0).report()
+    assert rep["repeat_policy"] == policy
+    assert (rep["phrasings"], rep["repeats"], rep["unique_situations"]) == (
+        phrasings,
+        repeats,
+        unique,
+    )
+
+
+def test_an_unknown_repeat_policy_names_the_closest():
+    with pytest.raises(ValueError, match="Did you mean 'successive'"):
+        simulate(desk_agent, mode="rl", repeat_policy="succesive", budget=4)
+
+
 def test_aliases_and_two_spellings():
     data = simulate(desk_agent, repeats=3, n=2, budget=12, seed=0, mode="sft")
     groups = Counter((r["scenario_id"], r["phrasing_index"]) for r in data.rows)

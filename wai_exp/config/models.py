@@ -48,7 +48,11 @@ class SimulateConfig(_Strict):
     repeats: PositiveInt | None = None
     phrasings: PositiveInt | None = None
     #: fixed = every prompt gets k rollouts; split (rl) / verify (adaptive) allocate them.
-    repeat_policy: Literal["fixed", "split", "verify"] | None = None
+    #: The reference's names work too: successive (= split), adaptive (= verify), none or
+    #: unique (one rollout of each unique situation).
+    repeat_policy: (
+        Literal["fixed", "split", "verify", "successive", "adaptive", "none", "unique"] | None
+    ) = None
     unique_situations: bool | None = None
     fault_rate: Share | None = None
     hard_share: Share | None = None
