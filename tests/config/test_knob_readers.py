@@ -32,6 +32,8 @@ PROBES = {
     "adaptive_verify_explore_floor": 1.0,
     "stop_grace": 0.0,
     "empty_rounds_to_stop": 1,
+    "saturation_window": 10,
+    "saturation_growth": 0.5,
     "dead_agent_errors": 2,
     "dead_agent_budget_multiple": 0.0,
     "closing_margin": 1000.0,
@@ -209,6 +211,22 @@ def _lookahead_bound():
 #: Knobs whose effect needs a particular run: mutations of faulted asks (the scripted agent
 #: in rl mode), or a clock (the row set then depends on it).
 KNOB_SCENARIOS = {
+    # The plateau is read once a window has landed, and the rows planned by then still land:
+    # a short window, well inside the budget.
+    "saturation_window": lambda: {
+        "mode": "rl",
+        "budget": 200,
+        "seed": 0,
+        "until": "saturation",
+        "advanced": {"writer_buffer_cap": 4},
+    },
+    "saturation_growth": lambda: {
+        "mode": "rl",
+        "budget": 200,
+        "seed": 0,
+        "until": "saturation",
+        "advanced": {"writer_buffer_cap": 4, "saturation_window": 30},
+    },
     # The lookahead (waves x max(cap, concurrency)) binds only when it is under the budget.
     "writer_buffer_waves": lambda: _lookahead_bound(),
     "writer_buffer_cap": lambda: _lookahead_bound(),

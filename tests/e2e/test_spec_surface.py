@@ -123,3 +123,35 @@ def test_grade_and_grader_together_are_refused(tmp_path: Path) -> None:
     assert (
         "simulate.grade and simulate.grader both write the row's reward" in res.stdout + res.stderr
     )
+
+
+def test_saturation_stops_a_one_tool_world_on_its_plateau(tmp_path: Path) -> None:
+    """The shipped desk cut to lookup_order: coverage (stance, world state, tool condition,
+    behaviour signature) reaches 232 keys by 2,000 rows and 245 by 3,000, a key every ~80
+    rows, so a rule waiting for 768 rows without one ran to the 3,000-row budget. The
+    plateau rule (saturation_window 250 rows, saturation_growth 2%) stops it there."""
+    desk = json.loads(
+        (Path(__file__).parents[2] / "wai_exp/simulate/specs/support_desk.json").read_text()
+    )
+    desk["tools"] = [t for t in desk["tools"] if t["function"]["name"] == "lookup_order"]
+    (tmp_path / "one_tool.json").write_text(json.dumps(desk))
+    args = ["+experiment=explore", "simulate.spec=one_tool.json", "simulate.budget=3000",
+            "simulate.until=saturation", "tracking=none", "cache.enabled=false"]  # fmt: skip
+    res = wai(tmp_path, *args)
+    assert res.returncode == 0, res.stderr + res.stdout
+    (report,) = [
+        json.loads(p.read_text()) for p in tmp_path.glob("outputs/*/*/simulate/report.json")
+    ]
+    assert report["stopped_because"] == "saturation"
+    assert report["rows"] < 2600
+    sat = report["saturation"]
+    assert (sat["window"], sat["growth"]) == (250, 0.02)
+    assert sat["new_in_window"] < 0.02 * (sat["coverage"] - sat["new_in_window"])
+    assert report["search"]["coverage"] >= 225  # most of what 3,000 rows find (245)
+
+    # its own knob: a longer window and a smaller growth hold out for more of the curve
+    res = wai(tmp_path, *args, "knobs.saturation_window=500", "knobs.saturation_growth=0.005")
+    assert res.returncode == 0, res.stderr + res.stdout
+    reports = [json.loads(p.read_text()) for p in tmp_path.glob("outputs/*/*/simulate/report.json")]
+    longer = max(reports, key=lambda r: r["rows"])
+    assert longer["rows"] > report["rows"]

@@ -120,6 +120,8 @@ _READS: dict[str, str] = {
     "embedder": "model_writer",
     # engine internals
     "empty_rounds_to_stop": "rows_saturation",
+    "saturation_window": "rows_saturation",
+    "saturation_growth": "rows_saturation",
     "writer_idle_rounds_to_restart": "model_writer",
     "writer_idle_rounds_to_rest": "model_writer",
     "restart_avoid_window": "model_writer",
@@ -407,7 +409,28 @@ KNOBS: tuple[Knob, ...] = (
         1,
         None,
         _CONV + ".",
-        "Consecutive rounds with nothing to run and nothing in flight before a run gives up.",
+        "Consecutive rounds with nothing to run and nothing in flight before a run gives up; under until='saturation' this many x writer_buffer_cap rows without a new coverage key also stop it.",
+    ),
+    _g(
+        "saturation_window",
+        250,
+        "int",
+        10,
+        None,
+        "Beyond the spec. On the shipped desk cut to one tool, coverage still gains a key "
+        "every ~80 rows after 2,000 (seed 0, 3,000 rows); 250 rows with this growth stops "
+        "those runs at 1,650-2,980 rows holding 85-98% of the keys 3,000 rows find; " + _CONV + ".",
+        "Under until='saturation': the landed rows a plateau is read over (see saturation_growth).",
+    ),
+    _g(
+        "saturation_growth",
+        0.02,
+        "float",
+        0.0,
+        1.0,
+        "Beyond the spec. 2% is under 4 new keys in 250 rows at the ~200 keys of a one-tool "
+        "desk: the flat end of its curve; " + _CONV + ".",
+        "Under until='saturation': stop once the last saturation_window rows grew coverage by less than this share of it.",
     ),
     _g(
         "writer_idle_rounds_to_restart",

@@ -55,6 +55,40 @@ __all__ = ["MODE_PRESETS", "simulate"]
 _EXTEND_REASON = {"fixed": "fixed", "split": "group_split", "verify": "verify"}
 
 
+class Plateau:
+    """The saturation stop's plateau rule: over the last ``window`` landed rows, coverage
+    (distinct ``(stance, world_state, tool_condition, behaviour signature)`` keys) grew by
+    less than ``growth`` times what it was before them. A curve that still climbs a little
+    (a key every ~80 rows on a one-tool desk) never goes a whole quiet stretch without a new
+    key, so "no new key for N rows" alone runs such a world to its budget."""
+
+    def __init__(self, window: int, growth: float) -> None:
+        self.window, self.growth = window, growth
+        self.recent: deque[int] = deque(maxlen=window)
+        self.new = 0
+        self.coverage = 0
+
+    def land(self, novel: int, coverage: int) -> bool:
+        """Record one landed row (``novel``: it brought a new key); True on a plateau."""
+        if len(self.recent) == self.window:
+            self.new -= self.recent[0]
+        self.recent.append(novel)
+        self.new += novel
+        self.coverage = coverage
+        before = coverage - self.new
+        return len(self.recent) == self.window and self.new < self.growth * before
+
+    def record(self, rows: int) -> dict[str, Any]:
+        """What the report says about the stop."""
+        return {
+            "rows": rows,
+            "coverage": self.coverage,
+            "new_in_window": self.new,
+            "window": self.window,
+            "growth": self.growth,
+        }
+
+
 class Engine:
     """Schedules one ``simulate()`` call's rollouts in a continuous pool and applies its stop
     rules.
@@ -92,6 +126,8 @@ class Engine:
         self.warnings: list[str] = []
         self.durations: deque[float] = deque(maxlen=int(cfg.knobs["closing_window_rollouts"]))
         self.coverage: set[tuple[Any, ...]] = set()
+        #: what the saturation stop saw when it fired (``report()["saturation"]``)
+        self.plateau: dict[str, Any] | None = None
         self.novel_rows = 0
         self.t0 = time.monotonic()
         self.deadline = None if not cfg.time_budget else self.t0 + float(cfg.time_budget)
@@ -230,6 +266,9 @@ class Engine:
         quiet_limit = int(self.knobs["empty_rounds_to_stop"]) * max(
             1, int(self.knobs["writer_buffer_cap"])
         )
+        plateau = Plateau(
+            int(self.knobs["saturation_window"]), float(self.knobs["saturation_growth"])
+        )
         pool = _Pool(self, conc)
         t_run = time.monotonic()
         quiet = 0
@@ -273,8 +312,10 @@ class Engine:
                 novel = self._land(plan, outcome)
                 if cfg.until == "saturation" and outcome is not None:
                     quiet = 0 if novel else quiet + 1
-                    if quiet >= quiet_limit and stop is None:
+                    flat = outcome.row is not None and plateau.land(novel, len(self.coverage))
+                    if (quiet >= quiet_limit or flat) and stop is None:
                         stop = "saturation"
+                        self.plateau = plateau.record(len(self.rows) - run_rows_start)
         finally:
             pool.cancel_all()
             self.pool_slot_s += conc * (time.monotonic() - t_run)

@@ -243,6 +243,9 @@ def _outcome(engine: Engine) -> dict[str, Any]:
     return {
         "stopped_because": engine.stop_reason,
         "stopped_because_per_run": [p["stopped_because"] for p in engine.per_run],
+        # until="saturation": the plateau the stop read (rows, coverage, new keys in the
+        # window, the window and growth knobs); None when it did not fire
+        "saturation": engine.plateau,
         "per_run": engine.per_run,
         "rows": len(rows),
         "rows_new": engine.new_rows,
