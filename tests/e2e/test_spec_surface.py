@@ -155,3 +155,25 @@ def test_saturation_stops_a_one_tool_world_on_its_plateau(tmp_path: Path) -> Non
     reports = [json.loads(p.read_text()) for p in tmp_path.glob("outputs/*/*/simulate/report.json")]
     longer = max(reports, key=lambda r: r["rows"])
     assert longer["rows"] > report["rows"]
+
+
+def test_the_simulate_cache_key_reads_the_judge_only_through_the_grader() -> None:
+    """A grader named by kind reads the run's judge section, so a change there is a new
+    simulate stage; without a grader the judge group never invalidates the rows."""
+    from wai_exp.pipeline.stages.simulate import key_sections
+
+    def sections(grader=None, model="openai:a"):
+        return {
+            "simulate": {"mode": "rl", "grader": grader},
+            "seed": 0,
+            "judge": {"kind": "llm", "model": model},
+        }
+
+    plain = key_sections(sections(), {})
+    assert "judge" not in plain and "grader" not in plain
+    assert key_sections(sections(model="openai:b"), {}) == plain
+    graded = key_sections(sections("llm"), {})
+    assert graded["grader"] == {"kind": "llm", "model": "openai:a"}
+    assert key_sections(sections("llm", "openai:b"), {})["grader"]["model"] == "openai:b"
+    # a kind the run's judge is not: the shipped conf/judge/<name>.yaml
+    assert key_sections(sections("conduct"), {})["grader"]["kind"] == "conduct"

@@ -621,7 +621,7 @@ class _Run:
         if kind.name == "simulate":
             from wai_exp.pipeline.stages.simulate import key_sections
 
-            sections = key_sections(sections, spec.params, self.config)
+            sections = key_sections(sections, spec.params)
         deps = stage_deps(self.config, sections, spec.params, spec.target, self.start_dir)
         key = cache_mod.stage_key(
             kind.name,

@@ -302,22 +302,21 @@ def rows_file(ctx: StageContext, params: dict[str, Any]) -> str | None:
     return _resolve_path(sim["rows"], ctx.start_dir) if sim.get("rows") else None
 
 
-def key_sections(
-    sections: dict[str, Any], params: dict[str, Any], config: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def key_sections(sections: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """The config sections a simulate stage's cache key is made of: all it reads, except
     that a stage reading ``simulate.rows`` depends on that file alone (its bytes enter the
     key as a file digest), so changing the agent, the world, the knobs or the seed does not
-    re-read and re-grade the same rows; and that a ``simulate.grader`` adds the judge
-    section it resolves to (``grader_section``) under ``grader``."""
+    re-read and re-grade the same rows; and that the ``judge`` section counts only as the
+    judge section a ``simulate.grader`` resolves to (``grader_section``), under ``grader``."""
     sim = {**(sections.get("simulate") or {}), **params}
     if sim.get("rows"):
         return {"simulate": {"rows": sim["rows"]}}
-    if config is not None and sim.get("grader") is not None:
-        # A grader named by kind reads the run's judge section (its model, its rubric ...):
-        # what it resolves to enters the key, not only its name.
-        return {**sections, "grader": grader_section(config, params)}
-    return sections
+    # The stage reads ``judge`` only through a grader named by kind (its model, its rubric
+    # ...): what the grader resolves to enters the key, and the judge section otherwise not.
+    own = {k: v for k, v in sections.items() if k != "judge"}
+    if sim.get("grader") is not None:
+        own["grader"] = grader_section(sections, params)
+    return own
 
 
 def read_given_rows(ctx: StageContext, path: str) -> StageResult:
@@ -350,7 +349,7 @@ def read_given_rows(ctx: StageContext, path: str) -> StageResult:
     )
 
 
-@register("simulate", reads=("simulate", "agent", "world", "knobs", "seed"))
+@register("simulate", reads=("simulate", "agent", "world", "knobs", "seed", "judge"))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Simulate rollouts, streaming each finished row to the partial file; with
     ``simulate.rows`` set, read that file's rows instead (``read_given_rows``)."""
