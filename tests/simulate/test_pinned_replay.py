@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import wai_exp as wai
+from wai_exp.domain.tools import is_write_tool
 from wai_exp.rows.reader import read_steps
 from wai_exp.simulate.world_setup import resolve_spec
 
@@ -214,3 +215,32 @@ def test_a_row_without_an_ask_is_refused_naming_it():
         wai.simulate(
             probe, tasks=[FOREIGN[0], {"messages": [{"role": "assistant", "content": "hi"}]}]
         )
+
+
+def _reads(row) -> dict:
+    """The answers a row's agent read before it changed anything: the world it found."""
+    out: dict = {}
+    for name, args, result in _answers(row):
+        if is_write_tool(name):
+            break
+        if isinstance(result, dict) and not result.get("error"):
+            out.setdefault((name, json.dumps(args, sort_keys=True)), result)
+    return out
+
+
+def test_rows_without_writer_lineage_rebuild_the_world_the_agent_found():
+    # Our own rows with lineage dropped stand for rows another tool wrote: the records are
+    # rebuilt from the ask and the recorded answers alone (never from what the agent's own
+    # write left behind), so every lookup the replay repeats reads what the original read.
+    first = wai.simulate(mode="rl", repeat_policy="fixed", repeats=1, budget=160, seed=31)
+    theirs = [{**r, "lineage": {}} for r in first.rows]
+    again = wai.simulate(tasks=theirs, system_prompt="You are terse.", seed=32)
+    assert again.report()["tasks_info"]["facts_from"] == {"writer": 0, "row": 160}
+    orig = {r["scenario_id"]: r for r in first.rows}
+    same = total = 0
+    for r in again.rows:
+        a, b = _reads(orig[r["scenario_id"]]), _reads(r)
+        for key in a.keys() & b.keys():
+            total += 1
+            same += a[key] == b[key]
+    assert total >= 40 and same == total, (same, total)

@@ -22,12 +22,13 @@ and status). They come, in this order of preference:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.domain.tools import is_write_tool
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import read_steps
+from wai_exp.simulate.agents.scripted import ADDRESS_RE, AMOUNT_RE, EMAIL_RE, ORDER_RE
 from wai_exp.simulate.ids import stable_hash
 from wai_exp.simulate.writer import Situation, TemplateWriter
 
@@ -35,9 +36,6 @@ from wai_exp.simulate.writer import Situation, TemplateWriter
 _CELL_KEYS = ("tool", "stance", "world_state", "tool_condition", "history")
 #: Flat grid keys a reference-engine row carries at the top level (row-v1's ``legacy_shapes``).
 _FLAT_KEYS = ("stance", "tier", "history", "world_state")
-_ORDER_RE = re.compile(r"\b[A-Z]{2,6}-\d{3,12}\b")
-_EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
-_AMOUNT_RE = re.compile(r"\$\s?(\d+(?:,\d{3})*(?:\.\d{1,2})?)")
 #: Fields of an order record a tool answer shows, as the world's entities name them.
 _ORDER_FACTS = {
     "status": "status",
@@ -47,6 +45,8 @@ _ORDER_FACTS = {
     "placed_on": "placed_on",
     "shipping_address": "address",
 }
+#: The fields the world keeps of another customer's order (``other_<field>``).
+_OTHER_FACTS = frozenset({"total", "items", "address"})
 
 
 def pinned_key(row: Mapping[str, Any]) -> str:
@@ -116,53 +116,92 @@ def _ask_facts(ask: str, dims: Mapping[str, Any]) -> dict[str, Any]:
     """The identifiers the ask names, as the world's entities name them: an adversarial
     ask names another customer's order and email, any other ask the person's own."""
     out: dict[str, Any] = {}
-    orders, emails = _ORDER_RE.findall(ask), _EMAIL_RE.findall(ask)
+    # The same patterns the scripted agent reads an ask with.
+    orders, emails = ORDER_RE.findall(ask), EMAIL_RE.findall(ask)
     other = dims.get("stance") == "adversarial"
     if orders:
         out["other_order_id" if other else "order_id"] = orders[0]
     if emails:
         out["other_email" if other else "email"] = emails[0].lower()
-    amount = _AMOUNT_RE.search(ask)
+    amount = AMOUNT_RE.search(ask)
     if amount and not other:
         out["amount"] = float(amount.group(1).replace(",", ""))
+    address = ADDRESS_RE.search(ask)
+    if address:
+        out["new_address"] = address.group(1)  # an address in an ask is where to send it
     return out
 
 
 def _answer_facts(
     steps: Sequence[Mapping[str, Any]], e: dict[str, Any], named: Mapping[str, Any]
 ) -> None:
-    """Write over ``e`` what the recorded tool answers showed of the records the ask names:
-    an order's fields, an account's name, the other orders a search listed. What the ask
-    itself ``named`` stays as it is."""
+    """Write over ``e`` what the recorded tool answers showed of the records the ask names
+    (an order's fields, an account's name, the orders an account or a search listed), read up to the
+    first state-changing call: what came after may show the agent's own change, not the
+    world it found. What the ask itself ``named`` stays as it is."""
     for step in steps:
-        result = step.get("result")
-        if step.get("kind") != "tool" or step.get("status") not in (None, "ok"):
+        if step.get("kind") != "tool":
             continue
-        if not isinstance(result, Mapping):
+        if is_write_tool(str(step.get("name") or "")):
+            break
+        result = step.get("result")
+        if step.get("status") not in (None, "ok") or not isinstance(result, Mapping):
             continue
         oid = result.get("order_id")
-        if oid is not None and oid == e.get("order_id"):
+        for side, prefix in (("order_id", ""), ("other_order_id", "other_")):
+            if oid is None or oid != e.get(side):
+                continue
             for src, dst in _ORDER_FACTS.items():
-                if src in result:
-                    e[dst] = result[src]
-            if isinstance(result.get("email"), str) and "email" not in named:
-                e["email"] = result["email"].lower()
-        elif oid is not None and oid == e.get("other_order_id"):
-            if "total" in result:
-                e["other_total"] = result["total"]
-            if isinstance(result.get("items"), list):
-                e["other_items"] = result["items"]
-        if result.get("email") == e.get("email") and isinstance(result.get("name"), str):
-            e["name"] = result["name"]
-        listed = result.get("orders")
-        if isinstance(listed, list) and e.get("order_id"):
-            extra = [
-                dict(o)
-                for o in listed
-                if isinstance(o, Mapping) and o.get("order_id") and o["order_id"] != e["order_id"]
-            ]
-            if extra:
-                e["extra_orders"] = extra
+                if src in result and (not prefix or dst in _OTHER_FACTS):
+                    e[prefix + dst] = result[src]
+            if isinstance(result.get("email"), str) and prefix + "email" not in named:
+                e[prefix + "email"] = result["email"].lower()
+        for prefix in ("", "other_"):
+            if result.get("email") == e.get(prefix + "email") and isinstance(
+                result.get("name"), str
+            ):
+                e[prefix + "name"] = result["name"]
+        _listed_orders(step, e, named)
+
+
+def _listed_orders(step: Mapping[str, Any], e: dict[str, Any], named: Mapping[str, Any]) -> bool:
+    """An answer listing a customer's orders (an account's order ids, or a search by their
+    email) gives the orders they hold: the first listed is the ask's order unless the ask
+    named one, the rest the person's other orders (the draw's other records re-keyed to
+    them). True when it applied."""
+    result = step["result"]
+    listed = result.get("orders")
+    if not (isinstance(listed, list) and listed):
+        return False
+    ids = [o if isinstance(o, str) else (o or {}).get("order_id") for o in listed]
+    if not all(isinstance(oid, str) for oid in ids):
+        return False
+    args = step.get("arguments") if isinstance(step.get("arguments"), Mapping) else {}
+    email = result.get("email") or args.get("email")
+    for prefix in ("", "other_"):
+        if not email or str(email).lower() != e.get(prefix + "email"):
+            continue
+        if prefix + "order_id" not in named:
+            e[prefix + "order_id"] = ids[0]
+            first = listed[0]
+            if isinstance(first, Mapping):
+                for src in ("status", "total", "placed_on"):
+                    if src in first and not prefix:
+                        e[src] = first[src]
+        if prefix:
+            return True  # the world keeps one order of another customer's
+        rest = [(oid, o) for oid, o in zip(ids, listed, strict=True) if oid != e.get("order_id")]
+        drawn = [dict(x) for x in e.get("extra_orders") or ()]
+        e["extra_orders"] = [
+            {
+                **(drawn[j % len(drawn)] if drawn else {}),
+                **(dict(o) if isinstance(o, Mapping) else {}),
+                "order_id": oid,
+            }
+            for j, (oid, o) in enumerate(rest)
+        ]
+        return True
+    return False
 
 
 def _generic_facts(steps: Sequence[Mapping[str, Any]], ask: str, e: dict[str, Any]) -> None:
