@@ -117,3 +117,7 @@ def test_rows_another_tool_wrote_are_replayed_as_tasks(tmp_path: Path) -> None:
     assert looked and {(x["status"], x["total"]) for x in looked} == {("shipped", 84.5)}
     info = json.loads((stage / "report.json").read_text())["tasks_info"]
     assert info["facts_from"] == {"writer": 0, "row": 2}
+    assert (
+        "replayed 2 pinned tasks from 2 rows (their run's k: 1): the world's records drawn again "
+        "by the writer for 0, rebuilt from the rows for 2; fault rates as recorded"
+    ) in (stage / "report.txt").read_text()

@@ -246,6 +246,23 @@ def _who_did_which_job(report: dict[str, Any]) -> str:
     )
 
 
+def _replayed(info: dict[str, Any]) -> str:
+    """One line on a pinned task set (``tasks=``): how many asks, where their worlds'
+    records came from, and which fault rates they ran at."""
+    facts = info.get("facts_from") or {}
+    rate = info.get("fault_rate")
+    return (
+        f"replayed {info.get('tasks')} pinned tasks from {info.get('task_rows')} rows "
+        f"(their run's k: {info.get('k_pinned')}): the world's records drawn again by the "
+        f"writer for {facts.get('writer', 0)}, rebuilt from the rows for {facts.get('row', 0)}; "
+        + (
+            "fault rates as recorded"
+            if rate == "as recorded"
+            else f"fault rate {rate} (simulate.fault_rate)"
+        )
+    )
+
+
 def _resolve_path(value: str | None, start_dir: Path) -> str | None:
     if value is None:
         return None
@@ -421,6 +438,8 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         f"mode {report.get('mode', kwargs.get('mode'))}, stopped because {stopped}",
     ]
     lines.append(_who_did_which_job(report))
+    if report.get("tasks"):
+        lines.append(_replayed(report.get("tasks_info") or {}))
     bound = (report.get("completion_timeouts") or {}).get("agent") or {}
     if "own timeout" in str(bound.get("set_by")):
         lines.append(
