@@ -98,17 +98,17 @@ def recorded_dims(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _focus(writer: TemplateWriter, dims: Mapping[str, Any]) -> dict[str, str]:
-    """The longest prefix-wise focus on ``dims`` that some grid cell matches: a cell word
-    this grid does not have (another tool's stance) is left out, not a random cell."""
+    """The focus on ``dims`` that some grid cell matches, key by key in cell order: a cell
+    word this grid does not have (another tool's stance) is left out, not a random cell."""
     focus: dict[str, str] = {}
-    for key in _CELL_KEYS:
+    pool = writer.grid
+    for i, key in enumerate(_CELL_KEYS):
         value = dims.get(key)
         if not isinstance(value, str):
             continue
-        want = {**focus, key: value}
-        idx = {k: _CELL_KEYS.index(k) for k in want}
-        if any(all(cell[idx[k]] == v for k, v in want.items()) for cell in writer.grid):
-            focus = want
+        narrowed = [cell for cell in pool if cell[i] == value]
+        if narrowed:
+            focus[key], pool = value, narrowed
     return focus
 
 
@@ -222,14 +222,14 @@ def _generic_facts(steps: Sequence[Mapping[str, Any]], ask: str, e: dict[str, An
 
 
 def facts_from_row(
-    row: Mapping[str, Any], dims: Mapping[str, Any], *, tools: Any, options: Any
+    row: Mapping[str, Any], dims: Mapping[str, Any], *, base: TemplateWriter
 ) -> dict[str, Any]:
     """The world's records for a row no writer lineage rebuilds (module docstring): a draw
     for the row's cell seeded by its key, with what the ask names and what the recorded
-    answers showed written over it. Deterministic in the row."""
-    writer = TemplateWriter(
-        tools, None, seed=stable_hash("pinned", pinned_key(row)), options=options
-    )
+    answers showed written over it. ``base`` is a template writer over this run's tools and
+    world options (reseeded here, so its grid is built once per replay). Deterministic in
+    the row."""
+    writer = base.reseeded(stable_hash("pinned", pinned_key(row)), unique=False)
     focus = _focus(writer, dims)
     e = dict(writer.next_situation(focus=focus or None).entities)
     ask = str(row.get("prompt") or "")
@@ -295,10 +295,11 @@ def redraw(rows: Sequence[Mapping[str, Any]], *, tools: Any, options: Any) -> di
 
 
 def pinned_situation(
-    row: Mapping[str, Any], drawn: Situation | None, *, tools: Any, options: Any
+    row: Mapping[str, Any], drawn: Situation | None, *, base: TemplateWriter
 ) -> tuple[Situation, str]:
     """``(situation, where its facts came from)``: ``"writer"`` when ``drawn`` (the writer's
-    draw again, ``redraw``) gives them, else ``"row"``. The id, cell and ask are the row's."""
+    draw again, ``redraw``) gives them, else ``"row"`` (``facts_from_row`` with ``base``).
+    The id, cell and ask are the row's."""
     dims = recorded_dims(row)
     prompt = str(row.get("prompt") or "")
     if drawn is not None:
@@ -306,5 +307,5 @@ def pinned_situation(
             Situation(pinned_key(row), dims, tuple(drawn.phrasings), dict(drawn.entities)),
             "writer",
         )
-    facts = facts_from_row(row, dims, tools=tools, options=options)
+    facts = facts_from_row(row, dims, base=base)
     return Situation(pinned_key(row), dims, (prompt,), facts), "row"

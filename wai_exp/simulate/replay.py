@@ -116,6 +116,7 @@ def replay_tasks(
     (``{"writer": n, "row": m}``). Raises ``ValueError`` for a row without an ask or no rows.
     """
     from wai_exp.simulate.pinned import pinned_key, pinned_situation, recorded_faults, redraw
+    from wai_exp.simulate.writer import TemplateWriter
 
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
@@ -138,10 +139,12 @@ def replay_tasks(
     k = k_override if k_override is not None else k_orig
     firsts = [g[0] for g in groups.values()]
     drawn = redraw(firsts, tools=tools, options=options)
+    # One template writer over this run's tools: each row-built task reseeds it.
+    base = TemplateWriter(tools, None, options=options)
     sources: Counter[str] = Counter()
     tasks: list[Task] = []
     for i, first in enumerate(firsts):
-        sit, source = pinned_situation(first, drawn.get(i), tools=tools, options=options)
+        sit, source = pinned_situation(first, drawn.get(i), base=base)
         sources[source] += 1
         lineage = first.get("lineage") or {}
         writer = lineage.get("writer") if isinstance(lineage.get("writer"), Mapping) else None
