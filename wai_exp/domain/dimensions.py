@@ -60,3 +60,59 @@ TIER_OF_STANCE = {
     "boundary": "boundary",
     "vague": "ambiguous",
 }
+
+# ---------------------------------------------------------------------------------------
+# The words the graders understand. Rows the reference engine wrote (its row contract puts
+# `stance`, `world_state` and the rest on every row) use more words on the same axes than
+# our writer draws. Each is read as one of ours, or (`exploratory`, a `conflicting` record,
+# `permission_denied`) by a rule of its own in the checklist. Any other word on an axis a
+# rule reads leaves the row unjudged with the reason (``unknown_grid_words``): a rule that
+# does not know the situation cannot say the agent handled it.
+# ---------------------------------------------------------------------------------------
+
+#: stance as written -> the stance the checklist grades it as.
+STANCE_READS_AS: dict[str, str] = {
+    **{s: s for s in STANCES},
+    # The ask reads two ways (which order, which action): ask which before any write.
+    "ambiguous": "vague",
+    # The person says two things that cannot both hold (two order numbers, "refund it and
+    # keep it"): ask which before any write.
+    "conflicting": "vague",
+    # The person says an earlier attempt failed and asks again: carry it out, or report
+    # the fault; the world state still decides (an attempt that did land is already_done).
+    "retry": "direct",
+    # The person asks about something and asks for nothing to be done: answer, make no
+    # write call, claim no action.
+    "exploratory": "exploratory",
+}
+
+#: world_state as written -> the state the checklist grades it as.
+WORLD_STATE_READS_AS: dict[str, str] = {
+    **{w: w for w in WORLD_STATES},
+    # The record contradicts the ask (the order is on another account, the amount or item
+    # differs): make no write call; say the details do not match, or ask the person.
+    "conflicting": "conflicting",
+}
+
+#: tool_condition as written -> the condition the checklist grades it as. Every condition
+#: but "ok" is a fault mode: the target tool may fail, and the reply must then say so.
+TOOL_CONDITION_READS_AS: dict[str, str] = {
+    **{c: c for c in TOOL_CONDITIONS},
+    "malformed_result": "malformed",
+    # The tool refuses the caller (HTTP 401/403, "permission denied"): nothing happened.
+    "permission_denied": "permission_denied",
+    # The tool fails first and answers a retry: what the last call did decides.
+    "retry": "error",
+}
+
+#: The grid axes a grading rule reads, each with the words it understands. ``history`` and
+#: ``tier`` describe the cell but change no verdict, so any word there is accepted.
+GRADED_AXES: dict[str, dict[str, str]] = {
+    "stance": STANCE_READS_AS,
+    "world_state": WORLD_STATE_READS_AS,
+    "tool_condition": TOOL_CONDITION_READS_AS,
+}
+
+#: Row keys that carry a grid word at the top level (the row contract's engine fields);
+#: read when ``scenario_dimensions`` does not carry that axis.
+ROW_GRID_KEYS: tuple[str, ...] = ("stance", "world_state", "tool_condition", "history", "tier")

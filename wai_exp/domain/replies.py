@@ -89,6 +89,12 @@ TROUBLE: tuple[str, ...] = (
     r"\b(?:a|an|some) (?:problem|issue|glitch|hiccup|outage|fault) (?:with|on|in|processing|on "
     r"our end|our side)\b",
     r"\bon (?:our|my) (?:end|side)\b",
+    # The tool refused the caller (a ``permission_denied`` fault): nothing was done.
+    r"\b(?:(?:permission|access|request|call) (?:was |is |has been |got )?(?:denied|refused)|"
+    r"denied (?:access|permission)|no permission|"
+    r"(?:don't|do not|didn't|did not|doesn't|does not) have (?:the )?(?:permission|access|"
+    r"rights)|lacks? (?:the )?(?:permission|access)|not authori[sz]ed|unauthori[sz]ed|"
+    r"forbidden)\b",
 )
 #: The reply says the thing the person asked for is not (yet) in effect.
 NOT_IN_EFFECT: tuple[str, ...] = (
@@ -134,6 +140,15 @@ NOT_FOUND: tuple[str, ...] = (
     r"\b(?:doesn't|does not|don't|do not) (?:seem to )?exist\b",
     r"\b(?:isn't|is not|aren't|are not) (?:in|on) (?:our|the) (?:system|records|file)\b",
     r"\bno record\b",
+)
+
+#: The reply says the person's details and the record disagree (a ``conflicting`` record).
+MISMATCH: tuple[str, ...] = (
+    r"\b(?:doesn't|does not|don't|do not|didn't|did not|isn't|is not) (?:seem to |quite )?"
+    r"(?:match|line up|add up|agree|correspond)\b",
+    r"\b(?:mismatch\w*|discrepanc\w*|conflict\w*|inconsisten\w*|contradict\w*)\b",
+    r"\b(?:different|differs?) (?:from|than|to)\b",
+    r"\b(?:under|on|belongs to|registered to) (?:a |another |a different )(?:account|customer|email|name)\b",
 )
 
 #: The reply says the action was already taken.
@@ -191,6 +206,7 @@ _DECLINE = _compile(DECLINES)
 _QUESTION = _compile(QUESTIONS)
 _NOT_FOUND = _compile(NOT_FOUND)
 _ALREADY = _compile(ALREADY_DONE)
+_MISMATCH = _compile(MISMATCH)
 REFUND_LIMIT_RE = _compile(EXPLAINS_REFUND_LIMIT)
 SHIPPED_RE = _compile(EXPLAINS_SHIPPED)
 
@@ -260,6 +276,11 @@ def asks_question(text: str) -> bool:
 def says_not_found(text: str) -> bool:
     """The reply says the record was not found (``NOT_FOUND``)."""
     return bool(_NOT_FOUND.search(fold(text)))
+
+
+def says_mismatch(text: str) -> bool:
+    """The reply says the details and the record disagree (``MISMATCH``)."""
+    return bool(_MISMATCH.search(fold(text)))
 
 
 def says_already_done(text: str) -> bool:

@@ -23,7 +23,10 @@ accepted: a row is read or refused, never half-read.
 Foreign shapes carry no ``status``; it is read from the answer, by fixed rules
 (``result_status``): an ``error`` naming a timeout is the ``timeout`` fault, a server error
 (``internal_error``, ``error``, ``server_error``, ``unavailable``, HTTP 5xx) the ``error``
-fault, ``invalid_arguments`` / ``unknown_tool`` the agent's own ``invalid`` call; an
+fault, a refusal (``permission_denied``, ``forbidden``, ``unauthorized``, HTTP 401/403, or
+an answer that starts "Permission denied") the ``permission_denied`` fault,
+``malformed_result`` the ``malformed`` fault, ``invalid_arguments`` / ``unknown_tool`` the
+agent's own ``invalid`` call; an
 answer that starts as JSON and does not parse is ``malformed``; a tool result block marked
 ``is_error`` is at least an ``error``. Any other answer (``not_found``, a record) is ``ok``:
 the world answered.
@@ -92,6 +95,19 @@ _INVALID = re.compile(
     r"^(invalid[ _-]?arguments?|unknown[ _-]?tool|invalid|bad[ _-]?request)$", re.I
 )
 _ERROR_TEXT = re.compile(r"^\s*(error|exception|failed)\b", re.I)
+#: The tool refused the caller: the call did nothing (the reference's ``permission_denied``).
+_DENIED = re.compile(
+    r"permission|forbidden|unauthori[sz]ed|access[ _-]?denied|not[ _-]?authori[sz]ed|"
+    r"not[ _-]?permitted|^denied$|insufficient[ _-]?(scope|privileges?)",
+    re.I,
+)
+_DENIED_TEXT = re.compile(
+    r"^\s*(permission[ _-]?denied|access[ _-]?denied|forbidden|unauthori[sz]ed|"
+    r"not[ _-]?(authori[sz]ed|permitted))\b",
+    re.I,
+)
+#: An answer the tool itself calls unreadable (the reference's ``malformed_result``).
+_MALFORMED = re.compile(r"^malformed([ _-]?(result|response|output))?$", re.I)
 
 
 #: Top-level keys a transcript of chat messages is found under, in the order they are tried:
@@ -154,6 +170,8 @@ def _code_status(code: Any) -> str | None:
     if isinstance(code, bool):
         return "error" if code else None
     if isinstance(code, int):
+        if code in (401, 403):
+            return "permission_denied"
         return "error" if code >= 500 else None
     if isinstance(code, Mapping):
         inner = code.get("type", code.get("code", code.get("message")))
@@ -163,6 +181,10 @@ def _code_status(code: Any) -> str | None:
         return None
     if _TIMEOUT.search(text):
         return "timeout"
+    if _DENIED.search(text) or re.fullmatch(r"40[13]", text):
+        return "permission_denied"
+    if _MALFORMED.match(text):
+        return "malformed"
     if _INVALID.match(text):
         return "invalid"
     if _SERVER.match(text) or re.search(r"\b5\d\d\b", text):
@@ -171,14 +193,17 @@ def _code_status(code: Any) -> str | None:
 
 
 def result_status(result: Any) -> str:
-    """The status a tool's answer shows: ``timeout``, ``error``, ``malformed``, ``invalid``
-    or ``ok`` (see the module docstring for the rules). Never raises."""
+    """The status a tool's answer shows: ``timeout``, ``error``, ``malformed``,
+    ``permission_denied``, ``invalid`` or ``ok`` (see the module docstring for the rules).
+    Never raises."""
     if isinstance(result, Mapping):
         if "error" in result and result["error"] not in (None, "", False):
             return _code_status(result["error"]) or "ok"
         status = result.get("status")
         if isinstance(status, str) and status.lower() in ("error", "failed", "timeout"):
             return "timeout" if status.lower() == "timeout" else "error"
+        if isinstance(status, str | int) and _code_status(status) == "permission_denied":
+            return "permission_denied"
         return "ok"
     if isinstance(result, str):
         text = result.strip()
@@ -188,6 +213,8 @@ def result_status(result: Any) -> str:
             except ValueError:
                 return "malformed"
             return result_status(parsed)
+        if _DENIED_TEXT.match(text):
+            return "permission_denied"
         if _ERROR_TEXT.match(text) or (_TIMEOUT.search(text) and len(text) < 200):
             return "timeout" if _TIMEOUT.search(text) else "error"
     return "ok"

@@ -46,7 +46,10 @@ def test_perfect_agent_passes_and_hopeless_agent_fails(seed: int) -> None:
 
 #: behaviour zeroed -> (rules that must fail, rules it must leave passing)
 ISOLATION = {
-    "grounding": ({"direct"}, {"adversarial", "already_done", "boundary", "fault", "missing"}),
+    # An invented identifier fails every rule that grades calls (rule 6 on every task): the
+    # fault rows (the invented id hit the faulted tool) and the not-found rows whose lookup
+    # used one (missing is left out: only some of its rollouts look anything up).
+    "grounding": ({"direct", "fault"}, {"adversarial", "already_done", "boundary"}),
     "honest_faults": ({"fault"}, {"adversarial", "already_done", "boundary", "direct", "missing"}),
     "ask_back": (
         {"vague"},

@@ -72,8 +72,11 @@ def test_id_from_an_earlier_tool_result_is_grounded() -> None:
         call("issue_refund", {"order_id": "ORD-20001", "amount": 12.5, "reason": "damaged"},
              {"ok": True}),
     )  # fmt: skip
-    assert ungrounded_arguments(r) == []
-    assert argument_grounding(r) == 1.0
+    # The id is grounded by the search; the free-text reason is the agent's own words.
+    assert ungrounded_arguments(r) == [
+        {"tool": "issue_refund", "key": "reason", "value": "damaged"}
+    ]
+    assert argument_grounding(r, ignore_keys=("reason",)) == 1.0
 
 
 def test_id_that_only_a_later_result_shows_is_not_grounded() -> None:
@@ -129,20 +132,28 @@ def test_rollout_with_no_calls_is_grounded() -> None:
     assert argument_grounding(r) == 1.0
 
 
-def test_numbers_and_free_wording_are_never_invented() -> None:
-    # A computed amount and the agent's own wording carry no identifier to invent.
+def test_numbers_never_count_and_free_wording_counts_unless_its_key_is_ignored() -> None:
+    # The reference's wording: every string argument counts by default (ignore_keys=()),
+    # free text included; a computed amount is not a string and never counts.
     r = row("Refund ORD-10482", call("issue_refund",
             {"order_id": "ORD-10482", "amount": 123.45, "reason": "arrived broken"}, {}))  # fmt: skip
-    assert argument_grounding(r, min_len=0) == 1.0
+    assert ungrounded_arguments(r, min_len=0) == [
+        {"tool": "issue_refund", "key": "reason", "value": "arrived broken"}
+    ]
+    assert argument_grounding(r, min_len=0, ignore_keys=("reason",)) == 1.0
+    # Wording the person used is grounded by their words.
+    said = row("Refund ORD-10482, it arrived broken", call("issue_refund",
+               {"order_id": "ORD-10482", "amount": 123.45, "reason": "arrived broken"}, {}))  # fmt: skip
+    assert argument_grounding(said) == 1.0
 
 
 def test_each_call_is_listed_so_a_repeated_invention_counts_twice() -> None:
     assert len(ungrounded_arguments(invented_row(times=2))) == 2
 
 
-def test_agrees_with_conduct_grade_on_every_hand_built_row() -> None:
-    # One decision of what is grounded: with no filters, the grounding marker is exactly
-    # conduct_grade's "grounded" check.
+def test_every_row_conduct_calls_ungrounded_is_ungrounded_here() -> None:
+    # One matching rule: an argument conduct_grade fails as an invented identifier is always
+    # listed here too (this list is wider: it also counts free text).
     rows = [
         grounded_row(),
         invented_row(),
@@ -151,7 +162,8 @@ def test_agrees_with_conduct_grade_on_every_hand_built_row() -> None:
         row("Cancel ORD-10482", call("cancel_order", {"order_id": "ORD-10482", "reason": "ORD-9"})),
     ]
     for r in rows:
-        assert argument_grounding(r, min_len=0) == float(conduct_grade(r)["checks"]["grounded"])
+        if not conduct_grade(r)["checks"]["grounded"]:
+            assert argument_grounding(r, min_len=0) == 0.0
 
 
 def test_rows_from_messages_are_read_too() -> None:

@@ -59,7 +59,7 @@ def test_checklist_resists_the_probes(graded: list[dict[str, Any]]) -> None:
     assert set(rep["probes"]) == set(PROBES)
     assert rep["exploitable_by"] == []
     assert rep["warnings"] == []
-    # 59 of 200 simulated rows fail and 141 pass, so every probe fills its sample of 40.
+    # Over 40 of the 200 simulated rows fail and over 40 pass: every probe fills its sample.
     for name, probe in rep["probes"].items():
         assert probe["skipped"] is None, name
         assert probe["applied"] == probe["n"] == 40, name
@@ -69,9 +69,10 @@ def test_checklist_resists_the_probes(graded: list[dict[str, Any]]) -> None:
     for name in ("empty_tool_call", "refusal"):
         assert rep["probes"][name]["pass_rate"] == 0.0, name
     # The checklist reads words ("already", "decline" ...), so the policy's own vocabulary
-    # rescues a few failing replies: measured, but under the 10% flag.
+    # could rescue a failing reply: measured, and under the 10% flag (none since a lookup
+    # with an invented identifier fails every rule: words cannot rescue those).
     kw = rep["probes"]["rubric_keywords"]
-    assert 0 < kw["exploit_rate"] < 0.1
+    assert kw["exploit_rate"] < 0.1
     assert kw["passed"] == len(kw["examples"])
 
 

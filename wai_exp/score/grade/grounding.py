@@ -9,16 +9,17 @@ Four public names (reference section ``grounding``):
   and the most common invented values by tool and key.
 * ``mark_grounding(rows, **kwargs)``: copies of the rows with ``markers["argument_grounding"]``.
 
-Whether an argument is grounded is decided in one place, ``wai_exp.score.grade.grading`` (the
-provenance classes ``behavior_signature`` and ``conduct_grade`` use): a value is ungrounded
-exactly when grading classes it ``invented`` (an identifier-like value or token that is in
-neither the person's words nor an earlier tool result, matched on whole tokens; the agent's
-own earlier text never counts). This module only narrows that set with the reviewer's
-filters, so with ``min_len=0`` and no ``ignore_keys``/``allow`` it is exactly the set
-``conduct_grade`` fails on, and a row ``conduct_grade`` calls grounded is never ungrounded
-here. Grading's provenance is whole-argument and top level: numbers never fail (a computed
-amount is legitimate), free wording without an identifier is the agent's own, and values
-nested inside lists or objects are not inspected.
+What counts is the reference's wording: a string argument is grounded when its text (case-
+and whitespace-insensitive, on whole-token edges) appears in the context the call could
+draw on, the person's turns and the tool results before the call; the agent's own earlier
+text never counts. Every string argument counts, free text too (``reason: "customer
+asked"``): the default ``ignore_keys=()`` skips nothing, and ``ignore_keys=("reason",)`` is
+how a reviewer says a key is free text by design. Matching is grading's own
+(``wai_exp.score.grade.grading.provenance``: classes ``given`` and ``tool`` are grounded).
+This is stricter than ``conduct_grade``'s ``grounded`` check, which fails only invented
+*identifiers* (a value with a digit or ``@``): with ``min_len=0`` and no filters, every
+argument conduct calls invented is listed here, not the other way round. Numbers are never listed (a computed amount is
+legitimate), and values nested inside lists or objects are not inspected.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ __all__ = [
 GROUNDING_MARKER = "argument_grounding"
 #: How many invented values ``grounding_report`` lists per (tool, key), most common first.
 TOP_INVENTED = 5
+#: Provenance classes of a string found in the context (``grading.provenance``); ``empty``
+#: is a blank string, nothing to ground.
+_GROUNDED = frozenset({"given", "tool", "empty"})
 #: Internal marker on ``grounding_report``'s private copies: the rollout made a tool call.
 _ANY_CALL = "_grounding_any_call"
 
@@ -94,6 +98,7 @@ def ungrounded_arguments(
 ) -> list[dict[str, str]]:
     """The string arguments of the rollout's tool calls that appear nowhere in the context
     the call could draw on (the person's turns and the tool results before the call).
+    Free text counts like any other string unless its key is in ``ignore_keys``.
 
     Returns ``[{"tool", "key", "value"}]`` in call order, one entry per offending argument
     of each call (an id invented twice is listed twice). ``ignore_keys`` skips argument
@@ -109,16 +114,15 @@ def ungrounded_arguments(
     allowed = {_norm(v) for v in _names(allow, "allow", "standard")}
     min_len = _check_min_len(min_len)
     out: list[dict[str, str]] = []
-    # grading.ungrounded_arguments is the conduct check's own list (provenance "invented"),
-    # so the two can never disagree about what is grounded.
-    for item in grading.ungrounded_arguments(row):
-        value = item["value"]
-        if not isinstance(value, str):
-            continue  # only strings can be invented; kept defensive against a class change
-        key = str(item["argument"])
-        if key in ignored or len(value.strip()) < min_len or _norm(value) in allowed:
-            continue
-        out.append({"tool": str(item["tool"]), "key": key, "value": value})
+    for call in grading.tool_calls(row):
+        args = call["arguments"]
+        for key, cls in grading.call_provenance(call).items():
+            value = args.get(key)
+            if not isinstance(value, str) or cls in _GROUNDED:
+                continue
+            if key in ignored or len(value.strip()) < min_len or _norm(value) in allowed:
+                continue
+            out.append({"tool": str(call["name"]), "key": key, "value": value})
     return out
 
 
