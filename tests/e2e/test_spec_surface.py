@@ -177,3 +177,13 @@ def test_the_simulate_cache_key_reads_the_judge_only_through_the_grader() -> Non
     assert key_sections(sections("llm", "openai:b"), {})["grader"]["model"] == "openai:b"
     # a kind the run's judge is not: the shipped conf/judge/<name>.yaml
     assert key_sections(sections("conduct"), {})["grader"]["kind"] == "conduct"
+
+
+def test_a_model_grader_without_its_key_is_named_before_work(monkeypatch) -> None:
+    from wai_exp.pipeline.input_check import model_key_problems
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = {"simulate": {"grader": {"kind": "llm", "model": "openai:gpt-4.1-mini"}}}
+    (problem,) = model_key_problems(config)
+    assert problem.startswith("simulate.grader.model=openai:gpt-4.1-mini")
+    assert "OPENAI_API_KEY is not set" in problem

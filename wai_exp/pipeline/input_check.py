@@ -170,6 +170,11 @@ def model_key_problems(config: Mapping[str, Any]) -> list[str]:
         parts.append(("simulate.llm_grade", sim.get("llm_grade")))
     if judge.get("kind") in (*MODEL_JUDGES, "pairwise") and not judge.get("api_key_env"):
         parts.append(("judge.model", judge.get("model")))
+    from wai_exp.pipeline.stages.simulate import grader_section
+
+    grader = grader_section(dict(config)) or {}
+    if grader.get("kind") in MODEL_JUDGES and not grader.get("api_key_env"):
+        parts.append(("simulate.grader.model", grader.get("model")))
     problems = []
     for where, value in parts:
         if not isinstance(value, str) or "@" in value:

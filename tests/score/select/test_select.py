@@ -457,3 +457,22 @@ def test_a_carried_stamp_with_more_repeats_decides_the_band():
         row["calibration"] = {"pass_rate": 0.875, "k": 8, "n_pass": 7}
     selected, report = select_for_rl(rows + ask("b", [1, 0, 1, 0]), target=100)
     assert sids(selected) == ["b"]
+
+
+def test_sft_report_says_whether_there_was_anything_to_choose_among():
+    """One completion per prompt makes top_per_prompt a pass/fail filter and its random
+    control the same rows: the report says so. Four per prompt (mode=sft) is a choice."""
+    one = [{**sft_row(f"s{p}", "A", float(p % 2)), "prompt": f"ask {p}"} for p in range(8)]
+    top, rep = select_for_sft(one)
+    rnd, _ = select_for_sft(one, select="random_per_prompt", seed=4)
+    assert rep["completions_per_prompt_mean"] == 1.0 and rep["selection_effective"] is False
+    assert "nothing to choose among" in rep["selection_note"]
+    assert sorted(r["scenario_id"] for r in top) == sorted(r["scenario_id"] for r in rnd)
+    four = [
+        {**sft_row(f"s{p}", f"sig{i}", float((p + i) % 2), i), "prompt": f"ask {p}"}
+        for p in range(8)
+        for i in range(4)
+    ]
+    _, rep = select_for_sft(four)
+    assert rep["completions_per_prompt_mean"] == 4.0 and rep["selection_effective"] is True
+    assert "selection_note" not in rep

@@ -536,7 +536,9 @@ def select_for_sft(
     * ``"random_per_prompt"`` / ``"random_k_overall"``: the controls, same counts with seeded
       random picks (``seed``), to check a gain from selection against chance.
 
-    Does not mutate ``rows``. Returns ``(rows, report)`` with ``rows_in``, ``qualified``,
+    Does not mutate ``rows``. Returns ``(rows, report)`` with ``rows_in``,
+    ``completions_per_prompt_mean`` (rows per prompt text) and ``selection_effective`` (more
+    than one: something to choose among; else a ``selection_note`` says so), ``qualified``,
     ``dropped_junk``, ``below_min_reward``, ``duplicates``, ``rows_out``, ``prompts_out``,
     ``signatures_out``, ``per_signature`` and the options. Raises ``ValueError`` for an
     unknown ``select`` or a bad ``target``/``k``.
@@ -602,8 +604,14 @@ def select_for_sft(
         perm = rng.permutation(len(pool))
         picked = [pool[j] for j in perm[:quota]]
     per_sig = Counter(it[3] for it in picked)
+    # Rejection sampling needs several completions of one prompt to choose among: at one
+    # each, top_per_prompt is a pass/fail filter and random_per_prompt returns the same rows.
+    per_prompt_in = Counter(str(row.get("prompt") or task_key(row)) for row in rows)
+    completions = len(rows) / len(per_prompt_in) if per_prompt_in else 0.0
     report = {
         "rows_in": len(rows),
+        "completions_per_prompt_mean": completions,
+        "selection_effective": completions > 1.0,
         "qualified": len(pool),
         "dropped_junk": junk,
         "below_min_reward": low,
@@ -618,6 +626,12 @@ def select_for_sft(
         "min_reward": min_reward,
         "seed": seed,
     }
+    if rows and completions <= 1.0:
+        report["selection_note"] = (
+            "one completion per prompt: there is nothing to choose among, so this selection "
+            "is a pass/fail filter; simulate more completions per prompt (mode=sft gives 4, "
+            "or repeats=)"
+        )
     if len(picked) < quota:
         report["note"] = f"{len(picked)} rows for target {quota}: " + (
             "one per prompt at most under this rule; use select='top_k_overall' for more"
