@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -267,8 +268,9 @@ def _load(entry: Path, hit: cache_mod.Hit) -> StageResult:
 
 def _write(entry: Path, stage_dir: Path, result: StageResult) -> tuple[dict[str, Any], frozenset]:
     """Write the rows once, into the run's stage folder, and the small files into the entry
-    (copied to the stage folder). Returns the rows file's record and the rows' ids."""
-    record, ids = write_rows_recorded(stage_dir / cache_mod.ROWS, result.rows)
+    (copied to the stage folder). Returns the rows file's record and the rows' ids. Rows a
+    stage already wrote to a file of its own (``RowSink``) are moved there, not written again."""
+    record, ids = _place_rows(stage_dir / cache_mod.ROWS, result.rows)
     write_json(entry / "report.json", result.report)
     atomic_write_text(
         entry / "report.txt", result.text if result.text.endswith("\n") else result.text + "\n"
@@ -276,6 +278,17 @@ def _write(entry: Path, stage_dir: Path, result: StageResult) -> tuple[dict[str,
     write_json(entry / "metrics.json", {k: float(v) for k, v in result.metrics.items()})
     cache_mod.copy_outputs(entry, stage_dir, cache_mod.ENTRY_FILES)
     return record, ids
+
+
+def _place_rows(target: Path, rows: Any) -> tuple[dict[str, Any], frozenset]:
+    if isinstance(rows, StoredRows) and rows.record is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(rows.path, target)  # a rename, or a copy across file systems
+        record = rows.record
+        # Now the run folder's file: a later stage handing these rows on must not move it.
+        rows.path, rows.record = target, None
+        return record, rows.ids or frozenset()
+    return write_rows_recorded(target, rows)
 
 
 def _check_result(name: str, result: Any) -> StageResult:

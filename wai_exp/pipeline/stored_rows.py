@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
 from wai_exp.rows.jsonl import dumps_row, iter_rows
+
+# A ``"rollout_id": "<string>"`` pair as ``dumps_row`` writes it; quotes inside JSON strings
+# are escaped, so the pattern matches keys, never text.
+_ROLLOUT_ID = re.compile(rb'"rollout_id": "((?:[^"\\]|\\.)*)"')
 
 
 class StoredRows(Sequence[dict[str, Any]]):
@@ -26,12 +32,21 @@ class StoredRows(Sequence[dict[str, Any]]):
     start (``rows[:100]``) parses only what it returns; an integer index loads the whole file
     once and keeps it (random access is rare: stages iterate, or take ``list(rows)``).
     ``ids`` are the rows' ``rollout_id`` values when the writer collected them, else None.
+    ``record`` (``{"bytes", "lines", "sha256"}``) is set on a file a ``RowSink`` just wrote
+    for the stage computing it: the runner then takes the file as the stage's rows.
     """
 
-    def __init__(self, path: str | Path, count: int, ids: frozenset[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        count: int,
+        ids: frozenset[str] | None = None,
+        record: dict[str, Any] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.count = int(count)
         self.ids = ids
+        self.record = record
         self._loaded: list[dict[str, Any]] | None = None
 
     def __len__(self) -> int:
@@ -62,6 +77,28 @@ class StoredRows(Sequence[dict[str, Any]]):
             self._loaded = list(iter_rows(self.path)) if self.count else []
         return self._loaded[index]
 
+    def lines(self) -> Iterator[bytes]:
+        """The file's non-blank lines, unparsed, one per row in order."""
+        if self.count == 0:
+            return
+        with self.path.open("rb") as fh:
+            for line in fh:
+                if line.strip():
+                    yield line
+
+    def id_stubs(self) -> list[dict[str, Any]]:
+        """Per row, in order, ``{"rollout_id": id}`` read off its line without parsing it,
+        or the whole row where the line does not name exactly one (no id, or a nested
+        one): what ``scoring_run_id`` reads, for the price of a scan rather than a parse."""
+        out: list[dict[str, Any]] = []
+        for line in self.lines():
+            found = _ROLLOUT_ID.findall(line)
+            if len(found) == 1 and line.count(b'"rollout_id":') == 1:
+                out.append({"rollout_id": json.loads(b'"' + found[0] + b'"')})
+            else:
+                out.append(json.loads(line))
+        return out
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StoredRows | list | tuple):
             return len(self) == len(other) and list(self) == list(other)
@@ -71,6 +108,59 @@ class StoredRows(Sequence[dict[str, Any]]):
 
     def __repr__(self) -> str:
         return f"StoredRows({str(self.path)!r}, {self.count} rows)"
+
+
+class RowSink:
+    """Rows written to a JSONL file as they come (scrubbed, hashed as written), for a stage
+    that produces more rows than it should hold: ``add`` them, then ``close()`` returns the
+    file as ``StoredRows`` with its ``record``, which the runner moves into the run folder
+    as it is instead of writing the rows again.
+
+    The file is written under a temporary name beside ``path`` and renamed on ``close``;
+    ``discard`` (or leaving a ``with`` block on an exception) deletes it.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+        )
+        self._tmp = Path(tmp)
+        self._fh = os.fdopen(fd, "wb", buffering=1 << 20)
+        self._hash = hashlib.sha256()
+        self._bytes = 0
+        self._lines = 0
+        self._ids: set[str] = set()
+
+    def add(self, row: dict[str, Any]) -> None:
+        data = (dumps_row(row) + "\n").encode("utf-8")
+        self._hash.update(data)
+        self._bytes += len(data)
+        self._lines += 1
+        self._fh.write(data)
+        rid = row.get("rollout_id")
+        if rid is not None:
+            self._ids.add(str(rid))
+
+    def close(self) -> StoredRows:
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        os.replace(self._tmp, self.path)
+        record = {"bytes": self._bytes, "lines": self._lines, "sha256": self._hash.hexdigest()}
+        return StoredRows(self.path, self._lines, frozenset(self._ids), record=record)
+
+    def discard(self) -> None:
+        self._fh.close()
+        self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> RowSink:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if exc_type is not None:
+            self.discard()
 
 
 def write_rows_recorded(
@@ -83,26 +173,9 @@ def write_rows_recorded(
     Raises ``OSError`` when the folder cannot be written; the final name then holds whatever
     it held before.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    h, size, lines = hashlib.sha256(), 0, 0
-    ids: set[str] = set()
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as fh:
-            for row in rows:
-                data = (dumps_row(row) + "\n").encode("utf-8")
-                h.update(data)
-                size += len(data)
-                lines += 1
-                fh.write(data)
-                rid = row.get("rollout_id")
-                if rid is not None:
-                    ids.add(str(rid))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return {"bytes": size, "lines": lines, "sha256": h.hexdigest()}, frozenset(ids)
+    with RowSink(path) as sink:
+        for row in rows:
+            sink.add(row)
+        stored = sink.close()
+    assert stored.record is not None and stored.ids is not None
+    return stored.record, stored.ids

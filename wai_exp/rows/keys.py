@@ -66,3 +66,20 @@ def prompt_mismatch(
         "n_mismatched": len(bad),
         "examples": examples,
     }
+
+
+def _keyed_without_transcript(row: Mapping[str, Any]) -> bool:
+    return any(row.get(k) is not None and row.get(k) != "" for k in ("scenario_id", "task_id")) or (
+        row.get("prompt") is not None
+    )
+
+
+def without_fields(row: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    """A shallow copy of ``row`` without ``fields`` (its transcript, say: the bulk of a row),
+    for a step that holds many rows and reads little of each. A row whose task key comes
+    from its transcript (no ``scenario_id``, ``task_id`` or ``prompt``) keeps everything,
+    so ``task_key`` of the copy is always the row's."""
+    if not _keyed_without_transcript(row):
+        return dict(row)
+    drop = frozenset(fields)
+    return {k: v for k, v in row.items() if k not in drop}

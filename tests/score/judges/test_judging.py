@@ -18,6 +18,7 @@ from wai_exp.score.judges.judging import (
     normalize_judge_result,
     run_judge,
     run_judge_batched,
+    scoring_run_id,
 )
 
 # ---- normalize_judge_result ------------------------------------------------------------
@@ -516,3 +517,32 @@ def test_batched_judging_equals_one_call_rows_run_id_counts_and_warnings() -> No
     assert list(parts.rows) == list(whole.rows)
     assert parts.counts == whole.counts and parts.warnings == whole.warnings
     assert any("cancel_order" in w for w in whole.warnings)  # computed over every batch
+
+
+def test_batched_judging_hands_each_final_row_on_and_keeps_what_the_caller_returns() -> None:
+    rows = make_rows(10)
+
+    def judge(row: dict[str, Any]) -> dict[str, Any]:
+        return {"reward": float(int(row["rollout_id"][1:]) % 2)}
+
+    tools = ["lookup_order", "cancel_order"]
+    whole = run_judge(copy.deepcopy(rows), judge, version="v1", tools=tools)
+    stubs = [{"rollout_id": r["rollout_id"]} for r in rows]
+    run_id = scoring_run_id("grade", whole.judge_name, "v1", stubs)
+    emitted: list[dict[str, Any]] = []
+
+    def emit(row: dict[str, Any]) -> dict[str, Any]:
+        emitted.append(copy.deepcopy(row))
+        return {k: v for k, v in row.items() if k not in ("steps", "messages")}
+
+    batches = (copy.deepcopy(rows[i : i + 4]) for i in range(0, 10, 4))
+    light = run_judge_batched(batches, judge, version="v1", tools=tools, run_id=run_id, emit=emit)
+    # the rows handed on are the finished rows, run id included, in order
+    assert emitted == list(whole.rows) and light.run_id == whole.run_id
+    assert [r["reward"] for r in light.rows] == [r["reward"] for r in whole.rows]
+    assert not any("steps" in r for r in light.rows)
+    # the tools called are read from the full rows, not from what the caller kept
+    assert light.warnings == whole.warnings
+    assert any("cancel_order" in w for w in whole.warnings)
+    with pytest.raises(ValueError, match="needs run_id"):
+        run_judge_batched([rows], judge, emit=emit)

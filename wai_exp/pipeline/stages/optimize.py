@@ -7,10 +7,12 @@ report. Metrics: ``rows_in``, ``rows_kept``, ``rows_dropped``, ``tasks_in``, ``t
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
-from wai_exp.rows.keys import task_key
+from wai_exp.pipeline.stored_rows import StoredRows
+from wai_exp.rows.keys import task_key, without_fields
 
 
 def selection(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -52,12 +54,58 @@ def preference_rows(
     return kept, {**report, "mode": "preference", "n_pairs": len(pairs), "rows_kept": len(kept)}
 
 
+#: Where a selection row without its ``messages`` came from in the stage's input file.
+_POSITION = "_optimize_input_line"
+
+
+def _selection_rows(
+    name: str, inputs: dict[str, StageResult]
+) -> tuple[list[dict[str, Any]], StoredRows | None]:
+    """The rows to select from, and their file when they are read from disk.
+
+    A graded row holds its transcript twice: ``messages`` (the chat a trainer reads) and
+    ``steps``, which every selection check reads (tool calls, replies, signatures). Read
+    from disk, a row with steps comes without its ``messages`` and with its line number,
+    and ``_with_transcripts`` puts the messages back on the rows kept: the selection is the
+    same, and 100,000 graded rows take about 0.4 GB less while it runs."""
+    source = next(iter(inputs.values())).rows if len(inputs) == 1 else None
+    if not isinstance(source, StoredRows):
+        return input_rows(name, inputs), None
+    rows = []
+    for i, row in enumerate(source):
+        if row.get("steps"):
+            row = without_fields(row, ("messages",))
+            row[_POSITION] = i
+        rows.append(row)
+    return rows, source
+
+
+def _with_transcripts(kept: list[dict[str, Any]], stored: StoredRows) -> list[dict[str, Any]]:
+    """``kept`` with the ``messages`` each row was read without, from ``stored``'s file."""
+    wanted = {r[_POSITION] for r in kept if _POSITION in r}
+    messages: dict[int, Any] = {}
+    for i, line in enumerate(stored.lines()):
+        if i in wanted:
+            original = json.loads(line)
+            if "messages" in original:
+                messages[i] = original["messages"]
+    out = []
+    for row in kept:
+        if _POSITION in row:
+            row = dict(row)
+            i = row.pop(_POSITION)
+            if i in messages:
+                row["messages"] = messages[i]
+        out.append(row)
+    return out
+
+
 @register("optimize", reads=("selection",))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Select from the single input's graded rows; see ``wai_exp.score.select.optimize.optimize``."""
     from wai_exp.score.select.optimize import optimize
 
-    rows = input_rows(ctx.name, inputs)
+    rows, stored = _selection_rows(ctx.name, inputs)
     sel = selection(ctx, params)
     if sel.get("mode") in ("sft", "preference"):
         rows = stamp_difficulty(rows, sel)
@@ -76,6 +124,8 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
             truncated=sel.get("truncated", "drop"),
             order=sel.get("order", "spread"),
         )
+    if stored is not None:
+        kept = _with_transcripts(kept, stored)
     tasks_in = len({task_key(r) for r in rows})
     tasks_kept = len({task_key(r) for r in kept})
     metrics = {

@@ -532,9 +532,12 @@ def _called_tools(row: Mapping[str, Any]) -> set[str]:
     return names
 
 
-def _default_run_id(
+def scoring_run_id(
     source: str, name: str, version: str | None, rows: Sequence[Mapping[str, Any]]
 ) -> str:
+    """The ``run_id`` ``run_judge`` gives by default: a hash of ``source``, the judge's name
+    and version, and each row's ``rollout_id`` (its task key when it has none), in order.
+    Only those fields are read, so ``rows`` may be ``{"rollout_id": ...}`` stubs."""
     # Deterministic: the same judge on the same rows gets the same id, so two runs of one
     # seed stay byte-identical outside `timing`.
     h = hashlib.blake2b(digest_size=6)
@@ -667,19 +670,26 @@ def _judge_all(
     return results  # type: ignore[return-value]
 
 
+def _tools_called(rows: Iterable[Mapping[str, Any]]) -> set[str]:
+    called: set[str] = set()
+    for row in rows:
+        called |= _called_tools(row)
+    return called
+
+
 def _hollow_warnings(
     scored: ScoredData,
     rows: Sequence[Mapping[str, Any]],
     declared: set[str] | None,
     judge_models: set[str],
+    called: set[str] | None = None,
 ) -> None:
+    """``called``: the tools the rows called, when ``rows`` no longer hold their steps."""
     w = scored.warnings
     if not rows:
         w.append("no rows to judge: the result is empty, so every number on it is undefined")
         return
-    called: set[str] = set()
-    for row in rows:
-        called |= _called_tools(row)
+    called = _tools_called(rows) if called is None else called
     if not called:
         w.append(
             "no rollout called a tool: every answer came from text alone, so this grade "
@@ -783,7 +793,7 @@ def run_judge(
     originals, tools = _resolve_rows(rows, tools)
     declared = declared_names(tools) if tools is not None else None
     name = judge_name or _judge_name(judge)
-    run_id = run_id or _default_run_id(source, name, version, originals)
+    run_id = run_id or scoring_run_id(source, name, version, originals)
     judge_model = getattr(judge, "model", None)
     judge_model = judge_model if isinstance(judge_model, str) else None
 
@@ -855,6 +865,8 @@ def run_judge_batched(
     version: str | None = None,
     scale: tuple[float, float] | None = None,
     tools: Sequence[dict] | Sequence[str] | None = None,
+    run_id: str | None = None,
+    emit: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> ScoredData:
     """``run_judge`` over rows that arrive in batches (a large file read in chunks): the same
     scored rows, ``run_id``, counts and warnings as one ``run_judge`` call on all of them,
@@ -862,33 +874,45 @@ def run_judge_batched(
 
     Each batch is judged as it comes and may be dropped by the caller afterwards. The default
     ``run_id`` (a hash of the rows' ids) is only known once every batch is in, so it is
-    stamped on the scored rows at the end. Raises as ``run_judge`` does.
+    stamped on the scored rows at the end; a caller that knows it passes ``run_id``.
+
+    ``emit`` (which needs ``run_id``) takes each scored row, final, as soon as its batch is
+    judged, and returns what the result keeps of it: a caller writing the rows to a file
+    keeps a light copy, so the scored copies of every row are never held at once. Raises as
+    ``run_judge`` does, and ``ValueError`` for ``emit`` without ``run_id``.
     """
+    if emit is not None and run_id is None:
+        raise ValueError("run_judge_batched(emit=...) needs run_id: emitted rows are final")
     name = judge_name
-    scored_rows: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []
+    called: set[str] = set()
     for batch in batches:
         part = run_judge(
             list(batch), judge, judge_name=name, source=source, model=model,
-            run_id="pending", concurrency=concurrency, timeout=timeout, version=version,
-            scale=scale, tools=tools,
+            run_id=run_id or "pending", concurrency=concurrency, timeout=timeout,
+            version=version, scale=scale, tools=tools,
         )  # fmt: skip
         name = part.judge_name
-        scored_rows.extend(part.rows)
+        rows = part.rows
+        called |= _tools_called(rows)
+        kept.extend(rows if emit is None else (emit(r) for r in rows))
     name = name or _judge_name(judge)
-    # The scored rows carry the inputs' ids and task keys unchanged, so the id is the one
-    # run_judge computes from the inputs.
-    run_id = _default_run_id(source, name, version, scored_rows)
-    judge_models: set[str] = set()
-    for row in scored_rows:
-        row["lineage"]["scoring_run_id"] = run_id
-        bare = bare_model((row.get("judge_meta") or {}).get("model"))
-        if bare:
-            judge_models.add(bare)
+    if run_id is None:
+        # The scored rows carry the inputs' ids and task keys unchanged, so the id is the
+        # one run_judge computes from the inputs.
+        run_id = scoring_run_id(source, name, version, kept)
+        for row in kept:
+            row["lineage"]["scoring_run_id"] = run_id
+    judge_models = {
+        bare
+        for bare in (bare_model((row.get("judge_meta") or {}).get("model")) for row in kept)
+        if bare
+    }
     declared = declared_names(tools) if tools is not None else None
-    scored = ScoredData(scored_rows, run_id=run_id, source=source, judge_name=name, model=model)
+    scored = ScoredData(kept, run_id=run_id, source=source, judge_name=name, model=model)
     # The tools called and the models that rolled out are the inputs', copied unchanged onto
     # the scored rows, so the hollow-run checks read them there.
-    _hollow_warnings(scored, scored_rows, declared, judge_models)
+    _hollow_warnings(scored, kept, declared, judge_models, called)
     return scored
 
 
