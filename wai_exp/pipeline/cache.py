@@ -199,6 +199,36 @@ class Hit:
     rows_path: Path
 
 
+def cache_root(cache_cfg: Mapping[str, Any] | None, start_dir: Path) -> Path:
+    """The cache root ``cache.dir`` names (relative to ``start_dir``; ``~`` expanded), or
+    ``<start_dir>/outputs/.cache`` when it is null."""
+    root = (cache_cfg or {}).get("dir")
+    return start_dir / Path(str(root)).expanduser() if root else start_dir / "outputs" / ".cache"
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why ``folder`` cannot hold files (a file in its way, a read-only or virtual file
+    system such as ``/proc``), or None when it can. Tried for real, since permission bits say
+    nothing to root: the missing folders are made, a file is written, and both are removed
+    again, so the check leaves nothing behind. Never raises."""
+    for p in (folder, *folder.parents):
+        if p.exists() and not p.is_dir():
+            return f"{p} is a file, not a folder"
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".wai-exp-write-check-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        return f"{exc.strerror or type(exc).__name__} at {exc.filename or folder}"
+    finally:
+        for p in made:  # innermost first
+            with contextlib.suppress(OSError):
+                p.rmdir()
+    return None
+
+
 class StageCache:
     """Stage entries under one root. ``enabled=False`` never reuses a finished entry."""
 

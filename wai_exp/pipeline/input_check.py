@@ -47,7 +47,119 @@ def input_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
     problems.extend(p for p in model_key_problems(config) if p not in problems)
     problems.extend(judge_problems(config))
     problems.extend(store_problems(config, start_dir))
+    problems.extend(cache_problems(config, start_dir))
+    if not problems:  # a connect is the one check that waits on the network: last, once
+        problems.extend(server_problems(config, start_dir))
     return problems
+
+
+def cache_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
+    """A stage cache that cannot be written: ``cache.dir`` (or ``outputs/.cache`` where the
+    run started) is a file, sits under one, or is on a read-only or virtual file system."""
+    from wai_exp.pipeline.cache import cache_root, unwritable
+
+    root = cache_root(config.get("cache"), start_dir)
+    why = unwritable(root)
+    if why is None:
+        return []
+    return [
+        f"cache.dir: the stage cache at {root} cannot be written ({why}); point cache.dir at "
+        "a writable folder (e.g. cache.dir=/tmp/wai-exp-cache) or run from one"
+    ]
+
+
+def model_servers(config: Mapping[str, Any], start_dir: Path) -> dict[str, str]:
+    """``{url: who}`` for every model server the run will call: each simulate stage's model
+    agent (none for the offline agents, or a stage reading ``simulate.rows``), a model
+    writer, user or LLM grader named by spec, and a model judge."""
+    from wai_exp.llm.providers import PROVIDERS, parse_model_spec
+    from wai_exp.pipeline.stages.grade import MODEL_JUDGES
+    from wai_exp.pipeline.stages.simulate import rows_file
+
+    found: dict[str, str] = {}
+    stages = ((config.get("pipeline") or {}).get("stages")) or {}
+    for stage in stages.values():
+        if not isinstance(stage, Mapping) or stage.get("kind") != "simulate":
+            continue
+        params = dict(stage.get("params") or {})
+        if rows_file(_Context(dict(config), start_dir), params) is not None:  # type: ignore[arg-type]
+            continue
+        agent = {**(config.get("agent") or {}), **(params.get("agent") or {})}
+        prov = PROVIDERS.get(str(agent.get("kind")))
+        if prov is None:
+            continue  # scripted, callable: nothing to reach
+        env_url = os.environ.get(prov.url_env) if prov.url_env else None
+        if agent.get("base_url"):
+            found.setdefault(str(agent["base_url"]), "agent.base_url")
+        else:
+            who = (
+                f"agent={agent.get('kind')} ({prov.url_env})"
+                if env_url
+                else f"agent={agent.get('kind')}"
+            )
+            found.setdefault(env_url or prov.base_url, who)
+    sim = config.get("simulate") or {}
+    judge = config.get("judge") or {}
+    specs = [
+        ("simulate.simulator", sim.get("simulator")),
+        ("simulate.user_model", sim.get("user_model")),
+    ]
+    specs.append(("simulate.llm_grade", sim.get("llm_grade")))
+    if judge.get("kind") in (*MODEL_JUDGES, "pairwise"):
+        specs.append(("judge.model", judge.get("model") or os.environ.get("WAI_EXP_JUDGE")))
+    for who, value in specs:
+        if isinstance(value, str) and value:
+            try:
+                found.setdefault(parse_model_spec(value).base_url, who)
+            except ValueError:
+                continue  # reported by the checks above
+    return found
+
+
+def server_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
+    """A model server or MLflow server the run needs that no connection reaches: one TCP
+    connect each (``llm.probe``), so a server that is down costs a second, not a minute of
+    lost rollouts. The offline defaults (scripted agent, template writer, SQLite store)
+    reach nothing and are not probed."""
+    from wai_exp.llm.probe import unreachable
+
+    problems = []
+    for url, who in model_servers(config, start_dir).items():
+        why = unreachable(url)
+        if not why:
+            continue
+        fix = (
+            "point agent.base_url at the server that runs (e.g. agent.base_url=http://127.0.0.1:8000/v1)"
+            if who.startswith("agent")
+            else f"give {who} the URL of one that runs (<provider>:<model>@http://<host>:<port>/v1)"
+        )
+        problems.append(
+            f"{who}: the model server at {url} cannot be reached ({why}); start it, or {fix}"
+        )
+    uri = _tracking_server(config)
+    if uri:
+        why = unreachable(uri)
+        if why:
+            problems.append(
+                f"tracking.uri: the MLflow server at {uri} cannot be reached ({why}); start it "
+                "(mlflow server --host 127.0.0.1 --port 5000), point tracking.uri (or "
+                "MLFLOW_TRACKING_URI) at the server that runs, or record locally with tracking=mlflow"
+            )
+    return problems
+
+
+def _tracking_server(config: Mapping[str, Any]) -> str | None:
+    """The ``http(s)`` tracking server URI of the config, or None (local store, tracking off)."""
+    from wai_exp.tracking import tracking_settings
+
+    try:
+        settings = tracking_settings(config.get("tracking"))
+    except ValueError:
+        return None
+    uri = settings.get("uri")
+    if settings["kind"] != "mlflow" or not isinstance(uri, str):
+        return None
+    return uri if uri.startswith(("http://", "https://")) else None
 
 
 def judge_problems(config: Mapping[str, Any]) -> list[str]:
@@ -235,9 +347,30 @@ def store_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
             f"tracking: the MLflow database {db} is read-only; make it writable "
             f"(chmod u+w {db}), set tracking.uri to another store, or use tracking=none"
         ]
+    if db.is_file() and _not_sqlite(db):
+        return [
+            f"tracking: {db} is not an SQLite database (it does not start with SQLite's "
+            f"header), so MLflow cannot record in it; move it aside (mv {db} {db}.bad), set "
+            "tracking.uri to another store, or use tracking=none"
+        ]
     if not os.access(folder, os.W_OK | os.X_OK):
         return [
             f"tracking: cannot write the MLflow store in {folder} (folder not writable); "
             "set tracking.uri to a writable place or use tracking=none"
         ]
     return []
+
+
+#: The first 16 bytes of every SQLite 3 database file.
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _not_sqlite(db: Path) -> bool:
+    """True when ``db`` holds bytes that are not an SQLite database (an empty file is one:
+    SQLite makes its tables there). Unreadable files are left to the other checks."""
+    try:
+        with db.open("rb") as fh:
+            head = fh.read(len(_SQLITE_HEADER))
+    except OSError:
+        return False
+    return bool(head) and head != _SQLITE_HEADER

@@ -372,8 +372,7 @@ def run_pipeline(
     kinds = {spec.name: resolve(spec.kind, spec.target) for spec in order}
 
     cache_cfg = config.get("cache") or {}
-    root = cache_cfg.get("dir")
-    root = (start_dir / root) if root else start_dir / "outputs" / ".cache"
+    root = cache_mod.cache_root(cache_cfg, start_dir)
     cache = cache_mod.StageCache(root, enabled=bool(cache_cfg.get("enabled", True)))
     refusal_code = int(config["pipeline"].get("refusal_exit_code", 3))
 

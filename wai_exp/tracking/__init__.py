@@ -155,6 +155,15 @@ def tracking_settings(cfg_tracking: Mapping[str, Any] | None) -> dict[str, Any]:
         )
     if out["uri"] is not None and not isinstance(out["uri"], str):
         raise TrackingConfigError(f"tracking.uri must be a string or null, got {out['uri']!r}")
+    if out["kind"] == "mlflow" and isinstance(out["uri"], str) and not out["uri"].strip():
+        # tracking=mlflow_server reads MLFLOW_TRACKING_URI: set but empty, it gave "", which
+        # used to fall back to the local SQLite store without a word.
+        raise TrackingConfigError(
+            "tracking.uri is empty (with tracking=mlflow_server: MLFLOW_TRACKING_URI is set "
+            "to an empty value); export MLFLOW_TRACKING_URI=http://<host>:5000 or pass "
+            "tracking.uri=http://<host>:5000 for a server, or use tracking=mlflow for the "
+            "local mlflow.db"
+        )
     # Refuse a file-store URI here already, so config validation reports it before any run.
     resolve_tracking_uri(out["uri"], Path.cwd())
     if not isinstance(out["experiment"], str) or not out["experiment"].strip():
@@ -180,7 +189,8 @@ def resolve_tracking_uri(uri: str | None, start_dir: Path) -> str:
     changed still writes to the store ``mlflow ui`` opens where the user started. ``http``,
     ``https`` and other database URIs pass through. The file store is refused (MLflow 3.13+
     raises on a new one unless MLFLOW_ALLOW_FILE_STORE is set, and it races under sweeps):
-    raises :class:`TrackingConfigError` for ``file:`` URIs and bare paths.
+    raises :class:`TrackingConfigError` for ``file:`` URIs and bare paths, and for a scheme
+    MLflow has no store for (``garbage://x`` failed only once every stage had run).
     """
     start = Path(start_dir).expanduser().resolve()
     if uri is None or uri == "":
@@ -206,7 +216,21 @@ def resolve_tracking_uri(uri: str | None, start_dir: Path) -> str:
             f"sqlite:///{start / 'mlflow.db'}, a sqlite:///<path>.db URI, or http://host:port "
             "for a tracking server"
         )
+    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower()
+    if scheme not in STORE_SCHEMES:
+        raise TrackingConfigError(
+            f"tracking.uri={uri!r}: MLflow has no store for {scheme + '://'!r}; use null for "
+            f"sqlite:///{start / 'mlflow.db'}, a sqlite:///<path>.db URI, http(s)://host:port "
+            "for a tracking server, or a database URI (postgresql://, mysql://, mssql://)"
+        )
     return uri
+
+
+#: URI schemes MLflow can track to (its tracking store registry, less the file store);
+#: ``postgresql+psycopg2://`` counts as ``postgresql``.
+STORE_SCHEMES = frozenset(
+    {"sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks", "databricks-uc", "uc"}
+)
 
 
 def make_tracker(cfg_tracking: Mapping[str, Any] | None, start_dir: Path) -> Tracker:
