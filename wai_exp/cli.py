@@ -65,6 +65,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stderr.write("Fix the file (or remove it from the folder) and run again.\n")
         sys.exit(EXIT_INVALID_CONFIG)
 
+    problem = run_dir_problem(args)
+    if problem:
+        sys.stderr.write(f"wai-exp: {problem}\n")
+        sys.exit(EXIT_INVALID_CONFIG)
+
     args = move_secret_overrides(args, os.environ)
     start_tracking_writer_early(args)
     from wai_exp.commands.run import app
@@ -104,6 +109,41 @@ def start_tracking_writer_early(args: Sequence[str]) -> bool:
     except Exception:  # the run starts its writer itself, later
         return False
     return True
+
+
+#: Words after which Hydra makes no run folder (help, config printing, shell completion).
+_NO_FOLDER_WORDS = _NO_RUN_WORDS - {"--multirun", "-m", "--run"}
+
+
+def run_dir_problem(args: Sequence[str]) -> str | None:
+    """Where the run folder would go cannot be written (a read-only working directory, a
+    ``hydra.run.dir`` on a read-only mount): the sentence saying where and how to point it
+    elsewhere, or None. Hydra makes that folder before any of wai-exp's code runs and fails
+    there with a traceback; this tries the folder first (``pipeline.cache.unwritable``)."""
+    if any(a in _NO_FOLDER_WORDS or a.startswith("--cfg=") for a in args):
+        return None
+    sweep = any(a in ("-m", "--multirun") for a in args)
+    key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
+    value = "multirun/" if sweep else "outputs/"
+    for arg in args:
+        k, eq, v = arg.lstrip("+").partition("=")
+        if eq and k == key:
+            value = v.strip("'\"")
+    literal = value.split("${", 1)[0]  # the part before ${now:...} and the like
+    folder = Path(literal if literal.endswith("/") or "${" not in value else Path(literal).parent)
+    folder = (Path.cwd() / folder.expanduser()).resolve() if str(literal) else Path.cwd()
+    from wai_exp.pipeline.cache import unwritable
+
+    why = unwritable(folder)
+    if why is None:
+        return None
+    return (
+        f"cannot write the run folder in {folder} ({why}). A run writes its folder there "
+        f"({key}), its stage cache under outputs/.cache (cache.dir) and the MLflow store "
+        "mlflow.db (tracking.uri) in the folder it started in. Run from a writable folder, or "
+        f"point all three elsewhere: {key}=/tmp/wai-exp/run cache.dir=/tmp/wai-exp/cache "
+        "tracking.uri=sqlite:////tmp/wai-exp/mlflow.db (or tracking=none)"
+    )
 
 
 def config_dirs(args: Sequence[str]) -> list[str]:

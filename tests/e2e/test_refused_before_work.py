@@ -10,18 +10,37 @@ the team server, and trace rows with no asks were dropped without a word.
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 
+NO_PROMPT = b'{"scenario_id": "s1", "reward": 0.0}\n'
+JSON_ARRAY = json.dumps([{"prompt": "where is my order?"}, {"prompt": "refund it"}]).encode()
+BINARY = random.Random(18).randbytes(3000)
+_ROW = {"messages": [{"role": "user", "content": "where is my order?"},
+                     {"role": "assistant", "content": "It ships today."}]}  # fmt: skip
+NAN_REWARDS = b"".join(
+    json.dumps({**_ROW, "rollout_id": f"r{i}", "reward": float("nan")}).encode() + b"\n"
+    for i in range(6)
+)
+
+
+def HUGE() -> bytes:  # noqa: N802 - built when the case runs, not at import
+    big = {"messages": [{"role": "user", "content": "x" * (65 << 20)}], "reward": 1.0}
+    return json.dumps({**_ROW, "reward": 1.0}).encode() + b"\n" + json.dumps(big).encode() + b"\n"
+
+
 #: case -> (overrides, environment, files to place first, words the refusal must say)
-CASES: dict[str, tuple[list[str], dict[str, str], dict[str, bytes], list[str]]] = {
+CASES: dict[str, tuple[list[str], dict[str, str], dict[str, Any], list[str]]] = {
     # Old code: 43 rollouts lost over 7-60 s, then exit 1.
     "an unreachable model server": (
         ["agent=vllm", "agent.model=m", "agent.base_url=http://127.0.0.1:9/v1"],
@@ -76,6 +95,68 @@ CASES: dict[str, tuple[list[str], dict[str, str], dict[str, bytes], list[str]]] 
         {},
         ["the MLflow server at http://127.0.0.1:9 cannot be reached", "tracking=mlflow"],
     ),
+    # Old code: exit 0; the trace rows were read, aimed nothing, and nothing said so.
+    "simulate.traces rows without prompts": (
+        ["simulate.traces=noprompt.jsonl"],
+        {},
+        {"noprompt.jsonl": NO_PROMPT},
+        ["simulate.traces:", "noprompt.jsonl:1", "hold no transcript", "`prompt`"],
+    ),
+    # Old code: exit 1 after composing, "AttributeError: 'list' object has no attribute 'get'".
+    "a JSON array given as tasks": (
+        ["simulate.tasks=rows.json"],
+        {},
+        {"rows.json": JSON_ARRAY},
+        ["simulate.tasks:", "a JSON list, not a row object", "jq -c '.[]'"],
+    ),
+    "a JSON array given as traces": (
+        ["simulate.traces=rows.json"],
+        {},
+        {"rows.json": JSON_ARRAY},
+        ["simulate.traces:", "a JSON list, not a row object", "jq -c '.[]'"],
+    ),
+    # Old code: "AttributeError: 'int' object has no attribute 'get'", exit 1.
+    "numbers as tasks": (
+        ["simulate.tasks=nums.jsonl"],
+        {},
+        {"nums.jsonl": b"1\n2\n3\n"},
+        [
+            "simulate.tasks:",
+            "nums.jsonl:1: a JSON int, not a row object",
+            "one JSON object per line",
+        ],
+    ),
+    # Old code: "'utf-8' codec can't decode byte 0x.. in position ..", naming neither file nor fix.
+    "a binary file as tasks": (
+        ["simulate.tasks=blob.jsonl"],
+        {},
+        {"blob.jsonl": BINARY},
+        ["simulate.tasks:", "blob.jsonl: not UTF-8 text", "point simulate.tasks at"],
+    ),
+    "a binary file as the agent spec": (
+        ["simulate.spec=blob.json"],
+        {},
+        {"blob.json": BINARY},
+        ["simulate.spec:", "blob.json is not UTF-8 text", '{"name", "system_prompt", "tools"}'],
+    ),
+    # Old code: exit 0 with "pass@1: not measured".
+    "every reward NaN under judge=given": (
+        ["simulate.rows=nan.jsonl", "judge=given"],
+        {},
+        {"nan.jsonl": NAN_REWARDS},
+        [
+            "judge=given reads the rewards in",
+            "none of its 6 rows holds a number",
+            "judge=checklist",
+        ],
+    ),
+    # A 65 MiB line: read whole (and again by the stage) before; now refused at 64 MiB read.
+    "simulate.rows with a huge line": (
+        ["simulate.rows=huge.jsonl", "judge=given"],
+        {},
+        {"huge.jsonl": HUGE},
+        ["simulate.rows:", "huge.jsonl:2: a line over 64 MiB", "one row per line"],
+    ),
 }
 
 
@@ -83,7 +164,7 @@ CASES: dict[str, tuple[list[str], dict[str, str], dict[str, bytes], list[str]]] 
 def test_refused_before_work_with_the_fix_and_nothing_written(tmp_path, case):
     args, env, files, words = CASES[case]
     for rel, data in files.items():
-        (tmp_path / rel).write_bytes(data)
+        (tmp_path / rel).write_bytes(data() if callable(data) else data)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     t0 = time.monotonic()
     res = subprocess.run(
@@ -111,3 +192,35 @@ def test_the_offline_default_is_not_probed_and_runs(tmp_path):
     )  # fmt: skip
     assert res.returncode in (0, 3), res.stderr[-2000:]
     assert any((tmp_path / "deep/new/cache").glob("simulate-*"))
+
+
+def test_a_read_only_working_directory_says_where_it_wrote_and_how_to_point_elsewhere(tmp_path):
+    """Old code: Hydra's "PermissionError: [Errno 1] Operation not permitted: 'outputs'"
+    traceback, exit 1. Read-only even for root: ``chattr +i`` (chmod is no barrier to root)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["chattr", "+i", str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not permitted here; cannot make a folder read-only for root")
+    try:
+        refused = subprocess.run(
+            [WAI_EXP, "+experiment=rl_round", "simulate.budget=8"],
+            cwd=ro, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        elsewhere = tmp_path / "w"
+        moved = subprocess.run(
+            [WAI_EXP, "+experiment=rl_round", "simulate.budget=8",
+             f"hydra.run.dir={elsewhere}/run", f"cache.dir={elsewhere}/cache",
+             f"tracking.uri=sqlite:///{elsewhere}/mlflow.db"],
+            cwd=ro, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        subprocess.run(["chattr", "-i", str(ro)], capture_output=True)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert f"cannot write the run folder in {ro / 'outputs'}" in refused.stderr
+    for fix in ("hydra.run.dir=", "cache.dir=", "tracking.uri=", "tracking=none"):
+        assert fix in refused.stderr
+    assert "Traceback" not in refused.stderr
+    # What it says works: the same run, pointed elsewhere, runs from the read-only folder.
+    assert moved.returncode in (0, 3), moved.stderr[-2000:]
+    assert (elsewhere / "run" / "simulate" / "rows.jsonl").is_file()
+    assert list(ro.iterdir()) == []

@@ -225,16 +225,40 @@ def simulate_problems(
         from wai_exp.rows.load import RowsFileError, load_rows
 
         try:
-            load_rows(given)
+            rows, report = load_rows(given)
         except RowsFileError as exc:
             return [f"simulate.rows: {exc}"]
-        return []
+        return given_reward_problems(config, rows, report)
     try:
         kwargs = simulate_kwargs(ctx, params)  # type: ignore[arg-type]
         check_inputs(None, **kwargs)
     except (ValueError, TypeError, OSError) as exc:
         return [_with_fix(str(exc), kwargs if "kwargs" in locals() else {})]
     return []
+
+
+def given_reward_problems(
+    config: Mapping[str, Any], rows: list[dict[str, Any]], report: Mapping[str, Any]
+) -> list[str]:
+    """``judge=given`` grades by the rewards the file holds: with not one readable reward
+    (every one NaN, infinity, a word, or absent) there is nothing to measure, and the run
+    used to finish with exit 0 and "pass@1: not measured"."""
+    if (config.get("judge") or {}).get("kind") != "given":
+        return []
+    if any(r.get("reward") is not None for r in rows):
+        return []
+    unreadable = int(report.get("rewards_unreadable") or 0)
+    why = (
+        f"{unreadable} of them are NaN, infinity or a word"
+        if unreadable
+        else "no row has a `reward`"
+    )
+    return [
+        f"simulate.rows: judge=given reads the rewards in {report.get('path')}, and none of "
+        f"its {len(rows)} rows holds a number ({why}); grade the rows with a judge "
+        "(judge=checklist, judge=conduct, judge=llm judge.model=...), or write a reward in "
+        "[0, 1] on each row"
+    ]
 
 
 def _with_fix(message: str, kwargs: Mapping[str, Any]) -> str:

@@ -45,6 +45,11 @@ ROW_KEYS_HINT = (
 )
 
 
+#: The longest line read as one row: 64 MiB of text, some 16 million tokens, past every
+#: model's context. A row is a rollout; a line this long is a dataset or a blob on one line.
+MAX_LINE_CHARS = 64 << 20
+
+
 class RowsFileError(ValueError):
     """A rows file that cannot be read as rows; the message names the file, line and fix."""
 
@@ -78,9 +83,15 @@ def read_row(value: Any, where: str) -> dict[str, Any]:
     for a value that is not an object, holds no transcript, or has no ask."""
     if not isinstance(value, dict):
         kind = {list: "list", str: "string"}.get(type(value), type(value).__name__)
+        array = isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
         raise RowsFileError(
             f"{where}: a JSON {kind}, not a row object; write one JSON object per line "
             '(JSON Lines), e.g. {"messages": [...], "tools": [...]}'
+            + (
+                " (a JSON array of rows becomes that with `jq -c '.[]' FILE > rows.jsonl`)"
+                if array
+                else ""
+            )
         )
     has_text = any(value.get(k) for k in (*TRANSCRIPT_KEYS, "steps")) or value.get("prompt")
     if not has_text:
@@ -113,7 +124,8 @@ def load_rows(
     (rows by where their transcript was: ``messages``, ``traj``, ``steps``, ``prompt``),
     ``tools`` (the distinct tool names the rows declare), ``repeated_rollout_ids`` (ids
     on more than one row) and ``warnings``. Raises
-    ``RowsFileError`` as the module docstring says, also for a file that holds no row.
+    ``RowsFileError`` as the module docstring says, also for a file that holds no row or a
+    line longer than ``MAX_LINE_CHARS`` (read no further than that).
     """
     path = Path(path).expanduser()
     if not path.exists():
@@ -134,7 +146,16 @@ def load_rows(
         raise RowsFileError(f"{path}: cannot be read ({exc.strerror})") from None
     with fh:
         try:
-            for line_no, line in enumerate(fh, start=1):
+            # readline(limit): a line of gigabytes is refused after MAX_LINE_CHARS are
+            # read, not held whole in memory (and twice, once parsed) first.
+            lines = iter(lambda: fh.readline(MAX_LINE_CHARS + 1), "")
+            for line_no, line in enumerate(lines, start=1):
+                if len(line) > MAX_LINE_CHARS:
+                    raise RowsFileError(
+                        f"{path}:{line_no}: a line over {MAX_LINE_CHARS >> 20} MiB: no rollout is "
+                        "that long (a whole dataset or a binary blob on one line?); write one row "
+                        "per line, or drop that line"
+                    )
                 if not line.strip():
                     blank += 1
                     continue
@@ -178,7 +199,8 @@ def load_rows(
                 rows.append(row)
         except UnicodeDecodeError:
             raise RowsFileError(
-                f"{path}: not UTF-8 text; a rows file is JSON Lines in UTF-8"
+                f"{path}: not UTF-8 text (a binary file?); a rows file is JSON Lines in UTF-8: "
+                f"point {param} at the rows.jsonl of a run, or export your rows as JSON Lines"
             ) from None
     if not rows:
         raise RowsFileError(

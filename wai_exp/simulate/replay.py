@@ -23,28 +23,20 @@ def load_rows_source(source: Any, what: str) -> list[dict[str, Any]]:
     """Rows from a SimulationData (anything with ``.trajectories``), a list of row dicts, a
     JSONL path, or a run/stage directory holding one ``rows.jsonl``.
 
-    ``tasks=`` rows go through the one row reader (``rows.load.load_rows`` for a file,
+    ``tasks=`` and ``traces=`` files, and ``tasks=`` dicts, go through the one row reader (``rows.load.load_rows`` for a file,
     ``read_row`` for each listed dict), so rows any tool wrote (row-v1 steps, OpenAI / TRL
     ``messages``, τ-bench ``traj``) come in with their prompt and steps. Raises
     ``ValueError`` naming ``what`` when the source cannot be read, a directory holds no rows
     or several stage folders do.
     """
-    from wai_exp.rows.jsonl import read_rows
     from wai_exp.rows.load import load_rows, read_row
 
     if hasattr(source, "trajectories"):
         return [dict(r) for r in source.trajectories]
     if isinstance(source, str | Path):
-        path = _rows_path(source, what)
-        if what == "tasks":
-            return load_rows(path, param=f"simulate.{what}")[0]
-        rows = read_rows(path)
-        if not rows:
-            raise ValueError(
-                f"{what}={str(source)!r}: {path} holds no rows (empty, or one torn line); "
-                "pass the rows.jsonl of a run that produced rows"
-            )
-        return rows
+        # Files of tasks and traces alike: one error per bad line (an array, a number,
+        # binary bytes, a row with no ask) naming the line and the fix.
+        return load_rows(_rows_path(source, what), param=f"simulate.{what}")[0]
     if isinstance(source, Sequence) and not isinstance(source, str | bytes):
         rows = list(source)
         if not all(isinstance(r, Mapping) for r in rows):

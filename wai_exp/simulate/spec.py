@@ -177,6 +177,11 @@ def load_agent_spec(path_or_name: str | Path | Mapping[str, Any] | None = None) 
             raise ValueError(
                 f"agent spec {source} is not valid JSON ({exc}); fix the file"
             ) from exc
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"agent spec {source} is not UTF-8 text (a binary file?); an agent spec is a "
+                'JSON file {"name", "system_prompt", "tools"}'
+            ) from None
     if not isinstance(data, Mapping):
         raise ValueError(
             f"agent spec {source} must be a JSON object with name, system_prompt, tools"
