@@ -1027,6 +1027,9 @@ def summarize(outcome: RunOutcome) -> str:
         replaced = report.get("replaced_rewards") if isinstance(report, dict) else None
         if isinstance(replaced, dict) and replaced.get("disagree"):
             out.append(f"warning ({s.name}): {replaced['warning']}")
+        vocabulary = report.get("unknown_vocabulary") if isinstance(report, dict) else None
+        if vocabulary:
+            out.append(f"warning ({s.name}): {vocabulary}")
     graded_stages = [s for s in outcome.stages if s.result and "pass_at_1" in s.result.metrics]
     for graded in graded_stages:
         m = graded.result.metrics

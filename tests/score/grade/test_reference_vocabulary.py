@@ -158,7 +158,7 @@ def test_an_unknown_grid_word_leaves_the_row_unjudged_with_the_reason():
     assert out["unknown_grid_words"] == {"stance": "sarcastic"}
 
 
-def test_run_judge_counts_unjudged_vocabulary():
+def test_run_judge_counts_and_warns_about_unjudged_vocabulary():
     rows = [
         refund_row(REFUNDED, "The refund RF-7781 of $40.00 went through.", index=i, **dims)
         for i, dims in enumerate(
@@ -169,7 +169,9 @@ def test_run_judge_counts_unjudged_vocabulary():
     assert [r["reward"] for r in scored] == [1.0, None, None, None]
     assert scored.counts == {"ok": 1, "abstain": 3}
     assert all("unjudged: grid word" in r["reason"] for r in scored.rows[1:])
-    assert any("(abstain=3)" in w for w in scored.warnings)
+    [warning] = [w for w in scored.warnings if "grid word" in w]
+    assert "3 row(s) unjudged" in warning
+    assert "stance 'sarcastic' on 2" in warning and "world_state 'frozen' on 1" in warning
 
 
 # ---- an ungrounded identifier fails the checklist ----------------------------------------------

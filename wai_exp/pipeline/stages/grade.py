@@ -220,16 +220,15 @@ def _batches(rows: Any, size: int) -> Any:
 def with_privileged(rows: list[dict[str, Any]], *, in_place: bool = False) -> list[dict[str, Any]]:
     """Copies of ``rows`` carrying the teacher's block the judge needs (memory only); with
     ``in_place`` the rows themselves get it (for rows nobody else holds)."""
+    from wai_exp.domain.outcome import grid_cell
     from wai_exp.score.grade.checklist import privileged_context
 
+    # grid_cell: the reference engine's rows keep their cell in top-level fields.
     if in_place:
         for r in rows:
-            r["privileged"] = privileged_context(r.get("scenario_dimensions"), r.get("faults"))
+            r["privileged"] = privileged_context(grid_cell(r), r.get("faults"))
         return rows
-    return [
-        {**r, "privileged": privileged_context(r.get("scenario_dimensions"), r.get("faults"))}
-        for r in rows
-    ]
+    return [{**r, "privileged": privileged_context(grid_cell(r), r.get("faults"))} for r in rows]
 
 
 def _bounds(metrics: dict[str, float], name: str, ci: Any) -> None:
@@ -259,6 +258,7 @@ def judge_rows(
     ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult], source: str
 ) -> StageResult:
     """Shared by ``grade`` and ``evaluate``: judge, then pass@k over the judged rows."""
+    from wai_exp.score.judges.judging import unknown_vocabulary_warning
     from wai_exp.score.stats.passat import pass_at
 
     stored = next(iter(inputs.values())).rows if len(inputs) == 1 else None
@@ -333,6 +333,8 @@ def judge_rows(
         "judge_status": statuses,
         "warnings": warnings,
         "replaced_rewards": replaced,
+        # Rows left unjudged for a grid word no rule knows: the closing summary says so.
+        "unknown_vocabulary": unknown_vocabulary_warning(graded),
     }
     _judge_failure(report, graded, float(cfg.get("max_error_share", 0.25)))
     metrics = {**pass_at_metrics(pa), "rows_in": float(n_in), "unjudged": float(unjudged)}

@@ -677,6 +677,29 @@ def _tools_called(rows: Iterable[Mapping[str, Any]]) -> set[str]:
     return called
 
 
+def unknown_vocabulary_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """One warning for the rows a rule judge left unjudged because their grid cell carries
+    a word it does not understand (``judge_meta["unknown_grid_words"]``), with each word's
+    count; None when there are none."""
+    words: Counter[str] = Counter()
+    n = 0
+    for row in rows:
+        meta = row.get("judge_meta")
+        found = meta.get("unknown_grid_words") if isinstance(meta, Mapping) else None
+        if isinstance(found, Mapping) and found:
+            n += 1
+            for axis, word in found.items():
+                words[f"{axis} {word!r}"] += 1
+    if not n:
+        return None
+    listed = ", ".join(f"{w} on {c}" for w, c in words.most_common())
+    return (
+        f"{n} row(s) unjudged because their situation uses grid word(s) the judge does not "
+        f"understand ({listed}): they get no reward rather than a guessed one; the words "
+        "understood are in docs/DOMAIN.md"
+    )
+
+
 def _hollow_warnings(
     scored: ScoredData,
     rows: Sequence[Mapping[str, Any]],
@@ -728,6 +751,9 @@ def _hollow_warnings(
                 + ") keep reward=None; they are counted here and left out of pass rates, "
                 "never counted as failures"
             )
+    unknown = unknown_vocabulary_warning(scored.rows)
+    if unknown:
+        w.append(unknown)
     policy = {m for m in (bare_model(r.get("model_version")) for r in rows) if m}
     same = sorted(policy & judge_models)
     if same:
