@@ -227,6 +227,8 @@ KNOB_SCENARIOS = {
         "until": "saturation",
         "advanced": {"writer_buffer_cap": 4, "saturation_window": 30},
     },
+    # Lost rollouts spend budget slots: the run must lose more than dead_agent_errors (16).
+    "dead_agent_budget_multiple": lambda: {**SCENARIOS["rows_failing_agent"](), "budget": 40},
     # The lookahead (waves x max(cap, concurrency)) binds only when it is under the budget.
     "writer_buffer_waves": lambda: _lookahead_bound(),
     "writer_buffer_cap": lambda: _lookahead_bound(),

@@ -98,7 +98,7 @@ def test_lost_records_ride_along():
         )
 
     data = simulate(sometimes, budget=15, seed=0)
-    assert len(data.rows) == 15
+    assert len(data.rows) + len(data.lost) == 15
     assert data.lost and all(
         set(x) >= {"rollout_id", "scenario_id", "error", "error_type"} for x in data.lost
     )

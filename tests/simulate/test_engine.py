@@ -340,7 +340,8 @@ def test_lost_rollouts_are_counted_and_a_dead_agent_is_called_off():
 
     data = simulate(flaky, budget=60, seed=1)
     rep = data.report()
-    assert len(data.rows) == 60  # lost rollouts are replaced, the budget counts rows
+    # a lost rollout keeps its task's slot: the budget counts it, no other ask replaces it
+    assert len(data.rows) + len(data.lost) == 60 and data.rows
     assert rep["rollouts_lost"] == len(data.lost) > 0
     assert rep["rollouts_lost_by"] == {"RuntimeError": rep["rollouts_lost"]}
     assert all("backend 503" in x["error"] for x in data.lost)
@@ -354,6 +355,46 @@ def test_lost_rollouts_are_counted_and_a_dead_agent_is_called_off():
     assert len(data.rows) == 0
     assert 5 <= rep["rollouts_lost"] < 500
     assert any("called off" in w for w in data.warnings)
+
+
+def _no_refunds(prompt, *, tools, system_prompt, world, sampling):
+    if "refund" in prompt.lower():
+        raise RuntimeError("the refund service is down")
+    return desk_agent(
+        prompt, tools=tools, system_prompt=system_prompt, world=world, sampling=sampling
+    )
+
+
+def test_a_lost_rollout_keeps_its_tasks_slot_and_counts_as_a_failure():
+    """Issue 18.1: the asks an agent crashes on stay in the task mix and in pass@k."""
+    common = {"mode": "rl", "budget": 120, "seed": 4, "repeat_policy": "fixed"}
+    base = simulate(desk_agent, **common)
+    data = simulate(_no_refunds, **common)
+    asked = {r["scenario_id"] for r in base.rows}
+    assert (
+        data.lost
+        and {r["scenario_id"] for r in data.rows} | {x["scenario_id"] for x in data.lost} == asked
+    )  # the same tasks: none replaced by another
+    block = data.report()["lost"]
+    assert block["lost_as"] == "failure" and block["rollouts"] == len(data.lost)
+    refunds = block["by_category"]["issue_refund"]
+    assert refunds["lost"] == sum(x["category"] == "issue_refund" for x in data.lost) > 0
+    assert block["attempted"] == 120
+    [w] = [w for w in data.warnings if "rollouts were lost" in w]
+    assert "by task category: issue_refund" in w and "(simulate.lost_as=failure)" in w
+
+    def grader(row):
+        return 1.0
+
+    graded = simulate(_no_refunds, grader=grader, **common)
+    pa = graded.pass_at
+    assert pa.n_lost == len(graded.lost) > 0 and pa.n_groups == len(asked)
+    assert pa.pass_at_1 < 1.0  # every row passes; only the lost ones fail
+    excluded = simulate(_no_refunds, grader=grader, lost_as="excluded", **common).pass_at
+    assert excluded.n_lost == 0 and excluded.pass_at_1 == 1.0
+    assert excluded.n_groups == len({r["scenario_id"] for r in graded.rows})
+    with pytest.raises(ValueError, match="lost_as='drop' is not one of failure, excluded"):
+        simulate(desk_agent, budget=4, lost_as="drop")
 
 
 # ---------------------------------------------------------------------------------------
@@ -754,7 +795,7 @@ def test_timeout_loses_the_rollout_not_the_run():
 
     data = simulate(sleepy, budget=6, seed=0, timeout=0.05, advanced={"concurrency": 8})
     rep = data.report()
-    assert len(data.rows) == 6
+    assert data.rows and len(data.rows) + len(data.lost) == 6  # a lost one keeps its slot
     assert rep["rollouts_lost"] > 0 and set(rep["rollouts_lost_by"]) == {"timeout"}
 
 

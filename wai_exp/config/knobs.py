@@ -484,7 +484,8 @@ KNOBS: tuple[Knob, ...] = (
         0.0,
         None,
         _CONV + ".",
-        "Or this many times the budget, whichever is larger (see dead_agent_errors).",
+        "Or this many times the budget, whichever is larger (see dead_agent_errors); lost "
+        "rollouts spend budget slots, so only a value under 1 binds.",
     ),
     _g(
         "closing_margin",

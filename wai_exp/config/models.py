@@ -64,6 +64,9 @@ class SimulateConfig(_Strict):
     logprobs: bool | Literal["tokens"] | None = None
     #: A stage that lost more than this share of the rollouts it attempted fails (exit 1).
     max_lost_share: Share = 0.25
+    #: A lost rollout keeps its task's slot; in pass@1 / pass^k / pass@k it is a failure
+    #: (reward 0) or is excluded (left out, as an unjudged row is).
+    lost_as: Literal["failure", "excluded"] = "failure"
     #: False = the built-in template writer (offline); a model spec runs a model writer.
     simulator: bool | str = False
     #: How the model writer asks for its cards' JSON (OpenAI ``response_format``): ``auto``

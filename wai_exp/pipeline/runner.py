@@ -1055,6 +1055,8 @@ def summarize(outcome: RunOutcome) -> str:
         else:
             note = graded.result.report.get("note") or "not enough repeats per task"
             out.append(f"  pass^k, pass@k: not measured ({note})")
+        if graded.result.report.get("lost_line"):  # what lost rollouts did to these numbers
+            out.append(f"  {graded.result.report['lost_line']}")
     if not graded_stages:
         out.append(f"pass@1: not measured ({_missing(outcome, ('grade', 'evaluate'), 'grading')})")
     # Report-like stages (compare, eval_variance, report, next_round, user stages) lead with

@@ -114,7 +114,9 @@ class SimulationData:
         """pass@1 / pass^k / pass@k over the graded rows (``wai_exp.score.stats.passat.pass_at``).
 
         ``None`` when no row is graded (pass ``grader=`` to ``simulate`` or grade after with
-        ``run_judge``); a note is added to ``warnings`` so the gap is visible.
+        ``run_judge``); a note is added to ``warnings`` so the gap is visible. Lost rollouts
+        count as failed repeats of their task under ``lost_as="failure"`` (the default;
+        ``report()["lost"]``), and are left out under ``"excluded"``.
         """
         if not self.graded:
             note = "pass_at is None: no row is graded; pass grader= or grade with run_judge."
@@ -123,7 +125,10 @@ class SimulationData:
             return None
         from wai_exp.score.stats.passat import pass_at  # lazy: scipy lives there
 
-        return pass_at(self.trajectories)
+        block = self._report.get("lost") or {}
+        return pass_at(
+            self.trajectories, lost=block.get("by_task") if block.get("counted") else None
+        )
 
     def grade(self, judge: Any, **kwargs: Any) -> Any:
         """Grade the trajectories with ``judge`` (``wai_exp.score.judges.judging.run_judge``)

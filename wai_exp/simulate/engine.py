@@ -208,11 +208,13 @@ class Engine:
 
     # ---- stop rules ---------------------------------------------------------------------
     def _dead(self) -> bool:
-        """An agent that raises on every call is called off (``dead_agent_errors``), and one
-        that loses more than ``dead_agent_budget_multiple`` x budget rollouts in all too.
-        Reads live counters, so it also stops rollouts that have not started yet."""
+        """An agent that raises on every call is called off (``dead_agent_errors``, or a
+        whole run's budget lost with no row landed, whichever comes first), and one that
+        loses more than ``dead_agent_budget_multiple`` x budget rollouts in all too. Reads
+        live counters, so it also stops rollouts that have not started yet."""
         lost = self._live_lost
-        if self._live_rows == 0 and lost >= int(self.knobs["dead_agent_errors"]):
+        first = min(int(self.knobs["dead_agent_errors"]), self.cfg.budget)
+        if self._live_rows == 0 and lost >= first:
             return True
         return lost >= max(
             int(self.knobs["dead_agent_errors"]),
@@ -230,12 +232,12 @@ class Engine:
         return left < float(self.knobs["closing_margin"]) * statistics.median(self.durations)
 
     def _stop_before_round(self, landed: int) -> str | None:
+        if self._dead():  # first: a budget spent on lost rollouts alone is a dead agent
+            return "dead_agent"
         if landed >= self.cfg.budget:
             return "budget"
         if self._clock_out():
             return "time_budget"
-        if self._dead():
-            return "dead_agent"
         return None
 
     # ---- one run ------------------------------------------------------------------------
@@ -260,6 +262,7 @@ class Engine:
         """
         cfg = self.cfg
         run_rows_start = len(self.rows)
+        run_lost_start = len(self.lost)
         open_tasks: list[Task] = []  # tasks with rollouts still to decide or plan
         window = self._lookahead()
         conc = max(1, int(self.knobs["concurrency"])) if self.agent_async else 1
@@ -275,7 +278,9 @@ class Engine:
         stop: str | None = None
         try:
             while True:
-                landed = len(self.rows) - run_rows_start
+                # A lost rollout spends its slot like a row: another ask taking it would
+                # change the task mix behind the headline (the crashed-on asks would vanish).
+                landed = len(self.rows) - run_rows_start + len(self.lost) - run_lost_start
                 if stop is None:
                     stop = self._stop_before_round(landed)
                 if stop is None:
@@ -729,6 +734,7 @@ def simulate(
     on_row: Callable[[dict[str, Any]], Any] | None = None,
     progress: Callable[[dict[str, Any]], Any] | None = None,
     writer_structured_output: str = "auto",
+    lost_as: str = "failure",
     **aliases: Any,
 ) -> SimulationData:
     """Run the agent over drawn situations and return every rollout as a row.
@@ -739,8 +745,11 @@ def simulate(
     each mode presets. Aliases: ``phrasings=``/``n=``, ``repeats=``, ``unique=``,
     ``policy=`` (system prompt), ``risk=`` (fault rate).
 
-    ``budget`` caps rows per run; lost rollouts do not count, so a flaky agent still yields
-    ``budget`` rows unless a stop rule fires first. ``report()["stopped_because"]`` is one of
+    ``budget`` caps rollouts per run, lost ones included: a lost rollout keeps its task's
+    slot (no other ask takes it), so the task mix is the one planned whatever the agent
+    crashes on. ``lost_as`` (beyond the spec) says what it is in pass@k: ``"failure"`` (the
+    default, a failed repeat of its task) or ``"excluded"``; ``report()["lost"]`` counts the
+    lost per task category (``wai_exp.simulate.lost``). ``report()["stopped_because"]`` is one of
     ``budget``, ``situations_exhausted`` (``situations=N``), ``tasks_exhausted`` (a replayed
     task set ran out), ``time_budget``, ``saturation`` (``until="saturation"``) or
     ``dead_agent``. Scheduling is deterministic (rows land in plan order and the planner
@@ -780,7 +789,7 @@ def simulate(
         rollouts_per_request=given["rollouts_per_request"], repeat_policy=repeat_policy,
         unique_situations=given["unique_situations"], fault_rate=given["fault_rate"],
         hard_share=hard_share, sampling=sampling, grade=grade,
-        writer_structured_output=writer_structured_output,
+        writer_structured_output=writer_structured_output, lost_as=lost_as,
     )  # fmt: skip
     spec_name, tool_list, sp = resolve_spec(spec, tools, given["system_prompt"])
     world = resolve_world(cfg.knobs, execute)
@@ -858,7 +867,7 @@ def check_inputs(agent: Any = None, **kwargs: Any) -> None:
         rollouts_per_request=given["rollouts_per_request"], repeat_policy=v["repeat_policy"],
         unique_situations=given["unique_situations"], fault_rate=given["fault_rate"],
         hard_share=v["hard_share"], sampling=v["sampling"], grade=v["grade"],
-        writer_structured_output=v["writer_structured_output"],
+        writer_structured_output=v["writer_structured_output"], lost_as=v["lost_as"],
     )  # fmt: skip
     _, tool_list, _ = resolve_spec(v["spec"], v["tools"], given["system_prompt"])
     world = resolve_world(cfg.knobs, v["execute"])
@@ -1214,10 +1223,14 @@ def _result(
         engine.warnings.append(f"while it ran: {engine.early_warning}")
     if engine.stop_reason == "dead_agent":
         engine.warnings.append(
-            failure_summary("dead_agent", rows=len(engine.rows), lost=engine.lost)
+            failure_summary(
+                "dead_agent", rows=len(engine.rows), lost=engine.lost, block=report["lost"]
+            )
         )
     elif engine.lost:
-        engine.warnings.append(lost_warning(engine.lost, rows=len(engine.rows)))
+        engine.warnings.append(
+            lost_warning(engine.lost, rows=len(engine.rows), block=report["lost"])
+        )
     metadata = {
         "run_id": run_id,
         # The three models of a run: the agent, the situation writer, the simulated user

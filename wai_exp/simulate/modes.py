@@ -96,7 +96,7 @@ PARAMS = (
     "requests_per_situation", "rollouts_per_request", "repeat_policy", "unique_situations", "mode", "fault_rate",
     "hard_share", "reproducible", "budget", "time_budget", "until", "logprobs", "sampling", "simulator",
     "user_model", "timeout", "grade", "llm_grade", "output", "advanced", "seed", "done_rows", "on_row", "progress",
-    "writer_structured_output",
+    "writer_structured_output", "lost_as",
 )  # fmt: skip
 
 
@@ -142,6 +142,8 @@ class Config:
     user_template: bool = False
     #: how the model writer asks for its cards' JSON schema (``wai_exp.llm.structured.MODES``)
     writer_structured_output: str = "auto"
+    #: what a lost rollout is in pass@k: "failure" (reward 0) or "excluded" (``simulate/lost.py``)
+    lost_as: str = "failure"
 
 
 def check_number(
@@ -219,6 +221,7 @@ def resolve_config(
     sampling: Any,
     grade: Any,
     writer_structured_output: Any = "auto",
+    lost_as: Any = "failure",
 ) -> Config:
     """The resolved ``Config``: the mode's presets under the passed parameters, knobs resolved.
 
@@ -261,6 +264,9 @@ def resolve_config(
     from wai_exp.llm.structured import check_mode
 
     check_mode(writer_structured_output, "writer_structured_output")
+    from wai_exp.simulate.lost import check_lost_as
+
+    lost_as = check_lost_as(lost_as)
     shape = _shape(
         MODE_PRESETS[mode],
         requests_per_situation=requests_per_situation,
@@ -293,6 +299,7 @@ def resolve_config(
         user_template=user_model is False or user_model == "template",
         simulator=None if simulator in (None, False, "template") else str(simulator),
         writer_structured_output=str(writer_structured_output),
+        lost_as=lost_as,
     )
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from wai_exp.config.knobs import knobs_read, patience_table
 from wai_exp.simulate.ids import prompt_sha
+from wai_exp.simulate.lost import lost_summary
 from wai_exp.simulate.modes import Config
 from wai_exp.simulate.tasks import group_split
 
@@ -135,6 +136,7 @@ def _parameters(cfg: Config) -> dict[str, Any]:
         "time_budget": cfg.time_budget,
         "until": cfg.until,
         "reproducible": cfg.reproducible,
+        "lost_as": cfg.lost_as,
     }
 
 
@@ -253,6 +255,8 @@ def _outcome(engine: Engine) -> dict[str, Any]:
         "rows_graded": sum(1 for r in rows if r.get("reward") is not None),
         "rollouts_lost": len(engine.lost),
         "rollouts_lost_by": dict(sorted(engine.lost_by.items())),
+        # per task category, and how pass@k counts them (simulate.lost_as)
+        "lost": lost_summary(rows, engine.lost, engine.cfg.lost_as),
         "rollouts_abandoned": engine.abandoned,
         "scenarios": len({r["scenario_id"] for r in rows}),
         "group_sizes": dict(sorted(Counter(group_sizes.values()).items())),

@@ -22,6 +22,7 @@ from wai_exp.rows.text import repair_row
 from wai_exp.simulate.agent_setup import ResolvedAgent, UserAgent, callable_name
 from wai_exp.simulate.agent_world import AgentWorld
 from wai_exp.simulate.ids import prompt_sha
+from wai_exp.simulate.lost import category_of
 from wai_exp.simulate.modes import Config
 from wai_exp.simulate.tasks import Plan
 from wai_exp.simulate.world import HUMAN_TOOL_NAMES
@@ -174,6 +175,9 @@ class RolloutRunner:
             "prompt": plan.task.prompt,
             "rollout_index": plan.rollout_index,
             "eval_run": plan.eval_run,
+            # the ask's category and why it was planned: how pass@k counts it (lost.py)
+            "category": category_of(getattr(plan.task.situation, "dims", None)),
+            "selection_reason": plan.reason,
             "error_type": etype,
             "error": f"{etype}{where}: {exc}"[:2000],
         }

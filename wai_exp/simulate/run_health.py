@@ -18,6 +18,8 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.simulate.lost import all_lost_words, category_words
+
 #: Completions the early warnings read (the most recent ones).
 WINDOW = 64
 #: A completion taking this share of ``timeout`` is close enough to warn about.
@@ -225,14 +227,33 @@ def writer_failure(writer: Mapping[str, Any]) -> str:
     return out + f"; fix: {fix}, or simulate.simulator=false for the template writer"
 
 
-def lost_warning(lost: Sequence[Mapping[str, Any]], *, rows: int) -> str:
+def lost_warning(
+    lost: Sequence[Mapping[str, Any]], *, rows: int, block: Mapping[str, Any] | None = None
+) -> str:
     """The warning for rollouts lost by a run that went on: how many of how many, by cause,
-    the first error in words, and what it does to the rows."""
+    the first error in words, and, with the ``lost`` report ``block``, by task category, the
+    categories that lost every rollout and how pass@k counts them (``simulate.lost_as``)."""
     by = Counter(cause_of(r) for r in lost)
-    return (
+    out = (
         f"{len(lost)} of {len(lost) + rows} rollouts were lost ({lost_by_words(by)}); first "
-        f"error: {plain_error(lost[0])}; the asks they answered have fewer rows than planned "
-        "(or none), so a rate over these rows leaves them out"
+        f"error: {plain_error(lost[0])}"
+    )
+    if not block:
+        return out + (
+            "; the asks they answered have fewer rows than planned (or none), so a rate over "
+            "these rows leaves them out"
+        )
+    out += f"; by task category: {category_words(block)}"
+    if words := all_lost_words(block):
+        out += f"; {words}"
+    if block.get("counted"):
+        return out + (
+            "; each kept its task's slot and counts as a failure in pass@1, pass^k and pass@k "
+            "(simulate.lost_as=failure)"
+        )
+    return out + (
+        "; each kept its task's slot but is left out of pass@1, pass^k and pass@k "
+        "(simulate.lost_as=excluded): a task with no row is not in the score"
     )
 
 
@@ -243,9 +264,11 @@ def failure_summary(
     lost: Sequence[Mapping[str, Any]],
     max_lost_share: float | None = None,
     writer: Mapping[str, Any] | None = None,
+    block: Mapping[str, Any] | None = None,
 ) -> str:
     """One paragraph on why a simulate stage failed: the reason, the lost count by cause,
-    the first error in words (for ``writer_exhausted``, ``writer_failure`` of ``writer``)."""
+    the first error in words (for ``writer_exhausted``, ``writer_failure`` of ``writer``),
+    and with the ``lost`` report ``block`` the categories that lost every rollout."""
     by = Counter(cause_of(r) for r in lost)
     if reason == "writer_exhausted":
         what = writer_failure(writer or {})
@@ -263,4 +286,6 @@ def failure_summary(
     out = f"simulate failed: {what}; {rows} rows landed"
     if lost:
         out += f"; lost by cause: {lost_by_words(by)}; first error: {plain_error(lost[0])}"
+    if block and (words := all_lost_words(block)):
+        out += f"; {words}"
     return out

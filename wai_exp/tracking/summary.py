@@ -217,6 +217,8 @@ def describe_run(
                 f"pass@{kk} {_fmt(at_k)} "
                 f"({_interval(m.get('pass_at_k_ci_lo'), m.get('pass_at_k_ci_hi'))})"
             )
+        if s.report.get("lost_line"):  # what lost rollouts did to these numbers
+            out.append(str(s.report["lost_line"]))
         out.append("")
     if not graded:
         kinds = {s.kind for s in stages}

@@ -249,7 +249,7 @@ def test_to_dict_keys_lists_and_headroom() -> None:
     d = p.to_dict()
     assert set(d) == {
         "k", "pass_at_1", "pass_pow_k", "pass_at_k", "headroom", "n_groups", "n_rows",
-        "n_groups_at_k", "n_groups_imputed", "per_task", "note", "config", "ci95",
+        "n_groups_at_k", "n_groups_imputed", "n_lost", "per_task", "note", "config", "ci95",
         "pass_pow_k_ci95", "pass_at_k_ci95", "pass_at_1_basis", "n_rows_pass_at_1",
         "ci_method",
     }  # fmt: skip
@@ -415,3 +415,30 @@ def test_rows_whose_settings_are_lists_still_give_a_run_config() -> None:
     assert config["policy_version"] == ['["base", "lora-3"]', "base"]
     assert config["mixed"] == ["policy_version"] and config["temperature"] == "[0.7]"
     assert config["max_tokens"] == 256
+
+
+def test_lost_rollouts_count_as_failed_repeats_of_their_task() -> None:
+    """Issue 18.1: a task whose every rollout was lost stays in the score at 0."""
+    rows = rows_from([(4, 4), (2, 4)])
+    plain = pass_at(rows)
+    counted = pass_at(rows, lost={"t1": ["fixed", "fixed"], "gone": ["fixed"] * 4})
+    assert plain.n_groups == 2 and plain.pass_at_1 == pytest.approx(0.75)
+    # t1 is 2 of 6, "gone" 0 of 4: (1 + 1/3 + 0) / 3
+    assert counted.n_groups == 3 and counted.pass_at_1 == pytest.approx(4 / 9)
+    assert counted.per_task["gone"] == 0.0 and counted.n_lost == 6
+    assert counted.n_rows == plain.n_rows == 8  # graded rows only
+    assert counted.pass_pow_k == pytest.approx((1 + 0 + 0) / 3)
+    assert "6 lost rollouts counted as failures" in str(counted)
+
+
+def test_a_lost_extension_stays_out_of_a_first_batch_pass_at_1() -> None:
+    rows = group("a", 1, 2, selection_reason="initial") + group(
+        "b", 2, 2, selection_reason="initial"
+    )
+    rows += group("a", 2, 2, selection_reason="group_split")
+    lost = {"a": ["group_split"], "b": ["initial", "initial"]}
+    pa = pass_at(rows, lost=lost)
+    assert pa.pass_at_1_basis == "first_batch"
+    # a: 1 of 2 in its first batch; b: 2 of 4 with its two lost first-batch rollouts
+    assert pa.pass_at_1 == pytest.approx(0.5)
+    assert pa.n_rows_pass_at_1 == 4 and pa.n_lost == 3

@@ -8,6 +8,12 @@ Report: ``pass_at(...).to_dict()`` plus the judge's name and version, its warnin
 counts. Metrics: ``pass_at_1`` (+ ``_ci_lo``/``_ci_hi``), ``pass_pow_k``, ``pass_at_k`` (each
 with bounds when measured), ``headroom``, ``n_groups``, ``rows_in``, ``unjudged``. A number
 that could not be measured is left out of the metrics; the report's ``note`` says why.
+
+Rollouts the upstream simulate stage lost left no row; its report's ``lost`` block names
+their tasks. Under ``simulate.lost_as=failure`` (the default) each is a failed repeat of its
+task in pass@1 / pass^k / pass@k; the report keeps the block's counts under ``lost`` and the
+sentence the summary and the MLflow description print under ``lost_line`` (metric
+``rollouts_lost``). The rows stay the judged rows only: nothing lost reaches a dataset.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, input_rows, register
 from wai_exp.pipeline.stored_rows import RowSink, StoredRows
 from wai_exp.rows.keys import without_fields
+from wai_exp.simulate.lost import lost_sentence
 
 #: judge.kind -> (public name of the judge function, its module)
 BUILTIN_JUDGES = {
@@ -302,11 +309,13 @@ def judge_rows(
     # Batched, these are light copies (no transcript): the rows themselves are in `written`.
     graded = list(scored.rows)
     opts = cfg.get("pass_at") or {}
+    lost = _lost_block(upstream)
     pa = pass_at(
         graded,
         k=opts.get("k"),
         min_k=int(opts.get("min_k", 4)),
         unanimous_short=bool(opts.get("unanimous_short", False)),
+        lost=lost["by_task"] if lost and lost.get("counted") else None,
     )
     unjudged = sum(1 for r in graded if r.get("reward") is None)
     statuses: dict[str, int] = {}
@@ -336,12 +345,20 @@ def judge_rows(
         # Rows left unjudged for a grid word no rule knows: the closing summary says so.
         "unknown_vocabulary": unknown_vocabulary_warning(graded),
     }
+    if lost:
+        # Without by_task (one entry per task): the counts and the line say what it did.
+        report["lost"] = {k: v for k, v in lost.items() if k != "by_task"}
+        report["lost_line"] = lost_sentence(lost)
     _judge_failure(report, graded, float(cfg.get("max_error_share", 0.25)))
     metrics = {**pass_at_metrics(pa), "rows_in": float(n_in), "unjudged": float(unjudged)}
+    if lost:
+        metrics["rollouts_lost"] = float(lost["rollouts"])
     lines = [
         f"{ctx.name}: judged {n_in} rows with {name} ({unjudged} unjudged, never counted as failures)",
         str(pa),
     ]
+    if lost:
+        lines.append(str(report["lost_line"]))
     lines += [f"warning: {w}" for w in warnings]
     return StageResult(
         rows=written if written is not None else graded,
@@ -389,6 +406,15 @@ def _judge_stored(
             batches, judge, source="grade", version=version, run_id=run_id, emit=emit, **common
         )
         return scored, sink.close()
+
+
+def _lost_block(upstream: Any) -> dict[str, Any] | None:
+    """The upstream simulate stage's ``lost`` block (``simulate/lost.py``) when it lost any
+    rollout, else None: a lost rollout left no row, so only that report knows its task."""
+    block = upstream.get("lost") if isinstance(upstream, dict) else None
+    if not isinstance(block, dict) or not block.get("rollouts"):
+        return None
+    return block
 
 
 def _carried(row: dict[str, Any]) -> float | None:

@@ -54,6 +54,7 @@ PASSED = (
     "user_model",
     "sampling",
     "writer_structured_output",
+    "lost_as",
 )
 
 
@@ -226,6 +227,7 @@ def _judge_failure(
         lost=lost,
         max_lost_share=max_lost_share,
         writer=writer if isinstance(writer, dict) else None,
+        block=report.get("lost") if isinstance(report.get("lost"), dict) else None,
     )
 
 

@@ -144,8 +144,9 @@ class PassAt:
     ``n_rows`` (graded rows), ``pass_at_1_basis`` (``"all_rows"``, or ``"first_batch"`` for
     an adaptive run, printed beside pass@1), ``n_rows_pass_at_1`` (graded rows pass@1 and
     its interval read), ``n_groups_at_k`` (tasks the k-way numbers used),
-    ``n_groups_imputed`` (short unanimous tasks counted in), ``per_task`` (``{task key: pass
-    rate}``), ``note`` (printed last: why a number is missing and the fix) and ``config``
+    ``n_groups_imputed`` (short unanimous tasks counted in), ``n_lost`` (lost rollouts counted
+    as failed repeats of their task, ``lost=``; not in ``n_rows``), ``per_task`` (``{task key:
+    pass rate}``), ``note`` (printed last: why a number is missing and the fix) and ``config``
     (``run_config``: how the rows were made; its token-cap share is printed when nonzero).
     """
 
@@ -165,6 +166,8 @@ class PassAt:
     pass_at_k_ci95: tuple[float, float] | None = None
     pass_at_1_basis: str = "all_rows"
     n_rows_pass_at_1: int | None = None
+    #: Lost rollouts (no row) counted as failed repeats of their task (``pass_at(lost=)``).
+    n_lost: int = 0
     #: How ``ci95`` was computed: ``"bootstrap"`` (over tasks), ``"wilson_tasks"`` (every
     #: task at the same rate, so the bootstrap cannot vary) or ``None`` (no interval).
     ci_method: str | None = None
@@ -192,6 +195,10 @@ class PassAt:
         ]
         headroom = self.headroom
         tail = f"({self.n_groups} groups, k={k})"
+        if self.n_lost:
+            tail = (
+                f"({self.n_groups} groups, k={k}, {self.n_lost} lost rollouts counted as failures)"
+            )
         parts.append(("headroom n/a " if headroom is None else f"headroom {headroom:.2f} ") + tail)
         cap = self.config.get("token_cap_share") if self.config else None
         if cap:
@@ -215,6 +222,7 @@ class PassAt:
             "n_rows": self.n_rows,
             "n_groups_at_k": self.n_groups_at_k,
             "n_groups_imputed": self.n_groups_imputed,
+            "n_lost": self.n_lost,
             "per_task": dict(self.per_task),
             "note": self.note,
             "config": dict(self.config),
@@ -256,6 +264,7 @@ def pass_at(
     k: int | None = None,
     min_k: int = ROLLOUTS_PER_TASK,
     unanimous_short: bool = False,
+    lost: Mapping[str, Sequence[str | None]] | None = None,
 ) -> PassAt:
     """pass@1, pass^k and pass@k from graded rows, grouped by task.
 
@@ -266,9 +275,21 @@ def pass_at(
     naming the fix. ``unanimous_short=True`` counts a unanimous group shorter than ``k`` as if
     it stayed unanimous (its pass^k and pass@k equal its pass rate, 1 or 0;
     ``n_groups_imputed``); mixed short groups still stay out. With no graded row every number
-    is ``None`` and the note says so. Raises ``ValueError`` for ``k < 1`` or ``min_k < 1``.
+    is ``None`` and the note says so. ``lost`` (``{task key: the selection_reason of each
+    lost rollout}``, e.g. ``SimulationData.report()["lost"]["by_task"]``) counts rollouts that
+    left no row as failed repeats of their task, so a task the agent crashed on stays in the
+    score at 0 instead of leaving it (``n_lost``). Raises ``ValueError`` for ``k < 1`` or
+    ``min_k < 1``.
     """
     row_list = as_rows(rows)
+    # A lost rollout is a failed repeat of its task: a reward-0 row under the task's key that
+    # enters the groups only (the run settings below are read from the real rows).
+    failed = [
+        {"scenario_id": key, "reward": 0.0, "selection_reason": reason}
+        for key, reasons in (lost or {}).items()
+        for reason in reasons
+    ]
+    n_real = len(row_list)
     if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
         raise ValueError(
             f"k must be a positive integer draw size or None for the default; got {k!r}"
@@ -277,7 +298,7 @@ def pass_at(
         raise ValueError(f"min_k must be >= 1; got {min_k}")
     # Keys, rewards and the key codes come from row_facts (read once per row list, shared
     # with the other checks of a publish_gate); run_config reuses the keys.
-    facts = row_facts(row_list)
+    facts = row_facts([*row_list, *failed] if failed else row_list)
     keys = facts.keys
     binary = facts.binary
     graded_mask = ~np.isnan(binary)
@@ -287,7 +308,7 @@ def pass_at(
         task_keys,
         np.bincount(row_task, minlength=len(task_keys)).astype(float),
         np.bincount(row_task, weights=values, minlength=len(task_keys)),
-        row_task, values, len(row_list) - values.size,
+        row_task, values, n_real + len(failed) - values.size,
     )  # fmt: skip
     notes: list[str] = []
     if groups.n_tasks == 0:
@@ -299,7 +320,8 @@ def pass_at(
         use_k = k if k is not None else min_k
         return PassAt(
             k=int(use_k), pass_at_1=None, pass_pow_k=None, pass_at_k=None, n_groups=0, n_rows=0,
-            note="; ".join(notes), config=run_config_with_keys(row_list, int(use_k), keys),
+            note="; ".join(notes),
+            config=run_config_with_keys(row_list, int(use_k), keys[:n_real]),
         )  # fmt: skip
 
     counts, passes = groups.counts, groups.sums
@@ -307,7 +329,7 @@ def pass_at(
     basis, n_rows1 = "all_rows", groups.n_rows
     extension = [
         isinstance(r, str) and r in ADAPTIVE_REASONS
-        for r in (row.get("selection_reason") for row in row_list)
+        for r in (row.get("selection_reason") for row in (*row_list, *failed))
     ]
     if any(extension):
         rewards = [None if b != b else b for b in binary.tolist()]  # NaN: not binary-graded
@@ -379,17 +401,18 @@ def pass_at(
         pass_pow_k=pow_k,
         pass_at_k=at_k,
         n_groups=groups.n_tasks,
-        n_rows=groups.n_rows,
+        n_rows=groups.n_rows - len(failed),
         n_groups_at_k=n_at_k,
         n_groups_imputed=n_imputed,
         per_task=groups.per_task(),
         note="; ".join(notes),
-        config=run_config_with_keys(row_list, use_k, keys),
+        config=run_config_with_keys(row_list, use_k, keys[:n_real]),
         ci95=ci1,
         pass_pow_k_ci95=pow_ci,
         pass_at_k_ci95=at_ci,
         pass_at_1_basis=basis,
-        n_rows_pass_at_1=n_rows1,
+        n_rows_pass_at_1=n_rows1 - sum(not x for x in extension[n_real:]),
+        n_lost=len(failed),
         ci_method=None
         if ci1 is None
         else ("wilson_tasks" if rates1.min() == rates1.max() else "bootstrap"),
