@@ -122,3 +122,16 @@ def test_eval_variance_stage_puts_intervals_on_its_headline(tmp_path: Path) -> N
     assert "run_std 95% CI" in res.text
     # the headline leads, without the stage name (the run summary puts that in front)
     assert res.text.startswith("eval_variance on pass_at_1: run_std ")
+
+
+def test_an_arm_that_lost_rollouts_is_named_in_the_delta_report(tmp_path: Path) -> None:
+    """Issue 18.1: the delta pairs landed rows only, so an arm's lost rollouts are named."""
+    line = "lost: 8 of 240 rollouts (by task category: issue_refund 8 of 40), counted as failures"
+    inputs = {
+        "grade_before": StageResult(rows=graded(0.3, 1)),
+        "grade_after": StageResult(rows=graded(0.7, 2), report={"lost_line": line}),
+    }
+    res = resolve("compare").fn(ctx(tmp_path, "compare", "compare"), {}, inputs)
+    [w] = [w for w in res.report["warnings"] if "lost" in w]
+    assert w.startswith(f"after arm (grade_after) {line}") and "not in it" in w
+    assert res.text.count(f"warning: {w}") == 1

@@ -277,6 +277,20 @@ def _pairwise_lines(block: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _lost_warnings(inputs: dict[str, StageResult], before: str, after: str) -> list[str]:
+    """One warning per arm whose grading counted lost rollouts (its report's ``lost_line``):
+    the delta pairs the rows that landed, so those rollouts are not in it."""
+    out = []
+    for side, name in (("before", before), ("after", after)):
+        line = (inputs[name].report or {}).get("lost_line")
+        if line:
+            out.append(
+                f"{side} arm ({name}) {line}; this delta pairs the rows that landed, so the "
+                "lost rollouts are not in it: read the arm's pass@1 for them"
+            )
+    return out
+
+
 @register("compare", reads=("seed", "judge"))
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """delta_report(before rows, after rows, ...) with the run's seed."""
@@ -309,6 +323,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         list(inputs[before].rows), list(inputs[after].rows), seed=ctx.seed, **kwargs
     )
     report["arms"] = {"before": before, "after": after}
+    report["warnings"] = list(report.get("warnings") or []) + _lost_warnings(inputs, before, after)
     # The headline leads: the run summary prints each report stage's first line, so the
     # verdict is what a reader sees at the end of the run; the arms follow the block.
     text = format_delta_report(report) + f"\narms: before {before}, after {after}\n"
