@@ -12,6 +12,7 @@ from pathlib import Path
 from tests.simulate.test_model_user import PersonServer
 from tests.simulate.test_model_writer import WriterServer
 from tests.support.scripted_server import scripted_server
+from wai_exp.rows.jsonl import read_rows
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 
@@ -49,7 +50,7 @@ def test_the_cli_runs_a_model_writer_and_a_model_user(tmp_path: Path) -> None:
         for p in (tmp_path / "outputs").glob("*/*")
         if p.is_dir() and not p.parent.name.startswith(".")
     )
-    rows = [json.loads(x) for x in (run_dir / "simulate" / "rows.jsonl").read_text().splitlines()]
+    rows = read_rows(run_dir / "simulate" / "rows.jsonl")  # row-v1 steps, read as every stage does
     assert len(rows) == 30
     assert {r["writer_model"] for r in rows} == {"vllm:writer-bot"}
     followed = [r for r in rows if any(s["kind"] == "user" for s in r["steps"])]

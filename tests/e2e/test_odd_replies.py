@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from tests.support.scripted_server import chat_reply, scripted_server
+from wai_exp.rows.jsonl import read_rows
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 MEGABYTE = "all good. " * 100_000
@@ -52,7 +53,7 @@ def test_surrogates_nul_a_megabyte_and_broken_arguments_keep_the_stage_alive(tmp
     assert json.loads((run_dir / "run.json").read_text())["stages"]["simulate"]["status"] == "ran"
     raw = (run_dir / "simulate" / "rows.jsonl").read_bytes()
     raw.decode("utf-8")  # strict: every byte is valid UTF-8
-    rows = [json.loads(line) for line in raw.splitlines()]
+    rows = read_rows(run_dir / "simulate" / "rows.jsonl")  # row-v1 steps, read as every stage does
     assert len(rows) == 16
     repaired = [r for r in rows if r.get("text_repaired")]
     assert repaired and all(r["text_repaired"]["replaced"] >= 1 for r in repaired)

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.llama_server import require_model, serve
+from wai_exp.rows.jsonl import read_rows
 
 require_model()
 
@@ -107,7 +108,7 @@ def test_smollm2_as_agent_writer_person_and_judge_from_the_console_script(tmp_pa
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     [run] = [p.parent for p in (tmp_path / "outputs").glob("*/*/run.json")]
     sim = json.loads((run / "simulate" / "report.json").read_text())
-    rows = [json.loads(line) for line in (run / "evaluate" / "rows.jsonl").open()]
+    rows = read_rows(run / "evaluate" / "rows.jsonl")  # row-v1 steps, read as every stage does
     assert rows and sim["writer"]["situations_kept"] >= 1
     declared = {"ask_customer"}
     for row in rows:

@@ -6,11 +6,26 @@ from wai_exp.rows import Row, messages_from_steps, row_json_schema
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "wai_exp" / "rows" / "row-v1.json"
 
 
-def test_shipped_json_schema_matches_the_model():
+def test_a_row_written_from_the_model_validates_against_the_shipped_row_v1():
+    import jsonschema
+
+    from wai_exp.rows.jsonl import dumps_row
+
     shipped = json.loads(SCHEMA_FILE.read_text())
-    assert shipped == json.loads(json.dumps(row_json_schema(), sort_keys=True)), (
-        "regenerate wai_exp/rows/row-v1.json from Row.model_json_schema()"
-    )
+    assert shipped == row_json_schema() and shipped["title"] == "While row, schema version 1"
+    steps = [
+        {"kind": "assistant", "content": "Checking.", "tool_calls": [{"id": "c1", "name": "lookup_order", "arguments": {"order_id": "ORD-1"}}]},
+        {"kind": "tool", "tool_call_id": "c1", "name": "lookup_order", "arguments": {"order_id": "ORD-1"}, "result": {"status": "shipped"}, "status": "ok", "fault": None},
+        {"kind": "assistant", "content": "It shipped.", "tool_calls": []},
+    ]  # fmt: skip
+    row = Row(prompt="Where is ORD-1?", scenario_id="s", steps=steps, final_text="It shipped.")
+    line = json.loads(dumps_row(row.model_dump(exclude_none=True)))
+    jsonschema.validate(line, shipped)
+    assert [sorted(s) for s in line["steps"]] == [
+        ["text", "turn"],
+        ["arguments", "fault", "id", "result", "status", "tool", "turn"],
+        ["text", "turn"],
+    ]
 
 
 def test_row_dump_excludes_privileged_and_keeps_extra_fields():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import wai_exp as wai
+from wai_exp.rows.jsonl import read_rows
 from wai_exp.rows.scrub import carries_never_shipped, scrub
 from wai_exp.simulate.agents.scripted import ORDER_RE
 
@@ -49,7 +50,10 @@ def vector_tool_agent(prompt, *, tools, system_prompt, world, sampling):
 def test_a_users_vector_argument_survives_in_steps_messages_and_the_file(tmp_path):
     out = tmp_path / "rows.jsonl"
     data = wai.simulate(agent=vector_tool_agent, mode="sft", budget=6, seed=0, output=str(out))
-    written = [json.loads(line) for line in out.read_text().splitlines()]
+    wire = [json.loads(line) for line in out.read_text().splitlines()]
+    # On the wire the call and its answer are one row-v1 tool step.
+    assert all(r["steps"][0]["arguments"]["vector"] == [0.1, 0.2] for r in wire)
+    written = read_rows(out)
     for rows in (data.rows, written):
         assert rows
         for r in rows:

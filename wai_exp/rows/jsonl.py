@@ -16,7 +16,7 @@ from typing import Any
 
 from wai_exp.domain.secrets import redact_text
 from wai_exp.rows.scrub import scrub
-from wai_exp.rows.wire import from_wire
+from wai_exp.rows.wire import from_wire, to_wire
 
 
 def _dumps(obj: Any) -> str:
@@ -26,9 +26,10 @@ def _dumps(obj: Any) -> str:
 
 
 def dumps_row(row: dict[str, Any]) -> str:
-    """One scrubbed row as a JSON line (no newline), secrets redacted
-    (``wai_exp.domain.secrets.redact_text``: known keys, URL passwords, bearer credentials)."""
-    return redact_text(_dumps(scrub(row)), keys=False)
+    """One scrubbed row as a JSON line (no newline), its steps in row-v1's shape
+    (``wai_exp.rows.wire.to_wire``), secrets redacted (``wai_exp.domain.secrets.redact_text``:
+    known keys, URL passwords, bearer credentials). Every rows file is written through it."""
+    return redact_text(_dumps(scrub(to_wire(row))), keys=False)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -1,6 +1,7 @@
 """The row, schema v1: one rollout, as simulate writes it and grading extends it.
 
-Steps are plain dicts with a ``kind`` discriminator:
+In memory, steps are plain dicts with a ``kind`` discriminator (on disk they are row-v1
+steps, ``rows.wire``):
 
 * ``{"kind": "assistant", "content": str, "tool_calls": [{"id", "name", "arguments": dict}]}``
 * ``{"kind": "tool", "tool_call_id", "name", "arguments": dict, "result": Any,
@@ -200,5 +201,9 @@ def step_messages(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def row_json_schema() -> dict[str, Any]:
-    """The JSON Schema of a row, generated from ``Row`` (shipped as ``rows/row-v1.json``)."""
-    return Row.model_json_schema()
+    """The row wire contract, row-v1 (JSON Schema 2020-12, shipped as ``rows/row-v1.json``):
+    what every rows file wai-exp writes validates against (``$defs/row``; the published
+    training and preference records have their own ``$defs``). A fresh copy on each call."""
+    from importlib.resources import files
+
+    return json.loads(files("wai_exp.rows").joinpath("row-v1.json").read_text(encoding="utf-8"))

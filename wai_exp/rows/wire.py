@@ -5,7 +5,7 @@ MLflow artifact and stream line carries row-v1 steps instead. ``to_wire(row)`` m
 row's steps out (``rows.jsonl.dumps_row`` calls it for every row written) and ``from_wire``
 maps them back (``iter_rows`` and the resume reader call it for every row read). For the
 steps our engine writes the round trip is exact, so a row graded from its file grades
-as the row in memory did. The mapping (docs/rows.md says it for users):
+as the row in memory did. The mapping (docs/ROWS.md says it for users):
 
 * ``{"kind": "user", "content": c}`` -> ``{"user": c}``;
 * an assistant turn without tool calls -> ``{"text": content, "turn": n, ...}``, its
