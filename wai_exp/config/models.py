@@ -317,6 +317,10 @@ class JudgeConfig(_Strict):
     max_error_share: Share = 0.25
     scale: tuple[float, float] | None = None
     pass_at: PassAtOptions = Field(default_factory=PassAtOptions)
+    #: The floor beside pass@1: a do-nothing agent (no tool call, one polite refusal) on the
+    #: same tasks under this judge. ``auto`` measures it unless the judge is a model (it costs
+    #: one more judge call per task); ``true`` always; ``false`` never.
+    floor: bool | Literal["auto"] = "auto"
     #: Model judges: the model spec ("vllm:<model>@http://host:8000/v1", "openai:<model>",
     #: ...); the shipped files default it to the WAI_EXP_JUDGE environment variable.
     model: str | None = None

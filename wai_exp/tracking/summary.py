@@ -5,9 +5,9 @@ headline metrics and which knobs become params. Pure functions over plain data (
   seed=1``), with long values shortened and bookkeeping overrides (tracking, cache, hydra,
   the preset pick itself) left out.
 - :func:`headline_metrics`: short, readable metric names for the answer (``pass_at_1``,
-  ``pass_at_1_ci_lo`` ... ``rows_kept``), taken from the stage metrics.
+  ``pass_at_1_ci_lo`` ... ``floor`` ... ``rows_kept``), taken from the stage metrics.
 - :func:`describe_run`: the markdown for ``mlflow.note.content``: pass@1 with its interval,
-  pass^k and pass@k, the gate verdict with failed and not-run checks, rows kept of rows made,
+  the floor beside it (a do-nothing agent on the same tasks) and whether pass@1 clears it, pass^k and pass@k, the gate verdict with failed and not-run checks, rows kept of rows made,
   and every stage's warnings. A number that was not measured is said to be unmeasured.
 - :func:`split_knobs`: engine knobs that differ from the knob table's default (the params),
   apart from the full table (an artifact).
@@ -41,6 +41,9 @@ HEADLINE_KEYS: tuple[tuple[str, str], ...] = (
     ("pass_at_1", "pass_at_1"),
     ("pass_at_1_ci_lo", "pass_at_1_ci_lo"),
     ("pass_at_1_ci_hi", "pass_at_1_ci_hi"),
+    ("floor", "floor"),
+    ("floor_ci_lo", "floor_ci_lo"),
+    ("floor_ci_hi", "floor_ci_hi"),
     ("pass_pow_k", "pass_pow_k"),
     ("pass_pow_k_ci_lo", "pass_pow_k_ci_lo"),
     ("pass_pow_k_ci_hi", "pass_pow_k_ci_hi"),
@@ -140,6 +143,21 @@ def _interval(lo: Any, hi: Any) -> str:
     return f"95% CI {lo:.3f}–{hi:.3f}"
 
 
+def _floor_lines(m: Mapping[str, Any], floor: Any) -> list[str]:
+    """The floor (a do-nothing agent on the same tasks and judge) with its interval and the
+    words its gap's interval supports; "not measured" with the reason, never a 0."""
+    if not isinstance(floor, Mapping):
+        return []
+    value = _num(m.get("floor"))
+    if value is None:
+        return [f"**floor** not measured ({floor.get('note') or 'no reason recorded'})"]
+    return [
+        f"**floor** {_fmt(value)} ({_interval(m.get('floor_ci_lo'), m.get('floor_ci_hi'))}): "
+        "a do-nothing agent (no tool call, one polite refusal) on the same tasks, same judge "
+        f"— **{floor.get('words')}**",
+    ]
+
+
 def _gate_lines(gate: StageNote | None, verdict: str | None, reason: str | None) -> list[str]:
     if gate is None and verdict is None:
         return ["**Publish gate:** not run in this pipeline"]
@@ -204,6 +222,7 @@ def describe_run(
             f"### pass@1{where} {_fmt(_num(m['pass_at_1']))} "
             f"({_interval(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}){over}{basis}"
         )
+        out.extend(_floor_lines(m, s.report.get("floor")))
         k = s.report.get("k")
         kk = k if isinstance(k, int) else "k"
         pow_k, at_k = _num(m.get("pass_pow_k")), _num(m.get("pass_at_k"))

@@ -350,12 +350,20 @@ def judge_rows(
         report["lost"] = {k: v for k, v in lost.items() if k != "by_task"}
         report["lost_line"] = lost_sentence(lost)
     _judge_failure(report, graded, float(cfg.get("max_error_share", 0.25)))
-    metrics = {**pass_at_metrics(pa), "rows_in": float(n_in), "unjudged": float(unjudged)}
+    floor = stage_floor(cfg, judge, graded, common)
+    report["floor"] = floor.to_dict()
+    metrics = {
+        **pass_at_metrics(pa),
+        **floor.metrics(),
+        "rows_in": float(n_in),
+        "unjudged": float(unjudged),
+    }
     if lost:
         metrics["rollouts_lost"] = float(lost["rollouts"])
     lines = [
         f"{ctx.name}: judged {n_in} rows with {name} ({unjudged} unjudged, never counted as failures)",
         str(pa),
+        str(floor),
     ]
     if lost:
         lines.append(str(report["lost_line"]))
@@ -415,6 +423,51 @@ def _lost_block(upstream: Any) -> dict[str, Any] | None:
     if not isinstance(block, dict) or not block.get("rollouts"):
         return None
     return block
+
+
+def _model_judged(cfg: dict[str, Any]) -> bool:
+    """The rows are graded by a model over HTTP (``llm``, ``rubric_llm``, or ``pairwise``
+    over one of them): every judge call costs money and time."""
+    kind = cfg.get("kind", "checklist")
+    if kind == "pairwise":
+        kind = cfg.get("pointwise") or "checklist"
+    return kind in MODEL_JUDGES
+
+
+def stage_floor(
+    cfg: dict[str, Any], judge: Callable[..., Any], graded: list[dict[str, Any]], common: dict
+) -> Any:
+    """The floor beside pass@1 (``wai_exp.score.judges.floor``), as ``judge.floor`` asks:
+    ``auto`` measures it unless the judge is a model (one more call per task), ``true``
+    always, ``false`` never. ``judge=given`` cannot: a do-nothing reply carries no reward
+    of its own. An unmeasured floor says why and how to measure it."""
+    from pydantic import TypeAdapter
+
+    from wai_exp.config.models import JudgeConfig
+    from wai_exp.score.judges.floor import floor_of, unmeasured_floor
+
+    # The config was validated before any work; this reads "no"/"off" as pydantic did.
+    field = JudgeConfig.model_fields["floor"]
+    want = TypeAdapter(field.annotation).validate_python(cfg.get("floor", field.default))
+    kind = cfg.get("kind", "checklist")
+    if want is False:
+        return unmeasured_floor("judge.floor=false")
+    if kind == "given":
+        return unmeasured_floor(
+            "judge=given keeps each row's own reward, and a do-nothing reply has none; "
+            "grade with a judge (judge=checklist, judge=callable ...) to measure it"
+        )
+    if want == "auto" and _model_judged(cfg):
+        from wai_exp.rows.keys import task_key
+
+        n_tasks = len({task_key(r) for r in graded})
+        return unmeasured_floor(
+            f"judge={kind} is a model judge: the floor costs one more judge call per task "
+            f"(about {n_tasks}); judge.floor=true measures it"
+        )
+    # The graded rows still carry the teacher's block (memory only), which each do-nothing
+    # row keeps: the judge sees the task as it saw the agent's rows.
+    return floor_of(graded, judge, **common)
 
 
 def _carried(row: dict[str, Any]) -> float | None:

@@ -1,0 +1,146 @@
+"""The floor beside pass@1: what a do-nothing agent (no tool call, one polite refusal)
+scores on the same tasks under the same judge (``wai_exp.score.judges.floor``)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from wai_exp.score.grade.checklist import task_checklist
+from wai_exp.score.judges.floor import (
+    FLOOR_REPLY,
+    do_nothing_row,
+    do_nothing_rows,
+    floor_of,
+    unmeasured_floor,
+)
+from wai_exp.score.judges.judging import run_judge
+from wai_exp.score.stats.passat import pass_at
+from wai_exp.simulate.agents.scripted import ScriptedAgent
+from wai_exp.simulate.engine import simulate
+
+
+def refuse_everything(message: str) -> str:
+    return "I'm sorry, I can't help with that."
+
+
+def graded(agent, **kwargs) -> list[dict]:
+    return run_judge(simulate(agent, seed=3, repeats=4, **kwargs), task_checklist).rows
+
+
+@pytest.fixture(scope="module")
+def skilled() -> list[dict]:
+    return graded(ScriptedAgent(), budget=240, repeat_policy="fixed")
+
+
+def test_a_refuse_everything_agent_scores_its_pass_at_1_on_the_floor_with_the_words_at_the_floor():
+    rows = graded(refuse_everything, budget=240, repeat_policy="fixed")
+    pa = pass_at(rows)
+    floor = floor_of(rows, task_checklist)
+    # The issue's case: the refusals pass every task whose right answer is a refusal, so
+    # pass@1 is well above 0, and the floor says that is exactly what doing nothing scores.
+    assert pa.pass_at_1 > 0.05
+    assert floor.floor == pytest.approx(pa.pass_at_1)
+    assert floor.ci95 == pytest.approx(pa.ci95) and floor.ci_method == pa.ci_method
+    assert floor.n_tasks == pa.n_groups
+    assert floor.verdict == "at" and floor.gap == 0.0
+    assert floor.words().startswith("at the floor")
+    lo, hi = floor.gap_ci95
+    assert lo < 0 < hi  # the words match the interval: it includes 0
+    assert floor.metrics()["floor"] == pytest.approx(pa.pass_at_1)
+    assert {"floor_ci_lo", "floor_ci_hi", "floor_gap_ci_lo", "floor_gap_ci_hi"} <= set(
+        floor.metrics()
+    )
+
+
+def test_the_floor_is_what_a_refusing_agent_scores_when_it_replays_the_same_tasks(skilled):
+    floor = floor_of(skilled, task_checklist)
+    replay = graded(refuse_everything, tasks=skilled)
+    assert {r["scenario_id"] for r in replay} == {r["scenario_id"] for r in skilled}
+    assert floor.floor == pytest.approx(pass_at(replay).pass_at_1)
+    assert floor.ci95 == pytest.approx(pass_at(replay).ci95)
+
+
+def test_a_skilled_agent_is_above_the_floor_and_a_hopeless_one_below_it(skilled):
+    above = floor_of(skilled, task_checklist)
+    assert above.verdict == "above" and above.gap_ci95[0] > 0
+    assert above.gap == pytest.approx(pass_at(skilled).pass_at_1 - above.floor)
+    assert above.words().startswith("above the floor")
+
+    hopeless = graded(ScriptedAgent(skill=0.0), budget=240, repeat_policy="fixed")
+    below = floor_of(hopeless, task_checklist)
+    assert below.floor > 0 and below.verdict == "below" and below.gap_ci95[1] < 0
+    assert below.words().startswith("BELOW the floor")
+
+
+def test_a_do_nothing_row_keeps_the_task_and_drops_everything_the_agent_did(skilled):
+    acted = next(r for r in skilled if any(s.get("tool_calls") for s in r["steps"]))
+    before = copy.deepcopy(acted)
+    row = do_nothing_row(acted)
+    assert acted == before  # the input is untouched
+    for key in ("scenario_id", "prompt", "scenario_dimensions", "world_state"):
+        assert row[key] == acted[key]
+    assert row["final_text"] == FLOOR_REPLY
+    assert row["steps"] == [{"kind": "assistant", "content": FLOOR_REPLY, "tool_calls": []}]
+    assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+    assert row["messages"][0] == acted["messages"][0]
+    assert row["faults"]["fired"] == [] and row["world_changes"] == []
+    for key in ("reward", "reason", "judge_name", "judge_meta", "behavior_signature"):
+        assert key not in row
+    # one row per task
+    assert len(do_nothing_rows(skilled)) == len({r["scenario_id"] for r in skilled})
+
+
+def test_a_row_another_tool_wrote_becomes_a_do_nothing_row_from_its_transcript():
+    foreign = {
+        "task_id": 7,
+        "messages": [
+            {"role": "system", "content": "Be kind."},
+            {"role": "user", "content": "Refund order 12"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "a",
+                        "type": "function",
+                        "function": {"name": "refund", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": "ok"},
+            {"role": "assistant", "content": "Refunded."},
+        ],
+        "reward": 1.0,
+    }
+    row = do_nothing_row(foreign)
+    assert row["prompt"] == "Refund order 12" and row["task_id"] == 7
+    assert row["messages"] == [
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": "Refund order 12"},
+        {"role": "assistant", "content": FLOOR_REPLY},
+    ]
+    assert "reward" not in row
+
+
+def test_an_unmeasured_floor_says_why_and_gives_no_number():
+    floor = unmeasured_floor("judge.floor=false")
+    assert floor.floor is None and floor.metrics() == {}
+    assert str(floor) == "floor not measured (judge.floor=false)"
+    assert floor.to_dict()["floor"] is None
+
+
+def test_a_judge_that_gives_the_do_nothing_rows_no_verdict_leaves_the_floor_unmeasured(skilled):
+    def abstains(row):
+        return {"reward": None, "reason": "no verdict", "status": "abstain"}
+
+    floor = floor_of(skilled, abstains)
+    assert floor.floor is None and floor.metrics() == {}
+    assert floor.n_unjudged == len({r["scenario_id"] for r in skilled})
+    assert "no" in floor.note and "verdict" in floor.note
+
+
+def test_rows_with_no_verdict_leave_nothing_to_measure_the_floor_on():
+    floor = floor_of([{"prompt": "hi", "reward": None}], task_checklist)
+    assert floor.floor is None and "no graded task" in floor.note
