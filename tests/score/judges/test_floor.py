@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from wai_exp.score.grade.checklist import task_checklist
+from wai_exp.score.grade.checklist import privileged_context, task_checklist
 from wai_exp.score.judges.floor import (
     FLOOR_REPLY,
     do_nothing_row,
@@ -144,3 +144,21 @@ def test_a_judge_that_gives_the_do_nothing_rows_no_verdict_leaves_the_floor_unme
 def test_rows_with_no_verdict_leave_nothing_to_measure_the_floor_on():
     floor = floor_of([{"prompt": "hi", "reward": None}], task_checklist)
     assert floor.floor is None and "no graded task" in floor.note
+
+
+def test_graded_rows_handed_on_without_their_transcript_give_the_same_floor(skilled):
+    """A grade may keep only light copies of the rows it wrote (no messages, steps or
+    teacher's block): the task is still there, and so is the floor."""
+    light = [
+        {k: v for k, v in r.items() if k not in ("messages", "steps", "privileged")}
+        for r in skilled
+    ]
+
+    def with_privileged(rows):
+        for r in rows:
+            r["privileged"] = privileged_context(r.get("scenario_dimensions"), r.get("faults"))
+        return rows
+
+    full = floor_of(skilled, task_checklist)
+    again = floor_of(light, task_checklist, prepare=with_privileged)
+    assert again.floor == full.floor and again.ci95 == full.ci95 and again.verdict == "above"

@@ -465,9 +465,11 @@ def stage_floor(
             f"judge={kind} is a model judge: the floor costs one more judge call per task "
             f"(about {n_tasks}); judge.floor=true measures it"
         )
-    # The graded rows still carry the teacher's block (memory only), which each do-nothing
-    # row keeps: the judge sees the task as it saw the agent's rows.
-    return floor_of(graded, judge, **common)
+    # Each do-nothing row gets the teacher's block the agent's rows were judged with (memory
+    # only), rebuilt from its situation: graded rows need not carry it any more.
+    return floor_of(
+        graded, judge, prepare=functools.partial(with_privileged, in_place=True), **common
+    )
 
 
 def _carried(row: dict[str, Any]) -> float | None:

@@ -26,7 +26,7 @@ and no number.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,12 +314,15 @@ def floor_of(
     judge: Any,
     *,
     reply: str = FLOOR_REPLY,
+    prepare: Callable[[list[dict]], list[dict]] | None = None,
     **run_judge_kwargs: Any,
 ) -> Floor:
     """The floor of graded ``rows``: one ``do_nothing_row`` per task that pass@1 counts (a
     task with a binary verdict), judged by ``judge`` through ``run_judge`` (which takes
     ``run_judge_kwargs``: ``judge_name``, ``concurrency``, ``timeout``, ``scale``, ``tools``
-    ...), then ``compare_to_floor``. Raises what ``run_judge`` raises for a bad judge."""
+    ...), then ``compare_to_floor``. ``prepare`` is applied to the do-nothing rows before
+    they are judged (the pipeline adds the teacher's block there, as it does to every row it
+    grades). Raises what ``run_judge`` raises for a bad judge."""
     from wai_exp.score.judges.judging import run_judge
 
     row_list = as_rows(rows)
@@ -327,6 +330,8 @@ def floor_of(
     if not counted:
         return unmeasured_floor("no graded task to measure it on")
     synth = do_nothing_rows(counted, reply)
+    if prepare is not None:
+        synth = prepare(synth)
     run_judge_kwargs.setdefault("source", "floor")
     scored = run_judge(synth, judge, **run_judge_kwargs)
     return compare_to_floor(row_list, scored.rows, reply)
