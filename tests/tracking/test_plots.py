@@ -111,6 +111,20 @@ def test_headline_figure_has_error_bars_and_marks_unmeasured():
     assert headline_figure({"pass_at_1": None}) is None
 
 
+def test_headline_figure_draws_the_floor_only_when_it_was_measured():
+    from wai_exp.tracking.plots import headline_figure
+
+    metrics = {"pass_at_1": 0.18, "pass_at_1_ci_lo": 0.1, "pass_at_1_ci_hi": 0.29}
+    floor = {"floor": 0.18, "floor_ci_lo": 0.1, "floor_ci_hi": 0.29}
+    ax = headline_figure({**metrics, **floor}).axes[0]
+    [line] = [ln for ln in ax.get_lines() if ln.get_label().startswith("floor")]
+    assert line.get_label() == "floor (do-nothing agent) 0.180"
+    assert list(line.get_ydata()) == [0.18, 0.18]
+    # not measured: no line at all (never one drawn at 0)
+    ax = headline_figure(metrics).axes[0]
+    assert not [ln for ln in ax.get_lines() if ln.get_label().startswith("floor")]
+
+
 def test_sweep_figure_plots_each_value_with_its_interval():
     from wai_exp.tracking.plots import sweep_figure
 

@@ -222,8 +222,10 @@ def _metric(metrics: Mapping[str, Any], key: str) -> float | None:
 def headline_figure(
     metrics: Mapping[str, Any], report: Mapping[str, Any] | None = None, *, title: str = ""
 ) -> Figure | None:
-    """pass@1, pass^k and pass@k as bars with their 95% intervals, or None when pass@1 was
-    not measured. Values come from the stage metrics (``pass_at_1``, ``pass_at_1_ci_lo`` ...)."""
+    """pass@1, pass^k and pass@k as bars with their 95% intervals, and the floor (a
+    do-nothing agent on the same tasks) as a dashed line in its shaded interval when it was
+    measured; None when pass@1 was not measured. Values come from the stage metrics
+    (``pass_at_1``, ``pass_at_1_ci_lo`` ..., ``floor``, ``floor_ci_lo``/``_hi``)."""
     if _metric(metrics, "pass_at_1") is None:
         return None
     from matplotlib.figure import Figure
@@ -241,6 +243,17 @@ def headline_figure(
         [_metric(metrics, f"{n}_ci_lo") for n in names],
         [_metric(metrics, f"{n}_ci_hi") for n in names],
     )
+    floor = _metric(metrics, "floor")
+    if floor is not None:
+        # What a do-nothing agent scores on the same tasks: a bar at or inside this band is
+        # not skill. Drawn only when measured (an unmeasured floor is no line at 0).
+        lo, hi = _metric(metrics, "floor_ci_lo"), _metric(metrics, "floor_ci_hi")
+        if lo is not None and hi is not None:
+            ax.axhspan(lo, hi, color="0.5", alpha=0.15, lw=0)
+        ax.axhline(
+            floor, color="0.35", ls="--", lw=1, label=f"floor (do-nothing agent) {floor:.3f}"
+        )
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.set_ylabel("rate (95% interval)")
     ax.set_title(title or "pass@1 / pass^k / pass@k with 95% intervals")
     return fig
