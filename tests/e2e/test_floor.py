@@ -133,3 +133,22 @@ def test_a_model_judge_measures_the_floor_only_when_asked_one_call_per_task(
     assert sum("I'm sorry, I can't help with that." in c for c in calls) >= n_tasks
     assert report["floor"]["floor"] == 0.0 and report["floor"]["n_tasks"] == n_tasks
     assert re.search(r"^  floor: 0\.000  95% CI \[0\.000, 0\.[0-9]{3}\]", res.stdout, re.M)
+
+
+def test_tasks_that_lost_every_rollout_are_named_beside_the_floor(tmp_path: Path) -> None:
+    """pass@1 keeps a lost rollout's task as a failure; a task that lost every rollout left
+    no ask for the do-nothing agent to answer, and the floor line says it covers fewer."""
+    (tmp_path / "crasher.py").write_text(
+        "def answer(message):\n"
+        "    if 'refund' in message.lower():\n"
+        "        raise RuntimeError('boom')\n"
+        "    return \"I'm sorry, I can't help with that.\"\n"
+    )
+    res = wai(
+        tmp_path, "+experiment=eval", "agent=callable", "agent.target=crasher:answer",
+        "simulate.budget=200", "tracking=none", env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    n = re.search(r"^pass@1: .* over (\d+) tasks", res.stdout, re.M).group(1)
+    line = re.search(r"^  floor: .*$", res.stdout, re.M).group(0)
+    assert re.search(rf"the same judge on \d+ of the {n} tasks; \d+ task\(s\) lost every", line)

@@ -975,19 +975,21 @@ def _fmt_ci(lo: Any, hi: Any) -> str:
     return f"95% CI [{lo:.3f}, {hi:.3f}]"
 
 
-def _floor_lines(metrics: dict[str, Any], floor: Any) -> list[str]:
+def _floor_lines(metrics: dict[str, Any], floor: Any, n_tasks: Any) -> list[str]:
     """The floor beside pass@1 (a do-nothing agent on the same tasks and judge) and what the
     gap's interval says, in words; "not measured" with the reason when it was not."""
     if not isinstance(floor, dict):
         return []  # a stage that never measures one (a user's own stage kind)
     if "floor" not in metrics:
         return [f"  floor: not measured ({floor.get('note') or 'no reason recorded'})"]
+    from wai_exp.score.judges.floor import floor_scope
+
     ci = _fmt_ci(metrics.get("floor_ci_lo"), metrics.get("floor_ci_hi"))
     if floor.get("ci_method") == "wilson_tasks":
         ci += " (Wilson over tasks)"
     return [
         f"  floor: {metrics['floor']:.3f}  {ci} (a do-nothing agent: no tool call, one polite "
-        "refusal; same tasks, same judge)",
+        f"refusal; the same judge on {floor_scope(floor, n_tasks)})",
         f"  {floor.get('words')}",
     ]
 
@@ -1061,7 +1063,7 @@ def summarize(outcome: RunOutcome) -> str:
             # every task at one rate: the bootstrap cannot vary, so say which interval it is
             ci += " (Wilson over tasks: every task has the same rate)"
         out.append(f"pass@1{which}: {m['pass_at_1']:.3f}  {ci}{over}{basis}")
-        out.extend(_floor_lines(m, graded.result.report.get("floor")))
+        out.extend(_floor_lines(m, graded.result.report.get("floor"), n))
         k = graded.result.report.get("k")
         if "pass_pow_k" in m and "pass_at_k" in m:
             # Each with its interval: a bare 0.000 over a handful of tasks reads as measured.

@@ -143,7 +143,7 @@ def _interval(lo: Any, hi: Any) -> str:
     return f"95% CI {lo:.3f}–{hi:.3f}"
 
 
-def _floor_lines(m: Mapping[str, Any], floor: Any) -> list[str]:
+def _floor_lines(m: Mapping[str, Any], floor: Any, n_tasks: Any) -> list[str]:
     """The floor (a do-nothing agent on the same tasks and judge) with its interval and the
     words its gap's interval supports; "not measured" with the reason, never a 0."""
     if not isinstance(floor, Mapping):
@@ -151,10 +151,12 @@ def _floor_lines(m: Mapping[str, Any], floor: Any) -> list[str]:
     value = _num(m.get("floor"))
     if value is None:
         return [f"**floor** not measured ({floor.get('note') or 'no reason recorded'})"]
+    from wai_exp.score.judges.floor import floor_scope
+
     return [
         f"**floor** {_fmt(value)} ({_interval(m.get('floor_ci_lo'), m.get('floor_ci_hi'))}): "
-        "a do-nothing agent (no tool call, one polite refusal) on the same tasks, same judge "
-        f"— **{floor.get('words')}**",
+        "a do-nothing agent (no tool call, one polite refusal), the same judge on "
+        f"{floor_scope(floor, n_tasks)} — **{floor.get('words')}**",
     ]
 
 
@@ -222,7 +224,7 @@ def describe_run(
             f"### pass@1{where} {_fmt(_num(m['pass_at_1']))} "
             f"({_interval(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}){over}{basis}"
         )
-        out.extend(_floor_lines(m, s.report.get("floor")))
+        out.extend(_floor_lines(m, s.report.get("floor"), n))
         k = s.report.get("k")
         kk = k if isinstance(k, int) else "k"
         pow_k, at_k = _num(m.get("pass_pow_k")), _num(m.get("pass_at_k"))

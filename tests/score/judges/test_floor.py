@@ -13,6 +13,7 @@ from wai_exp.score.judges.floor import (
     do_nothing_row,
     do_nothing_rows,
     floor_of,
+    floor_scope,
     unmeasured_floor,
 )
 from wai_exp.score.judges.judging import run_judge
@@ -162,3 +163,21 @@ def test_graded_rows_handed_on_without_their_transcript_give_the_same_floor(skil
     full = floor_of(skilled, task_checklist)
     again = floor_of(light, task_checklist, prepare=with_privileged)
     assert again.floor == full.floor and again.ci95 == full.ci95 and again.verdict == "above"
+
+
+def test_lost_rollouts_count_against_the_agent_in_the_gap_and_an_all_lost_task_is_named(skilled):
+    """pass@1 counts a lost rollout as a failed repeat (``pass_at(lost=)``); the gap to the
+    floor does too. A task that lost every rollout left no ask to answer: left out, said so."""
+    key = next(r["scenario_id"] for r in skilled if r["reward"] == 1.0)
+    lost = {key: ["fixed", "fixed"], "sit-lost-everything": ["fixed"] * 4}
+    plain = floor_of(skilled, task_checklist)
+    counted = floor_of(skilled, task_checklist, lost=lost)
+    assert counted.floor == plain.floor and counted.n_tasks == plain.n_tasks
+    own = [r["reward"] for r in skilled if r["scenario_id"] == key]
+    shift = (sum(own) / len(own) - sum(own) / (len(own) + 2)) / plain.n_paired
+    assert shift > 0 and counted.gap == pytest.approx(plain.gap - shift)
+    assert "1 task(s) lost every rollout" in counted.note
+    # The summary says the floor covers fewer tasks than pass@1 (which counts the lost one).
+    scope = floor_scope(counted.to_dict(), plain.n_tasks + 1)
+    assert scope.startswith(f"{plain.n_tasks} of the {plain.n_tasks + 1} tasks; 1 task(s) lost")
+    assert floor_scope(plain.to_dict(), plain.n_tasks) == "the same tasks"

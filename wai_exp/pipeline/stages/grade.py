@@ -350,7 +350,7 @@ def judge_rows(
         report["lost"] = {k: v for k, v in lost.items() if k != "by_task"}
         report["lost_line"] = lost_sentence(lost)
     _judge_failure(report, graded, float(cfg.get("max_error_share", 0.25)))
-    floor = stage_floor(cfg, judge, graded, common)
+    floor = stage_floor(cfg, judge, graded, common, lost)
     report["floor"] = floor.to_dict()
     metrics = {
         **pass_at_metrics(pa),
@@ -435,12 +435,17 @@ def _model_judged(cfg: dict[str, Any]) -> bool:
 
 
 def stage_floor(
-    cfg: dict[str, Any], judge: Callable[..., Any], graded: list[dict[str, Any]], common: dict
+    cfg: dict[str, Any],
+    judge: Callable[..., Any],
+    graded: list[dict[str, Any]],
+    common: dict,
+    lost: dict[str, Any] | None = None,
 ) -> Any:
     """The floor beside pass@1 (``wai_exp.score.judges.floor``), as ``judge.floor`` asks:
     ``auto`` measures it unless the judge is a model (one more call per task), ``true``
     always, ``false`` never. ``judge=given`` cannot: a do-nothing reply carries no reward
-    of its own. An unmeasured floor says why and how to measure it."""
+    of its own. An unmeasured floor says why and how to measure it. ``lost`` is the upstream
+    ``lost`` block: when pass@1 counts lost rollouts as failures, so does the gap."""
     from pydantic import TypeAdapter
 
     from wai_exp.config.models import JudgeConfig
@@ -468,7 +473,11 @@ def stage_floor(
     # Each do-nothing row gets the teacher's block the agent's rows were judged with (memory
     # only), rebuilt from its situation: graded rows need not carry it any more.
     return floor_of(
-        graded, judge, prepare=functools.partial(with_privileged, in_place=True), **common
+        graded,
+        judge,
+        prepare=functools.partial(with_privileged, in_place=True),
+        lost=lost["by_task"] if lost and lost.get("counted") else None,
+        **common,
     )
 
 

@@ -34,7 +34,14 @@ import numpy as np
 
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import first_user_text, row_messages
-from wai_exp.score.stats.passat import MIN_CI_GROUPS, N_BOOT, as_rows, first_batch, pass_at
+from wai_exp.score.stats.passat import (
+    MIN_CI_GROUPS,
+    N_BOOT,
+    as_rows,
+    first_batch,
+    lost_rows,
+    pass_at,
+)
 from wai_exp.score.stats.readers import binary_reward
 from wai_exp.score.stats.resample import paired_bootstrap, paired_boundary_interval, reward_groups
 from wai_exp.score.stats.stats import VERDICT_CONTINUITY, VERDICT_METHOD
@@ -47,6 +54,7 @@ __all__ = [
     "do_nothing_row",
     "do_nothing_rows",
     "floor_of",
+    "floor_scope",
     "unmeasured_floor",
 ]
 
@@ -186,9 +194,10 @@ class Floor:
         if self.floor is None:
             return self.words()
         ci = "" if self.ci95 is None else f" [{self.ci95[0]:.2f}..{self.ci95[1]:.2f}]"
+        note = f"; {self.note}" if self.note else ""
         return (
             f"floor {self.floor:.2f}{ci} (do-nothing agent: no tool call, one refusal; "
-            f"{self.n_tasks} tasks) | {self.words()}"
+            f"{self.n_tasks} tasks{note}) | {self.words()}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -229,14 +238,30 @@ class Floor:
         return out
 
 
+def floor_scope(floor: Mapping[str, Any], n_tasks: int | None) -> str:
+    """Which of pass@1's ``n_tasks`` tasks the floor (a ``Floor.to_dict()``) was measured
+    on, in words, then its note when it has one: ``the same tasks``, or ``39 of the 50
+    tasks; 11 task(s) lost every rollout ...``. Never raises."""
+    n = floor.get("n_tasks")
+    same = not (isinstance(n, int) and isinstance(n_tasks, int) and n != n_tasks)
+    where = "the same tasks" if same else f"{n} of the {n_tasks} tasks"
+    note = floor.get("note")
+    return where + (f"; {note}" if note else "")
+
+
 def unmeasured_floor(reason: str) -> Floor:
     """A floor that was not measured, and why (the fix, where there is one)."""
     return Floor(floor=None, note=reason)
 
 
-def _agent_rates(rows: list[Mapping[str, Any]]) -> dict[str, float]:
-    """The agent's per-task pass rate as pass@1 reads it (an adaptive run's first batch)."""
-    kept, _ = first_batch(rows)
+#: ``{task key: [selection_reason of each lost rollout]}``, as ``pass_at(lost=)`` takes it.
+Lost = Mapping[str, Sequence[str | None]]
+
+
+def _agent_rates(rows: list[Mapping[str, Any]], lost: Lost | None) -> dict[str, float]:
+    """The agent's per-task pass rate as pass@1 reads it: lost rollouts counted as failed
+    repeats (``pass_at(lost=)``), an adaptive run's first batch."""
+    kept, _ = first_batch([*rows, *lost_rows(lost)])
     return reward_groups(kept).per_task()
 
 
@@ -244,10 +269,15 @@ def compare_to_floor(
     rows: Sequence[Mapping[str, Any]] | Any,
     floor_rows: Sequence[Mapping[str, Any]] | Any,
     reply: str = FLOOR_REPLY,
+    lost: Lost | None = None,
 ) -> Floor:
     """The floor from graded do-nothing rows (``floor_rows``), compared with the agent's
-    graded ``rows`` task by task. Pure; never raises on row dicts."""
-    agent = _agent_rates(as_rows(rows))
+    graded ``rows`` task by task; ``lost`` counts lost rollouts as the agent's failures, as
+    ``pass_at(lost=)`` does. A task that lost every rollout left no row, so no ask to answer:
+    the floor and the gap leave it out and the note says how many. Pure; never raises on
+    row dicts."""
+    row_list = as_rows(rows)
+    agent = _agent_rates(row_list, lost)
     scored = as_rows(floor_rows)
     unjudged = sum(1 for r in scored if binary_reward(r) is None)
     pa = pass_at(scored)
@@ -259,6 +289,13 @@ def compare_to_floor(
             reply=reply,
         )
     notes: list[str] = []
+    with_rows = {task_key(r) for r in row_list}
+    all_lost = sum(1 for key in lost or {} if key not in with_rows)
+    if all_lost:
+        notes.append(
+            f"{all_lost} task(s) lost every rollout and left no ask to answer: the floor "
+            "leaves them out (pass@1 counts them as failures)"
+        )
     if unjudged:
         notes.append(f"{unjudged} do-nothing row(s) got no verdict and are left out")
     if pa.ci95 is None:
@@ -315,12 +352,13 @@ def floor_of(
     *,
     reply: str = FLOOR_REPLY,
     prepare: Callable[[list[dict]], list[dict]] | None = None,
+    lost: Lost | None = None,
     **run_judge_kwargs: Any,
 ) -> Floor:
     """The floor of graded ``rows``: one ``do_nothing_row`` per task that pass@1 counts (a
     task with a binary verdict), judged by ``judge`` through ``run_judge`` (which takes
     ``run_judge_kwargs``: ``judge_name``, ``concurrency``, ``timeout``, ``scale``, ``tools``
-    ...), then ``compare_to_floor``. ``prepare`` is applied to the do-nothing rows before
+    ...), then ``compare_to_floor`` (with ``lost``). ``prepare`` is applied to the do-nothing rows before
     they are judged (the pipeline adds the teacher's block there, as it does to every row it
     grades). Raises what ``run_judge`` raises for a bad judge."""
     from wai_exp.score.judges.judging import run_judge
@@ -334,4 +372,4 @@ def floor_of(
         synth = prepare(synth)
     run_judge_kwargs.setdefault("source", "floor")
     scored = run_judge(synth, judge, **run_judge_kwargs)
-    return compare_to_floor(row_list, scored.rows, reply)
+    return compare_to_floor(row_list, scored.rows, reply, lost)

@@ -53,6 +53,7 @@ from wai_exp.score.stats.row_facts import as_rows, row_dicts, row_facts
 __all__ = [
     "ADAPTIVE_REASONS",
     "first_batch",
+    "lost_rows",
     "MIN_CI_GROUPS",
     "N_BOOT",
     "PassAt",
@@ -259,6 +260,17 @@ def _default_k(counts: np.ndarray) -> int | None:
     return int(repeated.min()) if repeated.size else None
 
 
+def lost_rows(lost: Mapping[str, Sequence[str | None]] | None) -> list[dict[str, Any]]:
+    """A lost rollout as a failed repeat of its task: one reward-0 row under the task's key
+    (with the lost rollout's ``selection_reason``, so an adaptive run's first batch still
+    knows it) per entry of ``lost`` (``{task key: [selection_reason, ...]}``)."""
+    return [
+        {"scenario_id": key, "reward": 0.0, "selection_reason": reason}
+        for key, reasons in (lost or {}).items()
+        for reason in reasons
+    ]
+
+
 def pass_at(
     rows: Sequence[dict] | Any,
     k: int | None = None,
@@ -282,13 +294,8 @@ def pass_at(
     ``min_k < 1``.
     """
     row_list = as_rows(rows)
-    # A lost rollout is a failed repeat of its task: a reward-0 row under the task's key that
-    # enters the groups only (the run settings below are read from the real rows).
-    failed = [
-        {"scenario_id": key, "reward": 0.0, "selection_reason": reason}
-        for key, reasons in (lost or {}).items()
-        for reason in reasons
-    ]
+    # The failed rows enter the groups only (the run settings below are read from the real rows).
+    failed = lost_rows(lost)
     n_real = len(row_list)
     if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
         raise ValueError(
