@@ -24,6 +24,12 @@ from pydantic import (
     model_validator,
 )
 
+from wai_exp.domain.providers import provider_names
+
+#: The agent kinds that name a model server: the provider registry's names when this module
+#: is imported (register a provider before the config is first imported to make it a kind).
+ProviderKind = Literal[provider_names()]  # type: ignore[valid-type]
+
 
 class _Strict(BaseModel):
     # extra="forbid": a typo is an error, never a silently ignored key.
@@ -222,9 +228,10 @@ class CallableAgent(_Strict):
 
 
 class ModelAgentConfig(_Strict):
-    """A model server: ``kind:model[@base_url]`` (openai, vllm, ollama, anthropic)."""
+    """A model server: ``kind:model[@base_url]``, ``kind`` a registered provider (openai,
+    vllm, ollama, anthropic: ``wai_exp.domain.providers``)."""
 
-    kind: Literal["openai", "vllm", "ollama", "anthropic"]
+    kind: ProviderKind
     model: str
     base_url: str | None = None
     #: the provider's key; None reads the provider's variable (OPENAI_API_KEY ...). Redacted
@@ -451,8 +458,5 @@ AGENT_MODELS: tuple[type[BaseModel], ...] = (ScriptedAgent, CallableAgent, Model
 AGENT_BY_KIND: dict[str, type[BaseModel]] = {
     "scripted": ScriptedAgent,
     "callable": CallableAgent,
-    "openai": ModelAgentConfig,
-    "vllm": ModelAgentConfig,
-    "ollama": ModelAgentConfig,
-    "anthropic": ModelAgentConfig,
+    **dict.fromkeys(provider_names(), ModelAgentConfig),
 }

@@ -271,12 +271,12 @@ def _with_fix(message: str, kwargs: Mapping[str, Any]) -> str:
 
 def key_problem(agent_cfg: Mapping[str, Any]) -> str | None:
     """A backend that talks to a provider needing a key, with no key: the fix."""
-    kind = agent_cfg.get("kind")
-    if kind not in ("openai", "anthropic", "vllm", "ollama"):
-        return None
     from wai_exp.llm.providers import PROVIDERS
 
-    prov = PROVIDERS[str(kind)]
+    kind = agent_cfg.get("kind")
+    prov = PROVIDERS.get(str(kind))
+    if prov is None:
+        return None
     if agent_cfg.get("base_url") or (prov.url_env and os.environ.get(prov.url_env)):
         return None  # your own server: it may need no key
     return _missing_key(
@@ -336,7 +336,7 @@ def _missing_key(who: str, provider: str, given: Any, fix: str) -> str | None:
     from wai_exp.llm.providers import PROVIDERS
 
     prov = PROVIDERS[provider]
-    if provider not in ("openai", "anthropic") or not prov.key_env:
+    if not prov.key_required or not prov.key_env:
         return None  # local servers (vllm, ollama) take no key by default
     if given or os.environ.get(prov.key_env):
         return None

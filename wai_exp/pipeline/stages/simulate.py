@@ -103,7 +103,9 @@ def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = No
         if not callable(target):
             raise ValueError(f"agent.target {agent_cfg.get('target')!r} is not callable")
         return target
-    if kind in ("openai", "vllm", "ollama", "anthropic"):
+    from wai_exp.llm.providers import PROVIDERS
+
+    if kind in PROVIDERS:
         from wai_exp.simulate.agents.model_agent import ModelAgent
 
         spec = f"{kind}:{agent_cfg['model']}"
@@ -123,7 +125,7 @@ def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = No
             },
         )
     raise ValueError(
-        f"agent.kind {kind!r} is not one of scripted, callable, openai, vllm, ollama, anthropic"
+        f"agent.kind {kind!r} is not one of scripted, callable, {', '.join(PROVIDERS)}"
     )
 
 

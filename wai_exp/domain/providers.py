@@ -1,0 +1,115 @@
+"""The model providers a spec, an ``agent.kind`` or a row's model name can name: one registry.
+
+Every part that needs to know the providers reads this table: config validation (the
+agent kinds it accepts), the agent builder, spec parsing in ``wai_exp.llm.providers``,
+the pre-run key and server checks and ``bare_model`` (which prefixes a row's model name
+may carry). It sits in ``domain`` because ``config`` and ``llm`` are siblings that may not
+import each other, and both read it. ``wai_exp.llm.providers`` re-exports it.
+
+A new OpenAI-compatible server is one call::
+
+    from wai_exp.llm.providers import register_provider
+    register_provider("together", base_url="https://api.together.xyz/v1",
+                      key_env="TOGETHER_API_KEY", url_env="TOGETHER_BASE_URL",
+                      key_required=True)
+
+after which ``together:<model>`` is a model spec and ``agent=together`` an agent kind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from wai_exp.domain.secrets import register_secret
+
+#: The wire protocols a provider can speak.
+Api = Literal["openai", "anthropic"]
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One provider: where its server is by default, which variables override the URL and
+    hold the key, and which API it speaks (``kind``: ``openai`` chat completions or
+    ``anthropic`` messages). ``key_required``: its default endpoint refuses a request
+    without a key (hosted APIs), so a run missing it is refused before work."""
+
+    name: str
+    base_url: str
+    key_env: str | None
+    url_env: str | None
+    kind: Api = "openai"
+    key_required: bool = False
+
+    def api_key(self, given: str | None = None) -> str | None:
+        """``given`` when it is not None, else the provider's key variable from the
+        environment; None when the provider takes no key or the variable is unset. Every
+        key a request will carry passes here, so it is registered with the redaction rule:
+        a server that quotes it back cannot put it in a row, a log or the store."""
+        key = given if given is not None else os.environ.get(self.key_env) if self.key_env else None
+        register_secret(key)
+        return key
+
+    def default_url(self) -> str:
+        """The server a spec without ``@<url>`` calls: the URL variable when set, else the
+        provider's own."""
+        return (os.environ.get(self.url_env, "") if self.url_env else "") or self.base_url
+
+
+PROVIDERS: dict[str, Provider] = {}
+
+_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+#: agent kinds that are not providers; a provider may not take their names.
+RESERVED = frozenset({"scripted", "callable"})
+
+
+def register_provider(
+    name: str,
+    *,
+    base_url: str,
+    key_env: str | None = None,
+    url_env: str | None = None,
+    kind: Api = "openai",
+    key_required: bool = False,
+) -> Provider:
+    """Add (or replace) a provider and return it. Raises ``ValueError`` for a name that is
+    not lower-case ``[a-z][a-z0-9_-]*``, an agent kind (``scripted``, ``callable``), or a
+    ``kind`` other than ``openai`` / ``anthropic``."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in RESERVED:
+        raise ValueError(
+            f"provider name {name!r}: use lower-case letters, digits, '-' or '_', starting "
+            f"with a letter, and none of {sorted(RESERVED)}"
+        )
+    if kind not in ("openai", "anthropic"):
+        raise ValueError(f"provider {name!r}: kind={kind!r}; use 'openai' or 'anthropic'")
+    provider = Provider(name, base_url, key_env, url_env, kind, key_required)
+    PROVIDERS[name] = provider
+    return provider
+
+
+def provider_names() -> tuple[str, ...]:
+    """The registered providers' names, in registration order."""
+    return tuple(PROVIDERS)
+
+
+register_provider(
+    "openai",
+    base_url="https://api.openai.com/v1",
+    key_env="OPENAI_API_KEY",
+    url_env="OPENAI_BASE_URL",
+    key_required=True,
+)
+register_provider(
+    "vllm", base_url="http://127.0.0.1:8000/v1", key_env="VLLM_API_KEY", url_env="VLLM_BASE_URL"
+)
+register_provider("ollama", base_url="http://127.0.0.1:11434/v1", url_env="OLLAMA_BASE_URL")
+register_provider(
+    "anthropic",
+    base_url="https://api.anthropic.com/v1",
+    key_env="ANTHROPIC_API_KEY",
+    url_env="ANTHROPIC_BASE_URL",
+    kind="anthropic",
+    key_required=True,
+)
