@@ -224,3 +224,17 @@ def test_a_read_only_working_directory_says_where_it_wrote_and_how_to_point_else
     assert moved.returncode in (0, 3), moved.stderr[-2000:]
     assert (elsewhere / "run" / "simulate" / "rows.jsonl").is_file()
     assert list(ro.iterdir()) == []
+
+
+def test_a_sweep_with_one_bad_job_runs_no_job(tmp_path):
+    """Old code: job 0 ran all five stages (and opened the MLflow parent run), then job 1
+    was refused: exit 1 with a RunFailed traceback."""
+    res = subprocess.run(
+        [WAI_EXP, "-m", "+experiment=rl_round", "simulate.budget=8,1e12"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 2, (res.stdout[-1500:], res.stderr[-1500:])
+    assert "1 job of this sweep would be refused; no job ran" in res.stderr
+    assert "job +experiment=rl_round simulate.budget=1000000000000.0:" in res.stderr
+    assert "must be <= 10000000" in res.stderr and "Traceback" not in res.stderr
+    assert list(tmp_path.iterdir()) == []  # no multirun/, no mlflow.db, no cache

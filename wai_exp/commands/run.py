@@ -47,15 +47,12 @@ def run(cfg: DictConfig) -> int:
     """
     from hydra.core.hydra_config import HydraConfig
 
-    from wai_exp.commands.validate import ConfigError, import_problems, validate_config
     from wai_exp.domain.secrets import (
         install_log_redaction,
         install_stream_redaction,
         redact_text,
         register_config_secrets,
     )
-    from wai_exp.pipeline.dag import PipelineError, plan
-    from wai_exp.pipeline.registry import UnknownStageKind, resolve
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
@@ -70,21 +67,9 @@ def run(cfg: DictConfig) -> int:
     assert isinstance(plain, dict)
     register_config_secrets(plain)
     scrub_hydra_files(hydra_copies(hc, run_dir))
-    try:
-        validate_config(plain)
-        missing = import_problems(plain)
-        if missing:
-            raise ConfigError(missing)
-        for spec in plan(plain["pipeline"]["stages"]):
-            resolve(spec.kind, spec.target)
-        # Files, values the build can serve, keys, the store: before any stage runs.
-        from wai_exp.pipeline.input_check import input_problems
-
-        bad_inputs = input_problems(plain, start_dir)
-        if bad_inputs:
-            raise ConfigError(bad_inputs)
-    except (ConfigError, PipelineError, UnknownStageKind) as exc:
-        return _refuse(str(exc), run_dir, hc.output_subdir)
+    problem = config_problem(plain, start_dir)
+    if problem:
+        return _refuse(problem, run_dir, hc.output_subdir)
 
     from wai_exp.pipeline.runner import run_pipeline, summarize
     from wai_exp.pipeline.stop import watch_signals
@@ -113,6 +98,33 @@ def run(cfg: DictConfig) -> int:
         where = run_dir / "error.log"
         sys.stderr.write(f"wai-exp: {redact_text(outcome.error)}\n  (traceback in {where})\n")
     return outcome.exit_code
+
+
+def config_problem(plain: dict[str, Any], start_dir: Path) -> str | None:
+    """Why the resolved config ``plain`` cannot run (every problem, as one message), or
+    None: the config models, the named imports, the pipeline's stages, then the inputs
+    (files, keys, the stores, the servers). The checks a run makes before any work; a
+    sweep makes them for every job before the first one runs (``commands.sweep_check``)."""
+    from wai_exp.commands.validate import ConfigError, import_problems, validate_config
+    from wai_exp.pipeline.dag import PipelineError, plan
+    from wai_exp.pipeline.registry import UnknownStageKind, resolve
+
+    try:
+        validate_config(plain)
+        missing = import_problems(plain)
+        if missing:
+            raise ConfigError(missing)
+        for spec in plan(plain["pipeline"]["stages"]):
+            resolve(spec.kind, spec.target)
+        # Files, values the build can serve, keys, the store: before any stage runs.
+        from wai_exp.pipeline.input_check import input_problems
+
+        bad_inputs = input_problems(plain, start_dir)
+        if bad_inputs:
+            raise ConfigError(bad_inputs)
+    except (ConfigError, PipelineError, UnknownStageKind) as exc:
+        return str(exc)
+    return None
 
 
 def _refuse(message: str, run_dir: Path, subdir: str | None) -> int:
