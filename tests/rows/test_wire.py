@@ -207,3 +207,26 @@ def test_a_step_with_a_key_the_wire_reserves_is_kept_in_the_internal_shape() -> 
     assert wire_steps([odd]) == [odd]
     row = {"prompt": PROMPT, "steps": [odd]}
     assert from_wire(json.loads(json.dumps(to_wire(row)))) == row
+
+
+def test_a_judge_that_gave_no_reward_is_missing_reward_on_the_wire_and_abstain_in_memory(
+    tmp_path,
+) -> None:
+    import jsonschema
+
+    from wai_exp import simulate
+    from wai_exp.rows.jsonl import dumps_row, write_rows
+    from wai_exp.rows.model import row_json_schema
+    from wai_exp.score.judges.judging import run_judge
+
+    rows = simulate(budget=4, seed=1, mode="rl").trajectories
+    unjudged = list(run_judge(rows, lambda row: None).rows)  # the judge abstains
+    assert {r["judge_status"] for r in unjudged} == {"abstain"}
+    validator = jsonschema.Draft202012Validator(row_json_schema())
+    for row in unjudged:
+        line = json.loads(dumps_row(row))
+        assert line["judge_status"] == "missing_reward"
+        assert not list(validator.iter_errors(line))
+    write_rows(tmp_path / "r.jsonl", unjudged)
+    back = read_rows(tmp_path / "r.jsonl")
+    assert [r["judge_status"] for r in back] == ["abstain"] * len(unjudged)

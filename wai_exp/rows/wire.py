@@ -150,16 +150,28 @@ def wire_steps(steps: Sequence[Any]) -> list[Any]:
     return out
 
 
+#: Judge statuses named differently on the wire: row-v1 calls a judge that gave no reward
+#: ``missing_reward``; in memory it is ``abstain`` (``score.judges.judging``).
+_STATUS_OUT = {"abstain": "missing_reward"}
+_STATUS_IN = {v: k for k, v in _STATUS_OUT.items()}
+
+
 def to_wire(row: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``row`` with its internal steps written as row-v1 steps (a shallow copy; ``row``
-    itself when it has no internal step)."""
+    """``row`` with its internal steps written as row-v1 steps and its ``judge_status`` in
+    row-v1's words (a shallow copy; ``row`` itself when nothing changes)."""
     steps = row.get("steps")
-    if not steps or not isinstance(steps, list | tuple):
-        return row
-    if not any(isinstance(s, Mapping) and "kind" in s for s in steps):
+    internal = isinstance(steps, list | tuple) and any(
+        isinstance(s, Mapping) and "kind" in s for s in steps
+    )
+    status = row.get("judge_status")
+    renamed = isinstance(status, str) and status in _STATUS_OUT
+    if not internal and not renamed:
         return row
     out = dict(row)
-    out["steps"] = wire_steps(steps)
+    if internal:
+        out["steps"] = wire_steps(steps)  # type: ignore[arg-type]
+    if renamed:
+        out["judge_status"] = _STATUS_OUT[status]  # type: ignore[index]
     return out
 
 
@@ -167,6 +179,9 @@ def from_wire(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` (a freshly parsed dict, edited in place) with row-v1 or chat-shaped steps read
     into internal steps, as every stage works on them. A row whose steps no shape reads is
     returned as it is: the judge that reads it names the step."""
+    status = row.get("judge_status")
+    if isinstance(status, str) and status in _STATUS_IN:
+        row["judge_status"] = _STATUS_IN[status]
     steps = row.get("steps")
     if not steps or not isinstance(steps, list) or _is_internal(steps):
         return row
