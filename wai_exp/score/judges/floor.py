@@ -188,7 +188,9 @@ class Floor:
             "below": "BELOW the floor",
             "indistinguishable": "not distinguishable from the floor",
         }[self.verdict]
-        return f"{head}: {gap}{ci}; {tail}"
+        # Paired over the tasks both were scored on, which are fewer than pass@1's when a
+        # task lost every rollout: say so, or the gap reads as the two headlines' difference.
+        return f"{head}: {gap}{ci} over {self.n_paired} paired tasks; {tail}"
 
     def __str__(self) -> str:
         if self.floor is None:
