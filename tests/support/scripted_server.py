@@ -46,7 +46,11 @@ def scripted_server(answer: Answer, *, serial: bool = False) -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = (HTTPServer if serial else ThreadingHTTPServer)(("127.0.0.1", 0), Handler)
+    # A listen backlog like a real server's (http.server's is 5): 32 rollouts connecting at
+    # once would otherwise have their SYNs dropped and retried a second later.
+    base = HTTPServer if serial else ThreadingHTTPServer
+    server_cls = type("ScriptedServer", (base,), {"request_queue_size": 128})
+    server = server_cls(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

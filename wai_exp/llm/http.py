@@ -15,6 +15,7 @@ import email.utils
 import functools
 import json
 import logging
+import random
 import ssl
 import time
 from collections.abc import Callable
@@ -311,24 +312,71 @@ def _aiohttp_session() -> Any:
 class BackendError(RuntimeError):
     """A model call failed for good. ``status`` is the HTTP status when there was one."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        #: seconds the server's ``Retry-After`` asked for, when it sent one
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded exponential backoff: ``base_s * 2**attempt`` capped at ``max_s``."""
+    """Up to ``retries`` more tries of a call that failed in a way another try may cure
+    (``BackendError.retryable``), waiting between them with jittered exponential backoff.
+
+    The n-th wait (n from 0) is drawn from ``[b/2, b]`` with ``b = min(base_s * 2**n,
+    max_s)`` ("equal jitter"): callers that failed together (32 rollouts refused by one
+    429) come back spread over half the interval instead of on the same tick, and none
+    comes back sooner than half the backoff. A ``Retry-After`` the server sent is a floor:
+    the wait is that many seconds (at most ``max_s``) plus up to a quarter more, drawn.
+    The waits come from tenacity (``retrying``)."""
 
     retries: int = 3
     base_s: float = 0.5
     max_s: float = 20.0
 
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_s)
-        return min(self.base_s * (2**attempt), self.max_s)
+    def retrying(self) -> Any:
+        """A ``tenacity.AsyncRetrying`` for one call under this policy: it retries a
+        retryable ``BackendError`` and re-raises the last error when the tries run out."""
+        import tenacity
+
+        half = self.base_s / 2
+        backoff = tenacity.wait_exponential(multiplier=half, max=self.max_s / 2)
+        backoff += tenacity.wait_random_exponential(multiplier=half, max=self.max_s / 2)
+        return tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.retries + 1),
+            retry=tenacity.retry_if_exception(_retryable),
+            wait=_RetryAfterOr(backoff, self.max_s),
+            reraise=True,
+        )
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, BackendError) and exc.retryable
+
+
+class _RetryAfterOr:
+    """tenacity wait: the server's ``Retry-After`` (capped at ``max_s``) plus up to a
+    quarter more, drawn, when the last error carried one; else ``backoff``'s wait."""
+
+    def __init__(self, backoff: Any, max_s: float) -> None:
+        self.backoff, self.max_s = backoff, max_s
+
+    def __call__(self, retry_state: Any) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        after = getattr(exc, "retry_after", None)
+        if after is None:
+            return float(self.backoff(retry_state))
+        floor = min(max(float(after), 0.0), self.max_s)
+        return floor + random.uniform(0.0, floor / 4)
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -391,6 +439,7 @@ def classify(exc: BaseException) -> BackendError:
             f"HTTP {status} from {exc.request.url}: {body}",
             status=status,
             retryable=status in RETRYABLE_STATUSES,
+            retry_after=retry_after_seconds(exc.response),
         )
     return BackendError(f"{type(exc).__name__}: {exc}")
 
@@ -444,51 +493,75 @@ async def post_json(
     if headers and not any(k.lower() == "content-type" for k in headers):
         headers = {**_JSON_HEADERS, **headers}
     headers = headers or _JSON_HEADERS
-    attempt = 0
-    while True:
-        retry_after: float | None = None
-        try:
-            route = None
-            if content and isinstance(client, _ModelClient):
-                route = client.direct_route(url, headers)
-            if route is not None:
-                sent = await route.post(content)
-                if sent.plain:
-                    try:
-                        decoded = json.loads(sent.body)
-                    except ValueError:
-                        decoded = None
-                    if isinstance(decoded, dict):
-                        return decoded
-                    # not JSON, or not an object: worded below from the response, as on
-                    # httpx's path
-                response = route.response(sent, content)
-            else:
-                response = await client.post(target, content=content, headers=headers)
-            if response.status_code >= 400:
-                retry_after = retry_after_seconds(response)
-                if final is not None and final(response.status_code, response.text):
-                    err = classify(
-                        httpx.HTTPStatusError("", request=response.request, response=response)
-                    )
-                    err.retryable = False
-                    raise err
-                response.raise_for_status()
+    try:
+        return await _post_once(client, url, target, content, headers, final)
+    except Exception as exc:  # noqa: BLE001 - classified; retried below or re-raised
+        failed = _classified(exc)
+        if not failed.retryable or policy.retries < 1:
+            raise failed  # noqa: B904 - _classified keeps exc as the cause
+    # The first try runs outside tenacity (a loop of its own costs 47 us a call, a tenth of a
+    # model call's CPU); its failure is replayed as tenacity's first attempt, so the waits
+    # and the count of tries are tenacity's.
+    async for attempt in policy.retrying():
+        with attempt:
+            if failed is not None:
+                replay, failed = failed, None
+                raise replay
             try:
-                body = response.json()
-            except ValueError as exc:
-                raise BackendError(
-                    f"model server at {url} answered with non-JSON: {response.text[:200]!r}"
-                ) from exc
-            if not isinstance(body, dict):
-                raise BackendError(
-                    f"model server at {url} answered with JSON that is not a JSON object: "
-                    f"{response.text[:200]!r}"
-                )
-            return body
-        except Exception as exc:  # noqa: BLE001 - classified below, re-raised when final
-            err = classify(exc)
-            if not err.retryable or attempt >= policy.retries:
-                raise err from exc
-        await asyncio.sleep(policy.delay(attempt, retry_after))
-        attempt += 1
+                return await _post_once(client, url, target, content, headers, final)
+            except Exception as exc:  # noqa: BLE001 - classified; tenacity retries or re-raises
+                raise _classified(exc)  # noqa: B904 - _classified keeps exc as the cause
+    raise AssertionError("unreachable: tenacity returns or re-raises")  # pragma: no cover
+
+
+def _classified(exc: BaseException) -> BackendError:
+    """``classify(exc)`` with the original kept as its cause (as ``raise ... from``)."""
+    err = classify(exc)
+    if err is not exc and err.__cause__ is None:
+        err.__cause__ = exc
+    return err
+
+
+async def _post_once(
+    client: httpx.AsyncClient,
+    url: str,
+    target: httpx.URL,
+    content: bytes,
+    headers: dict[str, str],
+    final: Callable[[int, str], bool] | None,
+) -> dict[str, Any]:
+    """One POST and its decoded JSON object. Raises httpx's errors or ``BackendError``."""
+    route = None
+    if content and isinstance(client, _ModelClient):
+        route = client.direct_route(url, headers)
+    if route is not None:
+        sent = await route.post(content)
+        if sent.plain:
+            try:
+                decoded = json.loads(sent.body)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, dict):
+                return decoded
+            # not JSON, or not an object: worded below from the response, as on httpx's path
+        response = route.response(sent, content)
+    else:
+        response = await client.post(target, content=content, headers=headers)
+    if response.status_code >= 400:
+        if final is not None and final(response.status_code, response.text):
+            err = classify(httpx.HTTPStatusError("", request=response.request, response=response))
+            err.retryable = False
+            raise err
+        response.raise_for_status()
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise BackendError(
+            f"model server at {url} answered with non-JSON: {response.text[:200]!r}"
+        ) from exc
+    if not isinstance(body, dict):
+        raise BackendError(
+            f"model server at {url} answered with JSON that is not a JSON object: "
+            f"{response.text[:200]!r}"
+        )
+    return body
