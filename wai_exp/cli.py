@@ -1,6 +1,7 @@
 """The ``wai-exp`` console script.
 
-``wai-exp compare ...`` goes to ``wai_exp.commands.compare``; everything else is a Hydra run
+``wai-exp compare ...`` goes to ``wai_exp.commands.compare``, ``wai-exp cache ...`` to
+``wai_exp.commands.cache``; everything else is a Hydra run
 (``wai_exp.commands.run``). Before Hydra sees the command line this module
 
 * records the directory the command was typed in (``WAI_EXP_START_DIR``), so the tracking
@@ -41,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from wai_exp.commands import compare
 
         sys.exit(compare.main(args[1:]) or 0)
+    if args and args[0] == "cache":
+        from wai_exp.commands import cache
+
+        sys.exit(cache.main(args[1:]))
 
     os.environ[START_DIR_ENV] = os.getcwd()
 

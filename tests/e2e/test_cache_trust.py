@@ -132,8 +132,9 @@ def _entry(cwd: Path, stage: str) -> Path:
 def test_a_truncated_rows_file_is_recomputed_and_the_run_says_why(tmp_path):
     first = ok(wai(tmp_path, "r1"))
     record = json.loads((_entry(tmp_path, "grade") / "COMPLETE").read_text())
-    [where] = record["files"]["rows.jsonl"]["paths"]
-    rows = Path(where)
+    sha = record["files"]["rows.jsonl"]["sha256"]
+    rows = tmp_path / "outputs/.cache/objects" / sha[:2] / sha[2:]  # the cache's own copy
+    rows.chmod(0o644)  # stored read-only
     lines = rows.read_bytes().splitlines(keepends=True)
     rows.write_bytes(b"".join(lines[: len(lines) // 2]))  # half the stage
     again = ok(wai(tmp_path, "r2"))
@@ -157,19 +158,23 @@ def test_editing_a_run_folders_rows_never_poisons_a_later_run(tmp_path):
     with kept.open("r+b") as fh:  # edited in place: the same inode, other bytes
         fh.write(b'{"rollout_id": "mine", "reward": 1.0}\n')
         fh.truncate()
-    again = ok(wai(tmp_path, "r2"))
-    assert status(again, "optimize") == "ran"
-    assert (tmp_path / "outputs/r2/optimize/rows.jsonl").read_bytes() == original
-    # r2's own copy now serves the next run; r1's edited file is never read as a result.
-    third = ok(wai(tmp_path, "r3"))
-    assert status(third, "optimize") == "cached"
-    assert (tmp_path / "outputs/r3/optimize/rows.jsonl").read_bytes() == original
+    # The cache holds its own copy: the edit never reaches it, so r2 reuses the stage with
+    # the rows as computed, and so does every later run.
+    for name in ("r2", "r3"):
+        again = ok(wai(tmp_path, name))
+        assert status(again, "optimize") == "cached"
+        assert (tmp_path / f"outputs/{name}/optimize/rows.jsonl").read_bytes() == original
 
 
-def test_rows_are_stored_once_per_run_and_a_cached_rerun_gets_its_own_copy(tmp_path):
+def test_rows_are_stored_once_in_the_cache_and_a_cached_rerun_gets_its_own_copy(tmp_path):
     ok(wai(tmp_path, "r1"))
-    # the cache holds no rows file: a stage's rows live in the run folder that computed them
+    # the cache holds each stage's rows once, under their SHA-256, not in its entries
     assert not list((tmp_path / "outputs/.cache").rglob("rows.jsonl"))
+    for stage in ("simulate", "grade", "optimize", "publish_gate"):
+        record = json.loads((_entry(tmp_path, stage) / "COMPLETE").read_text())
+        sha = record["files"]["rows.jsonl"]["sha256"]
+        stored = tmp_path / "outputs/.cache/objects" / sha[:2] / sha[2:]
+        assert stored.read_bytes() == (tmp_path / f"outputs/r1/{stage}/rows.jsonl").read_bytes()
     ok(wai(tmp_path, "r2"))
     for stage in ("simulate", "grade", "optimize", "publish_gate"):
         a, b = (tmp_path / f"outputs/{r}/{stage}/rows.jsonl" for r in ("r1", "r2"))

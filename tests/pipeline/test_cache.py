@@ -1,8 +1,12 @@
 """Content-addressed stage cache: keys, completion marker, linking into run folders."""
 
+import hashlib
 import json
+import os
+import shutil
+import stat
 
-from wai_exp.pipeline.cache import MARKER, PARTIAL, StageCache, copy_outputs, stage_key
+from wai_exp.pipeline.cache import MARKER, PARTIAL, ROWS, StageCache, copy_outputs, stage_key
 
 
 def key(**over):
@@ -111,3 +115,90 @@ def test_lock_makes_a_second_holder_wait(tmp_path):
         order.append("first")
     t.join(5)
     assert order == ["first", "second"] and waited.is_set()
+
+
+def _finished(cache, tmp_path, rows=b'{"rollout_id": "a"}\n{"rollout_id": "b"}\n'):
+    """A finished grade entry whose rows a run wrote into ``tmp_path/r1/grade``."""
+    k = key()
+    cache.prepare("grade", k)
+    run_rows = tmp_path / "r1" / "grade" / "rows.jsonl"
+    run_rows.parent.mkdir(parents=True)
+    run_rows.write_bytes(rows)
+    record = cache.mark_complete("grade", k, {"seconds": 1.0}, rows_path=run_rows)
+    return k, run_rows, record
+
+
+def test_finished_rows_are_stored_read_only_under_their_sha256(tmp_path):
+    cache = StageCache(tmp_path / "cache")
+    k, run_rows, record = _finished(cache, tmp_path)
+    sha = hashlib.sha256(run_rows.read_bytes()).hexdigest()
+    stored = tmp_path / "cache" / "objects" / sha[:2] / sha[2:]
+    assert record["files"]["rows.jsonl"]["sha256"] == sha and "paths" not in record["files"][ROWS]
+    assert stored.read_bytes() == run_rows.read_bytes()
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o444
+    assert not os.path.samefile(stored, run_rows)
+
+
+def test_placing_a_hit_writes_nothing_into_the_entry_and_survives_the_run_folder(tmp_path):
+    cache = StageCache(tmp_path / "cache")
+    k, run_rows, _ = _finished(cache, tmp_path)
+    rows = run_rows.read_bytes()
+    shutil.rmtree(tmp_path / "r1")
+    entry = cache.entry("grade", k)
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in entry.iterdir()}
+    info, why = cache.check("grade", k)
+    hit, why = cache.place("grade", k, info, tmp_path / "r2" / "grade")
+    assert why is None and hit.rows_path.read_bytes() == rows
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in entry.iterdir()} == before
+
+
+def test_a_corrupted_object_is_never_placed_and_a_recompute_replaces_it(tmp_path):
+    cache = StageCache(tmp_path / "cache")
+    k, run_rows, record = _finished(cache, tmp_path)
+    stored = cache.object_path(record["files"][ROWS]["sha256"])
+    good = stored.read_bytes()
+    stored.chmod(0o644)
+    stored.write_bytes(good.replace(b'"a"', b'"x"'))  # same size, other bytes
+    info, _ = cache.check("grade", k)
+    hit, why = cache.place("grade", k, info, tmp_path / "r2" / "grade")
+    assert hit is None and "rows.jsonl" in why and not (tmp_path / "r2/grade/rows.jsonl").exists()
+    _finished(cache, tmp_path / "again")  # the stage computed again
+    assert stored.read_bytes() == good
+
+
+def _as_older_wai_exp(cache, k, paths):
+    """Rewrite the entry's record the way wai-exp wrote it before the object store."""
+    marker = cache.entry("grade", k) / MARKER
+    info = json.loads(marker.read_text())
+    info["record"] = 2
+    info["files"][ROWS]["paths"] = [str(p) for p in paths]
+    marker.write_text(json.dumps(info))
+    obj = cache.object_path(info["files"][ROWS]["sha256"])
+    obj.unlink()
+    return marker, obj
+
+
+def test_an_entry_an_older_wai_exp_wrote_is_read_and_its_rows_adopted(tmp_path):
+    cache = StageCache(tmp_path / "cache")
+    k, run_rows, _ = _finished(cache, tmp_path)
+    marker, obj = _as_older_wai_exp(cache, k, [tmp_path / "gone.jsonl", run_rows])
+    before = marker.read_bytes()
+    info, why = cache.check("grade", k)
+    assert why is None
+    hit, why = cache.place("grade", k, info, tmp_path / "r2" / "grade")
+    assert why is None and hit.rows_path.read_bytes() == run_rows.read_bytes()
+    assert obj.read_bytes() == run_rows.read_bytes()  # now the cache's own
+    assert marker.read_bytes() == before  # the entry itself is not rewritten
+    shutil.rmtree(tmp_path / "r1")
+    hit, why = cache.place("grade", k, info, tmp_path / "r3" / "grade")
+    assert why is None
+
+
+def test_an_older_entry_whose_run_folders_are_gone_is_recomputed_saying_why(tmp_path):
+    cache = StageCache(tmp_path / "cache")
+    k, run_rows, _ = _finished(cache, tmp_path)
+    _as_older_wai_exp(cache, k, [run_rows])
+    shutil.rmtree(tmp_path / "r1")
+    info, _ = cache.check("grade", k)
+    hit, why = cache.place("grade", k, info, tmp_path / "r2" / "grade")
+    assert hit is None and "rows.jsonl" in why and "missing" in why

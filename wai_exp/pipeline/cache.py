@@ -28,13 +28,24 @@ run folders so every run started from the same directory shares it; ``cache.dir`
         partial.jsonl.sha256  # each streamed row's SHA-256: a resume reuses only rows as written
         COMPLETE            # written last: what "finished" means, and what it holds
     outputs/.cache/<stage>-<key[:16]>.lock   # held while the stage computes (see ``lock``)
+    outputs/.cache/objects/ab/cdef...        # a stage's rows.jsonl, named by its SHA-256
 
-Rows are stored once: a stage writes its ``rows.jsonl`` into the run folder of the run that
-computed it, and ``COMPLETE`` records where, with the file's size, line count and SHA-256. A
-run that reuses the entry copies (never links) a copy that still matches that record into its
-own folder and adds its copy to the record; a copy someone edited or truncated is never
-used, and when no recorded copy matches the stage is recomputed, saying why. So a run folder
-shares no file with the cache or with another run, and editing one cannot change another.
+The cache owns its rows, as DVC's cache does: a finished stage's ``rows.jsonl`` is stored
+once under its SHA-256 in ``objects/`` (read-only), and ``COMPLETE`` records that hash with
+the file's size and line count. Every run folder (the one that computed it, and each run
+that reuses it) gets its own file, placed by reflink where the file system can (a
+copy-on-write clone: no bytes copied, no bytes shared for writing) and else by a copy,
+hashed as it is placed. Never by a hard link: a hard link is the same inode, so an edit of
+a run folder's ``rows.jsonl`` in place (``open(..., "r+")``, ``>>``, a tool that truncates)
+would rewrite the cached object, and read-only modes do not stop its owner or root. So run
+folders can be deleted, or edited, without touching the cache, and reading an entry writes
+nothing into it. An object whose bytes no longer match its name (a disk fault, a hand
+edit) is never placed: the stage is recomputed, saying why, and its fresh rows replace the
+object. ``wai-exp cache du``, ``gc`` and ``verify`` look after the store.
+
+An entry an older wai-exp wrote (record 2: its rows kept only in the run folders recorded in
+``paths``) is still read: the first recorded copy that matches its hash is stored as the
+object (the entry itself is not rewritten); when none does, the stage is recomputed.
 
 A directory without ``COMPLETE`` is a stage that was interrupted (or that ended in a failure,
 see ``runner``): it is never read as a result, but its ``partial.jsonl`` lets the next run
@@ -48,6 +59,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -69,8 +81,15 @@ ROWS = "rows.jsonl"
 ENTRY_FILES = ("report.json", "report.txt", "metrics.json")
 #: Every output file a stage folder gets.
 OUTPUT_FILES = (ROWS, *ENTRY_FILES)
-#: Bumped when the COMPLETE record changes shape: an older record is never trusted.
-RECORD_VERSION = 2
+#: Bumped when the COMPLETE record changes shape. 3: rows in ``objects/`` by SHA-256.
+RECORD_VERSION = 3
+#: Records this wai-exp reads: 2 kept the rows only in run folders (``paths``), see ``place``.
+READABLE_RECORDS = (2, 3)
+#: The folder under the cache root holding rows files by content (``objects/ab/cdef...``).
+OBJECTS = "objects"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+#: Linux's FICLONE ioctl: a copy-on-write clone of a whole file (btrfs, xfs, bcachefs ...).
+_FICLONE = 0x40049409
 
 _CHUNK = 1 << 20
 
@@ -155,10 +174,20 @@ def check_file(path: Path, want: Mapping[str, Any]) -> str | None:
     return _mismatch(path.name, got, want)
 
 
+def _reflink(src_fd: int, dst_fd: int) -> bool:
+    """Clone ``src_fd``'s content into ``dst_fd`` copy-on-write; False where the file system
+    (or the platform) cannot, and the caller copies instead."""
+    try:
+        fcntl.ioctl(dst_fd, _FICLONE, src_fd)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 def copy_checked(src: Path, dst: Path, want: Mapping[str, Any]) -> str | None:
-    """Copy ``src`` to ``dst`` (atomically, never a link), hashing the bytes as they are
-    copied; keep the copy only when it matches ``want``. Returns None on success, else why
-    not (and ``dst`` is left as it was)."""
+    """Place ``src`` at ``dst`` atomically, by reflink where the file system can, else by a
+    copy hashed as it is written (never a link); keep it only when its bytes match ``want``.
+    Returns None on success, else why not (and ``dst`` is left as it was)."""
     try:
         if src.stat().st_size != want.get("bytes"):
             return (
@@ -168,15 +197,19 @@ def copy_checked(src: Path, dst: Path, want: Mapping[str, Any]) -> str | None:
         return f"{src} is missing"
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    h, lines, size = hashlib.sha256(), 0, 0
     try:
         with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
-            while chunk := fin.read(_CHUNK):
-                h.update(chunk)
-                lines += chunk.count(b"\n")
-                size += len(chunk)
-                fout.write(chunk)
-        why = _mismatch(dst.name, {"bytes": size, "lines": lines, "sha256": h.hexdigest()}, want)
+            if _reflink(fin.fileno(), fout.fileno()):
+                got = None  # hashed below, from the clone: what dst will hold
+            else:
+                h, lines, size = hashlib.sha256(), 0, 0
+                while chunk := fin.read(_CHUNK):
+                    h.update(chunk)
+                    lines += chunk.count(b"\n")
+                    size += len(chunk)
+                    fout.write(chunk)
+                got = {"bytes": size, "lines": lines, "sha256": h.hexdigest()}
+        why = _mismatch(dst.name, got if got is not None else file_record(tmp), want)
         if why is not None:
             Path(tmp).unlink(missing_ok=True)
             return f"{src}: {why}"
@@ -240,6 +273,31 @@ class StageCache:
         """The directory holding stage ``stage`` at ``key`` (not created)."""
         return self.root / f"{stage}-{key[:16]}"
 
+    def lock_path(self, stage: str, key: str) -> Path:
+        """The entry's lock file (beside the entry, not in it)."""
+        return self.root / f"{stage}-{key[:16]}.lock"
+
+    def object_path(self, sha256: str) -> Path:
+        """Where the rows file with this hex SHA-256 is stored (``objects/ab/cdef...``)."""
+        return self.root / OBJECTS / sha256[:2] / sha256[2:]
+
+    def store(self, src: Path, want: Mapping[str, Any]) -> str | None:
+        """Store the rows file ``src`` as the object named by ``want["sha256"]``, read-only,
+        its bytes checked against ``want`` as they are placed. An object already there that
+        matches is kept; one that does not (corrupted) is replaced. None on success, else
+        why not."""
+        obj = self.object_path(str(want["sha256"]))
+        if check_file(obj, want) is None:
+            # gc keeps an unreferenced object younger than --keep-days: an entry about to
+            # be marked complete may be the one using it.
+            with contextlib.suppress(OSError):
+                os.utime(obj)
+            return None
+        why = copy_checked(src, obj, want)
+        if why is None:
+            os.chmod(obj, 0o444)  # defence in depth: nothing in wai-exp writes an object
+        return why
+
     @contextlib.contextmanager
     def lock(
         self, stage: str, key: str, on_wait: Callable[[], None] | None = None
@@ -251,7 +309,7 @@ class StageCache:
         is called once when the lock is held by someone else. The OS drops the lock when a
         holder dies, so a killed run never leaves it stuck.
         """
-        path = self.root / f"{stage}-{key[:16]}.lock"
+        path = self.lock_path(stage, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as fh:
             try:
@@ -260,6 +318,11 @@ class StageCache:
                 if on_wait is not None:
                     on_wait()
                 fcntl.flock(fh, fcntl.LOCK_EX)
+            # The lock file's mtime is when a run last used the entry (computed or reused
+            # it): what ``gc --keep-days`` goes by, kept outside the entry, which a read
+            # never writes.
+            with contextlib.suppress(OSError):
+                os.utime(path)
             try:
                 yield
             finally:
@@ -287,9 +350,14 @@ class StageCache:
         info = self.info(stage, key)
         if info.get("key") != key:
             return None, "its COMPLETE record is unreadable or names another key"
-        if info.get("record") != RECORD_VERSION or not isinstance(info.get("files"), dict):
+        if info.get("record") not in READABLE_RECORDS or not isinstance(info.get("files"), dict):
             return None, "its COMPLETE record has no content hashes (an older wai-exp wrote it)"
         files = info["files"]
+        rows = files.get(ROWS)
+        if rows is not None and not (
+            isinstance(rows, dict) and _SHA256.fullmatch(str(rows.get("sha256")))
+        ):
+            return None, "its COMPLETE record names no SHA-256 for rows.jsonl"
         for name in ENTRY_FILES:
             if name in files:
                 why = check_file(entry / name, files[name])
@@ -305,43 +373,34 @@ class StageCache:
     def place(
         self, stage: str, key: str, info: Mapping[str, Any], dst: Path
     ) -> tuple[Hit | None, str | None]:
-        """Copy a checked entry's files into the stage folder ``dst``: its small files, and
-        the first recorded copy of its rows that still matches the record (hashed as it is
-        copied). The new copy is added to the record. ``(Hit, None)`` on success, else
-        ``(None, why)`` and ``dst`` holds no rows from this entry."""
+        """Place a checked entry's files into the stage folder ``dst``: its small files, and
+        its rows from the object store (reflink or copy, hashed as placed). Writes nothing
+        into the entry. ``(Hit, None)`` on success, else ``(None, why)`` and ``dst`` holds no
+        rows from this entry."""
         entry = self.entry(stage, key)
         rows = info["files"].get(ROWS)
         target = dst / ROWS
         if rows is not None:
-            reasons = []
-            placed = False
-            for where in rows.get("paths") or []:
-                src = Path(where)
-                if src.resolve() == target.resolve():
-                    why = check_file(src, rows)  # this very folder: check, no copy
-                else:
-                    why = copy_checked(src, target, rows)
-                if why is None:
-                    placed = True
-                    break
-                reasons.append(why)
-            if not placed:
-                gone = "; ".join(reasons) if reasons else "no copy of its rows is recorded"
-                return None, f"no recorded copy of rows.jsonl matches its COMPLETE record ({gone})"
-            paths = [p for p in rows.get("paths") or [] if Path(p).exists()]
-            if str(target) not in paths:
-                self._record_paths(stage, key, [*paths, str(target)])
+            why = copy_checked(self.object_path(rows["sha256"]), target, rows)
+            if why is not None and info.get("record") == 2:
+                adopted = self._adopt(rows, target)
+                why = None if adopted is None else f"{why}; {adopted}"
+            if why is not None:
+                return None, f"its stored rows.jsonl does not match its COMPLETE record ({why})"
         copy_outputs(entry, dst, ENTRY_FILES)
         return Hit(info=dict(info), rows_path=target), None
 
-    def _record_paths(self, stage: str, key: str, paths: list[str]) -> None:
-        info = self.info(stage, key)
-        if info.get("key") != key:
-            return
-        info["files"][ROWS]["paths"] = paths
-        atomic_write_text(
-            self.entry(stage, key) / MARKER, json.dumps(info, sort_keys=True, default=str) + "\n"
-        )
+    def _adopt(self, rows: Mapping[str, Any], target: Path) -> str | None:
+        """An entry an older wai-exp wrote holds its rows only in run folders (``paths``):
+        store the first copy that still matches as the object, then place that. None when
+        placed; else a reason naming every copy tried."""
+        reasons = []
+        for where in rows.get("paths") or []:
+            why = self.store(Path(where), rows)
+            if why is None:
+                return copy_checked(self.object_path(rows["sha256"]), target, rows)
+            reasons.append(why)
+        return "; ".join(reasons) or "no copy of its rows is recorded"
 
     def reusable(self, stage: str, key: str) -> bool:
         """True when the cache is on and ``stage``'s entry under ``key`` finished and its
@@ -367,15 +426,20 @@ class StageCache:
     ) -> dict[str, Any]:
         """Write the marker last, atomically; drop the partial file it supersedes. The marker
         records the size, line count and SHA-256 of each small file in the entry and of the
-        rows file (``rows_record``, computed by the writer, or read from ``rows_path``), and
-        where the rows are. Returns the record written."""
+        rows file (``rows_record``, computed by the writer, or read from ``rows_path``), whose
+        bytes are stored first as the object named by their SHA-256. Returns the record
+        written; raises ``OSError`` (and writes no marker) when the rows cannot be stored."""
         path = self.entry(stage, key)
         files: dict[str, Any] = {
             name: file_record(path / name) for name in ENTRY_FILES if (path / name).exists()
         }
         if rows_path is not None:
             rec = dict(rows_record) if rows_record is not None else file_record(rows_path)
-            files[ROWS] = {**rec, "paths": [str(Path(rows_path).resolve())]}
+            files[ROWS] = {k: rec[k] for k in ("bytes", "lines", "sha256")}
+            # The object first, then the marker: a marker never names rows the store lacks.
+            why = self.store(Path(rows_path), files[ROWS])
+            if why is not None:
+                raise OSError(f"cannot store {ROWS} in the stage cache: {why}")
         record = {"key": key, "record": RECORD_VERSION, **info, "files": files}
         (path / PARTIAL).unlink(missing_ok=True)
         (path / PARTIAL_READS).unlink(missing_ok=True)

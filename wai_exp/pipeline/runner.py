@@ -4,9 +4,11 @@ For every stage the runner
 
 1. computes its cache key (kind + own params + the config sections it reads + its inputs' keys);
 2. reuses a finished cache entry with that key (and says so), or runs the stage, writing
-   ``rows.jsonl``, ``report.json``, ``report.txt`` and ``metrics.json`` atomically into the
-   entry and the ``COMPLETE`` marker last;
-3. links (or copies) the entry's files into ``<run dir>/<stage>/`` and hands them to the tracker.
+   ``rows.jsonl`` into ``<run dir>/<stage>/`` (stored in the cache's ``objects/`` by its
+   SHA-256), ``report.json``, ``report.txt`` and ``metrics.json`` atomically into the entry
+   and the ``COMPLETE`` marker last;
+3. places the entry's files into ``<run dir>/<stage>/`` (reflink or copy, never a link) and
+   hands them to the tracker.
 
 Outcomes, and the exit status ``wai-exp`` returns for each:
 
