@@ -97,9 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``wai-exp cache ...`` with ``argv`` (after ``cache``); returns the exit status."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     from wai_exp.pipeline import cache_admin
-    from wai_exp.pipeline.cache import StageCache
+    from wai_exp.pipeline.cache import StageCache, cache_root
 
-    root = Path(args.dir).expanduser()
+    root = cache_root({"dir": args.dir}, Path.cwd())  # resolved as a run resolves cache.dir
     if not root.is_dir():
         sys.stderr.write(
             f"wai-exp cache: no stage cache at {root}; run this where you run wai-exp, or "
