@@ -80,7 +80,13 @@ def steps_row(rid: str, reward: float, reply: str, sid: str = "t2") -> dict:
 
 def test_sft_record_is_the_openai_chat_shape_with_string_arguments():
     [rec], report = sft_records([openai_row()], TOOLS)
-    assert report == {"rows_in": 1, "records": 1, "skipped": 0, "skip_reasons": []}
+    assert report == {
+        "rows_in": 1,
+        "records": 1,
+        "skipped": 0,
+        "skip_reasons": [],
+        "undeclared_tools": 0,
+    }
     msgs = rec["messages"]
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "assistant"]
     call = msgs[2]["tool_calls"][0]
@@ -221,7 +227,12 @@ def test_an_rl_record_needs_only_the_prompt_not_a_final_reply():
 
 
 def test_rows_that_carry_their_own_tools_are_published_with_them():
-    own = [{"type": "function", "function": {"name": "control_light", "parameters": {}}}]
+    # The row's own tools declare the tool it calls (one that does not is left out:
+    # tests/score/select/test_gate_undeclared_tools.py).
+    own = [
+        {"type": "function", "function": {"name": "lookup_order", "parameters": {}}},
+        {"type": "function", "function": {"name": "control_light", "parameters": {}}},
+    ]
     row = {**openai_row(), "tools": own}
     records, _ = sft_records([row, openai_row("r2")], TOOLS)
     assert records[0]["tools"] == own  # the row's own, not the spec's

@@ -28,7 +28,7 @@ from typing import Any
 from wai_exp.domain.outcome import reward_facts
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import messages_from_steps
-from wai_exp.rows.reader import read_steps, row_messages
+from wai_exp.rows.reader import answer_name, call_parts, read_steps, row_messages
 from wai_exp.rows.scrub import scrub
 
 SHAPES = ("sft", "preference", "rl")
@@ -88,15 +88,12 @@ def _message(msg: Mapping[str, Any]) -> dict[str, Any]:
     role = str(msg.get("role") or "")
     calls = []
     for call in msg.get("tool_calls") or ():
-        fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        name, arguments = call_parts(call)
         calls.append(
             {
                 "id": str(call.get("id") or ""),
                 "type": "function",
-                "function": {
-                    "name": str(fn.get("name") or ""),
-                    "arguments": _arguments(fn.get("arguments")),
-                },
+                "function": {"name": str(name or ""), "arguments": _arguments(arguments)},
             }
         )
     out = {
@@ -104,7 +101,7 @@ def _message(msg: Mapping[str, Any]) -> dict[str, Any]:
         "content": _content(msg.get("content")),
         "tool_calls": calls or None,
         "tool_call_id": None if msg.get("tool_call_id") is None else str(msg["tool_call_id"]),
-        "name": None if role != "tool" or msg.get("name") is None else str(msg["name"]),
+        "name": None if role != "tool" or answer_name(msg) is None else str(answer_name(msg)),
     }
     if role == "assistant" and isinstance(msg.get("weight"), int | float):
         # OpenAI fine-tuning's per-turn switch: weight 0 means "do not learn this turn".
@@ -135,15 +132,15 @@ def _linked(raw: Sequence[Any]) -> list[Mapping[str, Any]]:
                     fixed.append(call)
                     continue
                 n += 1
-                fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
                 cid = str(call.get("id") or f"call_{n}")
-                open_calls.append((cid, str(fn.get("name") or "")))
+                open_calls.append((cid, str(call_parts(call)[0] or "")))
                 fixed.append(call if call.get("id") else {**call, "id": cid})
             msg = {**msg, "tool_calls": fixed}
         elif msg.get("role") == "tool":
             cid = msg.get("tool_call_id")
             if not cid and open_calls:
-                named = [c for c in open_calls if msg.get("name") and c[1] == msg["name"]]
+                name = answer_name(msg)
+                named = [c for c in open_calls if name and c[1] == name]
                 cid = (named or open_calls)[0][0]
                 msg = {**msg, "tool_call_id": cid}
             open_calls = [c for c in open_calls if c[0] != cid]
@@ -292,22 +289,60 @@ def sft_records(
     tool_list = [scrub(dict(t)) for t in tools]
     records: list[dict[str, Any]] = []
     reasons: list[str] = []
+    undeclared = 0
     for row in rows:
+        own_tools = _tools_of(row, tool_list)
         try:
             messages = conversation(row, system_prompt)
+            absent = undeclared_calls(messages, own_tools)
+            if absent:
+                # A trainer would teach the model to call tools its prompt never offers.
+                undeclared += 1
+                raise ConversationError(
+                    f"calls {absent} absent from the record's tools "
+                    f"{sorted(tool_names(own_tools))}: a demonstration of a tool the "
+                    "model is not given; declare the tool or drop the row"
+                )
         except ConversationError as exc:
             reasons.append(f"{row.get('rollout_id') or task_key(row)[:60]!r}: {exc}")
             continue
         records.append(
             {
                 "messages": messages,
-                "tools": _tools_of(row, tool_list),
+                "tools": own_tools,
                 "task_key": task_key(row),
                 "rollout_id": None if row.get("rollout_id") is None else str(row["rollout_id"]),
                 "reward": _reward(row),
             }
         )
-    return records, _skip_report(len(rows), records, reasons)
+    return records, {**_skip_report(len(rows), records, reasons), "undeclared_tools": undeclared}
+
+
+def tool_names(tools: Sequence[Any]) -> set[str]:
+    """The names a tools list declares, in the OpenAI ``{"type": "function", "function":
+    {"name"}}`` shape or the bare ``{"name", "parameters"}`` one (inspect_ai, Anthropic)."""
+    names = set()
+    for tool in tools:
+        if isinstance(tool, Mapping):
+            fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+            if fn.get("name"):
+                names.add(str(fn["name"]))
+    return names
+
+
+def undeclared_calls(messages: Sequence[Mapping[str, Any]], tools: Sequence[Any]) -> list[str]:
+    """The tool names ``messages`` call that ``tools`` does not declare, sorted; empty when
+    ``tools`` declares none (nothing to hold the calls to)."""
+    declared = tool_names(tools)
+    if not declared:
+        return []
+    called = {
+        str(call_parts(call)[0])
+        for m in messages
+        for call in (m.get("tool_calls") or ())
+        if isinstance(call, Mapping)
+    }
+    return sorted(called - declared)
 
 
 def preference_records(

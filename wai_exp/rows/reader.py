@@ -14,7 +14,9 @@ itself. Three families of shapes are accepted, step by step (one row may mix the
   call it ``traj``, see ``row_messages``) or in ``steps``:
   OpenAI ``{"role", "content"}`` with assistant ``tool_calls`` (``{"id", "function":
   {"name", "arguments": JSON}}``) answered by ``{"role": "tool", "tool_call_id",
-  "content"}``; Anthropic content blocks (``text``, ``tool_use`` in an assistant turn,
+  "content"}``; inspect_ai's messages, whose calls are ``{"id", "function": "<tool name>",
+  "arguments": {...}}`` and whose tool answers name it in ``function`` (an ``error`` on one
+  is read as its status); Anthropic content blocks (``text``, ``tool_use`` in an assistant turn,
   ``tool_result`` in a user turn, ``thinking`` skipped).
 
 A step in none of these shapes is a ``RowShapeError`` naming the row's step and the shapes
@@ -44,8 +46,8 @@ ACCEPTED_SHAPES: tuple[str, ...] = (
     'internal steps {"kind": "assistant" | "tool" | "user", ...}',
     'row-v1 steps {"tool", "arguments", "result"}, {"text"}, {"user"}',
     'chat messages {"role": "system" | "user" | "assistant" | "tool", "content"} '
-    '(OpenAI "tool_calls" / role "tool" answers, or Anthropic "tool_use" / "tool_result" '
-    "content blocks), in steps or in messages",
+    '(OpenAI or inspect_ai "tool_calls" / role "tool" answers, or Anthropic "tool_use" / '
+    '"tool_result" content blocks), in steps or in messages',
 )
 
 _KINDS = frozenset({"assistant", "tool", "user"})
@@ -265,6 +267,39 @@ def _tool_step(
     return step
 
 
+def call_parts(call: Mapping[str, Any]) -> tuple[Any, Any]:
+    """``(tool name, raw arguments)`` of one assistant tool call, in any accepted shape:
+    OpenAI's ``{"function": {"name", "arguments": JSON}}``, a flat ``{"name",
+    "arguments"}``, or inspect_ai's ``{"function": "<tool name>", "arguments": {...}}``
+    (where ``function`` is the name itself). The one place the shapes are told apart."""
+    fn = call.get("function")
+    if isinstance(fn, str):
+        return fn, call.get("arguments")
+    fn = fn if isinstance(fn, Mapping) else call
+    return fn.get("name"), fn.get("arguments")
+
+
+def answer_name(msg: Mapping[str, Any]) -> Any:
+    """The tool a ``role: "tool"`` message answers for: ``name`` (OpenAI, TRL) or
+    inspect_ai's ``function``; None when it names none."""
+    fn = msg.get("function")
+    return msg.get("name") or (fn if isinstance(fn, str) else None)
+
+
+#: inspect_ai's ``ToolCallError.type`` values that are not world faults: the agent's own
+#: unparseable call, and a file the world says is not there (an answer, not a fault).
+_INSPECT_ERRORS = {"parsing": "invalid", "file_not_found": "ok", "is_a_directory": "ok"}
+
+
+def _inspect_error_status(error: Any) -> str:
+    """The status of an inspect_ai tool message's ``error``: its ``type`` read by the
+    rules every answer is read by, ``parsing`` as the agent's ``invalid`` call."""
+    kind = error.get("type") if isinstance(error, Mapping) else error
+    if isinstance(kind, str) and kind in _INSPECT_ERRORS:
+        return _INSPECT_ERRORS[kind]
+    return _code_status(kind) or "error"
+
+
 def _arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
@@ -410,9 +445,22 @@ class _Reader:
             self._user_message(i, content, full_transcript=full_transcript)
         elif role == "assistant":
             self._assistant_message(i, msg, content)
-        else:  # tool / function: one OpenAI tool answer
-            call_id, name, args = self._answer(msg.get("tool_call_id"), msg.get("name"))
-            self.steps.append(_tool_step(call_id, name, args, _parsed(content)))
+        else:  # tool / function: one OpenAI (or inspect_ai) tool answer
+            call_id, name, args = self._answer(msg.get("tool_call_id"), answer_name(msg))
+            error = msg.get(
+                "error"
+            )  # inspect_ai: {"type": "timeout" | "permission" ..., "message"}
+            status = _inspect_error_status(error) if error else None
+            self.steps.append(
+                _tool_step(
+                    call_id,
+                    name,
+                    args,
+                    _parsed(content),
+                    status=status,
+                    fault=status if status not in (None, "ok", "invalid") else None,
+                )
+            )
 
     def _blocks(self, i: int, content: Any) -> list[Mapping[str, Any]] | None:
         """Content blocks of a message, or None for plain text content."""
@@ -479,9 +527,15 @@ class _Reader:
         for req in reqs or ():
             if not isinstance(req, Mapping):
                 raise _refuse(f"{self.where}[{i}].tool_calls", req)
-            fn = req.get("function")
-            fn = fn if isinstance(fn, Mapping) else req
-            calls.append(self._call(req.get("id"), fn.get("name"), fn.get("arguments")))
+            name, raw_arguments = call_parts(req)
+            if not isinstance(name, str) or not name.strip():
+                raise RowShapeError(
+                    f"{self.where}[{i}].tool_calls: a tool call with no tool name (keys "
+                    f"{sorted(map(str, req))[:8]}); write it as OpenAI's "
+                    '{"id", "function": {"name", "arguments"}} or inspect_ai\'s '
+                    '{"id", "function": "<tool name>", "arguments"}'
+                )
+            calls.append(self._call(req.get("id"), name, raw_arguments))
         if msg.get("function_call") and isinstance(msg["function_call"], Mapping):
             fc = msg["function_call"]
             calls.append(self._call(None, fc.get("name"), fc.get("arguments")))

@@ -268,6 +268,41 @@ def _unfit_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
     }
 
 
+def _undeclared_tool_rows(
+    rows: Sequence[dict[str, Any]],
+) -> tuple[int, list[tuple[str, list[str]]]]:
+    """``(rows that declare their own tools, [(rollout id, tools called but not declared)])``.
+    Rows without a ``tools`` list (the engine's: the agent spec declares them) are skipped;
+    a row the reader cannot read is left to the checks that read it."""
+    from wai_exp.rows.export import tool_names
+    from wai_exp.rows.reader import RowShapeError, read_steps
+
+    declared_rows = 0
+    out: list[tuple[str, list[str]]] = []
+    for row in rows:
+        tools = row.get("tools")
+        if not isinstance(tools, list | tuple) or not tools:
+            continue
+        declared = tool_names(tools)
+        if not declared:
+            continue
+        declared_rows += 1
+        try:
+            _, steps = read_steps(row)
+        except RowShapeError:
+            continue
+        called = {
+            str(c.get("name"))
+            for s in steps
+            if s.get("kind") == "assistant"
+            for c in s.get("tool_calls") or ()
+        }
+        absent = sorted(called - declared)
+        if absent:
+            out.append((str(row.get("rollout_id") or task_key(row)[:60]), absent))
+    return declared_rows, out
+
+
 def _text_rewards_reason(numbers: int, words: int, n_rows: int) -> str:
     """Why rows whose reward is text are refused, and the fix for each kind."""
     kinds = []
@@ -313,6 +348,13 @@ def _why_not_run(
                 f"the rows are not RL-shaped (mode {mode!r}, no ask has two or more rollouts): "
                 "a grouped update's checks do not apply"
             )
+        elif name == "tools_declared":
+            why[name] = (
+                "the rows are RL-shaped: a call to a tool the prompt never offers is the "
+                "policy's mistake, and its reward says so"
+                if rl_shaped
+                else "no row declares its own tools (the agent spec's are checked at publish)"
+            )
         elif name == "hack_free":
             said = [w for w in scan.get("warnings") or () if isinstance(w, str)]
             why[name] = (
@@ -347,7 +389,9 @@ def publish_gate(
     ``select_for_rl`` stamp may carry a pass rate outside the band it was selected for
     (``stamps_in_band``; read before this call re-stamps), and no ``reward`` may be text
     (``rewards_are_numbers``: ``"1.0"`` and ``"pass"`` are read as ``load_rows`` reads them
-    and refused in every mode, naming the fix for each). An RL-shaped set must also be
+    and refused in every mode, naming the fix for each), and in a set that is not RL-shaped
+    no row that declares its own ``tools`` may call a tool absent from them
+    (``tools_declared``, counted in ``n_undeclared_tool_calls``). An RL-shaped set must also be
     graded (some row carries a numeric reward) and carry at least one mixed group (an ask
     whose rewards disagree). Each failed check is a reason with its count. ``hack_scan``
     (with ``endorsed``) always runs for the report.
@@ -383,6 +427,9 @@ def publish_gate(
     n_dup_rows, n_dup_ids = unfit["dup_rows"], unfit["dup_ids"]
     n_contra_rows, n_contra_asks = unfit["contra_rows"], unfit["contra_asks"]
     n_text = unfit["text_numbers"] + unfit["text_words"]
+    # A demonstration (SFT, preference) calling a tool its own `tools` lacks teaches the
+    # model to call tools it is not given. RL rows are exempt: that call is the policy's.
+    declared_rows, undeclared = (0, []) if rl_shaped else _undeclared_tool_rows(rows)
     scan = hack_scan(rows, endorsed=endorsed)
     calibration = calibrate(rows, policy=policy, model=model, band=(lo, hi))
 
@@ -394,6 +441,7 @@ def publish_gate(
         "unique_rollout_ids": None,
         "stamps_in_band": None,
         "rewards_are_numbers": None,
+        "tools_declared": None,
         "graded": None,
         "mixed_group": None,
         "hack_free": None,
@@ -406,6 +454,8 @@ def publish_gate(
         checks["unique_rollout_ids"] = n_dup_rows == 0
         checks["stamps_in_band"] = n_contra_rows == 0
         checks["rewards_are_numbers"] = n_text == 0
+        if declared_rows:
+            checks["tools_declared"] = not undeclared
     if n_out_of_range:
         problems.append(
             f"{n_out_of_range} of {len(rows)} rows carry a reward outside [0, 1] (the judge "
@@ -430,6 +480,14 @@ def publish_gate(
     if n_text:
         # Every mode: an SFT set kept by a text verdict is as unread as an RL one.
         problems.append(_text_rewards_reason(unfit["text_numbers"], unfit["text_words"], len(rows)))
+    if undeclared:
+        first_id, first_names = undeclared[0]
+        problems.append(
+            f"{len(undeclared)} of {declared_rows} rows that declare their tools call a tool "
+            f"absent from them (first: {first_id!r} calls {first_names}): a trainer would "
+            "teach the model tools it is not given; add the tools to the rows' `tools`, or "
+            "drop those rows"
+        )
     if rl_shaped and rows:
         checks["graded"] = n_numeric > 0
         checks["mixed_group"] = signal["mixed"] > 0 or scan["asks_mixed"] > 0
@@ -483,6 +541,7 @@ def publish_gate(
         "n_no_prompt": n_no_prompt,
         "n_duplicate_rollout_ids": n_dup_rows,
         "n_stamps_out_of_band": n_contra_rows,
+        "n_undeclared_tool_calls": len(undeclared),
         "band": [lo, hi],
         "group_signal": signal,
         "calibration": {k: v for k, v in calibration.items() if k != "pass_at"},
