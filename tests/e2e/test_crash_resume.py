@@ -15,6 +15,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 
 
@@ -202,16 +204,20 @@ def test_a_killed_simulate_resumes_twice_through_torn_lines(tmp_path):
 RESUME_CMD = ["+experiment=rl_round", "simulate.budget=1500"]
 
 
-def _reference(cwd: Path) -> list[str]:
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The uninterrupted run's rows, simulated once for the module: each test compares its
+    resumed rows with them. Its own folder and cache, so it seeds nothing a test resumes from."""
+    cwd = tmp_path_factory.mktemp("reference")
     ok = wai(cwd, "full", *RESUME_CMD, "cache.dir=full-cache")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     return (cwd / "outputs/full/simulate/rows.jsonl").read_text().splitlines()
 
 
-def test_a_torn_tail_of_any_bytes_is_cut_counted_and_the_same_command_resumes(tmp_path):
+def test_a_torn_tail_of_any_bytes_is_cut_counted_and_the_same_command_resumes(tmp_path, reference):
     import random
 
-    full = _reference(tmp_path)
+    full = reference
     partial = _kill_after(tmp_path, "k1", RESUME_CMD, 200)
     kept = partial.read_bytes()
     kept = kept[: kept.rfind(b"\n") + 1]
@@ -230,8 +236,8 @@ def test_a_torn_tail_of_any_bytes_is_cut_counted_and_the_same_command_resumes(tm
     assert _without_timing(got) == _without_timing(full)
 
 
-def test_a_damaged_middle_is_refused_with_the_lines_to_delete_then_resumes(tmp_path):
-    full = _reference(tmp_path)
+def test_a_damaged_middle_is_refused_with_the_lines_to_delete_then_resumes(tmp_path, reference):
+    full = reference
     partial = _kill_after(tmp_path, "k1", RESUME_CMD, 200)
     lines = partial.read_bytes().split(b"\n")
     lines.insert(10, b"\x00\x00 a block the disk lost \xff")
@@ -249,8 +255,8 @@ def test_a_damaged_middle_is_refused_with_the_lines_to_delete_then_resumes(tmp_p
     assert _without_timing(got) == _without_timing(full)
 
 
-def test_a_row_edited_after_it_landed_is_not_reused(tmp_path):
-    full = _reference(tmp_path)
+def test_a_row_edited_after_it_landed_is_not_reused(tmp_path, reference):
+    full = reference
     partial = _kill_after(tmp_path, "k1", RESUME_CMD, 200)
     lines = partial.read_bytes().split(b"\n")
     row = json.loads(lines[5])
@@ -267,9 +273,9 @@ def test_a_row_edited_after_it_landed_is_not_reused(tmp_path):
     assert _without_timing(got.splitlines()) == _without_timing(full)
 
 
-def test_a_full_disk_stops_the_run_naming_it_and_the_same_command_resumes(tmp_path):
+def test_a_full_disk_stops_the_run_naming_it_and_the_same_command_resumes(tmp_path, reference):
     """The kernel's own ENOSPC: the row hashes go to /dev/full."""
-    full = _reference(tmp_path)
+    full = reference
     partial = _kill_after(tmp_path, "k1", RESUME_CMD, 200)
     partial.unlink()
     hashes = partial.with_name(partial.name + ".sha256")
