@@ -36,7 +36,7 @@ TEMPLATE = """
 {%- elif m.role == 'assistant' and m.tool_calls %}<|im_start|>assistant
 {{ m.content or '' }}
 {%- for c in m.tool_calls %}
-<tool_call>{"name": {{ c.function.name | tojson }}, "arguments": {{ c.function.arguments }}}</tool_call>
+<tool_call>{"name": {{ c.function.name | tojson }}, "arguments": {{ c.function.arguments | tojson }}}</tool_call>
 {%- endfor %}<|im_end|>
 {%- elif m.role == 'tool' %}<|im_start|>user
 <tool_response>{{ m.content }}</tool_response><|im_end|>
@@ -77,8 +77,8 @@ def check_chat(messages: list[dict], tools: list[dict]) -> str:
             assert m["role"] == "assistant"
         had_calls = bool(m.get("tool_calls"))
         for call in m.get("tool_calls") or ():
-            assert isinstance(call["function"]["arguments"], str)
-            json.loads(call["function"]["arguments"])
+            # publish.format=trl (the default): arguments are objects, as HF templates expect.
+            assert isinstance(call["function"]["arguments"], dict), call
             pending.add(call["id"])
         previous = m["role"]
     assert not pending
@@ -176,7 +176,7 @@ def test_sft_round_publishes_chat_messages_with_tool_calls(tmp_path):
         msg = message_feature(ds.features["messages"])
         assert msg["role"].dtype == "string" and msg["content"].dtype == "string"
         call = message_feature(msg["tool_calls"])
-        assert call["function"]["arguments"].dtype == "string"
+        assert type(call["function"]["arguments"]).__name__ == "Json"
         assert call["id"].dtype == "string"
     assert parquet.features["tools"].dtype == "string"
     with_calls = [r for r in parquet if any(m["tool_calls"] for m in r["messages"])]
@@ -203,7 +203,8 @@ def test_preference_round_publishes_prompt_chosen_rejected(tmp_path):
             assert message_feature(ds.features[col])["role"].dtype == "string"
         assert ds.features["margin"].dtype == "float64"
     record = parquet[0]
-    assert record["prompt"][-1]["role"] == "user"
+    assert record["prompt"][1]["role"] == "user"
+    assert record["chosen"][0]["role"] == record["rejected"][0]["role"] == "assistant"
     assert record["chosen_score"] > record["rejected_score"]
     tools = json.loads(record["tools"])
     for side in ("chosen", "rejected"):

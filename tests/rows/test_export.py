@@ -86,6 +86,8 @@ def test_sft_record_is_the_openai_chat_shape_with_string_arguments():
         "skipped": 0,
         "skip_reasons": [],
         "undeclared_tools": 0,
+        "conduct_failed": 0,
+        "conduct_failed_examples": [],
     }
     msgs = rec["messages"]
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "assistant"]
@@ -145,10 +147,11 @@ def test_preference_record_splits_a_shared_prompt_from_each_side():
             "chosen_score": 1.0, "rejected_score": 0.0, "margin": 1.0, "same_policy": True,
             "length_delta": 20}  # fmt: skip
     [rec], report = preference_records([pair], TOOLS, system_prompt="Be kind.")
-    assert [m["role"] for m in rec["prompt"]] == ["system", "user"]
-    assert rec["chosen"][0]["role"] == rec["rejected"][0]["role"] == "assistant"
-    assert rec["chosen"][-1]["content"] == "Your order shipped on Monday."
-    assert rec["rejected"][-1]["content"] == "No idea."
+    # Both sides looked the order up the same way: that is prompt, not a choice to learn.
+    assert [m["role"] for m in rec["prompt"]] == ["system", "user", "assistant", "tool"]
+    assert rec["chosen"] == [rec["chosen"][0]] and rec["rejected"] == [rec["rejected"][0]]
+    assert rec["chosen"][0]["content"] == "Your order shipped on Monday."
+    assert rec["rejected"][0]["content"] == "No idea."
     assert rec["margin"] == 1.0 and rec["chosen_rollout_id"] == "a"
     # Asked in different words: not one prompt, so not a DPO pair.
     other = {**pair, "rejected": {**rejected, "prompt": "Where's my stuff?"}}

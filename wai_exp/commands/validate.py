@@ -22,11 +22,15 @@ __all__ = ["ConfigError", "check_override_keys", "import_problems", "sections", 
 def sections() -> Sections:
     """The world's ``WorldOptions`` and the tracking group's keys and check (imported when
     asked: the world module is heavy)."""
+    from wai_exp.rows.formats import FORMATS
     from wai_exp.simulate.world import WorldOptions
     from wai_exp.tracking import _DEFAULTS, tracking_settings
 
     return Sections(
-        world_model=WorldOptions, tracking_keys=tuple(_DEFAULTS), tracking_check=tracking_settings
+        world_model=WorldOptions,
+        tracking_keys=tuple(_DEFAULTS),
+        tracking_check=tracking_settings,
+        publish_formats=tuple(FORMATS),
     )
 
 

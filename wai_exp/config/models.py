@@ -396,6 +396,16 @@ class SelectionConfig(_Strict):
         return band
 
 
+class PublishConfig(_Strict):
+    """The ``publish`` stage's layout: ``format`` is a registered trainer format
+    (``wai_exp.rows.formats``: openai, trl, ...; checked in validate.py against the
+    registry); ``tokenizer`` (a local tokenizer folder, or a ``.gguf`` file) measures the
+    prompt's tokens for the card; None leaves them unmeasured."""
+
+    format: str = "trl"
+    tokenizer: str | None = None
+
+
 class StageConfig(_Strict):
     """One pipeline stage: a registered ``kind`` or your own ``_target_`` function."""
 
@@ -444,6 +454,7 @@ class RootConfig(_Strict):
     knobs: dict[str, Any] = Field(default_factory=dict)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    publish: PublishConfig = Field(default_factory=PublishConfig)
     pipeline: PipelineConfig
     #: checked against the tracking package's model in validate.py.
     tracking: dict[str, Any] = Field(default_factory=dict)

@@ -69,6 +69,8 @@ class Sections:
     world_model: type[BaseModel] | None = None
     tracking_keys: Sequence[str] = field(default_factory=tuple)
     tracking_check: Callable[[dict[str, Any]], Any] | None = None
+    #: The registered trainer formats (``wai_exp.rows.formats``); empty = unchecked.
+    publish_formats: Sequence[str] = field(default_factory=tuple)
 
     def world_fields(self) -> list[str]:
         """The world model's field names (empty without a model)."""
@@ -661,6 +663,13 @@ def validate_config(cfg: Mapping[str, Any], sections: Sections = NO_SECTIONS) ->
     if isinstance(tracking, Mapping):
         problems.extend(tracking_problems(tracking, sections))
     problems.extend(stage_param_problems(cfg))
+    fmt = root.publish.format if root is not None else None
+    if fmt is not None and sections.publish_formats and fmt not in sections.publish_formats:
+        names = sorted(sections.publish_formats)
+        problems.append(
+            f"publish.format: {fmt!r} is not a registered trainer format; use one of {names} "
+            f"(publish.format={names[0]})"
+        )
     if problems:
         raise ConfigError(problems)
     assert root is not None

@@ -290,8 +290,15 @@ def sft_records(
     records: list[dict[str, Any]] = []
     reasons: list[str] = []
     undeclared = 0
+    flagged: list[str] = []
     for row in rows:
         own_tools = _tools_of(row, tool_list)
+        failed = conduct_failures(row)
+        if failed:
+            # A demonstration the grader itself flagged (an invented email with reward 1.0):
+            # the trainer would learn the mistake.
+            flagged.append(f"{row.get('rollout_id') or task_key(row)[:60]!r}: {', '.join(failed)}")
+            continue
         try:
             messages = conversation(row, system_prompt)
             absent = undeclared_calls(messages, own_tools)
@@ -315,7 +322,61 @@ def sft_records(
                 "reward": _reward(row),
             }
         )
-    return records, {**_skip_report(len(rows), records, reasons), "undeclared_tools": undeclared}
+    report = _skip_report(len(rows), records, reasons, extra=len(flagged))
+    report["undeclared_tools"] = undeclared
+    report["conduct_failed"] = len(flagged)
+    report["conduct_failed_examples"] = flagged[:10]
+    return records, report
+
+
+def conduct_failures(row: Mapping[str, Any]) -> list[str]:
+    """The grader's conduct checks that failed on ``row`` (``judge_meta.checks.conduct``:
+    grounded, declared_tools, no_repeat_write, fault_honesty), whatever the reward says.
+    ``complete`` is left to the selection's ``truncated`` policy. Empty when ungraded."""
+    meta = row.get("judge_meta")
+    checks = meta.get("checks") if isinstance(meta, Mapping) else None
+    conduct = checks.get("conduct") if isinstance(checks, Mapping) else None
+    if not isinstance(conduct, Mapping):
+        return []
+    return sorted(k for k, ok in conduct.items() if ok is False and k != "complete")
+
+
+def _renumbered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with tool-call ids renamed ``call_1``, ``call_2`` ... in order, so two
+    rollouts that made the same calls have equal messages (their own ids are random)."""
+    names: dict[str, str] = {}
+    out = []
+    for msg in messages:
+        if msg.get("tool_calls"):
+            calls = []
+            for call in msg["tool_calls"]:
+                names[call["id"]] = f"call_{len(names) + 1}"
+                calls.append({**call, "id": names[call["id"]]})
+            msg = {**msg, "tool_calls": calls}
+        elif msg.get("tool_call_id") in names:
+            msg = {**msg, "tool_call_id": names[msg["tool_call_id"]]}
+        out.append(msg)
+    return out
+
+
+def _common_prefix(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def world_share(messages: Sequence[Mapping[str, Any]]) -> float | None:
+    """The share of a completion's characters that are the world's (tool answers and user
+    turns) rather than the policy's; None for an empty completion."""
+    sizes = [
+        (m["role"], len(m.get("content") or "") + len(json.dumps(m.get("tool_calls") or [])))
+        for m in messages
+    ]
+    total = sum(n for _, n in sizes)
+    if not total:
+        return None
+    return sum(n for role, n in sizes if role in ("tool", "user")) / total
 
 
 def tool_names(tools: Sequence[Any]) -> set[str]:
@@ -352,10 +413,16 @@ def preference_records(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """TRL's conversational preference shape, one record per pair whose two sides share a prompt.
 
-    ``prompt`` is the opening messages (system, first user turn) both transcripts share;
-    ``chosen`` and ``rejected`` are each side's messages after it. A pair whose sides were
-    asked in different words (``same_prompt`` false) or whose opening messages differ is
-    left out: a DPO loss scores both sides under one prompt. Records also carry ``tools``,
+    ``prompt`` is every message both transcripts share (the longest common prefix, tool
+    traffic included, call ids renumbered ``call_<n>`` on both sides); ``chosen`` and
+    ``rejected`` are each side's messages after it, starting at the policy's first
+    different turn. Left out and counted: a pair whose sides were asked in different words
+    (``same_prompt`` false) or whose opening messages differ (``prompt_mismatch``: a DPO
+    loss scores both sides under one prompt); a pair whose sides first differ at a tool
+    answer or user turn, or not at all (``world_first_difference``: the policy acted the
+    same); a pair whose chosen side failed the grader's conduct check (``conduct_failed``).
+    ``completion_world_share`` gives the median and max share of a side's characters that
+    are tool answers and user turns. Records also carry ``tools``,
     ``task_key``, ``chosen_score``, ``rejected_score``, ``margin``, ``same_policy``,
     ``length_delta`` and both rollout ids. Returns ``(records, report)`` as ``sft_records``
     does, plus ``prompt_mismatch`` (pairs left out for that reason). Never raises.
@@ -364,11 +431,17 @@ def preference_records(
     records: list[dict[str, Any]] = []
     reasons: list[str] = []
     mismatch = 0
+    world_first: list[str] = []
+    flagged: list[str] = []
     for pair in pairs:
         chosen, rejected = pair["chosen"], pair["rejected"]
+        failed = conduct_failures(chosen)
+        if failed:
+            flagged.append(f"{pair.get('task_key')}: chosen side {', '.join(failed)}")
+            continue
         try:
-            c_msgs = conversation(chosen, system_prompt)
-            r_msgs = conversation(rejected, system_prompt)
+            c_msgs = _renumbered(conversation(chosen, system_prompt))
+            r_msgs = _renumbered(conversation(rejected, system_prompt))
         except ConversationError as exc:
             reasons.append(f"{pair.get('task_key')}: {exc}")
             continue
@@ -376,9 +449,21 @@ def preference_records(
         if pair.get("same_prompt") is False or n == 0 or c_msgs[:n] != r_msgs[:n]:
             mismatch += 1
             continue
+        # The prompt is everything both sides share; the completions start where the policy
+        # first acted differently. Sides that first differ at a tool answer or a user turn
+        # (a fault fired on one side only) or not at all teach the world's words, not the
+        # policy's choice: left out and counted.
+        n = _common_prefix(c_msgs, r_msgs)
+        if (
+            n >= min(len(c_msgs), len(r_msgs))
+            or c_msgs[n]["role"] != "assistant"
+            or r_msgs[n]["role"] != "assistant"
+        ):
+            world_first.append(str(pair.get("task_key")))
+            continue
         records.append(
             {
-                "prompt": _prompt(c_msgs, n),
+                "prompt": c_msgs[:n],
                 "chosen": c_msgs[n:],
                 "rejected": r_msgs[n:],
                 "tools": _tools_of(chosen, tool_list),
@@ -392,8 +477,24 @@ def preference_records(
                 "rejected_rollout_id": _str(rejected.get("rollout_id")),
             }
         )
-    report = _skip_report(len(pairs), records, reasons, extra=mismatch)
+    report = _skip_report(
+        len(pairs), records, reasons, extra=mismatch + len(world_first) + len(flagged)
+    )
     report["prompt_mismatch"] = mismatch
+    report["world_first_difference"] = len(world_first)
+    report["conduct_failed"] = len(flagged)
+    report["conduct_failed_examples"] = flagged[:10]
+    shares = sorted(
+        s
+        for r in records
+        for s in (world_share(r["chosen"]), world_share(r["rejected"]))
+        if s is not None
+    )
+    report["completion_world_share"] = {
+        "median": shares[len(shares) // 2] if shares else None,
+        "max": shares[-1] if shares else None,
+        "sides": len(shares),
+    }
     return records, report
 
 

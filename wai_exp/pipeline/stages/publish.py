@@ -26,22 +26,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
 from wai_exp.pipeline.stages.optimize import selection
+from wai_exp.rows.formats import get_format
 from wai_exp.rows.jsonl import atomic_write_text
 from wai_exp.rows.keys import task_key
 
 FILES = {"jsonl": "train.jsonl", "parquet": "train.parquet", "card": "README.md"}
-#: Trainers each shape is written for, named on the card.
-TRAINERS = {
-    "sft": "TRL SFTTrainer, OpenAI fine-tuning (conversational messages + tools)",
-    "preference": "TRL DPOTrainer (conversational prompt / chosen / rejected)",
-    "rl": "TRL GRPOTrainer, verl (prompt + reward facts; one record per task)",
-}
+#: Published files are read by a trainer that may run as another user (mkstemp makes 0600).
+FILE_MODE = 0o644
+#: The lowest ``datasets`` that reads the JSONL's free-form objects (tool schemas, call
+#: arguments) as they are (its ``Json`` feature); older versions merge every tool's
+#: parameters into one struct, the others' as nulls.
+DATASETS_JSONL_MIN = "4"
 
 
 def _shape(sel: dict[str, Any], params: dict[str, Any]) -> str:
@@ -112,12 +114,66 @@ def build_records(
     return records, report
 
 
-def parquet_table(records: list[dict[str, Any]]) -> Any:
-    """The records as an Arrow table; ``tools`` as a JSON string column (module docstring)."""
+def _string_arguments(value: Any) -> Any:
+    """``value`` with every tool call's object ``arguments`` as a JSON string."""
+    if isinstance(value, list):
+        return [_string_arguments(v) for v in value]
+    if isinstance(value, dict):
+        fn = value.get("function")
+        if isinstance(fn, dict) and isinstance(fn.get("arguments"), dict):
+            value = {**value, "function": {**fn, "arguments": json.dumps(fn["arguments"])}}
+        return {k: _string_arguments(v) if k != "function" else v for k, v in value.items()}
+    return value
+
+
+def _json_arguments_type(typ: Any) -> Any:
+    """``typ`` with each ``function.arguments`` string field as Arrow's JSON type, which
+    ``datasets`` (>= 4) reads back as objects, each call with its own keys."""
     import pyarrow as pa
 
-    flat = [{**r, "tools": json.dumps(r.get("tools") or [], sort_keys=True)} for r in records]
-    return pa.Table.from_pylist(flat)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return pa.list_(_json_arguments_type(typ.value_type))
+    if pa.types.is_struct(typ):
+        fields = []
+        for f in typ:
+            t = f.type
+            if f.name == "function" and pa.types.is_struct(t) and "arguments" in t.names:
+                t = pa.struct(
+                    [pa.field(g.name, pa.json_() if g.name == "arguments" else g.type) for g in t]
+                )
+            fields.append(pa.field(f.name, _json_arguments_type(t)))
+        return pa.struct(fields)
+    return typ
+
+
+def parquet_table(records: list[dict[str, Any]]) -> Any:
+    """The records as an Arrow table; ``tools`` as a JSON string column (module docstring).
+
+    Object ``arguments`` (the ``trl`` format) are stored as Arrow JSON: as a struct, Arrow
+    would merge every tool's argument names into one and hand each call the others' as
+    nulls."""
+    import pyarrow as pa
+
+    flat = [
+        {**_string_arguments(r), "tools": json.dumps(r.get("tools") or [], sort_keys=True)}
+        for r in records
+    ]
+    table = pa.Table.from_pylist(flat)
+    if not any(_has_object_arguments(r) for r in records):
+        return table
+    schema = pa.schema([pa.field(f.name, _json_arguments_type(f.type)) for f in table.schema])
+    return table.cast(schema)
+
+
+def _has_object_arguments(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(_has_object_arguments(v) for v in value)
+    if isinstance(value, dict):
+        fn = value.get("function")
+        if isinstance(fn, dict) and isinstance(fn.get("arguments"), dict):
+            return True
+        return any(_has_object_arguments(v) for k, v in value.items() if k != "function")
+    return False
 
 
 def _pass_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -210,7 +266,8 @@ def dataset_card(info: dict[str, Any]) -> str:
         f"Made by wai-exp {info['version']} from run `{info['run_dir']}`, preset "
         f"`{info['preset']}`, config hash `{info['config_hash']}`: simulate, grade, optimize "
         f"(selection mode `{info['selection_mode']}`), publish_gate, publish.",
-        f"For: {TRAINERS[info['shape']]}.",
+        f"Format `{info['format']}` (publish.format), for: {info['trainers']}.",
+        f"Chat templates: {info['templates']}.",
     ]
     if info.get("rows_file"):
         lines.append(
@@ -225,10 +282,29 @@ def dataset_card(info: dict[str, Any]) -> str:
         f"- gated rows in: {info['rows_in']} over {info['tasks_in']} tasks",
         f"- left out (not a well-formed conversation): {info['skipped']}",
     ]
+    lines.append(
+        f"- left out because the grader's conduct check failed (e.g. an argument not in the "
+        f"conversation) although the reward passed: {info['conduct_failed']}"
+    )
     if info["shape"] == "preference":
-        lines.append(
-            f"- pairs left out because the two sides had different prompts: {info['prompt_mismatch']}"
-        )
+        share = info.get("completion_world_share") or {}
+        lines += [
+            f"- pairs left out because the two sides had different prompts: {info['prompt_mismatch']}",
+            "- pairs left out because the sides first differ at a tool answer or a user turn "
+            f"(the policy acted the same; the world differed) or not at all: "
+            f"{info['world_first_difference']}",
+            "",
+            "`prompt` is every message both sides share (the longest common prefix), so "
+            "`chosen` and `rejected` start at the policy's first different turn. They still "
+            "hold the tool answers and user turns that followed it: "
+            + (
+                f"median {share['median']:.0%} (max {share['max']:.0%}) of a side's characters "
+                f"over {share['sides']} sides"
+                if share.get("median") is not None
+                else "not measured (no pairs)"
+            )
+            + ". DPO scores every completion token, those included.",
+        ]
     lines += [
         "",
         "## Pass-rate spread (per task, from its calibration stamp)",
@@ -255,11 +331,29 @@ def dataset_card(info: dict[str, Any]) -> str:
         lines.append(f"- {name}: {'ok' if ok else ('not run' if ok is None else 'FAILED')}")
     for w in gate.get("warnings") or []:
         lines.append(f"- warning: {w}")
+    tokens = info.get("prompt_tokens")
+    lines += [
+        "",
+        "## Prompt length",
+        "",
+        (
+            f"The first record's prompt is {tokens['total']} tokens of `{tokens['tokenizer']}` "
+            f"({tokens['text']} of messages, {tokens['tools']} of tool schemas) before the chat "
+            "template's own; set the trainer's `max_length` above it, or every completion "
+            "token is truncated away."
+            if tokens
+            else "not measured (set publish.tokenizer to a tokenizer folder or .gguf file). "
+            "The shipped system prompt with its tool schemas is about 1,000 tokens: at "
+            "`max_length=512` every completion token would be truncated away."
+        ),
+    ]
     lines += [
         "",
         "## Files",
         "",
-        f"- `{FILES['jsonl']}`: one JSON record per line; `tools` as a list of objects.",
+        f"- `{FILES['jsonl']}`: one JSON record per line; `tools` as a list of objects; read "
+        f"it with `datasets>={DATASETS_JSONL_MIN}` (older versions merge every tool's "
+        "parameters into one schema, the others' as nulls: read the Parquet file there).",
         f"- `{FILES['parquet']}`: the same records; `tools` as a JSON string "
         '(`json.loads(row["tools"])`), so each tool keeps its own parameter schema.',
         f"- digest (SHA-256 of `{FILES['jsonl']}`): `{info['digest']}`",
@@ -279,7 +373,39 @@ def dataset_card(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@register("publish", reads=("selection", "simulate"), cached=False)
+def _publish_config(ctx: StageContext) -> dict[str, Any]:
+    return dict(ctx.config.get("publish") or {})
+
+
+def prompt_tokens(tokenizer: str | None, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first record's prompt size in tokens of ``tokenizer`` (a folder, or a ``.gguf``
+    file): the prompt messages' text plus the tool schemas as JSON, the part every rendered
+    example opens with. None without a tokenizer (the card says unmeasured)."""
+    if not tokenizer or not records:
+        return None
+    from transformers import AutoTokenizer
+
+    path = Path(tokenizer)
+    if path.suffix == ".gguf":
+        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    else:
+        tok = AutoTokenizer.from_pretrained(str(path))
+    first = records[0]
+    opening = first.get("prompt") or (first.get("messages") or [])[:2]
+    if isinstance(opening, str):
+        opening = [{"content": opening}]
+    text = "".join(str(m.get("content") or "") for m in opening)
+    schema = json.dumps(first.get("tools") or [])
+    n_text, n_tools = len(tok(text)["input_ids"]), len(tok(schema)["input_ids"])
+    return {
+        "tokenizer": str(path.name),
+        "text": n_text,
+        "tools": n_tools,
+        "total": n_text + n_tools,
+    }
+
+
+@register("publish", reads=("selection", "simulate", "publish"), cached=False)
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Write the gated rows in the trainer's shape. Raises ``ValueError`` when the input is
     not a passed gate or the shape is unknown."""
@@ -293,7 +419,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     sel = selection(ctx, {k: v for k, v in params.items() if k != "shape"})
     shape = _shape(sel, params)
     tools, system_prompt = _tools_and_system(ctx)
+    fmt = get_format(str(params.get("format") or _publish_config(ctx).get("format") or "trl"))
     records, export_report = build_records(shape, rows, sel, tools, system_prompt)
+    records = fmt.convert(shape, records)
 
     out_dir = ctx.run_dir / ctx.name
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -305,6 +433,8 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     tmp = parquet_path.with_name(f".{parquet_path.name}.tmp")
     pq.write_table(table, tmp)
     tmp.replace(parquet_path)
+    for path in (jsonl_path, parquet_path):
+        os.chmod(path, FILE_MODE)
 
     info = {
         "name": ctx.config.get("name") or "wai-exp",
@@ -324,6 +454,13 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "tasks_in": len({task_key(r) for r in rows}),
         "skipped": export_report.get("skipped", 0),
         "prompt_mismatch": export_report.get("prompt_mismatch", 0),
+        "world_first_difference": export_report.get("world_first_difference", 0),
+        "conduct_failed": export_report.get("conduct_failed", 0),
+        "completion_world_share": export_report.get("completion_world_share"),
+        "format": fmt.name,
+        "trainers": fmt.trainers.get(shape, ""),
+        "templates": fmt.templates,
+        "prompt_tokens": prompt_tokens(_publish_config(ctx).get("tokenizer"), records),
         "pass_rates": _pass_rates(rows),
         "gate": {
             k: gate.get(k) for k in ("verdict", "band", "n_rows", "n_graded", "checks", "warnings")
@@ -332,6 +469,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "columns": _columns(table),
     }
     card_path = atomic_write_text(out_dir / FILES["card"], dataset_card(info))
+    os.chmod(card_path, FILE_MODE)
     report = {
         **info,
         "export": export_report,
