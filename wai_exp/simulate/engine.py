@@ -47,7 +47,13 @@ from wai_exp.simulate.rollout import Outcome, RolloutRunner
 from wai_exp.simulate.run_health import early_warning, failure_summary, lost_warning
 from wai_exp.simulate.stream import RowStream
 from wai_exp.simulate.tasks import MutationQueue, Plan, SituationSource, Task, group_split
-from wai_exp.simulate.world_setup import WorldSetup, resolve_spec, resolve_world, world_dump
+from wai_exp.simulate.world_setup import (
+    WorldSetup,
+    mcp_tools,
+    resolve_spec,
+    resolve_world,
+    world_dump,
+)
 
 __all__ = ["MODE_PRESETS", "simulate"]
 
@@ -793,6 +799,28 @@ def simulate(
     )  # fmt: skip
     spec_name, tool_list, sp = resolve_spec(spec, tools, given["system_prompt"])
     world = resolve_world(cfg.knobs, execute)
+    try:
+        return _simulate_in(world, locals())
+    finally:
+        world.close()  # world=mcp: the server stops with the stage
+
+
+def _simulate_in(world: WorldSetup, a: dict[str, Any]) -> SimulationData:
+    """``simulate``'s body once the world is up (its server closed by the caller)."""
+    cfg, agent, given, tasks, traces = a["cfg"], a["agent"], a["given"], a["tasks"], a["traces"]
+    spec_name, llm_grade, execute, grader = (
+        a["spec_name"],
+        a["llm_grade"],
+        a["execute"],
+        a["grader"],
+    )
+    done_rows, on_row, progress, output = a["done_rows"], a["on_row"], a["progress"], a["output"]
+    t_start = a["t_start"]
+    tool_list, sp = mcp_tools(
+        world, a["tool_list"], a["sp"], a["spec"] is not None or a["tools"] is not None
+    )
+    if world.server is not None and given["system_prompt"] is not None:
+        sp = given["system_prompt"]
     resolved = resolve_agent(
         agent,
         timeout=cfg.timeout,
@@ -869,9 +897,15 @@ def check_inputs(agent: Any = None, **kwargs: Any) -> None:
         hard_share=v["hard_share"], sampling=v["sampling"], grade=v["grade"],
         writer_structured_output=v["writer_structured_output"], lost_as=v["lost_as"],
     )  # fmt: skip
-    _, tool_list, _ = resolve_spec(v["spec"], v["tools"], given["system_prompt"])
+    _, tool_list, sp = resolve_spec(v["spec"], v["tools"], given["system_prompt"])
     world = resolve_world(cfg.knobs, v["execute"])
-    _earlier_asks(cfg, v["tasks"], v["traces"], tool_list, world)
+    try:
+        tool_list, _ = mcp_tools(
+            world, tool_list, sp, v["spec"] is not None or v["tools"] is not None
+        )
+        _earlier_asks(cfg, v["tasks"], v["traces"], tool_list, world)
+    finally:
+        world.close()
 
 
 @dataclass

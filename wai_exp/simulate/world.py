@@ -20,7 +20,7 @@ import math
 import random
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -146,6 +146,27 @@ class WorldOptions(BaseModel):
     streets: tuple[str, ...] = STREETS
     street_kinds: tuple[str, ...] = STREET_KINDS
     cities: tuple[str, ...] = CITIES
+    # -- world=mcp (docs/MCP.md): a real MCP server answers the tool calls -------------
+    kind: Literal["mock", "mcp"] = "mock"
+    """``mock`` (these records answer) or ``mcp`` (the server at ``command``/``url`` does)."""
+    command: str | None = None
+    """The stdio server's command line (``python`` is the interpreter wai-exp runs in)."""
+    url: str | None = None
+    """A streamable-HTTP server's endpoint, e.g. ``http://127.0.0.1:8000/mcp``."""
+    cwd: str | None = None
+    """The stdio server's working folder (None: the current one)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the stdio server; every value is treated as a secret."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers for the URL server; every value is treated as a secret."""
+    reset_tool: str | None = None
+    """A server tool called with no arguments before each rollout (a clean state)."""
+    reset_command: str | None = None
+    """A command run before each rollout instead, when the server has no reset tool."""
+    state_tool: str | None = None
+    """A server tool whose answer is the rollout's end state (``world_changes``)."""
+    call_timeout: float = Field(30.0, gt=0)
+    """Seconds one ``call_tool`` may take before the server counts as gone."""
 
     @field_validator(
         "first_names", "last_names", "products", "streets", "street_kinds", "cities", "fault_modes"
@@ -156,6 +177,14 @@ class WorldOptions(BaseModel):
             raise ValueError(
                 f"{info.field_name} must not be empty; leave it out to use the default pool"
             )
+        return value
+
+    @field_validator("env", "headers", mode="before")
+    @classmethod
+    def _text_values(cls, value: Any) -> Any:
+        # `+world.env.PORT=8000` arrives as an int; the process and the wire take text.
+        if isinstance(value, Mapping):
+            return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
         return value
 
     @field_validator("price_range")
@@ -176,6 +205,15 @@ class WorldOptions(BaseModel):
                     f"fault mode {mode!r} has no builder: built-in modes are {list(FAULT_MODES)}; "
                     f"for your own add fault_builders={{{mode!r}: fn}} with fn(tool, arguments, rng) -> result"
                 )
+        if self.kind == "mcp" and bool(self.command) == bool(self.url):
+            raise ValueError(
+                "world=mcp needs exactly one of world.command (a stdio server, e.g. "
+                "world.command='python -m my_server') or world.url (streamable HTTP)"
+            )
+        if self.kind == "mock" and (self.command or self.url):
+            raise ValueError("world.command/world.url need the MCP world: add world=mcp")
+        if self.reset_tool and self.reset_command:
+            raise ValueError("give world.reset_tool or world.reset_command, not both")
         if self.default_fault_mode not in self.fault_modes:
             raise ValueError(
                 f"default_fault_mode {self.default_fault_mode!r} is not one of fault_modes {list(self.fault_modes)}"
@@ -663,12 +701,14 @@ class RolloutWorld:
         elif name in HUMAN_TOOL_NAMES:
             step["result"] = self._human_tool(args)
         else:
-            handler = _HANDLERS.get(name) if name in self._support else None
-            step["result"] = (
-                handler(self, args) if handler is not None else self._generic(name, args)
-            )
+            step["result"] = self._answer(name, args)
         self.steps.append(step)
         return step
+
+    def _answer(self, name: str, args: dict[str, Any]) -> Any:
+        """A valid, unfaulted call's answer from the records (``world=mcp`` asks its server)."""
+        handler = _HANDLERS.get(name) if name in self._support else None
+        return handler(self, args) if handler is not None else self._generic(name, args)
 
     def _human_tool(self, args: Any) -> dict[str, Any]:
         """A human tool's result: the person's answer to the question in its arguments

@@ -49,6 +49,13 @@ class WorldSetup:
     cls: Any
     options: Any
     kwargs: dict[str, Any]
+    #: ``world=mcp``: the stage's live server (``mcp_world.McpServer``); close it at the end
+    server: Any = None
+
+    def close(self) -> None:
+        """Stop the stage's MCP server, if any."""
+        if self.server is not None:
+            self.server.close()
 
 
 def resolve_world(
@@ -65,6 +72,10 @@ def resolve_world(
     options = world_options(world_mod, knobs["world"])
     kwargs = _world_kwargs(world_mod.RolloutWorld, knobs)
     cls = world_mod.RolloutWorld
+    if getattr(options, "kind", "mock") == "mcp":
+        if execute is not None:
+            raise ValueError("execute= and world=mcp both answer tool calls: give one")
+        return _mcp_world(options, kwargs)
     if execute is not None:
         if not callable(execute):
             raise ValueError("execute must be a callable execute(tool_name, arguments) -> result")
@@ -155,3 +166,59 @@ def _user_exec_world(world_cls: Any, execute: Callable[[str, dict[str, Any]], An
 
     UserExecWorld.__name__ = f"UserExec{world_cls.__name__}"
     return UserExecWorld
+
+
+#: servers already warned about (a run checks its inputs, then runs: one warning)
+_WARNED: set[str] = set()
+
+
+def _mcp_world(options: Any, kwargs: dict[str, Any]) -> WorldSetup:
+    """Start the stage's MCP server (refusing, as a ValueError naming the fix, when it cannot
+    start or lists no tools); its env values and headers are secrets from here on."""
+    from wai_exp.domain.secrets import register_secret
+    from wai_exp.simulate.mcp_world import McpServer, McpServerError, mcp_world_class
+
+    server_key = options.url or options.command
+    for value in [*options.env.values(), *options.headers.values()]:
+        register_secret(value)
+    try:
+        server = McpServer(options)
+    except McpServerError as exc:
+        raise ValueError(str(exc)) from None
+    if not server.tools:
+        server.close()
+        where = options.url or options.command
+        raise ValueError(
+            f"the MCP server ({where}) lists no tools: the agent would have nothing to call; "
+            "point world.command/world.url at a server that registers tools"
+        )
+    if not (options.reset_tool or options.reset_command) and server_key not in _WARNED:
+        import logging
+
+        _WARNED.add(server_key)
+        logging.getLogger(__name__).warning(
+            "world=mcp has no reset (world.reset_tool / world.reset_command): every rollout "
+            "starts from the state earlier rollouts left, so rollouts are not independent "
+            "and a rerun does not repeat them"
+        )
+    return WorldSetup(mcp_world_class(server), options, kwargs, server=server)
+
+
+def mcp_tools(
+    world: WorldSetup, declared: list[dict[str, Any]], sp: str | None, narrowed: bool
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The tools and system prompt of a ``world=mcp`` run: the server's tools (narrowed to and
+    described by ``declared`` when the user gave a spec or tools), and the spec's prompt or a
+    generic one. Other worlds keep ``declared`` and ``sp``."""
+    if world.server is None:
+        return declared, sp
+    from wai_exp.simulate.mcp_world import MCP_SYSTEM_PROMPT, narrow_tools
+
+    tools = narrow_tools(world.server.tools, declared if narrowed else None)
+    if not tools:
+        raise ValueError(
+            "none of the spec's tools is one the MCP server lists "
+            f"({', '.join(t['function']['name'] for t in world.server.tools)}): name them "
+            "in the spec, or give no spec to offer all of them"
+        )
+    return tools, sp if narrowed else MCP_SYSTEM_PROMPT

@@ -1,0 +1,94 @@
+"""``world=mcp`` through the console script (issue 21 section 1): a real MCP server the test
+starts itself (``tests/support/mcp_notes_server.py``, written with the ``mcp`` package's
+server API) answers the scripted agent's tool calls in a full ``rl_round`` with faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
+REPO = Path(__file__).resolve().parents[2]
+SERVER = "python -m tests.support.mcp_notes_server"
+SECRET = "sk-notes-secret-7f3a9c2e41"
+
+
+def wai(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [WAI_EXP, "+experiment=rl_round", "world=mcp", f"world.cwd={REPO}", "tracking=none",
+         "hydra.run.dir=outputs/run", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def tool_steps(cwd: Path) -> list[tuple[dict, dict]]:
+    rows = (cwd / "outputs/run/simulate/rows.jsonl").read_text().splitlines()
+    out = []
+    for line in rows:
+        row = json.loads(line)
+        out += [(row, s) for s in row["steps"] if "tool" in s]
+    return out
+
+
+def test_rl_round_on_a_real_mcp_server_with_faults(tmp_path: Path) -> None:
+    res = wai(
+        tmp_path, f"world.command={SERVER}", "world.reset_tool=reset_notes",
+        "simulate.budget=60", f"+world.env.NOTES_TOKEN={SECRET}",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    steps = tool_steps(tmp_path)
+    real = [s for _, s in steps if s.get("source") == "server"]
+    injected = [s for _, s in steps if s.get("source") == "injected"]
+    assert len(real) >= 10 and injected, [s.get("source") for _, s in steps]
+    # The server's own answers: a note it made carries its id; a missing one its error.
+    created = [s["result"] for s in real if s["tool"] == "create_note"]
+    assert created and all(r["note_id"].startswith("NOTE-") for r in created)
+    # The reset tool ran before each rollout: every rollout's first note is NOTE-1001.
+    assert {r["note_id"] for r in created} == {"NOTE-1001"}
+    # An injected fault replaced the call (its status is the fault mode) and the row's
+    # faults.fired lists exactly the injected answers.
+    for s in injected:
+        assert s["status"] == s["fault"] in ("timeout", "error", "malformed")
+    fired = sum(len(r["faults"]["fired"]) for r in {id(r): r for r, _ in steps}.values())
+    assert fired == len(injected)
+    # The server's env value is a secret: no file of the run holds it.
+    for f in (tmp_path / "outputs").rglob("*"):
+        if f.is_file():
+            assert SECRET not in f.read_text(errors="replace"), f
+
+
+def test_refuses_before_work_when_the_server_cannot_start(tmp_path: Path) -> None:
+    res = wai(tmp_path, "world.command=python -m no_such_module_here")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "world.command" in res.stderr and "fix" in res.stderr
+    assert "No module named" in res.stderr  # the server's own stderr tail
+    assert not (tmp_path / "outputs/run/simulate").exists()
+
+
+def test_refuses_a_server_with_no_tools(tmp_path: Path) -> None:
+    res = wai(tmp_path, f"world.command={SERVER}", "+world.env.NOTES_NO_TOOLS=1")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "lists no tools" in res.stderr
+    assert not (tmp_path / "outputs/run/simulate").exists()
+
+
+def test_refuses_an_unreachable_url(tmp_path: Path) -> None:
+    res = wai(tmp_path, "world.url=http://127.0.0.1:9/mcp")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "world.url=http://127.0.0.1:9/mcp" in res.stderr and "fix" in res.stderr
+
+
+def test_a_crash_loses_that_rollout_not_the_stage(tmp_path: Path) -> None:
+    res = wai(
+        tmp_path, f"world.command={SERVER}", "world.reset_tool=reset_notes",
+        "simulate.budget=30", "+world.env.NOTES_CRASH_AFTER=4",
+    )  # fmt: skip
+    assert "simulate" in res.stdout, res.stdout + res.stderr
+    rows = (tmp_path / "outputs/run/simulate/rows.jsonl").read_text().splitlines()
+    assert len(rows) >= 5  # the stage went on past the crash, on a restarted server
+    lost = (tmp_path / "outputs/run/simulate").rglob("*lost*")
+    text = "".join(p.read_text() for p in lost if p.is_file()) + res.stdout + res.stderr
+    assert "simulated crash" in text  # the server's stderr tail names why

@@ -1,0 +1,88 @@
+"""``world=mcp`` from the Python API, over stdio and streamable HTTP: a real MCP server
+(``tests/support/mcp_notes_server.py``) answers the scripted agent's calls."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wai_exp import simulate
+
+REPO = Path(__file__).resolve().parents[2]
+STDIO = {"kind": "mcp", "command": "python -m tests.support.mcp_notes_server", "cwd": str(REPO)}
+
+
+def _sources(data) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in data.rows:
+        for s in row["steps"]:
+            if s.get("kind") == "tool":
+                out[s["source"]] = out.get(s["source"], 0) + 1
+    return out
+
+
+def test_simulate_over_stdio_offers_the_servers_tools_and_injects_faults() -> None:
+    data = simulate(budget=40, seed=3, fault_rate=1.0, advanced={"world": STDIO})
+    sources = _sources(data)
+    assert sources.get("server", 0) > 0 and sources.get("injected", 0) > 0, sources
+    called = {s["name"] for r in data.rows for s in r["steps"] if s.get("kind") == "tool"}
+    assert called <= {
+        "create_note",
+        "get_note",
+        "delete_note",
+        "list_notes",
+        "reset_notes",
+        "notes_state",
+    }
+
+
+def test_a_spec_narrows_the_servers_tools() -> None:
+    tools = [
+        {
+            "name": "list_notes",
+            "description": "All notes.",
+            "parameters": {"type": "object", "properties": {}},
+        }
+    ]
+    data = simulate(budget=5, seed=1, tools=tools, advanced={"world": STDIO})
+    called = {s["name"] for r in data.rows for s in r["steps"] if s.get("kind") == "tool"}
+    assert called <= {"list_notes"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_server():
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.mcp_notes_server", "--http", str(port)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_simulate_over_streamable_http(http_server: str) -> None:
+    world = {"kind": "mcp", "url": http_server, "reset_tool": "reset_notes"}
+    data = simulate(budget=30, seed=2, fault_rate=0.5, advanced={"world": world})
+    created = [
+        s["result"] for r in data.rows for s in r["steps"]
+        if s.get("kind") == "tool" and s["name"] == "create_note" and s["source"] == "server"
+    ]  # fmt: skip
+    assert created and {c["note_id"] for c in created} == {"NOTE-1001"}
