@@ -173,3 +173,26 @@ def test_rollouts_lost_below_the_failure_share_are_named_in_the_summary(tmp_path
     assert len(rows) + lost == 24 and lost > 0  # a lost rollout keeps its slot
     line = next(x for x in res.stdout.splitlines() if "rollouts were lost" in x)
     assert f"{lost} of 24 rollouts were lost" in line and "the CRM timed out" in line
+
+
+def test_an_agent_file_in_the_folder_wai_exp_runs_from_needs_no_pythonpath(tmp_path):
+    """A user writes useragent.py beside where they type the command: it is found, as
+    ``python -m`` finds it; a module that is nowhere is refused before work, naming where
+    to put it."""
+    (tmp_path / "useragent.py").write_text(USER_AGENT)
+    env = {"PYTHONPATH": ""}
+    res = wai(
+        tmp_path, "+experiment=eval", "agent=callable", "agent.target=useragent:reply",
+        "simulate.budget=12", "tracking=none", env=env,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows, _ = rows_of(tmp_path)
+    assert len(rows) == 12 and all(
+        r["final_text"].startswith("I checked and nothing") for r in rows
+    )
+    missing = wai(
+        tmp_path, "+experiment=rl_round", "agent=callable", "agent.target=notthere:reply",
+        "tracking=none", env=env,
+    )  # fmt: skip
+    assert missing.returncode == 2
+    assert "folder you run wai-exp from" in missing.stderr and "PYTHONPATH" in missing.stderr

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +149,23 @@ def available_kinds() -> list[str]:
     return sorted(found)
 
 
+def _import_here_too(module_name: str) -> Any:
+    """Import ``module_name``; a module or package that is not installed but sits in the
+    folder wai-exp was started from (``agents.py`` beside the config) is found there, as
+    ``python -m`` would find it. That folder goes last on ``sys.path``, so it never shadows
+    an installed module."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        top = module_name.partition(".")[0]
+        beside = Path(here, f"{top}.py").is_file() or Path(here, top, "__init__.py").is_file()
+        if exc.name != top or not beside or here in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(module_name)
+
+
 def _import_target(target: str) -> Any:
     module_name, sep, attr = target.partition(":")
     if not sep:
@@ -158,11 +177,11 @@ def _import_target(target: str) -> Any:
         )
     try:
         with reads.loading(module_name):
-            module = importlib.import_module(module_name)
+            module = _import_here_too(module_name)
     except ImportError as exc:
         raise UnknownStageKind(
-            f"_target_ {target!r}: cannot import module {module_name!r} ({exc}). Is the package "
-            "installed, or on PYTHONPATH?"
+            f"_target_ {target!r}: cannot import module {module_name!r} ({exc}). Put it in the "
+            "folder you run wai-exp from, install its package, or add its folder to PYTHONPATH"
         ) from exc
     try:
         return getattr(module, attr)
