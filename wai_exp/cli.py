@@ -49,6 +49,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     os.environ[START_DIR_ENV] = os.getcwd()
 
+    bad_flag = flag_problem(args)
+    if bad_flag:
+        sys.stderr.write(f"wai-exp: {bad_flag}\n")
+        sys.exit(EXIT_INVALID_CONFIG)
+
     from wai_exp.commands.validate import check_override_keys
 
     problems = check_override_keys(args)
@@ -149,6 +154,67 @@ def run_dir_problem(args: Sequence[str]) -> str | None:
         f"point all three elsewhere: {key}=/tmp/wai-exp/run cache.dir=/tmp/wai-exp/cache "
         "tracking.uri=sqlite:////tmp/wai-exp/mlflow.db (or tracking=none)"
     )
+
+
+#: Hydra's command-line options (``wai-exp --hydra-help``), and the values of those that take one.
+_FLAGS = {
+    "--help": None, "-h": None, "--hydra-help": None, "--version": None, "--resolve": None,
+    "--run": None, "-r": None, "--multirun": None, "-m": None,
+    "--cfg": ("job", "hydra", "all"), "-c": ("job", "hydra", "all"),
+    "--info": ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath"),
+    "-i": ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath"),
+    "--package": (), "-p": (), "--config-path": (), "-cp": (), "--config-name": (), "-cn": (),
+    "--config-dir": (), "-cd": (), "--shell-completion": None, "-sc": None,
+    "--experimental-rerun": (),
+}  # fmt: skip
+
+
+def flag_problem(args: Sequence[str]) -> str | None:
+    """An option Hydra does not know (``--bogus``), or ``--cfg``/``--info`` with a value it
+    does not take: the sentence naming the fix, or None. Hydra's own answer is its whole
+    usage block and "unrecognized arguments", which says neither what was meant nor that a
+    config value is written ``key=value`` without dashes."""
+    import difflib
+
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if not arg.startswith("-") or arg in ("-", "--"):
+            continue
+        flag, eq, value = arg.partition("=")
+        if flag not in _FLAGS:
+            if "." in flag or eq:
+                return (
+                    f"unknown option {arg!r}: a config value is written without dashes, "
+                    f"e.g. {arg.lstrip('-')} (`wai-exp --cfg job` prints every key)"
+                )
+            close = difflib.get_close_matches(flag, list(_FLAGS), n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            return (
+                f"unknown option {flag!r}.{hint} The options are "
+                f"{', '.join(k for k in _FLAGS if k.startswith('--'))} (`wai-exp --help`); "
+                "a config value is key=value without dashes (simulate.budget=300)"
+            )
+        choices = _FLAGS[flag]
+        if choices is None:
+            continue
+        if not eq:
+            nxt = args[i] if i < len(args) else None
+            if nxt is None or nxt.startswith(("-", "+", "~")) or "=" in nxt:
+                if flag in ("--info", "-i"):
+                    continue  # its value is optional
+                want = " | ".join(choices) if choices else "a value"
+                return (
+                    f"option {flag} takes {want}, e.g. {flag} {choices[0] if choices else 'VALUE'}"
+                )
+            value = args[i]
+            i += 1
+        if choices and value not in choices:
+            close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.5)
+            hint = f" Did you mean {flag} {close[0]}?" if close else ""
+            return f"option {flag} takes {' | '.join(choices)}, not {value!r}.{hint}"
+    return None
 
 
 def config_dirs(args: Sequence[str]) -> list[str]:

@@ -157,7 +157,30 @@ CASES: dict[str, tuple[list[str], dict[str, str], dict[str, Any], list[str]]] = 
         {"huge.jsonl": HUGE},
         ["simulate.rows:", "huge.jsonl:2: a line over 64 MiB", "one row per line"],
     ),
-}
+    # Old code: Hydra's "Key 'simulat' is not in struct", exit 1, naming no stage and no fix.
+    "an unknown stage name": (
+        ["pipeline.stages.simulat.params.budget=8"],
+        {},
+        {},
+        ["no stage 'simulat' in pipeline 'rl_round'", "Did you mean 'simulate'?",
+         "+pipeline.stages.simulat.kind=<kind>"],
+    ),
+    # Old code: Hydra's usage block and "unrecognized arguments: --multrun".
+    "a misspelt flag": (["--multrun"], {}, {}, ["unknown option '--multrun'. Did you mean --multirun?"]),
+    "a config value written as a flag": (
+        ["--simulate.budget=300"],
+        {},
+        {},
+        ["a config value is written without dashes, e.g. simulate.budget=300"],
+    ),
+    # Old code: "argument --cfg/-c: invalid choice: 'jobb'" after the usage block.
+    "a flag value it does not take": (
+        ["--cfg", "jobb"],
+        {},
+        {},
+        ["option --cfg takes job | hydra | all, not 'jobb'. Did you mean --cfg job?"],
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(CASES))

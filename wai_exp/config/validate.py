@@ -362,6 +362,11 @@ def check_override_keys(argv: Sequence[str], sections: Sections = NO_SECTIONS) -
         if key in APPEND_ONLY and not config_dirs:
             problems.append(APPEND_ONLY[key])  # never the value: it is a secret
             continue
+        stage = parts[:2] == ["pipeline", "stages"] and len(parts) > 2
+        problem = _stage_problem(parts[2], overrides, config_dirs) if stage else None
+        if problem:
+            problems.append(problem)
+            continue
         if parts[0] == "agent" and len(parts) > 1 and agent_choice in models.AGENT_BY_KIND:
             # The agent picked on this command line: its keys only.
             model = models.AGENT_BY_KIND[agent_choice]
@@ -371,6 +376,69 @@ def check_override_keys(argv: Sequence[str], sections: Sections = NO_SECTIONS) -
         if problem:
             problems.append(problem)
     return problems
+
+
+def _group_file(group: str, option: str, config_dirs: Sequence[str]) -> dict[str, Any] | None:
+    """The YAML of ``conf/<group>/<option>.yaml`` (a ``--config-dir`` copy wins over the
+    shipped one), or None when there is none or it does not parse."""
+    from importlib.resources import files
+
+    import yaml
+
+    candidates = [Path(d).expanduser() / group / f"{option}.yaml" for d in reversed(config_dirs)]
+    shipped = files("wai_exp.conf").joinpath(group, f"{option}.yaml")
+    for path in [*candidates, shipped]:
+        try:
+            if path.is_file():
+                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+                return data if isinstance(data, dict) else None
+        except (OSError, yaml.YAMLError):
+            return None
+    return None
+
+
+def _stage_problem(
+    name: str, overrides: Sequence[tuple[str, str, str]], config_dirs: Sequence[str]
+) -> str | None:
+    """``pipeline.stages.<name>.x=...`` naming no stage of the pipeline the command line
+    picks: Hydra's refusal ("Key 'simulat' is not in struct", exit 1) names neither the
+    stages nor the ``+`` that adds one. None when the stage exists, or when the pipeline
+    cannot be told here (a custom search path, a preset not found)."""
+    if any(k.startswith("hydra.searchpath") for _, k, _ in overrides):
+        return None
+    chosen = "explore"  # conf/config.yaml's default
+    experiment = next(
+        (v for p, k, v in reversed(overrides) if k == "experiment" and p != "~"), None
+    )
+    stages: set[str] = set()
+    if experiment:
+        preset = _group_file("experiment", experiment, config_dirs)
+        if preset is None:
+            return None
+        for entry in preset.get("defaults") or ():
+            if isinstance(entry, dict):
+                for key, value in entry.items():
+                    if str(key).replace("override ", "").strip().lstrip("/") == "pipeline":
+                        chosen = str(value)
+        stages |= set(((preset.get("pipeline") or {}).get("stages")) or {})
+    chosen = next((v for p, k, v in reversed(overrides) if k == "pipeline" and p != "~"), chosen)
+    pipeline = _group_file("pipeline", chosen, config_dirs)
+    if pipeline is None:
+        return None
+    stages |= set(pipeline.get("stages") or {})
+    stages |= {
+        k.split(".")[2]
+        for p, k, _ in overrides
+        if p and k.startswith("pipeline.stages.") and k.count(".") >= 2
+    }
+    if name in stages:
+        return None
+    close = difflib.get_close_matches(name, sorted(stages), n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return (
+        f"pipeline.stages.{name}: no stage {name!r} in pipeline {chosen!r}.{hint} Stages: "
+        f"{', '.join(sorted(stages))}; to add a stage, write +pipeline.stages.{name}.kind=<kind>"
+    )
 
 
 def unknown_option_message(
