@@ -8,10 +8,54 @@ import time.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-#: public name -> module of this package that defines it
+from wai_exp.domain.lazy import lazy_exports
+
+__all__ = [
+    "ACCEPTED_SHAPES",
+    "Row",
+    "RowAppender",
+    "RowShapeError",
+    "RowsFileError",
+    "SCHEMA_VERSION",
+    "TIMING_FIELDS",
+    "atomic_write_text",
+    "iter_rows",
+    "load_rows",
+    "messages_from_steps",
+    "prompt_mismatch",
+    "read_rows",
+    "read_steps",
+    "row_json_schema",
+    "scrub",
+    "task_key",
+    "write_json",
+    "write_rows",
+]
+
+if TYPE_CHECKING:
+    from wai_exp.rows.jsonl import (
+        RowAppender,
+        atomic_write_text,
+        iter_rows,
+        read_rows,
+        write_json,
+        write_rows,
+    )
+    from wai_exp.rows.keys import prompt_mismatch, task_key
+    from wai_exp.rows.load import RowsFileError, load_rows
+    from wai_exp.rows.model import (
+        SCHEMA_VERSION,
+        TIMING_FIELDS,
+        Row,
+        messages_from_steps,
+        row_json_schema,
+    )
+    from wai_exp.rows.reader import ACCEPTED_SHAPES, RowShapeError, read_steps
+    from wai_exp.rows.scrub import scrub
+
+#: public name -> module of this package that defines it, imported on first use
 _EXPORTS: dict[str, str] = {
     "RowAppender": "jsonl",
     "atomic_write_text": "jsonl",
@@ -34,17 +78,5 @@ _EXPORTS: dict[str, str] = {
     "scrub": "scrub",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'wai_exp.rows' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"wai_exp.rows.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all attribute
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -142,7 +142,8 @@ def _tool_list(tools: Any) -> list[Any]:
     if tools is None:
         raise ValueError(
             "tools is required: pass the agent's tools in OpenAI function shape, e.g. "
-            "tools=wai_exp.simulate.spec.load_agent_spec().tools for the shipped support desk"
+            "tools=load_agent_spec().tools for the shipped support desk "
+            "(from wai_exp.simulate.spec import load_agent_spec)"
         )
     if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
         raise ValueError(

@@ -6,13 +6,55 @@ of this folder does not import the others.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from wai_exp.domain.lazy import lazy_exports
 
 # Not re-exported here: judge_trust. Each shares its name with the module
 # that defines it, so after that module is imported the package attribute is the module;
 # re-exporting would make the answer depend on import order. Use ``wai_exp.<name>``.
 
-#: public name -> module of this folder that defines it
+__all__ = [
+    "Criterion",
+    "Rubric",
+    "ScoredData",
+    "annotator_agreement",
+    "attach_labels",
+    "attach_rubric",
+    "audit_grades",
+    "evaluate",
+    "format_audit",
+    "format_judge_trust",
+    "grade_llm",
+    "judge_agreement",
+    "judge_pairs",
+    "judge_probes",
+    "normalize_judge_result",
+    "pairwise_judge",
+    "rubric_judge",
+    "rubric_of",
+    "run_judge",
+    "write_rubrics",
+]
+
+if TYPE_CHECKING:
+    from wai_exp.score.judges.agreement import judge_agreement
+    from wai_exp.score.judges.audit import audit_grades, format_audit
+    from wai_exp.score.judges.judge_trust import format_judge_trust, judge_probes
+    from wai_exp.score.judges.judging import ScoredData, evaluate, normalize_judge_result, run_judge
+    from wai_exp.score.judges.labels import annotator_agreement, attach_labels
+    from wai_exp.score.judges.llm_judge import grade_llm
+    from wai_exp.score.judges.pairwise import judge_pairs, pairwise_judge
+    from wai_exp.score.judges.rubric import (
+        Criterion,
+        Rubric,
+        attach_rubric,
+        rubric_judge,
+        rubric_of,
+        write_rubrics,
+    )
+
+#: public name -> module of this package that defines it, imported on first use
 _EXPORTS: dict[str, str] = {
     "Criterion": "rubric",
     "Rubric": "rubric",
@@ -36,7 +78,5 @@ _EXPORTS: dict[str, str] = {
     "write_rubrics": "rubric",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all attribute
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -6,9 +6,37 @@ of this folder does not import the others.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from wai_exp.domain.lazy import lazy_exports
 
-#: public name -> module of this folder that defines it
+__all__ = [
+    "PassAt",
+    "compare_runs",
+    "delta_report",
+    "detectable_effect",
+    "eval_variance",
+    "format_delta_report",
+    "holdout_size",
+    "marker_names",
+    "marker_summary",
+    "metric_summary",
+    "pass_at",
+]
+
+if TYPE_CHECKING:
+    from wai_exp.score.stats.delta import delta_report, format_delta_report
+    from wai_exp.score.stats.passat import PassAt, pass_at
+    from wai_exp.score.stats.power import detectable_effect, holdout_size
+    from wai_exp.score.stats.stats import (
+        compare_runs,
+        eval_variance,
+        marker_names,
+        marker_summary,
+        metric_summary,
+    )
+
+#: public name -> module of this package that defines it, imported on first use
 _EXPORTS: dict[str, str] = {
     "PassAt": "passat",
     "compare_runs": "stats",
@@ -23,7 +51,5 @@ _EXPORTS: dict[str, str] = {
     "pass_at": "passat",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all attribute
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

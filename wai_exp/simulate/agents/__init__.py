@@ -10,7 +10,10 @@ from collections.abc import Iterator
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from dataclasses import fields as fields_of
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wai_exp.simulate.agents.scripted import ScriptedAgent
 
 __all__ = ["CurrentRollout", "RolloutContext", "ScriptedAgent", "current_rollout"]
 
@@ -107,10 +110,12 @@ class CurrentRollout:
 current_rollout = CurrentRollout()
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy, so importing the ContextVar does not load the world and pydantic models.
-    if name == "ScriptedAgent":
-        from wai_exp.simulate.agents.scripted import ScriptedAgent
+if not TYPE_CHECKING:  # type checkers see the import above, and no catch-all attribute
 
-        return ScriptedAgent
-    raise AttributeError(f"module 'wai_exp.simulate.agents' has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        # Lazy, so importing the ContextVar does not load the world and pydantic models.
+        if name == "ScriptedAgent":
+            from wai_exp.simulate.agents.scripted import ScriptedAgent
+
+            return ScriptedAgent
+        raise AttributeError(f"module 'wai_exp.simulate.agents' has no attribute {name!r}")
