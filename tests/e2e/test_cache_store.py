@@ -205,3 +205,4 @@ def test_cache_help_says_what_each_action_does(tmp_path):
     assert res.returncode == 0
     for word in ("du", "gc", "verify", "--keep-days", "deleted without losing"):
         assert word in res.stdout, res.stdout
+    assert "cache du|gc|verify" in wai(tmp_path, "--help").stdout  # listed with the commands
