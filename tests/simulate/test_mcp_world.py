@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -86,3 +87,36 @@ def test_simulate_over_streamable_http(http_server: str) -> None:
         if s.get("kind") == "tool" and s["name"] == "create_note" and s["source"] == "server"
     ]  # fmt: skip
     assert created and {c["note_id"] for c in created} == {"NOTE-1001"}
+
+
+def test_world_state_is_the_state_tools_answer_else_unknown() -> None:
+    with_state = simulate(
+        budget=6, seed=4, advanced={"world": {**STDIO, "state_tool": "notes_state"}}
+    )
+    states = [json.loads(r["world_state"]) for r in with_state.rows]
+    assert all(set(s) == {"count", "ids"} for s in states)
+    without = simulate(budget=6, seed=4, advanced={"world": STDIO})
+    # never the writer's planned state (exists / missing / already_done) passed off as real
+    assert {r["world_state"] for r in without.rows} == {"unknown"}
+    # the server keeps the records: no empty change list claiming nothing changed
+    assert all(r["world_changes"] is None for r in without.rows)
+
+
+def test_no_reset_is_warned_about_once(caplog: pytest.LogCaptureFixture) -> None:
+    from wai_exp.simulate.engine import check_inputs
+
+    world = {**STDIO, "env": {"NOTES_RUN": "warn-once"}, "command": STDIO["command"] + " "}
+    check_inputs(budget=2, advanced={"world": world})
+    simulate(budget=2, advanced={"world": world})
+    warned = [r for r in caplog.records if "has no reset" in r.getMessage()]
+    assert len(warned) == 1
+
+
+def test_headers_reach_no_file(http_server: str, tmp_path: Path) -> None:
+    secret = "hdr-secret-5b81d0c2a7e4"
+    world = {"kind": "mcp", "url": http_server, "headers": {"X-Notes-Key": secret}}
+    data = simulate(budget=4, seed=1, advanced={"world": world}, output=tmp_path / "rows.jsonl")
+    assert secret not in json.dumps(data.report(), default=str)
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert secret not in f.read_text(errors="replace"), f

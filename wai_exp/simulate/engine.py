@@ -800,72 +800,62 @@ def simulate(
     spec_name, tool_list, sp = resolve_spec(spec, tools, given["system_prompt"])
     world = resolve_world(cfg.knobs, execute)
     try:
-        return _simulate_in(world, locals())
+        tool_list, sp = mcp_tools(world, tool_list, sp, spec is not None or tools is not None)
+        if world.server is not None and given["system_prompt"] is not None:
+            sp = given["system_prompt"]
+        resolved = resolve_agent(
+            agent,
+            timeout=cfg.timeout,
+            sampling=dict(cfg.sampling) if cfg.sampling else None,
+            logprobs=cfg.logprobs,
+            avg_turns=int(cfg.knobs["avg_turns"]),
+            concurrency=int(cfg.knobs["concurrency"]),
+        )
+        user = _model_user(cfg, world, resolved)
+        asks = _earlier_asks(cfg, tasks, traces, tool_list, world)
+        writer = _model_writer(cfg, tool_list, sp, world, asks)
+        run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks.replay, world)
+        llm_grader = resolve_llm_grader(llm_grade, tool_list, sp)
+        runner = RolloutRunner(
+            cfg, agent=resolved, tools=tool_list, system_prompt=sp, world=world,
+            user_execute=execute is not None, grader=grader, run_id=run_id, llm_grader=llm_grader,
+        )  # fmt: skip
+        if user is not None:
+            runner.user_model = user.name  # rows name who played the person, the agent's model too
+        engine, first = _assemble(
+            cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress,
+            writer=writer,
+        )  # fmt: skip
+        stream = RowStream(Path(output), cfg.knobs) if output is not None else None
+        if stream is not None:
+            engine.on_row = _tee(stream, on_row)
+        try:
+            with fewer_gc_passes():
+                asyncio.run(
+                    _run_and_close(
+                        engine,
+                        first,
+                        partial(_rerun_source, cfg),
+                        resolved,
+                        [user, writer, llm_grader],
+                    )
+                )
+        except BaseException:
+            if stream is not None:
+                stream.close(remove=False)  # keep the finished rows on disk for a resume
+            raise
+        engine.emit_progress()
+        elapsed = time.monotonic() - t_start
+        data = _result(
+            cfg, engine, asks, resolved, spec_name, tool_list, sp, world, run_id, elapsed
+        )
+        if output is not None:
+            data.save(output)
+        if stream is not None:
+            stream.close(remove=True)
+        return data
     finally:
         world.close()  # world=mcp: the server stops with the stage
-
-
-def _simulate_in(world: WorldSetup, a: dict[str, Any]) -> SimulationData:
-    """``simulate``'s body once the world is up (its server closed by the caller)."""
-    cfg, agent, given, tasks, traces = a["cfg"], a["agent"], a["given"], a["tasks"], a["traces"]
-    spec_name, llm_grade, execute, grader = (
-        a["spec_name"],
-        a["llm_grade"],
-        a["execute"],
-        a["grader"],
-    )
-    done_rows, on_row, progress, output = a["done_rows"], a["on_row"], a["progress"], a["output"]
-    t_start = a["t_start"]
-    tool_list, sp = mcp_tools(
-        world, a["tool_list"], a["sp"], a["spec"] is not None or a["tools"] is not None
-    )
-    if world.server is not None and given["system_prompt"] is not None:
-        sp = given["system_prompt"]
-    resolved = resolve_agent(
-        agent,
-        timeout=cfg.timeout,
-        sampling=dict(cfg.sampling) if cfg.sampling else None,
-        logprobs=cfg.logprobs,
-        avg_turns=int(cfg.knobs["avg_turns"]),
-        concurrency=int(cfg.knobs["concurrency"]),
-    )
-    user = _model_user(cfg, world, resolved)
-    asks = _earlier_asks(cfg, tasks, traces, tool_list, world)
-    writer = _model_writer(cfg, tool_list, sp, world, asks)
-    run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks.replay, world)
-    llm_grader = resolve_llm_grader(llm_grade, tool_list, sp)
-    runner = RolloutRunner(
-        cfg, agent=resolved, tools=tool_list, system_prompt=sp, world=world,
-        user_execute=execute is not None, grader=grader, run_id=run_id, llm_grader=llm_grader,
-    )  # fmt: skip
-    if user is not None:
-        runner.user_model = user.name  # rows name who played the person, the agent's model too
-    engine, first = _assemble(
-        cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress,
-        writer=writer,
-    )  # fmt: skip
-    stream = RowStream(Path(output), cfg.knobs) if output is not None else None
-    if stream is not None:
-        engine.on_row = _tee(stream, on_row)
-    try:
-        with fewer_gc_passes():
-            asyncio.run(
-                _run_and_close(
-                    engine, first, partial(_rerun_source, cfg), resolved, [user, writer, llm_grader]
-                )
-            )
-    except BaseException:
-        if stream is not None:
-            stream.close(remove=False)  # keep the finished rows on disk for a resume
-        raise
-    engine.emit_progress()
-    elapsed = time.monotonic() - t_start
-    data = _result(cfg, engine, asks, resolved, spec_name, tool_list, sp, world, run_id, elapsed)
-    if output is not None:
-        data.save(output)
-    if stream is not None:
-        stream.close(remove=True)
-    return data
 
 
 def check_inputs(agent: Any = None, **kwargs: Any) -> None:

@@ -312,6 +312,20 @@ class McpWorld(RolloutWorld):
         # lost, the stage goes on.
         self.server.ensure_alive()
         self.server.reset()
+        # The server keeps its own records: what changed is read off its answers (the
+        # checklist grades the tool results when a row carries no record of changes).
+        self.changes = None  # type: ignore[assignment]
+
+    def observed_state(self) -> str:
+        """The row's ``world_state``: the state tool's answer (JSON text) when the server
+        has one, else ``unknown``: the writer's planned state is never passed off as the
+        server's."""
+        if not self.server.options.state_tool:
+            return "unknown"
+        try:
+            return json.dumps(self.server.state(), sort_keys=True, default=str)
+        except McpServerError:
+            return "unknown"
 
     def execute(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None

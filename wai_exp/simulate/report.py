@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from wai_exp.config.knobs import knobs_read, patience_table
+from wai_exp.domain.secrets import redact
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.lost import lost_summary
 from wai_exp.simulate.modes import Config
@@ -221,14 +222,15 @@ def _person_and_world(cfg: Config, world: dict[str, Any]) -> dict[str, Any]:
             "avg_turns": int(knobs["avg_turns"]),
             "max_user_turns": int(knobs["avg_turns"]) // 2,
         },
-        "knobs": _jsonable(knobs),
+        # redacted: a world=mcp server's env values and headers are registered secrets
+        "knobs": redact(_jsonable(knobs), keys=False),
         "patience": {
             "level": knobs["patience"] if isinstance(knobs["patience"], str) else "table",
             "second": p_second,
             "later": p_later,
         },
         "user_temperature": knobs["user_temperature"],
-        "world": world,
+        "world": redact(world, keys=False),
         "world_note": (
             f"report['fault_rate'] ({fr}) is this run's rate; world['default_fault_rate'] "
             f"({world.get('default_fault_rate')}) is the rate a fault plan with no rate of its own fires at"

@@ -237,7 +237,12 @@ class RolloutRunner:
             "rollout_index": plan.rollout_index,
             "rollout_id": plan.rollout_id,
             "mode": self.cfg.mode,
-            "world_state": dims.get("world_state"),
+            # A world that observes its own state says so (world=mcp); else the plan's.
+            "world_state": (
+                world.observed_state()
+                if hasattr(world, "observed_state")
+                else dims.get("world_state")
+            ),
             "faults": faults,
             # What the mock world recorded as changed (None: a user's own world, unseen).
             "world_changes": _world_changes(world, self.user_execute),
