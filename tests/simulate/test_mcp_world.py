@@ -120,3 +120,21 @@ def test_headers_reach_no_file(http_server: str, tmp_path: Path) -> None:
     for f in tmp_path.rglob("*"):
         if f.is_file():
             assert secret not in f.read_text(errors="replace"), f
+
+
+def test_an_injected_fault_never_reaches_the_server() -> None:
+    world = {**STDIO, "reset_tool": "reset_notes", "state_tool": "notes_state"}
+    data = simulate(budget=60, seed=7, fault_rate=0.5, advanced={"world": world})
+    injected = 0
+    for row in data.rows:
+        tool_steps = [s for s in row["steps"] if s.get("kind") == "tool"]
+        injected += sum(
+            s["source"] == "injected" and s["name"] == "create_note" for s in tool_steps
+        )
+        made = [
+            s for s in tool_steps
+            if s["name"] == "create_note" and s["source"] == "server" and "note_id" in s["result"]
+        ]  # fmt: skip
+        # the server's own count after the rollout: only the real calls made notes
+        assert json.loads(row["world_state"])["count"] == len(made), row["steps"]
+    assert injected > 0
