@@ -175,9 +175,13 @@ _WARNED: set[str] = set()
 def _mcp_world(options: Any, kwargs: dict[str, Any]) -> WorldSetup:
     """Start the stage's MCP server (refusing, as a ValueError naming the fix, when it cannot
     start or lists no tools); its env values and headers are secrets from here on."""
+    import importlib.util
+
     from wai_exp.domain.secrets import register_secret
     from wai_exp.simulate.mcp_world import McpServer, McpServerError, mcp_world_class
 
+    if importlib.util.find_spec("mcp") is None:
+        raise ValueError("world=mcp needs the mcp package (its client): pip install 'mcp>=2.3,<3'")
     server_key = options.url or options.command
     for value in [*options.env.values(), *options.headers.values()]:
         register_secret(value)
