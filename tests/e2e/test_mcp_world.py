@@ -92,3 +92,36 @@ def test_a_crash_loses_that_rollout_not_the_stage(tmp_path: Path) -> None:
     lost = (tmp_path / "outputs/run/simulate").rglob("*lost*")
     text = "".join(p.read_text() for p in lost if p.is_file()) + res.stdout + res.stderr
     assert "simulated crash" in text  # the server's stderr tail names why
+
+
+def test_rl_round_over_streamable_http(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.mcp_notes_server", "--http", str(port)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        res = wai(
+            tmp_path, f"world.url=http://127.0.0.1:{port}/mcp", "world.reset_tool=reset_notes",
+            "simulate.budget=40",
+        )  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(10)
+    # the round ran end to end (its publish gate may refuse 40 rows: exit 3)
+    assert res.returncode in (0, 3) and "simulate         ran" in res.stdout, (
+        res.stdout + res.stderr
+    )
+    sources = [s.get("source") for _, s in tool_steps(tmp_path)]
+    assert sources.count("server") >= 5 and "injected" in sources, sources
