@@ -785,7 +785,7 @@ def test_model_backend_runs_in_the_async_pool():
         assert r["usage"] == {"input_tokens": 20, "output_tokens": 10}
         assert [s["kind"] for s in r["steps"]] == ["assistant", "tool", "assistant"]
         assert r["messages"][-1] == {"role": "assistant", "content": "I could not find that order."}
-    assert agent._client is None  # the engine closed the backend's client
+    assert agent.model.open_clients() == 0  # the engine closed the backend's client
 
 
 def test_timeout_loses_the_rollout_not_the_run():

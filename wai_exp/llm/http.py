@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 from httpx._client import ClientState
 
+from wai_exp.llm.turn import BackendError
+
 #: Statuses worth another try: timeouts, conflicts from a busy server, rate limits, server faults.
 # 529 is Anthropic's "overloaded_error": a busy server, like a 503.
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -307,24 +309,6 @@ def _aiohttp_session() -> Any:
 
     connector = aiohttp.TCPConnector(limit=0, ssl=_ssl_context())
     return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
-
-
-class BackendError(RuntimeError):
-    """A model call failed for good. ``status`` is the HTTP status when there was one."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        retryable: bool = False,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retryable = retryable
-        #: seconds the server's ``Retry-After`` asked for, when it sent one
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)

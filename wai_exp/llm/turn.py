@@ -47,12 +47,33 @@ class Transcript(list):
         return b"[" + b",".join(encoded) + b"]"
 
 
-class CompletionTimeout(TimeoutError):
+class BackendError(RuntimeError):
+    """A model call failed for good. ``status`` is the HTTP status when there was one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        #: seconds the server's ``Retry-After`` asked for, when it sent one
+        self.retry_after = retry_after
+
+
+class CompletionTimeout(TimeoutError, BackendError):
     """One model completion took longer than its limit. ``limit_s`` is the limit, ``turn``
-    the 1-based agent turn it was waiting on; the message names both."""
+    the 1-based agent turn it was waiting on; the message names both. A ``TimeoutError``
+    (the engine counts the rollout lost to a timeout) and a ``BackendError`` (a judge
+    that turns failed calls into a verdict's reason catches it with the others)."""
 
     def __init__(self, message: str, *, limit_s: float, turn: int | None = None) -> None:
-        super().__init__(message)
+        TimeoutError.__init__(self, message)
+        self.status, self.retryable, self.retry_after = None, False, None
         self.limit_s = limit_s
         self.turn = turn
 

@@ -55,11 +55,13 @@ def same_model(a: Any, b: Any) -> bool:
 
 
 class ModelCaller:
-    """Chat completions (no tools) against one model spec.
+    """Chat completions (no tools) against one model spec: a ``wai_exp.llm.model.Model``
+    that sync callers can also reach, through a private loop (``complete_sync``).
 
     ``timeout`` bounds each completion (seconds; 0 = none). Raises ``ValueError`` for a spec
     that does not parse. Completions raise ``wai_exp.llm.http.BackendError`` when the server
-    fails for good, ``TimeoutError`` when one takes longer than ``timeout``.
+    fails for good, ``CompletionTimeout`` (a ``TimeoutError``) when one takes longer than
+    ``timeout``.
     """
 
     def __init__(
@@ -70,29 +72,16 @@ class ModelCaller:
         api_key: str | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.spec = parse_model_spec(spec)
-        self.name = f"{self.spec.provider}:{self.spec.model}"
-        self.api_key = PROVIDERS[self.spec.provider].api_key(api_key)
-        self.timeout = float(timeout or 0)
-        self.retry = retry
-        self._clients: dict[int, Any] = {}  # id(loop) -> httpx.AsyncClient
+        from wai_exp.llm.model import Model
+
+        self.model = Model(spec, api_key=api_key, timeout=timeout, retry=retry)
+        self.spec = self.model.spec
+        self.name = self.model.name
+        self.api_key = self.model.api_key
+        self.timeout = self.model.timeout
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
-
-    def _client(self) -> Any:
-        import httpx
-
-        from wai_exp.llm.http import async_client
-
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(id(loop))
-        if client is None or client.is_closed:
-            # The one transport seam (aiohttp under httpx), not httpx's own pool: a third
-            # of the CPU a call, and the writer and the person call as often as the agent.
-            client = async_client(timeout=httpx.Timeout(self.timeout or None))
-            self._clients[id(loop)] = client
-        return client
 
     async def complete(
         self,
@@ -107,23 +96,14 @@ class ModelCaller:
         ``wai_exp.llm.structured.StructuredOutput`` it asks for ``schema`` (else the
         structured object's own) through ``response_format`` and returns ``(completion,
         the form it was asked with)`` instead."""
-        from wai_exp.llm.providers import chat_backend
-
-        backend = chat_backend(self.spec, self._client(), api_key=self.api_key, policy=self.retry)
-        if structured is not None:
-            call = structured.complete(
-                backend, messages, sampling, schema=schema, max_string_chars=max_string_chars
-            )
-        else:
-            call = backend.complete(messages, [], sampling)
-        if self.timeout:
-            try:
-                return await asyncio.wait_for(call, timeout=self.timeout)
-            except TimeoutError as exc:
-                raise TimeoutError(
-                    f"{self.name} did not answer within timeout={self.timeout:g}s"
-                ) from exc
-        return await call
+        return await self.model.complete(
+            messages,
+            [],
+            sampling,
+            structured=structured,
+            schema=schema,
+            max_string_chars=max_string_chars,
+        )
 
     # -- the private loop for sync callers ---------------------------------------------
     def _background(self) -> asyncio.AbstractEventLoop:
@@ -148,13 +128,7 @@ class ModelCaller:
 
     async def aclose(self) -> None:
         """Close the client of the running loop (the engine's, at the end of a run)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        client = self._clients.pop(id(loop), None)
-        if client is not None:
-            await client.aclose()
+        await self.model.aclose()
 
     def close(self, wait_s: float = 1.0) -> None:
         """Close the private loop's client and stop its thread (waits at most ``wait_s``)."""

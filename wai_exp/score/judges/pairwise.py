@@ -481,19 +481,19 @@ class PairwiseJudge:
         transport: Any = None,
         structured_output: str = "auto",
     ) -> None:
-        from wai_exp.llm.providers import PROVIDERS, parse_model_spec
+        from wai_exp.llm.model import Model
         from wai_exp.llm.structured import StructuredOutput
 
-        self.spec = parse_model_spec(spec)
-        prov = PROVIDERS[self.spec.provider]
-        self.api_key = prov.api_key(api_key)
-        self.kind = prov.kind
+        self.llm = Model(spec, api_key=api_key, timeout=timeout, transport=transport)
+        self.spec = self.llm.spec
+        self.api_key = self.llm.api_key
+        self.kind = self.llm.kind
         self.system = system
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.request_chars = request_chars
         self.transport = transport
-        self.model = f"{self.spec.provider}:{self.spec.model}"
+        self.model = self.llm.name
         digest = hashlib.blake2b(system.encode(), digest_size=4).hexdigest()
         # The prompt is part of the judge: editing it must not keep the old name.
         self.judge_name = f"{self.spec.model}@{digest}"
@@ -509,23 +509,11 @@ class PairwiseJudge:
                 max_string_chars=max(8, min(REASON_CHARS, max_tokens - 16)),
             )
         )
-        self._client: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def structured_meta(self) -> dict[str, Any]:
         """``structured_output`` (the ``response_format`` form comparisons are asked with
         now, ``"off"`` for none) and, after the server refused one, ``structured_output_fallback``."""
         return self.structured.meta() if self.structured else {"structured_output": "off"}
-
-    def _backend(self) -> Any:
-        from wai_exp.llm.http import async_client
-        from wai_exp.llm.providers import chat_backend
-
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client.is_closed or self._loop is not loop:
-            self._client = async_client(timeout=self.timeout, transport=self.transport)
-            self._loop = loop
-        return chat_backend(self.spec, self._client, api_key=self.api_key)
 
     def messages(self, a_row: Mapping[str, Any], b_row: Mapping[str, Any]) -> list[dict]:
         """The chat messages sent for one comparison."""
@@ -562,18 +550,18 @@ class PairwiseJudge:
         sampling = {"temperature": 0.0, "max_tokens": self.max_tokens}
         try:
             if self.structured is None:
-                done = await self._backend().complete(messages, [], sampling)
+                done = await self.llm.complete(messages, [], sampling)
             else:
-                done, _ = await self.structured.complete(self._backend(), messages, sampling)
+                done, _ = await self.llm.complete(
+                    messages, [], sampling, structured=self.structured
+                )
         except BackendError as exc:
             return {"winner": None, "reason": f"model call failed: {exc}"}
         return parse_verdict(done.content)
 
     async def aclose(self) -> None:
-        """Close the HTTP client (safe to call twice)."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Close the running loop's HTTP client (safe to call twice)."""
+        await self.llm.aclose()
 
 
 def pairwise_judge(

@@ -27,7 +27,6 @@ import json
 import math
 import os
 import re
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -444,8 +443,8 @@ def _resolve_spec(spec: str | None, who: str) -> str:
 
 
 class _Chat:
-    """One model spec over the project's HTTP backends, one ``httpx.AsyncClient`` per loop
-    (``run_judge`` runs each call of it on a fresh event loop)."""
+    """A judge's or rubric writer's ``wai_exp.llm.model.Model`` asked one system and one
+    user message at a time, at a fixed temperature."""
 
     def __init__(
         self,
@@ -456,37 +455,18 @@ class _Chat:
         retry: Any,
         temperature: float = 0.0,
     ) -> None:
-        from wai_exp.llm.providers import PROVIDERS, parse_model_spec
+        from wai_exp.llm.model import Model
 
         self.temperature = temperature
-        self.spec = parse_model_spec(spec)
-        prov = PROVIDERS[self.spec.provider]
-        self.kind = prov.kind
-        self.api_key = prov.api_key(api_key)
-        self.timeout = timeout
-        self.transport = transport
-        self.retry = retry
-        self.model = f"{self.spec.provider}:{self.spec.model}"
-        self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-    def _backend(self) -> Any:
-        from wai_exp.llm.http import DEFAULT_RETRY, async_client
-        from wai_exp.llm.providers import chat_backend
-
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None or client.is_closed:
-            client = async_client(timeout=self.timeout, transport=self.transport)
-            self._clients[loop] = client
-        return chat_backend(
-            self.spec, client, api_key=self.api_key, policy=self.retry or DEFAULT_RETRY
-        )
+        self.llm = Model(spec, api_key=api_key, timeout=timeout, retry=retry, transport=transport)
+        self.spec = self.llm.spec
+        self.kind = self.llm.kind
+        self.api_key = self.llm.api_key
+        self.model = self.llm.name
 
     async def aclose_current(self) -> None:
         """Close the client of the running loop (a direct call's loop ends with it)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        await self.llm.aclose()
 
     async def ask(self, system: str, user: str, max_tokens: int = 2048) -> str:
         """The model's answer text. Raises ``BackendError`` when the call fails for good."""
@@ -510,11 +490,12 @@ class _Chat:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": user})
         sampling = {"temperature": self.temperature, "max_tokens": max_tokens}
-        backend = self._backend()
         if structured is None:
-            done = await backend.complete(messages, [], sampling)
+            done = await self.llm.complete(messages, [], sampling)
             return done.content, None
-        done, form = await structured.complete(backend, messages, sampling, schema=schema)
+        done, form = await self.llm.complete(
+            messages, [], sampling, structured=structured, schema=schema
+        )
         return done.content, form
 
 

@@ -3,16 +3,15 @@ specs, parsed in ``wai_exp.llm.providers``): the tool-calling loop they share.""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 from typing import Any
 
 import httpx
 
-from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy, async_client
-from wai_exp.llm.providers import PROVIDERS, chat_backend, parse_model_spec
-from wai_exp.llm.turn import ChatBackend, Completion, CompletionTimeout, Transcript
+from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy
+from wai_exp.llm.model import Model
+from wai_exp.llm.turn import Completion, CompletionTimeout, Transcript
 from wai_exp.rows.model import messages_from_steps, step_messages
 from wai_exp.simulate.run_health import CallTimes
 
@@ -40,13 +39,12 @@ class ModelAgent:
         transport: httpx.AsyncBaseTransport | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
-        self.spec = parse_model_spec(spec)
-        prov = PROVIDERS[self.spec.provider]
-        key = prov.api_key(api_key)
+        self.model = Model(spec, api_key=api_key, timeout=timeout, retry=retry, transport=transport)
+        self.spec = self.model.spec
         self.timeout = timeout
         self.transport = transport
         self.retry = retry
-        self.api_key = key
+        self.api_key = self.model.api_key
         self.max_turns = max_turns
         # Its own sampling, recorded on every row; a "model" key never replaces the served
         # model (the spec names it).
@@ -55,31 +53,16 @@ class ModelAgent:
             **{k: v for k, v in (sampling or {}).items() if k != "model"},
         }
         self.logprobs = logprobs
-        self.model_version = f"{self.spec.provider}:{self.spec.model}"
-        self._client: httpx.AsyncClient | None = None
-        self._chat: ChatBackend | None = None
+        self.model_version = self.model.name
         #: recent completions, read by the progress line's early warnings
         self.call_times = CallTimes()
 
-    def _backend(self) -> ChatBackend:
-        # One client per event loop: the engine runs each simulate() call in its own loop.
-        # One backend per client: it keeps the encoded tool list between calls.
-        if self._client is None or self._client.is_closed or self._chat is None:
-            self._client = async_client(timeout=self.timeout, transport=self.transport)
-            self._chat = chat_backend(
-                self.spec, self._client, api_key=self.api_key, policy=self.retry
-            )
-        return self._chat
-
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-            self._chat = None
+        """Close the running loop's client (the engine calls it at the end of a run)."""
+        await self.model.aclose()
 
     async def _complete(
         self,
-        backend: ChatBackend,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         turn: int,
@@ -91,20 +74,18 @@ class ModelAgent:
 
         def late() -> CompletionTimeout:
             return CompletionTimeout(
-                f"{self.model_version} did not answer turn {turn} within timeout="
-                f"{self.timeout:g} s (the limit is per model completion; the rollout had run "
-                f"{time.monotonic() - t0:.0f} s)",
-                limit_s=self.timeout,
+                f"{self.model.late(f' turn {turn}')} (the limit is per model completion; the "
+                f"rollout had run {time.monotonic() - t0:.0f} s)",
+                limit_s=self.model.timeout,
                 turn=turn,
             )
 
-        call = backend.complete(messages, tools, self.sampling, logprobs=bool(self.logprobs))
         token = self.call_times.start()
         try:
-            # asyncio.timeout, not wait_for: the call runs in this task, not a new one each.
-            async with asyncio.timeout(self.timeout or None):
-                return await call
-        except TimeoutError as exc:
+            return await self.model.complete(
+                messages, tools, self.sampling, logprobs=bool(self.logprobs)
+            )
+        except CompletionTimeout as exc:
             raise late() from exc
         except BackendError as exc:
             if isinstance(exc.__cause__, httpx.ReadTimeout | httpx.WriteTimeout):
@@ -125,7 +106,6 @@ class ModelAgent:
         """Run one rollout. ``sampling`` (the engine's ``simulate(sampling=)``) is ignored:
         a model backend samples and records its own. Raises ``BackendError`` when a model
         call fails for good, ``CompletionTimeout`` when one outlasts ``timeout``."""
-        backend = self._backend()
         steps: list[dict[str, Any]] = []
         usage = {"input_tokens": 0, "output_tokens": 0}
         ended_by = "agent"
@@ -140,7 +120,7 @@ class ModelAgent:
         for turn in range(1, self.max_turns + 1):
             messages.extend(step_messages(steps[said:]))
             said = len(steps)
-            done = await self._complete(backend, messages, tools, turn, t0)
+            done = await self._complete(messages, tools, turn, t0)
             model_seen = done.model or model_seen
             _unique_call_ids(done.tool_calls, turn, ids_used)
             step: dict[str, Any] = {

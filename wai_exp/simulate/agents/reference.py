@@ -53,8 +53,8 @@ from typing import Any
 
 import httpx
 
-from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy, async_client, post_json
-from wai_exp.llm.providers import PROVIDERS, parse_model_spec
+from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy
+from wai_exp.llm.model import Model
 
 #: The chat template keys this renderer understands (see the module docstring).
 SUPPORTED_TEMPLATE_KWARGS = frozenset({"enable_thinking"})
@@ -267,9 +267,15 @@ def reference_logprobs(
     Raises ``ValueError`` for a malformed spec, an ``anthropic:`` reference, ``concurrency`` < 1
     or an unsupported ``chat_template_kwargs`` key; ``TypeError`` for a source of another kind.
     """
-    spec = parse_model_spec(ref)
-    prov = PROVIDERS[spec.provider]
-    if prov.kind != "openai":
+    model = Model(
+        ref,
+        api_key=api_key,
+        timeout=timeout,
+        retry=retry,
+        transport=transport if isinstance(transport, httpx.AsyncBaseTransport) else None,
+    )
+    spec = model.spec
+    if model.kind != "openai":
         raise ValueError(
             f"reference {ref!r}: {spec.provider} has no completions endpoint that scores a given "
             "text; serve the reference with vLLM and pass 'vllm:<model>@<url>'"
@@ -285,9 +291,6 @@ def reference_logprobs(
         )
     enable_thinking = bool(kwargs.get("enable_thinking", True))
     rows, mirrors, sp, tool_list, from_path = _resolve_source(source, system_prompt, tools)
-    key = prov.api_key(api_key)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    url = spec.base_url.rstrip("/") + "/completions"
 
     from wai_exp.score.diagnose.logprobs import row_logprob
     from wai_exp.simulate.ids import prompt_sha
@@ -321,11 +324,8 @@ def reference_logprobs(
 
     async def run() -> None:
         sem = asyncio.Semaphore(concurrency)
-        client = (
-            None
-            if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport)
-            else async_client(timeout=timeout, transport=transport)
-        )
+        # a callable transport answers the payload itself; anything else goes to the server
+        answer = None if transport is None or model.transport is not None else transport
 
         async def one(i: int, rendered: Rendered) -> None:
             payload = {
@@ -342,12 +342,12 @@ def reference_logprobs(
             }
             async with sem:
                 try:
-                    if client is None:
-                        body = transport(payload)  # type: ignore[misc]
+                    if answer is not None:
+                        body = answer(payload)
                         if inspect.isawaitable(body):
                             body = await body
                     else:
-                        body = await post_json(client, url, payload, headers=headers, policy=retry)
+                        body = await model.post_json("/completions", payload)
                     if not isinstance(body, Mapping):
                         raise BackendError(f"answer is {type(body).__name__}, not a JSON object")
                     total, n, placed = sum_span_logprobs(body, rendered.spans, rendered.text)
@@ -368,8 +368,7 @@ def reference_logprobs(
         try:
             await asyncio.gather(*(one(i, r) for i, r in jobs))
         finally:
-            if client is not None:
-                await client.aclose()
+            await model.aclose()
 
     if jobs:
         from wai_exp.score.judges.judging import run_coro  # lazy: simulate loads score on use only
