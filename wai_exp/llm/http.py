@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from httpx._client import ClientState
 
 from wai_exp.llm.turn import BackendError
 
@@ -55,6 +54,14 @@ def async_client(
     return _ModelClient(timeout=timeout, transport=transport)
 
 
+def _environment_proxied() -> bool:
+    """True when a proxy variable is set: httpx (``trust_env``) then mounts a proxy
+    transport, which the direct route would go around. urllib's reading, as httpx's."""
+    import urllib.request
+
+    return any(k in ("http", "https", "all") for k in urllib.request.getproxies())
+
+
 class _SetCookieIgnored(httpx.Cookies):
     """A client's cookies that a response's ``Set-Cookie`` never adds to. httpx parses every
     response through ``http.cookiejar`` (a urllib request built per call: 0.05 ms, a tenth
@@ -67,43 +74,57 @@ class _SetCookieIgnored(httpx.Cookies):
 class _ModelClient(httpx.AsyncClient):
     """``httpx.AsyncClient`` whose cookie jar ignores ``Set-Cookie`` (cookies given to the
     client or a request are still sent), and that ``post_json`` can send through without
-    httpx's per-request pipeline (``direct_route``)."""
+    httpx's per-request pipeline (``direct_route``).
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.cookies = self._cookies  # httpx's __init__ sets its jar without the setter
+    Only httpx's public API is read: the transport is the one this client was built with
+    (an injected transport, the seam httpx's ``MockTransport`` uses), and the client's
+    ``auth``, ``event_hooks``, ``params``, ``cookies``, ``headers``, ``timeout`` and
+    ``is_closed`` are its public properties. ``tests/llm/test_httpx_seam.py`` fails when
+    httpx stops sending what this relies on."""
+
+    def __init__(self, *, transport: httpx.AsyncBaseTransport, **kwargs: Any) -> None:
+        cookies = kwargs.pop("cookies", None)
+        super().__init__(transport=transport, **kwargs)
+        self.cookies = cookies  # through the setter below: the jar that keeps nothing
+        #: the transport the direct route sends on: this client's own aiohttp transport,
+        #: unless a proxy from the environment (or a test's transport) carries requests
+        self.direct_transport: Any = (
+            transport
+            if isinstance(transport, _aiohttp_transport_class())
+            and not (self.trust_env and _environment_proxied())
+            else None
+        )
         self._routes: dict[tuple[str, tuple[tuple[str, str], ...]], _Route | None] = {}
 
     @property
     def cookies(self) -> httpx.Cookies:
-        return self._cookies
+        return self._model_cookies
 
     @cookies.setter
     def cookies(self, cookies: Any) -> None:
-        self._cookies = _SetCookieIgnored(cookies)
+        self._model_cookies = _SetCookieIgnored(cookies)
 
     def direct_route(self, url: str, headers: dict[str, str]) -> _Route | None:
         """The ``_Route`` that POSTs ``headers`` to ``url`` straight to the aiohttp transport,
         or None when httpx's own ``send`` must carry the request: another transport (a test's,
-        a proxy mounted from the environment), credentials in the URL, the client closed or
+        a proxy from the environment), credentials in the URL, the client closed or
         given auth, cookies, query params or event hooks. Checked on every call, so a
         client changed after its first request is sent the way httpx would send it."""
-        hooks = self._event_hooks
+        hooks = self.event_hooks
         if (
-            self.is_closed
-            or self._auth is not None
+            self.direct_transport is None
+            or self.is_closed
+            or self.auth is not None
             or hooks["request"]
             or hooks["response"]
-            or self._params
-            or self._cookies
+            or self.params
+            or self.cookies
         ):
             return None
         key = (url, tuple(headers.items()))
         route = self._routes.get(key, _UNBUILT)
-        if route is _UNBUILT or (route is not None and route.client_headers != self._headers.raw):
+        if route is _UNBUILT or (route is not None and route.client_headers != self.headers.raw):
             route = self._routes[key] = _Route.build(self, url, headers)
-        if route is not None and self._state is ClientState.UNOPENED:
-            self._state = ClientState.OPENED  # as httpx's send() marks a client in use
         return route
 
 
@@ -156,10 +177,9 @@ class _Route:
         """The route, or None when httpx would send this request differently than a plain
         POST over the client's own aiohttp transport (see ``direct_route``)."""
         target = _parsed_url(url)
-        transport = client._transport
+        transport = client.direct_transport
         if (
-            not isinstance(transport, _aiohttp_transport_class())
-            or client._transport_for_url(target) is not transport
+            transport is None
             or target.userinfo
             or not target.is_absolute_url
             or any(k.lower() in ("content-length", "transfer-encoding") for k in headers)
@@ -180,7 +200,7 @@ class _Route:
         if raw[-1][0].lower() != "content-length":  # httpx puts it last for a bytes body
             return None
         route.head = raw[:-1]
-        route.client_headers = client._headers.raw
+        route.client_headers = client.headers.raw
         return route
 
     async def post(self, content: bytes) -> _Sent:
@@ -209,9 +229,7 @@ class _Route:
 
     def response(self, sent: _Sent, content: bytes) -> httpx.Response:
         """``sent`` as the ``httpx.Response`` (with its request) that ``client.post`` returns."""
-        response = sent.response(self._request(content))
-        response.default_encoding = self.client._default_encoding
-        return response
+        return sent.response(self._request(content))
 
 
 @functools.cache
