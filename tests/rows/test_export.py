@@ -169,7 +169,10 @@ def test_rl_record_is_one_prompt_per_task_with_the_reward_facts_and_no_answer_ke
     t1 = records[0]
     assert [m["role"] for m in t1["prompt"]] == ["system", "user"]
     assert set(t1["prompt"][0]) == {"role", "content"}
-    # The reward facts live under reward_model (verl's layout), away from the prompt.
+    # The reward facts live under reward_model (verl's layout), away from the prompt; with
+    # them the situation wai_exp.env replays a rollout in (tests/env), no answer key in it.
+    situations = [r["reward_model"]["ground_truth"].pop("situation") for r in records]
+    assert situations[0]["prompt"] == "Where is ORD-1?" and situations[0]["version"] == 1
     assert t1["reward_model"] == {
         "style": "rule",
         "ground_truth": {

@@ -12,6 +12,10 @@
   function reads), the facts that score a rollout (``REWARD_FACTS``). Never the
   ``privileged`` block, its ``reference`` sentence or its hidden state in any column the
   policy's prompt is rendered from: the answer key one step from the policy is the answer.
+  ``reward_model.ground_truth.situation`` (``SITUATION_FIELDS``) is what ``wai_exp.env.reset``
+  rebuilds the task's world from (the ask, grid cell, world state, fault plan, seed and the
+  writer's lineage), so a fresh multi-turn rollout can be played and scored online; like
+  the other reward facts it is hidden state, kept under ``reward_model`` only.
 
 Pure functions over row dicts: no files. A transcript is taken from the row's ``messages``
 when it has them, else built from its ``steps`` (``messages_from_steps``); either way it is
@@ -45,8 +49,9 @@ CALIBRATION_FIELDS = (
 )
 #: What ``reward_model.ground_truth`` holds on an RL record: the judge that scored the rows,
 #: ``wai_exp.domain.outcome.reward_facts`` of the task (outcome class, ask_back, target_tool,
-#: write_expected) and the task's ``scenario_dimensions`` (what ``task_checklist`` reads to
-#: score a new rollout). The reference sentence is not among them.
+#: write_expected), the task's ``scenario_dimensions`` (what ``task_checklist`` reads to
+#: score a new rollout) and its ``situation`` (what ``wai_exp.env.reset`` plays a new rollout
+#: in). The reference sentence is not among them.
 REWARD_FACTS = (
     "judge",
     "outcome",
@@ -54,6 +59,28 @@ REWARD_FACTS = (
     "target_tool",
     "write_expected",
     "scenario_dimensions",
+    "situation",
+)
+
+
+#: The version of an RL record's ``situation`` block; ``wai_exp.env.reset`` refuses others.
+SITUATION_VERSION = 1
+#: What an RL record's ``situation`` holds: everything ``wai_exp.env.reset`` needs to rebuild
+#: the task's world and person, and nothing of the answer key (no ``reference``, no
+#: ``privileged``). ``world`` is the run's world dials (``WorldOptions`` fields and the
+#: person's ``patience`` / ``avg_turns`` / ``user_temperature``), None when not known.
+SITUATION_FIELDS = (
+    "version",
+    "scenario_id",
+    "prompt",
+    "phrasing_index",
+    "writer_model",
+    "scenario_dimensions",
+    "world_state",
+    "faults",
+    "seed",
+    "lineage",
+    "world",
 )
 
 
@@ -502,6 +529,7 @@ def rl_records(
     rows: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] = (),
     system_prompt: str | None = None,
+    world: Mapping[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One record per task (``task_key``), in the order tasks first appear.
 
@@ -511,8 +539,9 @@ def rl_records(
     function reads and the policy must not, so the task's dimensions (its hidden state) are
     there and nowhere else, and the reference sentence nowhere. ``task_key``,
     ``scenario_id`` and ``data_source`` name the task; ``calibration`` keeps the selection's
-    stamp (``CALIBRATION_FIELDS``); ``n_rollouts`` counts the task's rows. No ``privileged``
-    block at any depth. Returns ``(records, report)`` as ``sft_records`` does (``rows_in``
+    stamp (``CALIBRATION_FIELDS``); ``n_rollouts`` counts the task's rows. The ground
+    truth's ``situation`` (``situation_of``, with ``world``, the run's world dials) is what
+    ``wai_exp.env.reset`` plays a new rollout from. No ``privileged`` block at any depth. Returns ``(records, report)`` as ``sft_records`` does (``rows_in``
     counts rows, ``skipped`` tasks). Never raises.
     """
     tool_list = [scrub(dict(t)) for t in tools]
@@ -531,6 +560,7 @@ def rl_records(
             reasons.append(f"{key}: {exc}")
             continue
         n = _prompt_length(messages)
+        ask = messages[n - 1]["content"] if n else None
         cal = first.get("calibration") if isinstance(first.get("calibration"), Mapping) else {}
         records.append(
             {
@@ -539,7 +569,13 @@ def rl_records(
                 "task_key": key,
                 "scenario_id": _str(first.get("scenario_id")),
                 "data_source": "wai-exp",
-                "reward_model": {"style": "rule", "ground_truth": _ground_truth(first)},
+                "reward_model": {
+                    "style": "rule",
+                    "ground_truth": {
+                        **_ground_truth(first),
+                        "situation": situation_of(first, world, ask),
+                    },
+                },
                 "calibration": {f: _calibration_value(f, cal.get(f)) for f in CALIBRATION_FIELDS},
                 "n_rollouts": len(members),
             }
@@ -548,6 +584,45 @@ def rl_records(
     report["rows_in"] = len(rows)
     report["tasks_in"] = len(by_task)
     return records, report
+
+
+def situation_of(
+    row: Mapping[str, Any], world: Mapping[str, Any] | None = None, ask: str | None = None
+) -> dict[str, Any]:
+    """The ``situation`` block of an RL record (``SITUATION_FIELDS``) from the task's first
+    row: the ask, its grid cell, world state, the fault plan and the rate it fired at, the
+    rollout's seed and the writer's lineage (which draws the world's records again), plus
+    the run's ``world`` dials. The ask is the row's ``prompt``, else ``ask`` (the opening user
+    turn of its transcript). The teacher's block never: ``faults`` keeps the plan and
+    rate, not what fired (the new rollout fires its own), and no ``reference``."""
+    faults = row.get("faults") if isinstance(row.get("faults"), Mapping) else {}
+    planned = faults.get("planned")
+    rate = faults.get("rate")
+    lineage = row.get("lineage") if isinstance(row.get("lineage"), Mapping) else {}
+    writer = lineage.get("writer")
+    dims = row.get("scenario_dimensions")
+    seed = row.get("seed")
+    return scrub(
+        {
+            "version": SITUATION_VERSION,
+            "scenario_id": _str(row.get("scenario_id")),
+            "prompt": _str(row.get("prompt") or ask),
+            "phrasing_index": int(row.get("phrasing_index") or 0),
+            "writer_model": _str(row.get("writer_model")),
+            "scenario_dimensions": dict(dims) if isinstance(dims, Mapping) else None,
+            "world_state": _str(row.get("world_state")),
+            "faults": {
+                "planned": dict(planned) if isinstance(planned, Mapping) else None,
+                "rate": _number(rate),
+            },
+            "seed": int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else None,
+            "lineage": {
+                "run_id": _str(lineage.get("run_id")),
+                "writer": dict(writer) if isinstance(writer, Mapping) else None,
+            },
+            "world": dict(world) if isinstance(world, Mapping) else None,
+        }
+    )
 
 
 def _ground_truth(row: Mapping[str, Any]) -> dict[str, Any]:

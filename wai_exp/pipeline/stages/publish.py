@@ -12,9 +12,11 @@ the runner says ``skipped (publish_gate refused)``). Writes into ``<run dir>/<st
 * ``README.md``: the dataset card (what made it, counts, pass-rate spread, gate verdict,
   config hash, digest, columns).
 
-The Parquet file stores ``tools`` as a JSON string: Arrow would otherwise merge every tool's
-parameter schema into one struct and hand each tool the others' arguments as nulls. The
-JSONL file keeps ``tools`` as objects (OpenAI fine-tuning reads it so).
+The Parquet file stores ``tools`` (and an RL record's ``reward_model.ground_truth.situation``)
+as a JSON string: Arrow
+would otherwise merge every tool's parameter schema into one struct and hand each tool the
+others' arguments as nulls. The JSONL file keeps them as objects (OpenAI fine-tuning reads
+it so); ``wai_exp.env.reset`` takes either.
 
 Rows out: the records (so the MLflow dataset input is the published data); report: counts,
 files, ``digest`` (SHA-256 of ``train.jsonl``) and the card's numbers. The stage is never
@@ -87,12 +89,24 @@ def _tools_and_system(ctx: StageContext) -> tuple[list[dict[str, Any]], str | No
     return [dict(t) for t in loaded.tools], loaded.system_prompt
 
 
+def world_dials(config: dict[str, Any]) -> dict[str, Any]:
+    """The run's world dials an RL record's ``situation.world`` keeps, so ``wai_exp.env``
+    rebuilds the same world and person: the ``world`` group (``WorldOptions`` fields) and
+    the person's knobs."""
+    knobs = config.get("knobs") or {}
+    return {
+        "options": dict(config.get("world") or {}),
+        **{k: knobs.get(k) for k in ("patience", "avg_turns", "user_temperature") if k in knobs},
+    }
+
+
 def build_records(
     shape: str,
     rows: list[dict[str, Any]],
     sel: dict[str, Any],
     tools: list[dict[str, Any]],
     system_prompt: str | None,
+    world: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The trainer-shaped records of ``rows`` and the export report."""
     from wai_exp.rows import export
@@ -100,7 +114,7 @@ def build_records(
     if shape == "sft":
         return export.sft_records(rows, tools, system_prompt)
     if shape == "rl":
-        return export.rl_records(rows, tools, system_prompt)
+        return export.rl_records(rows, tools, system_prompt, world)
     from wai_exp.score.select.preference import build_preference_pairs
 
     pairs, pair_report = build_preference_pairs(
@@ -146,8 +160,20 @@ def _json_arguments_type(typ: Any) -> Any:
     return typ
 
 
+def _situation_json(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with ``reward_model.ground_truth.situation`` as a JSON string: its writer
+    lineage and world dials vary in shape from task to task."""
+    truth = (record.get("reward_model") or {}).get("ground_truth")
+    if not (isinstance(truth, dict) and isinstance(truth.get("situation"), dict)):
+        return record
+    situation = json.dumps(truth["situation"], sort_keys=True, default=str)
+    truth = {**truth, "situation": situation}
+    return {**record, "reward_model": {**record["reward_model"], "ground_truth": truth}}
+
+
 def parquet_table(records: list[dict[str, Any]]) -> Any:
-    """The records as an Arrow table; ``tools`` as a JSON string column (module docstring).
+    """The records as an Arrow table; ``tools`` (and an RL record's situation) as JSON
+    strings (module docstring).
 
     Object ``arguments`` (the ``trl`` format) are stored as Arrow JSON: as a struct, Arrow
     would merge every tool's argument names into one and hand each call the others' as
@@ -155,7 +181,10 @@ def parquet_table(records: list[dict[str, Any]]) -> Any:
     import pyarrow as pa
 
     flat = [
-        {**_string_arguments(r), "tools": json.dumps(r.get("tools") or [], sort_keys=True)}
+        {
+            **_string_arguments(_situation_json(r)),
+            "tools": json.dumps(r.get("tools") or [], sort_keys=True),
+        }
         for r in records
     ]
     table = pa.Table.from_pylist(flat)
@@ -242,7 +271,11 @@ def _answer_key_note(shape: str) -> list[str]:
             "no write call may be made, null: allowed but not required, or no rule applies); "
             "and `scenario_dimensions`, the task's hidden state, which "
             "`wai_exp.task_checklist` reads to score a new rollout "
-            '(`task_checklist({"scenario_dimensions": ..., "messages": ...})`).',
+            '(`task_checklist({"scenario_dimensions": ..., "messages": ...})`); and '
+            "`situation` (a JSON string in the Parquet file), what `wai_exp.env.reset(record)` "
+            "rebuilds the task's mock world and simulated person from to play and score a new "
+            "multi-turn rollout: the ask, its grid cell, world state, fault plan and rate, the "
+            "rollout seed, the writer's lineage and the run's world dials. No reference answer.",
         ]
     return lines
 
@@ -420,7 +453,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     shape = _shape(sel, params)
     tools, system_prompt = _tools_and_system(ctx)
     fmt = get_format(str(params.get("format") or _publish_config(ctx).get("format") or "trl"))
-    records, export_report = build_records(shape, rows, sel, tools, system_prompt)
+    records, export_report = build_records(
+        shape, rows, sel, tools, system_prompt, world_dials(ctx.config)
+    )
     records = fmt.convert(shape, records)
 
     out_dir = ctx.run_dir / ctx.name

@@ -1,0 +1,175 @@
+"""A published RL record read as an environment task: checked, and its situation rebuilt.
+
+A task is one record of a published RL dataset (a line of ``train.jsonl``, a row of
+``train.parquet``, or the ``verl`` / ``openrlhf`` shapes of the same record). What the world
+needs comes from the record's ``situation`` block (``wai_exp.rows.export.situation_of``); the
+world's records are rebuilt by the same replay code ``simulate(tasks=...)`` uses
+(``wai_exp.simulate.replay``), never by a second world.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wai_exp.rows.export import SITUATION_VERSION
+
+#: The fields of ``situation`` a world cannot be rebuilt without.
+REQUIRED = ("prompt", "scenario_dimensions", "seed")
+_REPUBLISH = (
+    "publish it again with this wai-exp (`wai-exp +experiment=rl_round`, or your preset with "
+    "selection=rl) and pass a record of the new publish/train.jsonl or train.parquet"
+)
+
+
+class EnvError(ValueError):
+    """A task or message the environment cannot play; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What ``reset`` read off a record: the policy's prompt and tools, the situation and
+    the reward facts."""
+
+    prompt: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    situation: dict[str, Any]
+    ground_truth: dict[str, Any]
+    task_key: str
+
+    @property
+    def system_prompt(self) -> str | None:
+        first = self.prompt[0] if self.prompt else {}
+        return str(first.get("content") or "") if first.get("role") == "system" else None
+
+
+def _json(value: Any, what: str) -> Any:
+    """``value`` itself, or parsed when it is the JSON string the Parquet file holds."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise EnvError(f"the record's {what} is a string that is not JSON ({exc})") from exc
+    return value
+
+
+def read_task(task: Any) -> TaskSpec:
+    """The ``TaskSpec`` of a published RL record. Raises ``EnvError`` naming the fix for
+    anything else: not a dict, an SFT or preference record, a record with no ``situation``
+    (published before situation facts were recorded, or by another tool), a situation of
+    another version or missing a required field, no prompt or no tools."""
+    if not isinstance(task, Mapping):
+        raise EnvError(
+            "reset() takes one published RL record (a dict: a line of publish/train.jsonl "
+            f"or a row of train.parquet); got {type(task).__name__}"
+        )
+    task = _unwrap(task)
+    reward_model = _json(task.get("reward_model"), "reward_model")
+    truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
+    truth = _json(truth, "reward_model.ground_truth")
+    truth = dict(truth) if isinstance(truth, Mapping) else {}
+    if "situation" not in truth:
+        if "messages" in task or "chosen" in task:
+            raise EnvError(
+                "this is an SFT or preference record; reset() plays an RL record: publish the "
+                "run with selection=rl (`wai-exp +experiment=rl_round`)"
+            )
+        raise EnvError(
+            "this RL record has no `reward_model.ground_truth.situation` (the ask, world "
+            "state, fault plan and seed the world is rebuilt from): it comes from an older "
+            f"run, published before wai-exp recorded them, or from another tool; {_REPUBLISH}"
+        )
+    situation = _json(truth.pop("situation"), "situation")
+    if not isinstance(situation, Mapping):
+        raise EnvError(
+            f"the record's `situation` must be an object; got {type(situation).__name__}"
+        )
+    if situation.get("version") != SITUATION_VERSION:
+        raise EnvError(
+            f"the record's situation is version {situation.get('version')!r}; this wai-exp "
+            f"plays version {SITUATION_VERSION}: {_REPUBLISH}"
+        )
+    missing = [k for k in REQUIRED if situation.get(k) in (None, "")]
+    if missing:
+        raise EnvError(
+            f"the record's situation has no {', '.join(repr(k) for k in missing)}: the rows it "
+            "was published from did not record them (rows read from another tool's file); "
+            "publish from a wai-exp simulate run instead"
+        )
+    prompt = _json(task.get("prompt"), "prompt")
+    if not (isinstance(prompt, list) and prompt and all(isinstance(m, Mapping) for m in prompt)):
+        raise EnvError("the record has no `prompt` messages (a list of {role, content})")
+    tools = _json(task.get("tools"), "tools")
+    if not (isinstance(tools, list) and tools):
+        raise EnvError("the record has no `tools`: the world answers only declared tools")
+    return TaskSpec(
+        prompt=[
+            {"role": str(m.get("role")), "content": str(m.get("content") or "")} for m in prompt
+        ],
+        tools=[dict(t) for t in tools],
+        situation=dict(situation),
+        ground_truth=truth,
+        task_key=str(task.get("task_key") or situation.get("scenario_id") or ""),
+    )
+
+
+def _unwrap(task: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The record in the ``rl`` shape, whichever published format it came in: ``verl``
+    keeps ``tools`` (and the prompt again) in ``extra_info`` for its reward function;
+    ``openrlhf`` keeps everything the reward reads in its one ``label`` column."""
+    if "reward_model" not in task and isinstance(task.get("label"), str):
+        parsed = _json(task["label"], "label")
+        if isinstance(parsed, Mapping):
+            return {**task, **parsed}
+    extra = _json(task.get("extra_info"), "extra_info")
+    if isinstance(extra, Mapping) and not task.get("tools"):
+        return {
+            **task,
+            "tools": extra.get("tools"),
+            "prompt": task.get("prompt") or extra.get("prompt"),
+            "task_key": extra.get("task_key"),
+        }
+    return task
+
+
+def row_of(spec: TaskSpec) -> dict[str, Any]:
+    """The situation as the row ``simulate.replay.replay_tasks`` rebuilds a task from."""
+    s = spec.situation
+    lineage = s.get("lineage") if isinstance(s.get("lineage"), Mapping) else {}
+    return {
+        "prompt": s["prompt"],
+        "scenario_id": s.get("scenario_id") or spec.task_key,
+        "scenario_dimensions": dict(s["scenario_dimensions"]),
+        "world_state": s.get("world_state"),
+        "faults": dict(s.get("faults") or {}),
+        "phrasing_index": int(s.get("phrasing_index") or 0),
+        "writer_model": s.get("writer_model"),
+        "seed": int(s["seed"]),
+        "lineage": {"run_id": lineage.get("run_id"), "writer": lineage.get("writer")},
+    }
+
+
+class TaskCache:
+    """Rebuilt tasks by their situation, so a GRPO group (the same record reset G times)
+    pays the writer's redraw once. Thread-safe; at most ``size`` entries."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, build: Any) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = build()  # outside the lock: another task's build never waits on this one
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
