@@ -164,7 +164,7 @@ def test_verl_loads_compute_score_from_its_path_and_its_reward_manager_scores_ou
 def test_openrlhf_has_one_label_column_that_scores_through_reward_func(run):
     _, records = run
     rows = openrlhf_records(records)
-    assert all(set(r) == {"prompt", "label"} and isinstance(r["label"], str) for r in rows)
+    assert all(set(r) == {"prompt", "label", "tools"} and isinstance(r["label"], str) for r in rows)
     prompts, queries, wants = [], [], []
     for record, row in zip(records, rows, strict=True):
         want, transcript = _rollout(record)

@@ -30,7 +30,7 @@ def sections() -> Sections:
         world_model=WorldOptions,
         tracking_keys=tuple(_DEFAULTS),
         tracking_check=tracking_settings,
-        publish_formats=tuple(FORMATS),
+        publish_formats={name: fmt.shapes for name, fmt in FORMATS.items()},
     )
 
 

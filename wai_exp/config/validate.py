@@ -69,8 +69,9 @@ class Sections:
     world_model: type[BaseModel] | None = None
     tracking_keys: Sequence[str] = field(default_factory=tuple)
     tracking_check: Callable[[dict[str, Any]], Any] | None = None
-    #: The registered trainer formats (``wai_exp.rows.formats``); empty = unchecked.
-    publish_formats: Sequence[str] = field(default_factory=tuple)
+    #: The registered trainer formats (``wai_exp.rows.formats``), or a mapping of each to
+    #: the record shapes it writes (``verl``: rl only); empty = unchecked.
+    publish_formats: Sequence[str] | Mapping[str, Sequence[str]] = field(default_factory=tuple)
 
     def world_fields(self) -> list[str]:
         """The world model's field names (empty without a model)."""
@@ -708,6 +709,26 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def _format_shape_problems(cfg: Mapping[str, Any], fmt: str, shapes: Sequence[str]) -> list[str]:
+    """``publish.format`` against the shape each publish stage writes (its ``params.shape``,
+    else ``selection.mode``): ``verl`` and ``openrlhf`` write RL records only."""
+    selection = cfg.get("selection") if isinstance(cfg.get("selection"), Mapping) else {}
+    stages = (cfg.get("pipeline") or {}).get("stages") or {}
+    problems = []
+    for name, stage in stages.items() if isinstance(stages, Mapping) else ():
+        if not isinstance(stage, Mapping) or stage.get("kind") != "publish":
+            continue
+        params = stage.get("params") if isinstance(stage.get("params"), Mapping) else {}
+        shape = params.get("shape") or selection.get("mode")
+        if isinstance(shape, str) and shape not in shapes:
+            problems.append(
+                f"publish.format: {fmt!r} writes {' and '.join(shapes)} records, but stage "
+                f"{name!r} publishes {shape!r} records; use selection=rl "
+                "(+experiment=rl_round), or publish.format=trl for sft and preference"
+            )
+    return problems
+
+
 def validate_config(cfg: Mapping[str, Any], sections: Sections = NO_SECTIONS) -> models.RootConfig:
     """The config as a ``RootConfig``; raises ``ConfigError`` listing every problem.
 
@@ -738,6 +759,8 @@ def validate_config(cfg: Mapping[str, Any], sections: Sections = NO_SECTIONS) ->
             f"publish.format: {fmt!r} is not a registered trainer format; use one of {names} "
             f"(publish.format={names[0]})"
         )
+    elif fmt is not None and isinstance(sections.publish_formats, Mapping):
+        problems.extend(_format_shape_problems(cfg, fmt, sections.publish_formats[fmt]))
     if problems:
         raise ConfigError(problems)
     assert root is not None

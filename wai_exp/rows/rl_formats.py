@@ -12,7 +12,7 @@ Both take the canonical RL records ``export.rl_records`` builds (``prompt``, ``t
 * ``openrlhf_records``: ``prompt`` (chat messages, for ``--input_key prompt
   --apply_chat_template``) and one ``label`` column (``--label_key label``): a JSON string of
   the reward facts (situation included), tools and prompt, which
-  ``wai_exp.env.verl.reward_func`` reads.
+  ``wai_exp.env.verl.reward_func`` reads; plus ``tools`` for a template that renders them.
 
 Pure functions over record dicts; the answer key (``privileged``) is in neither, as in the
 canonical records.
@@ -73,6 +73,7 @@ def openrlhf_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
                     "prompt": record.get("prompt") or [],
                 }
             ),
+            "tools": list(record.get("tools") or []),
         }
         for record in records
     ]
