@@ -223,3 +223,18 @@ def test_64_episodes_on_64_threads_run_side_by_side(run):
         for msg in _script(record):
             res = ep.step(msg)
         assert results[i] == (res.reward, ep.messages)
+
+
+def test_a_record_made_against_an_mcp_server_keeps_no_secret_and_is_refused_by_reset(run):
+    from wai_exp.pipeline.stages.publish import world_dials
+
+    config = {
+        "world": {"kind": "mcp", "url": "http://127.0.0.1:9/mcp", "env": {"TOKEN": "s3cret-1"},
+                  "headers": {"Authorization": "Bearer s3cret-2"}},
+        "knobs": {"patience": "normal", "avg_turns": 12, "user_temperature": None},
+    }  # fmt: skip
+    dials = world_dials(config)
+    assert "s3cret" not in json.dumps(dials) and dials["options"]["kind"] == "mcp"
+    record = run[1][0]
+    with pytest.raises(EnvError, match="world=mcp"):
+        reset(with_situation(record, {**sit(record), "world": dials}))

@@ -69,6 +69,11 @@ def _runner(spec: TaskSpec, policy: str) -> Any:
     from wai_exp.simulate.world_setup import resolve_world
 
     dials = spec.situation.get("world")
+    if ((dials or {}).get("options") or {}).get("kind", "mock") != "mock":
+        raise EnvError(
+            "this record was made against a real tool server (world=mcp); wai_exp.env plays "
+            "the mock world only: publish from a run with the default world"
+        )
     try:
         world = resolve_world(_world_knobs(dials), None)
     except ValueError as exc:

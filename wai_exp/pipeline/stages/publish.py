@@ -89,13 +89,19 @@ def _tools_and_system(ctx: StageContext) -> tuple[list[dict[str, Any]], str | No
     return [dict(t) for t in loaded.tools], loaded.system_prompt
 
 
+#: ``world`` keys that hold secrets (``world=mcp``'s server env and headers).
+SECRET_WORLD_KEYS = frozenset({"env", "headers"})
+
+
 def world_dials(config: dict[str, Any]) -> dict[str, Any]:
     """The run's world dials an RL record's ``situation.world`` keeps, so ``wai_exp.env``
     rebuilds the same world and person: the ``world`` group (``WorldOptions`` fields) and
     the person's knobs."""
     knobs = config.get("knobs") or {}
+    # An MCP server's env values and headers are secrets: never in a published file.
+    options = {k: v for k, v in (config.get("world") or {}).items() if k not in SECRET_WORLD_KEYS}
     return {
-        "options": dict(config.get("world") or {}),
+        "options": options,
         **{k: knobs.get(k) for k in ("patience", "avg_turns", "user_temperature") if k in knobs},
     }
 
