@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# Its module fixture is costly: xdist keeps the module on one worker, so it is built once.
+pytestmark = pytest.mark.xdist_group("crash_resume")
+
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 
 

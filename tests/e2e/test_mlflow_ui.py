@@ -32,6 +32,9 @@ import pytest
 
 from wai_exp.tracking.mlflow_tracker import UI_VIEW
 
+# Its module fixture is costly: xdist keeps the module on one worker, so it is built once.
+pytestmark = pytest.mark.xdist_group("mlflow_ui")
+
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 MLFLOW = str(Path(sys.executable).parent / "mlflow")
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "mlflow-ui"

@@ -33,6 +33,8 @@ from tests.support.llama_server import require_model, serve
 from wai_exp.rows.jsonl import read_rows
 
 require_model()
+# The model server uses both cores: the real-model modules run on one xdist worker, in turn.
+pytestmark = pytest.mark.xdist_group("real_model")
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 

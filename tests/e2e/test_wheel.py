@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# Its module fixture is costly: xdist keeps the module on one worker, so it is built once.
+pytestmark = pytest.mark.xdist_group("wheel")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -22,6 +22,9 @@ from wai_exp.rows import row_json_schema
 from wai_exp.rows.jsonl import iter_rows, read_rows
 from wai_exp.rows.wire import from_wire, to_wire
 
+# Its module fixture is costly: xdist keeps the module on one worker, so it is built once.
+pytestmark = pytest.mark.xdist_group("row_v1_contract")
+
 ROOT = Path(__file__).resolve().parents[2]
 WAI_EXP = shutil.which("wai-exp") or str(Path(sys.executable).parent / "wai-exp")
 PRESETS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))

@@ -10,11 +10,15 @@ server is a failure.
 
 from __future__ import annotations
 
+import pytest
+
 import wai_exp as wai
 from tests.support.llama_server import require_model, serve
 from wai_exp.config.knobs import KNOBS
 
 require_model()
+# The model server uses both cores: the real-model modules run on one xdist worker, in turn.
+pytestmark = pytest.mark.xdist_group("real_model")
 
 QUESTION = "Before I start: what is your order number?"
 

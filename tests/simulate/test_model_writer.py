@@ -17,6 +17,9 @@ from tests.support.scripted_server import chat_reply, scripted_server
 from wai_exp.config.knobs import KNOBS
 from wai_exp.simulate.model_writer import parse_wave
 
+# Its module fixture is costly: xdist keeps the module on one worker, so it is built once.
+pytestmark = pytest.mark.xdist_group("model_writer")
+
 _CARD = re.compile(r"Card (\d+): wants the agent to ([a-z ]+);.*?Facts: (\{.*\})")
 #: Distinct openings, so the scripted writer's asks are not near copies of each other.
 _OPENINGS = (

@@ -18,6 +18,8 @@ from wai_exp.score.judges.llm_judge import grade_llm
 from wai_exp.simulate.engine import simulate
 
 require_model()
+# The model server uses both cores: the real-model modules run on one xdist worker, in turn.
+pytestmark = pytest.mark.xdist_group("real_model")
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ from wai_exp.llm.http import RetryPolicy
 from wai_exp.simulate.agents.model_agent import ModelAgent
 
 require_model()
+# The model server uses both cores: the real-model modules run on one xdist worker, in turn.
+pytestmark = pytest.mark.xdist_group("real_model")
 
 TOOLS = [
     {
