@@ -329,3 +329,78 @@ def test_an_assistant_turn_the_user_weighted_out_keeps_its_weight():
     }
     [record], _ = sft_records([row])
     assert [m.get("weight") for m in record["messages"]] == [None, 0, None, 1]
+
+
+def _pair(chosen: dict, rejected: dict) -> dict:
+    return {"task_key": "t", "chosen": chosen, "rejected": rejected, "same_prompt": True,
+            "chosen_score": 1.0, "rejected_score": 0.0, "margin": 1.0}  # fmt: skip
+
+
+def test_a_pair_whose_sides_first_differ_at_a_tool_answer_is_left_out_and_counted():
+    # The policy made the same call; a fault fired on one side only. DPO on it would teach
+    # the world's words, not a choice the policy made.
+    chosen, rejected = openai_row("a"), openai_row("b", 0.0, "Sorry, it failed.")
+    rejected["messages"][3] = {"role": "tool", "tool_call_id": "call_a", "content": "timeout"}
+    records, report = preference_records([_pair(chosen, rejected)], TOOLS)
+    assert records == [] and report["world_first_difference"] == 1 and report["skipped"] == 1
+
+
+def test_a_preference_pair_with_different_call_ids_shares_the_same_calls_as_prompt():
+    chosen, rejected = openai_row("a"), openai_row("b", 0.0, "No idea.")
+    rejected["messages"][2]["tool_calls"][0]["id"] = "call_zz"
+    rejected["messages"][3]["tool_call_id"] = "call_zz"
+    [rec], _ = preference_records([_pair(chosen, rejected)], TOOLS)
+    assert [m["role"] for m in rec["prompt"]] == ["system", "user", "assistant", "tool"]
+    assert [m["content"] for m in rec["chosen"] + rec["rejected"]] == ["It shipped.", "No idea."]
+
+
+def _flagged(row: dict) -> dict:
+    """``row`` as the checklist judge grades an invented identifier: the outcome passes
+    (reward 1.0), the conduct check says the argument is not in the conversation."""
+    checks = {"grounded": False, "declared_tools": True, "complete": True}
+    return {**row, "judge_meta": {"checks": {"outcome": 1, "conduct": checks}},
+            "reason": "direct: ok (conduct: argument(s) not in the conversation: x)"}  # fmt: skip
+
+
+def test_sft_leaves_out_a_demonstration_whose_conduct_check_failed_and_counts_it():
+    records, report = sft_records([openai_row("good"), _flagged(openai_row("bad"))], TOOLS)
+    assert [r["rollout_id"] for r in records] == ["good"]
+    assert report["conduct_failed"] == 1 and "grounded" in report["conduct_failed_examples"][0]
+    # A truncated rollout is the selection's `truncated` policy, not a conduct failure.
+    cut = openai_row("cut")
+    cut["judge_meta"] = {"checks": {"conduct": {"grounded": True, "complete": False}}}
+    assert len(sft_records([cut], TOOLS)[0]) == 1
+
+
+def test_preference_leaves_out_a_pair_whose_chosen_side_failed_its_conduct_check():
+    pair = _pair(_flagged(openai_row("a")), openai_row("b", 0.0, "No idea."))
+    records, report = preference_records([pair], TOOLS)
+    assert records == [] and report["conduct_failed"] == 1
+
+
+def test_trl_format_writes_arguments_as_objects_and_openai_as_json_strings():
+    from wai_exp.rows.formats import get_format
+
+    records, _ = sft_records([openai_row()], TOOLS)
+    call = lambda recs: recs[0]["messages"][2]["tool_calls"][0]["function"]["arguments"]  # noqa: E731
+    assert call(get_format("trl").convert("sft", records)) == {"order_id": "ORD-1"}
+    assert call(get_format("openai").convert("sft", records)) == '{"order_id": "ORD-1"}'
+    with pytest.raises(ValueError, match=r"publish.format 'verl2' is not one of \['openai'"):
+        get_format("verl2")
+
+
+def test_trl_parquet_keeps_each_calls_own_arguments(tmp_path):
+    # As an Arrow struct, every call would get every tool's argument names, others as null.
+    datasets = pytest.importorskip("datasets")
+    import pyarrow.parquet as pq
+
+    from wai_exp.pipeline.stages.publish import parquet_table
+    from wai_exp.rows.formats import get_format
+
+    other = openai_row("r2")
+    other["messages"][2]["tool_calls"][0]["function"]["arguments"] = {"email": "a@b.c"}
+    records, _ = sft_records([openai_row(), other], TOOLS)
+    pq.write_table(parquet_table(get_format("trl").convert("sft", records)), tmp_path / "t.pq")
+    ds = datasets.load_dataset("parquet", data_files=str(tmp_path / "t.pq"), split="train")
+    args = [r["messages"][2]["tool_calls"][0]["function"]["arguments"] for r in ds]
+    assert args == [{"order_id": "ORD-1"}, {"email": "a@b.c"}]

@@ -319,7 +319,8 @@ def dataset_card(info: dict[str, Any]) -> str:
         "",
         f"- records: {info['records']} ({info['unit']})",
         f"- gated rows in: {info['rows_in']} over {info['tasks_in']} tasks",
-        f"- left out (not a well-formed conversation): {info['skipped']}",
+        f"- left out in all: {info['skipped']} (not a well-formed conversation, or a reason "
+        "below; report.json export.skip_reasons)",
     ]
     lines.append(
         f"- left out because the grader's conduct check failed (e.g. an argument not in the "
@@ -434,7 +435,7 @@ def prompt_tokens(tokenizer: str | None, records: list[dict[str, Any]]) -> dict[
     if isinstance(opening, str):
         opening = [{"content": opening}]
     text = "".join(str(m.get("content") or "") for m in opening)
-    schema = json.dumps(first.get("tools") or [])
+    schema = json.dumps(first.get("tools") or [], sort_keys=True)  # as train.jsonl has it
     n_text, n_tools = len(tok(text)["input_ids"]), len(tok(schema)["input_ids"])
     return {
         "tokenizer": str(path.name),
