@@ -75,13 +75,18 @@ def test_a_refused_key_exits_1_and_says_the_key_was_refused(tmp_path):
     assert "publish gate: REFUSED" not in res.stdout  # the cause is named, not a later symptom
 
 
-def test_an_unreachable_host_exits_1_and_says_so(tmp_path):
+def test_an_unreachable_host_is_refused_before_work_and_says_so(tmp_path):
+    # The endpoint is probed before any stage runs (a server that goes away mid-run is
+    # named per lost rollout: tests/simulate/test_run_health.py).
     url = f"http://127.0.0.1:{free_port()}/v1"
-    res = failed_run(tmp_path, url)
-    assert "lost by cause: 4 unreachable;" in res.stdout
-    assert "the model server could not be reached" in res.stdout
-    assert "is it running, and is agent.base_url right?" in res.stdout
-    assert "refused the API key" not in res.stdout
+    res = model_run(tmp_path, url, "knobs.dead_agent_errors=4")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"the model server at {url} cannot be reached" in res.stderr
+    assert "point agent.base_url at the server that runs" in res.stderr
+    assert "refused the API key" not in res.stdout + res.stderr
+    assert not (tmp_path / "outputs").exists() or not list(
+        (tmp_path / "outputs").glob("*/*/simulate")
+    )
 
 
 def test_a_completion_past_the_timeout_exits_1_naming_the_limit_and_the_turn(tmp_path):

@@ -62,7 +62,8 @@ def test_reference_rows_are_graded_on_their_vocabulary_or_left_unjudged(tmp_path
     assert {r["reward"] for r in by_task["denied"]} == {0.0}
     assert all("issue_refund failed (permission_denied)" in r["reason"] for r in by_task["denied"])
     assert {r["reward"] for r in by_task["odd"]} == {None}
-    assert {r["judge_status"] for r in by_task["odd"]} == {"abstain"}
+    # a judge that gave no reward: row-v1's word on disk (abstain once read back)
+    assert {r["judge_status"] for r in by_task["odd"]} == {"missing_reward"}
     assert all(r["reason"].startswith("unjudged: grid word") for r in by_task["odd"])
     assert {r["reward"] for r in by_task["retry"]} == {1.0}
     report = json.loads((run / "grade/report.json").read_text())
