@@ -75,7 +75,9 @@ def test_32_rollouts_refused_by_429_retry_spread_over_the_backoff():
     # Spread: a uniform draw over 1 s has a 0.29 s standard deviation; the same wait for
     # everyone had a few milliseconds of scheduling noise.
     assert statistics.pstdev(delays) > 0.15, delays
-    assert largest_tick(delays, 0.05) <= N // 4, sorted(delays)
+    # Old code: 32 of 32 in one 50 ms tick. Half is the bound: a starved event loop fires
+    # late timers together, so a loaded CI machine bunches some draws.
+    assert largest_tick(delays, 0.05) <= N // 2, sorted(delays)
 
 
 def test_retry_after_is_a_floor_and_the_retries_after_it_are_spread():
@@ -85,4 +87,4 @@ def test_retry_after_is_a_floor_and_the_retries_after_it_are_spread():
     assert min(delays) >= 1.0  # the server's wish is honoured
     assert max(delays) <= 1.25 + 1.0  # and base_s=30 is not: Retry-After replaces the backoff
     assert statistics.pstdev(delays) > 0.03, delays  # drawn over [1, 1.25] s
-    assert largest_tick(delays, 0.02) <= N // 4, sorted(delays)
+    assert largest_tick(delays, 0.02) <= N // 2, sorted(delays)  # old code: 24 of 32
