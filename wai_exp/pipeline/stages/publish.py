@@ -463,7 +463,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     records, export_report = build_records(
         shape, rows, sel, tools, system_prompt, world_dials(ctx.config)
     )
-    records = fmt.convert(shape, records)
+    records = fmt.records(shape, records)
 
     out_dir = ctx.run_dir / ctx.name
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -7,13 +7,11 @@ is what ``wai_exp.env.verl.reward_func`` (``--remote_rm_url``) scores a rollout 
 from __future__ import annotations
 
 from wai_exp.rows.formats.registry import Records, TrainerFormat, register_format
-from wai_exp.rows.formats.verl import rl_only
 from wai_exp.rows.rl_formats import openrlhf_records
 
 
 def convert(shape: str, records: Records) -> Records:
     """The RL records as ``prompt`` + one ``label`` column."""
-    rl_only("openrlhf", shape)
     return openrlhf_records(records)
 
 

@@ -30,6 +30,17 @@ class TrainerFormat:
     templates: str = ""
     shapes: tuple[str, ...] = field(default=("sft", "preference", "rl"))
 
+    def records(self, shape: str, records: Records) -> Records:
+        """``records`` (of ``shape``) in this format; raises ``ValueError`` naming the fix
+        when this format does not write ``shape`` records."""
+        if shape not in self.shapes:
+            raise ValueError(
+                f"publish.format={self.name} writes {' and '.join(self.shapes)} records; this "
+                f"run selects {shape!r} records: set selection={self.shapes[0]}, or "
+                "publish.format=trl (TRL) / openai"
+            )
+        return self.convert(shape, records)
+
 
 FORMATS: dict[str, TrainerFormat] = {}
 

@@ -10,18 +10,8 @@ from wai_exp.rows.formats.registry import Records, TrainerFormat, register_forma
 from wai_exp.rows.rl_formats import verl_records
 
 
-def rl_only(name: str, shape: str) -> None:
-    """Raises ``ValueError`` naming the fix when ``shape`` is not ``rl``."""
-    if shape != "rl":
-        raise ValueError(
-            f"publish.format={name} writes RL records; this run selects {shape!r} records: "
-            "set selection=rl, or publish.format=trl (TRL) / openai for sft and preference"
-        )
-
-
 def convert(shape: str, records: Records) -> Records:
     """The RL records in verl's columns."""
-    rl_only("verl", shape)
     return verl_records(records)
 
 
