@@ -1,4 +1,4 @@
-"""The README's promises: the two set-up commands, and a knob table that cannot drift."""
+"""The README's promises: the two set-up commands; and a knob table (docs/KNOBS.md) that cannot drift."""
 
 import re
 from pathlib import Path
@@ -6,14 +6,16 @@ from pathlib import Path
 from wai_exp.config.knobs import knob_table_markdown
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+KNOBS = README.parent / "docs" / "KNOBS.md"
 
 
-def test_readme_knob_table_is_the_generated_one():
-    text = README.read_text()
+def test_docs_knob_table_is_the_generated_one():
+    text = KNOBS.read_text()
     block = re.search(r"<!-- knobs:begin -->\n(.*?)<!-- knobs:end -->", text, re.S)
-    assert block, "README.md lost its <!-- knobs:begin/end --> markers"
+    assert block, "docs/KNOBS.md lost its <!-- knobs:begin/end --> markers"
     assert block.group(1).strip() == knob_table_markdown().strip(), (
-        "README knob table is stale: regenerate it from wai_exp.config.knobs.knob_table_markdown()"
+        "docs/KNOBS.md's knob table is stale: regenerate it from "
+        "wai_exp.config.knobs.knob_table_markdown()"
     )
 
 
@@ -24,3 +26,32 @@ def test_readme_starts_with_the_install_and_test_commands_ci_runs():
     assert "python -m pytest" in first_blocks[1]
     ci = (README.parent / ".ci" / "run").read_text()
     assert first_blocks[1] in ci, ".ci/run must call exactly the README's test command"
+
+
+def _what_it_says(text: str) -> list[str]:
+    """The lines of an rl_round summary that hold results, with timings and paths cut off."""
+    keep = []
+    for line in text.splitlines():
+        if re.match(r"  \w+ +(ran|cached) +\d+ rows", line):
+            keep.append(re.sub(r"\s+[\d.]+ s$", "", line))
+        elif line.startswith(
+            ("pass@1:", "  floor:", "  above", "  pass^", "rows kept:", "publish gate:")
+        ):
+            keep.append(line)
+        elif line.startswith("publish: "):
+            keep.append(line.split(" -> ")[0])
+    return keep
+
+
+def test_readme_shows_what_rl_round_prints(tmp_path):
+    """The README's sample output is the real one: the offline default is seeded, so a change
+    that moves any number of it must regenerate the README (`wai-exp +experiment=rl_round`)."""
+    from tests.e2e.test_cli import wai
+
+    block = re.search(r"## What `rl_round` prints\n.*?```text\n(.*?)```", README.read_text(), re.S)
+    assert block, "README.md lost its 'What `rl_round` prints' block"
+    documented = _what_it_says(block.group(1))
+    assert len(documented) >= 10, documented
+    done = wai(tmp_path, "+experiment=rl_round", "tracking=none")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _what_it_says(done.stdout) == documented
