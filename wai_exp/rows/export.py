@@ -29,6 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.domain.numbers import finite_float
 from wai_exp.domain.outcome import reward_facts
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import messages_from_steps
@@ -495,11 +496,11 @@ def preference_records(
                 "rejected": r_msgs[n:],
                 "tools": _tools_of(chosen, tool_list),
                 "task_key": str(pair.get("task_key") or task_key(chosen)),
-                "chosen_score": _number(pair.get("chosen_score")),
-                "rejected_score": _number(pair.get("rejected_score")),
-                "margin": _number(pair.get("margin")),
+                "chosen_score": finite_float(pair.get("chosen_score")),
+                "rejected_score": finite_float(pair.get("rejected_score")),
+                "margin": finite_float(pair.get("margin")),
                 "same_policy": pair.get("same_policy"),
-                "length_delta": _number(pair.get("length_delta")),
+                "length_delta": finite_float(pair.get("length_delta")),
                 "chosen_rollout_id": _str(chosen.get("rollout_id")),
                 "rejected_rollout_id": _str(rejected.get("rollout_id")),
             }
@@ -613,7 +614,7 @@ def situation_of(
             "world_state": _str(row.get("world_state")),
             "faults": {
                 "planned": dict(planned) if isinstance(planned, Mapping) else None,
-                "rate": _number(rate),
+                "rate": finite_float(rate),
             },
             "seed": int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else None,
             "lineage": {
@@ -653,7 +654,7 @@ def _calibration_value(field: str, value: Any) -> Any:
             int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
         )
     if field == "pass_rate":
-        return _number(value)
+        return finite_float(value)
     if field == "band":
         return [float(v) for v in value] if isinstance(value, list | tuple) else None
     if field in ("in_band", "band_enforced"):
@@ -662,13 +663,7 @@ def _calibration_value(field: str, value: Any) -> Any:
 
 
 def _reward(row: Mapping[str, Any]) -> float | None:
-    return _number(row.get("reward"))
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+    return finite_float(row.get("reward"))
 
 
 def _str(value: Any) -> str | None:

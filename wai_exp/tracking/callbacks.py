@@ -38,7 +38,6 @@ import csv
 import io
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -47,6 +46,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from wai_exp.domain.numbers import finite_float
 from wai_exp.tracking import PARENT_RUN_ENV, resolve_tracking_uri, tracking_settings
 
 log = logging.getLogger(__name__)
@@ -101,8 +101,8 @@ def aggregate_metrics(
     by_key: dict[str, list[float]] = {}
     for metrics in children:
         for key, value in metrics.items():
-            if value is not None and math.isfinite(float(value)):
-                by_key.setdefault(key, []).append(float(value))
+            if (number := finite_float(value)) is not None:
+                by_key.setdefault(key, []).append(number)
     out: dict[str, dict[str, Any]] = {}
     for key in sorted(by_key):
         agg = summarize(by_key[key])

@@ -16,6 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from wai_exp.domain.numbers import finite_float
+
 EXPERIMENT = "compare"
 
 
@@ -27,14 +29,6 @@ def _arm_run(client: Any, ref: str) -> Any | None:
         return client.get_run(run_id)
     except Exception:  # noqa: BLE001 - a path or a foreign id: not a run in this store
         return None
-
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if f == f and abs(f) != float("inf") else None
 
 
 def record_compare(
@@ -90,7 +84,7 @@ def record_compare(
             )
         else:
             links.append(f"- {side}: {sources[0] if side == 'before' else sources[1]}")
-    d, lo, hi = _num(m.get("delta")), _num(ci[0]), _num(ci[1])
+    d, lo, hi = finite_float(m.get("delta")), finite_float(ci[0]), finite_float(ci[1])
     head = (
         f"### {verdict}: {report.get('target') or 'pass_at_1'} {d:+.3f} (95% CI {lo:+.3f} to {hi:+.3f})"
         if d is not None and lo is not None and hi is not None
@@ -108,9 +102,9 @@ def record_compare(
         "delta": d,
         "delta_ci_lo": lo,
         "delta_ci_hi": hi,
-        "before": _num(m.get("before")),
-        "after": _num(m.get("after")),
-        "n_paired_tasks": _num(report.get("n_paired_tasks")),
+        "before": finite_float(m.get("before")),
+        "after": finite_float(m.get("after")),
+        "n_paired_tasks": finite_float(report.get("n_paired_tasks")),
         "ok": 1.0 if report.get("ok") else 0.0,
     }
     metrics = [Metric(k, v, now, 0) for k, v in values.items() if v is not None]

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from wai_exp.domain.numbers import finite_float
 from wai_exp.domain.secrets import (
     install_log_redaction,
     redact,
@@ -360,14 +361,9 @@ def jsonable(obj: Any) -> Any:
 
 
 def metric_value(value: Any) -> float | None:
-    """A finite float for MLflow, or None when the value is unmeasured or not a number."""
-    if value is None or isinstance(value, str):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+    """A finite float for MLflow, or None when the value is unmeasured or not a number
+    (``finite_float``'s rule: a bool is a flag, not a metric)."""
+    return finite_float(value)
 
 
 def row_schema(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from wai_exp.domain.numbers import finite_float
 from wai_exp.score.stats.resample import binary_reward, reward_groups
 
 __all__ = [
@@ -209,14 +210,7 @@ def _bar_with_intervals(
 
 
 def _metric(metrics: Mapping[str, Any], key: str) -> float | None:
-    v = metrics.get(key)
-    if v is None or isinstance(v, bool | str):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if np.isfinite(f) else None
+    return finite_float(metrics.get(key))
 
 
 def headline_figure(

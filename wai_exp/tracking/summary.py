@@ -15,9 +15,10 @@ headline metrics and which knobs become params. Pure functions over plain data (
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from wai_exp.domain.numbers import finite_float
 
 __all__ = [
     "HEADLINE_KEYS",
@@ -93,22 +94,12 @@ def run_name(preset: str | None, overrides: Sequence[str], *, prefix: str = "") 
     return name
 
 
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool | str):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 def headline_metrics(stage_metrics: Mapping[str, Any]) -> dict[str, float]:
     """The graded stage's answer under short names (see :data:`HEADLINE_KEYS`), in logging
     order; a metric the stage did not measure is absent, never 0."""
     out: dict[str, float] = {}
     for short, key in HEADLINE_KEYS:
-        v = _num(stage_metrics.get(key))
+        v = finite_float(stage_metrics.get(key))
         if v is not None:
             out[short] = v
     return out
@@ -137,7 +128,7 @@ def _fmt(v: float | None, digits: int = 3) -> str:
 
 
 def _interval(lo: Any, hi: Any) -> str:
-    lo, hi = _num(lo), _num(hi)
+    lo, hi = finite_float(lo), finite_float(hi)
     if lo is None or hi is None:
         return "interval not measured"
     return f"95% CI {lo:.3f}–{hi:.3f}"
@@ -148,7 +139,7 @@ def _floor_lines(m: Mapping[str, Any], floor: Any, n_tasks: Any) -> list[str]:
     words its gap's interval supports; "not measured" with the reason, never a 0."""
     if not isinstance(floor, Mapping):
         return []
-    value = _num(m.get("floor"))
+    value = finite_float(m.get("floor"))
     if value is None:
         return [f"**floor** not measured ({floor.get('note') or 'no reason recorded'})"]
     from wai_exp.score.judges.floor import floor_scope
@@ -210,7 +201,7 @@ def describe_run(
     if status != "FINISHED":
         out.append(f"**Run {status}**" + (f": {error}" if error else ""))
         out.append("")
-    graded = [s for s in stages if _num(s.metrics.get("pass_at_1")) is not None]
+    graded = [s for s in stages if finite_float(s.metrics.get("pass_at_1")) is not None]
     for s in graded:
         m = s.metrics
         where = f" ({s.name})" if len(graded) > 1 else ""
@@ -221,13 +212,13 @@ def describe_run(
             # An adaptive run: the headline reads each task's fixed first batch (unbiased).
             basis = ", from the fixed first batch of every task"
         out.append(
-            f"### pass@1{where} {_fmt(_num(m['pass_at_1']))} "
+            f"### pass@1{where} {_fmt(finite_float(m['pass_at_1']))} "
             f"({_interval(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}){over}{basis}"
         )
         out.extend(_floor_lines(m, s.report.get("floor"), n))
         k = s.report.get("k")
         kk = k if isinstance(k, int) else "k"
-        pow_k, at_k = _num(m.get("pass_pow_k")), _num(m.get("pass_at_k"))
+        pow_k, at_k = finite_float(m.get("pass_pow_k")), finite_float(m.get("pass_at_k"))
         if pow_k is None and at_k is None:
             note = s.report.get("note") or "not enough repeats per task"
             out.append(f"pass^k and pass@k: not measured ({note})")
@@ -250,12 +241,14 @@ def describe_run(
     out.extend(_gate_lines(gate, gate_verdict, gate_reason))
     out.append("")
     made = sum(
-        int(_num(s.metrics.get("rows_out")) or 0)
+        int(finite_float(s.metrics.get("rows_out")) or 0)
         for s in stages
-        if s.kind == "simulate" and _num(s.metrics.get("rows_out")) is not None
+        if s.kind == "simulate" and finite_float(s.metrics.get("rows_out")) is not None
     )
     any_sim = any(s.kind == "simulate" for s in stages)
-    kept = next((s for s in reversed(stages) if _num(s.metrics.get("rows_kept")) is not None), None)
+    kept = next(
+        (s for s in reversed(stages) if finite_float(s.metrics.get("rows_kept")) is not None), None
+    )
     if kept is not None:
         of = f" of {made} made" if any_sim else ""
         out.append(f"**Rows kept:** {int(kept.metrics['rows_kept'])}{of} ({kept.name})")

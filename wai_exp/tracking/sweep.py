@@ -17,6 +17,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.domain.numbers import finite_float
+
 __all__ = [
     "REPLICATE_KEYS",
     "format_table",
@@ -54,16 +56,6 @@ def swept_keys(children: Sequence[Mapping[str, Any]]) -> list[str]:
     for p in parsed:
         keys.extend(k for k in p if k not in keys)
     return [k for k in keys if len({p.get(k) for p in parsed}) > 1]
-
-
-def _num(v: Any) -> float | None:
-    if v is None or isinstance(v, bool | str):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def _sort_key(value: str) -> tuple[int, float, str]:
@@ -105,7 +97,7 @@ def per_value_table(
     rows = []
     for combo in sorted(groups, key=lambda t: tuple(_sort_key(v) for v in t)):
         runs = groups[combo]
-        vals = [v for v in (_num(r["metrics"].get(metric)) for r in runs) if v is not None]
+        vals = [v for v in (finite_float(r["metrics"].get(metric)) for r in runs) if v is not None]
         row: dict[str, Any] = {
             "values": dict(zip(value_keys, combo, strict=True)),
             "n_runs": len(runs),
@@ -128,8 +120,10 @@ def per_value_table(
                 interval=f"95% t interval over {len(vals)} re-runs",
             )
         elif len(vals) == 1:
-            m = next(r["metrics"] for r in runs if _num(r["metrics"].get(metric)) is not None)
-            lo, hi = _num(m.get(f"{metric}_ci_lo")), _num(m.get(f"{metric}_ci_hi"))
+            m = next(
+                r["metrics"] for r in runs if finite_float(r["metrics"].get(metric)) is not None
+            )
+            lo, hi = finite_float(m.get(f"{metric}_ci_lo")), finite_float(m.get(f"{metric}_ci_hi"))
             row.update(
                 mean=vals[0],
                 ci_lo=lo,
@@ -139,7 +133,7 @@ def per_value_table(
                 else "one run, no interval",
             )
         for extra in ("pass_pow_k", "pass_at_k", "rows_kept"):
-            xs = [v for v in (_num(r["metrics"].get(extra)) for r in runs) if v is not None]
+            xs = [v for v in (finite_float(r["metrics"].get(extra)) for r in runs) if v is not None]
             row[extra] = sum(xs) / len(xs) if xs else None
         rows.append(row)
     return {"swept": swept, "value_keys": value_keys, "replicate_keys": replicate, "rows": rows}
@@ -163,7 +157,7 @@ def replicate_spread(
     groups: dict[tuple[str, ...], list[float]] = {}
     for c in done:
         p = parse_overrides(c.get("overrides") or [])
-        v = _num(c["metrics"].get(metric))
+        v = finite_float(c["metrics"].get(metric))
         if v is not None:
             groups.setdefault(tuple(p.get(k, "") for k in table["value_keys"]), []).append(v)
     ss, df, used, n_runs = 0.0, 0, 0, 0
@@ -200,14 +194,14 @@ def replicate_spread(
 
 
 def _cell(v: Any, digits: int = 3) -> str:
-    f = _num(v)
+    f = finite_float(v)
     if f is None:
         return "—" if v is None else str(v)
     return f"{f:.{digits}f}" if not float(f).is_integer() or digits == 0 else f"{f:g}"
 
 
 def _ci(row: Mapping[str, Any]) -> str:
-    lo, hi = _num(row.get("ci_lo")), _num(row.get("ci_hi"))
+    lo, hi = finite_float(row.get("ci_lo")), finite_float(row.get("ci_hi"))
     return "not measured" if lo is None or hi is None else f"{lo:.3f}–{hi:.3f}"
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.numbers import finite_float
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import read_steps
 from wai_exp.score.stats.resample import binary_reward, factorize, t_quantile, z_quantile
@@ -38,28 +39,11 @@ _QUANTILES = (("min", 0.0), ("p10", 0.1), ("p25", 0.25), ("p50", 0.5), ("p75", 0
               ("p90", 0.9), ("max", 1.0))  # fmt: skip
 
 
-def _number(value: Any) -> float | None:
-    """``value`` as a finite float, else None (missing, bool, str, NaN and inf do not count)."""
-    # Fast path for the float/int a row almost always holds (``v - v`` is NaN for NaN and inf).
-    kind = type(value)
-    if kind is float:
-        return value if value - value == 0 else None
-    if kind is int:
-        return float(value)
-    if value is None or isinstance(value, (bool, str)):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
 def _scan(row: Mapping[str, Any]) -> tuple[float | None, float | None, bool, int]:
     """One pass over a row: (logprob, tokens) as ``row_logprob`` defines them, whether any
     per-token list is kept, and how many assistant turns were cut at the token cap."""
-    lp = _number(row.get("logprob"))
-    nt = _number(row.get("n_tokens"))
+    lp = finite_float(row.get("logprob"))
+    nt = finite_float(row.get("n_tokens"))
     need = lp is None or nt is None
     has_tokens = bool(row.get("token_logprobs"))
     n_trunc = 0
@@ -75,14 +59,14 @@ def _scan(row: Mapping[str, Any]) -> tuple[float | None, float | None, bool, int
             has_tokens = True
         if not need:
             continue
-        step_lp = _number(step.get("logprob"))
+        step_lp = finite_float(step.get("logprob"))
         if step_lp is None and isinstance(toks, Sequence) and toks:
-            step_lp = _number(float(np.sum(np.asarray(toks, dtype=float))))
+            step_lp = finite_float(float(np.sum(np.asarray(toks, dtype=float))))
         if step_lp is None:
             continue
         seen_lp = True
         s_lp += step_lp
-        step_nt = _number(step.get("n_tokens"))
+        step_nt = finite_float(step.get("n_tokens"))
         if step_nt is None and isinstance(toks, Sequence):
             step_nt = float(len(toks))
         if step_nt is not None:
@@ -323,7 +307,7 @@ def mean_kl(
     lp, nt, _, _ = _totals(rows)
     if isinstance(ref, str):
         ref_lp = np.fromiter(
-            (np.nan if (v := _number(r.get(ref))) is None else v for r in rows),
+            (np.nan if (v := finite_float(r.get(ref))) is None else v for r in rows),
             dtype=float,
             count=len(rows),
         )

@@ -8,9 +8,10 @@ can only grade conduct). ``judge=given`` grades every row with ``given_reward``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
+
+from wai_exp.score.stats.readers import reward_under
 
 
 def given_reward(row: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -18,9 +19,7 @@ def given_reward(row: Mapping[str, Any]) -> dict[str, Any] | None:
     ``false`` as 1.0 / 0.0), or None when it carries none (the row is then unjudged:
     ``judge_status="abstain"``, never a failure). A number outside [0, 1] is returned as
     it is, so the judging contract marks it ``invalid_result``. Never raises."""
-    value = row.get("reward")
-    if isinstance(value, bool):
-        value = 1.0 if value else 0.0
-    if not isinstance(value, int | float) or not math.isfinite(value):
+    value = reward_under(row)
+    if value is None:
         return None
-    return {"reward": float(value), "reason": "the reward the row carried (judge=given)"}
+    return {"reward": value, "reason": "the reward the row carried (judge=given)"}

@@ -48,6 +48,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from wai_exp.domain.numbers import finite_float
 from wai_exp.llm.providers import bare_model
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import check_rows, read_steps
@@ -228,8 +229,8 @@ def _normalize(
     if isinstance(raw_markers, Mapping):
         markers = {}
         for name, val in raw_markers.items():
-            if isinstance(val, int | float) and not isinstance(val, bool) and math.isfinite(val):
-                markers[str(name)] = float(val)
+            if (number := finite_float(val)) is not None:
+                markers[str(name)] = number
             else:
                 meta.setdefault("dropped_markers", []).append(str(name))
     if key is None:
@@ -281,7 +282,7 @@ def normalize_judge_result(raw: Any, scale: tuple[float, float] | None = None) -
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return finite_float(value) is not None
 
 
 class ScoredData:

@@ -8,11 +8,12 @@ on ``hack_scan``'s path that import was a good part of the time a 3,200-row scan
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from wai_exp.domain.numbers import finite_float
 
 #: Rows whose judge did not return a usable verdict; their reward is never a failure.
 UNJUDGED_STATUSES = frozenset({"invalid_result", "error", "timeout", "abstain"})
@@ -69,15 +70,9 @@ def reward_under(row: dict[str, Any], key: str = "reward") -> float | None:
     Reads one named key and no ``judge_status``; ``resample.numeric_reward`` is the
     status-aware reader of ``reward``/``qwen_reward``."""
     value = row.get(key)
-    if type(value) is float:  # the common case, checked first: this runs once per row
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, str):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+    if isinstance(value, bool):  # a pass/fail verdict, read as binary_reward reads it
+        return 1.0 if value else 0.0
+    return finite_float(value)
 
 
 def numeric_reward(row: Mapping[str, Any]) -> float | None:
@@ -91,12 +86,8 @@ def numeric_reward(row: Mapping[str, Any]) -> float | None:
     value = _judged_value(row)
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if not isinstance(value, int | float):
-        return None
-    x = float(value)
-    if not math.isfinite(x) or not 0.0 <= x <= 1.0:
-        return None
-    return x
+    x = finite_float(value)
+    return x if x is not None and 0.0 <= x <= 1.0 else None
 
 
 __all__ = [
