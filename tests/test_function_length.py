@@ -42,7 +42,6 @@ ALLOWED = {
     "wai_exp/score/judges/agreement.py::judge_agreement",  # 154 lines
     "wai_exp/score/stats/stats.py::compare_runs",  # 154 lines
     "wai_exp/score/stats/passat.py::pass_at",  # 153 lines
-    "wai_exp/simulate/engine.py::simulate",  # 153 lines
     "wai_exp/tracking/background.py::_serve",  # 153 lines
     "wai_exp/score/diagnose/hack_scan_diff.py::hack_scan_diff",  # 151 lines
     "wai_exp/simulate/preflight.py::preflight",  # 144 lines

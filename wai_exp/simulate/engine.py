@@ -40,7 +40,8 @@ from wai_exp.simulate.data import SimulationData
 from wai_exp.simulate.gc_tuning import fewer_gc_passes
 from wai_exp.simulate.ids import prompt_sha, short_hash, stable_hash
 from wai_exp.simulate.llm_grade import resolve_llm_grader
-from wai_exp.simulate.modes import MODE_PRESETS, Config, apply_aliases, resolve_config
+from wai_exp.simulate.modes import MODE_PRESETS, Config
+from wai_exp.simulate.params import SimulateParams
 from wai_exp.simulate.replay import pinned_tasks, rerun_tasks, trace_seeds
 from wai_exp.simulate.report import build_report, tier_mix
 from wai_exp.simulate.rollout import Outcome, RolloutRunner
@@ -775,34 +776,12 @@ def simulate(
     input that cannot be read. An exception inside the agent never escapes: that rollout is
     lost and recorded (``data.lost``, ``report()["rollouts_lost_by"]``).
     """
-    given = apply_aliases(
-        {
-            "requests_per_situation": requests_per_situation,
-            "rollouts_per_request": rollouts_per_request,
-            "unique_situations": unique_situations,
-            "system_prompt": system_prompt,
-            "fault_rate": fault_rate,
-        },
-        aliases,
-    )
+    # The first statement, so locals() is exactly this call's parameters and its aliases.
+    params = SimulateParams.from_arguments(locals())
     t_start = time.monotonic()
-    cfg = resolve_config(
-        mode=mode, advanced=advanced, seed=seed, until=until, llm_grade=llm_grade,
-        has_grader=grader is not None, simulator=simulator, user_model=user_model,
-        logprobs=logprobs, budget=budget, runs=runs, situations=situations,
-        time_budget=time_budget, reproducible=reproducible, timeout=timeout,
-        requests_per_situation=given["requests_per_situation"],
-        rollouts_per_request=given["rollouts_per_request"], repeat_policy=repeat_policy,
-        unique_situations=given["unique_situations"], fault_rate=given["fault_rate"],
-        hard_share=hard_share, sampling=sampling, grade=grade,
-        writer_structured_output=writer_structured_output, lost_as=lost_as,
-    )  # fmt: skip
-    spec_name, tool_list, sp = resolve_spec(spec, tools, given["system_prompt"])
-    world = resolve_world(cfg.knobs, execute)
+    inputs = _resolve_inputs(params)
+    cfg, world = inputs.cfg, inputs.world
     try:
-        tool_list, sp = mcp_tools(world, tool_list, sp, spec is not None or tools is not None)
-        if world.server is not None and given["system_prompt"] is not None:
-            sp = given["system_prompt"]
         resolved = resolve_agent(
             agent,
             timeout=cfg.timeout,
@@ -812,13 +791,16 @@ def simulate(
             concurrency=int(cfg.knobs["concurrency"]),
         )
         user = _model_user(cfg, world, resolved)
-        asks = _earlier_asks(cfg, tasks, traces, tool_list, world)
-        writer = _model_writer(cfg, tool_list, sp, world, asks)
-        run_id = _run_id(cfg, sp, tool_list, resolved.identity, asks.replay, world)
-        llm_grader = resolve_llm_grader(llm_grade, tool_list, sp)
+        asks = _earlier_asks(cfg, tasks, traces, inputs.tools, world)
+        writer = _model_writer(cfg, inputs.tools, inputs.system_prompt, world, asks)
+        run_id = _run_id(
+            cfg, inputs.system_prompt, inputs.tools, resolved.identity, asks.replay, world
+        )
+        llm_grader = resolve_llm_grader(llm_grade, inputs.tools, inputs.system_prompt)
         runner = RolloutRunner(
-            cfg, agent=resolved, tools=tool_list, system_prompt=sp, world=world,
-            user_execute=execute is not None, grader=grader, run_id=run_id, llm_grader=llm_grader,
+            cfg, agent=resolved, tools=inputs.tools, system_prompt=inputs.system_prompt,
+            world=world, user_execute=execute is not None, grader=grader, run_id=run_id,
+            llm_grader=llm_grader,
         )  # fmt: skip
         if user is not None:
             runner.user_model = user.name  # rows name who played the person, the agent's model too
@@ -826,33 +808,15 @@ def simulate(
             cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress,
             writer=writer,
         )  # fmt: skip
-        stream = RowStream(Path(output), cfg.knobs) if output is not None else None
-        if stream is not None:
-            engine.on_row = _tee(stream, on_row)
-        try:
-            with fewer_gc_passes():
-                asyncio.run(
-                    _run_and_close(
-                        engine,
-                        first,
-                        partial(_rerun_source, cfg),
-                        resolved,
-                        [user, writer, llm_grader],
-                    )
-                )
-        except BaseException:
-            if stream is not None:
-                stream.close(remove=False)  # keep the finished rows on disk for a resume
-            raise
-        engine.emit_progress()
-        elapsed = time.monotonic() - t_start
+        stream = _drive(engine, first, cfg, resolved, [user, writer, llm_grader], output, on_row)
         data = _result(
-            cfg, engine, asks, resolved, spec_name, tool_list, sp, world, run_id, elapsed
-        )
+            cfg, engine, asks, resolved, inputs.spec_name, inputs.tools, inputs.system_prompt,
+            world, run_id, time.monotonic() - t_start,
+        )  # fmt: skip
         if output is not None:
             data.save(output)
         if stream is not None:
-            stream.close(remove=True)
+            stream.close(remove=True)  # the saved file holds every row now
         return data
     finally:
         world.close()  # world=mcp: the server stops with the stage
@@ -863,39 +827,67 @@ def check_inputs(agent: Any = None, **kwargs: Any) -> None:
     running one: parameters and knobs, the spec file, the ``tasks=``/``traces=`` rows, the
     writer and user models. Raises what ``simulate`` would raise (``ValueError`` naming the
     parameter, or the file and its line), so a run can refuse bad inputs before any work."""
-    a = inspect.signature(simulate).bind(agent, **kwargs)
-    a.apply_defaults()
-    v = a.arguments
-    given = apply_aliases(
-        {
-            "requests_per_situation": v["requests_per_situation"],
-            "rollouts_per_request": v["rollouts_per_request"],
-            "unique_situations": v["unique_situations"],
-            "system_prompt": v["system_prompt"],
-            "fault_rate": v["fault_rate"],
-        },
-        v["aliases"],
-    )
-    cfg = resolve_config(
-        mode=v["mode"], advanced=v["advanced"], seed=v["seed"], until=v["until"],
-        llm_grade=v["llm_grade"], has_grader=v["grader"] is not None, simulator=v["simulator"],
-        user_model=v["user_model"], logprobs=v["logprobs"], budget=v["budget"], runs=v["runs"],
-        situations=v["situations"], time_budget=v["time_budget"], reproducible=v["reproducible"],
-        timeout=v["timeout"], requests_per_situation=given["requests_per_situation"],
-        rollouts_per_request=given["rollouts_per_request"], repeat_policy=v["repeat_policy"],
-        unique_situations=given["unique_situations"], fault_rate=given["fault_rate"],
-        hard_share=v["hard_share"], sampling=v["sampling"], grade=v["grade"],
-        writer_structured_output=v["writer_structured_output"], lost_as=v["lost_as"],
-    )  # fmt: skip
-    _, tool_list, sp = resolve_spec(v["spec"], v["tools"], given["system_prompt"])
-    world = resolve_world(cfg.knobs, v["execute"])
+    params = SimulateParams.from_call(agent, **kwargs)
+    inputs = _resolve_inputs(params)
     try:
-        tool_list, _ = mcp_tools(
-            world, tool_list, sp, v["spec"] is not None or v["tools"] is not None
-        )
-        _earlier_asks(cfg, v["tasks"], v["traces"], tool_list, world)
+        _earlier_asks(inputs.cfg, params.tasks, params.traces, inputs.tools, inputs.world)
     finally:
+        inputs.world.close()
+
+
+@dataclass
+class _Inputs:
+    """What ``simulate`` and ``check_inputs`` resolve from the parameters before any work."""
+
+    cfg: Config
+    spec_name: str
+    tools: list[dict[str, Any]]
+    system_prompt: str | None
+    #: open (``world=mcp`` started its server): the caller closes it
+    world: WorldSetup
+
+
+def _resolve_inputs(params: SimulateParams) -> _Inputs:
+    """The resolved config, the tools and system prompt (a ``world=mcp`` server's when it
+    runs one), and the world. Raises ``ValueError`` naming the parameter or file."""
+    cfg = params.config()
+    spec_name, tools, sp = resolve_spec(params.spec, params.tools, params.system_prompt)
+    world = resolve_world(cfg.knobs, params.execute)
+    try:
+        tools, sp = mcp_tools(world, tools, sp, params.tools_given)
+    except BaseException:
         world.close()
+        raise
+    if world.server is not None and params.system_prompt is not None:
+        sp = params.system_prompt
+    return _Inputs(cfg, spec_name, tools, sp, world)
+
+
+def _drive(
+    engine: Engine,
+    first: Any,
+    cfg: Config,
+    resolved: ResolvedAgent,
+    closers: list[Any],
+    output: str | Path | None,
+    on_row: Callable[[dict[str, Any]], Any] | None,
+) -> RowStream | None:
+    """Run the engine's loop to its stop, streaming each row to ``output``'s partial file
+    (the open stream is returned; on an error it is closed and its rows kept to resume)."""
+    stream = RowStream(Path(output), cfg.knobs) if output is not None else None
+    if stream is not None:
+        engine.on_row = _tee(stream, on_row)
+    try:
+        with fewer_gc_passes():
+            asyncio.run(
+                _run_and_close(engine, first, partial(_rerun_source, cfg), resolved, closers)
+            )
+    except BaseException:
+        if stream is not None:
+            stream.close(remove=False)  # keep the finished rows on disk for a resume
+        raise
+    engine.emit_progress()
+    return stream
 
 
 @dataclass
