@@ -1,11 +1,14 @@
-"""The knob table: every ``advanced`` key of ``simulate()``, declared once.
+"""The knob table: every ``advanced`` key of ``simulate()``, declared once, as ``Knobs``.
 
-Each ``Knob`` carries its default, its type, its floor and ceiling (``None`` = unbounded on
-that side) and the reason the default is what it is. Everything else is generated from this
-table: ``conf/knobs/default.yaml`` (``knobs_yaml()``), the README's knob table
-(``knob_table_markdown()``) and the validation of a user's ``advanced={...}``
-(``resolve_knobs()``). Tests check the generated files against the functions, so a default
-cannot drift between the code, the config tree and the docs.
+Each field of the pydantic model ``Knobs`` carries its default, its type, its floor and
+ceiling (``Field(ge=, le=)``; none = unbounded on that side), its meaning
+(``description``) and, in ``json_schema_extra``, its section, what reads it and the reason
+the default is what it is. Pydantic validates a user's ``advanced={...}``
+(``validated_knobs``/``resolve_knobs``); ``knob_errors`` words its errors so each names the
+knob and the fix. Everything else is generated from the model: ``conf/knobs/default.yaml``
+(``knobs_yaml()``) and the knob tables in the docs (``knob_table_markdown()``), written by
+``python -m wai_exp.config.knobs_doc --write`` and checked by its ``--check`` in the tests,
+so a default cannot drift between the code, the config tree and the docs.
 
 ``section`` is ``"experiment"`` for what a researcher changes between runs and ``"engine"``
 for the scheduler's internals (the reference's "Engine internals" table). ``reads`` says
@@ -21,9 +24,26 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import types
+import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import annotated_types
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+)
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 
 #: Named walk-away tables of the simulated person: (chance at the 2nd question, at later ones).
 PATIENCE_LEVELS: dict[str, tuple[float, float]] = {
@@ -42,31 +62,7 @@ EMBEDDERS = ("hash",)
 SECTIONS = ("experiment", "engine")
 
 
-@dataclass(frozen=True)
-class Knob:
-    """One ``advanced`` key.
-
-    ``type`` is one of ``"int"``, ``"float"``, ``"bool"``, ``"str"``, ``"float|None"``,
-    ``"bool|None"``, ``"patience"`` (a level name, ``{"second": p, "later": q}`` or
-    ``(p, q)``), ``"temperature_band"`` (a number or a ``(lo, hi)`` pair) or ``"dict"``.
-    ``lo``/``hi`` bound numbers (and each number inside a patience table or band).
-    ``choices`` lists the allowed strings of a string-valued knob.
-    """
-
-    name: str
-    default: Any
-    type: str
-    lo: float | None
-    hi: float | None
-    reason: str
-    section: str
-    doc: str = ""
-    choices: tuple[str, ...] = ()
-    #: what reads the knob: a key of ``READERS``
-    reads: str = ""
-
-
-_CONV = "convention, untested"
+_CONV = "convention, untested."
 
 #: What reads a knob, and so where setting it shows. Labels starting ``rows`` change the
 #: offline rows (under the named condition); every other label leaves the rows identical.
@@ -95,798 +91,731 @@ READERS: dict[str, str] = {
 #: the knobs under the others).
 NOT_READ_LABELS = frozenset({"model_writer", "unread"})
 
-_READS: dict[str, str] = {
-    # experiment knobs
-    "seed": "rows",
-    "concurrency": "schedule",
-    # The simulated person: rows move only where the agent asks it something (patience from
-    # the second question on; the scripted agent rarely asks twice).
-    "avg_turns": "rows_follow_ups",
-    "patience": "rows_follow_ups",
-    "user_temperature": "rows_follow_ups",
-    "writer_temperature": "model_writer",
-    "world": "rows",
-    "pass_threshold": "rows_grader",
-    "mutate_graded_failures": "rows_grader",
-    "smoothing_alpha": "report",
-    "allocation_gain": "rows_traces",
-    "allocation_tool_weight": "rows_traces",
-    "allocation_condition_weight": "rows_traces",
-    "gap_weight": "model_writer",
-    "adaptive_verify_explore_floor": "rows_adaptive",
-    "tier_mix_min_rows": "report",
-    "tier_mix_tolerance": "report",
-    "stop_grace": "rows_clock",
-    "embedder": "model_writer",
-    # engine internals
-    "empty_rounds_to_stop": "rows_saturation",
-    "saturation_window": "rows_saturation",
-    "saturation_growth": "rows_saturation",
-    "writer_idle_rounds_to_restart": "model_writer",
-    "writer_idle_rounds_to_rest": "model_writer",
-    "restart_avoid_window": "model_writer",
-    "rows_per_extra_restart": "model_writer",
-    "dead_agent_errors": "rows_failing_agent",
-    "dead_agent_budget_multiple": "rows_failing_agent",
-    "closing_margin": "rows_clock",
-    "closing_window_rollouts": "rows_clock",
-    "collect_wait_s": "tick",
-    "collect_wait_floor_s": "tick",
-    "writer_wait_s": "model_writer",
-    "writer_wait_floor_s": "model_writer",
-    "hosted_touch_s": "model_writer",
-    "scene_join_s": "model_writer",
-    "scene_join_clocked_s": "model_writer",
-    # The scheduler plans at most writer_buffer_waves x max(writer_buffer_cap, concurrency)
-    # rollouts ahead of the last landed one; the cap also sizes the template writer's
-    # batches: offline rows move with both.
-    "writer_buffer_waves": "rows",
-    "writer_buffer_cap": "rows",
-    "writer_typical_completions": "model_writer",
-    "pool_low_floor": "model_writer",
-    "pool_low_cap": "model_writer",
-    "pool_low_flight_divisor": "model_writer",
-    "offline_topup_multiple": "unread",
-    # Under unique_situations a template draw that repeats one of the run's situations is
-    # rejected; a short batch bounces to writers of seed + j x stride. The top-up multiple
-    # has nothing to act on: the template writer is one deterministic stream drawn on demand
-    # in microseconds, so drawing ahead would change neither which situations come nor when.
-    "offline_bounce_limit": "rows_repeats",
-    "offline_bounce_stride": "rows_repeats",
-    "restart_seed_stride": "model_writer",
-    "first_wave_writers": "model_writer",
-    "first_wave_cards": "model_writer",
-    "first_wave_tokens": "model_writer",
-    "min_cards_per_wave": "model_writer",
-    "tokens_per_card": "model_writer",
-    "wave_tokens_base": "model_writer",
-    "wave_tokens_floor": "model_writer",
-    "wave_tokens_cap": "model_writer",
-    "failing_seeds_cap": "rows_traces",
-    "select_oversample": "rows_traces",
-    "family_cap_floor": "model_writer",
-    "family_cap_per_phrasing": "model_writer",
-    "writer_context_items": "model_writer",
-    # How many failing rows wait as mutation parents: offline rows move.
-    "writer_context_parents": "rows",
-    "family_avoid_items": "model_writer",
-    "region_novelty_smoothing": "model_writer",
-    "gap_min_rows": "model_writer",
-    "gap_rich_signatures": "model_writer",
-    "gap_value_stuck": "model_writer",
-    "gap_value_rich": "model_writer",
-    "gap_value_unknown": "model_writer",
-    "short_share_floor": "model_writer",
-    "long_share_floor": "model_writer",
-    "followup_starved_min": "report",
-    "followup_starved_divisor": "report",
-    "semantic_duplicate_novelty": "model_writer",
-    "idle_judge_share": "report",
-    "progress_every_s": "progress",
-    "progress_every_rows": "progress",
-    "flush_report_rows": "output",
-    "flush_report_s": "output",
-}
+
+# --------------------------------------------------------------------------- value types
+# Each knob's type is one of these. The label (``_Kind``) names it in the knob table and in a
+# wrong-type message; pydantic does the checking. Counts and numbers are strict (a bool is
+# not a count, "0.5" is not a number), but a whole float counts as an int (YAML writes 4.0).
 
 
-def _k(
-    name: str,
-    default: Any,
-    type_: str,
-    lo: float | None,
-    hi: float | None,
-    reason: str,
-    doc: str,
-    section: str,
-    choices: tuple[str, ...] = (),
-) -> Knob:
-    return Knob(name, default, type_, lo, hi, reason, section, doc, choices)
+@dataclass(frozen=True)
+class _Kind:
+    """Annotation metadata: the type's label in the table and its wrong-type wording."""
+
+    label: str
+    expected: str
+    #: the bounded number inside a composite value (patience's chances, a band's ends)
+    element: Any = None
 
 
-def _e(
-    name: str,
-    default: Any,
-    type_: str,
-    lo: float | None,
-    hi: float | None,
-    reason: str,
-    doc: str,
-    choices: tuple[str, ...] = (),
-) -> Knob:
-    return _k(name, default, type_, lo, hi, reason, doc, "experiment", choices)
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _g(
-    name: str, default: Any, type_: str, lo: float | None, hi: float | None, reason: str, doc: str
-) -> Knob:
-    return _k(name, default, type_, lo, hi, reason, doc, "engine")
+def _not_nan(value: Any) -> Any:
+    # NaN compares false with every bound, so pydantic would call it "out of bounds".
+    if isinstance(value, float) and math.isnan(value):
+        raise PydanticCustomError("knob_nan", "NaN")
+    return value
 
 
-KNOBS: tuple[Knob, ...] = (
-    # ---- Experiment knobs -------------------------------------------------------------
-    _e(
-        "seed",
+Int = Annotated[int, BeforeValidator(_integral), Strict(), _Kind("int", "an int")]
+Float = Annotated[float, BeforeValidator(_not_nan), Strict(), _Kind("float", "a number")]
+OptFloat = Annotated[
+    Annotated[float, BeforeValidator(_not_nan), Strict()] | None,
+    _Kind("float|None", "a number or None"),
+]
+OptBool = Annotated[Annotated[bool, Strict()] | None, _Kind("bool|None", "True, False or None")]
+Embedder = Annotated[Literal[EMBEDDERS], _Kind("str", "a string")]  # type: ignore[valid-type]
+Dials = Annotated[dict[str, Any], _Kind("dict", "a dict")]
+
+#: A walk-away chance and a sampling temperature: the numbers inside the composite knobs.
+Chance = Annotated[float, BeforeValidator(_not_nan), Strict(), Field(ge=0.0, le=1.0)]
+Temperature = Annotated[float, BeforeValidator(_not_nan), Strict(), Field(ge=0.0, le=2.0)]
+
+
+def _element(name: str, value: Any, element: Any, what: str) -> float:
+    """``value`` checked as ``element`` (a bounded float), with the knob's own message."""
+    try:
+        return float(TypeAdapter(element).validate_python(value))
+    except ValidationError as exc:
+        raise ValueError(_message(name, exc.errors()[0], what)) from None
+
+
+def _patience(value: Any, info: ValidationInfo) -> Any:
+    name = str(info.field_name)
+    if isinstance(value, str):
+        if value not in PATIENCE_LEVELS:
+            raise ValueError(
+                f"advanced['patience']={value!r} is not a level; use one of {list(PATIENCE_LEVELS)}, "
+                "a table {'second': p, 'later': q} or a pair (p, q) (default 'normal')."
+            )
+        return value
+    if isinstance(value, dict):
+        if set(value) != {"second", "later"}:
+            raise ValueError(
+                f"advanced['patience'] table needs exactly the keys 'second' and 'later', got {sorted(value)} "
+                "(default 'normal')."
+            )
+        pair = (value["second"], value["later"])
+    elif isinstance(value, list | tuple) and len(value) == 2:
+        pair = tuple(value)
+    else:
+        raise ValueError(
+            _type_text(name, value, "a level name, {'second': p, 'later': q} or a pair (p, q)")
+        )
+    if not all(_is_number(v) for v in pair):
+        raise ValueError(_type_text(name, value, "walk-away chances that are numbers in [0, 1]"))
+    second = _element(name, pair[0], Chance, "['second']")
+    later = _element(name, pair[1], Chance, "['later']")
+    return {"second": second, "later": later}
+
+
+def _band(value: Any, info: ValidationInfo) -> Any:
+    name = str(info.field_name)
+    if _is_number(value):
+        return _element(name, value, Temperature, "")
+    if isinstance(value, list | tuple) and len(value) == 2 and all(_is_number(v) for v in value):
+        lo = _element(name, value[0], Temperature, "[0]")
+        hi = _element(name, value[1], Temperature, "[1]")
+        if lo > hi:
+            raise ValueError(
+                f"advanced[{name!r}]=({lo}, {hi}): the band's low end is above its high end."
+            )
+        return (lo, hi)
+    raise ValueError(_type_text(name, value, "a number or a (lo, hi) pair of numbers"))
+
+
+Patience = Annotated[
+    Any, PlainValidator(_patience), _Kind("patience", "a patience level or table", Chance)
+]
+TemperatureBand = Annotated[
+    Any, PlainValidator(_band), _Kind("temperature_band", "a number or a band", Temperature)
+]
+
+
+def _exp(reads: str, reason: str) -> dict[str, Any]:
+    """A knob of the reference's "Experiment knobs" table: what reads it, why its default."""
+    return {"section": "experiment", "reads": reads, "reason": reason}
+
+
+def _eng(reads: str, reason: str) -> dict[str, Any]:
+    """A knob of the reference's "Engine internals" table."""
+    return {"section": "engine", "reads": reads, "reason": reason}
+
+
+class Knobs(BaseModel):
+    """Every ``advanced`` key of ``simulate()``: default, bounds (``ge``/``le``), meaning
+    (``description``) and, in ``json_schema_extra``, the section, the ``READERS`` label and
+    the reason for the default. The one place a knob is declared."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # ---- Experiment knobs ----------------------------------------
+    seed: Int = Field(
         0,
-        "int",
-        0,
-        None,
-        "0 so an unseeded run is still reproducible; any value is as good.",
-        "Reproducible draws; every per-rollout seed is derived from it.",
-    ),
-    _e(
-        "concurrency",
+        ge=0,
+        description="Reproducible draws; every per-rollout seed is derived from it.",
+        json_schema_extra=_exp(
+            "rows", "0 so an unseeded run is still reproducible; any value is as good."
+        ),
+    )
+    concurrency: Int = Field(
         32,
-        "int",
-        1,
-        4096,
-        "32 keeps an HTTP model server busy without tripping typical rate limits; " + _CONV + ".",
-        "Rollouts in flight at once (asyncio tasks, never threads).",
-    ),
-    _e(
-        "avg_turns",
+        ge=1,
+        le=4096,
+        description="Rollouts in flight at once (asyncio tasks, never threads).",
+        json_schema_extra=_exp(
+            "schedule",
+            "32 keeps an HTTP model server busy without tripping typical rate limits; " + _CONV,
+        ),
+    )
+    avg_turns: Int = Field(
         12,
-        "int",
-        2,
-        200,
-        "12 leaves room to verify, look up, confirm and write; " + _CONV + ".",
-        "Target conversation length; the person speaks at most avg_turns // 2 times.",
-    ),
-    _e(
-        "patience",
+        ge=2,
+        le=200,
+        description="Target conversation length; the person speaks at most avg_turns // 2 times.",
+        json_schema_extra=_exp(
+            "rows_follow_ups", "12 leaves room to verify, look up, confirm and write; " + _CONV
+        ),
+    )
+    patience: Patience = Field(
         "normal",
-        "patience",
-        0.0,
-        1.0,
-        "'normal' (35% then 60% walk-away) is a middle level; "
-        + _CONV
-        + ". Fit a table from your own traces.",
-        "How long the person keeps answering: normal, short, endless, or {second, later} walk-away chances.",
-        tuple(PATIENCE_LEVELS),
-    ),
-    _e(
-        "user_temperature",
+        description="How long the person keeps answering: normal, short, endless, or {second, later} walk-away chances.",
+        json_schema_extra=_exp(
+            "rows_follow_ups",
+            "'normal' (35% then 60% walk-away) is a middle level; convention, untested. Fit a table from your own traces.",
+        ),
+    )
+    user_temperature: OptFloat = Field(
         None,
-        "float|None",
-        0.0,
-        2.0,
-        "None keeps the two named defaults (follow-ups 0.475, human-tool answers 0.9).",
-        "One sampling temperature for every simulated-user line.",
-    ),
-    _e(
-        "writer_temperature",
+        ge=0.0,
+        le=2.0,
+        description="One sampling temperature for every simulated-user line.",
+        json_schema_extra=_exp(
+            "rows_follow_ups",
+            "None keeps the two named defaults (follow-ups 0.475, human-tool answers 0.9).",
+        ),
+    )
+    writer_temperature: TemperatureBand = Field(
         (WRITER_TEMP_LO, WRITER_TEMP_HI),
-        "temperature_band",
-        0.0,
-        2.0,
-        "A band rather than one value spreads phrasing across batches; the endpoints are "
-        + _CONV
-        + ".",
-        "Writer temperature: a number pins it, a (lo, hi) band is drawn from per batch.",
-    ),
-    _e(
-        "world",
-        {},
-        "dict",
-        None,
-        None,
-        "Empty: the mock world's own WorldOptions defaults apply.",
-        "The mock world's dials as WorldOptions fields (validated; a typo names the fields).",
-    ),
-    _e(
-        "pass_threshold",
+        description="Writer temperature: a number pins it, a (lo, hi) band is drawn from per batch.",
+        json_schema_extra=_exp(
+            "model_writer",
+            "A band rather than one value spreads phrasing across batches; the endpoints are "
+            + _CONV,
+        ),
+    )
+    world: Dials = Field(
+        default_factory=dict,
+        description="The mock world's dials as WorldOptions fields (validated; a typo names the fields).",
+        json_schema_extra=_exp("rows", "Empty: the mock world's own WorldOptions defaults apply."),
+    )
+    pass_threshold: Float = Field(
         0.5,
-        "float",
-        0.0,
+        ge=0.0,
+        le=1.0,
+        description="A reward under this is a graded failure.",
+        json_schema_extra=_exp(
+            "rows_grader",
+            "0.5 is the midpoint of a [0, 1] reward: a binary judge's 0/1 falls on either side.",
+        ),
+    )
+    mutate_graded_failures: OptBool = Field(
+        None,
+        description="Re-roll and mutate asks the grader failed, as a tool fault's are.",
+        json_schema_extra=_exp(
+            "rows_grader",
+            "None = on exactly when grader= is given; True without a grader is an error.",
+        ),
+    )
+    smoothing_alpha: Float = Field(
         1.0,
-        "0.5 is the midpoint of a [0, 1] reward: a binary judge's 0/1 falls on either side.",
-        "A reward under this is a graded failure.",
-    ),
-    _e(
-        "mutate_graded_failures",
-        None,
-        "bool|None",
-        None,
-        None,
-        "None = on exactly when grader= is given; True without a grader is an error.",
-        "Re-roll and mutate asks the grader failed, as a tool fault's are.",
-    ),
-    _e(
-        "smoothing_alpha",
-        1.0,
-        "float",
-        0.0,
-        100.0,
-        "1.0 is Laplace's add-one rule (s + a) / (n + 2a); " + _CONV + ".",
-        "Smoothing on the group hazard and the mixed rate.",
-    ),
-    _e(
-        "allocation_gain",
+        ge=0.0,
+        le=100.0,
+        description="Smoothing on the group hazard and the mixed rate.",
+        json_schema_extra=_exp(
+            "report", "1.0 is Laplace's add-one rule (s + a) / (n + 2a); " + _CONV
+        ),
+    )
+    allocation_gain: Float = Field(
         4.0,
-        "float",
-        0.0,
-        100.0,
-        _CONV + ".",
-        "How hard a hot trace region pulls cell weight: weight x (1 + gain x share).",
-    ),
-    _e(
-        "allocation_tool_weight",
+        ge=0.0,
+        le=100.0,
+        description="How hard a hot trace region pulls cell weight: weight x (1 + gain x share).",
+        json_schema_extra=_exp("rows_traces", _CONV),
+    )
+    allocation_tool_weight: Float = Field(
         0.6,
-        "float",
-        0.0,
-        1.0,
-        "Tool match counts more than condition match; the split is " + _CONV + ".",
-        "Match credit for a cell on a hot region's tool.",
-    ),
-    _e(
-        "allocation_condition_weight",
+        ge=0.0,
+        le=1.0,
+        description="Match credit for a cell on a hot region's tool.",
+        json_schema_extra=_exp(
+            "rows_traces", "Tool match counts more than condition match; the split is " + _CONV
+        ),
+    )
+    allocation_condition_weight: Float = Field(
         0.4,
-        "float",
-        0.0,
-        1.0,
-        "The complement of allocation_tool_weight; " + _CONV + ".",
-        "Match credit for a cell on a hot region's tool condition.",
-    ),
-    _e(
-        "gap_weight",
+        ge=0.0,
+        le=1.0,
+        description="Match credit for a cell on a hot region's tool condition.",
+        json_schema_extra=_exp("rows_traces", "The complement of allocation_tool_weight; " + _CONV),
+    )
+    gap_weight: Float = Field(
         0.7,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "Share of a region's behaviour value from its gap score; the rest from its fault rate.",
-    ),
-    _e(
-        "adaptive_verify_explore_floor",
+        ge=0.0,
+        le=1.0,
+        description="Share of a region's behaviour value from its gap score; the rest from its fault rate.",
+        json_schema_extra=_exp("model_writer", _CONV),
+    )
+    adaptive_verify_explore_floor: Float = Field(
         0.55,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "Under mode='adaptive', an explore share below this re-rolls a prompt to peek for a different outcome.",
-    ),
-    _e(
-        "tier_mix_min_rows",
+        ge=0.0,
+        le=1.0,
+        description="Under mode='adaptive', an explore share below this re-rolls a prompt to peek for a different outcome.",
+        json_schema_extra=_exp("rows_adaptive", _CONV),
+    )
+    tier_mix_min_rows: Int = Field(
         20,
-        "int",
-        1,
-        None,
-        "Below ~20 rows a drawn share is too noisy to compare with hard_share; " + _CONV + ".",
-        "Rows before the drawn difficulty mix is compared with hard_share.",
-    ),
-    _e(
-        "tier_mix_tolerance",
+        ge=1,
+        description="Rows before the drawn difficulty mix is compared with hard_share.",
+        json_schema_extra=_exp(
+            "report",
+            "Below ~20 rows a drawn share is too noisy to compare with hard_share; " + _CONV,
+        ),
+    )
+    tier_mix_tolerance: Float = Field(
         0.1,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "How far below hard_share the drawn hard share may land before the run says so.",
-    ),
-    _e(
-        "stop_grace",
+        ge=0.0,
+        le=1.0,
+        description="How far below hard_share the drawn hard share may land before the run says so.",
+        json_schema_extra=_exp("report", _CONV),
+    )
+    stop_grace: Float = Field(
         5.0,
-        "float",
-        0.0,
-        3600.0,
-        "Long enough for an HTTP rollout mid-reply to land; " + _CONV + ".",
-        "Seconds to wait for running rollouts after a stop before cancelling them.",
-    ),
-    _e(
-        "embedder",
+        ge=0.0,
+        le=3600.0,
+        description="Seconds to wait for running rollouts after a stop before cancelling them.",
+        json_schema_extra=_exp(
+            "rows_clock", "Long enough for an HTTP rollout mid-reply to land; " + _CONV
+        ),
+    )
+    embedder: Embedder = Field(
         "hash",
-        "str",
-        None,
-        None,
-        "'hash' needs no model or network; it is the only embedder shipped.",
-        "Embedder used for prompt selection.",
-        EMBEDDERS,
-    ),
-    # ---- Engine internals -------------------------------------------------------------
-    _g(
-        "empty_rounds_to_stop",
+        description="Embedder used for prompt selection.",
+        json_schema_extra=_exp(
+            "model_writer", "'hash' needs no model or network; it is the only embedder shipped."
+        ),
+    )
+    # ---- Engine internals ----------------------------------------
+    empty_rounds_to_stop: Int = Field(
         8,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Consecutive rounds with nothing to run and nothing in flight before a run gives up; under until='saturation' this many x writer_buffer_cap rows without a new coverage key also stop it.",
-    ),
-    _g(
-        "saturation_window",
+        ge=1,
+        description="Consecutive rounds with nothing to run and nothing in flight before a run gives up; under until='saturation' this many x writer_buffer_cap rows without a new coverage key also stop it.",
+        json_schema_extra=_eng("rows_saturation", _CONV),
+    )
+    saturation_window: Int = Field(
         250,
-        "int",
-        10,
-        None,
-        "Beyond the spec. On the shipped desk cut to one tool, coverage still gains a key "
-        "every ~80 rows after 2,000 (seed 0, 3,000 rows); 250 rows with this growth stops "
-        "those runs at 1,650-2,980 rows holding 85-98% of the keys 3,000 rows find; " + _CONV + ".",
-        "Under until='saturation': the landed rows a plateau is read over (see saturation_growth).",
-    ),
-    _g(
-        "saturation_growth",
+        ge=10,
+        description="Under until='saturation': the landed rows a plateau is read over (see saturation_growth).",
+        json_schema_extra=_eng(
+            "rows_saturation",
+            "Beyond the spec. On the shipped desk cut to one tool, coverage still gains a key every ~80 rows after 2,000 (seed 0, 3,000 rows); 250 rows with this growth stops those runs at 1,650-2,980 rows holding 85-98% of the keys 3,000 rows find; "
+            + _CONV,
+        ),
+    )
+    saturation_growth: Float = Field(
         0.02,
-        "float",
-        0.0,
-        1.0,
-        "Beyond the spec. 2% is under 4 new keys in 250 rows at the ~200 keys of a one-tool "
-        "desk: the flat end of its curve; " + _CONV + ".",
-        "Under until='saturation': stop once the last saturation_window rows grew coverage by less than this share of it.",
-    ),
-    _g(
-        "writer_idle_rounds_to_restart",
+        ge=0.0,
+        le=1.0,
+        description="Under until='saturation': stop once the last saturation_window rows grew coverage by less than this share of it.",
+        json_schema_extra=_eng(
+            "rows_saturation",
+            "Beyond the spec. 2% is under 4 new keys in 250 rows at the ~200 keys of a one-tool desk: the flat end of its curve; "
+            + _CONV,
+        ),
+    )
+    writer_idle_rounds_to_restart: Int = Field(
         4,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Rounds the pool stays empty on duplicate waves before the writer restarts.",
-    ),
-    _g(
-        "writer_idle_rounds_to_rest",
+        ge=1,
+        description="Rounds the pool stays empty on duplicate waves before the writer restarts.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    writer_idle_rounds_to_rest: Int = Field(
         2,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Idle rounds after which a plain run stops launching waves.",
-    ),
-    _g(
-        "restart_avoid_window",
+        ge=1,
+        description="Idle rounds after which a plain run stops launching waves.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    restart_avoid_window: Int = Field(
         8,
-        "int",
-        0,
-        None,
-        _CONV + ".",
-        "Used asks handed to a restarted writer as avoid pressure.",
-    ),
-    _g(
-        "rows_per_extra_restart",
+        ge=0,
+        description="Used asks handed to a restarted writer as avoid pressure.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    rows_per_extra_restart: Int = Field(
         100,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "One extra writer restart per this many budgeted rows.",
-    ),
-    _g(
-        "dead_agent_errors",
+        ge=1,
+        description="One extra writer restart per this many budgeted rows.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    dead_agent_errors: Int = Field(
         16,
-        "int",
-        1,
-        None,
-        "Enough consecutive failures that a transient outage does not end the run; " + _CONV + ".",
-        "Lost rollouts with no row landed before an always-raising agent is called off.",
-    ),
-    _g(
-        "dead_agent_budget_multiple",
+        ge=1,
+        description="Lost rollouts with no row landed before an always-raising agent is called off.",
+        json_schema_extra=_eng(
+            "rows_failing_agent",
+            "Enough consecutive failures that a transient outage does not end the run; " + _CONV,
+        ),
+    )
+    dead_agent_budget_multiple: Float = Field(
         2.0,
-        "float",
-        0.0,
-        None,
-        _CONV + ".",
-        "Or this many times the budget, whichever is larger (see dead_agent_errors); lost "
-        "rollouts spend budget slots, so only a value under 1 binds.",
-    ),
-    _g(
-        "closing_margin",
+        ge=0.0,
+        description="Or this many times the budget, whichever is larger (see dead_agent_errors); lost rollouts spend budget slots, so only a value under 1 binds.",
+        json_schema_extra=_eng("rows_failing_agent", _CONV),
+    )
+    closing_margin: Float = Field(
         2.0,
-        "float",
-        0.0,
-        None,
-        _CONV + ".",
-        "Under a clock, stop opening groups when time left < this many median rollout durations.",
-    ),
-    _g(
-        "closing_window_rollouts",
+        ge=0.0,
+        description="Under a clock, stop opening groups when time left < this many median rollout durations.",
+        json_schema_extra=_eng("rows_clock", _CONV),
+    )
+    closing_window_rollouts: Int = Field(
         20,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Recent rollouts the median duration is read from.",
-    ),
-    _g(
-        "collect_wait_s",
+        ge=1,
+        description="Recent rollouts the median duration is read from.",
+        json_schema_extra=_eng("rows_clock", _CONV),
+    )
+    collect_wait_s: Float = Field(
         0.35,
-        "float",
-        0.0,
-        60.0,
-        _CONV + ".",
-        "The loop's tick: how long a round waits for a rollout before re-planning.",
-    ),
-    _g(
-        "collect_wait_floor_s",
+        ge=0.0,
+        le=60.0,
+        description="The loop's tick: how long a round waits for a rollout before re-planning.",
+        json_schema_extra=_eng("tick", _CONV),
+    )
+    collect_wait_floor_s: Float = Field(
         0.1,
-        "float",
-        0.0,
-        60.0,
-        _CONV + ".",
-        "The shortest tick when the clock is nearly out.",
-    ),
-    _g(
-        "writer_wait_s",
+        ge=0.0,
+        le=60.0,
+        description="The shortest tick when the clock is nearly out.",
+        json_schema_extra=_eng("tick", _CONV),
+    )
+    writer_wait_s: Float = Field(
         0.5,
-        "float",
-        0.0,
-        60.0,
-        _CONV + ".",
-        "How long the loop waits on a writer wave when nothing is in flight.",
-    ),
-    _g(
-        "writer_wait_floor_s",
+        ge=0.0,
+        le=60.0,
+        description="How long the loop waits on a writer wave when nothing is in flight.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    writer_wait_floor_s: Float = Field(
         0.2,
-        "float",
-        0.0,
-        60.0,
-        _CONV + ".",
-        "The shortest writer or scene wait when the clock is nearly out.",
-    ),
-    _g(
-        "hosted_touch_s",
+        ge=0.0,
+        le=60.0,
+        description="The shortest writer or scene wait when the clock is nearly out.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    hosted_touch_s: Float = Field(
         5.0,
-        "float",
-        0.0,
-        600.0,
-        _CONV + ".",
-        "Timeout on the warm-up ping to a hosted writer.",
-    ),
-    _g(
-        "scene_join_s",
+        ge=0.0,
+        le=600.0,
+        description="Timeout on the warm-up ping to a hosted writer.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    scene_join_s: Float = Field(
         8.0,
-        "float",
-        0.0,
-        600.0,
-        _CONV + ".",
-        "How long shutdown waits for the scene-brief task with no clock.",
-    ),
-    _g(
-        "scene_join_clocked_s",
+        ge=0.0,
+        le=600.0,
+        description="How long shutdown waits for the scene-brief task with no clock.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    scene_join_clocked_s: Float = Field(
         1.0,
-        "float",
-        0.0,
-        600.0,
-        _CONV + ".",
-        "The same wait under a clock.",
-    ),
-    _g(
-        "writer_buffer_waves",
+        ge=0.0,
+        le=600.0,
+        description="The same wait under a clock.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    writer_buffer_waves: Int = Field(
         2,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Waves of prompts kept in the pipe ahead of the rollouts.",
-    ),
-    _g(
-        "writer_buffer_cap",
+        ge=1,
+        description="Waves of prompts kept in the pipe ahead of the rollouts.",
+        json_schema_extra=_eng("rows", _CONV),
+    )
+    writer_buffer_cap: Int = Field(
         96,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "The most prompts the buffer plans for.",
-    ),
-    _g(
-        "writer_typical_completions",
+        ge=1,
+        description="The most prompts the buffer plans for.",
+        json_schema_extra=_eng("rows", _CONV),
+    )
+    writer_typical_completions: Int = Field(
         3,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Completions per card the buffer math assumes.",
-    ),
-    _g(
-        "pool_low_floor",
+        ge=1,
+        description="Completions per card the buffer math assumes.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    pool_low_floor: Int = Field(
         16,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "The pool is low under max(floor, min(cap, concurrency / divisor)) eligible prompts.",
-    ),
-    _g("pool_low_cap", 64, "int", 1, None, _CONV + ".", "See pool_low_floor."),
-    _g("pool_low_flight_divisor", 4, "int", 1, None, _CONV + ".", "See pool_low_floor."),
-    _g(
-        "offline_topup_multiple",
+        ge=1,
+        description="The pool is low under max(floor, min(cap, concurrency / divisor)) eligible prompts.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    pool_low_cap: Int = Field(
+        64, ge=1, description="See pool_low_floor.", json_schema_extra=_eng("model_writer", _CONV)
+    )
+    pool_low_flight_divisor: Int = Field(
+        4, ge=1, description="See pool_low_floor.", json_schema_extra=_eng("model_writer", _CONV)
+    )
+    offline_topup_multiple: Int = Field(
         2,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "The template writer tops up under this many batches of eligible prompts.",
-    ),
-    _g(
-        "offline_bounce_limit",
+        ge=1,
+        description="The template writer tops up under this many batches of eligible prompts.",
+        json_schema_extra=_eng("unread", _CONV),
+    )
+    offline_bounce_limit: Int = Field(
         20,
-        "int",
-        0,
-        None,
-        _CONV + ".",
-        "Extra template rounds tried before a short batch is accepted.",
-    ),
-    _g(
-        "offline_bounce_stride",
+        ge=0,
+        description="Extra template rounds tried before a short batch is accepted.",
+        json_schema_extra=_eng("rows_repeats", _CONV),
+    )
+    offline_bounce_stride: Int = Field(
         17,
-        "int",
-        1,
-        None,
-        "A prime, so bounced rounds do not land on another round's seed; " + _CONV + ".",
-        "Seed step between those rounds.",
-    ),
-    _g(
-        "restart_seed_stride",
+        ge=1,
+        description="Seed step between those rounds.",
+        json_schema_extra=_eng(
+            "rows_repeats",
+            "A prime, so bounced rounds do not land on another round's seed; " + _CONV,
+        ),
+    )
+    restart_seed_stride: Int = Field(
         997,
-        "int",
-        1,
-        None,
-        "A prime, so restarted draws reuse no round's temperature and tags.",
-        "Round-id step per writer restart.",
-    ),
-    _g(
-        "first_wave_writers",
+        ge=1,
+        description="Round-id step per writer restart.",
+        json_schema_extra=_eng(
+            "model_writer", "A prime, so restarted draws reuse no round's temperature and tags."
+        ),
+    )
+    first_wave_writers: Int = Field(
         2,
-        "int",
-        1,
-        None,
-        "Tiny so the first rollouts start early; " + _CONV + ".",
-        "Writer waves launched at start.",
-    ),
-    _g("first_wave_cards", 4, "int", 1, None, _CONV + ".", "Cards per first wave."),
-    _g(
-        "first_wave_tokens",
+        ge=1,
+        description="Writer waves launched at start.",
+        json_schema_extra=_eng("model_writer", "Tiny so the first rollouts start early; " + _CONV),
+    )
+    first_wave_cards: Int = Field(
+        4, ge=1, description="Cards per first wave.", json_schema_extra=_eng("model_writer", _CONV)
+    )
+    first_wave_tokens: Int = Field(
         320,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Reply budget of a first wave.",
-    ),
-    _g(
-        "min_cards_per_wave",
+        ge=1,
+        description="Reply budget of a first wave.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    min_cards_per_wave: Int = Field(
         2,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "A wave asks for at least this many cards.",
-    ),
-    _g(
-        "tokens_per_card",
+        ge=1,
+        description="A wave asks for at least this many cards.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    tokens_per_card: Int = Field(
         130,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Wave reply budget = clamp(tokens_per_card x cards + base, floor, cap).",
-    ),
-    _g("wave_tokens_base", 128, "int", 0, None, _CONV + ".", "See tokens_per_card."),
-    _g(
-        "wave_tokens_floor",
-        256,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "See tokens_per_card.",
-    ),
-    _g("wave_tokens_cap", 2048, "int", 1, None, _CONV + ".", "See tokens_per_card."),
-    _g(
-        "failing_seeds_cap",
+        ge=1,
+        description="Wave reply budget = clamp(tokens_per_card x cards + base, floor, cap).",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    wave_tokens_base: Int = Field(
+        128, ge=0, description="See tokens_per_card.", json_schema_extra=_eng("model_writer", _CONV)
+    )
+    wave_tokens_floor: Int = Field(
+        256, ge=1, description="See tokens_per_card.", json_schema_extra=_eng("model_writer", _CONV)
+    )
+    wave_tokens_cap: Int = Field(
+        2048,
+        ge=1,
+        description="See tokens_per_card.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    failing_seeds_cap: Int = Field(
         40,
-        "int",
-        0,
-        None,
-        _CONV + ".",
-        "Failing asks mined from traces= that seed the run.",
-    ),
-    _g(
-        "select_oversample",
+        ge=0,
+        description="Failing asks mined from traces= that seed the run.",
+        json_schema_extra=_eng("rows_traces", _CONV),
+    )
+    select_oversample: Int = Field(
         3,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "The diversity selector picks this many times the batch.",
-    ),
-    _g(
-        "family_cap_floor",
+        ge=1,
+        description="The diversity selector picks this many times the batch.",
+        json_schema_extra=_eng("rows_traces", _CONV),
+    )
+    family_cap_floor: Int = Field(
         16,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Near-copy families are capped at max(floor, phrasings x per_phrasing) rows.",
-    ),
-    _g("family_cap_per_phrasing", 4, "int", 1, None, _CONV + ".", "See family_cap_floor."),
-    _g(
-        "writer_context_items",
+        ge=1,
+        description="Near-copy families are capped at max(floor, phrasings x per_phrasing) rows.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    family_cap_per_phrasing: Int = Field(
+        4, ge=1, description="See family_cap_floor.", json_schema_extra=_eng("model_writer", _CONV)
+    )
+    writer_context_items: Int = Field(
         8,
-        "int",
-        0,
-        None,
-        _CONV + ".",
-        "Items of each kind the writer prompt carries.",
-    ),
-    _g(
-        "writer_context_parents",
+        ge=0,
+        description="Items of each kind the writer prompt carries.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    writer_context_parents: Int = Field(
         10,
-        "int",
-        0,
-        None,
-        _CONV + ".",
-        "Failing rows the writer mutates from.",
-    ),
-    _g(
-        "family_avoid_items",
+        ge=0,
+        description="Failing rows the writer mutates from.",
+        json_schema_extra=_eng("rows", _CONV),
+    )
+    family_avoid_items: Int = Field(
         6,
-        "int",
-        0,
-        None,
-        _CONV + ".",
-        "Family-rejected prompts shown to the writer as avoid pressure.",
-    ),
-    _g(
-        "region_novelty_smoothing",
+        ge=0,
+        description="Family-rejected prompts shown to the writer as avoid pressure.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    region_novelty_smoothing: Float = Field(
         0.5,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "Weight on the newest novelty score in a region's running novelty.",
-    ),
-    _g(
-        "gap_min_rows",
+        ge=0.0,
+        le=1.0,
+        description="Weight on the newest novelty score in a region's running novelty.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    gap_min_rows: Int = Field(
         3,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Rows a region needs before one signature counts as stuck.",
-    ),
-    _g(
-        "gap_rich_signatures",
+        ge=1,
+        description="Rows a region needs before one signature counts as stuck.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    gap_rich_signatures: Int = Field(
         3,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Distinct signatures at which a region counts as explored.",
-    ),
-    _g(
-        "gap_value_stuck",
+        ge=1,
+        description="Distinct signatures at which a region counts as explored.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    gap_value_stuck: Float = Field(
         1.0,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "Behaviour-gap score of a stuck region.",
-    ),
-    _g(
-        "gap_value_rich",
+        ge=0.0,
+        le=1.0,
+        description="Behaviour-gap score of a stuck region.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    gap_value_rich: Float = Field(
         0.2,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "Behaviour-gap score of an explored region.",
-    ),
-    _g(
-        "gap_value_unknown",
+        ge=0.0,
+        le=1.0,
+        description="Behaviour-gap score of an explored region.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    gap_value_unknown: Float = Field(
         0.5,
-        "float",
-        0.0,
-        1.0,
-        "The midpoint: an undecided region is neither stuck nor explored.",
-        "Behaviour-gap score (and starting novelty) of an undecided region.",
-    ),
-    _g(
-        "short_share_floor",
+        ge=0.0,
+        le=1.0,
+        description="Behaviour-gap score (and starting novelty) of an undecided region.",
+        json_schema_extra=_eng(
+            "model_writer", "The midpoint: an undecided region is neither stuck nor explored."
+        ),
+    )
+    short_share_floor: Float = Field(
         0.08,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "Under this share of short asks the writer is nudged to keep it brief.",
-    ),
-    _g(
-        "long_share_floor",
+        ge=0.0,
+        le=1.0,
+        description="Under this share of short asks the writer is nudged to keep it brief.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    long_share_floor: Float = Field(
         0.1,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "Under this share of long asks the writer is nudged to use more words.",
-    ),
-    _g(
-        "followup_starved_min",
+        ge=0.0,
+        le=1.0,
+        description="Under this share of long asks the writer is nudged to use more words.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    followup_starved_min: Int = Field(
         8,
-        "int",
-        0,
-        None,
-        _CONV + ".",
-        "followups_starved needs at least this many missed follow-ups ...",
-    ),
-    _g(
-        "followup_starved_divisor",
+        ge=0,
+        description="followups_starved needs at least this many missed follow-ups ...",
+        json_schema_extra=_eng("report", _CONV),
+    )
+    followup_starved_divisor: Int = Field(
         4,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "... that are also at least rows / this.",
-    ),
-    _g(
-        "semantic_duplicate_novelty",
+        ge=1,
+        description="... that are also at least rows / this.",
+        json_schema_extra=_eng("report", _CONV),
+    )
+    semantic_duplicate_novelty: Float = Field(
         0.05,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "A row under this semantic novelty counts as a duplicate.",
-    ),
-    _g(
-        "idle_judge_share",
+        ge=0.0,
+        le=1.0,
+        description="A row under this semantic novelty counts as a duplicate.",
+        json_schema_extra=_eng("model_writer", _CONV),
+    )
+    idle_judge_share: Float = Field(
         0.1,
-        "float",
-        0.0,
-        1.0,
-        _CONV + ".",
-        "An rl pool idle on verdicts beyond this share of the run gets the add-situations note.",
-    ),
-    _g(
-        "progress_every_s",
+        ge=0.0,
+        le=1.0,
+        description="An rl pool idle on verdicts beyond this share of the run gets the add-situations note.",
+        json_schema_extra=_eng("report", _CONV),
+    )
+    progress_every_s: Float = Field(
         10.0,
-        "float",
-        0.0,
-        None,
-        "Often enough to see a run move, rare enough not to flood a log; " + _CONV + ".",
-        "Never more than this long between progress lines.",
-    ),
-    _g(
-        "progress_every_rows",
+        ge=0.0,
+        description="Never more than this long between progress lines.",
+        json_schema_extra=_eng(
+            "progress", "Often enough to see a run move, rare enough not to flood a log; " + _CONV
+        ),
+    )
+    progress_every_rows: Int = Field(
         10,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "Never more than this many finished rollouts between progress lines.",
-    ),
-    _g(
-        "flush_report_rows",
+        ge=1,
+        description="Never more than this many finished rollouts between progress lines.",
+        json_schema_extra=_eng("progress", _CONV),
+    )
+    flush_report_rows: Int = Field(
         25,
-        "int",
-        1,
-        None,
-        _CONV + ".",
-        "The streamed-output log line is written every this many rows.",
-    ),
-    _g("flush_report_s", 5.0, "float", 0.0, None, _CONV + ".", "Or every this many seconds."),
-)
+        ge=1,
+        description="The streamed-output log line is written every this many rows.",
+        json_schema_extra=_eng("output", _CONV),
+    )
+    flush_report_s: Float = Field(
+        5.0,
+        ge=0.0,
+        description="Or every this many seconds.",
+        json_schema_extra=_eng("output", _CONV),
+    )
 
-_unlabelled = sorted({k.name for k in KNOBS} ^ set(_READS))
-if _unlabelled or not set(_READS.values()) <= set(READERS):
-    raise RuntimeError(f"knob table: every knob needs one READERS label ({_unlabelled})")
-KNOBS = tuple(replace(k, reads=_READS[k.name]) for k in KNOBS)
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob as the tables and the tests read it, derived from its ``Knobs`` field.
+
+    ``type`` is the value type's label (``"int"``, ``"float"``, ``"float|None"``,
+    ``"bool|None"``, ``"str"``, ``"dict"``, ``"patience"``, ``"temperature_band"``);
+    ``lo``/``hi`` the floor and ceiling (``None`` = unbounded on that side; for a composite
+    knob, those of each number inside it); ``choices`` the allowed strings.
+    """
+
+    name: str
+    default: Any
+    type: str
+    lo: float | None
+    hi: float | None
+    reason: str
+    section: str
+    doc: str = ""
+    choices: tuple[str, ...] = ()
+    #: what reads the knob: a key of ``READERS``
+    reads: str = ""
+
+
+def _metadata(tp: Any) -> list[Any]:
+    """Every Annotated metadata item of ``tp``, outermost first (unions unwrapped)."""
+    out: list[Any] = []
+    if typing.get_origin(tp) is Annotated:
+        out.extend(tp.__metadata__)
+        out.extend(_metadata(typing.get_args(tp)[0]))
+    elif typing.get_origin(tp) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            out.extend(_metadata(arg))
+    return out
+
+
+def _bounds(items: Sequence[Any]) -> tuple[float | None, float | None]:
+    lo = next((m.ge for m in items if isinstance(m, annotated_types.Ge)), None)
+    hi = next((m.le for m in items if isinstance(m, annotated_types.Le)), None)
+    return lo, hi
+
+
+def _view(name: str, f: FieldInfo) -> Knob:
+    kind = next(m for m in _metadata(_HINTS[name]) if isinstance(m, _Kind))
+    if kind.element is not None:
+        items = [*_metadata(kind.element)]
+        items += [m for fi in items if isinstance(fi, FieldInfo) for m in fi.metadata]
+    else:
+        items = list(f.metadata)
+    lo, hi = _bounds(items)
+    literal = typing.get_args(typing.get_args(Embedder)[0]) if kind.label == "str" else ()
+    extra = f.json_schema_extra
+    assert isinstance(extra, dict)
+    default = f.get_default(call_default_factory=True)
+    return Knob(
+        name=name,
+        default=default,
+        type=kind.label,
+        lo=lo,
+        hi=hi,
+        reason=str(extra["reason"]),
+        section=str(extra["section"]),
+        doc=f.description or "",
+        choices=tuple(PATIENCE_LEVELS) if kind.label == "patience" else tuple(literal),
+        reads=str(extra["reads"]),
+    )
+
+
+#: Each knob's annotation with its metadata (this module postpones annotations).
+_HINTS = typing.get_type_hints(Knobs, include_extras=True)
+
+KNOBS: tuple[Knob, ...] = tuple(_view(n, f) for n, f in Knobs.model_fields.items())
+
+if not {k.reads for k in KNOBS} <= set(READERS) or not {k.section for k in KNOBS} <= set(SECTIONS):
+    raise RuntimeError("knob table: every knob needs one READERS label and one section")
 
 _BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
 
@@ -931,106 +860,35 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _check_bounds(k: Knob, value: float, what: str = "") -> None:
-    label = f"advanced[{k.name!r}]{what}"
-    if isinstance(value, float) and math.isnan(value):
-        raise ValueError(f"{label} is NaN; give a number ({_bounds_text(k)}).")
-    if k.lo is not None and value < k.lo:
-        raise ValueError(f"{label}={value!r} is below the floor {k.lo!r} ({_bounds_text(k)}).")
-    if k.hi is not None and value > k.hi:
-        raise ValueError(f"{label}={value!r} is above the ceiling {k.hi!r} ({_bounds_text(k)}).")
+def _type_text(name: str, value: Any, expected: str) -> str:
+    default = Knobs.model_fields[name].get_default(call_default_factory=True)
+    return f"advanced[{name!r}] must be {expected}, got {type(value).__name__} {value!r} (default {default!r})."
 
 
-def _type_error(k: Knob, value: Any, expected: str) -> ValueError:
-    return ValueError(
-        f"advanced[{k.name!r}] must be {expected}, got {type(value).__name__} {value!r} (default {k.default!r})."
-    )
-
-
-def _validate(k: Knob, value: Any) -> Any:
-    t = k.type
-    if t == "int":
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise _type_error(k, value, "an int")
-        _check_bounds(k, value)
-        return value
-    if t == "float" or (t == "float|None" and value is not None):
-        if not _is_number(value):
-            raise _type_error(k, value, "a number" if t == "float" else "a number or None")
-        _check_bounds(k, float(value))
-        return float(value)
-    if t == "float|None":
-        return None
-    if t == "bool|None":
-        if value is not None and not isinstance(value, bool):
-            raise _type_error(k, value, "True, False or None")
-        return value
-    if t == "bool":
-        if not isinstance(value, bool):
-            raise _type_error(k, value, "True or False")
-        return value
-    if t == "str":
-        if not isinstance(value, str):
-            raise _type_error(k, value, "a string")
-        if k.choices and value not in k.choices:
-            raise ValueError(
-                f"advanced[{k.name!r}]={value!r} is not one of {list(k.choices)} (default {k.default!r})."
-            )
-        return value
-    if t == "dict":
-        if not isinstance(value, dict):
-            raise _type_error(k, value, "a dict")
-        return dict(value)
-    if t == "patience":
-        return _validate_patience(k, value)
-    if t == "temperature_band":
-        if _is_number(value):
-            _check_bounds(k, float(value))
-            return float(value)
-        if (
-            isinstance(value, list | tuple)
-            and len(value) == 2
-            and all(_is_number(v) for v in value)
-        ):
-            lo, hi = float(value[0]), float(value[1])
-            _check_bounds(k, lo, "[0]")
-            _check_bounds(k, hi, "[1]")
-            if lo > hi:
-                raise ValueError(
-                    f"advanced[{k.name!r}]=({lo}, {hi}): the band's low end is above its high end."
-                )
-            return (lo, hi)
-        raise _type_error(k, value, "a number or a (lo, hi) pair of numbers")
-    raise AssertionError(f"knob {k.name} has unknown type {t}")  # a table bug, not user input
-
-
-def _validate_patience(k: Knob, value: Any) -> Any:
-    if isinstance(value, str):
-        if value not in PATIENCE_LEVELS:
-            raise ValueError(
-                f"advanced['patience']={value!r} is not a level; use one of {list(PATIENCE_LEVELS)}, "
-                "a table {'second': p, 'later': q} or a pair (p, q) (default 'normal')."
-            )
-        return value
-    if isinstance(value, dict):
-        extra = set(value) - {"second", "later"}
-        if extra or set(value) != {"second", "later"}:
-            raise ValueError(
-                f"advanced['patience'] table needs exactly the keys 'second' and 'later', got {sorted(value)} "
-                "(default 'normal')."
-            )
-        pair = (value["second"], value["later"])
-    elif isinstance(value, list | tuple) and len(value) == 2:
-        pair = tuple(value)
-    else:
-        raise _type_error(k, value, "a level name, {'second': p, 'later': q} or a pair (p, q)")
-    if not all(_is_number(v) for v in pair):
-        raise _type_error(k, value, "walk-away chances that are numbers in [0, 1]")
-    _check_bounds(k, float(pair[0]), "['second']")
-    _check_bounds(k, float(pair[1]), "['later']")
-    return {"second": float(pair[0]), "later": float(pair[1])}
+def _message(name: str, err: Mapping[str, Any], what: str = "") -> str:
+    """One pydantic error on knob ``name`` as the sentence a person acts on: the floor,
+    the ceiling and the default for a bound; the expected type for a type."""
+    k = _BY_NAME[name]
+    kind, value = err["type"], err.get("input")
+    label = f"advanced[{name!r}]{what}"
+    if kind == "value_error":  # a composite knob's validator wrote the whole sentence
+        return str(err["ctx"]["error"])
+    if kind == "knob_nan":
+        return f"{label} is NaN; give a number ({_bounds_text(k)})."
+    if kind in ("greater_than_equal", "less_than_equal"):
+        shown = value if k.type == "int" else float(value)
+        side, bound = (
+            ("below the floor", k.lo)
+            if kind == "greater_than_equal"
+            else ("above the ceiling", k.hi)
+        )
+        if what:  # a number inside a composite knob: its element's own bound
+            bound = err["ctx"]["ge" if kind == "greater_than_equal" else "le"]
+        return f"{label}={shown!r} is {side} {bound!r} ({_bounds_text(k)})."
+    if kind == "literal_error" and isinstance(value, str):
+        return f"{label}={value!r} is not one of {list(k.choices)} (default {k.default!r})."
+    kinds = [m for m in _metadata(_HINTS[name]) if isinstance(m, _Kind)]
+    return _type_text(name, value, kinds[0].expected)
 
 
 def patience_table(value: Any) -> tuple[float, float]:
@@ -1051,24 +909,53 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def knob_errors(advanced: Mapping[str, Any]) -> list[str]:
+    """One sentence per bad key of ``advanced`` (in its order), each naming the knob and the
+    fix: an unknown key the closest valid key, a value out of bounds the floor, the ceiling
+    and the default, a wrong type the expected type. Empty when every key is valid."""
+    plain = {str(k): _plain(v) for k, v in advanced.items()}
+    try:
+        Knobs.model_validate(plain)
+    except ValidationError as exc:
+        by_key: dict[str, str] = {}
+        for err in exc.errors():
+            name = str(err["loc"][0])
+            if name not in by_key:
+                by_key[name] = (
+                    _unknown_message(name)
+                    if err["type"] == "extra_forbidden"
+                    else _message(name, err)
+                )
+        return [by_key[k] for k in plain if k in by_key]
+    return []
+
+
+def validated_knobs(advanced: Mapping[str, Any] | None = None) -> Knobs:
+    """Every knob as a ``Knobs`` model: the defaults overlaid with ``advanced``. Raises
+    ``ValueError`` with ``knob_errors``' first sentence when a key is bad."""
+    if advanced is None:
+        return Knobs()
+    if not isinstance(advanced, Mapping):
+        raise ValueError(
+            f"advanced must be a dict of knob names to values, got {type(advanced).__name__}."
+        )
+    problems = knob_errors(advanced)
+    if problems:
+        raise ValueError(problems[0])
+    return Knobs.model_validate({str(k): _plain(v) for k, v in advanced.items()})
+
+
 def resolve_knobs(advanced: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Every knob, resolved: the defaults overlaid with ``advanced``, each value validated.
+    """Every knob, resolved, as a plain dict (``validated_knobs`` dumped): the defaults
+    overlaid with ``advanced``, each value validated.
 
     Raises ``ValueError`` for an unknown key (naming the closest valid key and listing them
     all), for a value outside its bounds (naming the floor, the ceiling and the default) and
     for a wrong type (naming the expected type). ``world`` is checked as a dict here; its
     fields are validated by ``WorldOptions`` where the world is built.
     """
-    resolved = knob_defaults()
-    if advanced is None:
-        return resolved
-    if not isinstance(advanced, Mapping):
-        raise ValueError(
-            f"advanced must be a dict of knob names to values, got {type(advanced).__name__}."
-        )
-    for name, value in advanced.items():
-        resolved[str(name)] = _validate(knob(str(name)), _plain(value))
-    return resolved
+    knobs = validated_knobs(advanced)
+    return {name: getattr(knobs, name) for name in Knobs.model_fields}
 
 
 def _cell(value: Any) -> str:
@@ -1117,9 +1004,9 @@ def knobs_yaml() -> str:
     as a comment.
     """
     lines = [
-        "# Generated by wai_exp.config.knobs.knobs_yaml(); edit the knob table, not this file.",
-        "# Every `advanced` key of simulate() with its default. tests/config/test_knobs.py checks",
-        "# that this file equals the function's output.",
+        "# Generated from wai_exp.config.knobs.Knobs by `python -m wai_exp.config.knobs_doc",
+        "# --write`; edit the model, not this file. Every `advanced` key of simulate() with its",
+        "# default; tests/config/test_knobs_doc.py fails when this file is out of date.",
     ]
     current = None
     for k in KNOBS:

@@ -286,12 +286,6 @@ class PassAtOptions(_Strict):
     unanimous_short: bool = False
 
 
-#: Judge kinds whose verdicts come from a model over HTTP.
-MODEL_JUDGES = ("llm", "rubric_llm")
-#: Judge kinds a grade stage can grade rows with (pointwise).
-POINTWISE_JUDGES = ("checklist", "conduct", "callable", *MODEL_JUDGES)
-
-
 class PairwiseOptions(_Strict):
     """``judge=pairwise``: the arms of a two-arm pipeline (``+experiment=delta``) compared
     side by side by a model, both ways round (``judge_pairs``)."""

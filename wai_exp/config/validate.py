@@ -53,10 +53,10 @@ class ConfigError(ValueError):
 
 
 def knob_names() -> list[str]:
-    """Every knob name in the knob table, in table order."""
-    from wai_exp.config.knobs import KNOBS
+    """Every knob name in the knob model, in table order."""
+    from wai_exp.config.knobs import Knobs
 
-    return [k.name for k in KNOBS]
+    return list(Knobs.model_fields)
 
 
 @dataclass(frozen=True)
@@ -587,34 +587,31 @@ _ADVANCED = re.compile(r"advanced\[\s*'([^']+)'\s*\]")
 
 
 def knob_problems(knobs: Mapping[str, Any], seed: Any, world: Any = None) -> list[str]:
-    """Each knob checked against the knob table (unknown key, type, bounds). ``knobs.seed``
+    """Each knob checked against the knob model (unknown key, type, bounds). ``knobs.seed``
     and ``knobs.world`` must follow the top-level ``seed`` and ``world`` (config.yaml links
     them), so a value set in the wrong place is named, not silently ignored."""
-    from wai_exp.config import knobs as table
+    from wai_exp.config.knobs import knob_errors
 
     names = knob_names()
     problems = []
+    rest = {}
     for name, value in knobs.items():
         if name not in names:
             problems.append(unknown_key_message(f"knobs.{name}", name, names))
-            continue
-        if name == "seed" and value != seed:
+        elif name == "seed" and value != seed:
             problems.append(
                 f"knobs.seed = {value!r} differs from seed = {seed!r}: set the run's seed with the "
                 f"top-level `seed={value}` (knobs.seed follows it)"
             )
-            continue
-        if name == "world" and world is not None and value != world:
+        elif name == "world" and world is not None and value != world:
             problems.append(
                 "knobs.world differs from the world group: set world dials as `world.<field>=...` "
                 "(knobs.world follows the world group)"
             )
-            continue
-        try:
-            table.resolve_knobs({name: value})
-        except ValueError as exc:
-            text = _ADVANCED.sub(lambda m: f"knobs.{m.group(1)}", str(exc))
-            problems.append(text.rstrip("."))
+        else:
+            rest[name] = value
+    for text in knob_errors(rest):
+        problems.append(_ADVANCED.sub(lambda m: f"knobs.{m.group(1)}", text).rstrip("."))
     return problems
 
 
