@@ -1,0 +1,255 @@
+"""The long score functions return what they returned before they were split.
+
+``delta_report``, ``select_for_rl``, ``hack_scan`` and ``decontaminate`` were each hundreds
+of lines; they now validate, compute in small steps and assemble their report. A user
+reads their reports, gates and row selections, so the split must change nothing: each case
+here runs one of them on real rows (an ``rl_round`` run's graded rows, a ``delta`` run's
+two graded arms, frozen under ``tests/score/golden/``) and compares the whole output, and
+the input rows as the call left them, with what the code returned before the split.
+
+Regenerate the expected outputs only for a deliberate behaviour change, and say so in the
+commit: ``python tests/score/test_golden_outputs.py --write``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import gzip
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from wai_exp.score.diagnose.hack_scan import hack_scan
+from wai_exp.score.select.decontaminate import decontaminate
+from wai_exp.score.select.select import select_for_rl
+from wai_exp.score.stats.delta import delta_report, format_delta_report
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+EXPECTED = GOLDEN / "expected.json.gz"
+
+
+@functools.cache
+def _lines(name: str) -> tuple[str, ...]:
+    with gzip.open(GOLDEN / f"{name}.jsonl.gz", "rt", encoding="utf-8") as f:
+        return tuple(f)
+
+
+def _rows(name: str) -> list[dict[str, Any]]:
+    """A fresh copy of the frozen rows: no case sees what another did to them."""
+    return [json.loads(line) for line in _lines(name)]
+
+
+def _with_markers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with two markers read off each rollout (a delta over markers needs some)."""
+    out = []
+    for r in rows:
+        r = copy.deepcopy(r)
+        calls = sum(len(s.get("tool_calls") or []) for s in r.get("steps") or [])
+        words = len(str(r.get("final_text") or "").split())
+        r["markers"] = {**(r.get("markers") or {}), "tool_calls": calls, "reply_words": words}
+        out.append(r)
+    return out
+
+
+@functools.cache
+def _rl_rows_parsed() -> tuple[dict[str, Any], ...]:
+    return tuple(_rows("rl_round_grade"))
+
+
+def _rl_rows() -> list[dict[str, Any]]:
+    """The rl_round rows, shared read-only: every case below deep-copies them before a call."""
+    return list(_rl_rows_parsed())
+
+
+def _delta_cases() -> dict[str, Callable[[], Any]]:
+    def before() -> list[dict[str, Any]]:
+        return _rows("delta_before")
+
+    def after() -> list[dict[str, Any]]:
+        return _rows("delta_after")
+
+    def mb() -> list[dict[str, Any]]:
+        return _with_markers(before())
+
+    def ma() -> list[dict[str, Any]]:
+        return _with_markers(after())
+
+    def report(b, a, **kw):
+        b, a = b(), a()
+        rep = delta_report(b, a, **kw)
+        return {"report": rep, "text": format_delta_report(rep), "before": b, "after": a}
+
+    return {
+        "delta/default": lambda: report(before, after),
+        "delta/swapped": lambda: report(after, before, n_boot=500, seed=3),
+        "delta/markers_guards_proxy": lambda: report(
+            mb, ma, must_not_regress=["tool_calls"], proxy="reply_words", alpha=0.1
+        ),
+        "delta/marker_target_run_std": lambda: report(
+            mb, ma, target="tool_calls", run_std=0.05, run_std_runs=3
+        ),
+        "delta/by_fault_balanced": lambda: report(
+            before,
+            after,
+            by=lambda r: ((r.get("faults") or {}).get("planned") or {}).get("mode"),
+            balance_rollouts=True,
+            run_std={"pass_at_1": 0.02},
+            run_std_runs=2,
+        ),
+        "delta/half_after_self": lambda: report(
+            before, lambda: after()[: len(after()) // 2], by="arm"
+        ),
+        "delta/same_rows": lambda: report(before, before),
+        "delta/bad_alpha": lambda: report(before, after, alpha=1.5),
+        "delta/unknown_target": lambda: report(before, after, target="nope"),
+    }
+
+
+def _select_cases() -> dict[str, Callable[[], Any]]:
+    rows = _rl_rows()
+
+    def run(rows, **kw):
+        rows = copy.deepcopy(rows)
+        selected, rep = select_for_rl(rows, **kw)
+        return {"selected": selected, "report": rep, "rows": rows}
+
+    return {
+        "select_for_rl/default": lambda: run(rows),
+        "select_for_rl/small_target_middle": lambda: run(rows, target=40, order="middle"),
+        "select_for_rl/bad_order": lambda: run(rows, order="hardest"),
+        "select_for_rl/no_band_keep_truncated": lambda: run(
+            rows, enforce_band=False, truncated="keep", dedupe=False
+        ),
+        "select_for_rl/penalize_prior": lambda: run(
+            rows[100:], truncated="penalize", prior=copy.deepcopy(rows[:160]), lo=0.1, hi=0.9
+        ),
+        "select_for_rl/endorsed": lambda: run(rows, endorsed=["lookup_order"], target=80),
+    }
+
+
+def _hack_cases() -> dict[str, Callable[[], Any]]:
+    rows = _rl_rows()
+
+    def run(rows, **kw):
+        rows = copy.deepcopy(rows)
+        return {"report": hack_scan(rows, **kw), "rows": rows}
+
+    return {
+        "hack_scan/default": lambda: run(rows),
+        "hack_scan/endorsed": lambda: run(rows, endorsed=["lookup_order", "cancel_order"]),
+        "hack_scan/hand_features": lambda: run(
+            rows,
+            features={
+                "reply_words": lambda r: len(str(r.get("final_text") or "").split()),
+                "broken": lambda r: 1 / 0,
+            },
+            top_k=5,
+            n_perm=40,
+            seed=7,
+            top_features=None,
+        ),
+        "hack_scan/hand_only": lambda: run(
+            rows, auto=False, features={"steps": lambda r: len(r.get("steps") or [])}
+        ),
+        "hack_scan/too_few": lambda: run(rows[:30], min_obs=100),
+        "hack_scan/bad_alpha": lambda: run(rows, alpha=0),
+    }
+
+
+def _decon_cases() -> dict[str, Callable[[], Any]]:
+    rows = _rl_rows()
+    evals = copy.deepcopy(rows[::7])
+    edited = [
+        {"prompt": " ".join(str(r.get("prompt") or "").split()[:-2]) + " please"}
+        for r in rows[3::11]
+    ]
+
+    def run(rows, against, **kw):
+        rows = copy.deepcopy(rows)
+        clean, rep = decontaminate(rows, against, **kw)
+        return {"clean": clean, "report": rep, "rows": rows}
+
+    return {
+        "decontaminate/same_tasks": lambda: run(rows, evals),
+        "decontaminate/near_copies": lambda: run(rows, [edited, evals[:3]], n=4, overlap=0.5),
+        "decontaminate/fields": lambda: run(
+            rows, edited, fields=("prompt", "final_text"), n=3, overlap=0.3
+        ),
+        "decontaminate/semantic": lambda: run(
+            rows,
+            edited,
+            embedder=lambda texts: [[len(t) % 7 + 1.0, t.count(" ") + 1.0] for t in texts],
+            similarity=0.99,
+        ),
+        "decontaminate/nothing": lambda: run(rows, [{"prompt": "an unrelated question"}]),
+        "decontaminate/bad_n": lambda: run(rows, evals, n=0),
+    }
+
+
+def cases() -> dict[str, Callable[[], Any]]:
+    return {**_delta_cases(), **_select_cases(), **_hack_cases(), **_decon_cases()}
+
+
+def _plain(x: Any) -> Any:
+    """JSON-able, keeping what a changed type would show (a numpy scalar is named as one)."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic):
+        return {"numpy": type(x).__name__, "value": _plain(x.item())}
+    if isinstance(x, np.ndarray):
+        return {"ndarray": _plain(x.tolist())}
+    if isinstance(x, float) and not math.isfinite(x):
+        return repr(x)
+    if isinstance(x, (set, frozenset)):
+        return {"set": sorted(map(repr, x))}
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return {"repr": repr(x)}
+
+
+def _outcome(make: Callable[[], Any]) -> Any:
+    """What the call returned, or the error it raised (its refusals are behaviour too)."""
+    try:
+        return make()
+    except Exception as exc:
+        return {"raised": type(exc).__name__, "message": str(exc)}
+
+
+def _digest(out: Any) -> str:
+    text = json.dumps(_plain(out), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _expected() -> dict[str, str]:
+    with gzip.open(EXPECTED, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("case", sorted(cases()))
+def test_output_is_what_it_was_before_the_split(case):
+    out = _outcome(cases()[case])
+    assert _digest(out) == _expected()[case], (
+        f"{case}: the output changed. A split must not change behaviour; if the change is "
+        "deliberate, regenerate with `python tests/score/test_golden_outputs.py --write`"
+    )
+
+
+def test_every_case_has_an_expected_output():
+    assert sorted(_expected()) == sorted(cases())
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    digests = {name: _digest(_outcome(make)) for name, make in sorted(cases().items())}
+    with gzip.open(EXPECTED, "wt", encoding="utf-8") as f:
+        json.dump(digests, f, indent=1, sort_keys=True)
+    print(f"wrote {len(digests)} expected outputs to {EXPECTED}")
