@@ -254,10 +254,14 @@ def test_generic_tools_get_templates_from_their_schema():
     for s in w.next_batch(600):
         d, e = s.dims, s.entities
         seen[(d["tool"], d["stance"])] += 1
-        assert d["stance"] != "boundary"
         if d["tool"] == "book_flight":
             args = e["args"]
-            assert isinstance(args["passengers"], int) and 1 <= args["passengers"] <= 4
+            # The one write tool with a declared limit is asked past it (boundary), else within.
+            if d["stance"] == "boundary":
+                assert isinstance(args["passengers"], int) and args["passengers"] > 4
+                assert e["bound"]["limit"] == "at most 4" and d["rule"] is None
+            else:
+                assert isinstance(args["passengers"], int) and 1 <= args["passengers"] <= 4
             assert args["cabin"] in ("economy", "business")
             assert isinstance(args["max_price"], float)
             assert re.fullmatch(r"2026-\d\d-\d\d", args["date"])
@@ -271,11 +275,14 @@ def test_generic_tools_get_templates_from_their_schema():
                 assert d["rule"] == "R1"
             if d["stance"] == "vague":
                 assert d["rule"] == "R2"
+        if d["tool"] != "book_flight":
+            assert d["stance"] != "boundary"
         if d["tool"] == "ping":
             assert d["stance"] in ("direct", "adversarial") and d["world_state"] == "exists"
     assert (
         seen[("get_booking", "vague")]
         and seen[("book_flight", "direct")]
+        and seen[("book_flight", "boundary")]
         and seen[("ping", "direct")]
     )
 

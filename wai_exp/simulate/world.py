@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from wai_exp.domain.dimensions import FAULT_MODES
 from wai_exp.domain.names import CITIES, FIRST_NAMES, LAST_NAMES, PRODUCTS, STREET_KINDS, STREETS
+from wai_exp.domain.tool_values import is_id_name, past_limit
 from wai_exp.domain.tools import (  # noqa: F401 - re-exported
     ID_ARG,
     SUPPORT_ARGS,
@@ -330,6 +331,8 @@ def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str | None:
         enum = prop.get("enum")
         if enum is not None and value not in enum:
             return f"argument {key!r} must be one of {enum}, got {value!r}"
+        if (limit := past_limit(prop, value)) is not None:
+            return f"argument {key!r} must be {limit}, got {value!r}"
     return None
 
 
@@ -653,6 +656,7 @@ class RolloutWorld:
             if key is not None and state != "missing":
                 self.generic[str(key)] = {
                     "done": state == "already_done",
+                    **dict(e.get("record") or {}),
                     **dict(e.get("args") or {}),
                 }
 
@@ -892,7 +896,13 @@ class RolloutWorld:
         key_arg = e.get("key_arg")
         key = str(a.get(key_arg)) if key_arg and key_arg in a else None
         rec = self.generic.get(key) if key is not None else None
-        if key is not None and key == str(e.get("key_value")) and rec is None:
+        # No record under that key (the situation's missing one, or a guessed or mistyped
+        # one): a lookup finds nothing, as a real service's would.
+        if (
+            key is not None
+            and rec is None
+            and (key == str(e.get("key_value")) or not is_write_tool(name))
+        ):
             return {"error": "not_found", "message": f"No record found with {key_arg} {key}."}
         if not is_write_tool(name):
             out = {"found": True, **(rec or {}), **a}
@@ -910,9 +920,16 @@ class RolloutWorld:
         elif key is not None:
             self.generic[key] = {"done": True, **a}
         self._changed(name, key)
+        # A create call answers with the id its record is known by (a new meeting's
+        # meeting_id, in the domain's format), as a real service would.
+        made = e.get("record") if name == self.target else None
+        new_ids = {
+            k: v for k, v in (made or {}).items() if k not in a and k != key_arg and is_id_name(k)
+        }
         return {
             "ok": True,
             "confirmation": f"CNF-{(self.seed + self._calls * 7919) % 10**6:06d}",
+            **new_ids,
             **a,
         }
 

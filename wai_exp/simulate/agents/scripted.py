@@ -40,6 +40,7 @@ from functools import lru_cache
 from typing import Any
 
 from wai_exp.domain.dimensions import BEHAVIOURS
+from wai_exp.domain.tool_values import Shape, ToolDomain, past_limit
 from wai_exp.domain.tools import ID_ARG, is_support_tool, is_write_tool
 
 #: Default chance of the right move at each decision. Calibrated against the checklist
@@ -495,6 +496,10 @@ class ScriptedAgent:
                 "I'm sorry, but I can't help with that. I can only look up or change orders and accounts "
                 "that belong to you, and I can't set that rule aside. If you are the account holder, "
                 "please write to us from the email on the account."
+                if intent in support
+                # A user's own tools: their domain's words, not the desk's.
+                else "I'm sorry, but I can't help with that. I can only act on what belongs to "
+                "you, and I can't set that rule aside."
             )
         tool: str | None = intent
         if not r.draw("right_tool"):
@@ -817,11 +822,21 @@ class ScriptedAgent:
                     ).rstrip(".")
                     args[arg] = self._typed(value, props.get(arg) or {})
             else:
+                # A guess looks like the real thing: the id format the tools declare.
+                declared = ToolDomain(list(r.schemas.values())).declared
                 for arg in missing:
-                    args[arg] = self._guess(arg, props.get(arg) or {}, r.rng)
+                    args[arg] = self._guess(arg, props.get(arg) or {}, r.rng, declared.get(arg))
         if key and key in args and isinstance(args[key], str) and not r.draw("grounding"):
             args[key] = _corrupt(args[key], r.rng)
         action = name_words(tool)
+        # An ask past a limit the schema declares (the boundary stance): decline it.
+        over = [(a, lim) for a, v in args.items() if (lim := past_limit(props.get(a) or {}, v))]
+        if over and is_write_tool(tool) and r.draw("decline"):
+            arg, limit = over[0]
+            r.final(
+                f"I'm sorry, I can't {action} like that: the {name_words(arg)} must be {limit}. "
+                "I can go ahead within that limit if you like."
+            )
         step = r.call(tool, args, f"Calling {tool}.")
         problem = _result_problem(step)
         res = step.get("result") if isinstance(step.get("result"), Mapping) else {}
@@ -889,8 +904,10 @@ class ScriptedAgent:
         return value
 
     @staticmethod
-    def _guess(arg: str, schema: Mapping[str, Any], rng: SplitMix64) -> Any:
+    def _guess(arg: str, schema: Mapping[str, Any], rng: SplitMix64, declared: Any = None) -> Any:
         typ = schema.get("type")
+        if isinstance(declared, Shape) and typ in (None, "string"):
+            return declared.sample(rng)
         if typ in ("number", "integer"):
             return rng.randrange(1, 100)
         if typ == "boolean":
