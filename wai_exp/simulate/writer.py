@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from typing import Any
 
 from wai_exp.domain.dimensions import HISTORIES, STANCES, TIER_OF_STANCE, TIERS
 from wai_exp.domain.rules import parse_rules
-from wai_exp.domain.tool_values import ToolDomain
+from wai_exp.domain.tool_values import ToolDomain, words
 from wai_exp.domain.tools import ID_ARG, is_support_tool, is_write_tool
 from wai_exp.simulate.spec import normalize_tools
 from wai_exp.simulate.world import (
@@ -273,7 +272,7 @@ def _spoken(value: Any) -> str:
 
 def name_words(name: str) -> str:
     """An identifier as lower-case words: ``lookupOrder`` / ``lookup_order`` -> ``lookup order``."""
-    return " ".join(w.lower() for w in re.split(r"[_\-\s]+|(?<=[a-z])(?=[A-Z])", name) if w)
+    return " ".join(words(name))
 
 
 def key_arg(fn: Mapping[str, Any]) -> str | None:
