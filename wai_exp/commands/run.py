@@ -175,6 +175,7 @@ def scrub_hydra_files(paths: list[Path]) -> None:
     A missing file is skipped. Never raises."""
     import yaml
 
+    from wai_exp.domain.files import atomic_write
     from wai_exp.domain.secrets import redact
 
     for path in paths:
@@ -184,9 +185,10 @@ def scrub_hydra_files(paths: list[Path]) -> None:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
             clean = redact(data)
             if clean != data:
-                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-                tmp.write_text(yaml.safe_dump(clean, sort_keys=False), encoding="utf-8")
-                os.replace(tmp, path)
+                # a temporary file of its own (two threads of one process share a pid) that
+                # keeps the permissions Hydra gave the copy
+                with atomic_write(path, chmod=path.stat().st_mode & 0o777) as fh:
+                    fh.write(yaml.safe_dump(clean, sort_keys=False))
         except Exception as exc:  # noqa: BLE001 - never block a run on its bookkeeping
             log.warning("could not check %s for secrets: %s", path, exc)
 

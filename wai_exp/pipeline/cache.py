@@ -67,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.files import CHUNK, ContentHasher, atomic_write, file_record, read_chunks
 from wai_exp.pipeline import reads
 from wai_exp.rows.jsonl import atomic_write_text
 
@@ -90,8 +91,6 @@ OBJECTS = "objects"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 #: Linux's FICLONE ioctl: a copy-on-write clone of a whole file (btrfs, xfs, bcachefs ...).
 _FICLONE = 0x40049409
-
-_CHUNK = 1 << 20
 
 
 def _canonical(value: Any) -> str:
@@ -133,18 +132,6 @@ def stage_key(
     if deps:
         payload["deps"] = dict(deps)
     return content_hash(payload)
-
-
-def file_record(path: str | Path) -> dict[str, Any]:
-    """``{"bytes", "lines", "sha256"}`` of a file, read once in 1 MiB chunks (no parsing).
-    Raises ``OSError`` when it cannot be read."""
-    h, lines, size = hashlib.sha256(), 0, 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
-            lines += chunk.count(b"\n")
-            size += len(chunk)
-    return {"bytes": size, "lines": lines, "sha256": h.hexdigest()}
 
 
 def _mismatch(name: str, got: Mapping[str, Any], want: Mapping[str, Any]) -> str | None:
@@ -195,32 +182,28 @@ def copy_checked(src: Path, dst: Path, want: Mapping[str, Any]) -> str | None:
             )
     except OSError:
         return f"{src} is missing"
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
     try:
-        with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
+        with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
             if _reflink(fin.fileno(), fout.fileno()):
-                got = None  # hashed below, from the clone: what dst will hold
+                got = file_record(fout.name)  # hashed from the clone: what dst will hold
             else:
-                h, lines, size = hashlib.sha256(), 0, 0
-                while chunk := fin.read(_CHUNK):
-                    h.update(chunk)
-                    lines += chunk.count(b"\n")
-                    size += len(chunk)
+                hasher = ContentHasher()
+                for chunk in read_chunks(fin):
+                    hasher.update(chunk)
                     fout.write(chunk)
-                got = {"bytes": size, "lines": lines, "sha256": h.hexdigest()}
-        why = _mismatch(dst.name, got if got is not None else file_record(tmp), want)
-        if why is not None:
-            Path(tmp).unlink(missing_ok=True)
-            return f"{src}: {why}"
-        os.replace(tmp, dst)
+                got = hasher.record()
+            why = _mismatch(dst.name, got, want)
+            if why is not None:
+                raise _Refused(f"{src}: {why}")  # dst is left as it was
+    except _Refused as refused:
+        return str(refused)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         return f"{src} cannot be copied ({exc})"
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return None
+
+
+class _Refused(Exception):
+    """A copy whose bytes do not match their record: ``atomic_write`` drops it."""
 
 
 @dataclass
@@ -485,13 +468,7 @@ def copy_outputs(src: Path, dst: Path, names: Iterable[str] = OUTPUT_FILES) -> l
         d = dst / name
         if d.is_symlink():
             d.unlink()
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dst)
-        os.close(fd)
-        try:
-            shutil.copyfile(s, tmp)
-            os.replace(tmp, d)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_write(d, "wb") as out, open(s, "rb") as src_fh:
+            shutil.copyfileobj(src_fh, out, CHUNK)
         placed.append(d)
     return placed

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.files import file_record
 from wai_exp.pipeline.cache import (
     MARKER,
     OBJECTS,
@@ -27,7 +28,6 @@ from wai_exp.pipeline.cache import (
     ROWS,
     StageCache,
     check_file,
-    file_record,
 )
 
 _DAY_S = 86400.0

@@ -27,19 +27,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.files import file_sha256
+
 #: Config keys (of ``simulate``, or a stage's params) naming a file the stage reads.
 FILE_KEYS = ("tasks", "traces", "spec", "rows")
-
-_CHUNK = 1 << 20
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of the file's bytes, read in 1 MiB chunks. Raises ``OSError``."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _digest_or_reason(path: Path) -> str:

@@ -8,16 +8,15 @@ copy, and a run whose stages all come from the cache parses no rows at all.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import itertools
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
+from wai_exp.domain.files import ContentHasher, atomic_write
 from wai_exp.rows.jsonl import dumps_row, iter_rows
 
 # A ``"rollout_id": "<string>"`` pair as ``dumps_row`` writes it; quotes inside JSON strings
@@ -110,6 +109,10 @@ class StoredRows(Sequence[dict[str, Any]]):
         return f"StoredRows({str(self.path)!r}, {self.count} rows)"
 
 
+class _Discarded(Exception):
+    """Thrown into a ``RowSink``'s write so that ``atomic_write`` deletes the file."""
+
+
 class RowSink:
     """Rows written to a JSONL file as they come (scrubbed, hashed as written), for a stage
     that produces more rows than it should hold: ``add`` them, then ``close()`` returns the
@@ -122,38 +125,28 @@ class RowSink:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
-        self._tmp = Path(tmp)
-        self._fh = os.fdopen(fd, "wb", buffering=1 << 20)
-        self._hash = hashlib.sha256()
-        self._bytes = 0
-        self._lines = 0
+        # Entered here and left by close() (commit) or discard() (an exception into it).
+        self._write = atomic_write(self.path, "wb", buffering=1 << 20)
+        self._fh = self._write.__enter__()
+        self._hash = ContentHasher()
         self._ids: set[str] = set()
 
     def add(self, row: dict[str, Any]) -> None:
         data = (dumps_row(row) + "\n").encode("utf-8")
         self._hash.update(data)
-        self._bytes += len(data)
-        self._lines += 1
         self._fh.write(data)
         rid = row.get("rollout_id")
         if rid is not None:
             self._ids.add(str(rid))
 
     def close(self) -> StoredRows:
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
-        os.replace(self._tmp, self.path)
-        record = {"bytes": self._bytes, "lines": self._lines, "sha256": self._hash.hexdigest()}
-        return StoredRows(self.path, self._lines, frozenset(self._ids), record=record)
+        self._write.__exit__(None, None, None)
+        record = self._hash.record()
+        return StoredRows(self.path, record["lines"], frozenset(self._ids), record=record)
 
     def discard(self) -> None:
-        self._fh.close()
-        self._tmp.unlink(missing_ok=True)
+        with contextlib.suppress(_Discarded):
+            self._write.__exit__(_Discarded, _Discarded(), None)
 
     def __enter__(self) -> RowSink:
         return self

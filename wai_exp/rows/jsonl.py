@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.files import atomic_write
 from wai_exp.domain.secrets import redact_text
 from wai_exp.rows.scrub import scrub
 from wai_exp.rows.wire import from_wire, to_wire
@@ -41,19 +41,9 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def _write_text(path: str | Path, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_write(path) as fh:
+        fh.write(text)
+    return Path(path)
 
 
 def write_rows(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
@@ -61,20 +51,10 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
 
     Raises ``OSError`` when the folder cannot be created or written.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 20) as fh:
-            for row in rows:
-                fh.write(dumps_row(row) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_write(path, buffering=1 << 20) as fh:
+        for row in rows:
+            fh.write(dumps_row(row) + "\n")
+    return Path(path)
 
 
 def write_json(path: str | Path, obj: Any) -> Path:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from wai_exp.domain.files import atomic_write
 
 #: Lines of a damaged middle listed by number in the refusal (the rest are counted).
 _SHOWN = 5
@@ -100,20 +101,10 @@ class PartialRows:
                 fh.flush()
                 os.fsync(fh.fileno())
             return
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
-        try:
-            with os.fdopen(fd, "wb") as out, self.path.open("rb") as src:
-                for start, end in self.keep:
-                    src.seek(start)
-                    out.write(src.read(end - start))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_write(self.path, "wb") as out, self.path.open("rb") as src:
+            for start, end in self.keep:
+                src.seek(start)
+                out.write(src.read(end - start))
 
 
 def _recorded(path: Path) -> set[str] | None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from wai_exp.domain.files import file_sha256
 from wai_exp.domain.numbers import finite_float
 from wai_exp.domain.secrets import (
     install_log_redaction,
@@ -473,13 +474,7 @@ class FileRows:
 
 def file_digest(path: Path) -> str:
     """The first 16 hex digits of the sha256 of ``path``'s bytes (a dataset's digest)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
+    return file_sha256(path)[:16]
 
 
 def gzip_file(src: Path, dest: Path) -> None:

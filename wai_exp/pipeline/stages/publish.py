@@ -33,6 +33,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.files import atomic_write
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
 from wai_exp.pipeline.stages.optimize import selection
 from wai_exp.rows.formats import get_format
@@ -472,9 +473,8 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     digest = hashlib.sha256(jsonl_text.encode("utf-8")).hexdigest()
     table = parquet_table(records)
     parquet_path = out_dir / FILES["parquet"]
-    tmp = parquet_path.with_name(f".{parquet_path.name}.tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(parquet_path)
+    with atomic_write(parquet_path, "wb") as fh:
+        pq.write_table(table, fh)
     for path in (jsonl_path, parquet_path):
         os.chmod(path, FILE_MODE)
 
