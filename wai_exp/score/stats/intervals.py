@@ -63,16 +63,22 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> Interval | N
         raise ValueError(f"need 0 <= successes <= n; got successes={successes}, n={n}")
     if n == 0:
         return None
+    return wilson_score(successes / n, n, level)
+
+
+def wilson_score(p: float, n: int, level: float = 0.95) -> Interval:
+    """The Wilson score interval around a proportion ``p`` in [0, 1] observed over ``n >= 1``
+    trials: the one formula behind ``wilson_interval`` (counts) and
+    ``resample.wilson_over_tasks`` (a mean of bounded task values)."""
     z = z_quantile(level)
-    p = successes / n
     z2 = z * z
     denom = 1.0 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    # At 0 (or n) successes the bound is exactly 0 (or 1); the subtraction leaves 1e-17.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
+    # At p = 0 (or 1) the bound is exactly 0 (or 1); the subtraction leaves 1e-17.
+    low = 0.0 if p == 0.0 else max(0.0, centre - half)
+    high = 1.0 if p == 1.0 else min(1.0, centre + half)
     return Interval(low, high)
 
 
-__all__ = ["Interval", "wilson_interval", "z_quantile"]
+__all__ = ["Interval", "wilson_interval", "wilson_score", "z_quantile"]

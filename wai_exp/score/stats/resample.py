@@ -59,6 +59,7 @@ from wai_exp.score.stats.intervals import (
     _check_level,
     _special,
     wilson_interval,
+    wilson_score,
     z_quantile,
 )
 
@@ -209,14 +210,7 @@ def wilson_over_tasks(
     if n < 1 or not hi_b > lo_b:
         raise ValueError(f"need n >= 1 and bounds low < high; got n={n}, bounds={bounds}")
     p = min(max((float(mean) - lo_b) / (hi_b - lo_b), 0.0), 1.0)
-    z = z_quantile(level)
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    # At the boundary the bound is exactly it (the subtraction would leave 1e-17).
-    low = 0.0 if p == 0.0 else max(0.0, centre - half)
-    high = 1.0 if p == 1.0 else min(1.0, centre + half)
+    low, high = wilson_score(p, n, level)
     return Interval(lo_b + low * (hi_b - lo_b), lo_b + high * (hi_b - lo_b))
 
 
