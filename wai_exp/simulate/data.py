@@ -21,15 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from wai_exp.rows.jsonl import write_json, write_rows
+from wai_exp.rows.rowlist import RowList
 from wai_exp.rows.scrub import scrub
 from wai_exp.simulate.gc_tuning import fewer_gc_passes
-
-
-class RowList(list):
-    """A list of rows that can also be called: ``data.rows`` and ``data.rows()`` are the same."""
-
-    def __call__(self) -> RowList:
-        return self
 
 
 class SimulationData:

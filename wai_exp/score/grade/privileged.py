@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from wai_exp.rows.reader import read_steps
+from wai_exp.rows.rowlist import RowList
 from wai_exp.score.stats.resample import wilson_interval
 
 #: Rows listed in ``leaked``; the counts cover every row.
@@ -105,9 +106,8 @@ def _resolve(rows: Any) -> tuple[list[Any], str, bool]:
     trajectories = getattr(rows, "trajectories", None)
     if trajectories is not None:
         return list(trajectories), "trajectories", False
-    # data.rows / data.rows() is a RowList (a list subclass that is also callable); checking
-    # the name keeps score/ from importing simulate/.
-    if type(rows).__name__ == "RowList":
+    # data.rows / data.rows() is a RowList (a list subclass that is also callable)
+    if isinstance(rows, RowList):
         return list(rows), "rows", True
     if not isinstance(rows, list | tuple):
         exported = getattr(rows, "rows", None)

@@ -52,6 +52,7 @@ from wai_exp.domain.numbers import finite_float
 from wai_exp.llm.providers import bare_model
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import check_rows, read_steps
+from wai_exp.rows.rowlist import RowList
 from wai_exp.score.grade.grading import declared_names
 
 #: Every ``judge_status`` a scored row can carry.
@@ -72,13 +73,6 @@ _LEADING_VERDICT = re.compile(
 REASON_KEYS: tuple[str, ...] = ("reason", "explanation", "rationale")
 #: Longest repr of a broken judge return kept in ``judge_meta["raw"]``.
 RAW_CHARS = 200
-
-
-class RowList(list):
-    """A list of rows that can also be called: ``scored.rows`` and ``scored.rows()`` agree."""
-
-    def __call__(self) -> RowList:
-        return self
 
 
 # ---------------------------------------------------------------------------------------
