@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.gc_tuning import fewer_gc_passes
 from wai_exp.rows.jsonl import write_json, write_rows
 from wai_exp.rows.rowlist import RowList
 from wai_exp.rows.scrub import scrub
-from wai_exp.simulate.gc_tuning import fewer_gc_passes
 
 
 class SimulationData:

@@ -35,9 +35,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.gc_tuning import fewer_gc_passes
 from wai_exp.simulate.agent_setup import ResolvedAgent, is_async_callable, resolve_agent
 from wai_exp.simulate.data import SimulationData
-from wai_exp.simulate.gc_tuning import fewer_gc_passes
 from wai_exp.simulate.ids import prompt_sha, short_hash, stable_hash
 from wai_exp.simulate.llm_grade import resolve_llm_grader
 from wai_exp.simulate.modes import MODE_PRESETS, Config

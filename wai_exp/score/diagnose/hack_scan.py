@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.gc_tuning import without_gc
 from wai_exp.rows.reader import read_steps
 from wai_exp.score.grade.repeats import trajectory_keys
-from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.readers import reward_under
 from wai_exp.score.stats.row_facts import as_rows, row_facts, shares_row_facts
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.gc_tuning import without_gc
 from wai_exp.rows.keys import task_key
 
 # The repeat keys live in grade/ so diagnose's hack scan can share them without importing select/.
 from wai_exp.score.grade.repeats import collision_keys
-from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.readers import reward_under
 from wai_exp.score.stats.row_facts import as_rows
 

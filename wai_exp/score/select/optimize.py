@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.gc_tuning import without_gc
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import read_steps
 from wai_exp.score.select.trim import (
@@ -26,7 +27,6 @@ from wai_exp.score.select.trim import (
     group_stats,
     unanimous_mask,
 )
-from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.readers import reward_under
 from wai_exp.score.stats.row_facts import as_rows, checked_row_list
 

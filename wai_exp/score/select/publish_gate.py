@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.gc_tuning import without_gc
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.load import read_reward
 from wai_exp.rows.reader import row_messages
@@ -26,7 +27,6 @@ from wai_exp.score.select.trim import (
     group_stats,
     put_calibration,
 )
-from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.row_facts import as_rows, row_facts, shares_row_facts
 
 

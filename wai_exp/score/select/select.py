@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.gc_tuning import without_gc
 from wai_exp.rows.keys import task_key
 
 # is_truncated lives in grade/length (length_report reads it too); re-exported here.
@@ -36,7 +37,6 @@ from wai_exp.score.select.trim import (
     put_calibration,
     unanimous_keep_mask,
 )
-from wai_exp.score.stats.gc_pause import without_gc
 from wai_exp.score.stats.readers import reward_under
 from wai_exp.score.stats.row_facts import as_rows, row_facts, shares_row_facts
 

@@ -9,7 +9,7 @@ Python pass to read the rewards.
 
 The small helpers here (``binary_rewards``, ``group_stats``) are the shared group-by of the
 optimize-stage modules (select, optimize, publish_gate). ``reward_under`` and ``without_gc``,
-which diagnose's hack scan shares, sit below in ``stats.resample`` and ``stats.gc_pause``.
+which diagnose's hack scan shares, sit below in ``stats.resample`` and ``domain.gc_tuning``.
 """
 
 from __future__ import annotations

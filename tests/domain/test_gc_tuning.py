@@ -7,7 +7,7 @@ import gc
 import pytest
 
 from wai_exp import simulate
-from wai_exp.simulate.gc_tuning import YOUNG_THRESHOLD, fewer_gc_passes
+from wai_exp.domain.gc_tuning import YOUNG_THRESHOLD, fewer_gc_passes
 
 
 @pytest.fixture
@@ -48,3 +48,35 @@ def test_a_higher_or_disabled_threshold_is_left_alone():
             assert gc.get_threshold() == mine
     finally:
         gc.set_threshold(*before)
+
+
+def test_no_gc_pauses_and_restores_the_collector():
+    import gc
+
+    from wai_exp.domain.gc_tuning import no_gc, without_gc
+
+    assert gc.isenabled()
+    with no_gc():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+    @without_gc
+    def inside() -> bool:
+        return gc.isenabled()
+
+    assert inside() is False and gc.isenabled()
+    gc.disable()
+    try:
+        with no_gc():
+            pass
+        assert not gc.isenabled()  # off before, left off
+    finally:
+        gc.enable()
+
+
+def test_one_gc_module():
+    import importlib.util
+
+    # score/stats/gc_pause.py and simulate/gc_tuning.py were two modules tuning one collector
+    assert importlib.util.find_spec("wai_exp.score.stats.gc_pause") is None
+    assert importlib.util.find_spec("wai_exp.simulate.gc_tuning") is None

@@ -1,0 +1,72 @@
+"""Two ways to spend less time in CPython's cyclic garbage collector, one per workload.
+
+``fewer_gc_passes`` (a run's event loop): a run keeps every landed row in memory (hundreds of
+containers each) while many model calls are in flight, each allocating short-lived request
+and response objects. Under CPython's default thresholds (700, 10, 10) the in-flight objects
+are scanned and promoted young, which triggers full collections that rescan every landed
+row: against a local server at concurrency 128 the collector took a fifth of the process's
+CPU (0.1 ms a model call, full passes growing to 230 ms). A young threshold of 10,000 lets
+those objects die by reference count first; the collector's own passes then cost a tenth as
+much. Memory held by cyclic garbage grows by at most that many objects between passes.
+
+``no_gc`` / ``without_gc`` (a per-row pass over a big pool of rows, in score/): such a pass
+allocates many small tuples and dicts that form no cycles, yet each burst of allocations
+triggers a collection that re-walks every row already in memory (100k rows with nested
+steps): pausing the collector measured 3x on the 100k-row benchmark. Reference counting still
+frees everything.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+#: Allocations between young-generation passes while a run works (CPython's default: 700).
+YOUNG_THRESHOLD = 10_000
+
+
+@contextmanager
+def fewer_gc_passes(young: int = YOUNG_THRESHOLD) -> Iterator[None]:
+    """Raise the collector's young-generation threshold to ``young`` for the block, and put
+    the caller's thresholds back after it. A threshold already at or above ``young``, or 0
+    (collection off), is left alone, as is one the block itself changed. Never raises."""
+    before = gc.get_threshold()
+    if before[0] == 0 or before[0] >= young:
+        yield
+        return
+    gc.set_threshold(young, *before[1:])
+    try:
+        yield
+    finally:
+        if gc.get_threshold()[0] == young:
+            gc.set_threshold(*before)
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the block (see the module's note for when);
+    it is switched back on after the block if it was on before. Never raises."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def without_gc(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: run ``fn`` inside ``no_gc()``. Keeps the signature."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with no_gc():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+__all__ = ["YOUNG_THRESHOLD", "fewer_gc_passes", "no_gc", "without_gc"]
