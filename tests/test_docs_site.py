@@ -69,3 +69,17 @@ def test_readme_fits_a_screen_or_two():
     assert len(lines) <= 120, f"README.md is {len(lines)} lines: move detail into docs/"
     presets = next(n for n, line in enumerate(lines, 1) if line.startswith("## Presets"))
     assert presets <= 80, f"the presets table starts at line {presets}"
+
+
+def test_python_page_example_prints_what_it_shows(tmp_path, monkeypatch):
+    """docs/PYTHON.md's first example, run as written, prints the output the page shows."""
+    text = (ROOT / "docs" / "PYTHON.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S)
+    shown = re.search(r"prints\n\n```text\n(.*?)```", text, re.S)
+    assert code and shown, "docs/PYTHON.md lost its example or the output it prints"
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", code.group(1)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == shown.group(1)

@@ -55,3 +55,14 @@ def test_readme_shows_what_rl_round_prints(tmp_path):
     done = wai(tmp_path, "+experiment=rl_round", "tracking=none")
     assert done.returncode == 0, done.stdout + done.stderr
     assert _what_it_says(done.stdout) == documented
+
+
+def test_readme_presets_table_lists_every_shipped_preset():
+    """The presets table names exactly the presets `conf/experiment/` ships."""
+    text = README.read_text()
+    table = text.split("## Presets", 1)[1].split("\n\n", 2)[1]
+    listed = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
+    shipped = {p.stem for p in (README.parent / "conf" / "experiment").glob("*.yaml")}
+    assert listed == shipped, (
+        f"README presets table: missing {shipped - listed}, extra {listed - shipped}"
+    )
