@@ -965,7 +965,7 @@ def _cell(value: Any) -> str:
 
 
 def knob_table_markdown(section: str | None = None) -> str:
-    """The knob table as Markdown (the README's table is generated from this).
+    """The knob table as Markdown (docs/KNOBS.md's table is generated from this).
 
     ``section`` limits it to ``"experiment"`` or ``"engine"``; ``None`` gives both, each
     under its own heading.
