@@ -1,8 +1,8 @@
 """A sweep checks every job's config before its first job runs.
 
-Each job of ``wai-exp -m ...`` used to be checked only as it started, so a sweep with one
-bad value (``simulate.budget=8,1e12``) ran the good jobs first and failed at the bad one,
-minutes or hours in. ``ValidateSweepCallback.on_multirun_start`` (registered first among the
+Hydra checks each job of ``wai-exp -m ...`` only as it starts, so a sweep with one bad value
+(``simulate.budget=8,1e12``) would run the good jobs first and fail at the bad one, minutes
+or hours in. ``ValidateSweepCallback.on_multirun_start`` (registered first among the
 config's Hydra callbacks, so before the MLflow parent run exists) expands the sweep as
 Hydra's basic sweeper will, composes each job's config with Hydra's own loader and runs the
 checks a single run makes (``commands.run.config_problem``). Any problem: one line per bad

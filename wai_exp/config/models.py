@@ -245,8 +245,8 @@ class ModelAgentConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
-        # The model spec takes the URL from "@http(s)://"; anything else was read as part of
-        # the model's name and the provider's default server was called instead. The value
+        # The model spec takes the URL from "@http(s)://"; anything else would be read as part
+        # of the model's name and the provider's default server called instead. The value
         # is used as typed, so a space anywhere (even around it) is refused too.
         if url is None:
             return url

@@ -41,7 +41,7 @@ class OpenAIChat(ChatBackend):
         super().__init__(*args, **kwargs)
         # The encoded request without its messages, for the last (tools, sampling, logprobs)
         # seen: a run sends one tool list and one sampling on every call, and encoding the
-        # tools' schemas again each time was a tenth of a call's CPU.
+        # tools' schemas again each time costs a tenth of a call's CPU.
         self._head: tuple[Any, dict[str, Any], bool, bytes] | None = None
 
     def request_body(

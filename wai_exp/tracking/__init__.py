@@ -156,8 +156,8 @@ def tracking_settings(cfg_tracking: Mapping[str, Any] | None) -> dict[str, Any]:
     if out["uri"] is not None and not isinstance(out["uri"], str):
         raise TrackingConfigError(f"tracking.uri must be a string or null, got {out['uri']!r}")
     if out["kind"] == "mlflow" and isinstance(out["uri"], str) and not out["uri"].strip():
-        # tracking=mlflow_server reads MLFLOW_TRACKING_URI: set but empty, it gave "", which
-        # used to fall back to the local SQLite store without a word.
+        # tracking=mlflow_server reads MLFLOW_TRACKING_URI: set but empty, it gives "", which
+        # MLflow would take as the local SQLite store, without a word.
         raise TrackingConfigError(
             "tracking.uri is empty (with tracking=mlflow_server: MLFLOW_TRACKING_URI is set "
             "to an empty value); export MLFLOW_TRACKING_URI=http://<host>:5000 or pass "

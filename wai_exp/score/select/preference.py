@@ -252,7 +252,7 @@ def build_preference_pairs(
 
     pairs: list[dict[str, Any]] = []
     # The per-task loop works on plain lists: a task holds a handful of rows, and numpy's
-    # per-call overhead on 12,500 tiny slices was most of the time on 100,000 rows.
+    # per-call overhead on 12,500 tiny slices is most of the time on 100,000 rows.
     order_l, scores_l, lengths_l = order.tolist(), scores.tolist(), lengths.tolist()
     starts_l = starts.tolist()
     why = reasons.tolist()

@@ -123,7 +123,7 @@ def calibrate(
     eps = 1e-9
     carried = 0
     # One stamp per task, copied onto its rows (put_calibration copies): building a dict per
-    # row from numpy scalars was most of this call's time on 100,000 rows.
+    # row from numpy scalars is most of this call's time on 100,000 rows.
     per_task: list[dict[str, Any]] = []
     for g, (rate, k, n_pass) in enumerate(
         zip(stats.pass_rate.tolist(), stats.k.tolist(), stats.n_pass.tolist(), strict=True)

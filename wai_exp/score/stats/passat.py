@@ -473,7 +473,7 @@ def _hit_token_cap(row: Mapping[str, Any]) -> bool:
     if type(steps) is list and steps:
         # One pass that both checks the steps are internal (so read_steps would hand back
         # this very list) and looks for the flag: read_steps' own check and a second loop
-        # were most of run_config's time on 100,000 rows.
+        # take most of run_config's time on 100,000 rows.
         hit = False
         for step in steps:
             if type(step) is not dict:
@@ -543,9 +543,9 @@ def _run_config(
     row_list: list[Mapping[str, Any]], k: int | None, keys: list[str], new_set: type[set]
 ) -> dict[str, Any]:
     # One loop reading every field of a row while it is in cache: on 100,000 rows the
-    # passes were bound by fetching each row dict, so six comprehensions (each fetching
+    # passes are bound by fetching each row dict, so six comprehensions (each fetching
     # every row again) cost more than one loop's per-row statements. Each set is filled in
-    # row order, as the comprehensions did.
+    # row order.
     temps: set[Any] = new_set()
     caps: set[Any] = new_set()
     policies: set[Any] = new_set()

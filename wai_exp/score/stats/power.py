@@ -129,8 +129,8 @@ def layout_from_rates(rates: np.ndarray, counts: np.ndarray) -> str:
     ``"spread"`` needs the noise-corrected spread (``true_spread``) past ``EQUAL_SPREAD_MAX``
     and its variance past twice the standard error of the observed variance
     (``var * sqrt(2 / (n - 1))``); anything less reads ``"equal"``. Binomial noise alone
-    spreads the rates of equal tasks (at k=4 and 42 tasks the old cut read 18% of equal
-    holdouts as spread, 28% at 12 tasks), and the "spread" cells measured several points
+    spreads the rates of equal tasks (at k=4 and 42 tasks a cut on the observed spread
+    alone reads 18% of equal holdouts as spread, 28% at 12 tasks), and the "spread" cells measured several points
     more power, so the doubtful case quotes the lower, equal-difficulty figure. Tasks with
     a single rollout carry no within-task noise estimate, so at k=1 it is always
     ``"equal"``.

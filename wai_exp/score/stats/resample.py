@@ -32,7 +32,7 @@ lattice (multiples of 1/k), so their mean is a discrete statistic whose bootstra
 are atoms; ``continuity=True`` widens each end by half the lattice step of the mean, the
 usual continuity correction (on by default for one-sample intervals). The paired verdicts
 of compare_runs and delta_report leave it off (``stats.VERDICT_CONTINUITY``): the
-calibration study (experiments/bench/bench_calibration.py, issue 12) measured it costing
+calibration study (experiments/bench/bench_calibration.py) measured it costing
 false positives below the nominal 5% (4.1% on 42 equal-difficulty tasks at k=4) and power
 below the promised 80%. When every value is the same no resample can differ, and with
 ``bounds`` the interval is ``wilson_over_tasks`` instead of a zero-width claim.

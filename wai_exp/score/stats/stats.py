@@ -68,8 +68,8 @@ MIN_PAIRED = 5
 MIN_RUNS_FOR_DISTRIBUTION = 3
 #: The bootstrap interval a verdict reads (compare_runs, delta_report): the percentile
 #: interval expanded by ``sqrt(n/(n-1)) t_{n-1}/z`` (Hesterberg 2015), without the lattice
-#: continuity correction. The calibration study (experiments/bench/bench_calibration.py,
-#: issue 12) measured the earlier choice, bootstrap-t with the continuity correction, at
+#: continuity correction. The calibration study (experiments/bench/bench_calibration.py)
+#: measured the alternative, bootstrap-t with the continuity correction, at
 #: 3.1-5.8% false positives and 70-81% power at holdout_size's closed-form n; the
 #: correction widened an interval whose small-n tails were already t-like, and at small n
 #: the bootstrap-t's own tails are heavier than t (resamples with little spread give huge
