@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -378,6 +379,291 @@ def delta_report(
     Raises ``ValueError`` when ``alpha``/``power``/``n_boot``/``run_std_runs`` are out of
     range, when ``target`` or ``proxy`` is on neither side, or when a side has no rows.
     """
+    _check_settings(alpha, power, n_boot, run_std_runs)
+    b_rows, a_rows = _both_sides(before, after)
+    level = 1.0 - alpha
+    warnings: list[str] = []
+    not_comparable: list[str] = []
+    names = _Names(
+        _metric_name(target) if target is not None else PASS_AT_1,
+        _metric_name(proxy) if proxy is not None else None,
+        [_metric_name(m) for m in must_not_regress],
+    )
+    arms = _Arms.read(b_rows, a_rows, markers, names, balance_rollouts, seed, warnings)
+    tm, j_target, pair, sb, sa = arms.tm, arms.j_target, arms.pair, arms.sb, arms.sa
+
+    # ---- per-metric deltas, one shared bootstrap, noise floors ---------------------------
+    diffs = np.where(tm.paired, tm.a_means - tm.b_means, np.nan)
+    intervals, pvalues = _intervals_and_pvalues(diffs, _metric_bounds(sb, sa), n_boot, seed, level)
+    floors, floor_source, dfs, n_a, n_b, noise_rule = _floors(
+        arms.metrics, run_std, run_std_runs, sb, sa, tm.b_idx, tm.a_idx, tm.n_tasks, warnings,
+        alpha,
+    )  # fmt: skip
+    noise = _Noise(floors, floor_source, dfs, n_a, n_b, alpha, noise_rule, run_std_runs)
+    metric_out = {
+        m: _metric_entry(j, m, tm, sb, sa, intervals, pvalues, noise, level, warnings)
+        for j, m in enumerate(arms.metrics)
+    }
+
+    # ---- verdicts on the target, the proxy and the guards --------------------------------
+    unreplicated = floor_source == "none"
+    t = metric_out[names.target]
+    target_verdict = _target_verdict(t["verdict"], unreplicated)
+    if unreplicated and t["verdict"] in ("improved", "regressed"):
+        warnings.append(_unreplicated_warning(names.target, sb.n_runs, sa.n_runs))
+    over_optimized = _over_optimized(
+        metric_out, names.target, names.proxy, target_verdict, warnings
+    )
+    guards_failed = _guards_failed(metric_out, names.guards, warnings)
+
+    # ---- comparability, groups, sizing ----------------------------------------------------
+    comp = _comparability(
+        arms, metric_out[PASS_AT_1]["noise_band"], answered_gap_points, answered_alpha,
+        warnings, not_comparable,
+    )  # fmt: skip
+    ceiling = _ceiling(tm.b_means[:, j_target], pair.both, ceiling_pass_rate)
+    if ceiling is not None:
+        warnings.append(ceiling["reason"])
+    groups: dict[str, Any] | None = None
+    groups_down: list[str] = []
+    if by is not None:
+        groups, groups_down = _groups(
+            by, arms.b_rows, arms.a_rows, sb, sa, tm.b_idx, tm.a_idx, tm.n_tasks, j_target,
+            n_boot, seed, level,
+        )  # fmt: skip
+        warnings += [_group_down_warning(g, groups[g], names.target) for g in groups_down]
+    sizing = _k_sizing(arms, t, power, alpha, balance_rollouts, warnings)
+
+    # ---- assemble -----------------------------------------------------------------------
+    verdicts = _Verdicts(target_verdict, over_optimized, guards_failed, not_comparable)
+    report = _report(names, arms, metric_out, noise, verdicts, comp, ceiling, sizing)
+    return {
+        **report,
+        "groups": groups,
+        "groups_down": groups_down,
+        "balanced": arms.balanced,
+        "sizing": sizing["sizing"],
+        "alpha": alpha,
+        "level": level,
+        "n_metrics": len(arms.metrics),
+        "family_error": 1.0 - (1.0 - alpha) ** len(arms.metrics),
+        "n_boot": n_boot,
+        "seed": seed,
+        "warnings": warnings,
+    }
+
+
+@dataclass
+class _Names:
+    """The metric names the caller asked about: the target, the proxy and the guards."""
+
+    target: str
+    proxy: str | None
+    guards: list[str]
+
+
+@dataclass
+class _Arms:
+    """Both arms read once: their rows (balanced, first batch), per-row values, the
+    compared metrics, per-task means and the pairing over the target."""
+
+    b_rows: list[dict[str, Any]]
+    a_rows: list[dict[str, Any]]
+    sb: _Side
+    sa: _Side
+    metrics: list[str]
+    tm: _TaskMeans
+    j_target: int
+    pair: _Pairing
+    balanced: Any
+
+    @classmethod
+    def read(
+        cls,
+        b_rows: list[dict[str, Any]],
+        a_rows: list[dict[str, Any]],
+        markers: Sequence[str] | None,
+        names: _Names,
+        balance_rollouts: bool,
+        seed: int,
+        warnings: list[str],
+    ) -> _Arms:
+        balanced = None
+        if balance_rollouts:  # before reading values
+            b_rows, a_rows, balanced = _balance(b_rows, a_rows, seed)
+        # Every metric reads each task's fixed first batch, as pass_at's pass@1 does.
+        (b_rows, b_added), (a_rows, a_added) = first_batch(b_rows), first_batch(a_rows)
+        warnings += [
+            f"{name}: {adaptive_note(n)}"
+            for name, n in (("before", b_added), ("after", a_added))
+            if n
+        ]
+        sb, sa = _Side(b_rows), _Side(a_rows)
+        named = [names.target, names.proxy, *names.guards]
+        metrics, marker_list = _metrics(sb, sa, markers, named, warnings)
+        tm = _TaskMeans.of(sb, sa, metrics)
+        j_target = metrics.index(names.target)
+        _check_target(tm, metrics, names.target, names.proxy, marker_list)
+        pair = _Pairing.over(tm, j_target, warnings)
+        return cls(b_rows, a_rows, sb, sa, metrics, tm, j_target, pair, balanced)
+
+
+@dataclass
+class _Verdicts:
+    """What the comparison concluded; ``ok`` is the gate."""
+
+    target: str
+    over_optimized: bool
+    guards_failed: list[str]
+    not_comparable: list[str]
+
+    @property
+    def regressed(self) -> bool:
+        return self.target == "regressed"
+
+    @property
+    def ok(self) -> bool:
+        return (
+            not self.not_comparable
+            and not self.guards_failed
+            and not self.over_optimized
+            and not self.regressed
+        )
+
+    def block(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "moved": self.target == "moved",
+            "no_change_detected": self.target == "no_change_detected",
+            "within_eval_noise": self.target == "within_eval_noise",
+            "moved_unreplicated": self.target == "moved_unreplicated",
+            "regressed": self.regressed,
+            "over_optimized": self.over_optimized,
+            "guards_failed": self.guards_failed,
+            "ok": self.ok,
+        }
+
+
+@dataclass
+class _Comparability:
+    """Each arm's settings, answered share, writers and prompt check."""
+
+    configs: dict[str, dict[str, Any]]
+    answered: dict[str, Any]
+    writers: dict[str, list[str]]
+    prompts: dict[str, Any]
+
+
+def _comparability(
+    arms: _Arms,
+    pass_noise_band: float | None,
+    answered_gap_points: float,
+    answered_alpha: float,
+    warnings: list[str],
+    not_comparable: list[str],
+) -> _Comparability:
+    """Whether the arms ran under the same settings, answered alike, drew the same
+    situations from the same writer and asked the same prompts per task."""
+    configs = _configs(arms.b_rows, arms.a_rows, arms.sb, arms.sa, warnings)
+    answered = _answered_check(
+        configs, arms.b_rows, arms.a_rows, pass_noise_band, answered_gap_points, answered_alpha
+    )
+    if answered["warning"]:
+        warnings.append(answered["warning"])
+    if answered["not_comparable"]:
+        not_comparable.append(answered["not_comparable"])
+    writers = _writers_check(arms.b_rows, arms.a_rows, arms.pair, warnings, not_comparable)
+    prompts = prompt_mismatch(arms.b_rows, arms.a_rows)
+    if prompts["n_mismatched"]:
+        not_comparable.append(_prompts_cause(prompts))
+    return _Comparability(configs, answered, writers, prompts)
+
+
+def _k_sizing(
+    arms: _Arms,
+    t: Mapping[str, Any],
+    power: float,
+    alpha: float,
+    balance_rollouts: bool,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """k per side over the target's paired tasks, and the sizing (with a warning when the
+    arms ran unequal k)."""
+    tm, j, both = arms.tm, arms.j_target, arms.pair.both
+    k_b, k_a = _mode_k(tm.b_counts[both, j]), _mode_k(tm.a_counts[both, j])
+    t_diffs = tm.a_means[both, j] - tm.b_means[both, j]
+    sizing = _sizing(
+        arms.pair.n_paired, t, k_b, t_diffs, power, alpha, tm.b_means[both, j],
+        tm.b_counts[both, j],
+    )  # fmt: skip
+    kmin_b, kmin_a = _min_k(tm.b_counts[both, j]), _min_k(tm.a_counts[both, j])
+    if k_b is not None and k_a is not None and (k_b != k_a or kmin_b != kmin_a):
+        n_short = int((tm.b_counts[both, j] != tm.a_counts[both, j]).sum())
+        sizing["warning"] = _unequal_k_warning(
+            k_b, k_a, kmin_b, kmin_a, n_short, arms.pair.n_paired, balance_rollouts
+        )
+        warnings.append(sizing["warning"])
+    return {
+        "sizing": sizing,
+        "k": {"before": k_b, "after": k_a},
+        "k_min": {"before": kmin_b, "after": kmin_a},
+    }
+
+
+def _report(
+    names: _Names,
+    arms: _Arms,
+    metric_out: dict[str, dict[str, Any]],
+    noise: _Noise,
+    verdicts: _Verdicts,
+    comp: _Comparability,
+    ceiling: dict[str, Any] | None,
+    sizing: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The report's head, in the order a reader meets it (``delta_report`` adds the rest)."""
+    t = metric_out[names.target]
+    return {
+        "target": names.target,
+        "proxy": names.proxy,
+        "must_not_regress": names.guards,
+        "metrics": metric_out,
+        "target_delta": t["delta"],
+        "target_ci95": t["ci95"],
+        "target_verdict": verdicts.target,
+        "verdict": verdicts.block(),
+        "headline_verdict": _headline(
+            verdicts.not_comparable,
+            verdicts.regressed or bool(verdicts.guards_failed) or verdicts.over_optimized,
+            verdicts.target,
+            arms.sb,
+            arms.sa,
+        ),
+        "ok": verdicts.ok,
+        "over_optimized": verdicts.over_optimized,
+        "n_paired_tasks": arms.pair.n_paired,
+        "n_unpaired_tasks": arms.pair.n_unpaired,
+        "paired_share": arms.pair.share,
+        "prompt_mismatch": comp.prompts,
+        "not_comparable": verdicts.not_comparable,
+        "ceiling": ceiling,
+        "config": comp.configs,
+        "answered": {
+            k: v for k, v in comp.answered.items() if k not in ("warning", "not_comparable")
+        },
+        "writers": comp.writers,
+        "k": sizing["k"],
+        "k_min": sizing["k_min"],
+        "run_std": noise.floors.get(names.target),
+        "run_std_by_metric": dict(noise.floors) if noise.source != "none" else {},
+        "run_std_runs": noise.run_std_runs,
+        "noise_band": t["noise_band"],
+        "noise_rule": noise.rule,
+        "floor_source": noise.source,
+        "eval_runs": {"before": arms.sb.n_runs, "after": arms.sa.n_runs},
+    }
+
+
+def _check_settings(alpha: float, power: float, n_boot: int, run_std_runs: int | None) -> None:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha={alpha} must be in (0, 1); 0.05 gives 95% intervals")
     if not 0.0 < power < 1.0:
@@ -389,30 +675,29 @@ def delta_report(
             f"run_std_runs={run_std_runs}: a re-run spread needs at least 2 runs; pass "
             "eval_variance(...)['n_runs'] or leave it None"
         )
+
+
+def _both_sides(
+    before: Sequence[dict], after: Sequence[dict]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     b_rows, a_rows = list(as_rows(before)), list(as_rows(after))
     if not b_rows or not a_rows:
         raise ValueError(
             f"delta_report needs rows on both sides (before: {len(b_rows)}, after: "
             f"{len(a_rows)}); pass the graded rows of each arm"
         )
-    level = 1.0 - alpha
-    warnings: list[str] = []
-    not_comparable: list[str] = []
+    return b_rows, a_rows
 
-    # ---- which metrics ------------------------------------------------------------------
-    target_name = _metric_name(target) if target is not None else PASS_AT_1
-    proxy_name = _metric_name(proxy) if proxy is not None else None
-    guard_names = [_metric_name(m) for m in must_not_regress]
-    # ---- balance rollouts (before reading values) ---------------------------------------
-    balanced = None
-    if balance_rollouts:
-        b_rows, a_rows, balanced = _balance(b_rows, a_rows, seed)
-    # Every metric reads each task's fixed first batch, as pass_at's pass@1 does.
-    (b_rows, b_added), (a_rows, a_added) = first_batch(b_rows), first_batch(a_rows)
-    warnings += [
-        f"{name}: {adaptive_note(n)}" for name, n in (("before", b_added), ("after", a_added)) if n
-    ]
-    sb, sa = _Side(b_rows), _Side(a_rows)
+
+def _metrics(
+    sb: _Side,
+    sa: _Side,
+    markers: Sequence[str] | None,
+    named: list[str | None],
+    warnings: list[str],
+) -> tuple[list[str], list[str]]:
+    """``(metrics, marker_list)``: pass@1 first, then the compared markers (every shared
+    one, or ``markers``) and any marker the target, proxy or a guard names."""
     shared_markers = sb.marker_names() & sa.marker_names()
     if markers is None:
         marker_list = sorted(shared_markers)
@@ -423,190 +708,288 @@ def delta_report(
             warnings.append(
                 f"marker(s) {', '.join(missing)} are not on both sides: compared where present"
             )
-    extra = [
-        m
-        for m in [target_name, proxy_name, *guard_names]
-        if m and m != PASS_AT_1 and m not in marker_list
-    ]
+    extra = [m for m in named if m and m != PASS_AT_1 and m not in marker_list]
     metrics = [PASS_AT_1] + [m for m in dict.fromkeys(marker_list + extra) if m != PASS_AT_1]
+    return metrics, marker_list
 
-    sb.build(metrics)
-    sa.build(metrics)
-    # Sorted task keys (the order compare_runs pairs tasks in) and each row's task index.
-    uniq, inv = factorize(sb.keys + sa.keys)
-    n_tasks = len(uniq)
-    b_idx, a_idx = inv[: len(sb.keys)], inv[len(sb.keys) :]
-    b_counts, b_means = _task_means(b_idx, sb.values, n_tasks)
-    a_counts, a_means = _task_means(a_idx, sa.values, n_tasks)
-    paired = (b_counts > 0) & (a_counts > 0)  # tasks x metrics
 
+@dataclass
+class _TaskMeans:
+    """Both arms' per-task counts and means (tasks x metrics) over the union of task keys,
+    sorted as ``compare_runs`` pairs them, and each row's task index."""
+
+    b_idx: np.ndarray
+    a_idx: np.ndarray
+    n_tasks: int
+    b_counts: np.ndarray
+    b_means: np.ndarray
+    a_counts: np.ndarray
+    a_means: np.ndarray
+    #: tasks x metrics: the metric has a value on both sides of the task
+    paired: np.ndarray
+
+    @classmethod
+    def of(cls, sb: _Side, sa: _Side, metrics: list[str]) -> _TaskMeans:
+        sb.build(metrics)
+        sa.build(metrics)
+        uniq, inv = factorize(sb.keys + sa.keys)
+        n_tasks = len(uniq)
+        b_idx, a_idx = inv[: len(sb.keys)], inv[len(sb.keys) :]
+        b_counts, b_means = _task_means(b_idx, sb.values, n_tasks)
+        a_counts, a_means = _task_means(a_idx, sa.values, n_tasks)
+        paired = (b_counts > 0) & (a_counts > 0)
+        return cls(b_idx, a_idx, n_tasks, b_counts, b_means, a_counts, a_means, paired)
+
+
+def _check_target(
+    tm: _TaskMeans,
+    metrics: list[str],
+    target_name: str,
+    proxy_name: str | None,
+    marker_list: list[str],
+) -> None:
     j_target = metrics.index(target_name)
-    if not (b_counts[:, j_target] > 0).any() and not (a_counts[:, j_target] > 0).any():
+    if not (tm.b_counts[:, j_target] > 0).any() and not (tm.a_counts[:, j_target] > 0).any():
         what = "a binary reward" if target_name == PASS_AT_1 else f"marker {target_name!r}"
         raise ValueError(
             f"target {target_name!r}: no row on either side carries {what}; grade the rows "
             f"first, or name one of the shared markers: {', '.join(marker_list) or '(none)'}"
         )
-    for side, counts in (("before", b_counts), ("after", a_counts)):
+    for side, counts in (("before", tm.b_counts), ("after", tm.a_counts)):
         if not (counts[:, j_target] > 0).any():
             raise ValueError(
                 f"target {target_name!r} is on the other side only: no {side} row carries it. "
                 "Grade both arms the same way (or stamp the marker on both) before comparing"
             )
-    if proxy_name is not None and not paired[:, metrics.index(proxy_name)].any():
+    if proxy_name is not None and not tm.paired[:, metrics.index(proxy_name)].any():
         raise ValueError(
             f"proxy {proxy_name!r} is not on both sides' rows; name a marker both carry: "
             f"{', '.join(marker_list) or '(none)'}"
         )
 
-    # ---- pairing over the target --------------------------------------------------------
-    on_b, on_a = b_counts[:, j_target] > 0, a_counts[:, j_target] > 0
-    n_paired = int((on_b & on_a).sum())
-    n_either = int((on_b | on_a).sum())
-    n_unpaired = n_either - n_paired
-    paired_share = n_paired / n_either if n_either else 0.0
-    if n_unpaired:
-        warnings.append(
-            f"{n_unpaired} task(s) are on one side only ({int((on_b & ~on_a).sum())} before, "
-            f"{int((on_a & ~on_b).sum())} after) and were dropped from the paired comparison"
-        )
 
-    # ---- per-metric deltas, one shared bootstrap ----------------------------------------
-    diffs = np.where(paired, a_means - b_means, np.nan)
-    intervals, pvalues = _intervals_and_pvalues(diffs, _metric_bounds(sb, sa), n_boot, seed, level)
+@dataclass
+class _Pairing:
+    """The tasks the target pairs on, and what was dropped for being on one side only."""
 
-    # ---- noise floors -------------------------------------------------------------------
-    floors, floor_source, dfs, n_a, n_b, noise_rule = _floors(
-        metrics, run_std, run_std_runs, sb, sa, b_idx, a_idx, n_tasks, warnings, alpha
-    )
-    unreplicated = floor_source == "none"
+    both: np.ndarray
+    n_paired: int
+    n_either: int
+    n_unpaired: int
+    share: float
 
-    metric_out: dict[str, dict[str, Any]] = {}
-    for j, m in enumerate(metrics):
-        pm = paired[:, j]
-        n = int(pm.sum())
-        entry: dict[str, Any] = {
-            "n_paired": n,
-            "n_before_only": int(((b_counts[:, j] > 0) & ~pm).sum()),
-            "n_after_only": int(((a_counts[:, j] > 0) & ~pm).sum()),
-            "before": float(b_means[pm, j].mean()) if n else None,
-            "after": float(a_means[pm, j].mean()) if n else None,
-            "delta": None,
-            "ci95": None,
-            "level": level,
-            "p_value": None,
-            "floor": floors.get(m),
-            "noise_band": None,
-            "noise_note": None,
-        }
-        if n:
-            d = a_means[pm, j] - b_means[pm, j]
-            entry["delta"] = float(d.mean())
-            entry["ci95"] = intervals[j]
-            entry["p_value"] = pvalues[j]
-            if n >= 2 and d.min() == d.max():
-                # No resample can differ; n tasks agreeing is not certainty (compare_runs
-                # gives the same interval).
-                iv = paired_boundary_interval(
-                    float(b_means[pm, j].mean()), float(a_means[pm, j].mean()), n, level
-                )
-                entry["ci95"] = iv.as_list()
-                entry["interval_method"] = "paired_boundary"
-                entry["interval_note"] = (
-                    f"every one of the {n} paired differences is {float(d[0]):+g}: the "
-                    "bootstrap cannot vary, so ci95 is Newcombe's interval from each side's "
-                    "Wilson interval over tasks"
-                )
-            vals_b = sb.values[:, j][~np.isnan(sb.values[:, j])]
-            vals_a = sa.values[:, j][~np.isnan(sa.values[:, j])]
-            both = np.concatenate([vals_b, vals_a])
-            if both.size and np.all(both == both[0]):
-                entry["degenerate"] = True
-                entry["note"] = (
-                    f"every row on both sides scored {float(both[0]):g} on {m}: it cannot show "
-                    "a change, and a guard on it cannot fail"
-                )
-        if floor_source in ("given", "pooled"):
-            if floors.get(m) is None:
-                entry["noise_note"] = "no_replicate_floor"
-                warnings.append(
-                    f"{m}: no re-run floor for this metric (run_std lacks it); its verdict "
-                    "rests on the task interval alone. Pass eval_variance(...)"
-                    "['run_std_by_metric'] from re-runs that carry it"
-                )
-            else:
-                entry["noise_band"] = noise_band(floors[m], n_a, n_b, dfs.get(m), alpha=alpha)
-                entry["df"] = dfs.get(m)
-        elif n and entry["ci95"] is not None:
-            entry["noise_note"] = "unreplicated"
-        entry["verdict"] = _metric_verdict(
-            entry["delta"], tuple(entry["ci95"]) if entry["ci95"] else None, entry["noise_band"]
-        )
-        if n < 2 and n:
-            entry["note"] = f"{m} pairs on {n} task; an interval needs at least 2"
-        metric_out[m] = entry
+    @classmethod
+    def over(cls, tm: _TaskMeans, j_target: int, warnings: list[str]) -> _Pairing:
+        on_b, on_a = tm.b_counts[:, j_target] > 0, tm.a_counts[:, j_target] > 0
+        n_paired = int((on_b & on_a).sum())
+        n_either = int((on_b | on_a).sum())
+        n_unpaired = n_either - n_paired
+        if n_unpaired:
+            warnings.append(
+                f"{n_unpaired} task(s) are on one side only ({int((on_b & ~on_a).sum())} "
+                f"before, {int((on_a & ~on_b).sum())} after) and were dropped from the paired "
+                "comparison"
+            )
+        share = n_paired / n_either if n_either else 0.0
+        return cls(on_b & on_a, n_paired, n_either, n_unpaired, share)
 
-    # ---- target verdict -----------------------------------------------------------------
-    t = metric_out[target_name]
-    tv = t["verdict"]
-    if tv == "improved":
-        target_verdict = "moved_unreplicated" if unreplicated else "moved"
-    elif tv == "regressed":
-        target_verdict = "regressed"
-    elif tv == "within_noise":
-        target_verdict = "within_eval_noise"
-    elif tv == "insufficient_data":
-        target_verdict = "insufficient_data"
-    else:
-        target_verdict = "no_change_detected"
-    if unreplicated and tv in ("improved", "regressed"):
-        warnings.append(
-            f"{target_name} moved, but with {sb.n_runs} evaluation run(s) before and "
-            f"{sa.n_runs} after and no run_std there is no re-run floor: one evaluation is a "
-            "draw, not a distribution. Evaluate each arm with runs=3 "
-            "(simulate(tasks=..., runs=3)) or pass run_std=eval_variance(...)"
-            "['run_std_by_metric'] with run_std_runs=eval_variance(...)['n_runs']"
-        )
 
-    # ---- proxy / over-optimization --------------------------------------------------------
-    over_optimized = False
-    if proxy_name is not None:
-        if proxy_name == target_name:
-            warnings.append(f"proxy and target are both {proxy_name}: over-optimization unchecked")
+@dataclass
+class _Noise:
+    """The re-run floors ``_floors`` found, and what a noise band is computed from."""
+
+    floors: Mapping[str, float | None]
+    source: str
+    dfs: Mapping[str, Any]
+    n_a: Any
+    n_b: Any
+    alpha: float
+    rule: Any
+    run_std_runs: int | None
+
+
+def _metric_entry(
+    j: int,
+    m: str,
+    tm: _TaskMeans,
+    sb: _Side,
+    sa: _Side,
+    intervals: list[list[float] | None],
+    pvalues: list[float | None],
+    noise: _Noise,
+    level: float,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """One metric's paired delta, interval, p-value, noise band and verdict."""
+    pm = tm.paired[:, j]
+    n = int(pm.sum())
+    entry: dict[str, Any] = {
+        "n_paired": n,
+        "n_before_only": int(((tm.b_counts[:, j] > 0) & ~pm).sum()),
+        "n_after_only": int(((tm.a_counts[:, j] > 0) & ~pm).sum()),
+        "before": float(tm.b_means[pm, j].mean()) if n else None,
+        "after": float(tm.a_means[pm, j].mean()) if n else None,
+        "delta": None,
+        "ci95": None,
+        "level": level,
+        "p_value": None,
+        "floor": noise.floors.get(m),
+        "noise_band": None,
+        "noise_note": None,
+    }
+    if n:
+        _fill_delta(entry, j, m, pm, tm, sb, sa, intervals[j], pvalues[j], level)
+    if noise.source in ("given", "pooled"):
+        if noise.floors.get(m) is None:
+            entry["noise_note"] = "no_replicate_floor"
+            warnings.append(
+                f"{m}: no re-run floor for this metric (run_std lacks it); its verdict "
+                "rests on the task interval alone. Pass eval_variance(...)"
+                "['run_std_by_metric'] from re-runs that carry it"
+            )
         else:
-            p = metric_out[proxy_name]
-            proxy_up = p["verdict"] == "improved"
-            target_up = target_verdict in ("moved", "moved_unreplicated")
-            above = p["ci95"] is not None and t["ci95"] is not None and p["ci95"][0] > t["ci95"][1]
-            over_optimized = (proxy_up and not target_up) or above
-            if over_optimized:
-                warnings.append(
-                    f"over-optimized: the proxy {proxy_name} moved "
-                    f"{_fmt_num(p['delta'], True)} while the target {target_name} moved "
-                    f"{_fmt_num(t['delta'], True)}; the policy learned something the target "
-                    "does not credit (rlhf-book ch. 14)"
-                )
+            entry["noise_band"] = noise_band(
+                noise.floors[m], noise.n_a, noise.n_b, noise.dfs.get(m), alpha=noise.alpha
+            )
+            entry["df"] = noise.dfs.get(m)
+    elif n and entry["ci95"] is not None:
+        entry["noise_note"] = "unreplicated"
+    entry["verdict"] = _metric_verdict(
+        entry["delta"], tuple(entry["ci95"]) if entry["ci95"] else None, entry["noise_band"]
+    )
+    if n < 2 and n:
+        entry["note"] = f"{m} pairs on {n} task; an interval needs at least 2"
+    return entry
 
-    # ---- guards -------------------------------------------------------------------------
-    guards_failed: list[str] = []
+
+def _fill_delta(
+    entry: dict[str, Any],
+    j: int,
+    m: str,
+    pm: np.ndarray,
+    tm: _TaskMeans,
+    sb: _Side,
+    sa: _Side,
+    interval: list[float] | None,
+    pvalue: float | None,
+    level: float,
+) -> None:
+    """A paired metric's delta, interval and p-value, and the notes on a degenerate one."""
+    n = int(pm.sum())
+    d = tm.a_means[pm, j] - tm.b_means[pm, j]
+    entry["delta"] = float(d.mean())
+    entry["ci95"] = interval
+    entry["p_value"] = pvalue
+    if n >= 2 and d.min() == d.max():
+        # No resample can differ; n tasks agreeing is not certainty (compare_runs
+        # gives the same interval).
+        iv = paired_boundary_interval(
+            float(tm.b_means[pm, j].mean()), float(tm.a_means[pm, j].mean()), n, level
+        )
+        entry["ci95"] = iv.as_list()
+        entry["interval_method"] = "paired_boundary"
+        entry["interval_note"] = (
+            f"every one of the {n} paired differences is {float(d[0]):+g}: the "
+            "bootstrap cannot vary, so ci95 is Newcombe's interval from each side's "
+            "Wilson interval over tasks"
+        )
+    vals_b = sb.values[:, j][~np.isnan(sb.values[:, j])]
+    vals_a = sa.values[:, j][~np.isnan(sa.values[:, j])]
+    both = np.concatenate([vals_b, vals_a])
+    if both.size and np.all(both == both[0]):
+        entry["degenerate"] = True
+        entry["note"] = (
+            f"every row on both sides scored {float(both[0]):g} on {m}: it cannot show "
+            "a change, and a guard on it cannot fail"
+        )
+
+
+#: The target's verdict from its metric verdict (an improvement with no re-run floor is
+#: ``moved_unreplicated``).
+_TARGET_VERDICTS = {
+    "regressed": "regressed",
+    "within_noise": "within_eval_noise",
+    "insufficient_data": "insufficient_data",
+}
+
+
+def _target_verdict(metric_verdict: str, unreplicated: bool) -> str:
+    if metric_verdict == "improved":
+        return "moved_unreplicated" if unreplicated else "moved"
+    return _TARGET_VERDICTS.get(metric_verdict, "no_change_detected")
+
+
+def _unreplicated_warning(target_name: str, n_before: int, n_after: int) -> str:
+    return (
+        f"{target_name} moved, but with {n_before} evaluation run(s) before and "
+        f"{n_after} after and no run_std there is no re-run floor: one evaluation is a "
+        "draw, not a distribution. Evaluate each arm with runs=3 "
+        "(simulate(tasks=..., runs=3)) or pass run_std=eval_variance(...)"
+        "['run_std_by_metric'] with run_std_runs=eval_variance(...)['n_runs']"
+    )
+
+
+def _over_optimized(
+    metric_out: Mapping[str, dict[str, Any]],
+    target_name: str,
+    proxy_name: str | None,
+    target_verdict: str,
+    warnings: list[str],
+) -> bool:
+    """Whether the proxy moved where the target did not, or past the target's interval."""
+    if proxy_name is None:
+        return False
+    if proxy_name == target_name:
+        warnings.append(f"proxy and target are both {proxy_name}: over-optimization unchecked")
+        return False
+    p, t = metric_out[proxy_name], metric_out[target_name]
+    proxy_up = p["verdict"] == "improved"
+    target_up = target_verdict in ("moved", "moved_unreplicated")
+    above = p["ci95"] is not None and t["ci95"] is not None and p["ci95"][0] > t["ci95"][1]
+    over_optimized = (proxy_up and not target_up) or above
+    if over_optimized:
+        warnings.append(
+            f"over-optimized: the proxy {proxy_name} moved "
+            f"{_fmt_num(p['delta'], True)} while the target {target_name} moved "
+            f"{_fmt_num(t['delta'], True)}; the policy learned something the target "
+            "does not credit (rlhf-book ch. 14)"
+        )
+    return over_optimized
+
+
+def _guards_failed(
+    metric_out: Mapping[str, dict[str, Any]], guard_names: list[str], warnings: list[str]
+) -> list[str]:
+    """The ``must_not_regress`` metrics that regressed or could not be checked."""
+    failed: list[str] = []
     for g in guard_names:
         entry = metric_out.get(g)
         if entry is None or entry["n_paired"] == 0:
-            guards_failed.append(g)
+            failed.append(g)
             warnings.append(
                 f"must_not_regress {g!r} is on neither side's paired tasks: a guard that cannot "
                 "be checked fails"
             )
         elif entry["verdict"] == "regressed":
-            guards_failed.append(g)
+            failed.append(g)
             warnings.append(
                 f"must_not_regress {g} regressed: {_fmt_num(entry['delta'], True)} "
                 f"[{_fmt_num(entry['ci95'][0], True)}, {_fmt_num(entry['ci95'][1], True)}]"
             )
         elif entry.get("degenerate"):
             warnings.append(f"must_not_regress {g} is degenerate: this guard cannot fail")
+    return failed
 
-    # ---- comparability ------------------------------------------------------------------
+
+def _configs(
+    b_rows: list[dict[str, Any]],
+    a_rows: list[dict[str, Any]],
+    sb: _Side,
+    sa: _Side,
+    warnings: list[str],
+) -> dict[str, dict[str, Any]]:
+    """Each arm's run settings, and a warning for each one the arms (or an arm's own rows)
+    disagree on."""
     # run_config's rule, handed the task keys this report already read (no second pass)
     configs = {
         "before": run_config_with_keys(b_rows, None, sb.keys),
@@ -614,8 +997,9 @@ def delta_report(
     }
     configs["before"]["eval_runs"] = sb.n_runs
     configs["after"]["eval_runs"] = sa.n_runs
+    cb, ca = configs["before"], configs["after"]
     for key in COMPARED_SETTINGS:
-        vb, va = configs["before"].get(key), configs["after"].get(key)
+        vb, va = cb.get(key), ca.get(key)
         if vb is not None and va is not None and vb != va:
             warnings.append(f"the arms disagree on {key}: before {vb!r}, after {va!r}")
     for side in ("before", "after"):
@@ -625,41 +1009,36 @@ def delta_report(
                 f"the {side} rows disagree among themselves on {', '.join(mixed)}: that arm is "
                 "a mix of settings, so its rates average over them"
             )
-    sha_b, sha_a = configs["before"].get("prompt_sha"), configs["after"].get("prompt_sha")
+    sha_b, sha_a = cb.get("prompt_sha"), ca.get("prompt_sha")
     if sha_b is not None and sha_a is not None and sha_b != sha_a:
         warnings.append(
             f"system_prompt_sha differs (before {sha_b}, after {sha_a}): the arms ran under "
             "different system prompts, so the delta includes the prompt change"
         )
-    pv_b, pv_a = configs["before"].get("policy_version"), configs["after"].get("policy_version")
+    pv_b, pv_a = cb.get("policy_version"), ca.get("policy_version")
     if pv_b is not None and pv_b == pv_a:
         warnings.append(
             f"both sides are policy version {pv_b!r}: this compares the policy with itself "
             "(a re-run), not a trained policy with its base"
         )
-    # k per side, over the target's paired tasks
-    k_b = _mode_k(b_counts[on_b & on_a, j_target])
-    k_a = _mode_k(a_counts[on_b & on_a, j_target])
+    return configs
 
-    answered = _answered_check(
-        configs,
-        b_rows,
-        a_rows,
-        metric_out[PASS_AT_1]["noise_band"],
-        answered_gap_points,
-        answered_alpha,
-    )
-    if answered["warning"]:
-        warnings.append(answered["warning"])
-    if answered["not_comparable"]:
-        not_comparable.append(answered["not_comparable"])
 
+def _writers_check(
+    b_rows: list[dict[str, Any]],
+    a_rows: list[dict[str, Any]],
+    pair: _Pairing,
+    warnings: list[str],
+    not_comparable: list[str],
+) -> dict[str, list[str]]:
+    """Each arm's situation writers; arms that drew mostly different situations are not
+    comparable, and different writers are worth a warning."""
     writers = {
         "before": sorted({_writer(w) for w in {r.get("writer_model") for r in b_rows}}),
         "after": sorted({_writer(w) for w in {r.get("writer_model") for r in a_rows}}),
     }
     same_writer = writers["before"] == writers["after"]
-    if n_unpaired and paired_share < SITUATIONS_MIN_PAIRED_SHARE:
+    if pair.n_unpaired and pair.share < SITUATIONS_MIN_PAIRED_SHARE:
         who = (
             "the same writer"
             if same_writer
@@ -667,8 +1046,8 @@ def delta_report(
             f"{', '.join(writers['after'])})"
         )
         not_comparable.append(
-            f"situations: only {paired_share:.0%} of tasks are on both sides ({n_paired} of "
-            f"{n_either}); the arms drew different situation sets from {who}, so the delta "
+            f"situations: only {pair.share:.0%} of tasks are on both sides ({pair.n_paired} of "
+            f"{pair.n_either}); the arms drew different situation sets from {who}, so the delta "
             "over the few that pair is between two evals. Pin the after arm to the before "
             "run's tasks (simulate(tasks=...)) or compare per tier with dataset_report"
         )
@@ -677,133 +1056,60 @@ def delta_report(
             f"the arms' situations come from different writers ({', '.join(writers['before'])} "
             f"vs {', '.join(writers['after'])}): rephrased situations can move with the writer"
         )
+    return writers
 
-    prompts = prompt_mismatch(b_rows, a_rows)
-    if prompts["n_mismatched"]:
-        ex = prompts["examples"][0]
-        not_comparable.append(
-            f"prompts: {prompts['n_mismatched']} of {prompts['n_checked']} paired tasks carry "
-            f"different prompts on the two sides (task {ex['task']}: before {ex['a']!r}, after "
-            f"{ex['b']!r}); one task id names two different asks, so their delta compares "
-            "different questions. Run the after arm on the before run's tasks "
-            "(simulate(tasks=...))"
-        )
 
-    # ---- ceiling ------------------------------------------------------------------------
-    ceiling = _ceiling(b_means[:, j_target], on_b & on_a, ceiling_pass_rate)
-    if ceiling is not None:
-        warnings.append(ceiling["reason"])
-
-    # ---- groups -------------------------------------------------------------------------
-    groups: dict[str, Any] | None = None
-    groups_down: list[str] = []
-    if by is not None:
-        groups, groups_down = _groups(
-            by, b_rows, a_rows, sb, sa, b_idx, a_idx, n_tasks, j_target, n_boot, seed, level
-        )
-        for g in groups_down:
-            e = groups[g]
-            warnings.append(
-                f"group {g}: {target_name} dropped {_fmt_num(e['delta'], True)} "
-                f"[{_fmt_num(e['ci95'][0], True)}, {_fmt_num(e['ci95'][1], True)}] while the "
-                "headline is read over every group"
-            )
-
-    # ---- sizing -------------------------------------------------------------------------
-    both = on_b & on_a
-    t_diffs = a_means[both, j_target] - b_means[both, j_target]
-    sizing = _sizing(
-        n_paired, t, k_b, t_diffs, power, alpha, b_means[both, j_target], b_counts[both, j_target]
+def _prompts_cause(prompts: Mapping[str, Any]) -> str:
+    ex = prompts["examples"][0]
+    return (
+        f"prompts: {prompts['n_mismatched']} of {prompts['n_checked']} paired tasks carry "
+        f"different prompts on the two sides (task {ex['task']}: before {ex['a']!r}, after "
+        f"{ex['b']!r}); one task id names two different asks, so their delta compares "
+        "different questions. Run the after arm on the before run's tasks "
+        "(simulate(tasks=...))"
     )
+
+
+def _group_down_warning(g: str, e: Mapping[str, Any], target_name: str) -> str:
+    return (
+        f"group {g}: {target_name} dropped {_fmt_num(e['delta'], True)} "
+        f"[{_fmt_num(e['ci95'][0], True)}, {_fmt_num(e['ci95'][1], True)}] while the "
+        "headline is read over every group"
+    )
+
+
+def _unequal_k_warning(
+    k_b: int, k_a: int, kmin_b: int | None, kmin_a: int | None, n_short: int, n_paired: int,
+    balance_rollouts: bool,
+) -> str:  # fmt: skip
     # k per side is the usual group size; a run that lost rollouts on a minority of tasks
     # keeps that mode, so the fewest rollouts per paired task is compared as well (the k
     # pass_at would pick): k=4 against k=2 on a third of the tasks is still unequal k.
-    kmin_b = _min_k(b_counts[on_b & on_a, j_target])
-    kmin_a = _min_k(a_counts[on_b & on_a, j_target])
-    if k_b is not None and k_a is not None and (k_b != k_a or kmin_b != kmin_a):
-        n_short = int((b_counts[on_b & on_a, j_target] != a_counts[on_b & on_a, j_target]).sum())
-        sizing["warning"] = (
-            f"unequal k: before has k={k_b} rollouts per task (fewest {kmin_b}), after "
-            f"k={k_a} (fewest {kmin_a}); {n_short} of {n_paired} paired tasks differ. Rows "
-            "lost at random only widen the interval; rows lost for a reason (timeouts on hard "
-            "tasks, empty replies on long ones) bias the short arm. Check data.report()"
-            "['rollouts_lost_by'] and re-run the short arm on its short tasks"
-            + ("" if balance_rollouts else " (balance_rollouts=True trims to one k)")
-        )
-        warnings.append(sizing["warning"])
+    return (
+        f"unequal k: before has k={k_b} rollouts per task (fewest {kmin_b}), after "
+        f"k={k_a} (fewest {kmin_a}); {n_short} of {n_paired} paired tasks differ. Rows "
+        "lost at random only widen the interval; rows lost for a reason (timeouts on hard "
+        "tasks, empty replies on long ones) bias the short arm. Check data.report()"
+        "['rollouts_lost_by'] and re-run the short arm on its short tasks"
+        + ("" if balance_rollouts else " (balance_rollouts=True trims to one k)")
+    )
 
-    # ---- verdicts -----------------------------------------------------------------------
-    regressed = target_verdict == "regressed"
-    ok = not not_comparable and not guards_failed and not over_optimized and not regressed
+
+def _headline(
+    not_comparable: list[str], failed: bool, target_verdict: str, sb: _Side, sa: _Side
+) -> str:
     if not_comparable:
         causes = [c.split(":", 1)[0] for c in not_comparable]
-        headline = f"NOT COMPARABLE ({', '.join(causes)})"
-    elif regressed or guards_failed or over_optimized:
-        headline = "FAIL"
-    elif target_verdict == "moved":
-        headline = "PASS"
-    elif target_verdict == "moved_unreplicated":
+        return f"NOT COMPARABLE ({', '.join(causes)})"
+    if failed:
+        return "FAIL"
+    if target_verdict == "moved":
+        return "PASS"
+    if target_verdict == "moved_unreplicated":
         # The interval excludes zero, but one evaluation a side is a draw, not a
         # distribution: neither PASS nor NO DIFFERENCE says what the numbers say.
-        headline = f"INCONCLUSIVE ({_runs_phrase(sb.n_runs, sa.n_runs)}: rerun to confirm)"
-    else:
-        headline = "NO DIFFERENCE"
-    family_error = 1.0 - (1.0 - alpha) ** len(metrics)
-
-    headline_floor = floors.get(target_name)
-    report: dict[str, Any] = {
-        "target": target_name,
-        "proxy": proxy_name,
-        "must_not_regress": guard_names,
-        "metrics": metric_out,
-        "target_delta": t["delta"],
-        "target_ci95": t["ci95"],
-        "target_verdict": target_verdict,
-        "verdict": {
-            "target": target_verdict,
-            "moved": target_verdict == "moved",
-            "no_change_detected": target_verdict == "no_change_detected",
-            "within_eval_noise": target_verdict == "within_eval_noise",
-            "moved_unreplicated": target_verdict == "moved_unreplicated",
-            "regressed": regressed,
-            "over_optimized": over_optimized,
-            "guards_failed": guards_failed,
-            "ok": ok,
-        },
-        "headline_verdict": headline,
-        "ok": ok,
-        "over_optimized": over_optimized,
-        "n_paired_tasks": n_paired,
-        "n_unpaired_tasks": n_unpaired,
-        "paired_share": paired_share,
-        "prompt_mismatch": prompts,
-        "not_comparable": not_comparable,
-        "ceiling": ceiling,
-        "config": configs,
-        "answered": {k: v for k, v in answered.items() if k not in ("warning", "not_comparable")},
-        "writers": writers,
-        "k": {"before": k_b, "after": k_a},
-        "k_min": {"before": kmin_b, "after": kmin_a},
-        "run_std": headline_floor,
-        "run_std_by_metric": dict(floors) if floor_source != "none" else {},
-        "run_std_runs": run_std_runs,
-        "noise_band": t["noise_band"],
-        "noise_rule": noise_rule,
-        "floor_source": floor_source,
-        "eval_runs": {"before": sb.n_runs, "after": sa.n_runs},
-        "groups": groups,
-        "groups_down": groups_down,
-        "balanced": balanced,
-        "sizing": sizing,
-        "alpha": alpha,
-        "level": level,
-        "n_metrics": len(metrics),
-        "family_error": family_error,
-        "n_boot": n_boot,
-        "seed": seed,
-        "warnings": warnings,
-    }
-    return report
+        return f"INCONCLUSIVE ({_runs_phrase(sb.n_runs, sa.n_runs)}: rerun to confirm)"
+    return "NO DIFFERENCE"
 
 
 def _runs_phrase(n_before: int, n_after: int) -> str:
