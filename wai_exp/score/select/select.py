@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -228,8 +229,78 @@ def select_for_rl(
     lost k-way numbers, judge label noise, a reward hack, correlations, a shortfall. Raises
     ``ValueError`` for an unknown ``truncated``/``order``, a bad band or target.
     """
-    from wai_exp.score.diagnose.hack_scan import hack_scan, pooled_correlations
+    lo, hi, truncated = _check_rl_args(target, lo, hi, truncated, order, drop_truncated)
+    rows = as_rows(rows)
+    warnings: list[str] = []
 
+    # 1. Calibration on the rows as they arrived.
+    arr = _Arrival.measure(rows, truncated, lo, hi)
+    # 2. Prior round.
+    pool, prior_block = _prior_pool(rows, arr.keys, prior, lo, hi)
+    # 3. The band, on the rate the rows will be stamped with; 4. row gates, then duplicates.
+    pool, band_report, gate_report, dedupe_report = _gated_pool(
+        rows, arr, pool, lo, hi, enforce_band, has_tools, dedupe, warnings
+    )
+    # 5. Truncation.
+    dec = _Deciding.split(rows, arr.keys, pool, truncated)
+    # 6. The deciding rows must still mix after dedupe; 7. rank asks and take whole groups.
+    take = _Take.rank(rows, arr, dec, lo, hi, enforce_band, order, target)
+    picked, selected_kinds = _pick(take, dec.riders)
+    selected = [row for row, _ in picked]
+    # 8. Calibration stamp from step 1, in place.
+    n_carried = _stamp_picked(picked, rows, arr, lo, hi, enforce_band)
+
+    # 9. Report.
+    kway_after, scan, correlations = _selection_checks(selected, arr, audit, endorsed, warnings)
+    if take.counted < target:
+        warnings.append(_shortfall_warning(take, target))
+    rates_sel = np.array([take.rate_of[g] for g in take.chosen], dtype=float)
+    report = {
+        "rows_in": len(rows),
+        "asks_in": arr.stats.n_groups,
+        "rows_out": len(selected),
+        "rows_counted": take.counted,
+        "asks_out": len(take.chosen),
+        "target": target,
+        "overshoot": max(0, take.counted - target),
+        "shortfall": max(0, target - take.counted),
+        "band": [lo, hi],
+        "enforce_band": enforce_band,
+        "order": order,
+        "truncated": dec.truncation,
+        "has_tools": has_tools,
+        "prior": prior_block,
+        "gates": gate_report,
+        "dedupe": dedupe_report,
+        "unanimous": take.unanimous_report,
+        "out_of_band": band_report,
+        "asks_mixed_out_of_band_ranked_last": take.ranked_last(enforce_band),
+        "asks_unmixable": take.singles,
+        "fault_kinds": {
+            k: {"available": take.available_kinds[k], "selected": selected_kinds.get(k, 0)}
+            for k in sorted(take.available_kinds)
+        },
+        "pass_rates": _rate_summary(rates_sel),
+        "group_signal": group_signal(selected, lo=lo, hi=hi),
+        "calibration": {
+            "measured_on": arr.measured_on,
+            "rows_stamped": len(selected),
+            "n_carried": n_carried,
+            "kway_before": arr.kway_before,
+            "kway_after": kway_after,
+        },
+        "hack_scan": scan,
+        "correlations": correlations,
+        "hygiene_warnings": warnings,
+    }
+    return selected, report
+
+
+def _check_rl_args(
+    target: int, lo: float, hi: float, truncated: str, order: str, drop_truncated: bool
+) -> tuple[float, float, str]:
+    """The checked band and the truncation mode (``drop_truncated=False`` is ``"keep"``'s
+    old spelling). Raises ``ValueError`` naming the bad argument."""
     _check_target(target)
     lo, hi = check_band(lo, hi)
     if truncated not in TRUNCATED_MODES:
@@ -238,141 +309,265 @@ def select_for_rl(
         raise ValueError(f"order must be one of {ORDERS} (got {order!r})")
     if not drop_truncated and truncated == "drop":
         truncated = "keep"
-    rows = as_rows(rows)
-    warnings: list[str] = []
+    return lo, hi, truncated
 
-    # 1. Calibration on the rows as they arrived (keys and rewards from row_facts, read once
-    # and shared with the later steps' group_stats). Every later step tracks rows by their
-    # position in ``rows``: a row's task key, ask and 0/1 reward are array look-ups.
-    keys = row_facts(rows).keys
-    judged = binary_rewards(rows)
-    arrival_binary = judged.copy()
-    if truncated == "penalize":
-        # The penalty is part of the reward: a cut rollout is a failure in the stamped rate
-        # too, or an ask would be selected at 3 of 4 and stamped 4 of 4, outside the band.
-        cut = np.fromiter((is_truncated(r) for r in rows), dtype=bool, count=len(rows))
-        arrival_binary[cut & np.isfinite(arrival_binary)] = 0.0
-    arrival = group_stats(rows, binary=arrival_binary)
-    ask_of = np.asarray(arrival.inv, dtype=np.intp)  # each row's ask, in arrival.keys order
-    measured_on = "rows as they arrived, before dedupe and trims" + (
-        " (cut rollouts counted as failures, truncated='penalize')"
-        if truncated == "penalize"
-        else ""
-    )
-    arrival_index = {k: g for g, k in enumerate(arrival.keys)}
-    kway_before = _kway_available(arrival.k)
-    stamped = _stamped_rates(rows, keys, arrival, arrival_index)
-    eps = 1e-9
-    ask_in_band = (stamped >= lo - eps) & (stamped <= hi + eps)  # NaN (unmeasured): False
 
-    # 2. Prior round.
-    prior_block: dict[str, Any] | None = None
-    pool = list(range(len(rows)))
-    if prior is not None:
-        firsts = {}
-        for row, key in zip(rows, keys, strict=True):
-            firsts.setdefault(key, row)
-        nr = next_round(prior, tasks=list(firsts.values()), lo=lo, hi=hi)
-        rates = nr["pass_rates"]
-        drop_keys = {k for k, r in rates.items() if r > hi + eps or r < lo - eps}
-        pool = [i for i, k in enumerate(keys) if k not in drop_keys]
-        prior_block = {
-            "kept": nr["kept"],
-            "dropped_solved": nr["dropped_solved"],
-            "dropped_unsolved": nr["dropped_unsolved"],
-            "unknown": nr["unknown"],
-            "rows_dropped": len(rows) - len(pool),
-            "from_policy": nr["from_policy"],
-        }
-
-    # 3. The band, on the rate the rows will be stamped with; only then dedupe (step 4).
+def _gated_pool(
+    rows: list[dict[str, Any]],
+    arr: _Arrival,
+    pool: list[int],
+    lo: float,
+    hi: float,
+    enforce_band: bool,
+    has_tools: bool,
+    dedupe: bool,
+    warnings: list[str],
+) -> tuple[list[int], dict[str, Any] | None, dict[str, Any], dict[str, Any] | None]:
+    """Steps 3 and 4: the band on the stamped rate (before dedupe, so no selected row is
+    stamped out of band), the row gates, then duplicates; the pool and each step's report."""
     band_report: dict[str, Any] | None = None
     if enforce_band:
-        pool, band_report = _band_on_stamped(pool, ask_of, stamped, ask_in_band, lo, hi)
-
-    # 4. Row gates.
+        pool, band_report = _band_on_stamped(pool, arr.ask_of, arr.stamped, arr.ask_in_band, lo, hi)
     keep, gate_report = junk_positions([rows[i] for i in pool], has_tools=has_tools)
     pool = [pool[j] for j in keep]
-
-    # 4b. Duplicates.
     dedupe_report: dict[str, Any] | None = None
     if dedupe:
-        dropped, dedupe_report = dedupe_positions(
-            [rows[i] for i in pool], asks=[keys[i] for i in pool]
-        )
-        if dropped:
-            pool = [i for j, i in enumerate(pool) if j not in dropped]
-        if dedupe_report["reward_disagreements"]:
-            warnings.append(
-                f"{dedupe_report['reward_disagreements']} identical trajectories were scored "
-                f"differently by the judge (label noise); asks: {', '.join(dedupe_report['disagreement_asks'][:5])}"
-            )
+        pool, dedupe_report = _dedupe_pool(rows, arr.keys, pool, warnings)
+    return pool, band_report, gate_report, dedupe_report
 
-    # 5. Truncation. ``deciding`` holds the rows (or penalized copies) that decide their ask,
-    # ``d_src`` the position of the row each came from.
-    deciding: list[dict[str, Any]] = []
-    d_src: list[int] = []
-    penalized: list[bool] = []
-    riders: dict[str, list[tuple[dict[str, Any], int]]] = defaultdict(list)
-    n_trunc = 0
-    for i in pool:
-        row = rows[i]
-        if not is_truncated(row):
-            deciding.append(row)
-            d_src.append(i)
-            penalized.append(False)
-            continue
-        n_trunc += 1
-        if truncated == "drop":
-            continue
-        if truncated == "keep":
-            riders[keys[i]].append(({**row, "overlong": True}, i))
-        else:
-            copy = {
-                **row,
-                "overlong": True,
-                "reward": 0.0,
-                "reward_before_penalty": row.get("reward"),
-            }
-            deciding.append(copy)
-            d_src.append(i)
-            penalized.append(True)
-    truncation = {
-        "mode": truncated,
-        "rows_truncated": n_trunc,
-        "dropped": n_trunc if truncated == "drop" else 0,
-        "kept_overlong": n_trunc if truncated == "keep" else 0,
-        "penalized": n_trunc if truncated == "penalize" else 0,
+
+#: Rates within this of a band edge are in the band (float noise on k-way rates).
+_EPS = 1e-9
+
+
+@dataclass
+class _Arrival:
+    """Step 1: calibration on the rows as they arrived. Keys and rewards come from
+    row_facts, read once and shared with the later steps' group_stats; every later step
+    tracks rows by their position in ``rows``, so a row's task key, ask and 0/1 reward are
+    array look-ups."""
+
+    keys: list[Any]
+    #: each row's 0/1 reward (NaN: unjudged)
+    judged: np.ndarray
+    stats: Any
+    #: each row's ask, in ``stats.keys`` order
+    ask_of: np.ndarray
+    index: dict[Any, int]
+    measured_on: str
+    kway_before: bool
+    #: each ask's stamped rate (a carried stamp's, else the arrival rate)
+    stamped: np.ndarray
+    ask_in_band: np.ndarray
+
+    @classmethod
+    def measure(cls, rows: list[dict[str, Any]], truncated: str, lo: float, hi: float) -> _Arrival:
+        keys = row_facts(rows).keys
+        judged = binary_rewards(rows)
+        arrival_binary = judged.copy()
+        if truncated == "penalize":
+            # The penalty is part of the reward: a cut rollout is a failure in the stamped
+            # rate too, or an ask would be selected at 3 of 4 and stamped 4 of 4, outside
+            # the band.
+            cut = np.fromiter((is_truncated(r) for r in rows), dtype=bool, count=len(rows))
+            arrival_binary[cut & np.isfinite(arrival_binary)] = 0.0
+        arrival = group_stats(rows, binary=arrival_binary)
+        measured_on = "rows as they arrived, before dedupe and trims" + (
+            " (cut rollouts counted as failures, truncated='penalize')"
+            if truncated == "penalize"
+            else ""
+        )
+        index = {k: g for g, k in enumerate(arrival.keys)}
+        stamped = _stamped_rates(rows, keys, arrival, index)
+        ask_in_band = (stamped >= lo - _EPS) & (stamped <= hi + _EPS)  # NaN (unmeasured): False
+        return cls(
+            keys, judged, arrival, np.asarray(arrival.inv, dtype=np.intp), index, measured_on,
+            _kway_available(arrival.k), stamped, ask_in_band,
+        )  # fmt: skip
+
+
+def _prior_pool(
+    rows: list[dict[str, Any]],
+    keys: list[Any],
+    prior: Sequence[dict[str, Any]] | None,
+    lo: float,
+    hi: float,
+) -> tuple[list[int], dict[str, Any] | None]:
+    """Step 2: the row positions left after dropping asks the previous round solved above
+    ``hi`` or below ``lo``, and the report block (None without ``prior``)."""
+    if prior is None:
+        return list(range(len(rows))), None
+    firsts = {}
+    for row, key in zip(rows, keys, strict=True):
+        firsts.setdefault(key, row)
+    nr = next_round(prior, tasks=list(firsts.values()), lo=lo, hi=hi)
+    rates = nr["pass_rates"]
+    drop_keys = {k for k, r in rates.items() if r > hi + _EPS or r < lo - _EPS}
+    pool = [i for i, k in enumerate(keys) if k not in drop_keys]
+    return pool, {
+        "kept": nr["kept"],
+        "dropped_solved": nr["dropped_solved"],
+        "dropped_unsolved": nr["dropped_unsolved"],
+        "unknown": nr["unknown"],
+        "rows_dropped": len(rows) - len(pool),
+        "from_policy": nr["from_policy"],
     }
 
-    # 6. The deciding rows must still mix after dedupe (trim_unanimous_groups, on the keys
-    # and rewards read in step 1).
-    src = np.asarray(d_src, dtype=np.intp)
-    d_keys = [keys[i] for i in d_src]
-    d_bin = judged[src]
-    d_bin[np.asarray(penalized, dtype=bool) & np.isfinite(d_bin)] = 0.0  # a graded cut row fails
-    keep_row, unanimous_report = unanimous_keep_mask(deciding, 2, keys=d_keys, binary=d_bin)
-    surv = np.flatnonzero(keep_row).tolist()
-    survivors = [deciding[j] for j in surv]
-    s_src = [d_src[j] for j in surv]
 
-    # 7. Rank asks and take whole groups.
-    stats = group_stats(survivors, keys=[d_keys[j] for j in surv], binary=d_bin[surv])
-    members: list[list[tuple[dict[str, Any], int]]] = [[] for _ in range(stats.n_groups)]
-    kinds_rows: list[Counter[str]] = [Counter() for _ in range(stats.n_groups)]
-    for row, i, g in zip(survivors, s_src, stats.inv.tolist(), strict=True):
-        members[g].append((row, i))
-        kinds_rows[g][fault_kind(rows[i])] += 1
-    mixed = (stats.k >= 2) & (stats.n_pass > 0) & (stats.n_pass < stats.k)
-    # Every ranking reads the stamped rate of the ask, not its rate among the survivors.
-    rate_of = stamped[[arrival_index[k] for k in stats.keys]] if stats.n_groups else np.zeros(0)
-    in_band = mixed & (rate_of >= lo - eps) & (rate_of <= hi + eps)
-    singles = int((stats.k < 2).sum())
-    ask_kind = [c.most_common(1)[0][0] if c else "no-fault" for c in kinds_rows]
-    arrival_order = [int(g) for g in stats.arrival_order()]
-    tiers = [[g for g in arrival_order if in_band[g]]]
-    if not enforce_band:
-        tiers.append([g for g in arrival_order if mixed[g] and not in_band[g]])
+def _dedupe_pool(
+    rows: list[dict[str, Any]], keys: list[Any], pool: list[int], warnings: list[str]
+) -> tuple[list[int], dict[str, Any]]:
+    """Step 4b: repeat trajectories within an ask go; label noise is a warning."""
+    dropped, dedupe_report = dedupe_positions([rows[i] for i in pool], asks=[keys[i] for i in pool])
+    if dropped:
+        pool = [i for j, i in enumerate(pool) if j not in dropped]
+    if dedupe_report["reward_disagreements"]:
+        warnings.append(
+            f"{dedupe_report['reward_disagreements']} identical trajectories were scored "
+            f"differently by the judge (label noise); asks: {', '.join(dedupe_report['disagreement_asks'][:5])}"
+        )
+    return pool, dedupe_report
+
+
+@dataclass
+class _Deciding:
+    """Step 5: the rows (or penalized copies) that decide their ask, the position of the
+    row each came from, and the ``truncated="keep"`` riders per ask."""
+
+    rows: list[dict[str, Any]]
+    src: list[int]
+    penalized: list[bool]
+    riders: dict[Any, list[tuple[dict[str, Any], int]]]
+    truncation: dict[str, Any]
+
+    @classmethod
+    def split(
+        cls, rows: list[dict[str, Any]], keys: list[Any], pool: list[int], truncated: str
+    ) -> _Deciding:
+        out = cls([], [], [], defaultdict(list), {})
+        n_trunc = 0
+        for i in pool:
+            row = rows[i]
+            if not is_truncated(row):
+                out.rows.append(row)
+                out.src.append(i)
+                out.penalized.append(False)
+                continue
+            n_trunc += 1
+            if truncated == "drop":
+                continue
+            if truncated == "keep":
+                out.riders[keys[i]].append(({**row, "overlong": True}, i))
+            else:
+                copy = {
+                    **row,
+                    "overlong": True,
+                    "reward": 0.0,
+                    "reward_before_penalty": row.get("reward"),
+                }
+                out.rows.append(copy)
+                out.src.append(i)
+                out.penalized.append(True)
+        out.truncation = {
+            "mode": truncated,
+            "rows_truncated": n_trunc,
+            "dropped": n_trunc if truncated == "drop" else 0,
+            "kept_overlong": n_trunc if truncated == "keep" else 0,
+            "penalized": n_trunc if truncated == "penalize" else 0,
+        }
+        return out
+
+
+@dataclass
+class _Take:
+    """Steps 6 and 7: the asks that still mix, ranked, and the whole groups taken."""
+
+    stats: Any
+    members: list[list[tuple[dict[str, Any], int]]]
+    ask_kind: list[str]
+    rate_of: np.ndarray
+    mixed: np.ndarray
+    in_band: np.ndarray
+    singles: int
+    available_kinds: Counter[str]
+    chosen: list[int]
+    counted: int
+    unanimous_report: dict[str, Any]
+
+    def ranked_last(self, enforce_band: bool) -> int:
+        """Mixed asks outside the band, ranked after every in-band one (none when enforced)."""
+        return 0 if enforce_band else int((self.mixed & ~self.in_band).sum())
+
+    @classmethod
+    def rank(
+        cls,
+        rows: list[dict[str, Any]],
+        arr: _Arrival,
+        dec: _Deciding,
+        lo: float,
+        hi: float,
+        enforce_band: bool,
+        order: str,
+        target: int,
+    ) -> _Take:
+        # 6. trim_unanimous_groups, on the keys and rewards read in step 1.
+        src = np.asarray(dec.src, dtype=np.intp)
+        d_keys = [arr.keys[i] for i in dec.src]
+        d_bin = arr.judged[src]
+        # a graded cut row fails
+        d_bin[np.asarray(dec.penalized, dtype=bool) & np.isfinite(d_bin)] = 0.0
+        keep_row, unanimous_report = unanimous_keep_mask(dec.rows, 2, keys=d_keys, binary=d_bin)
+        surv = np.flatnonzero(keep_row).tolist()
+        survivors = [dec.rows[j] for j in surv]
+        s_src = [dec.src[j] for j in surv]
+        # 7.
+        stats = group_stats(survivors, keys=[d_keys[j] for j in surv], binary=d_bin[surv])
+        members: list[list[tuple[dict[str, Any], int]]] = [[] for _ in range(stats.n_groups)]
+        kinds_rows: list[Counter[str]] = [Counter() for _ in range(stats.n_groups)]
+        for row, i, g in zip(survivors, s_src, stats.inv.tolist(), strict=True):
+            members[g].append((row, i))
+            kinds_rows[g][fault_kind(rows[i])] += 1
+        mixed = (stats.k >= 2) & (stats.n_pass > 0) & (stats.n_pass < stats.k)
+        # Every ranking reads the stamped rate of the ask, not its rate among the survivors.
+        rate_of = arr.stamped[[arr.index[k] for k in stats.keys]] if stats.n_groups else np.zeros(0)
+        in_band = mixed & (rate_of >= lo - _EPS) & (rate_of <= hi + _EPS)
+        ask_kind = [c.most_common(1)[0][0] if c else "no-fault" for c in kinds_rows]
+        arrival_order = [int(g) for g in stats.arrival_order()]
+        tiers = [[g for g in arrival_order if in_band[g]]]
+        if not enforce_band:
+            tiers.append([g for g in arrival_order if mixed[g] and not in_band[g]])
+        sequence, available_kinds = _sequence(tiers, ask_kind, rate_of, order)
+        chosen: list[int] = []
+        counted = 0
+        for g in sequence:
+            if counted >= target:
+                break
+            chosen.append(g)
+            counted += len(members[g])
+        return cls(
+            stats, members, ask_kind, rate_of, mixed, in_band, int((stats.k < 2).sum()),
+            available_kinds, chosen, counted, unanimous_report,
+        )  # fmt: skip
+
+
+def _pick(
+    take: _Take, riders: dict[Any, list[tuple[dict[str, Any], int]]]
+) -> tuple[list[tuple[dict[str, Any], int]], Counter[str]]:
+    """The chosen asks' rows (with their riders) and how many asks of each kind were taken."""
+    picked: list[tuple[dict[str, Any], int]] = []
+    selected_kinds: Counter[str] = Counter()
+    for g in take.chosen:
+        selected_kinds[take.ask_kind[g]] += 1
+        picked.extend(take.members[g])
+        picked.extend(riders.get(take.stats.keys[g], ()))
+    return picked, selected_kinds
+
+
+def _sequence(
+    tiers: list[list[int]], ask_kind: list[str], rate_of: np.ndarray, order: str
+) -> tuple[list[int], Counter[str]]:
+    """The asks in the order they are taken: tier by tier, round-robin across fault kinds,
+    within a kind by ``order``; and how many asks of each kind were available."""
     sequence: list[int] = []
     available_kinds: Counter[str] = Counter()
     for tier in tiers:
@@ -386,37 +581,34 @@ def select_for_rl(
             else:
                 by_kind[kind] = sorted(asks, key=lambda g: abs(float(rate_of[g]) - 0.5))
         sequence.extend(_round_robin(by_kind))
-    chosen: list[int] = []
-    counted = 0
-    for g in sequence:
-        if counted >= target:
-            break
-        chosen.append(g)
-        counted += len(members[g])
-    picked: list[tuple[dict[str, Any], int]] = []
-    selected_kinds: Counter[str] = Counter()
-    for g in chosen:
-        selected_kinds[ask_kind[g]] += 1
-        picked.extend(members[g])
-        picked.extend(riders.get(stats.keys[g], ()))
-    selected = [row for row, _ in picked]
+    return sequence, available_kinds
 
-    # 8. Calibration stamp from step 1, in place.
+
+def _stamp_picked(
+    picked: list[tuple[dict[str, Any], int]],
+    rows: list[dict[str, Any]],
+    arr: _Arrival,
+    lo: float,
+    hi: float,
+    enforce_band: bool,
+) -> int:
+    """Step 8: stamp step 1's calibration on each picked row's source row, in place (a copy
+    shares it); returns how many carried a stamp of their own."""
     n_carried = 0
     for row, i in picked:
         src_row = rows[i]
-        g = int(ask_of[i])
-        k = int(arrival.k[g])
-        rate = float(arrival.pass_rate[g]) if k else None
+        g = int(arr.ask_of[i])
+        k = int(arr.stats.k[g])
+        rate = float(arr.stats.pass_rate[g]) if k else None
         stamp = {
             "pass_rate": rate,
             "k": k,
             "n": k,  # row-v1's name for the rollouts the rate is over
-            "n_pass": int(arrival.n_pass[g]),
+            "n_pass": int(arr.stats.n_pass[g]),
             "band": [lo, hi],
-            "in_band": None if rate is None else bool(lo - eps <= rate <= hi + eps),
+            "in_band": None if rate is None else bool(lo - _EPS <= rate <= hi + _EPS),
             "band_enforced": enforce_band,
-            "measured_on": measured_on,
+            "measured_on": arr.measured_on,
             "source": "select_for_rl",
             "policy": src_row.get("policy_version"),
             "model": src_row.get("model_version"),
@@ -428,28 +620,33 @@ def select_for_rl(
             src_row["calibration"]["band"] = [lo, hi]
             src_row["calibration"]["band_enforced"] = enforce_band
             src_row["calibration"]["in_band"] = (
-                None if kept_rate is None else bool(lo - eps <= float(kept_rate) <= hi + eps)
+                None if kept_rate is None else bool(lo - _EPS <= float(kept_rate) <= hi + _EPS)
             )
         if src_row is not row:
             row["calibration"] = src_row["calibration"]
+    return n_carried
 
-    # 9. Report.
+
+def _selection_checks(
+    selected: list[dict[str, Any]],
+    arr: _Arrival,
+    audit: dict[str, Any] | None,
+    endorsed: Sequence[str],
+    warnings: list[str],
+) -> tuple[bool, dict[str, Any], dict[str, Any]]:
+    """What the selection still carries: whether its k-way numbers survive, the verifier's
+    audit, ``hack_scan`` and the pooled correlations, each a warning when it fails."""
+    from wai_exp.score.diagnose.hack_scan import hack_scan, pooled_correlations
+
     sel_stats = group_stats(selected) if selected else None
     kway_after = _kway_available(sel_stats.k) if sel_stats is not None else False
-    if kway_before and not kway_after:
+    if arr.kway_before and not kway_after:
         warnings.append(
             f"the k-way reliability numbers (pass^k, pass@k) were available on the rows as they "
             f"arrived (k >= {KWAY_MIN_K}) but do not survive the prune: report them from the "
             f"graded rows, not from this selection"
         )
-    if audit:
-        fn_rate = audit.get("fn_rate")
-        fn_warn = float(audit.get("fn_warn", FN_WARN))
-        if isinstance(fn_rate, int | float) and fn_rate > fn_warn:
-            warnings.append(
-                f"the verifier rejects right answers {fn_rate:.0%} of the time (audit fn_rate above "
-                f"FN_WARN {fn_warn:.0%}): fix the verifier before training on this selection"
-            )
+    warnings += _audit_warnings(audit)
     scan = hack_scan(selected, endorsed=endorsed)
     if scan["regime"] in ("reward_hack", "degenerate"):
         warnings.append(
@@ -462,55 +659,35 @@ def select_for_rl(
             f"reward correlates with {name} across rows (corr {correlations['correlations'][name]:+.2f}): "
             f"a judge that pays for it will be learned"
         )
-    if counted < target:
-        warnings.append(
-            f"only {counted} rows in {len(chosen)} usable asks for target {target}: simulate more "
-            f"asks or widen the band"
-        )
-    rates_sel = np.array([rate_of[g] for g in chosen], dtype=float)
-    report = {
-        "rows_in": len(rows),
-        "asks_in": arrival.n_groups,
-        "rows_out": len(selected),
-        "rows_counted": counted,
-        "asks_out": len(chosen),
-        "target": target,
-        "overshoot": max(0, counted - target),
-        "shortfall": max(0, target - counted),
-        "band": [lo, hi],
-        "enforce_band": enforce_band,
-        "order": order,
-        "truncated": truncation,
-        "has_tools": has_tools,
-        "prior": prior_block,
-        "gates": gate_report,
-        "dedupe": dedupe_report,
-        "unanimous": unanimous_report,
-        "out_of_band": band_report,
-        "asks_mixed_out_of_band_ranked_last": 0 if enforce_band else int((mixed & ~in_band).sum()),
-        "asks_unmixable": singles,
-        "fault_kinds": {
-            k: {"available": available_kinds[k], "selected": selected_kinds.get(k, 0)}
-            for k in sorted(available_kinds)
-        },
-        "pass_rates": {
-            "min": float(rates_sel.min()) if rates_sel.size else None,
-            "median": float(np.median(rates_sel)) if rates_sel.size else None,
-            "max": float(rates_sel.max()) if rates_sel.size else None,
-        },
-        "group_signal": group_signal(selected, lo=lo, hi=hi),
-        "calibration": {
-            "measured_on": measured_on,
-            "rows_stamped": len(selected),
-            "n_carried": n_carried,
-            "kway_before": kway_before,
-            "kway_after": kway_after,
-        },
-        "hack_scan": scan,
-        "correlations": correlations,
-        "hygiene_warnings": warnings,
+    return kway_after, scan, correlations
+
+
+def _shortfall_warning(take: _Take, target: int) -> str:
+    return (
+        f"only {take.counted} rows in {len(take.chosen)} usable asks for target {target}: "
+        "simulate more asks or widen the band"
+    )
+
+
+def _rate_summary(rates: np.ndarray) -> dict[str, float | None]:
+    return {
+        "min": float(rates.min()) if rates.size else None,
+        "median": float(np.median(rates)) if rates.size else None,
+        "max": float(rates.max()) if rates.size else None,
     }
-    return selected, report
+
+
+def _audit_warnings(audit: dict[str, Any] | None) -> list[str]:
+    if not audit:
+        return []
+    fn_rate = audit.get("fn_rate")
+    fn_warn = float(audit.get("fn_warn", FN_WARN))
+    if isinstance(fn_rate, int | float) and fn_rate > fn_warn:
+        return [
+            f"the verifier rejects right answers {fn_rate:.0%} of the time (audit fn_rate above "
+            f"FN_WARN {fn_warn:.0%}): fix the verifier before training on this selection"
+        ]
+    return []
 
 
 @without_gc
