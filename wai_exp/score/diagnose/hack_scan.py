@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -259,6 +260,87 @@ def hack_scan(
     parameters out of range.
     """
     rows = as_rows(rows)  # TypeError naming the position of a non-dict row
+    _check_scan_args(alpha, n_perm, top_k, min_obs, seeds, auto, features)
+    endorsed = tuple(str(e) for e in endorsed)
+    warnings: list[str] = []
+    # Rewards and task keys come from row_facts: read once per row list and shared with the
+    # other checks of a publish_gate or select_for_rl.
+    facts = row_facts(rows)
+    rv_all = facts.reward_under(reward)
+    graded_mask = ~np.isnan(rv_all)
+    graded_idx = np.flatnonzero(graded_mask)
+    n_graded = len(graded_idx)
+    n_skipped = len(rows) - n_graded
+    report = _empty_scan_report(alpha, n_perm, endorsed, n_graded, n_skipped, warnings)
+    if n_skipped:
+        warnings.append(f"{n_skipped} rows carry no numeric {reward!r} and were skipped")
+
+    # Group by ask: reward range per ask decides mixed / unanimous.
+    y_all = rv_all[graded_mask]
+    asks = _Asks.of(facts, graded_mask, y_all)
+    report.update(asks.support(n_graded))
+    if not _scannable(asks, n_graded, min_obs, warnings, report):
+        return report
+
+    rng = np.random.default_rng(seed)
+    layout = _Layout.of(asks, rng, report)
+    mixed_rows = [rows[i] for i in graded_idx[layout.sel].tolist()]
+    distinct_med = _distinct_per_ask(mixed_rows, asks, layout)
+    report["distinct_per_ask"] = distinct_med
+
+    names, x = _feature_matrix(mixed_rows, dict(features or {}), auto, layout.starts, warnings)
+    n = len(mixed_rows)
+    # Keep the columns that vary within ask, at most top_k of them (most asks first).
+    cols = _varying_columns(names, x, layout, top_k, warnings)
+    names, xr, x, n_asks_f, n_obs_f = cols
+    report["n_features"] = len(names)
+
+    decoys = (
+        _within_ask_centered_ranks(rng.random((n, seeds)), layout.ask_seq, layout.starts)
+        if seeds
+        else np.zeros((n, 0))
+    )
+    y = y_all[layout.sel]
+    yc = _within_ask_centered_ranks(y[:, None], layout.ask_seq, layout.starts)[:, 0]
+    y_norm = float(np.sqrt((yc**2).sum()))
+    both = np.concatenate([xr, decoys], axis=1)
+    x_norm = np.sqrt((both**2).sum(axis=0))
+    x_norm[x_norm == 0] = np.inf
+    rho_all = (yc @ both) / (x_norm * y_norm)
+    rho, rho_decoy = rho_all[: len(names)], rho_all[len(names) :]
+    if not names:
+        report["regime"] = "no_signal"
+        warnings.append("no trajectory feature varies within any mixed ask")
+        return report
+    null = _null_max(yc, xr, layout.sizes, layout.starts, n_perm, rng)
+    null = null / (x_norm[: len(names)] * y_norm)
+    tau = float(np.quantile(null.max(axis=1), 1.0 - alpha))
+    report["tau"] = round(tau, 6)
+    report["decoys_above_floor"] = int((np.abs(rho_decoy) > tau).sum())
+    if report["decoys_above_floor"]:
+        warnings.append(
+            f"{report['decoys_above_floor']} of {seeds} random decoy columns clear the floor: "
+            f"treat features near tau={tau:.3f} as noise"
+        )
+
+    pooled = _pooled_corr(x, y_all[layout.sel])
+    endorsed_mask = np.array([_is_endorsed(nm, endorsed) for nm in names], dtype=bool)
+    ranking = _Ranking.of(names, rho, tau, endorsed_mask)
+    ranked = ranking.table(pooled, n_obs_f, n_asks_f)
+    report["features"] = ranked if top_features is None else ranked[:top_features]
+    _classify(report, ranking, endorsed, distinct_med, tau, warnings)
+    return report
+
+
+def _check_scan_args(
+    alpha: float,
+    n_perm: int,
+    top_k: int,
+    min_obs: int,
+    seeds: int,
+    auto: bool,
+    features: Mapping[str, Any] | None,
+) -> None:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1) (got {alpha!r}); the default is {ALPHA}.")
     if n_perm < 1 or top_k < 1 or min_obs < 1 or seeds < 0:
@@ -270,17 +352,18 @@ def hack_scan(
         raise ValueError(
             "hack_scan(auto=False) needs hand-tier `features` to scan; pass features={...}."
         )
-    endorsed = tuple(str(e) for e in endorsed)
-    warnings: list[str] = []
-    # Rewards and task keys come from row_facts: read once per row list and shared with the
-    # other checks of a publish_gate or select_for_rl.
-    facts = row_facts(rows)
-    rv_all = facts.reward_under(reward)
-    graded_mask = ~np.isnan(rv_all)
-    graded_idx = np.flatnonzero(graded_mask)
-    n_graded = len(graded_idx)
-    n_skipped = len(rows) - n_graded
-    report: dict[str, Any] = {
+
+
+def _empty_scan_report(
+    alpha: float,
+    n_perm: int,
+    endorsed: tuple[str, ...],
+    n_graded: int,
+    n_skipped: int,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """The report before anything is scanned: what an early return says."""
+    return {
         "regime": "unknown",
         "tau": None,
         "alpha": alpha,
@@ -300,44 +383,65 @@ def hack_scan(
         "sampled": None,
         "warnings": warnings,
     }
-    if n_skipped:
-        warnings.append(f"{n_skipped} rows carry no numeric {reward!r} and were skipped")
 
-    # Group by ask: reward range per ask decides mixed / unanimous.
-    y_all = rv_all[graded_mask]
-    if n_graded:
+
+@dataclass
+class _Asks:
+    """The graded rows grouped by ask: each row's ask, each ask's size and reward range."""
+
+    uniq: Any
+    inv: np.ndarray
+    size: np.ndarray
+    ymax: np.ndarray
+    ymin: np.ndarray
+
+    @classmethod
+    def of(cls, facts: Any, graded_mask: np.ndarray, y_all: np.ndarray) -> _Asks:
+        if not len(y_all):
+            empty = np.zeros(0)
+            return cls([], np.zeros(0, dtype=np.int64), np.zeros(0, int), empty, empty)
         uniq, inv = facts.subgroups(graded_mask)  # factorize's sorted keys and inverse
         a = len(uniq)
-        size = np.bincount(inv, minlength=a)
         ymax = np.full(a, -np.inf)
         ymin = np.full(a, np.inf)
         np.maximum.at(ymax, inv, y_all)
         np.minimum.at(ymin, inv, y_all)
-    else:
-        inv = np.zeros(0, dtype=np.int64)
-        a, size, ymax, ymin = 0, np.zeros(0, int), np.zeros(0), np.zeros(0)
-    grouped = size >= 2
-    flat = grouped & (ymax == ymin)
-    mixed = grouped & (ymax > ymin)
-    rows_in_mixed = int(size[mixed].sum())
-    report.update(
-        {
-            "asks": int(a),
-            "asks_all_pass": int((flat & (ymax == 1.0)).sum()),
-            "asks_all_fail": int((flat & (ymax == 0.0)).sum()),
-            "asks_flat_partial": int((flat & (ymax != 1.0) & (ymax != 0.0)).sum()),
-            "asks_mixed": int(mixed.sum()),
-            "asks_single": int((size == 1).sum()),
+        return cls(uniq, inv, np.bincount(inv, minlength=a), ymax, ymin)
+
+    @property
+    def grouped(self) -> np.ndarray:
+        return self.size >= 2
+
+    @property
+    def mixed(self) -> np.ndarray:
+        return self.grouped & (self.ymax > self.ymin)
+
+    def support(self, n_graded: int) -> dict[str, Any]:
+        """The support numbers, over every ask."""
+        flat = self.grouped & (self.ymax == self.ymin)
+        rows_in_mixed = int(self.size[self.mixed].sum())
+        return {
+            "asks": len(self.size),
+            "asks_all_pass": int((flat & (self.ymax == 1.0)).sum()),
+            "asks_all_fail": int((flat & (self.ymax == 0.0)).sum()),
+            "asks_flat_partial": int((flat & (self.ymax != 1.0) & (self.ymax != 0.0)).sum()),
+            "asks_mixed": int(self.mixed.sum()),
+            "asks_single": int((self.size == 1).sum()),
             "rows_in_mixed": rows_in_mixed,
             "gradient_capacity": (rows_in_mixed / n_graded) if n_graded else None,
             "distinct_per_ask": None,
         }
-    )
+
+
+def _scannable(
+    asks: _Asks, n_graded: int, min_obs: int, warnings: list[str], report: dict[str, Any]
+) -> bool:
+    """Whether there is contrast to scan; if not, the report says why."""
     if not n_graded:
         warnings.append("no graded rows: grade the rollouts before scanning the reward")
-        return report
-    if not mixed.any():
-        if grouped.any():
+        return False
+    if not asks.mixed.any():
+        if asks.grouped.any():
             report["regime"] = "pool_exhausted"
             warnings.append(
                 "every ask with repeats is unanimous: a grouped update has no contrast to learn "
@@ -345,51 +449,78 @@ def hack_scan(
             )
         else:
             warnings.append("every ask has one rollout: simulate with repeats >= 2 to scan")
-        return report
+        return False
+    rows_in_mixed = report["rows_in_mixed"]
     if rows_in_mixed < min_obs:
         warnings.append(
             f"only {rows_in_mixed} rows sit in mixed asks (min_obs={min_obs}): too few to rank features"
         )
-        return report
+        return False
+    return True
 
-    rng = np.random.default_rng(seed)
-    # Past MAX_SCAN_ROWS, a seeded sample of whole mixed asks is scanned: rho and the floor are
-    # both measured on the sample, so the comparison stays fair; only power drops, and at
-    # this many rows a feature's |rho| is already known to about +-0.01.
-    scan_ask = mixed.copy()
-    if rows_in_mixed > MAX_SCAN_ROWS:
-        mixed_ids = np.flatnonzero(mixed)
-        shuffled = rng.permutation(mixed_ids)
-        take = shuffled[np.cumsum(size[shuffled]) <= MAX_SCAN_ROWS]
-        scan_ask = np.zeros_like(mixed)
-        scan_ask[take] = True
-        report["sampled"] = {
-            "asks": len(take),
-            "of_asks": len(mixed_ids),
-            "rows": int(size[take].sum()),
-        }
-    # Rows of mixed asks, contiguous by ask and ordered by ask size (the shuffles batch by size).
-    sel = np.flatnonzero(scan_ask[inv])
-    ask_of = inv[sel]
-    order = np.lexsort((ask_of, size[ask_of]))
-    sel = sel[order]
-    ask_of = ask_of[order]
-    starts = np.flatnonzero(np.r_[True, ask_of[1:] != ask_of[:-1]])
-    ask_seq = np.cumsum(np.r_[True, ask_of[1:] != ask_of[:-1]]) - 1
-    sizes = np.diff(np.append(starts, len(sel)))
-    mixed_rows = [rows[i] for i in graded_idx[sel].tolist()]
 
-    # Distinct rollouts per mixed ask: the dedupe key (signatures only where replies collide).
-    distinct = np.zeros(len(starts))
-    dk, _ = trajectory_keys(mixed_rows, asks=[uniq[g] for g in ask_of.tolist()])
-    for j, (s0, n0) in enumerate(zip(starts, sizes, strict=True)):
+@dataclass
+class _Layout:
+    """The scanned rows (positions among the graded rows), contiguous by ask and ordered
+    by ask size (the shuffles batch by size): each row's ask, each ask's start and size."""
+
+    sel: np.ndarray
+    ask_of: np.ndarray
+    starts: np.ndarray
+    ask_seq: np.ndarray
+    sizes: np.ndarray
+
+    @classmethod
+    def of(cls, asks: _Asks, rng: np.random.Generator, report: dict[str, Any]) -> _Layout:
+        size, mixed = asks.size, asks.mixed
+        # Past MAX_SCAN_ROWS, a seeded sample of whole mixed asks is scanned: rho and the
+        # floor are both measured on the sample, so the comparison stays fair; only power
+        # drops, and at this many rows a feature's |rho| is already known to about +-0.01.
+        scan_ask = mixed.copy()
+        if int(size[mixed].sum()) > MAX_SCAN_ROWS:
+            mixed_ids = np.flatnonzero(mixed)
+            shuffled = rng.permutation(mixed_ids)
+            take = shuffled[np.cumsum(size[shuffled]) <= MAX_SCAN_ROWS]
+            scan_ask = np.zeros_like(mixed)
+            scan_ask[take] = True
+            report["sampled"] = {
+                "asks": len(take),
+                "of_asks": len(mixed_ids),
+                "rows": int(size[take].sum()),
+            }
+        sel = np.flatnonzero(scan_ask[asks.inv])
+        ask_of = asks.inv[sel]
+        order = np.lexsort((ask_of, size[ask_of]))
+        sel = sel[order]
+        ask_of = ask_of[order]
+        starts = np.flatnonzero(np.r_[True, ask_of[1:] != ask_of[:-1]])
+        ask_seq = np.cumsum(np.r_[True, ask_of[1:] != ask_of[:-1]]) - 1
+        sizes = np.diff(np.append(starts, len(sel)))
+        return cls(sel, ask_of, starts, ask_seq, sizes)
+
+
+def _distinct_per_ask(mixed_rows: list[dict[str, Any]], asks: _Asks, layout: _Layout) -> float:
+    """Median distinct rollouts per mixed ask: the dedupe key (signatures only where
+    replies collide)."""
+    distinct = np.zeros(len(layout.starts))
+    dk, _ = trajectory_keys(mixed_rows, asks=[asks.uniq[g] for g in layout.ask_of.tolist()])
+    for j, (s0, n0) in enumerate(zip(layout.starts, layout.sizes, strict=True)):
         distinct[j] = len(set(dk[s0 : s0 + n0]))
-    distinct_med = float(np.median(distinct))
-    report["distinct_per_ask"] = distinct_med
+    return float(np.median(distinct))
 
-    # Feature matrix: one pass over the rows builds a dict each; every (row, column, value)
-    # is then written into the matrix in one scatter.
-    hand = dict(features or {})
+
+def _feature_matrix(
+    mixed_rows: list[dict[str, Any]],
+    hand: dict[str, Callable[[dict[str, Any]], float | None]],
+    auto: bool,
+    starts: np.ndarray,
+    warnings: list[str],
+) -> tuple[list[str], np.ndarray]:
+    """The sorted feature names and the (rows x features) matrix, missing values filled.
+
+    One pass over the rows builds a dict each; every (row, column, value) is then written
+    into the matrix in one scatter.
+    """
     broken: set[str] = set()
     walked = [_walk(r) for r in mixed_rows] if auto else []
     tool_names = sorted({name for w in walked for name, _ in w[0]})
@@ -399,19 +530,7 @@ def hack_scan(
     per_row: list[int] = []
     for i, row in enumerate(mixed_rows):
         feats = auto_features(row, tool_names, walked[i]) if auto else {}
-        for name, fn in hand.items():
-            try:
-                v = fn(row)
-                v = None if v is None else float(v)
-            except Exception as exc:  # a broken hand feature must not sink the scan
-                v = None
-                if name not in broken:
-                    broken.add(name)
-                    warnings.append(
-                        f"feature {name!r} raised {type(exc).__name__}: treated as missing"
-                    )
-            if v is not None:
-                feats[name] = v
+        feats.update(_hand_features(row, hand, broken, warnings))
         at_col.extend([col_of.setdefault(name, len(col_of)) for name in feats])
         at_val.extend(feats.values())
         per_row.append(len(feats))
@@ -431,78 +550,105 @@ def hack_scan(
             sorted_col[np.array(at_col, dtype=np.intp)],
         ] = np.array(at_val, dtype=float)
     x[np.isinf(x)] = np.nan
-    x = _fill_missing(x, starts)
+    return names, _fill_missing(x, starts)
 
-    # Keep the columns that vary within ask, at most top_k of them (most asks first).
-    xr = _within_ask_centered_ranks(x, ask_seq, starts) if names else np.zeros((n, 0))
+
+def _hand_features(
+    row: dict[str, Any],
+    hand: Mapping[str, Callable[[dict[str, Any]], float | None]],
+    broken: set[str],
+    warnings: list[str],
+) -> dict[str, float]:
+    """The row's hand-tier feature values (a feature that raises is missing, and said once)."""
+    out: dict[str, float] = {}
+    for name, fn in hand.items():
+        try:
+            v = fn(row)
+            v = None if v is None else float(v)
+        except Exception as exc:  # a broken hand feature must not sink the scan
+            v = None
+            if name not in broken:
+                broken.add(name)
+                warnings.append(f"feature {name!r} raised {type(exc).__name__}: treated as missing")
+        if v is not None:
+            out[name] = v
+    return out
+
+
+def _varying_columns(
+    names: list[str], x: np.ndarray, layout: _Layout, top_k: int, warnings: list[str]
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The columns that vary within some ask, at most ``top_k`` (those varying in the most
+    asks): names, centered ranks, values, asks and rows each varies in."""
+    n = x.shape[0]
+    starts = layout.starts
+    xr = _within_ask_centered_ranks(x, layout.ask_seq, starts) if names else np.zeros((n, 0))
     var_ask = (
         np.add.reduceat(xr**2, starts, axis=0) > 1e-12
         if names
         else np.zeros((len(starts), 0), bool)
     )
     n_asks_f = var_ask.sum(axis=0)
-    n_obs_f = (var_ask * sizes[:, None]).sum(axis=0)
+    n_obs_f = (var_ask * layout.sizes[:, None]).sum(axis=0)
     keep = np.flatnonzero(n_asks_f > 0)
     if len(keep) > top_k:
         warnings.append(
             f"{len(keep)} features vary within ask; scanning the {top_k} that vary in the most asks"
         )
         keep = keep[np.argsort(-n_asks_f[keep], kind="stable")[:top_k]]
-    names = [names[j] for j in keep]
-    xr, x = xr[:, keep], x[:, keep]
-    n_asks_f, n_obs_f = n_asks_f[keep], n_obs_f[keep]
-    report["n_features"] = len(names)
+    return [names[j] for j in keep], xr[:, keep], x[:, keep], n_asks_f[keep], n_obs_f[keep]
 
-    decoys = (
-        _within_ask_centered_ranks(rng.random((n, seeds)), ask_seq, starts)
-        if seeds
-        else np.zeros((n, 0))
-    )
-    y = y_all[sel]
-    yc = _within_ask_centered_ranks(y[:, None], ask_seq, starts)[:, 0]
-    y_norm = float(np.sqrt((yc**2).sum()))
-    cols = np.concatenate([xr, decoys], axis=1)
-    x_norm = np.sqrt((cols**2).sum(axis=0))
-    x_norm[x_norm == 0] = np.inf
-    rho_all = (yc @ cols) / (x_norm * y_norm)
-    rho, rho_decoy = rho_all[: len(names)], rho_all[len(names) :]
-    if not names:
-        report["regime"] = "no_signal"
-        warnings.append("no trajectory feature varies within any mixed ask")
-        return report
-    null = _null_max(yc, xr, sizes, starts, n_perm, rng) / (x_norm[: len(names)] * y_norm)
-    tau = float(np.quantile(null.max(axis=1), 1.0 - alpha))
-    report["tau"] = round(tau, 6)
-    report["decoys_above_floor"] = int((np.abs(rho_decoy) > tau).sum())
-    if report["decoys_above_floor"]:
-        warnings.append(
-            f"{report['decoys_above_floor']} of {seeds} random decoy columns clear the floor: "
-            f"treat features near tau={tau:.3f} as noise"
+
+@dataclass
+class _Ranking:
+    """Features ranked by |rho|; on a tie an endorsed feature first (two names for one
+    behaviour), then by name."""
+
+    names: list[str]
+    rho: np.ndarray
+    absr: np.ndarray
+    above: np.ndarray
+    endorsed_mask: np.ndarray
+    order: list[int]
+
+    @classmethod
+    def of(
+        cls, names: list[str], rho: np.ndarray, tau: float, endorsed_mask: np.ndarray
+    ) -> _Ranking:
+        absr = np.abs(rho)
+        order = sorted(
+            range(len(names)),
+            key=lambda j: (-round(float(absr[j]), 9), not endorsed_mask[j], names[j]),
         )
+        return cls(names, rho, absr, absr > tau, endorsed_mask, order)
 
-    pooled = _pooled_corr(x, y_all[sel])
-    endorsed_mask = np.array([_is_endorsed(nm, endorsed) for nm in names], dtype=bool)
-    absr = np.abs(rho)
-    # Rank by |rho|; on a tie an endorsed feature first (two names for one behaviour), then name.
-    rank = sorted(
-        range(len(names)), key=lambda j: (-round(float(absr[j]), 9), not endorsed_mask[j], names[j])
-    )
-    above = absr > tau
-    ranked = [
-        {
-            "name": names[j],
-            "rho": round(float(rho[j]), 6),
-            "pooled": None if pooled[j] is None else round(pooled[j], 6),
-            "above_floor": bool(above[j]),
-            "endorsed": bool(endorsed_mask[j]),
-            "n_obs": int(n_obs_f[j]),
-            "n_asks": int(n_asks_f[j]),
-        }
-        for j in rank
-    ]
-    report["features"] = ranked if top_features is None else ranked[:top_features]
+    def table(
+        self, pooled: list[float | None], n_obs_f: np.ndarray, n_asks_f: np.ndarray
+    ) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": self.names[j],
+                "rho": round(float(self.rho[j]), 6),
+                "pooled": None if pooled[j] is None else round(pooled[j], 6),
+                "above_floor": bool(self.above[j]),
+                "endorsed": bool(self.endorsed_mask[j]),
+                "n_obs": int(n_obs_f[j]),
+                "n_asks": int(n_asks_f[j]),
+            }
+            for j in self.order
+        ]
 
-    perfect = [names[j] for j in rank if absr[j] >= DEGENERATE_RHO]
+
+def _classify(
+    report: dict[str, Any],
+    r: _Ranking,
+    endorsed: tuple[str, ...],
+    distinct_med: float,
+    tau: float,
+    warnings: list[str],
+) -> None:
+    """The regime, the top feature and the integrity numbers, written into ``report``."""
+    perfect = [r.names[j] for j in r.order if r.absr[j] >= DEGENERATE_RHO]
     if distinct_med < MIN_DISTINCT_PER_ASK and len(perfect) >= 2:
         report["regime"] = "degenerate"
         report["collinear"] = perfect
@@ -512,44 +658,43 @@ def hack_scan(
             f"({', '.join(perfect[:5])}); no ranking can separate them. Sample more varied "
             f"rollouts (higher temperature, more repeats) before reading this scan"
         )
-        return report
-    if not above.any():
+        return
+    if not r.above.any():
         report["regime"] = "no_signal"
         warnings.append(
             f"no feature clears the noise floor tau={tau:.3f}: nothing cheap explains the reward"
         )
-        return report
-
-    top = rank[0]
-    report["top_feature"] = names[top]
-    signal = absr[above].sum()
-    if endorsed:
-        report["endorsed_on_top"] = bool(endorsed_mask[top])
-        report["integrity"] = round(float(absr[above & endorsed_mask].sum() / signal), 6)
-        report["inverted"] = [
-            names[j] for j in rank if above[j] and endorsed_mask[j] and rho[j] < 0
-        ]
-        for nm in report["inverted"]:
-            warnings.append(
-                f"endorsed feature {nm} is above the floor with negative rho: the reward pays against it"
-            )
-        if endorsed_mask[top] and rho[top] > 0:
-            report["regime"] = "train"
-        else:
-            report["regime"] = "reward_hack"
-            if endorsed_mask[top]:
-                what = f"the reward pays against the endorsed {names[top]}"
-            else:
-                what = f"the reward is best explained by {names[top]}, not by {', '.join(endorsed)}"
-            warnings.append(
-                f"reward hack: {what} (rho={rho[top]:+.3f}, floor tau={tau:.3f}); fix the judge before training"
-            )
-    else:
+        return
+    top = r.order[0]
+    top_name, top_rho = r.names[top], r.rho[top]
+    report["top_feature"] = top_name
+    if not endorsed:
         warnings.append(
-            f"top feature {names[top]} (rho={rho[top]:+.3f}) clears the floor, but nothing is "
+            f"top feature {top_name} (rho={top_rho:+.3f}) clears the floor, but nothing is "
             f"endorsed: pass endorsed=[...] to tell a hack from training signal"
         )
-    return report
+        return
+    signal = r.absr[r.above].sum()
+    report["endorsed_on_top"] = bool(r.endorsed_mask[top])
+    report["integrity"] = round(float(r.absr[r.above & r.endorsed_mask].sum() / signal), 6)
+    report["inverted"] = [
+        r.names[j] for j in r.order if r.above[j] and r.endorsed_mask[j] and r.rho[j] < 0
+    ]
+    for nm in report["inverted"]:
+        warnings.append(
+            f"endorsed feature {nm} is above the floor with negative rho: the reward pays against it"
+        )
+    if r.endorsed_mask[top] and top_rho > 0:
+        report["regime"] = "train"
+        return
+    report["regime"] = "reward_hack"
+    if r.endorsed_mask[top]:
+        what = f"the reward pays against the endorsed {top_name}"
+    else:
+        what = f"the reward is best explained by {top_name}, not by {', '.join(endorsed)}"
+    warnings.append(
+        f"reward hack: {what} (rho={top_rho:+.3f}, floor tau={tau:.3f}); fix the judge before training"
+    )
 
 
 def _pooled_corr(x: np.ndarray, y: np.ndarray) -> list[float | None]:
