@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -358,6 +359,52 @@ def decontaminate(
     empty ``fields``, a platform dataset id, or an embedder returning the wrong shape;
     ``FileNotFoundError`` for a path that is not a file.
     """
+    fields = _check_decon_args(n, overlap, similarity, fields)
+    ev = _EvalSet.load(against)
+    flags = _Flags.for_rows(len(rows), fields)
+    # 1. same_task: a task is a situation, whatever its words say.
+    _flag_same_task(rows, ev, flags)
+    # 2. exact after normalization.
+    _flag_exact(rows, fields, ev, flags)
+    # 3. near copy by n-gram coverage.
+    _flag_near(rows, fields, ev, n, overlap, flags)
+    # 4. semantic, only with an embedder.
+    calibration, notes = _flag_semantic(rows, fields, ev, embedder, similarity, flags)
+    notes += _input_notes(rows, fields, ev, overlap)
+
+    clean = [row for i, row in enumerate(rows) if not flags.flagged[i]]
+    offenders = []
+    for i in range(len(rows)):
+        if flags.flagged[i] and len(offenders) < MAX_OFFENDERS:
+            entry = {"index": i, "rule": flags.flagged[i], "task": task_key(rows[i])}
+            entry.update(flags.detail[i] or {})
+            offenders.append(entry)
+    report: dict[str, Any] = {
+        "n_rows": len(rows),
+        "n_kept": len(clean),
+        "n_contaminated": len(rows) - len(clean),
+        "n_same_task": flags.counts["same_task"],
+        "n_exact": flags.counts["exact"],
+        "n_near": flags.counts["near"],
+        "n_semantic": flags.counts["semantic"],
+        "hits_by_field": flags.hits_by_field,
+        "n_eval_rows": len(ev.rows),
+        "n_eval_texts": len(ev.texts),
+        "n_eval_tasks": len(ev.ids),
+        "n": n,
+        "overlap": overlap,
+        "fields": list(fields),
+        "similarity": similarity if embedder is not None else None,
+        "similarity_calibration": calibration,
+        "offenders": offenders,
+        "notes": notes,
+    }
+    return clean, report
+
+
+def _check_decon_args(
+    n: int, overlap: float, similarity: float, fields: Sequence[str]
+) -> tuple[str, ...]:
     if n < 1:
         raise ValueError(f"decontaminate: n={n} must be at least 1 (the book's rule is n=8)")
     if not 0.0 <= overlap <= 1.0:
@@ -370,188 +417,205 @@ def decontaminate(
     fields = tuple(fields)
     if not fields:
         raise ValueError("decontaminate: fields is empty; the default is ('prompt',)")
+    return fields
 
-    eval_rows: list[dict[str, Any]] = []
-    for src in eval_sources(against):
-        eval_rows.extend(_load_source(src))
 
-    eval_ids: set[str] = set()
-    text_list: list[str] = []  # distinct eval texts, by normalized form
-    text_seen: dict[str, int] = {}
-    prompt_tasks: dict[int, set[str]] = {}  # eval prompt text index -> its task ids
-    for er in eval_rows:
-        ids = _row_ids(er)
-        eval_ids.update(ids)
-        prompt = er.get("prompt")
-        for t in _eval_texts(er):
-            norm = _normalize(t)
-            idx = text_seen.get(norm)
-            if idx is None:
-                idx = text_seen[norm] = len(text_list)
-                text_list.append(t)
-            if t is prompt:
-                prompt_tasks.setdefault(idx, set()).update(ids)
+@dataclass
+class _EvalSet:
+    """The evaluation rows, their task ids and their distinct texts (by normalized form)."""
 
-    n_rows = len(rows)
-    flagged: list[str | None] = [None] * n_rows
-    detail: list[dict[str, Any] | None] = [None] * n_rows
-    hits_by_field = {f: 0 for f in fields}
-    counts = {"same_task": 0, "exact": 0, "near": 0, "semantic": 0}
+    rows: list[dict[str, Any]]
+    ids: set[str]
+    texts: list[str]
+    #: normalized text -> its index in ``texts``
+    seen: dict[str, int]
+    #: eval prompt text index -> its task ids
+    prompt_tasks: dict[int, set[str]]
 
-    # 1. same_task: a task is a situation, whatever its words say.
+    @classmethod
+    def load(cls, against: Sequence[Any] | Any) -> _EvalSet:
+        eval_rows: list[dict[str, Any]] = []
+        for src in eval_sources(against):
+            eval_rows.extend(_load_source(src))
+        out = cls(eval_rows, set(), [], {}, {})
+        for er in eval_rows:
+            ids = _row_ids(er)
+            out.ids.update(ids)
+            prompt = er.get("prompt")
+            for t in _eval_texts(er):
+                norm = _normalize(t)
+                idx = out.seen.get(norm)
+                if idx is None:
+                    idx = out.seen[norm] = len(out.texts)
+                    out.texts.append(t)
+                if t is prompt:
+                    out.prompt_tasks.setdefault(idx, set()).update(ids)
+        return out
+
+
+@dataclass
+class _Flags:
+    """Per row, the rule that flagged it (None: clean) and what it matched; the counts."""
+
+    flagged: list[str | None]
+    detail: list[dict[str, Any] | None]
+    hits_by_field: dict[str, int]
+    counts: dict[str, int]
+
+    @classmethod
+    def for_rows(cls, n_rows: int, fields: tuple[str, ...]) -> _Flags:
+        counts = {"same_task": 0, "exact": 0, "near": 0, "semantic": 0}
+        return cls([None] * n_rows, [None] * n_rows, {f: 0 for f in fields}, counts)
+
+    def mark(self, i: int, rule: str, detail: dict[str, Any], field: str | None = None) -> None:
+        self.flagged[i] = rule
+        self.detail[i] = detail
+        self.counts[rule] += 1
+        if field is not None:
+            self.hits_by_field[field] += 1
+
+    def todo(self, rows: Sequence[dict], f: str) -> list[int]:
+        """The unflagged rows whose field ``f`` is non-blank text."""
+        return [
+            i
+            for i in range(len(rows))
+            if not self.flagged[i] and isinstance(rows[i].get(f), str) and rows[i].get(f).strip()
+        ]
+
+
+def _flag_same_task(rows: Sequence[dict], ev: _EvalSet, flags: _Flags) -> None:
     for i, row in enumerate(rows):
-        ids = _row_ids(row)
-        hit = next((x for x in ids if x in eval_ids), None)
+        hit = next((x for x in _row_ids(row) if x in ev.ids), None)
         if hit is not None:
-            flagged[i] = "same_task"
-            detail[i] = {"task_id": hit}
-            counts["same_task"] += 1
+            flags.mark(i, "same_task", {"task_id": hit})
 
-    # 2. exact after normalization.
+
+def _flag_exact(rows: Sequence[dict], fields: tuple[str, ...], ev: _EvalSet, flags: _Flags) -> None:
     for i, row in enumerate(rows):
-        if flagged[i]:
+        if flags.flagged[i]:
             continue
         for f in fields:
             value = row.get(f)
             if isinstance(value, str) and value.strip():
-                idx = text_seen.get(_normalize(value))
+                idx = ev.seen.get(_normalize(value))
                 if idx is not None:
-                    flagged[i] = "exact"
-                    detail[i] = {"field": f, "eval_text": _short(text_list[idx]), "coverage": 1.0}
-                    counts["exact"] += 1
-                    hits_by_field[f] += 1
+                    detail = {"field": f, "eval_text": _short(ev.texts[idx]), "coverage": 1.0}
+                    flags.mark(i, "exact", detail, f)
                     break
 
-    # 3. near copy by n-gram coverage.
+
+def _flag_near(
+    rows: Sequence[dict],
+    fields: tuple[str, ...],
+    ev: _EvalSet,
+    n: int,
+    overlap: float,
+    flags: _Flags,
+) -> None:
     vocab = _Vocab()
-    eval_enc = [vocab.encode(t) for t in text_list]
+    eval_enc = [vocab.encode(t) for t in ev.texts]
     e_hash, e_idx, _ = _ngram_hashes(eval_enc, n)
     if e_hash.size:
         # one entry per (hash, eval text): a text repeating an n-gram is one match
         pair = np.unique(np.stack([e_hash, e_idx.astype(np.uint64)], axis=1), axis=0)
         e_hash, e_idx = pair[:, 0], pair[:, 1].astype(np.int64)
     for f in fields:
-        todo = [
-            i
-            for i in range(n_rows)
-            if not flagged[i] and isinstance(rows[i].get(f), str) and rows[i].get(f).strip()
-        ]
+        todo = flags.todo(rows, f)
         if not todo:
             continue
         enc = [vocab.encode(rows[i][f]) for i in todo]
         cov, best, any_hit = _best_coverage(enc, e_hash, e_idx, n, overlap, MAX_OFFENDERS)
         hit = any_hit if overlap == 0 else (cov >= overlap)
         for j in np.flatnonzero(hit):
-            i = todo[int(j)]
-            flagged[i] = "near"
             known = best[j] >= 0
-            detail[i] = {
+            detail = {
                 "field": f,
-                "eval_text": _short(text_list[int(best[j])]) if known else None,
+                "eval_text": _short(ev.texts[int(best[j])]) if known else None,
                 "coverage": round(float(cov[j]), 4) if known else None,
             }
-            counts["near"] += 1
-            hits_by_field[f] += 1
+            flags.mark(todo[int(j)], "near", detail, f)
 
-    # 4. semantic, only with an embedder.
-    notes: list[str] = []
-    calibration: float | None = None
-    prompt_idx = sorted(prompt_tasks)
-    if embedder is not None and prompt_idx:
-        e_texts = [text_list[k] for k in prompt_idx]
-        e_vec = _unit(embedder(e_texts), len(e_texts), "evaluation prompts")
-        calibration = _calibrate(e_vec, [prompt_tasks[k] for k in prompt_idx])
-        for f in fields:
-            todo = [
-                i
-                for i in range(n_rows)
-                if not flagged[i] and isinstance(rows[i].get(f), str) and rows[i].get(f).strip()
-            ]
-            if not todo:
-                continue
-            r_vec = _unit(embedder([rows[i][f] for i in todo]), len(todo), f"rows' {f!r} texts")
-            # Rows sharing an eval task id were removed by same_task, so every pair left
-            # here is across different tasks (or tasks with no id), as the rule requires.
-            for c0 in range(0, len(todo), _SIM_CHUNK):
-                sims = r_vec[c0 : c0 + _SIM_CHUNK] @ e_vec.T
-                arg = sims.argmax(axis=1)
-                top = sims[np.arange(sims.shape[0]), arg]
-                for j in np.flatnonzero(top >= similarity):
-                    i = todo[c0 + int(j)]
-                    flagged[i] = "semantic"
-                    detail[i] = {
-                        "field": f,
-                        "eval_text": _short(e_texts[int(arg[j])]),
-                        "similarity": round(float(top[j]), 4),
-                    }
-                    counts["semantic"] += 1
-                    hits_by_field[f] += 1
-        notes.append(
-            "a semantic flag means the two prompts read alike, not that they are the same "
-            "task; check the listed offenders before trusting the count"
-        )
-        if calibration is None:
-            notes.append(
-                f"similarity={similarity} is not calibrated for this embedder: the eval rows "
-                "carry too few task ids to measure how alike distinct tasks read"
-            )
-        else:
-            notes.append(
-                f"calibration: distinct eval tasks read {calibration:.3f} alike at the "
-                f"{CALIBRATION_PERCENTILE:g}th percentile under this embedder"
-            )
-            if similarity < calibration:
-                notes.append(
-                    f"similarity={similarity} is below that calibration ({calibration:.3f}): it "
-                    "flags prompts that merely share a domain; raise it above the calibration"
-                )
-    elif embedder is not None:
-        notes.append("embedder given but the evaluation set has no prompts; semantic pass skipped")
-    else:
-        notes.append(
+
+def _flag_semantic(
+    rows: Sequence[dict],
+    fields: tuple[str, ...],
+    ev: _EvalSet,
+    embedder: Callable[[list[str]], Sequence[Sequence[float]]] | None,
+    similarity: float,
+    flags: _Flags,
+) -> tuple[float | None, list[str]]:
+    """The semantic pass (only with an embedder and eval prompts): the calibration and the
+    notes on how far to trust it."""
+    prompt_idx = sorted(ev.prompt_tasks)
+    if embedder is None:
+        return None, [
             "lexical rules only: word overlap does not see a paraphrase; pass embedder= for "
             "the semantic pass"
+        ]
+    if not prompt_idx:
+        return None, ["embedder given but the evaluation set has no prompts; semantic pass skipped"]
+    e_texts = [ev.texts[k] for k in prompt_idx]
+    e_vec = _unit(embedder(e_texts), len(e_texts), "evaluation prompts")
+    calibration = _calibrate(e_vec, [ev.prompt_tasks[k] for k in prompt_idx])
+    for f in fields:
+        todo = flags.todo(rows, f)
+        if not todo:
+            continue
+        r_vec = _unit(embedder([rows[i][f] for i in todo]), len(todo), f"rows' {f!r} texts")
+        # Rows sharing an eval task id were removed by same_task, so every pair left
+        # here is across different tasks (or tasks with no id), as the rule requires.
+        for c0 in range(0, len(todo), _SIM_CHUNK):
+            sims = r_vec[c0 : c0 + _SIM_CHUNK] @ e_vec.T
+            arg = sims.argmax(axis=1)
+            top = sims[np.arange(sims.shape[0]), arg]
+            for j in np.flatnonzero(top >= similarity):
+                detail = {
+                    "field": f,
+                    "eval_text": _short(e_texts[int(arg[j])]),
+                    "similarity": round(float(top[j]), 4),
+                }
+                flags.mark(todo[c0 + int(j)], "semantic", detail, f)
+    return calibration, _semantic_notes(similarity, calibration)
+
+
+def _semantic_notes(similarity: float, calibration: float | None) -> list[str]:
+    notes = [
+        "a semantic flag means the two prompts read alike, not that they are the same "
+        "task; check the listed offenders before trusting the count"
+    ]
+    if calibration is None:
+        notes.append(
+            f"similarity={similarity} is not calibrated for this embedder: the eval rows "
+            "carry too few task ids to measure how alike distinct tasks read"
         )
+        return notes
+    notes.append(
+        f"calibration: distinct eval tasks read {calibration:.3f} alike at the "
+        f"{CALIBRATION_PERCENTILE:g}th percentile under this embedder"
+    )
+    if similarity < calibration:
+        notes.append(
+            f"similarity={similarity} is below that calibration ({calibration:.3f}): it "
+            "flags prompts that merely share a domain; raise it above the calibration"
+        )
+    return notes
+
+
+def _input_notes(
+    rows: Sequence[dict], fields: tuple[str, ...], ev: _EvalSet, overlap: float
+) -> list[str]:
+    notes: list[str] = []
     if overlap == 0:
         notes.append(
             "overlap=0: any shared n-gram flags a row (the book's free-form rule); on a "
             "template-written set this flags rows sharing boilerplate sentences"
         )
-    if not eval_rows:
+    if not ev.rows:
         notes.append("the evaluation set is empty; nothing can be flagged")
     for f in fields:
         if rows and not any(isinstance(r.get(f), str) and r.get(f).strip() for r in rows):
             notes.append(f"field {f!r} is not text on any row, so nothing was checked against it")
-
-    clean = [row for i, row in enumerate(rows) if not flagged[i]]
-    offenders = []
-    for i in range(n_rows):
-        if flagged[i] and len(offenders) < MAX_OFFENDERS:
-            entry = {"index": i, "rule": flagged[i], "task": task_key(rows[i])}
-            entry.update(detail[i] or {})
-            offenders.append(entry)
-    n_contaminated = n_rows - len(clean)
-    report: dict[str, Any] = {
-        "n_rows": n_rows,
-        "n_kept": len(clean),
-        "n_contaminated": n_contaminated,
-        "n_same_task": counts["same_task"],
-        "n_exact": counts["exact"],
-        "n_near": counts["near"],
-        "n_semantic": counts["semantic"],
-        "hits_by_field": hits_by_field,
-        "n_eval_rows": len(eval_rows),
-        "n_eval_texts": len(text_list),
-        "n_eval_tasks": len(eval_ids),
-        "n": n,
-        "overlap": overlap,
-        "fields": list(fields),
-        "similarity": similarity if embedder is not None else None,
-        "similarity_calibration": calibration,
-        "offenders": offenders,
-        "notes": notes,
-    }
-    return clean, report
+    return notes
 
 
 def _calibrate(e_vec: np.ndarray, tasks: list[set[str]]) -> float | None:
