@@ -18,7 +18,6 @@ frees everything.
 
 from __future__ import annotations
 
-import functools
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -59,14 +58,9 @@ def no_gc() -> Iterator[None]:
 
 
 def without_gc(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator: run ``fn`` inside ``no_gc()``. Keeps the signature."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with no_gc():
-            return fn(*args, **kwargs)
-
-    return wrapper
+    """Decorator: run ``fn`` inside ``no_gc()``. Keeps the signature (``no_gc()`` is a
+    ``ContextDecorator``, as every ``@contextmanager`` is)."""
+    return no_gc()(fn)
 
 
 __all__ = ["YOUNG_THRESHOLD", "fewer_gc_passes", "no_gc", "without_gc"]
