@@ -28,9 +28,12 @@ import numpy as np
 import pytest
 
 from wai_exp.score.diagnose.hack_scan import hack_scan
+from wai_exp.score.judges.judge_trust import judge_trust
 from wai_exp.score.select.decontaminate import decontaminate
+from wai_exp.score.select.publish_gate import publish_gate
 from wai_exp.score.select.select import select_for_rl
 from wai_exp.score.stats.delta import delta_report, format_delta_report
+from wai_exp.score.stats.power import holdout_size
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 EXPECTED = GOLDEN / "expected.json.gz"
@@ -194,8 +197,101 @@ def _decon_cases() -> dict[str, Callable[[], Any]]:
     }
 
 
+def _unfit(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with one of each thing publish_gate refuses, on a few rows each."""
+    rows = copy.deepcopy(rows)
+    rows[0]["reward"] = 1.5
+    rows[1].pop("prompt", None)
+    rows[1].pop("messages", None)
+    rows[2]["rollout_id"] = rows[3]["rollout_id"]
+    rows[4]["reward"] = "pass"
+    rows[5]["reward"] = "1.0"
+    rows[6]["calibration"] = {"pass_rate": 0.99, "band": [0.2, 0.8], "source": "select_for_rl"}
+    return rows
+
+
+def _gate_cases() -> dict[str, Callable[[], Any]]:
+    rows = _rl_rows()
+
+    def run(rows, **kw):
+        rows = copy.deepcopy(rows)
+        return {"report": publish_gate(rows, **kw), "rows": rows}
+
+    return {
+        "publish_gate/rl": lambda: run(rows),
+        "publish_gate/sft_not_strict": lambda: run(rows, mode="sft", strict=False),
+        "publish_gate/unfit_strict": lambda: run(_unfit(rows)),
+        "publish_gate/unfit_lenient": lambda: run(_unfit(rows), strict=False, band=(0.1, 0.9)),
+        "publish_gate/strict_hacks": lambda: run(
+            rows, endorsed=["lookup_order"], strict_hacks=True, policy="p1", model="m1"
+        ),
+        "publish_gate/ungraded": lambda: run(
+            [{k: v for k, v in r.items() if k != "reward"} for r in rows[:40]], mode="rl"
+        ),
+        "publish_gate/empty": lambda: run([]),
+    }
+
+
+def _holdout_cases() -> dict[str, Callable[[], Any]]:
+    before, after = _rows("delta_before"), _rows("delta_after")
+    return {
+        "holdout_size/model": lambda: holdout_size(0.1),
+        "holdout_size/saturated": lambda: holdout_size(0.5, base=0.9, k=1),
+        "holdout_size/given": lambda: holdout_size(0.05, task_std=0.3, power=0.9, alpha=0.01),
+        "holdout_size/arms": lambda: holdout_size(0.1, before=before, after=after),
+        "holdout_size/before_only": lambda: holdout_size(0.08, before=before, k=8),
+        "holdout_size/old_rows_name": lambda: holdout_size(0.08, rows=after),
+        "holdout_size/bad_effect": lambda: holdout_size(0.0),
+        "holdout_size/bad_power": lambda: holdout_size(0.1, power=1.5),
+    }
+
+
+def _with_gold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Gold labels on two rows in three: the reward, flipped on every fifth row."""
+    out = copy.deepcopy(rows)
+    for i, r in enumerate(out):
+        rv = r.get("reward")
+        if i % 3 != 2 and isinstance(rv, (int, float)):
+            r["gold_reward"] = (1 - rv) if i % 5 == 0 else rv
+            r["gold_kind"] = "human"
+    return out
+
+
+def _trust_cases() -> dict[str, Callable[[], Any]]:
+    rows = _rl_rows()
+
+    def steady(row: dict[str, Any]) -> float:
+        return float(row.get("reward") or 0.0)
+
+    def fickle(row: dict[str, Any]) -> float:
+        return float(len(str(row.get("final_text") or "")) % 2)
+
+    return {
+        "judge_trust/gold_only": lambda: judge_trust(_with_gold(rows)),
+        "judge_trust/steady_judge": lambda: judge_trust(
+            _with_gold(rows[:120]), judge=steady, sample=30, concurrency=1
+        ),
+        "judge_trust/fickle_judge_probes": lambda: judge_trust(
+            _with_gold(rows[:120]), judge=fickle, sample=20, concurrency=1, probes="all"
+        ),
+        "judge_trust/no_gold": lambda: judge_trust(copy.deepcopy(rows)),
+        "judge_trust/model_gold": lambda: judge_trust(
+            [{**r, "gold_kind": "model"} for r in _with_gold(rows)], allow_model_gold=True
+        ),
+        "judge_trust/empty_probes": lambda: judge_trust([], probes="all"),
+    }
+
+
 def cases() -> dict[str, Callable[[], Any]]:
-    return {**_delta_cases(), **_select_cases(), **_hack_cases(), **_decon_cases()}
+    return {
+        **_delta_cases(),
+        **_select_cases(),
+        **_hack_cases(),
+        **_decon_cases(),
+        **_gate_cases(),
+        **_holdout_cases(),
+        **_trust_cases(),
+    }
 
 
 def _plain(x: Any) -> Any:
@@ -222,7 +318,11 @@ def _outcome(make: Callable[[], Any]) -> Any:
     try:
         return make()
     except Exception as exc:
-        return {"raised": type(exc).__name__, "message": str(exc)}
+        return {
+            "raised": type(exc).__name__,
+            "message": str(exc),
+            "report": getattr(exc, "report", None),
+        }
 
 
 def _digest(out: Any) -> str:
