@@ -369,6 +369,123 @@ def _why_not_run(
 
 @without_gc
 @shares_row_facts
+def _row_checks(
+    rows: list[dict[str, Any]],
+    unfit: Mapping[str, Any],
+    declared_rows: int,
+    undeclared: list[tuple[Any, Any]],
+) -> dict[str, bool | None]:
+    """Every check, True/False for the ones the rows decide (None: did not run)."""
+    checks: dict[str, bool | None] = {
+        "non_empty": bool(rows),
+        "rewards_in_range": None,
+        "prompts": None,
+        "unique_rollout_ids": None,
+        "stamps_in_band": None,
+        "rewards_are_numbers": None,
+        "tools_declared": None,
+        "graded": None,
+        "mixed_group": None,
+        "hack_free": None,
+    }
+    if rows:
+        checks["rewards_in_range"] = unfit["out_of_range"] == 0
+        checks["prompts"] = unfit["no_prompt"] == 0
+        checks["unique_rollout_ids"] = unfit["dup_rows"] == 0
+        checks["stamps_in_band"] = unfit["contra_rows"] == 0
+        checks["rewards_are_numbers"] = unfit["text_numbers"] + unfit["text_words"] == 0
+        if declared_rows:
+            checks["tools_declared"] = not undeclared
+    return checks
+
+
+def _unfit_problems(
+    unfit: Mapping[str, Any], n_rows: int, declared_rows: int, undeclared: list[tuple[Any, Any]]
+) -> list[str]:
+    """One reason per kind of unfit row, with its count and the fix."""
+    problems: list[str] = []
+    n_out_of_range, n_no_prompt = unfit["out_of_range"], unfit["no_prompt"]
+    n_dup_rows, n_dup_ids = unfit["dup_rows"], unfit["dup_ids"]
+    n_contra_rows, n_contra_asks = unfit["contra_rows"], unfit["contra_asks"]
+    if n_out_of_range:
+        problems.append(
+            f"{n_out_of_range} of {n_rows} rows carry a reward outside [0, 1] (the judge "
+            f"contract's range): fix the judge, or give it scale=(lo, hi) to map its ratings"
+        )
+    if n_no_prompt:
+        problems.append(
+            f"{n_no_prompt} of {n_rows} rows carry neither a prompt nor messages: a trainer "
+            f"has nothing to feed in; drop them or fix the writer"
+        )
+    if n_dup_rows:
+        problems.append(
+            f"{n_dup_rows} rows repeat a rollout_id ({n_dup_ids} ids appear more than once): a "
+            f"rollout counted twice skews every group; dedupe the file (was it appended twice?)"
+        )
+    if n_contra_rows:
+        problems.append(
+            f"{n_contra_rows} rows in {n_contra_asks} asks carry a select_for_rl stamp whose "
+            f"pass rate lies outside the band they were selected for: re-run select_for_rl "
+            f"(optimize) on the graded rows"
+        )
+    if unfit["text_numbers"] + unfit["text_words"]:
+        # Every mode: an SFT set kept by a text verdict is as unread as an RL one.
+        problems.append(_text_rewards_reason(unfit["text_numbers"], unfit["text_words"], n_rows))
+    if undeclared:
+        first_id, first_names = undeclared[0]
+        problems.append(
+            f"{len(undeclared)} of {declared_rows} rows that declare their tools call a tool "
+            f"absent from them (first: {first_id!r} calls {first_names}): a trainer would "
+            "teach the model tools it is not given; add the tools to the rows' `tools`, or "
+            "drop those rows"
+        )
+    return problems
+
+
+def _rl_problems(
+    checks: Mapping[str, bool | None], signal: Mapping[str, Any], n_text: int
+) -> list[str]:
+    """What an RL-shaped set lacks: a grade, or a mixed group to learn from."""
+    if not checks["graded"]:
+        # Text rewards are "not read", not "no reward": the unfit reason says so.
+        if n_text:
+            return []
+        return [
+            "RL-shaped rows are ungraded (no row carries a reward): grade them "
+            "(run_judge / the grade stage) before publishing"
+        ]
+    if not checks["mixed_group"]:
+        return [
+            f"RL-shaped rows carry no mixed group ({signal['all_pass']} asks all-pass, "
+            f"{signal['all_fail']} all-fail, {signal['asks_single']} single): a grouped update "
+            f"learns nothing; run optimize/select_for_rl or simulate harder asks"
+        ]
+    return []
+
+
+#: The hack_scan keys publish_gate's report carries (with the five top features).
+_SCAN_SUMMARY = (
+    "regime",
+    "tau",
+    "top_feature",
+    "endorsed_on_top",
+    "integrity",
+    "inverted",
+    "collinear",
+    "asks_mixed",
+    "asks_all_pass",
+    "asks_all_fail",
+    "gradient_capacity",
+    "distinct_per_ask",
+    "sampled",
+    "warnings",
+)
+
+
+def _scan_summary(scan: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: scan.get(k) for k in _SCAN_SUMMARY} | {"features": scan.get("features", [])[:5]}
+
+
 def publish_gate(
     rows: Sequence[dict[str, Any]],
     mode: str | None = None,
@@ -423,9 +540,6 @@ def publish_gate(
     n_numeric = int((~np.isnan(row_facts(rows).reward_under())).sum())
     # Read the incoming stamps before calibrate re-stamps them.
     unfit = _unfit_counts(rows)
-    n_out_of_range, n_no_prompt = unfit["out_of_range"], unfit["no_prompt"]
-    n_dup_rows, n_dup_ids = unfit["dup_rows"], unfit["dup_ids"]
-    n_contra_rows, n_contra_asks = unfit["contra_rows"], unfit["contra_asks"]
     n_text = unfit["text_numbers"] + unfit["text_words"]
     # A demonstration (SFT, preference) calling a tool its own `tools` lacks teaches the
     # model to call tools it is not given. RL rows are exempt: that call is the policy's.
@@ -433,77 +547,13 @@ def publish_gate(
     scan = hack_scan(rows, endorsed=endorsed)
     calibration = calibrate(rows, policy=policy, model=model, band=(lo, hi))
 
-    problems: list[str] = []
-    checks: dict[str, bool | None] = {
-        "non_empty": bool(rows),
-        "rewards_in_range": None,
-        "prompts": None,
-        "unique_rollout_ids": None,
-        "stamps_in_band": None,
-        "rewards_are_numbers": None,
-        "tools_declared": None,
-        "graded": None,
-        "mixed_group": None,
-        "hack_free": None,
-    }
-    if not rows:
-        problems.append("no rows to publish")
-    else:
-        checks["rewards_in_range"] = n_out_of_range == 0
-        checks["prompts"] = n_no_prompt == 0
-        checks["unique_rollout_ids"] = n_dup_rows == 0
-        checks["stamps_in_band"] = n_contra_rows == 0
-        checks["rewards_are_numbers"] = n_text == 0
-        if declared_rows:
-            checks["tools_declared"] = not undeclared
-    if n_out_of_range:
-        problems.append(
-            f"{n_out_of_range} of {len(rows)} rows carry a reward outside [0, 1] (the judge "
-            f"contract's range): fix the judge, or give it scale=(lo, hi) to map its ratings"
-        )
-    if n_no_prompt:
-        problems.append(
-            f"{n_no_prompt} of {len(rows)} rows carry neither a prompt nor messages: a trainer "
-            f"has nothing to feed in; drop them or fix the writer"
-        )
-    if n_dup_rows:
-        problems.append(
-            f"{n_dup_rows} rows repeat a rollout_id ({n_dup_ids} ids appear more than once): a "
-            f"rollout counted twice skews every group; dedupe the file (was it appended twice?)"
-        )
-    if n_contra_rows:
-        problems.append(
-            f"{n_contra_rows} rows in {n_contra_asks} asks carry a select_for_rl stamp whose "
-            f"pass rate lies outside the band they were selected for: re-run select_for_rl "
-            f"(optimize) on the graded rows"
-        )
-    if n_text:
-        # Every mode: an SFT set kept by a text verdict is as unread as an RL one.
-        problems.append(_text_rewards_reason(unfit["text_numbers"], unfit["text_words"], len(rows)))
-    if undeclared:
-        first_id, first_names = undeclared[0]
-        problems.append(
-            f"{len(undeclared)} of {declared_rows} rows that declare their tools call a tool "
-            f"absent from them (first: {first_id!r} calls {first_names}): a trainer would "
-            "teach the model tools it is not given; add the tools to the rows' `tools`, or "
-            "drop those rows"
-        )
+    checks = _row_checks(rows, unfit, declared_rows, undeclared)
+    problems = [] if rows else ["no rows to publish"]
+    problems += _unfit_problems(unfit, len(rows), declared_rows, undeclared)
     if rl_shaped and rows:
         checks["graded"] = n_numeric > 0
         checks["mixed_group"] = signal["mixed"] > 0 or scan["asks_mixed"] > 0
-        if not checks["graded"]:
-            # Text rewards are "not read", not "no reward": the reason above says so.
-            if not n_text:
-                problems.append(
-                    "RL-shaped rows are ungraded (no row carries a reward): grade them "
-                    "(run_judge / the grade stage) before publishing"
-                )
-        elif not checks["mixed_group"]:
-            problems.append(
-                f"RL-shaped rows carry no mixed group ({signal['all_pass']} asks all-pass, "
-                f"{signal['all_fail']} all-fail, {signal['asks_single']} single): a grouped update "
-                f"learns nothing; run optimize/select_for_rl or simulate harder asks"
-            )
+        problems += _rl_problems(checks, signal, n_text)
     if scan["regime"] != "unknown" or endorsed:
         checks["hack_free"] = scan["regime"] != "reward_hack"
     not_run = _why_not_run(checks, rows, rl_shaped, resolved, scan)
@@ -537,35 +587,16 @@ def publish_gate(
         "n_rows": len(rows),
         "n_graded": n_numeric,
         "n_unjudged": n_unjudged,
-        "n_reward_out_of_range": n_out_of_range,
-        "n_no_prompt": n_no_prompt,
-        "n_duplicate_rollout_ids": n_dup_rows,
-        "n_stamps_out_of_band": n_contra_rows,
+        "n_reward_out_of_range": unfit["out_of_range"],
+        "n_no_prompt": unfit["no_prompt"],
+        "n_duplicate_rollout_ids": unfit["dup_rows"],
+        "n_stamps_out_of_band": unfit["contra_rows"],
         "n_undeclared_tool_calls": len(undeclared),
         "band": [lo, hi],
         "group_signal": signal,
         "calibration": {k: v for k, v in calibration.items() if k != "pass_at"},
         "pass_at": calibration["pass_at"],
-        "hack_scan": {
-            k: scan.get(k)
-            for k in (
-                "regime",
-                "tau",
-                "top_feature",
-                "endorsed_on_top",
-                "integrity",
-                "inverted",
-                "collinear",
-                "asks_mixed",
-                "asks_all_pass",
-                "asks_all_fail",
-                "gradient_capacity",
-                "distinct_per_ask",
-                "sampled",
-                "warnings",
-            )
-        }
-        | {"features": scan.get("features", [])[:5]},
+        "hack_scan": _scan_summary(scan),
         "judge_trust": jt,
     }
     if reasons:
