@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from wai_exp.domain.judges import JUDGES, judge_names, unknown_judge
 from wai_exp.domain.providers import provider_names
 
 #: The agent kinds that name a model server: the provider registry's names when this module
@@ -127,17 +128,17 @@ NOT_GRADERS = {
 }
 
 
-def shipped_judges() -> list[str]:
-    """The judge names in the shipped conf/judge/ folder (the files' stems)."""
-    from importlib import resources
-
-    folder = resources.files("wai_exp.conf") / "judge"
-    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
-
-
 def grader_names() -> list[str]:
-    """What ``simulate.grader`` may name: the shipped pointwise judges."""
-    return [n for n in shipped_judges() if n not in NOT_GRADERS]
+    """What ``simulate.grader`` may name: the registered pointwise judges
+    (``wai_exp.domain.judges``)."""
+    return judge_names(pointwise=True)
+
+
+def _not_grader(kind: str) -> str | None:
+    """Why judge ``kind`` cannot grade rows as they land, or None when it can."""
+    if kind in JUDGES and JUDGES[kind].pointwise:
+        return None
+    return NOT_GRADERS.get(kind, "it does not grade one row on its own")
 
 
 def check_grader(value: Any) -> Any:
@@ -147,13 +148,13 @@ def check_grader(value: Any) -> Any:
         return value
     names = grader_names()
     forms = (
-        f"a judge from conf/judge/ ({', '.join(names)}), {{_target_: 'package.module:function'}}, "
+        f"a registered judge ({', '.join(names)}), {{_target_: 'package.module:function'}}, "
         "or a judge section {kind: llm, model: ...}"
     )
     if isinstance(value, str):
-        if value in NOT_GRADERS:
+        if value in JUDGES and _not_grader(value):
             raise ValueError(
-                f"simulate.grader={value} cannot grade as rows land: {NOT_GRADERS[value]}"
+                f"simulate.grader={value} cannot grade as rows land: {_not_grader(value)}"
             )
         if value not in names:
             import difflib
@@ -184,9 +185,9 @@ def check_grader(value: Any) -> Any:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
         raise ValueError(f"simulate.grader.{where}: {err['msg']}") from None
-    if judge.kind in NOT_GRADERS and judge.kind != "callable":
+    if judge.kind != "callable" and _not_grader(judge.kind):
         raise ValueError(
-            f"simulate.grader kind={judge.kind} cannot grade as rows land: {NOT_GRADERS[judge.kind]}"
+            f"simulate.grader kind={judge.kind} cannot grade as rows land: {_not_grader(judge.kind)}"
         )
     return value
 
@@ -304,9 +305,9 @@ class JudgeConfig(_Strict):
     graded by ``pointwise``; a two-arm pipeline's compare stage also asks a model which
     arm's reply is better, both ways round)."""
 
-    kind: Literal["checklist", "conduct", "given", "callable", "llm", "rubric_llm", "pairwise"] = (
-        "checklist"
-    )
+    #: a registered judge kind (``wai_exp.domain.judges``: the shipped ones above, and any
+    #: you register); checked against the registry when the config is validated
+    kind: str = "checklist"
     #: For ``callable``: "package.module:function" taking a row and returning a judge result.
     target: str | None = None
     name: str | None = None
@@ -342,8 +343,24 @@ class JudgeConfig(_Strict):
     #: description, kind hard|principle|pitfall, weight); null = each row's own rubric.
     rubric: list[Any] | None = None
     #: ``pairwise``: the pointwise judge the arms are graded with, and the comparison's options
-    pointwise: Literal["checklist", "conduct", "llm", "rubric_llm"] = "checklist"
+    #: a registered pointwise judge (checklist, conduct, llm, rubric_llm, or your own)
+    pointwise: str = "checklist"
     pairwise: PairwiseOptions = Field(default_factory=PairwiseOptions)
+
+    @field_validator("kind")
+    @classmethod
+    def _registered(cls, kind: str) -> str:
+        if kind not in judge_names():
+            raise ValueError(unknown_judge(kind))
+        return kind
+
+    @field_validator("pointwise")
+    @classmethod
+    def _pointwise(cls, kind: str) -> str:
+        names = judge_names(pointwise=True)
+        if kind not in names:
+            raise ValueError(unknown_judge(kind, names))
+        return kind
 
     @model_validator(mode="after")
     def _target_for_callable(self) -> JudgeConfig:

@@ -257,7 +257,8 @@ def override_keys(argv: Sequence[str]) -> list[str]:
 
 def group_options(group: str, config_dirs: Sequence[str] = ()) -> list[str] | None:
     """The options of config group ``group``: the shipped ``conf/<group>/*.yaml`` plus those in
-    every ``--config-dir``. None when the group is unknown everywhere."""
+    every ``--config-dir`` (for ``judge``, plus every registered judge). None when the group
+    is unknown everywhere."""
     from importlib.resources import files
 
     found: set[str] = set()
@@ -271,6 +272,10 @@ def group_options(group: str, config_dirs: Sequence[str] = ()) -> list[str] | No
         if folder.is_dir():
             known = True
             found |= {p.stem for p in folder.glob("*.yaml")}
+    if group == "judge":  # and every registered judge (wai_exp.domain.judges)
+        from wai_exp.domain.judges import judge_names
+
+        found |= set(judge_names())
     return sorted(found) if known else None
 
 

@@ -72,8 +72,8 @@ def model_servers(config: Mapping[str, Any], start_dir: Path) -> dict[str, str]:
     """``{url: who}`` for every model server the run will call: each simulate stage's model
     agent (none for the offline agents, or a stage reading ``simulate.rows``), a model
     writer, user or LLM grader named by spec, and a model judge."""
+    from wai_exp.domain.judges import is_model_judge
     from wai_exp.llm.providers import PROVIDERS, parse_model_spec
-    from wai_exp.pipeline.stages.grade import MODEL_JUDGES
     from wai_exp.pipeline.stages.simulate import rows_file
 
     found: dict[str, str] = {}
@@ -105,7 +105,7 @@ def model_servers(config: Mapping[str, Any], start_dir: Path) -> dict[str, str]:
         ("simulate.user_model", sim.get("user_model")),
     ]
     specs.append(("simulate.llm_grade", sim.get("llm_grade")))
-    if judge.get("kind") in (*MODEL_JUDGES, "pairwise"):
+    if is_model_judge(judge):
         specs.append(("judge.model", judge.get("model") or os.environ.get("WAI_EXP_JUDGE")))
     for who, value in specs:
         if isinstance(value, str) and value:
@@ -164,17 +164,16 @@ def _tracking_server(config: Mapping[str, Any]) -> str | None:
 
 def judge_problems(config: Mapping[str, Any]) -> list[str]:
     """A model judge (``judge=llm``/``rubric_llm``/``pairwise``, ``simulate.llm_grade``)
-    with no model, a malformed spec, a key variable that is not set, or a malformed rubric;
-    ``judge=pairwise`` in a pipeline with no two arms to compare. One sentence each, naming
-    the fix. No request is sent."""
-    from wai_exp.pipeline.stages.grade import MODEL_JUDGES, judge_api_key, judge_model_spec
+    with no model, a malformed spec or a key variable that is not set; what the judge kind's
+    own ``check`` finds (a malformed rubric; ``judge=pairwise`` in a pipeline with no two
+    arms to compare). One sentence each, naming the fix. No request is sent."""
+    from wai_exp.domain.judges import JUDGES, is_model_judge
+    from wai_exp.pipeline.stages.grade import judge_api_key, judge_model_spec
 
     judge = dict(config.get("judge") or {})
-    kind = judge.get("kind")
-    stages = ((config.get("pipeline") or {}).get("stages")) or {}
     llm_grade = (config.get("simulate") or {}).get("llm_grade")
     problems: list[str] = []
-    if kind in (*MODEL_JUDGES, "pairwise"):
+    if is_model_judge(judge):
         try:
             judge_model_spec(judge)
             judge_api_key(judge)
@@ -193,21 +192,34 @@ def judge_problems(config: Mapping[str, Any]) -> list[str]:
             parse_model_spec(llm_grade)
         except ValueError as exc:
             problems.append(f"simulate.llm_grade: {exc}")
-    if kind == "rubric_llm" and judge.get("rubric"):
-        from wai_exp.score.judges.rubric import Rubric
-
-        try:
-            Rubric.from_value(judge["rubric"])
-        except (TypeError, ValueError) as exc:
-            problems.append(f"judge.rubric: {exc}")
-    if kind == "pairwise" and not any(
-        isinstance(st, Mapping) and st.get("kind") == "compare" for st in stages.values()
-    ):
-        problems.append(
-            "judge=pairwise compares two arms side by side, and this pipeline has no compare "
-            "stage: use +experiment=delta, or a pointwise judge (judge=llm, judge=checklist)"
-        )
+    kind = JUDGES.get(str(judge.get("kind") or "checklist"))
+    if kind is not None:
+        problems += kind.problems(judge, config)
     return problems
+
+
+def rubric_problems(judge: dict[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """``judge=rubric_llm``: a ``judge.rubric`` that is not a rubric."""
+    if not judge.get("rubric"):
+        return []
+    from wai_exp.score.judges.rubric import Rubric
+
+    try:
+        Rubric.from_value(judge["rubric"])
+    except (TypeError, ValueError) as exc:
+        return [f"judge.rubric: {exc}"]
+    return []
+
+
+def pairwise_problems(judge: dict[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """``judge=pairwise`` in a pipeline with no compare stage: no two arms to compare."""
+    stages = ((config.get("pipeline") or {}).get("stages")) or {}
+    if any(isinstance(st, Mapping) and st.get("kind") == "compare" for st in stages.values()):
+        return []
+    return [
+        "judge=pairwise compares two arms side by side, and this pipeline has no compare "
+        "stage: use +experiment=delta, or a pointwise judge (judge=llm, judge=checklist)"
+    ]
 
 
 def simulate_problems(
@@ -293,8 +305,8 @@ def model_key_problems(config: Mapping[str, Any]) -> list[str]:
     hosted provider's default endpoint with its key variable empty or unset: one sentence
     each, naming the variable and the fix. A spec with its own ``@<url>`` may need no key;
     a malformed spec is reported by the stage's own check, not here."""
+    from wai_exp.domain.judges import is_model_judge
     from wai_exp.llm.providers import PROVIDERS, parse_model_spec
-    from wai_exp.pipeline.stages.grade import MODEL_JUDGES
 
     sim = config.get("simulate") or {}
     judge = config.get("judge") or {}
@@ -304,12 +316,12 @@ def model_key_problems(config: Mapping[str, Any]) -> list[str]:
     ]
     if isinstance(sim.get("llm_grade"), str):
         parts.append(("simulate.llm_grade", sim.get("llm_grade")))
-    if judge.get("kind") in (*MODEL_JUDGES, "pairwise") and not judge.get("api_key_env"):
+    if is_model_judge(judge) and not judge.get("api_key_env"):
         parts.append(("judge.model", judge.get("model")))
     from wai_exp.pipeline.stages.simulate import grader_section
 
     grader = grader_section(dict(config)) or {}
-    if grader.get("kind") in MODEL_JUDGES and not grader.get("api_key_env"):
+    if is_model_judge(grader) and not grader.get("api_key_env"):
         parts.append(("simulate.grader.model", grader.get("model")))
     problems = []
     for where, value in parts:

@@ -30,16 +30,6 @@ from wai_exp.pipeline.stored_rows import RowSink, StoredRows
 from wai_exp.rows.keys import without_fields
 from wai_exp.simulate.lost import lost_sentence
 
-#: judge.kind -> (public name of the judge function, its module)
-BUILTIN_JUDGES = {
-    "checklist": ("task_checklist", "wai_exp.score.grade.checklist"),
-    "conduct": ("conduct_grade", "wai_exp.score.grade.grading"),
-    "given": ("given_reward", "wai_exp.score.grade.given"),
-}
-
-
-#: Judge kinds answered by a model over HTTP.
-MODEL_JUDGES = ("llm", "rubric_llm")
 #: Environment variable naming the judge model when ``judge.model`` is null.
 JUDGE_ENV = "WAI_EXP_JUDGE"
 
@@ -119,33 +109,80 @@ def model_judge(
 def resolve_judge(
     judge_cfg: dict[str, Any], declared_tools: list[str] | None, policy: str = ""
 ) -> tuple[Callable[..., Any], str]:
-    """(judge callable taking one row, its name) for a ``judge`` config section.
-    ``judge=pairwise`` grades rows with its ``pointwise`` judge.
+    """(judge callable taking one row, its name) for a ``judge`` config section: the
+    registered kind's builder (``wai_exp.domain.judges``) makes it. Its name is
+    ``judge.name``, else the judge's own (the function's name, a model judge's
+    ``judge_name``), else ``judge.target``, else the kind.
 
-    Raises ``ValueError`` when ``kind: callable`` names nothing importable or not callable,
-    or a model judge has no model, a bad spec or a missing key variable.
+    Raises ``ValueError`` for a kind nothing registered, or as the builder does: a
+    ``kind: callable`` naming nothing importable or not callable, a model judge with no
+    model, a bad spec or a missing key variable.
     """
-    kind = judge_cfg.get("kind", "checklist")
-    if kind == "pairwise":
-        kind = judge_cfg.get("pointwise") or "checklist"
-    if kind in MODEL_JUDGES:
-        judge = model_judge(judge_cfg, declared_tools, policy, kind=kind)
-        return judge, judge_cfg.get("name") or judge.judge_name
-    if kind == "callable":
-        target = judge_cfg.get("target")
-        fn = import_object(str(target), "judge.target")
-        if not callable(fn):
-            raise ValueError(f"judge.target {target!r} is not callable")
-        return fn, judge_cfg.get("name") or getattr(fn, "__name__", str(target))
-    fname, module = BUILTIN_JUDGES[kind]
-    import importlib
+    from wai_exp.domain.judges import judge_kind
 
-    fn = getattr(importlib.import_module(module), fname)
-    name = judge_cfg.get("name") or fname
-    if declared_tools and kind != "given":
-        # The checklist/conduct rules flag calls to tools the agent was never given.
-        fn = functools.partial(fn, declared_tools=set(declared_tools))
-    return fn, name
+    kind = str(judge_cfg.get("kind") or "checklist")
+    judge = judge_kind(kind).builder()(judge_cfg, declared_tools, policy)
+    own = _own_name(judge) or judge_cfg.get("target")
+    return judge, str(judge_cfg.get("name") or own or kind)
+
+
+def _own_name(judge: Any) -> str | None:
+    """A judge's own name: a function's ``__name__`` (through ``functools.partial``), a model
+    judge's ``judge_name``."""
+    for obj in (judge, getattr(judge, "func", None)):
+        name = getattr(obj, "__name__", None) or getattr(obj, "judge_name", None)
+        if name:
+            return str(name)
+    return None
+
+
+def _with_tools(fn: Callable[..., Any], declared_tools: list[str] | None) -> Callable[..., Any]:
+    # The checklist/conduct rules flag calls to tools the agent was never given.
+    return functools.partial(fn, declared_tools=set(declared_tools)) if declared_tools else fn
+
+
+def build_checklist(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
+    """``judge=checklist``: ``task_checklist``."""
+    from wai_exp.score.grade.checklist import task_checklist
+
+    return _with_tools(task_checklist, tools)
+
+
+def build_conduct(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
+    """``judge=conduct``: ``conduct_grade``."""
+    from wai_exp.score.grade.grading import conduct_grade
+
+    return _with_tools(conduct_grade, tools)
+
+
+def build_given(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
+    """``judge=given``: the reward each row already carries."""
+    from wai_exp.score.grade.given import given_reward
+
+    return given_reward
+
+
+def build_callable(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
+    """``judge=callable``: the function ``judge.target`` names."""
+    target = section.get("target")
+    fn = import_object(str(target), "judge.target")
+    if not callable(fn):
+        raise ValueError(f"judge.target {target!r} is not callable")
+    return fn
+
+
+def build_model_judge(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
+    """``judge=llm`` / ``judge=rubric_llm``: ``grade_llm`` / ``rubric_judge``."""
+    return model_judge(section, tools, policy)
+
+
+def build_pairwise(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
+    """``judge=pairwise``: the rows are graded by its ``pointwise`` judge (the compare stage
+    asks the model which arm is better)."""
+    from wai_exp.domain.judges import grading_kind
+
+    judge, _ = resolve_judge({**section, "kind": grading_kind(section)}, tools, policy)
+    return judge
 
 
 def _counting(
@@ -428,10 +465,9 @@ def _lost_block(upstream: Any) -> dict[str, Any] | None:
 def _model_judged(cfg: dict[str, Any]) -> bool:
     """The rows are graded by a model over HTTP (``llm``, ``rubric_llm``, or ``pairwise``
     over one of them): every judge call costs money and time."""
-    kind = cfg.get("kind", "checklist")
-    if kind == "pairwise":
-        kind = cfg.get("pointwise") or "checklist"
-    return kind in MODEL_JUDGES
+    from wai_exp.domain.judges import is_model_judge
+
+    return is_model_judge(cfg, grading=True)
 
 
 def stage_floor(

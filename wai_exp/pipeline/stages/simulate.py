@@ -69,8 +69,10 @@ def llm_grade_value(config: dict[str, Any], params: dict[str, Any] | None = None
     value = sim.get("llm_grade")
     if value is not True:
         return value or False
+    from wai_exp.domain.judges import is_model_judge
+
     judge = config.get("judge") or {}
-    if judge.get("kind") in ("llm", "rubric_llm", "pairwise") and judge.get("model"):
+    if is_model_judge(judge) and judge.get("model"):
         return str(judge["model"])
     return os.environ.get("WAI_EXP_JUDGE") or True
 
@@ -132,7 +134,8 @@ def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = No
 def grader_section(config: dict[str, Any], params: dict[str, Any] | None = None) -> dict | None:
     """The judge section ``simulate.grader`` names (None when unset): a judge's name reads
     the run's ``judge`` section when that is the same kind (so ``judge.model`` and the rest
-    apply), else the shipped ``conf/judge/<name>.yaml``; ``{_target_: ...}`` is a callable
+    apply), else the shipped ``conf/judge/<name>.yaml`` (a registered judge without one:
+    ``{kind: <name>}``); ``{_target_: ...}`` is a callable
     judge; a mapping with ``kind`` is a judge section as given."""
     sim = {**(config.get("simulate") or {}), **(params or {})}
     value = sim.get("grader")
@@ -146,7 +149,10 @@ def grader_section(config: dict[str, Any], params: dict[str, Any] | None = None)
 
         from omegaconf import OmegaConf
 
-        text = (resources.files("wai_exp.conf") / "judge" / f"{value}.yaml").read_text()
+        shipped = resources.files("wai_exp.conf") / "judge" / f"{value}.yaml"
+        if not shipped.is_file():  # a judge you registered: its section is its kind
+            return {"kind": value}
+        text = shipped.read_text()
         loaded = OmegaConf.to_container(OmegaConf.create(text), resolve=True)
         return dict(loaded) if isinstance(loaded, dict) else None
     value = dict(value)
