@@ -219,9 +219,9 @@ register_judge("checklist", f"{_GRADE}:build_checklist")
 register_judge("conduct", f"{_GRADE}:build_conduct")
 register_judge("given", f"{_GRADE}:build_given", pointwise=False)
 register_judge("callable", f"{_GRADE}:build_callable", pointwise=False)
-register_judge("llm", f"{_GRADE}:build_model_judge", model=True)
+register_judge("llm", f"{_GRADE}:build_llm", model=True)
 register_judge(
-    "rubric_llm", f"{_GRADE}:build_model_judge", model=True, check=f"{_CHECK}:rubric_problems"
+    "rubric_llm", f"{_GRADE}:build_rubric_llm", model=True, check=f"{_CHECK}:rubric_problems"
 )
 register_judge(
     "pairwise",

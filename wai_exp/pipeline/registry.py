@@ -85,9 +85,18 @@ class StageContext:
 StageFn = Callable[[StageContext, dict[str, Any], dict[str, StageResult]], StageResult]
 
 
+#: ``key_sections(sections, params) -> sections``: the config sections a stage's cache key
+#: is made of, from those it ``reads`` (a stage reading a file alone keys on that file).
+KeySections = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+#: ``key_deps(config, params) -> {name: value}``: what else its result depends on that no
+#: section it reads holds (a value resolved from the environment ...), added to its key.
+KeyDeps = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class StageKind:
-    """A registered kind: its function and the config sections its result depends on."""
+    """A registered kind: its function, the config sections its result depends on, and the
+    hooks the runner calls instead of knowing kinds by name (see ``register``)."""
 
     name: str
     fn: StageFn
@@ -95,6 +104,11 @@ class StageKind:
     #: False for a stage whose output is files in the run folder (``publish``): it always
     #: runs, so those files are this run's.
     cached: bool = True
+    key_sections: KeySections | None = None
+    key_deps: KeyDeps | None = None
+    #: The closing summary's own line this kind's numbers go to ("grading", "selection" ...);
+    #: None = the summary shows the first line of its report text.
+    headline: str | None = None
 
 
 #: kind name -> StageKind, filled by ``register``.
@@ -120,17 +134,32 @@ class UnknownStageKind(LookupError):
 
 
 def register(
-    name: str, *, reads: tuple[str, ...] | None = None, cached: bool = True
+    name: str,
+    *,
+    reads: tuple[str, ...] | None = None,
+    cached: bool = True,
+    key_sections: KeySections | None = None,
+    key_deps: KeyDeps | None = None,
+    headline: str | None = None,
 ) -> Callable[[StageFn], StageFn]:
     """Decorator: register ``fn`` as stage kind ``name``. Returns ``fn`` unchanged.
 
     ``cached=False`` makes the stage run every time (never reused from the cache).
-    Registering a name twice replaces the earlier function (a user may shadow a built-in).
+    ``key_sections`` narrows the sections its cache key is made of, ``key_deps`` adds what
+    it depends on outside them (both are called with the stage's params); ``headline``
+    names the closing summary's line its numbers go to. Registering a name twice replaces
+    the earlier function (a user may shadow a built-in).
     """
 
     def deco(fn: StageFn) -> StageFn:
         REGISTRY[name] = StageKind(
-            name=name, fn=fn, reads=tuple(reads) if reads is not None else None, cached=cached
+            name=name,
+            fn=fn,
+            reads=tuple(reads) if reads is not None else None,
+            cached=cached,
+            key_sections=key_sections,
+            key_deps=key_deps,
+            headline=headline,
         )
         return fn
 

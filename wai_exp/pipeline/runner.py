@@ -48,7 +48,15 @@ from wai_exp.pipeline import cache as cache_mod
 from wai_exp.pipeline import reads as reads_mod
 from wai_exp.pipeline import stop
 from wai_exp.pipeline.dag import StageSpec, plan
-from wai_exp.pipeline.registry import NOT_COMPUTED_FROM, StageContext, StageResult, resolve
+from wai_exp.pipeline.registry import (
+    BUILTIN,
+    NOT_COMPUTED_FROM,
+    REGISTRY,
+    KeyDeps,
+    StageContext,
+    StageResult,
+    resolve,
+)
 from wai_exp.pipeline.stored_rows import StoredRows, write_rows_recorded
 from wai_exp.rows.jsonl import RowsNotWritten, atomic_write_text, write_json
 from wai_exp.rows.partial import PartialRowsDamaged
@@ -222,10 +230,12 @@ def stage_deps(
     params: Mapping[str, Any],
     target: str | None,
     start_dir: Path,
+    key_deps: KeyDeps | None = None,
 ) -> dict[str, Any]:
     """What enters a stage's key besides its config: the SHA-256 of each file it reads
     (``files``), of each user module it runs or imports (``code``), of wai-exp's own source
-    (``wai_exp``) and ``cache.salt`` (``salt``). See ``pipeline/deps.py``."""
+    (``wai_exp``), ``cache.salt`` (``salt``) and what the kind's ``key_deps`` hook adds. See
+    ``pipeline/deps.py``."""
     from wai_exp.pipeline import deps
 
     out: dict[str, Any] = {"wai_exp": deps.source_digest()}
@@ -238,12 +248,8 @@ def stage_deps(
     salt = (config.get("cache") or {}).get("salt")
     if salt:
         out["salt"] = str(salt)
-    if "simulate" in sections and (sections.get("simulate") or {}).get("llm_grade"):
-        from wai_exp.pipeline.stages.simulate import llm_grade_value
-
-        # The judge model llm_grade resolves to (judge.model, WAI_EXP_JUDGE) is outside the
-        # sections the stage reads: a changed judge must not reuse rows it did not grade.
-        out["llm_grade"] = str(llm_grade_value(dict(config), dict(params)))
+    if key_deps is not None:  # what the kind depends on outside its sections
+        out.update(key_deps(dict(config), dict(params)))
     return out
 
 
@@ -632,11 +638,17 @@ class _Run:
 
         t0 = time.perf_counter()
         sections = _sections(kind.reads, self.config)
-        if kind.name == "simulate":
-            from wai_exp.pipeline.stages.simulate import key_sections
-
-            sections = key_sections(sections, spec.params)
-        deps = stage_deps(self.config, sections, spec.params, spec.target, self.start_dir)
+        narrow = getattr(kind, "key_sections", None)
+        if narrow is not None:
+            sections = narrow(sections, spec.params)
+        deps = stage_deps(
+            self.config,
+            sections,
+            spec.params,
+            spec.target,
+            self.start_dir,
+            getattr(kind, "key_deps", None),
+        )
         key = cache_mod.stage_key(
             kind.name,
             spec.params,
@@ -996,16 +1008,20 @@ def _floor_lines(metrics: dict[str, Any], floor: Any, n_tasks: Any) -> list[str]
     ]
 
 
-#: Stage kinds whose numbers the summary already prints in its own lines.
-_HEADLINED = ("simulate", "grade", "evaluate", "optimize", "publish_gate")
+def _headline(kind: str) -> str | None:
+    """The summary line a stage kind's numbers go to (``register(headline=)``), or None for
+    a kind that has none (a report-like stage, your own ``_target_``)."""
+    if kind not in REGISTRY and kind not in BUILTIN:
+        return None
+    return resolve(kind).headline
 
 
-def _missing(outcome: RunOutcome, kinds: tuple[str, ...], what: str) -> str:
+def _missing(outcome: RunOutcome, headline: str) -> str:
     """Why a headline number is absent: the pipeline has no such stage, it did not finish,
     or it finished and its report says why it has no number (no row judged ...)."""
-    named = [n for n, k in outcome.planned.items() if k in kinds]
+    named = [n for n, k in outcome.planned.items() if _headline(k) == headline]
     if not named:
-        return f"no {what} stage in this pipeline"
+        return f"no {headline} stage in this pipeline"
     done = [s for s in outcome.stages if s.name in named and s.result is not None]
     notes = [f"{s.name}: {s.result.report['note']}" for s in done if s.result.report.get("note")]
     if notes:
@@ -1080,11 +1096,11 @@ def summarize(outcome: RunOutcome) -> str:
         if graded.result.report.get("lost_line"):  # what lost rollouts did to these numbers
             out.append(f"  {graded.result.report['lost_line']}")
     if not graded_stages:
-        out.append(f"pass@1: not measured ({_missing(outcome, ('grade', 'evaluate'), 'grading')})")
+        out.append(f"pass@1: not measured ({_missing(outcome, 'grading')})")
     # Report-like stages (compare, eval_variance, report, next_round, user stages) lead with
     # their own headline; show it rather than make the reader open report.txt.
     for st in outcome.stages:
-        if st.result and st.kind not in _HEADLINED and st.result.text.strip():
+        if st.result and _headline(st.kind) is None and st.result.text.strip():
             first_line = st.result.text.strip().splitlines()[0]
             named = first_line.startswith(f"{st.name}:")  # the stage named itself already
             out.append(first_line if named else f"{st.name}: {first_line}")
@@ -1096,7 +1112,7 @@ def summarize(outcome: RunOutcome) -> str:
         of = f" of {int(m['rows_in'])}" if "rows_in" in m else ""
         out.append(f"rows kept: {int(m['rows_kept'])}{of} ({kept.name})")
     else:
-        out.append(f"rows kept: not measured ({_missing(outcome, ('optimize',), 'selection')})")
+        out.append(f"rows kept: not measured ({_missing(outcome, 'selection')})")
     if outcome.gate == "refused":
         out.append(f"publish gate: REFUSED - {outcome.gate_reason}")
     elif outcome.gate == "passed":

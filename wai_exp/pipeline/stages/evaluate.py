@@ -12,7 +12,7 @@ from wai_exp.pipeline.registry import StageContext, StageResult, register
 from wai_exp.pipeline.stages.grade import judge_rows
 
 
-@register("evaluate", reads=("judge",))
+@register("evaluate", reads=("judge",), headline="grading")
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Evaluate the single input's rows; see ``grade.judge_rows``."""
     return judge_rows(ctx, params, inputs, source="eval")

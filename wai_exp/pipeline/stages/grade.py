@@ -76,17 +76,12 @@ def judge_api_key(judge_cfg: dict[str, Any]) -> str | None:
     return value
 
 
-def model_judge(
-    judge_cfg: dict[str, Any],
-    declared_tools: list[str] | None,
-    policy: str = "",
-    kind: str | None = None,
-) -> Any:
-    """The model judge a ``judge`` section describes (``grade_llm`` for ``llm``,
-    ``rubric_judge`` for ``rubric_llm``). Raises ``ValueError`` as ``judge_model_spec`` and
-    ``judge_api_key`` do, or for a malformed rubric."""
-    kind = kind or judge_cfg.get("kind")
-    common = {
+def model_call_settings(
+    judge_cfg: dict[str, Any], declared_tools: list[str] | None, policy: str = ""
+) -> dict[str, Any]:
+    """What every model judge is called with, from a ``judge`` section. Raises
+    ``ValueError`` as ``judge_model_spec`` and ``judge_api_key`` do."""
+    return {
         "spec": judge_model_spec(judge_cfg),
         "api_key": judge_api_key(judge_cfg),
         "prompt": judge_cfg.get("prompt"),
@@ -96,14 +91,6 @@ def model_judge(
         "temperature": float(judge_cfg.get("temperature", 0.0)),
         "structured_output": str(judge_cfg.get("structured_output", "auto")),
     }
-    if kind == "rubric_llm":
-        from wai_exp.score.judges.rubric import Rubric, rubric_judge
-
-        rubric = judge_cfg.get("rubric")
-        return rubric_judge(Rubric.from_value(rubric) if rubric else None, **common)
-    from wai_exp.score.judges.llm_judge import grade_llm
-
-    return grade_llm(**common, max_tokens=int(judge_cfg.get("max_tokens", 256)))
 
 
 def resolve_judge(
@@ -171,9 +158,22 @@ def build_callable(section: dict[str, Any], tools: list[str] | None, policy: str
     return fn
 
 
-def build_model_judge(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
-    """``judge=llm`` / ``judge=rubric_llm``: ``grade_llm`` / ``rubric_judge``."""
-    return model_judge(section, tools, policy)
+def build_llm(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
+    """``judge=llm``: ``grade_llm``, a model's pass/fail per row."""
+    from wai_exp.score.judges.llm_judge import grade_llm
+
+    common = model_call_settings(section, tools, policy)
+    return grade_llm(**common, max_tokens=int(section.get("max_tokens", 256)))
+
+
+def build_rubric_llm(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
+    """``judge=rubric_llm``: ``rubric_judge`` over ``judge.rubric`` (null = each row's own).
+    Raises ``ValueError`` for a malformed rubric."""
+    from wai_exp.score.judges.rubric import Rubric, rubric_judge
+
+    rubric = section.get("rubric")
+    common = model_call_settings(section, tools, policy)
+    return rubric_judge(Rubric.from_value(rubric) if rubric else None, **common)
 
 
 def build_pairwise(section: dict[str, Any], tools: list[str] | None, policy: str) -> Any:
@@ -573,7 +573,7 @@ def _judge_failure(report: dict[str, Any], graded: list[dict[str, Any]], share: 
     )
 
 
-@register("grade", reads=("judge",))
+@register("grade", reads=("judge",), headline="grading")
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Grade the single input's rows (``run_judge``, lineage source ``grade``)."""
     return judge_rows(ctx, params, inputs, source="grade")

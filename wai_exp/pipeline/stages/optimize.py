@@ -100,7 +100,7 @@ def _with_transcripts(kept: list[dict[str, Any]], stored: StoredRows) -> list[di
     return out
 
 
-@register("optimize", reads=("selection",))
+@register("optimize", reads=("selection",), headline="selection")
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Select from the single input's graded rows; see ``wai_exp.score.select.optimize.optimize``."""
     from wai_exp.score.select.optimize import optimize

@@ -15,7 +15,7 @@ from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, reg
 from wai_exp.pipeline.stages.optimize import selection
 
 
-@register("publish_gate", reads=("selection",))
+@register("publish_gate", reads=("selection",), headline="gate")
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Gate the single input's rows. Raises ``PublishGateError`` on refusal."""
     from wai_exp.score.select.publish_gate import publish_gate

@@ -376,7 +376,24 @@ def read_given_rows(ctx: StageContext, path: str) -> StageResult:
     )
 
 
-@register("simulate", reads=("simulate", "agent", "world", "knobs", "seed", "judge"))
+def key_deps(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """What a simulate stage's key holds beyond its sections: the judge model
+    ``simulate.llm_grade=true`` resolves to (``judge.model``, ``WAI_EXP_JUDGE``), which no
+    section the key is made of holds, so a changed judge never reuses rows it did not grade.
+    Nothing for a stage reading ``simulate.rows``."""
+    sim = config.get("simulate") or {}
+    if {**sim, **params}.get("rows") or not sim.get("llm_grade"):
+        return {}
+    return {"llm_grade": str(llm_grade_value(config, params))}
+
+
+@register(
+    "simulate",
+    reads=("simulate", "agent", "world", "knobs", "seed", "judge"),
+    key_sections=key_sections,
+    key_deps=key_deps,
+    headline="rollouts",
+)
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Simulate rollouts, streaming each finished row to the partial file; with
     ``simulate.rows`` set, read that file's rows instead (``read_given_rows``)."""
