@@ -356,54 +356,10 @@ def holdout_size(
         if gb.n_tasks == 0:
             notes.append("before has no binary-graded rows; base and k stay as given")
         else:
-            base = float(gb.means.mean())
-            multi = gb.counts[gb.counts >= 2]
-            k = int(np.median(multi)) if multi.size else 1
-            base_spread = true_spread(gb.means, gb.counts)
-            pq = base * (1.0 - base)
-            if gb.n_rows and bool(np.all(gb.values == gb.values[0])) and base < 1.0:
-                notes.append(
-                    _degenerate(
-                        f"every one of before's {gb.n_rows} rollouts scored "
-                        f"{float(gb.values[0]):g}, so its spread over tasks is unmeasured"
-                    )
-                )
-            if base_spread is not None and pq > 0 and base_spread**2 < pq:
-                variance_ratio = 1.0 / (1.0 - base_spread**2 / pq)
-                raw = float(np.std(gb.means, ddof=1))
-                raw_ratio = 1.0 / (1.0 - raw**2 / pq) if raw**2 < pq else None
-                raw_s = "" if raw_ratio is None else f" -> {raw_ratio:.2f}x"
-                notes.append(
-                    f"tasks differ in difficulty (spread {base_spread:.2f} around {base:.2f}): "
-                    f"pairing keeps each task's own variance, so the independent-arms model "
-                    f"asks for {variance_ratio:.2f}x the tasks pairing needs, from "
-                    f"1 / (1 - spread^2 / (p(1-p))) on the true spread: the observed rates "
-                    f"spread {raw:.2f}{raw_s}, of which binomial noise at k={k} is "
-                    f"sqrt(mean p_i(1-p_i)/(k-1)), taken out first"
-                )
+            base, k, base_spread, variance_ratio = _read_before(gb, notes)
         if after is not None:
-            ga = reward_groups(as_rows(after))
-            ib, ia = gb.index(), ga.index()
-            shared = sorted(set(ib) & set(ia))
-            n_paired = len(shared)
-            if n_paired >= 2:
-                d = ga.means[[ia[t] for t in shared]] - gb.means[[ib[t] for t in shared]]
-                sd = float(np.std(d, ddof=1))
-                source = "rows"
-                if n_paired < 10:
-                    notes.append(f"sd read off only {n_paired} paired tasks: it is rough")
-                if sd == 0.0:
-                    notes.append(
-                        _degenerate(
-                            f"every one of the {n_paired} paired differences is "
-                            f"{float(d[0]):+g}, so the measured sd is 0"
-                        )
-                    )
-            else:
-                notes.append(
-                    f"before and after share {n_paired} task(s); an sd needs at least 2, so "
-                    "it falls back to task_std or the model"
-                )
+            sd, n_paired = _paired_sd(gb, reward_groups(as_rows(after)), notes)
+            source = "rows" if sd is not None else source
     elif after is not None:
         raise ValueError("after= needs before= (the two graded arms on the same tasks)")
 
@@ -436,29 +392,108 @@ def holdout_size(
         if sd == 0.0:
             notes.append(_degenerate("task_std is 0"))
     if sd is None:
-        sd = _model_sd(base, effect, k)
-        csd = _concentrated_sd(base, effect, k)
-        if csd is not None:
-            n_conc = max(_n_for(csd, effect, z_a + z_p), MIN_HOLDOUT_TASKS)
-            n_conc_t = _n_with_t_tails(csd, effect, alpha, power, n_conc)
-        # The count recommended is the one the verdict's test reaches power at (t tails);
-        # the spec's closed-form count is named beside it.
-        conc = (
-            f"{n_conc_t} tasks to reach {power:.0%} power under the test the verdict runs "
-            f"(n_tasks_concentrated_t; the closed form's n_tasks_concentrated is {n_conc})"
-            if n_conc_t is not None and n_conc_t != n_conc
-            else f"{n_conc} tasks (n_tasks_concentrated)"
-            if n_conc is not None
-            else "more tasks than this (no task can carry the gain alone)"
-        )
+        sd, n_conc, n_conc_t = _modelled_sd(base, effect, k, alpha, power, z_a + z_p, notes)
+    n_z, n_t = _counts(sd, effect, alpha, power, z_a + z_p, notes)
+    half = float(_sp.stdtrit(max(n_z - 1, 1), 1.0 - alpha / 2.0)) * sd / math.sqrt(n_z)
+    return _result(n_z, n_t, effect, base, k, power, alpha, sd, source, half, n_conc, n_conc_t,
+                   base_spread, variance_ratio, n_paired, notes)  # fmt: skip
+
+
+def _read_before(gb: Any, notes: list[str]) -> tuple[float, int, float | None, float | None]:
+    """``(base, k, base_spread, variance_ratio)`` read off ``before``'s graded groups, with a
+    note on how much pairing buys when tasks differ in difficulty."""
+    base = float(gb.means.mean())
+    multi = gb.counts[gb.counts >= 2]
+    k = int(np.median(multi)) if multi.size else 1
+    base_spread = true_spread(gb.means, gb.counts)
+    variance_ratio: float | None = None
+    pq = base * (1.0 - base)
+    if gb.n_rows and bool(np.all(gb.values == gb.values[0])) and base < 1.0:
         notes.append(
-            "sd from the binomial model: assumes the gain is spread evenly over tasks and the "
-            f"arms are independent; if a few tasks carry it you need {conc}. Pass before= "
-            "and after= from a previous eval to measure it"
+            _degenerate(
+                f"every one of before's {gb.n_rows} rollouts scored "
+                f"{float(gb.values[0]):g}, so its spread over tasks is unmeasured"
+            )
         )
-        if sd == 0.0:
-            notes.append(_degenerate(f"the model gives sd 0 (base {base:g} -> {base + effect:g})"))
-    n_z = _n_for(sd, effect, z_a + z_p) if sd > 0 else MIN_HOLDOUT_TASKS
+    if base_spread is not None and pq > 0 and base_spread**2 < pq:
+        variance_ratio = 1.0 / (1.0 - base_spread**2 / pq)
+        raw = float(np.std(gb.means, ddof=1))
+        raw_ratio = 1.0 / (1.0 - raw**2 / pq) if raw**2 < pq else None
+        raw_s = "" if raw_ratio is None else f" -> {raw_ratio:.2f}x"
+        notes.append(
+            f"tasks differ in difficulty (spread {base_spread:.2f} around {base:.2f}): "
+            f"pairing keeps each task's own variance, so the independent-arms model "
+            f"asks for {variance_ratio:.2f}x the tasks pairing needs, from "
+            f"1 / (1 - spread^2 / (p(1-p))) on the true spread: the observed rates "
+            f"spread {raw:.2f}{raw_s}, of which binomial noise at k={k} is "
+            f"sqrt(mean p_i(1-p_i)/(k-1)), taken out first"
+        )
+    return base, k, base_spread, variance_ratio
+
+
+def _paired_sd(gb: Any, ga: Any, notes: list[str]) -> tuple[float | None, int]:
+    """The sd of the per-task differences over the tasks both arms graded (None under two)
+    and how many tasks pair."""
+    ib, ia = gb.index(), ga.index()
+    shared = sorted(set(ib) & set(ia))
+    n_paired = len(shared)
+    if n_paired < 2:
+        notes.append(
+            f"before and after share {n_paired} task(s); an sd needs at least 2, so "
+            "it falls back to task_std or the model"
+        )
+        return None, n_paired
+    d = ga.means[[ia[t] for t in shared]] - gb.means[[ib[t] for t in shared]]
+    sd = float(np.std(d, ddof=1))
+    if n_paired < 10:
+        notes.append(f"sd read off only {n_paired} paired tasks: it is rough")
+    if sd == 0.0:
+        notes.append(
+            _degenerate(
+                f"every one of the {n_paired} paired differences is "
+                f"{float(d[0]):+g}, so the measured sd is 0"
+            )
+        )
+    return sd, n_paired
+
+
+def _modelled_sd(
+    base: float, effect: float, k: int, alpha: float, power: float, z: float, notes: list[str]
+) -> tuple[float, int | None, int | None]:
+    """The binomial model's sd, and the counts if the fewest tasks carried the gain."""
+    sd = _model_sd(base, effect, k)
+    n_conc: int | None = None
+    n_conc_t: int | None = None
+    csd = _concentrated_sd(base, effect, k)
+    if csd is not None:
+        n_conc = max(_n_for(csd, effect, z), MIN_HOLDOUT_TASKS)
+        n_conc_t = _n_with_t_tails(csd, effect, alpha, power, n_conc)
+    # The count recommended is the one the verdict's test reaches power at (t tails);
+    # the spec's closed-form count is named beside it.
+    conc = (
+        f"{n_conc_t} tasks to reach {power:.0%} power under the test the verdict runs "
+        f"(n_tasks_concentrated_t; the closed form's n_tasks_concentrated is {n_conc})"
+        if n_conc_t is not None and n_conc_t != n_conc
+        else f"{n_conc} tasks (n_tasks_concentrated)"
+        if n_conc is not None
+        else "more tasks than this (no task can carry the gain alone)"
+    )
+    notes.append(
+        "sd from the binomial model: assumes the gain is spread evenly over tasks and the "
+        f"arms are independent; if a few tasks carry it you need {conc}. Pass before= "
+        "and after= from a previous eval to measure it"
+    )
+    if sd == 0.0:
+        notes.append(_degenerate(f"the model gives sd 0 (base {base:g} -> {base + effect:g})"))
+    return sd, n_conc, n_conc_t
+
+
+def _counts(
+    sd: float, effect: float, alpha: float, power: float, z: float, notes: list[str]
+) -> tuple[int, int]:
+    """``(n_tasks, n_tasks_t)``: the closed form (never below ``MIN_HOLDOUT_TASKS``) and
+    the count at which a t test on the same tasks reaches ``power``."""
+    n_z = _n_for(sd, effect, z) if sd > 0 else MIN_HOLDOUT_TASKS
     if n_z < MIN_HOLDOUT_TASKS:
         notes.append(
             f"the formula gives {n_z}; raised to MIN_HOLDOUT_TASKS={MIN_HOLDOUT_TASKS}, the "
@@ -474,9 +509,7 @@ def holdout_size(
             "known sd; the calibration study measured the shortfall at n_tasks "
             "(MEASURED_POWER; delta_report's sizing line quotes it)"
         )
-    half = float(_sp.stdtrit(max(n_z - 1, 1), 1.0 - alpha / 2.0)) * sd / math.sqrt(n_z)
-    return _result(n_z, n_t, effect, base, k, power, alpha, sd, source, half, n_conc, n_conc_t,
-                   base_spread, variance_ratio, n_paired, notes)  # fmt: skip
+    return n_z, n_t
 
 
 def _result(
