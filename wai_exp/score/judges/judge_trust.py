@@ -667,6 +667,161 @@ def _not_run(note: str) -> dict[str, Any]:
     }
 
 
+def _check_trust_args(
+    judge: Any,
+    gold: Any,
+    probes: Any,
+    sample: int,
+    concurrency: int,
+    flip_flag: float,
+    min_agreement: float,
+    min_kappa: float,
+    length_gap_flag: float,
+) -> None:
+    _check_common(sample, concurrency, flip_flag, "flip_flag")
+    for name, value in (
+        ("min_agreement", min_agreement),
+        ("min_kappa", min_kappa),
+        ("length_gap_flag", length_gap_flag),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not -1 <= value <= 1:
+            raise ValueError(f"{name} must be a number in [-1, 1], got {value!r}")
+    if judge is not None and not callable(judge):
+        raise TypeError(f"judge must be callable (row -> result), got {type(judge).__name__}")
+    if probes is not None:
+        if judge is None:
+            raise ValueError(
+                "probes= re-judges mutated rows, so it needs judge=: pass the judge that "
+                "graded these rows"
+            )
+        _probe_names(probes)
+    if not isinstance(gold, str) or not gold:
+        raise TypeError(f"gold must name the row key holding the 0/1 label, got {gold!r}")
+
+
+def _gold_findings(
+    agreement: dict[str, Any],
+    gold: str,
+    measured: bool,
+    min_agreement: float,
+    min_kappa: float,
+    reasons: list[str],
+    warnings: list[str],
+) -> None:
+    """Reasons and warnings from the agreement with gold: unmeasured, not a person's
+    labels, a lower bound under ``min_agreement``, a kappa under ``min_kappa``."""
+    n, gold_kind = agreement["n"], agreement["gold_kind"]
+    if n == 0:
+        reasons.append("unmeasured: no gold-labeled row was compared")
+        warnings.append(
+            f"the judge is unmeasured, not failed: no row carries both a 0/1 reward and a 0/1 "
+            f"{gold!r} label, so every gold check has n=0; hand-label a sample (50+ rows) with "
+            "attach_labels(rows, labels) and run judge_trust again"
+        )
+        return
+    warnings.extend(w for w in agreement["warnings"] if not w.startswith("no row had"))
+    if not measured:
+        reasons.append(
+            f"gold_kind is {gold_kind!r}: agreement with labels nobody can say a person "
+            "gave is not a measurement"
+        )
+    lo = agreement["ci95"][0] if agreement["ci95"] else None
+    if lo is None or lo < min_agreement:
+        reasons.append(f"agreement lower bound {lo:.3f} < min_agreement {min_agreement}")
+        if agreement["agreement"] >= min_agreement:
+            fix = (
+                "label more rows: the point estimate clears the floor but the interval is too wide"
+            )
+        else:
+            fix = (
+                "read the disagreeing rows (confusion) and fix the judge's prompt or rubric, "
+                "then re-grade"
+            )
+        warnings.append(
+            f"agreement {agreement['agreement']:.3f} (95% CI {agreement['ci95'][0]:.3f}-"
+            f"{agreement['ci95'][1]:.3f}, n={n}) has its lower bound below min_agreement "
+            f"{min_agreement}; fix: {fix}"
+        )
+    kappa = agreement["kappa"]
+    if kappa is None or kappa < min_kappa:
+        reasons.append(
+            f"kappa {'undefined' if kappa is None else f'{kappa:.3f}'} < min_kappa {min_kappa}"
+        )
+        warnings.append(
+            f"kappa {'is undefined' if kappa is None else f'{kappa:.3f} is below'} "
+            f"min_kappa {min_kappa}: the judge's agreement is not much above chance; fix: "
+            "label failures as well as passes (kappa needs both) and fix the judge on the "
+            "rows where it disagrees"
+        )
+
+
+def _bias_findings(
+    held_out: Mapping[str, Any],
+    length: Mapping[str, Any],
+    length_gap_flag: float,
+    flags: list[str],
+    warnings: list[str],
+) -> None:
+    """Flags for a judge fit to its own labels (held out) and one that pays for length."""
+    if held_out["flagged"]:
+        flags.append("held_out")
+        warnings.append(
+            f"held-out agreement {held_out['agreement']:.3f} is below the dev agreement "
+            f"{held_out['dev_agreement']:.3f} (p={held_out['p_value']:.3g}): the judge fits the "
+            "labels it was written on; fix: write the judge from dev rows only and "
+            "re-check on fresh held-out labels"
+        )
+    if length["flagged"]:
+        flags.append("length")
+        warnings.append(
+            f"length bias: the judge passes long replies {length['gap']:+.0%} more often than "
+            f"gold does, relative to short ones (>= length_gap_flag {length_gap_flag:.0%}); fix: "
+            "tell the judge length is not quality, or compare length-matched replies"
+        )
+
+
+def _rejudged(
+    rows: list[dict[str, Any]],
+    judge: Callable[[dict], Any],
+    sample: int,
+    seed: int,
+    concurrency: int,
+    flip_flag: float,
+    flags: list[str],
+    warnings: list[str],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Consistency (the same rows again) and perturbation (reformatted replies) on up to
+    ``sample`` seeded graded rows."""
+    graded = [r for r in rows if binary_reward(r) is not None]
+    picks = np.random.default_rng(seed).permutation(len(graded))[:sample]
+    chosen = [graded[i] for i in sorted(picks.tolist())]
+    plain = [_base_copy(r) for r in chosen]
+    shifted = [with_reply(r, reformat(final_reply(r))) for r in chosen]
+    judged = _judge_rows(plain + shifted, judge, concurrency, source="judge_trust")
+    consistency = _flip_check(chosen, judged[: len(chosen)], flip_flag, "same row again")
+    perturbation = _flip_check(
+        chosen, judged[len(chosen) :], flip_flag, "reply reformatted (spaces, quote style)"
+    )
+    if not chosen:
+        note = "no row carries a 0/1 reward to re-judge; grade the rows first"
+        consistency["note"] = perturbation["note"] = note
+    if consistency["flagged"]:
+        flags.append("consistency")
+        warnings.append(
+            f"inconsistent judge: {consistency['flips']}/{consistency['n']} unchanged rows "
+            f"got a different verdict on a second call (>= flip_flag {flip_flag:.0%}); fix: "
+            "judge at temperature 0, or take the majority of several calls"
+        )
+    if perturbation["flagged"]:
+        flags.append("perturbation")
+        warnings.append(
+            f"format-sensitive judge: {perturbation['flips']}/{perturbation['n']} rows "
+            f"changed verdict when only spacing and quote style changed (>= flip_flag "
+            f"{flip_flag:.0%}); fix: normalise whitespace and quotes before judging"
+        )
+    return consistency, perturbation
+
+
 def judge_trust(
     rows: Sequence[dict],
     judge: Callable[[dict], Any] | None = None,
@@ -703,25 +858,10 @@ def judge_trust(
     floors, flags, ``sample`` or probe names, or ``probes`` without a ``judge``;
     ``TypeError`` for a judge that is not callable.
     """
-    _check_common(sample, concurrency, flip_flag, "flip_flag")
-    for name, value in (
-        ("min_agreement", min_agreement),
-        ("min_kappa", min_kappa),
-        ("length_gap_flag", length_gap_flag),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not -1 <= value <= 1:
-            raise ValueError(f"{name} must be a number in [-1, 1], got {value!r}")
-    if judge is not None and not callable(judge):
-        raise TypeError(f"judge must be callable (row -> result), got {type(judge).__name__}")
-    if probes is not None:
-        if judge is None:
-            raise ValueError(
-                "probes= re-judges mutated rows, so it needs judge=: pass the judge that "
-                "graded these rows"
-            )
-        _probe_names(probes)
-    if not isinstance(gold, str) or not gold:
-        raise TypeError(f"gold must name the row key holding the 0/1 label, got {gold!r}")
+    _check_trust_args(
+        judge, gold, probes, sample, concurrency, flip_flag, min_agreement, min_kappa,
+        length_gap_flag,
+    )  # fmt: skip
     rows = list(rows)
     warnings: list[str] = []
     reasons: list[str] = []
@@ -734,95 +874,15 @@ def judge_trust(
     n = agreement["n"]
     length = _length_check(rows, gold, seed, length_gap_flag)
     measured = bool(n) and (gold_kind == "human" or allow_model_gold)
-
-    if n == 0:
-        reasons.append("unmeasured: no gold-labeled row was compared")
-        warnings.append(
-            f"the judge is unmeasured, not failed: no row carries both a 0/1 reward and a 0/1 "
-            f"{gold!r} label, so every gold check has n=0; hand-label a sample (50+ rows) with "
-            "attach_labels(rows, labels) and run judge_trust again"
-        )
-    else:
-        warnings.extend(w for w in agreement["warnings"] if not w.startswith("no row had"))
-        if not measured:
-            reasons.append(
-                f"gold_kind is {gold_kind!r}: agreement with labels nobody can say a person "
-                "gave is not a measurement"
-            )
-        lo = agreement["ci95"][0] if agreement["ci95"] else None
-        if lo is None or lo < min_agreement:
-            reasons.append(f"agreement lower bound {lo:.3f} < min_agreement {min_agreement}")
-            if agreement["agreement"] >= min_agreement:
-                fix = "label more rows: the point estimate clears the floor but the interval is too wide"
-            else:
-                fix = (
-                    "read the disagreeing rows (confusion) and fix the judge's prompt or rubric, "
-                    "then re-grade"
-                )
-            warnings.append(
-                f"agreement {agreement['agreement']:.3f} (95% CI {agreement['ci95'][0]:.3f}-"
-                f"{agreement['ci95'][1]:.3f}, n={n}) has its lower bound below min_agreement "
-                f"{min_agreement}; fix: {fix}"
-            )
-        kappa = agreement["kappa"]
-        if kappa is None or kappa < min_kappa:
-            reasons.append(
-                f"kappa {'undefined' if kappa is None else f'{kappa:.3f}'} < min_kappa {min_kappa}"
-            )
-            warnings.append(
-                f"kappa {'is undefined' if kappa is None else f'{kappa:.3f} is below'} "
-                f"min_kappa {min_kappa}: the judge's agreement is not much above chance; fix: "
-                "label failures as well as passes (kappa needs both) and fix the judge on the "
-                "rows where it disagrees"
-            )
-    if held_out["flagged"]:
-        flags.append("held_out")
-        warnings.append(
-            f"held-out agreement {held_out['agreement']:.3f} is below the dev agreement "
-            f"{held_out['dev_agreement']:.3f} (p={held_out['p_value']:.3g}): the judge fits the "
-            "labels it was written on; fix: write the judge from dev rows only and "
-            "re-check on fresh held-out labels"
-        )
-    if length["flagged"]:
-        flags.append("length")
-        warnings.append(
-            f"length bias: the judge passes long replies {length['gap']:+.0%} more often than "
-            f"gold does, relative to short ones (>= length_gap_flag {length_gap_flag:.0%}); fix: "
-            "tell the judge length is not quality, or compare length-matched replies"
-        )
-
+    _gold_findings(agreement, gold, measured, min_agreement, min_kappa, reasons, warnings)
+    _bias_findings(held_out, length, length_gap_flag, flags, warnings)
     if judge is None:
         consistency = _not_run("pass judge= to re-judge rows and measure consistency")
         perturbation = _not_run("pass judge= to re-judge reformatted rows")
     else:
-        graded = [r for r in rows if binary_reward(r) is not None]
-        picks = np.random.default_rng(seed).permutation(len(graded))[:sample]
-        chosen = [graded[i] for i in sorted(picks.tolist())]
-        plain = [_base_copy(r) for r in chosen]
-        shifted = [with_reply(r, reformat(final_reply(r))) for r in chosen]
-        judged = _judge_rows(plain + shifted, judge, concurrency, source="judge_trust")
-        consistency = _flip_check(chosen, judged[: len(chosen)], flip_flag, "same row again")
-        perturbation = _flip_check(
-            chosen, judged[len(chosen) :], flip_flag, "reply reformatted (spaces, quote style)"
+        consistency, perturbation = _rejudged(
+            rows, judge, sample, seed, concurrency, flip_flag, flags, warnings
         )
-        if not chosen:
-            note = "no row carries a 0/1 reward to re-judge; grade the rows first"
-            consistency["note"] = perturbation["note"] = note
-        if consistency["flagged"]:
-            flags.append("consistency")
-            warnings.append(
-                f"inconsistent judge: {consistency['flips']}/{consistency['n']} unchanged rows "
-                f"got a different verdict on a second call (>= flip_flag {flip_flag:.0%}); fix: "
-                "judge at temperature 0, or take the majority of several calls"
-            )
-        if perturbation["flagged"]:
-            flags.append("perturbation")
-            warnings.append(
-                f"format-sensitive judge: {perturbation['flips']}/{perturbation['n']} rows "
-                f"changed verdict when only spacing and quote style changed (>= flip_flag "
-                f"{flip_flag:.0%}); fix: normalise whitespace and quotes before judging"
-            )
-
     probe_report = None
     if probes is not None:
         assert judge is not None
