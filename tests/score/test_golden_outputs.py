@@ -28,12 +28,18 @@ import numpy as np
 import pytest
 
 from wai_exp.score.diagnose.hack_scan import hack_scan
+from wai_exp.score.diagnose.hack_scan_diff import hack_scan_diff
+from wai_exp.score.judges.agreement import judge_agreement
 from wai_exp.score.judges.judge_trust import judge_trust
+from wai_exp.score.judges.labels import annotator_agreement, attach_labels
 from wai_exp.score.select.decontaminate import decontaminate
+from wai_exp.score.select.preference import build_preference_pairs
 from wai_exp.score.select.publish_gate import publish_gate
 from wai_exp.score.select.select import select_for_rl
 from wai_exp.score.stats.delta import delta_report, format_delta_report
+from wai_exp.score.stats.passat import pass_at
 from wai_exp.score.stats.power import holdout_size
+from wai_exp.score.stats.stats import compare_runs
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 EXPECTED = GOLDEN / "expected.json.gz"
@@ -282,8 +288,76 @@ def _trust_cases() -> dict[str, Callable[[], Any]]:
     }
 
 
+def _labels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two annotators' labels on the first 60 rows (they disagree on every seventh), one
+    unmatched and one invalid label."""
+    out: list[dict[str, Any]] = []
+    for i, r in enumerate(rows[:60]):
+        rv = 1 if r.get("reward") == 1 else 0
+        out.append({"rollout_id": r["rollout_id"], "label": rv, "annotator": "ann"})
+        if i % 2 == 0:
+            other = 1 - rv if i % 7 == 0 else rv
+            out.append({"rollout_id": r["rollout_id"], "label": other, "annotator": "bea"})
+    out.append({"rollout_id": "no-such-rollout", "label": 1})
+    out.append({"rollout_id": rows[0]["rollout_id"], "label": 0.5})
+    return out
+
+
+def _more_cases() -> dict[str, Callable[[], Any]]:
+    rows = _rl_rows()
+
+    def before() -> list[dict[str, Any]]:
+        return _rows("delta_before")
+
+    def after() -> list[dict[str, Any]]:
+        return _rows("delta_after")
+
+    def labelled(**kw):
+        rows_ = copy.deepcopy(rows)
+        attached, rep = attach_labels(rows_, _labels(rows_), **kw)
+        return {"rows": attached, "report": rep, "agreement": annotator_agreement(attached)}
+
+    def prefs(**kw):
+        rows_ = copy.deepcopy(rows)
+        pairs, rep = build_preference_pairs(rows_, **kw)
+        return {"pairs": pairs, "report": rep, "rows": rows_}
+
+    return {
+        "judge_agreement/gold": lambda: judge_agreement(_with_gold(rows)),
+        "judge_agreement/second_run": lambda: judge_agreement(
+            copy.deepcopy(rows), gold=_with_gold(rows)[::-1], allow_model_gold=True
+        ),
+        "judge_agreement/none": lambda: judge_agreement(copy.deepcopy(rows)),
+        "compare_runs/arms": lambda: compare_runs(before(), after()),
+        "compare_runs/small": lambda: compare_runs(
+            before()[:30], after()[:30], n_boot=300, seed=2, level=0.9
+        ),
+        "compare_runs/marker": lambda: compare_runs(
+            _with_markers(before()), _with_markers(after()), metric="tool_calls"
+        ),
+        "pass_at/rl": lambda: _pass_at_view(pass_at(copy.deepcopy(rows))),
+        "pass_at/k2": lambda: _pass_at_view(pass_at(before(), k=2, unanimous_short=True)),
+        "pass_at/arms": lambda: _pass_at_view(pass_at(after(), min_k=8)),
+        "hack_scan_diff/arms": lambda: hack_scan_diff(before(), after(), endorsed=["lookup_order"]),
+        "hack_scan_diff/top3": lambda: hack_scan_diff(copy.deepcopy(rows), after(), top=3, seed=2),
+        "preference/default": lambda: prefs(),
+        "preference/loose": lambda: prefs(
+            max_pairs_per_prompt=3, min_margin=0.5, length_match=False
+        ),
+        "labels/attach": lambda: labelled(),
+        "labels/replace": lambda: labelled(replace=True, annotator="x", kind="model"),
+    }
+
+
+def _pass_at_view(p: Any) -> dict[str, Any]:
+    """A PassAt as what a user reads off it: every public attribute and its printout."""
+    view = {n: getattr(p, n) for n in dir(p) if not n.startswith("_")}
+    return {n: v for n, v in view.items() if not callable(v)} | {"str": str(p)}
+
+
 def cases() -> dict[str, Callable[[], Any]]:
     return {
+        **_more_cases(),
         **_delta_cases(),
         **_select_cases(),
         **_hack_cases(),
