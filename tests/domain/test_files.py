@@ -101,6 +101,8 @@ def test_hydra_copies_scrubbed_by_two_threads_at_once(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="wai_exp.commands.run")
     for _ in range(8):
         path.write_text(f"api_key: {secret}\n{body}")
+        path.chmod(0o640)
+        mode = 0o640
         start = threading.Barrier(4)
 
         def scrub() -> None:
@@ -114,6 +116,7 @@ def test_hydra_copies_scrubbed_by_two_threads_at_once(tmp_path, caplog):
             t.join()
         text = path.read_text()
         assert secret not in text and text.endswith(body)
+        assert stat.S_IMODE(path.stat().st_mode) == mode  # Hydra's permissions kept
     assert [r.getMessage() for r in caplog.records] == []
     assert _leftovers(tmp_path) == []
 
