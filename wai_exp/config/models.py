@@ -12,7 +12,7 @@ package's own config (see ``validate.py``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -29,7 +29,11 @@ from wai_exp.domain.providers import provider_names
 
 #: The agent kinds that name a model server: the provider registry's names when this module
 #: is imported (register a provider before the config is first imported to make it a kind).
-ProviderKind = Literal[provider_names()]  # type: ignore[valid-type]
+#: A checker cannot read a Literal built at run time, so it sees the plain ``str`` it holds.
+if TYPE_CHECKING:
+    ProviderKind = str
+else:
+    ProviderKind = Literal[provider_names()]
 
 
 class _Strict(BaseModel):

@@ -519,8 +519,14 @@ def _fmt_value(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def pydantic_problems(exc: ValidationError, prefix: Sequence[str] = (), valid_at=None) -> list[str]:
-    """One line per config path from a pydantic ValidationError (union alternatives merged)."""
+def pydantic_problems(
+    exc: ValidationError,
+    prefix: Sequence[str] = (),
+    flat_keys: Sequence[str] | None = None,
+) -> list[str]:
+    """One line per config path from a pydantic ValidationError (union alternatives merged).
+    An unknown key is offered ``flat_keys`` (a flat model's fields) when given, else the
+    valid keys at its place in the config tree."""
     by_path: dict[str, list[Mapping[str, Any]]] = {}
     for err in exc.errors():
         loc = list(err["loc"])
@@ -546,7 +552,7 @@ def pydantic_problems(exc: ValidationError, prefix: Sequence[str] = (), valid_at
             ):
                 valid = list(_model_keys(models.AGENT_BY_KIND[str(loc[1])]))
             else:
-                valid = valid_at(parts[:-1]) if valid_at else _valid_keys(parts[:-1])
+                valid = list(flat_keys) if flat_keys is not None else _valid_keys(parts[:-1])
             problems.append(unknown_key_message(path, parts[-1], valid or []))
             continue
         if any(e["type"] == "missing" for e in errs):
@@ -576,13 +582,15 @@ def _valid_keys(parts: Sequence[str]) -> list[str]:
             if value_kind != "keys":
                 return []
             rest = parts[i + 2 :]
-            table = value_payload
+            keys: dict[str, Any] = value_payload
             for p in rest:
-                k2, p2 = _node(table.get(p)) if p in table else ("leaf", None)
+                if p not in keys:
+                    return []
+                k2, p2 = _node(keys[p])
                 if k2 != "keys":
                     return []
-                table = p2
-            return list(table)
+                keys = p2
+            return list(keys)
         else:
             return []
     return list(table or {})
@@ -627,7 +635,7 @@ def world_problems(world: Mapping[str, Any], world_model: type[BaseModel]) -> li
         world_model(**dict(world))
     except ValidationError as exc:
         fields = list(world_model.model_fields)
-        return pydantic_problems(exc, prefix=("world",), valid_at=lambda parts: fields)
+        return pydantic_problems(exc, prefix=("world",), flat_keys=fields)
     except (TypeError, ValueError) as exc:
         return [f"world: {exc}"]
     return []
@@ -682,7 +690,7 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
         unknown = [k for k in params if k not in valid]
         for key in unknown:
             problems.append(unknown_key_message(".".join([*where, str(key)]), str(key), valid))
-        if model is None or unknown:
+        if model is None or section is None or unknown:
             continue
         merged = {
             **dict(cfg.get(section) or {}),
@@ -692,7 +700,7 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
             model.model_validate(merged)
         except ValidationError as exc:
             keys = list(_model_keys(model))
-            for p in pydantic_problems(exc, prefix=where, valid_at=lambda parts, keys=keys: keys):
+            for p in pydantic_problems(exc, prefix=where, flat_keys=keys):
                 if any(p.startswith(".".join([*where, str(k)])) for k in params):
                     problems.append(p)  # only what the params themselves got wrong
         if "agent" in params and not isinstance(params["agent"], Mapping):
@@ -714,13 +722,17 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
 def _format_shape_problems(cfg: Mapping[str, Any], fmt: str, shapes: Sequence[str]) -> list[str]:
     """``publish.format`` against the shape each publish stage writes (its ``params.shape``,
     else ``selection.mode``): ``verl`` and ``openrlhf`` write RL records only."""
-    selection = cfg.get("selection") if isinstance(cfg.get("selection"), Mapping) else {}
+    selection = cfg.get("selection")
+    if not isinstance(selection, Mapping):
+        selection = {}
     stages = (cfg.get("pipeline") or {}).get("stages") or {}
     problems = []
     for name, stage in stages.items() if isinstance(stages, Mapping) else ():
         if not isinstance(stage, Mapping) or stage.get("kind") != "publish":
             continue
-        params = stage.get("params") if isinstance(stage.get("params"), Mapping) else {}
+        params = stage.get("params")
+        if not isinstance(params, Mapping):
+            params = {}
         shape = params.get("shape") or selection.get("mode")
         if isinstance(shape, str) and shape not in shapes:
             problems.append(

@@ -187,7 +187,8 @@ def _compile(patterns: Iterable[str]) -> re.Pattern[str]:
     """One alternation. The patterns that start at a word boundary share a single leading
     ``\\b``: the engine then tests the alternatives only where a word starts, about 2.5x
     faster than one ``\\b`` per alternative (the checklist reads every row's reply)."""
-    bounded, other = [], []
+    bounded: list[str] = []
+    other: list[str] = []
     for p in patterns:
         (bounded if p.startswith(r"\b") else other).append(p)
     parts = []

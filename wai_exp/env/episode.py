@@ -133,7 +133,9 @@ def _calls_of(message: Mapping[str, Any], turn: int) -> list[dict[str, Any]]:
     for call in raw:
         if not isinstance(call, Mapping):
             raise EnvError(f"a tool call must be an object; got {type(call).__name__}")
-        fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        fn = call.get("function")
+        if not isinstance(fn, Mapping):
+            fn = call
         args = fn.get("arguments")
         if isinstance(args, str):
             # A string that is not JSON reaches the world as it came: invalid_arguments.

@@ -139,7 +139,9 @@ def _unwrap(task: Mapping[str, Any]) -> Mapping[str, Any]:
 def row_of(spec: TaskSpec) -> dict[str, Any]:
     """The situation as the row ``simulate.replay.replay_tasks`` rebuilds a task from."""
     s = spec.situation
-    lineage = s.get("lineage") if isinstance(s.get("lineage"), Mapping) else {}
+    lineage = s.get("lineage")
+    if not isinstance(lineage, Mapping):
+        lineage = {}
     return {
         "prompt": s["prompt"],
         "scenario_id": s.get("scenario_id") or spec.task_key,

@@ -84,8 +84,10 @@ class AnthropicChat(ChatBackend):
         sampling: dict[str, Any],
         *,
         logprobs: bool = False,
+        response_format: dict[str, Any] | None = None,
     ) -> Completion:
-        """One assistant turn. Raises ``BackendError`` on a failed call or a malformed answer."""
+        """One assistant turn. Raises ``BackendError`` on a failed call or a malformed answer.
+        ``response_format`` is never given (``accepts_response_format`` is False)."""
         system, a_messages, a_tools = to_anthropic(messages, tools)
         payload: dict[str, Any] = {
             "model": self.model,
@@ -107,7 +109,7 @@ class AnthropicChat(ChatBackend):
             )
         blocks = [b for b in body["content"] if isinstance(b, dict)]
         text = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
-        calls = [
+        calls: list[dict[str, Any]] = [
             {
                 "id": b.get("id") or f"toolu_{i}",
                 "name": b.get("name") or "",

@@ -20,11 +20,14 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from wai_exp.llm.turn import BackendError
+
+if TYPE_CHECKING:
+    from httpx_aiohttp import AiohttpTransport
 
 #: Statuses worth another try: timeouts, conflicts from a busy server, rate limits, server faults.
 # 529 is Anthropic's "overloaded_error": a busy server, like a 503.
@@ -171,6 +174,15 @@ class _Route:
     the client's timeout is read on every call."""
 
     __slots__ = ("client", "transport", "target", "aio_url", "extra", "head", "client_headers")
+    client: _ModelClient
+    transport: (
+        Any  # the client's transport class (built on first use, see _aiohttp_transport_class)
+    )
+    target: httpx.URL
+    aio_url: Any  # a yarl.URL (aiohttp's; imported on first use)
+    extra: dict[str, str]
+    head: list[tuple[str, str]]
+    client_headers: list[tuple[bytes, bytes]]
 
     @classmethod
     def build(cls, client: _ModelClient, url: str, headers: dict[str, str]) -> _Route | None:
@@ -233,7 +245,7 @@ class _Route:
 
 
 @functools.cache
-def _aiohttp_transport_class() -> type[httpx.AsyncBaseTransport]:
+def _aiohttp_transport_class() -> type[AiohttpTransport]:
     """``httpx_aiohttp.AiohttpTransport`` that reads each answer whole and drops a URL's
     ``user:password@`` (httpx has already sent it as Basic auth; aiohttp refuses a request
     carrying both). Built on first use: importing aiohttp costs a third of a second."""
@@ -351,7 +363,9 @@ class RetryPolicy:
         import tenacity
 
         half = self.base_s / 2
-        backoff = tenacity.wait_exponential(multiplier=half, max=self.max_s / 2)
+        backoff: tenacity.wait.wait_base = tenacity.wait_exponential(
+            multiplier=half, max=self.max_s / 2
+        )
         backoff += tenacity.wait_random_exponential(multiplier=half, max=self.max_s / 2)
         return tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.retries + 1),
@@ -495,6 +509,7 @@ async def post_json(
     if headers and not any(k.lower() == "content-type" for k in headers):
         headers = {**_JSON_HEADERS, **headers}
     headers = headers or _JSON_HEADERS
+    failed: BackendError | None
     try:
         return await _post_once(client, url, target, content, headers, final)
     except Exception as exc:  # noqa: BLE001 - classified; retried below or re-raised

@@ -83,6 +83,8 @@ class ChatBackend:
     ``PATH`` and ``auth_headers`` and implement ``complete``."""
 
     PATH = ""
+    #: True when ``complete`` sends ``response_format`` to the server (a structured reply).
+    accepts_response_format = False
 
     def __init__(
         self,
@@ -104,3 +106,16 @@ class ChatBackend:
     @staticmethod
     def auth_headers(api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        sampling: dict[str, Any],
+        *,
+        logprobs: bool = False,
+        response_format: dict[str, Any] | None = None,
+    ) -> Completion:
+        """One assistant turn. ``response_format`` is given only to a backend that
+        ``accepts_response_format``. Raises ``BackendError``."""
+        raise NotImplementedError

@@ -124,7 +124,7 @@ def _message(msg: Mapping[str, Any]) -> dict[str, Any]:
                 "function": {"name": str(name or ""), "arguments": _arguments(arguments)},
             }
         )
-    out = {
+    out: dict[str, Any] = {
         "role": role,
         "content": _content(msg.get("content")),
         "tool_calls": calls or None,
@@ -165,13 +165,13 @@ def _linked(raw: Sequence[Any]) -> list[Mapping[str, Any]]:
                 fixed.append(call if call.get("id") else {**call, "id": cid})
             msg = {**msg, "tool_calls": fixed}
         elif msg.get("role") == "tool":
-            cid = msg.get("tool_call_id")
-            if not cid and open_calls:
+            answers = msg.get("tool_call_id")
+            if not answers and open_calls:
                 name = answer_name(msg)
                 named = [c for c in open_calls if name and c[1] == name]
-                cid = (named or open_calls)[0][0]
-                msg = {**msg, "tool_call_id": cid}
-            open_calls = [c for c in open_calls if c[0] != cid]
+                answers = (named or open_calls)[0][0]
+                msg = {**msg, "tool_call_id": answers}
+            open_calls = [c for c in open_calls if c[0] != answers]
         out.append(msg)
     return out
 
@@ -270,8 +270,14 @@ def check_conversation(messages: Sequence[Mapping[str, Any]], *, final: bool = T
                 fn = call.get("function") or {}
                 if not fn.get("name"):
                     raise ConversationError(f"{where}: tool call {cid!r} has no function.name")
+                arguments = fn.get("arguments")
                 try:
-                    json.loads(fn.get("arguments"))
+                    if not isinstance(arguments, str | bytes | bytearray):
+                        raise TypeError(
+                            "the JSON object must be str, bytes or bytearray, "
+                            f"not {type(arguments).__name__}"
+                        )
+                    json.loads(arguments)
                 except (TypeError, json.JSONDecodeError) as exc:
                     raise ConversationError(
                         f"{where}: tool call {cid!r} arguments are not a JSON string ({exc})"
@@ -413,7 +419,9 @@ def tool_names(tools: Sequence[Any]) -> set[str]:
     names = set()
     for tool in tools:
         if isinstance(tool, Mapping):
-            fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+            fn = tool.get("function")
+            if not isinstance(fn, Mapping):
+                fn = tool
             if fn.get("name"):
                 names.add(str(fn["name"]))
     return names
@@ -562,7 +570,9 @@ def rl_records(
             continue
         n = _prompt_length(messages)
         ask = messages[n - 1]["content"] if n else None
-        cal = first.get("calibration") if isinstance(first.get("calibration"), Mapping) else {}
+        cal = first.get("calibration")
+        if not isinstance(cal, Mapping):
+            cal = {}
         records.append(
             {
                 "prompt": _prompt(messages, n),
@@ -596,10 +606,14 @@ def situation_of(
     the run's ``world`` dials. The ask is the row's ``prompt``, else ``ask`` (the opening user
     turn of its transcript). The teacher's block never: ``faults`` keeps the plan and
     rate, not what fired (the new rollout fires its own), and no ``reference``."""
-    faults = row.get("faults") if isinstance(row.get("faults"), Mapping) else {}
+    faults = row.get("faults")
+    if not isinstance(faults, Mapping):
+        faults = {}
     planned = faults.get("planned")
     rate = faults.get("rate")
-    lineage = row.get("lineage") if isinstance(row.get("lineage"), Mapping) else {}
+    lineage = row.get("lineage")
+    if not isinstance(lineage, Mapping):
+        lineage = {}
     writer = lineage.get("writer")
     dims = row.get("scenario_dimensions")
     seed = row.get("seed")

@@ -82,7 +82,8 @@ def read_row(value: Any, where: str) -> dict[str, Any]:
     changed. Raises ``RowsFileError`` naming ``where`` (a file and line, or a list index)
     for a value that is not an object, holds no transcript, or has no ask."""
     if not isinstance(value, dict):
-        kind = {list: "list", str: "string"}.get(type(value), type(value).__name__)
+        names: dict[type, str] = {list: "list", str: "string"}
+        kind = names.get(type(value), type(value).__name__)
         array = isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
         raise RowsFileError(
             f"{where}: a JSON {kind}, not a row object; write one JSON object per line "
@@ -183,11 +184,9 @@ def load_rows(
                     row["reward"] = reward
                 for tool in row.get("tools") or ():
                     if isinstance(tool, Mapping):
-                        fn = (
-                            tool.get("function")
-                            if isinstance(tool.get("function"), Mapping)
-                            else tool
-                        )
+                        fn = tool.get("function")
+                        if not isinstance(fn, Mapping):
+                            fn = tool
                         if fn.get("name"):
                             tool_names.add(str(fn["name"]))
                 rid = row.get("rollout_id")

@@ -15,11 +15,11 @@ and the steps (see ``messages_from_steps``).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION: Final = "1"
 
 #: ``ended_by``, one vocabulary for every agent kind: the agent gave its reply (``agent``),
 #: the simulated person walked away on the agent's question (``user_left``), the turn limit

@@ -571,9 +571,9 @@ def read_steps(row: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         raise _refuse("steps", steps)
     if steps:
         if _is_internal(steps):
-            return ("" if prompt is None else prompt), list(steps) if type(
-                steps
-            ) is tuple else steps
+            return ("" if prompt is None else prompt), (
+                steps if isinstance(steps, list) else list(steps)
+            )
         reader = _Reader(prompt, "steps")
         for i, step in enumerate(steps):
             if not isinstance(step, Mapping):

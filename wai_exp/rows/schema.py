@@ -241,7 +241,9 @@ def _by_shape(row: Mapping[str, Any]) -> dict[str, Any]:
     """What a row means where it lacks the v1 field: the prompt and final reply from its
     ``messages`` (or a ``response``/``output``/``completion`` string), its steps rebuilt
     from ``messages``, and the reward from a numeric ``score``."""
-    messages = row.get("messages") if isinstance(row.get("messages"), list) else []
+    messages = row.get("messages")
+    if not isinstance(messages, list):
+        messages = []
     prompt = row.get("prompt")
     if prompt is None:
         prompt = next(

@@ -176,7 +176,9 @@ def _listed_orders(step: Mapping[str, Any], e: dict[str, Any], named: Mapping[st
     ids = [o if isinstance(o, str) else (o or {}).get("order_id") for o in listed]
     if not all(isinstance(oid, str) for oid in ids):
         return False
-    args = step.get("arguments") if isinstance(step.get("arguments"), Mapping) else {}
+    args = step.get("arguments")
+    if not isinstance(args, Mapping):
+        args = {}
     email = result.get("email") or args.get("email")
     for prefix in ("", "other_"):
         if not email or str(email).lower() != e.get(prefix + "email"):

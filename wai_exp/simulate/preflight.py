@@ -1048,7 +1048,9 @@ def dataset_report(
         for step in read_steps(r)[1]:
             if step.get("kind") == "tool" and step.get("name"):
                 called[str(step["name"])] += 1
-        faults = r.get("faults") if isinstance(r.get("faults"), Mapping) else {}
+        faults = r.get("faults")
+        if not isinstance(faults, Mapping):
+            faults = {}
         plan = faults.get("planned")
         planned[plan.get("mode") if isinstance(plan, Mapping) else "none"] += 1
         fired = [f for f in faults.get("fired") or () if isinstance(f, Mapping)]

@@ -156,7 +156,9 @@ def _gate_lines(gate: StageNote | None, verdict: str | None, reason: str | None)
         return ["**Publish gate:** not run in this pipeline"]
     report = gate.report if gate is not None else {}
     word = str(verdict or report.get("verdict") or "not run").upper()
-    checks = report.get("checks") if isinstance(report.get("checks"), Mapping) else {}
+    checks = report.get("checks")
+    if not isinstance(checks, Mapping):
+        checks = {}
     failed = [k for k, ok in checks.items() if ok is False]
     not_run = [k for k, ok in checks.items() if ok is None]
     passed = [k for k, ok in checks.items() if ok is True]

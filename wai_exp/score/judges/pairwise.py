@@ -426,7 +426,9 @@ def render_reply(row: Mapping[str, Any]) -> str:
                 lines.append(f"assistant: {step['content'].strip()}")
             for call in step.get("tool_calls") or ():
                 if isinstance(call, Mapping):
-                    fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+                    fn = call.get("function")
+                    if not isinstance(fn, Mapping):
+                        fn = call
                     args = fn.get("arguments")
                     args = args if isinstance(args, str) else json.dumps(args, default=str)
                     lines.append(f"tool call: {fn.get('name')}({args})")

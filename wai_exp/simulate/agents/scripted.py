@@ -757,7 +757,9 @@ class ScriptedAgent:
         self, r: _Run, tool: str, step: Mapping[str, Any], args: Mapping[str, Any]
     ) -> None:
         problem = _result_problem(step)
-        res = step.get("result") if isinstance(step.get("result"), Mapping) else {}
+        res = step.get("result")
+        if not isinstance(res, Mapping):
+            res = {}
         if problem in _FAULT_CAUSE:
             if r.draw("honest_faults"):
                 what = {
@@ -839,7 +841,9 @@ class ScriptedAgent:
             )
         step = r.call(tool, args, f"Calling {tool}.")
         problem = _result_problem(step)
-        res = step.get("result") if isinstance(step.get("result"), Mapping) else {}
+        res = step.get("result")
+        if not isinstance(res, Mapping):
+            res = {}
         details = ", ".join(f"{name_words(k)} {v}" for k, v in args.items())
         if problem in _FAULT_CAUSE:
             if r.draw("honest_faults"):
