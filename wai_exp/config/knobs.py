@@ -778,8 +778,22 @@ def _metadata(tp: Any) -> list[Any]:
 
 
 def _bounds(items: Sequence[Any]) -> tuple[float | None, float | None]:
-    lo = next((m.ge for m in items if isinstance(m, annotated_types.Ge)), None)
-    hi = next((m.le for m in items if isinstance(m, annotated_types.Le)), None)
+    lo = next(
+        (
+            m.ge
+            for m in items
+            if isinstance(m, annotated_types.Ge) and isinstance(m.ge, int | float)
+        ),
+        None,
+    )
+    hi = next(
+        (
+            m.le
+            for m in items
+            if isinstance(m, annotated_types.Le) and isinstance(m.le, int | float)
+        ),
+        None,
+    )
     return lo, hi
 
 
@@ -869,7 +883,8 @@ def _message(name: str, err: Mapping[str, Any], what: str = "") -> str:
     """One pydantic error on knob ``name`` as the sentence a person acts on: the floor,
     the ceiling and the default for a bound; the expected type for a type."""
     k = _BY_NAME[name]
-    kind, value = err["type"], err.get("input")
+    kind = err["type"]
+    value: Any = err.get("input")  # whatever the user wrote
     label = f"advanced[{name!r}]{what}"
     if kind == "value_error":  # a composite knob's validator wrote the whole sentence
         return str(err["ctx"]["error"])

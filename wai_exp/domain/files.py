@@ -42,8 +42,8 @@ def atomic_write(
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)  # opened again by name, so the handle's ``name`` is the temporary path
     try:
-        text = {"encoding": encoding} if mode == "w" else {}
-        with open(tmp, mode, buffering=buffering, **text) as fh:
+        text_encoding = encoding if mode == "w" else None
+        with open(tmp, mode, buffering=buffering, encoding=text_encoding) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())

@@ -357,7 +357,9 @@ class ToolDomain:
         if typ == "boolean":
             return True
         if typ == "array":
-            items = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
+            items = schema.get("items")
+            if not isinstance(items, Mapping):
+                items = {}
             lo = int(schema.get("minItems", 1))
             hi = max(lo, min(int(schema.get("maxItems", 2)), 2))
             stem = arg[:-1] if arg.endswith("s") else arg
@@ -464,7 +466,7 @@ class ToolDomain:
             if arg in args:
                 out[arg] = args[arg]
                 continue
-            schema = next(
+            schema: Mapping[str, Any] = next(
                 (_props(fn)[arg] for fn in self.fns.values() if arg in _props(fn)),
                 {},
             )
@@ -489,7 +491,9 @@ class ToolDomain:
                 over = int(hi) + 1 + rng.randrange(max(1, int(hi) // 2))
                 return Bound(arg, f"at most {_num(hi)}", over if typ == "integer" else float(over))
             if typ == "array" and isinstance(schema.get("maxItems"), int):
-                items = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
+                items = schema.get("items")
+                if not isinstance(items, Mapping):
+                    items = {}
                 stem = arg[:-1] if arg.endswith("s") else arg
                 n = int(schema["maxItems"]) + 1 + rng.randrange(2)
                 values: list[Any] = []
