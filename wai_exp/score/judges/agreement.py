@@ -98,6 +98,95 @@ def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
 
 
+def _pairs_on_key(
+    rows: list[dict], gold: str, reward: str
+) -> tuple[list[tuple[int, int]], Counter[str], Counter[str]]:
+    """(judge, gold) label pairs with the gold label under ``gold`` on the same rows; the
+    gold kinds and why the other rows were skipped."""
+    skipped: Counter[str] = Counter()
+    pairs: list[tuple[int, int]] = []
+    kinds: Counter[str] = Counter()
+    for row in rows:
+        if gold not in row or row.get(gold) is None:
+            skipped["no_gold"] += 1
+            continue
+        g = binary_label(row.get(gold))
+        if g is None:
+            skipped["gold_not_binary"] += 1
+            continue
+        j = binary_label(row.get(reward))
+        if j is None:
+            skipped["reward_not_binary" if row.get(reward) is not None else "unjudged"] += 1
+            continue
+        pairs.append((j, g))
+        kinds[_kind_of(row)] += 1
+    return pairs, kinds, skipped
+
+
+def _pairs_across(
+    rows: list[dict], gold: Sequence[Any], reward: str
+) -> tuple[list[tuple[int, int]], Counter[str], Counter[str]]:
+    """(judge, gold) label pairs with the gold label the matching row of another scoring
+    pass carries (model gold); the kinds and why the other rows were skipped."""
+    skipped: Counter[str] = Counter()
+    pairs: list[tuple[int, int]] = []
+    kinds: Counter[str] = Counter()
+    index: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+    for grow in gold:
+        if not isinstance(grow, Mapping):
+            raise TypeError("gold as a list must hold row dicts from another scoring pass")
+        for key in _match_keys(grow):
+            index.setdefault(key, grow)
+    for row in rows:
+        match = next((index[k] for k in _match_keys(row) if k in index), None)
+        if match is None:
+            skipped["unmatched"] += 1
+            continue
+        g = binary_label(match.get(reward))
+        if g is None:
+            skipped["gold_not_binary" if match.get(reward) is not None else "gold_unjudged"] += 1
+            continue
+        j = binary_label(row.get(reward))
+        if j is None:
+            skipped["reward_not_binary" if row.get(reward) is not None else "unjudged"] += 1
+            continue
+        pairs.append((j, g))
+        kinds["model"] += 1
+    return pairs, kinds, skipped
+
+
+def _kappa(
+    a: int, b: int, c: int, d: int, warnings: list[str]
+) -> tuple[float | None, list[float] | None]:
+    """Cohen's kappa and its interval over the 2x2 counts (None when undefined)."""
+    if not a + b + c + d:
+        return None, None
+    k = float(cohen_kappa(np.array([a]), np.array([b]), np.array([c]), np.array([d]))[0])
+    if math.isnan(k):
+        warnings.append(
+            "kappa is undefined: the judge and the gold label are each constant on these "
+            "rows, so there is no chance-corrected agreement to measure"
+        )
+        return None, None
+    return k, kappa_interval(a, b, c, d)
+
+
+def _provenance_warnings(gold_kind: str, kinds: Counter[str]) -> list[str]:
+    """Why gold labels nobody can say a person gave do not measure the judge."""
+    out: list[str] = []
+    if gold_kind == "model" or kinds.get("model"):
+        out.append(
+            "the gold labels come from a model (a second judge pass), not a person: this "
+            "measures the judge against another judge; pass allow_model_gold=True to accept it"
+        )
+    if kinds.get("unknown"):
+        out.append(
+            f"{kinds['unknown']} gold label(s) have no gold_kind record, so nobody can say a "
+            "person gave them; set gold_kind='human' when attaching hand labels"
+        )
+    return out
+
+
 def judge_agreement(
     rows: Sequence[dict],
     gold: str | Sequence[dict] = "gold_reward",
@@ -125,49 +214,11 @@ def judge_agreement(
     if not isinstance(gold, str | Sequence) and isinstance(getattr(gold, "rows", None), list):
         gold = gold.rows  # a ScoredData from another scoring pass
     rows = list(rows)
-    skipped: Counter[str] = Counter()
-    pairs: list[tuple[int, int]] = []
-    kinds: Counter[str] = Counter()
     if isinstance(gold, str):
-        for row in rows:
-            if gold not in row or row.get(gold) is None:
-                skipped["no_gold"] += 1
-                continue
-            g = binary_label(row.get(gold))
-            if g is None:
-                skipped["gold_not_binary"] += 1
-                continue
-            j = binary_label(row.get(reward))
-            if j is None:
-                skipped["reward_not_binary" if row.get(reward) is not None else "unjudged"] += 1
-                continue
-            pairs.append((j, g))
-            kinds[_kind_of(row)] += 1
+        pairs, kinds, skipped = _pairs_on_key(rows, gold, reward)
         gold_source = f"key {gold!r}"
     elif isinstance(gold, Sequence) and not isinstance(gold, bytes):
-        index: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-        for grow in gold:
-            if not isinstance(grow, Mapping):
-                raise TypeError("gold as a list must hold row dicts from another scoring pass")
-            for key in _match_keys(grow):
-                index.setdefault(key, grow)
-        for row in rows:
-            match = next((index[k] for k in _match_keys(row) if k in index), None)
-            if match is None:
-                skipped["unmatched"] += 1
-                continue
-            g = binary_label(match.get(reward))
-            if g is None:
-                skipped[
-                    "gold_not_binary" if match.get(reward) is not None else "gold_unjudged"
-                ] += 1
-                continue
-            j = binary_label(row.get(reward))
-            if j is None:
-                skipped["reward_not_binary" if row.get(reward) is not None else "unjudged"] += 1
-                continue
-            pairs.append((j, g))
-            kinds["model"] += 1
+        pairs, kinds, skipped = _pairs_across(rows, gold, reward)
         gold_source = "a second scoring pass"
     else:
         raise TypeError(
@@ -181,25 +232,8 @@ def judge_agreement(
     n = a + b + c + d
     warnings: list[str] = []
 
-    kappa: float | None = None
-    kappa_ci: list[float] | None = None
-    if n:
-        k = float(cohen_kappa(np.array([a]), np.array([b]), np.array([c]), np.array([d]))[0])
-        if math.isnan(k):
-            warnings.append(
-                "kappa is undefined: the judge and the gold label are each constant on these "
-                "rows, so there is no chance-corrected agreement to measure"
-            )
-        else:
-            kappa = k
-            kappa_ci = kappa_interval(a, b, c, d)
-
-    if len(kinds) == 0:
-        gold_kind = "unknown"
-    elif len(kinds) == 1:
-        gold_kind = next(iter(kinds))
-    else:
-        gold_kind = "mixed"
+    kappa, kappa_ci = _kappa(a, b, c, d, warnings)
+    gold_kind = "unknown" if not kinds else next(iter(kinds)) if len(kinds) == 1 else "mixed"
 
     ok = n > 0 and (gold_kind == "human" or allow_model_gold)
     if n == 0:
@@ -213,16 +247,7 @@ def judge_agreement(
             "below are too wide to trust; label more"
         )
     if n and gold_kind != "human" and not allow_model_gold:
-        if gold_kind == "model" or kinds.get("model"):
-            warnings.append(
-                "the gold labels come from a model (a second judge pass), not a person: this "
-                "measures the judge against another judge; pass allow_model_gold=True to accept it"
-            )
-        if kinds.get("unknown"):
-            warnings.append(
-                f"{kinds['unknown']} gold label(s) have no gold_kind record, so nobody can say a "
-                "person gave them; set gold_kind='human' when attaching hand labels"
-            )
+        warnings += _provenance_warnings(gold_kind, kinds)
     if skipped:
         warnings.append(
             "skipped (not guessed): " + ", ".join(f"{k}={v}" for k, v in sorted(skipped.items()))
