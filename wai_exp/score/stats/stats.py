@@ -243,6 +243,118 @@ def _delta_bounds(ga: TaskGroups, gb: TaskGroups) -> tuple[float, float]:
     return lo, hi
 
 
+def _paired(
+    ga: Any,
+    gb: Any,
+    idx: tuple[dict[Any, int], dict[Any, int]],
+    shared: list[Any],
+    n_boot: int,
+    rng: Any,
+    level: float,
+    out: dict[str, Any],
+    notes: list[str],
+) -> None:
+    """The paired comparison over the shared tasks: bootstrap interval, sign-flip p."""
+    a_idx, b_idx = idx
+    ma = ga.means[[a_idx[k] for k in shared]]
+    mb = gb.means[[b_idx[k] for k in shared]]
+    boot = paired_bootstrap(
+        ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb),
+        method=VERDICT_METHOD, continuity=VERDICT_CONTINUITY,
+    )  # fmt: skip
+    perm = sign_flip_test(mb - ma, n_resamples=n_boot, seed=rng)
+    interval, method = boot.interval, "paired_bootstrap"
+    d = mb - ma
+    if d.min() == d.max():
+        # No resample can differ from another; the tasks agreeing is not certainty.
+        interval = paired_boundary_interval(float(ma.mean()), float(mb.mean()), d.size, level)
+        method = "paired_boundary"
+        notes.append(
+            f"every one of the {d.size} paired differences is {float(d[0]):+g}, so the "
+            "bootstrap cannot vary: ci95 is Newcombe's interval from each run's Wilson "
+            "interval over tasks"
+        )
+    out.update(
+        mean_a=float(ma.mean()),
+        mean_b=float(mb.mean()),
+        delta=boot.estimate,
+        ci95=None if interval is None else interval.as_list(),
+        p_value=perm.pvalue,
+        p_exact=perm.exact,
+        paired=True,
+        method=method,
+    )
+
+
+def _unpaired(
+    ga: Any,
+    gb: Any,
+    name: str,
+    n_shared: int,
+    min_paired: int,
+    n_boot: int,
+    rng: Any,
+    level: float,
+    out: dict[str, Any],
+    notes: list[str],
+) -> None:
+    """Too few shared tasks: unpaired task means, Welch's p."""
+    out["method"] = "unpaired_bootstrap"
+    notes.append(
+        f"only {n_shared} shared task(s) (< min_paired={min_paired}): compared unpaired "
+        "task means, which ignores per-task difficulty and is much less precise; evaluate "
+        "both runs on the same tasks"
+    )
+    if ga.n_tasks == 0 or gb.n_tasks == 0:
+        empty = "a" if ga.n_tasks == 0 else "b"
+        notes.append(f"run {empty} has no task with a {name} value: nothing to compare")
+    else:
+        ma, mb = ga.means, gb.means
+        boot = unpaired_bootstrap(
+            ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb)
+        )
+        interval = boot.interval
+        if interval is not None and ma.min() == ma.max() and mb.min() == mb.max():
+            interval = paired_boundary_interval(
+                float(ma.mean()), float(mb.mean()), ma.size, level, n_b=mb.size
+            )
+            out["method"] = "unpaired_boundary"
+            notes.append(
+                "every task on each side has the same value, so the bootstrap cannot vary: "
+                "ci95 is Newcombe's interval from each run's Wilson interval over tasks"
+            )
+        out.update(
+            mean_a=float(ma.mean()),
+            mean_b=float(mb.mean()),
+            delta=boot.estimate,
+            ci95=None if interval is None else interval.as_list(),
+        )
+        p = welch_p(ma, mb)
+        if p is not None:
+            out["p_value"], out["p_exact"] = p, False
+        if boot.interval is None:
+            notes.append("each side needs at least 2 tasks for an interval")
+
+
+def _prompt_check(
+    a: Sequence[dict], b: Sequence[dict], out: dict[str, Any], notes: list[str]
+) -> None:
+    """Paired tasks must ask the same thing on both sides, else ``not_comparable``."""
+    prompts = prompt_mismatch(a, b)
+    out["prompt_mismatch"] = prompts
+    out["not_comparable"] = []
+    if prompts["n_mismatched"] and out["paired"]:
+        ex = prompts["examples"][0]
+        out["not_comparable"].append(
+            f"prompts: {prompts['n_mismatched']} of {prompts['n_checked']} paired tasks carry "
+            f"different prompts in a and b (task {ex['task']}: {ex['a']!r} vs {ex['b']!r}); "
+            "one task id names two different asks, so the paired delta compares different "
+            "questions. Run b on a's tasks (simulate(tasks=...))"
+        )
+        out["verdict"] = "not_comparable"
+        notes.append(out["not_comparable"][0])
+
+
 def compare_runs(
     a: Sequence[dict] | Any,
     b: Sequence[dict] | Any,
@@ -311,34 +423,7 @@ def compare_runs(
     ]
     rng = as_generator(seed)
     if len(shared) >= min_paired:
-        ma = ga.means[[a_idx[k] for k in shared]]
-        mb = gb.means[[b_idx[k] for k in shared]]
-        boot = paired_bootstrap(
-            ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb),
-            method=VERDICT_METHOD, continuity=VERDICT_CONTINUITY,
-        )  # fmt: skip
-        perm = sign_flip_test(mb - ma, n_resamples=n_boot, seed=rng)
-        interval, method = boot.interval, "paired_bootstrap"
-        d = mb - ma
-        if d.min() == d.max():
-            # No resample can differ from another; the tasks agreeing is not certainty.
-            interval = paired_boundary_interval(float(ma.mean()), float(mb.mean()), d.size, level)
-            method = "paired_boundary"
-            notes.append(
-                f"every one of the {d.size} paired differences is {float(d[0]):+g}, so the "
-                "bootstrap cannot vary: ci95 is Newcombe's interval from each run's Wilson "
-                "interval over tasks"
-            )
-        out.update(
-            mean_a=float(ma.mean()),
-            mean_b=float(mb.mean()),
-            delta=boot.estimate,
-            ci95=None if interval is None else interval.as_list(),
-            p_value=perm.pvalue,
-            p_exact=perm.exact,
-            paired=True,
-            method=method,
-        )
+        _paired(ga, gb, (a_idx, b_idx), shared, n_boot, rng, level, out, notes)
         if only_a or only_b:
             notes.append(
                 f"{only_a + only_b} task(s) on one side only ({only_a} in a, {only_b} in b) were "
@@ -346,55 +431,9 @@ def compare_runs(
                 f"(paired_share {len(shared) / union:.0%})"
             )
     else:
-        out["method"] = "unpaired_bootstrap"
-        notes.append(
-            f"only {len(shared)} shared task(s) (< min_paired={min_paired}): compared unpaired "
-            "task means, which ignores per-task difficulty and is much less precise; evaluate "
-            "both runs on the same tasks"
-        )
-        if ga.n_tasks == 0 or gb.n_tasks == 0:
-            empty = "a" if ga.n_tasks == 0 else "b"
-            notes.append(f"run {empty} has no task with a {name} value: nothing to compare")
-        else:
-            ma, mb = ga.means, gb.means
-            boot = unpaired_bootstrap(
-                ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb)
-            )
-            interval = boot.interval
-            if interval is not None and ma.min() == ma.max() and mb.min() == mb.max():
-                interval = paired_boundary_interval(
-                    float(ma.mean()), float(mb.mean()), ma.size, level, n_b=mb.size
-                )
-                out["method"] = "unpaired_boundary"
-                notes.append(
-                    "every task on each side has the same value, so the bootstrap cannot vary: "
-                    "ci95 is Newcombe's interval from each run's Wilson interval over tasks"
-                )
-            out.update(
-                mean_a=float(ma.mean()),
-                mean_b=float(mb.mean()),
-                delta=boot.estimate,
-                ci95=None if interval is None else interval.as_list(),
-            )
-            p = welch_p(ma, mb)
-            if p is not None:
-                out["p_value"], out["p_exact"] = p, False
-            if boot.interval is None:
-                notes.append("each side needs at least 2 tasks for an interval")
+        _unpaired(ga, gb, name, len(shared), min_paired, n_boot, rng, level, out, notes)
     out["verdict"] = _verdict(out["ci95"])
-    prompts = prompt_mismatch(a, b)
-    out["prompt_mismatch"] = prompts
-    out["not_comparable"] = []
-    if prompts["n_mismatched"] and out["paired"]:
-        ex = prompts["examples"][0]
-        out["not_comparable"].append(
-            f"prompts: {prompts['n_mismatched']} of {prompts['n_checked']} paired tasks carry "
-            f"different prompts in a and b (task {ex['task']}: {ex['a']!r} vs {ex['b']!r}); "
-            "one task id names two different asks, so the paired delta compares different "
-            "questions. Run b on a's tasks (simulate(tasks=...))"
-        )
-        out["verdict"] = "not_comparable"
-        notes.append(out["not_comparable"][0])
+    _prompt_check(a, b, out, notes)
     out["note"] = "; ".join(notes)
     return out
 
