@@ -32,7 +32,6 @@ ALLOWED = {
     "wai_exp/score/judges/labels.py::attach_labels",  # 165 lines
     "wai_exp/simulate/preflight.py::recommend",  # 163 lines
     "wai_exp/score/judges/rubric.py::write_rubrics",  # 156 lines
-    "wai_exp/score/stats/passat.py::pass_at",  # 153 lines
     "wai_exp/tracking/background.py::_serve",  # 153 lines
     "wai_exp/score/diagnose/hack_scan_diff.py::hack_scan_diff",  # 151 lines
     "wai_exp/simulate/preflight.py::preflight",  # 144 lines

@@ -271,6 +271,93 @@ def lost_rows(lost: Mapping[str, Sequence[str | None]] | None) -> list[dict[str,
     ]
 
 
+def _pass1_rates(
+    groups: TaskGroups,
+    keys: list[Any],
+    binary: np.ndarray,
+    extension: list[bool],
+    notes: list[str],
+) -> tuple[np.ndarray, str, int]:
+    """Per-task pass@1 rates, their basis and row count: each task's first batch when an
+    adaptive policy extended some tasks, else every graded row."""
+    if not any(extension):
+        return groups.means, "all_rows", groups.n_rows
+    rewards = [None if b != b else b for b in binary.tolist()]  # NaN: not binary-graded
+    rates1, n_rows1 = _first_batch_rates(keys, rewards, extension)
+    if rates1.size < groups.n_tasks:
+        notes.append(
+            f"pass@1 reads the first batch of each task; {groups.n_tasks - rates1.size} "
+            "task(s) have no graded first-batch row and are left out of it"
+        )
+    return rates1, "first_batch", n_rows1
+
+
+@dataclass
+class _KWay:
+    """pass^k and pass@k over the groups with k graded repeats (None when withheld)."""
+
+    k: int
+    pow_k: float | None = None
+    at_k: float | None = None
+    pow_ci: tuple[float, float] | None = None
+    at_ci: tuple[float, float] | None = None
+    n_at_k: int = 0
+    n_imputed: int = 0
+    #: the per-group estimates behind each number, for the boundary note
+    flat: list[tuple[str, np.ndarray]] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        groups: TaskGroups,
+        k: int | None,
+        min_k: int,
+        unanimous_short: bool,
+        notes: list[str],
+    ) -> _KWay:
+        counts, passes = groups.counts, groups.sums
+        default_k = _default_k(counts)
+        out = cls(int(k) if k is not None else (default_k if default_k is not None else 1))
+        use_k = out.k
+        if k is None and default_k is None:
+            notes.append(
+                "every task has one graded rollout: pass^k and pass@k need repeats; "
+                f"simulate with repeats>={min_k}"
+            )
+            return out
+        if use_k < min_k:
+            notes.append(
+                f"k={use_k} is below min_k={min_k}: pass^k and pass@k are withheld as too noisy "
+                f"to act on; simulate with repeats>={min_k} (or pass min_k={use_k} to accept it)"
+            )
+            return out
+        pk, ak = pass_k_estimates(counts, passes, use_k)
+        eligible = counts >= use_k
+        if unanimous_short:
+            short_unanimous = ~eligible & ((passes == 0) | (passes == counts))
+            pk = np.where(short_unanimous, groups.means, pk)
+            ak = np.where(short_unanimous, groups.means, ak)
+            out.n_imputed = int(short_unanimous.sum())
+            eligible = eligible | short_unanimous
+        out.n_at_k = int(eligible.sum())
+        left_out = groups.n_tasks - out.n_at_k
+        if left_out:
+            notes.append(
+                f"k={use_k} left out {left_out} of {groups.n_tasks} groups with fewer than "
+                f"{use_k} graded repeats (pass@1 still averages them)"
+            )
+        if out.n_at_k == 0:
+            notes.append(
+                f"no group has {use_k} graded repeats; pass k= smaller or re-run with more"
+            )
+            return out
+        pk_e, ak_e = pk[eligible], ak[eligible]
+        out.pow_k, out.at_k = float(pk_e.mean()), float(ak_e.mean())
+        out.pow_ci, out.at_ci = _interval(pk_e), _interval(ak_e)
+        out.flat = [(f"pass^{use_k}", pk_e), (f"pass@{use_k}", ak_e)]
+        return out
+
+
 def pass_at(
     rows: Sequence[dict] | Any,
     k: int | None = None,
@@ -331,73 +418,19 @@ def pass_at(
             config=run_config_with_keys(row_list, int(use_k), keys[:n_real]),
         )  # fmt: skip
 
-    counts, passes = groups.counts, groups.sums
-    rates = groups.means
-    basis, n_rows1 = "all_rows", groups.n_rows
     extension = [
         isinstance(r, str) and r in ADAPTIVE_REASONS
         for r in (row.get("selection_reason") for row in (*row_list, *failed))
     ]
-    if any(extension):
-        rewards = [None if b != b else b for b in binary.tolist()]  # NaN: not binary-graded
-        rates1, n_rows1 = _first_batch_rates(keys, rewards, extension)
-        basis = "first_batch"
-        if rates1.size < groups.n_tasks:
-            notes.append(
-                f"pass@1 reads the first batch of each task; {groups.n_tasks - rates1.size} "
-                "task(s) have no graded first-batch row and are left out of it"
-            )
-    else:
-        rates1 = rates
+    rates1, basis, n_rows1 = _pass1_rates(groups, keys, binary, extension, notes)
     pass1 = float(rates1.mean()) if rates1.size else None
     ci1 = _interval(rates1)
     flat: list[tuple[str, np.ndarray]] = [("pass@1", rates1)]
     if groups.n_tasks < MIN_CI_GROUPS:
         notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {groups.n_tasks}")
-
-    default_k = _default_k(counts)
-    use_k = int(k) if k is not None else (default_k if default_k is not None else 1)
-    pow_k: float | None = None
-    at_k: float | None = None
-    pow_ci: tuple[float, float] | None = None
-    at_ci: tuple[float, float] | None = None
-    n_at_k = 0
-    n_imputed = 0
-    if k is None and default_k is None:
-        notes.append(
-            "every task has one graded rollout: pass^k and pass@k need repeats; "
-            f"simulate with repeats>={min_k}"
-        )
-    elif use_k < min_k:
-        notes.append(
-            f"k={use_k} is below min_k={min_k}: pass^k and pass@k are withheld as too noisy to "
-            f"act on; simulate with repeats>={min_k} (or pass min_k={use_k} to accept it)"
-        )
-    else:
-        pk, ak = pass_k_estimates(counts, passes, use_k)
-        eligible = counts >= use_k
-        if unanimous_short:
-            short_unanimous = ~eligible & ((passes == 0) | (passes == counts))
-            pk = np.where(short_unanimous, rates, pk)
-            ak = np.where(short_unanimous, rates, ak)
-            n_imputed = int(short_unanimous.sum())
-            eligible = eligible | short_unanimous
-        n_at_k = int(eligible.sum())
-        left_out = groups.n_tasks - n_at_k
-        if left_out:
-            notes.append(
-                f"k={use_k} left out {left_out} of {groups.n_tasks} groups with fewer than "
-                f"{use_k} graded repeats (pass@1 still averages them)"
-            )
-        if n_at_k == 0:
-            notes.append(
-                f"no group has {use_k} graded repeats; pass k= smaller or re-run with more"
-            )
-        else:
-            pk_e, ak_e = pk[eligible], ak[eligible]
-            pow_k, at_k = float(pk_e.mean()), float(ak_e.mean())
-            pow_ci, at_ci = _interval(pk_e), _interval(ak_e)
-            flat += [(f"pass^{use_k}", pk_e), (f"pass@{use_k}", ak_e)]
+    kw = _KWay.of(groups, k, min_k, unanimous_short, notes)
+    use_k = kw.k
+    flat += kw.flat
     boundary = _boundary_note(flat)
     if boundary:
         notes.append(boundary)
@@ -405,18 +438,18 @@ def pass_at(
     return PassAt(
         k=use_k,
         pass_at_1=pass1,
-        pass_pow_k=pow_k,
-        pass_at_k=at_k,
+        pass_pow_k=kw.pow_k,
+        pass_at_k=kw.at_k,
         n_groups=groups.n_tasks,
         n_rows=groups.n_rows - len(failed),
-        n_groups_at_k=n_at_k,
-        n_groups_imputed=n_imputed,
+        n_groups_at_k=kw.n_at_k,
+        n_groups_imputed=kw.n_imputed,
         per_task=groups.per_task(),
         note="; ".join(notes),
         config=run_config_with_keys(row_list, use_k, keys[:n_real]),
         ci95=ci1,
-        pass_pow_k_ci95=pow_ci,
-        pass_at_k_ci95=at_ci,
+        pass_pow_k_ci95=kw.pow_ci,
+        pass_at_k_ci95=kw.at_ci,
         pass_at_1_basis=basis,
         n_rows_pass_at_1=n_rows1 - sum(not x for x in extension[n_real:]),
         n_lost=len(failed),
