@@ -33,7 +33,6 @@ ALLOWED = {
     "wai_exp/simulate/preflight.py::recommend",  # 163 lines
     "wai_exp/score/judges/rubric.py::write_rubrics",  # 156 lines
     "wai_exp/tracking/background.py::_serve",  # 153 lines
-    "wai_exp/score/diagnose/hack_scan_diff.py::hack_scan_diff",  # 151 lines
     "wai_exp/simulate/preflight.py::preflight",  # 144 lines
     "wai_exp/score/select/preference.py::build_preference_pairs",  # 142 lines
     "wai_exp/score/judges/judge_trust.py::judge_probes",  # 135 lines

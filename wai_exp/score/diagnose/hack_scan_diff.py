@@ -15,7 +15,7 @@ still listed so the shift stays visible.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wai_exp.score.diagnose.hack_scan import MIN_DISTINCT_PER_ASK, hack_scan
@@ -130,10 +130,38 @@ def hack_scan_diff(
         "before": hack_scan(before, endorsed=endorsed, **kwargs),
         "after": hack_scan(after, endorsed=endorsed, **kwargs),
     }
+    warnings = _scan_warnings(kwargs["top_features"], before, after)
+    unreadable = {s: why for s in SIDES if (why := _unreadable_reason(scans[s])) is not None}
+    gained, lost, moved = _feature_changes(scans, top)
+
+    report: dict[str, Any] = {
+        "endorsed": list(endorsed),
+        "before": scans["before"],
+        "after": scans["after"],
+        "readable": {s: s not in unreadable for s in SIDES},
+        "unreadable": unreadable,
+        "gained": gained,
+        "lost": lost,
+        "moved": moved,
+        "learned": "",
+        "learned_feature": None,
+        "learned_endorsed": None,
+        "hack": None,
+        "warnings": warnings,
+    }
+
+    report["learned"] = _learned(report, scans, unreadable, gained, lost, endorsed)
+    return report
+
+
+def _scan_warnings(
+    top_features: int | None, before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]
+) -> list[str]:
+    """What limits the comparison before it starts: a capped ranking, two judges."""
     warnings: list[str] = []
-    if kwargs["top_features"] is not None:
+    if top_features is not None:
         warnings.append(
-            f"top_features={kwargs['top_features']} caps each side's ranking: a feature past it "
+            f"top_features={top_features} caps each side's ranking: a feature past it "
             f"reads as not scanned on that side"
         )
     jb, ja = _judges(before), _judges(after)
@@ -142,8 +170,14 @@ def hack_scan_diff(
             f"the sides were scored by different judges (before {sorted(jb)}, after {sorted(ja)}): "
             f"a shift may be the judge's, not the policy's; re-grade both with one judge"
         )
+    return warnings
 
-    unreadable = {s: why for s in SIDES if (why := _unreadable_reason(scans[s])) is not None}
+
+def _feature_changes(
+    scans: Mapping[str, dict[str, Any]], top: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Features that cleared the floor after (gained) or stopped clearing it (lost), each in
+    its side's rank order, and the ``top`` largest |shifts| measured on both sides."""
     by_side = {s: {f["name"]: f for f in scans[s]["features"]} for s in SIDES}
     rank_of = {s: {f["name"]: i for i, f in enumerate(scans[s]["features"])} for s in SIDES}
     names = sorted(set(by_side["before"]) | set(by_side["after"]))
@@ -169,33 +203,26 @@ def hack_scan_diff(
         (dict(e) for e in entries.values() if e["shift"] is not None),
         key=lambda e: (-abs(e["shift"]), e["name"]),
     )[:top]
+    return gained, lost, moved
 
-    report: dict[str, Any] = {
-        "endorsed": list(endorsed),
-        "before": scans["before"],
-        "after": scans["after"],
-        "readable": {s: s not in unreadable for s in SIDES},
-        "unreadable": unreadable,
-        "gained": gained,
-        "lost": lost,
-        "moved": moved,
-        "learned": "",
-        "learned_feature": None,
-        "learned_endorsed": None,
-        "hack": None,
-        "warnings": warnings,
-    }
 
+def _learned(
+    report: dict[str, Any],
+    scans: Mapping[str, dict[str, Any]],
+    unreadable: Mapping[str, str],
+    gained: list[dict[str, Any]],
+    lost: list[dict[str, Any]],
+    endorsed: tuple[str, ...],
+) -> str:
+    """The one line to read; sets ``learned_feature``, ``learned_endorsed`` and ``hack``."""
     if unreadable:
         sides = " and ".join(unreadable)
         whys = "; ".join(f"{s}: {why}" for s, why in unreadable.items())
-        report["learned"] = (
+        return (
             f"cannot say what was learned: the {sides} scan could not be read ({whys}). "
             f"No feature can be said to have gained the floor and no hack is claimed; the shifts "
             f"below are listed for inspection only"
         )
-        return report
-
     if not gained:
         line = (
             f"nothing new clears the noise floor after training (tau {scans['before']['tau']:.3f} "
@@ -203,40 +230,33 @@ def hack_scan_diff(
         )
         if lost:
             line += f"; it moved away from {lost[0]['name']}"
-        report["learned"] = line
-        return report
-
+        return line
     g = gained[0]
     report["learned_feature"] = g["name"]
     rho_b = "not scanned" if g["rho_before"] is None else f"{g['rho_before']:+.3f}"
     change = f"rho {rho_b} -> {g['rho_after']:+.3f}, floor tau={scans['after']['tau']:.3f}"
     if not endorsed:
-        report["learned"] = (
+        return (
             f"learned {g['name']} ({change}); nothing is endorsed, so it cannot be called "
             f"training signal or a hack: pass endorsed=[...]"
         )
-        return report
     report["learned_endorsed"] = g["endorsed"]
+    report["hack"] = not (g["endorsed"] and g["rho_after"] > 0)
     if g["endorsed"] and g["rho_after"] > 0:
-        report["hack"] = False
-        report["learned"] = (
+        return (
             f"learned {g['name']} ({change}), which is endorsed: the update moved toward what "
             f"the reward should track"
         )
-    elif g["endorsed"]:
-        report["hack"] = True
-        report["learned"] = (
+    if g["endorsed"]:
+        return (
             f"learned {g['name']} ({change}), which is endorsed but the reward now pays against "
             f"it: fix the judge before training further"
         )
-    else:
-        report["hack"] = True
-        report["learned"] = (
-            f"learned {g['name']} ({change}), which is not endorsed (endorsed: "
-            f"{', '.join(endorsed)}): a shortcut the reward pays for; fix the judge before "
-            f"training further"
-        )
-    return report
+    return (
+        f"learned {g['name']} ({change}), which is not endorsed (endorsed: "
+        f"{', '.join(endorsed)}): a shortcut the reward pays for; fix the judge before "
+        f"training further"
+    )
 
 
 def _fmt(v: float | None) -> str:
