@@ -83,3 +83,13 @@ def test_python_page_example_prints_what_it_shows(tmp_path, monkeypatch):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == shown.group(1)
+
+
+def test_config_page_lists_every_group_option():
+    """docs/CONFIG.md's group table names exactly the options each `conf/<group>/` ships."""
+    text = (ROOT / "docs" / "CONFIG.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| (.*?) \|", text, re.M))
+    for group in ("agent", "world", "knobs", "judge", "selection", "pipeline", "tracking"):
+        shipped = {p.stem for p in (ROOT / "conf" / group).glob("*.yaml")}
+        listed = set(re.findall(r"`(\w+)`", rows.get(group, "")))
+        assert listed == shipped, f"docs/CONFIG.md, group {group}: lists {listed}, ships {shipped}"
