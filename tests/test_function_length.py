@@ -29,7 +29,6 @@ ALLOWED = {
     "wai_exp/simulate/agents/reference.py::reference_logprobs",  # 201 lines
     "wai_exp/score/judges/audit.py::audit_grades",  # 185 lines
     "wai_exp/score/judges/pairwise.py::judge_pairs",  # 182 lines
-    "wai_exp/score/judges/labels.py::attach_labels",  # 165 lines
     "wai_exp/simulate/preflight.py::recommend",  # 163 lines
     "wai_exp/score/judges/rubric.py::write_rubrics",  # 156 lines
     "wai_exp/tracking/background.py::_serve",  # 153 lines
@@ -44,7 +43,6 @@ ALLOWED = {
     "wai_exp/score/select/select.py::select_for_sft",  # 125 lines
     "wai_exp/simulate/model_writer.py::ModelWriter.__init__",  # 125 lines
     "wai_exp/simulate/preflight.py::dataset_report",  # 123 lines
-    "wai_exp/score/judges/labels.py::annotator_agreement",  # 122 lines
     "wai_exp/score/select/decontaminate.py::_best_coverage",  # 122 lines
     "wai_exp/tracking/mlflow_tracker.py::MlflowTracker.log_stage",  # 122 lines
     "wai_exp/score/judges/rubric.py::rubric_judge",  # 121 lines

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -157,6 +158,137 @@ def _summarise(row: dict[str, Any]) -> bool:
     return True
 
 
+@dataclass
+class _Matched:
+    """Each label placed on the one row it names, or set aside with the reason."""
+
+    new: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    unmatched: list[dict[str, Any]] = field(default_factory=list)
+    invalid: list[dict[str, Any]] = field(default_factory=list)
+    ambiguous: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        rows: list[dict],
+        items: list[Mapping[str, Any]],
+        annotator: str | None,
+        kind: str,
+    ) -> _Matched:
+        index: dict[tuple[Any, ...], list[int]] = {}
+        for i, row in enumerate(rows):
+            for key in _row_keys(row):
+                index.setdefault(key, []).append(i)
+        out = cls()
+        for n, label in enumerate(items):
+            keys = _label_keys(label)
+            if not keys:
+                out.unmatched.append(
+                    {
+                        "index": n,
+                        "label": dict(label),
+                        "reason": "names no row: give rollout_id (or key), scenario_id + "
+                        "rollout_index, or prompt",
+                    }
+                )
+                continue
+            has_value, value = _label_value(label)
+            if value is None:
+                reason = (
+                    f"value {next(label[k] for k in VALUE_KEYS if label.get(k) is not None)!r} "
+                    "is not 0 or 1"
+                    if has_value
+                    else "carries no label (give 'label': 0 or 1)"
+                )
+                out.invalid.append({"index": n, "label": dict(label), "reason": reason})
+                continue
+            hit = next(((k, index[k]) for k in keys if k in index), None)
+            if hit is None:
+                out.unmatched.append(
+                    {"index": n, "label": dict(label), "reason": "no row has this identifier"}
+                )
+                continue
+            key, targets = hit
+            if len(targets) > 1:
+                out.ambiguous.append(
+                    {
+                        "index": n,
+                        "label": dict(label),
+                        "reason": f"{key[0]} matches {len(targets)} rows; name the row by rollout_id",
+                    }
+                )
+                continue
+            who = label.get("annotator")
+            own_kind = label.get("kind")
+            entry: dict[str, Any] = {
+                "label": value,
+                "annotator": who if isinstance(who, str) and who else annotator,
+                "kind": own_kind if isinstance(own_kind, str) and own_kind.strip() else kind,
+            }
+            for extra in EXTRA_KEYS:
+                if label.get(extra) is not None:
+                    entry[extra] = label[extra]
+            out.new.setdefault(targets[0], []).append(entry)
+        return out
+
+
+def _write_labels(
+    rows: list[dict], new: Mapping[int, list[dict[str, Any]]], replace: bool
+) -> tuple[int, int, int, int]:
+    """Append (or, with ``replace``, set) each row's new labels and re-summarise it:
+    ``(ties, passes, fails, rows with one annotator twice)``."""
+    ties = passes = fails = repeats = 0
+    for i, entries in new.items():
+        row = rows[i]
+        old = row.get("gold_labels")
+        kept = [] if replace or not isinstance(old, list) else list(old)
+        row["gold_labels"] = kept + entries
+        named = Counter(
+            e.get("annotator")
+            for e in row["gold_labels"]
+            if isinstance(e, Mapping) and isinstance(e.get("annotator"), str) and e["annotator"]
+        )
+        if any(c > 1 for c in named.values()):
+            repeats += 1
+        if _summarise(row):
+            passes += row["gold_reward"] == 1
+            fails += row["gold_reward"] == 0
+        else:
+            ties += 1
+    return ties, passes, fails, repeats
+
+
+def _label_warnings(
+    n_unmatched: int, n_invalid: int, n_ambiguous: int, ties: int, repeats: int
+) -> list[str]:
+    warnings: list[str] = []
+    if n_unmatched:
+        warnings.append(
+            f"{n_unmatched} label(s) name no row in these rows (see unmatched_labels); check "
+            "they belong to this run"
+        )
+    if n_invalid:
+        warnings.append(
+            f"{n_invalid} label(s) carry no 0/1 value and were not attached (see invalid_labels)"
+        )
+    if n_ambiguous:
+        warnings.append(
+            f"{n_ambiguous} label(s) match several rows and were not attached (see "
+            "ambiguous_labels); name each row by rollout_id"
+        )
+    if ties:
+        warnings.append(
+            f"{ties} row(s) have tied labels: gold_reward and gold_kind left unset; add a "
+            "tie-breaking label"
+        )
+    if repeats:
+        warnings.append(
+            f"{repeats} row(s) carry several labels from one annotator (only the latest "
+            "counts); if the same file was attached twice, pass replace=True"
+        )
+    return warnings
+
+
 def attach_labels(
     rows: Sequence[dict],
     labels: Any,
@@ -202,110 +334,11 @@ def attach_labels(
     rows = list(rows)
     items = _normalise_labels(labels)
 
-    index: dict[tuple[Any, ...], list[int]] = {}
-    for i, row in enumerate(rows):
-        for key in _row_keys(row):
-            index.setdefault(key, []).append(i)
-
-    unmatched: list[dict[str, Any]] = []
-    invalid: list[dict[str, Any]] = []
-    ambiguous: list[dict[str, Any]] = []
-    new: dict[int, list[dict[str, Any]]] = {}
-    for n, label in enumerate(items):
-        keys = _label_keys(label)
-        if not keys:
-            unmatched.append(
-                {
-                    "index": n,
-                    "label": dict(label),
-                    "reason": "names no row: give rollout_id (or key), scenario_id + "
-                    "rollout_index, or prompt",
-                }
-            )
-            continue
-        has_value, value = _label_value(label)
-        if value is None:
-            reason = (
-                f"value {next(label[k] for k in VALUE_KEYS if label.get(k) is not None)!r} "
-                "is not 0 or 1"
-                if has_value
-                else "carries no label (give 'label': 0 or 1)"
-            )
-            invalid.append({"index": n, "label": dict(label), "reason": reason})
-            continue
-        hit = next(((k, index[k]) for k in keys if k in index), None)
-        if hit is None:
-            unmatched.append(
-                {"index": n, "label": dict(label), "reason": "no row has this identifier"}
-            )
-            continue
-        key, targets = hit
-        if len(targets) > 1:
-            ambiguous.append(
-                {
-                    "index": n,
-                    "label": dict(label),
-                    "reason": f"{key[0]} matches {len(targets)} rows; name the row by rollout_id",
-                }
-            )
-            continue
-        who = label.get("annotator")
-        own_kind = label.get("kind")
-        entry: dict[str, Any] = {
-            "label": value,
-            "annotator": who if isinstance(who, str) and who else annotator,
-            "kind": own_kind if isinstance(own_kind, str) and own_kind.strip() else kind,
-        }
-        for extra in EXTRA_KEYS:
-            if label.get(extra) is not None:
-                entry[extra] = label[extra]
-        new.setdefault(targets[0], []).append(entry)
-
-    ties = passes = fails = repeats = 0
-    for i, entries in new.items():
-        row = rows[i]
-        old = row.get("gold_labels")
-        kept = [] if replace or not isinstance(old, list) else list(old)
-        row["gold_labels"] = kept + entries
-        named = Counter(
-            e.get("annotator")
-            for e in row["gold_labels"]
-            if isinstance(e, Mapping) and isinstance(e.get("annotator"), str) and e["annotator"]
-        )
-        if any(c > 1 for c in named.values()):
-            repeats += 1
-        if _summarise(row):
-            passes += row["gold_reward"] == 1
-            fails += row["gold_reward"] == 0
-        else:
-            ties += 1
-
+    m = _Matched.of(rows, items, annotator, kind)
+    ties, passes, fails, repeats = _write_labels(rows, m.new, replace)
+    unmatched, invalid, ambiguous, new = m.unmatched, m.invalid, m.ambiguous, m.new
     attached = sum(len(e) for e in new.values())
-    warnings: list[str] = []
-    if unmatched:
-        warnings.append(
-            f"{len(unmatched)} label(s) name no row in these rows (see unmatched_labels); check "
-            "they belong to this run"
-        )
-    if invalid:
-        warnings.append(
-            f"{len(invalid)} label(s) carry no 0/1 value and were not attached (see invalid_labels)"
-        )
-    if ambiguous:
-        warnings.append(
-            f"{len(ambiguous)} label(s) match several rows and were not attached (see "
-            "ambiguous_labels); name each row by rollout_id"
-        )
-    if ties:
-        warnings.append(
-            f"{ties} row(s) have tied labels: gold_reward and gold_kind left unset; add a "
-            "tie-breaking label"
-        )
-    if repeats:
-        warnings.append(
-            f"{repeats} row(s) carry several labels from one annotator (only the latest "
-            "counts); if the same file was attached twice, pass replace=True"
-        )
+    warnings = _label_warnings(len(unmatched), len(invalid), len(ambiguous), ties, repeats)
     return rows, {
         "n_labels": len(items),
         "attached": attached,
@@ -322,6 +355,54 @@ def attach_labels(
         "repeat_annotator_rows": repeats,
         "warnings": warnings,
     }
+
+
+def _disagreements(
+    multi: list[tuple[Mapping[str, Any], dict[str, int]]],
+) -> list[dict[str, Any]]:
+    """The rows whose annotators split: their labels and notes."""
+    out: list[dict[str, Any]] = []
+    for row, named in multi:
+        if len(set(named.values())) > 1:
+            notes = {
+                e["annotator"]: e["note"]
+                for e in row["gold_labels"]
+                if isinstance(e, Mapping) and e.get("annotator") in named and e.get("note")
+            }
+            out.append(
+                {
+                    "rollout_id": row.get("rollout_id"),
+                    "prompt": row.get("prompt"),
+                    "labels": dict(sorted(named.items())),
+                    "notes": notes,
+                }
+            )
+    return out
+
+
+def _pair_kappa(
+    multi: list[tuple[Mapping[str, Any], dict[str, int]]],
+    first: str,
+    second: str,
+    warnings: list[str],
+) -> tuple[float | None, list[float] | None, int]:
+    """Cohen's kappa between the two annotators over their shared rows, its interval and
+    the shared row count (kappa None, with a warning, when each gave one value)."""
+    x = np.array([named[first] for _, named in multi])
+    y = np.array([named[second] for _, named in multi])
+    pair_n = int(x.size)
+    a = int(np.sum((x == 1) & (y == 1)))
+    b = int(np.sum((x == 1) & (y == 0)))
+    c = int(np.sum((x == 0) & (y == 1)))
+    d = pair_n - a - b - c
+    k = float(cohen_kappa(np.array([a]), np.array([b]), np.array([c]), np.array([d]))[0])
+    if np.isnan(k):
+        warnings.append(
+            f"kappa is undefined: {first} and {second} each gave one value on every shared "
+            "row, so there is no chance-corrected agreement to measure"
+        )
+        return None, None, pair_n
+    return k, kappa_interval(a, b, c, d), pair_n
 
 
 def annotator_agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -375,47 +456,15 @@ def annotator_agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     n_unanimous = sum(1 for _, named in multi if len(set(named.values())) == 1)
     warnings: list[str] = []
 
-    disagreements: list[dict[str, Any]] = []
-    for row, named in multi:
-        if len(set(named.values())) > 1:
-            notes = {
-                e["annotator"]: e["note"]
-                for e in row["gold_labels"]
-                if isinstance(e, Mapping) and e.get("annotator") in named and e.get("note")
-            }
-            disagreements.append(
-                {
-                    "rollout_id": row.get("rollout_id"),
-                    "prompt": row.get("prompt"),
-                    "labels": dict(sorted(named.items())),
-                    "notes": notes,
-                }
-            )
-
+    disagreements = _disagreements(multi)
     overlapping = sorted({who for _, named in multi for who in named})
     kappa: float | None = None
     kappa_ci: list[float] | None = None
     pair: list[str] | None = None
     pair_n = 0
     if len(overlapping) == 2:
-        first, second = overlapping
-        pair = [first, second]
-        x = np.array([named[first] for _, named in multi])
-        y = np.array([named[second] for _, named in multi])
-        pair_n = int(x.size)
-        a = int(np.sum((x == 1) & (y == 1)))
-        b = int(np.sum((x == 1) & (y == 0)))
-        c = int(np.sum((x == 0) & (y == 1)))
-        d = pair_n - a - b - c
-        k = float(cohen_kappa(np.array([a]), np.array([b]), np.array([c]), np.array([d]))[0])
-        if np.isnan(k):
-            warnings.append(
-                f"kappa is undefined: {first} and {second} each gave one value on every shared "
-                "row, so there is no chance-corrected agreement to measure"
-            )
-        else:
-            kappa = k
-            kappa_ci = kappa_interval(a, b, c, d)
+        pair = list(overlapping)
+        kappa, kappa_ci, pair_n = _pair_kappa(multi, pair[0], pair[1], warnings)
     elif len(overlapping) > 2:
         warnings.append(
             f"{len(overlapping)} annotators ({', '.join(overlapping)}) share rows: Cohen's kappa "
