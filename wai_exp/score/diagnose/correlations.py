@@ -9,6 +9,7 @@ the reward in one numpy pass.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -45,7 +46,11 @@ def _style_detectors() -> tuple[dict[str, Callable[[Mapping[str, Any]], bool]] |
     for name, phrases in resolve_phrases().items():
         base = name[3:] if name.startswith("no_") else name
         pattern = compile_phrases(phrases)
-        out["phrase:" + base] = lambda row, p=pattern: p.search(reply_text(row)) is not None
+
+        def present(row: Mapping[str, Any], p: re.Pattern[str] = pattern) -> bool:
+            return p.search(reply_text(row)) is not None
+
+        out["phrase:" + base] = present
     return out, None
 
 

@@ -629,7 +629,7 @@ class _Ranking:
             {
                 "name": self.names[j],
                 "rho": round(float(self.rho[j]), 6),
-                "pooled": None if pooled[j] is None else round(pooled[j], 6),
+                "pooled": None if (p := pooled[j]) is None else round(p, 6),
                 "above_floor": bool(self.above[j]),
                 "endorsed": bool(self.endorsed_mask[j]),
                 "n_obs": int(n_obs_f[j]),

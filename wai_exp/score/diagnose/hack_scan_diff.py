@@ -187,7 +187,7 @@ def _feature_changes(
             by_side["before"].get(nm),
             by_side["after"].get(nm),
             # The scans agree on endorsement (same list, same substring rule); take either.
-            bool((by_side["after"].get(nm) or by_side["before"].get(nm))["endorsed"]),
+            bool((by_side["after"].get(nm) or by_side["before"][nm])["endorsed"]),
         )
         for nm in names
     }

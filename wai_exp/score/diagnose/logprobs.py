@@ -312,7 +312,7 @@ def mean_kl(
             count=len(rows),
         )
         ref_label = ref
-    elif isinstance(ref, Sequence) and not isinstance(ref, (bytes, bytearray)):
+    elif isinstance(ref, Sequence) and not isinstance(ref, (str, bytes, bytearray)):
         ref_lp = _ref_from_rows(rows, ref)
         ref_label = "rows"
     else:

@@ -183,10 +183,10 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
                 if call_id:
                     pending[str(call_id)] = call
         elif kind == "tool":
-            call = pending.pop(str(step.get("tool_call_id") or ""), None)
-            if call is None:
-                call = _match_by_name(pending, step)
-            if call is None:
+            found = pending.pop(str(step.get("tool_call_id") or ""), None)
+            if found is None:
+                found = _match_by_name(pending, step)
+            if found is None:
                 args = step.get("arguments")
                 call = Call(
                     name=str(step.get("name") or ""),
@@ -195,8 +195,10 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
                     _ctx=(context, len(context.person), len(context.results)),
                 )
                 calls.append(call)
-            elif not call["arguments"] and isinstance(step.get("arguments"), dict):
-                call["arguments"] = step["arguments"]
+            else:
+                call = found
+                if not call["arguments"] and isinstance(step.get("arguments"), dict):
+                    call["arguments"] = step["arguments"]
             fault = step.get("fault")
             status = step.get("status") or (fault if fault else "ok")
             call["status"] = str(status)

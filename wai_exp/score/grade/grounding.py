@@ -91,7 +91,7 @@ def _check_min_len(min_len: Any) -> int:
 
 
 def ungrounded_arguments(
-    row: dict,
+    row: Mapping[str, Any],
     ignore_keys: Sequence[str] = (),
     allow: Sequence[str] = (),
     min_len: int = 3,
@@ -126,7 +126,7 @@ def ungrounded_arguments(
     return out
 
 
-def argument_grounding(row: dict, **kwargs: Any) -> float:
+def argument_grounding(row: Mapping[str, Any], **kwargs: Any) -> float:
     """1.0 when every string argument of every tool call is grounded in the conversation (a
     rollout with no calls is grounded), else 0.0. Keyword arguments are those of
     ``ungrounded_arguments`` (and fail the same way)."""
@@ -137,7 +137,7 @@ def _has_call(row: Mapping[str, Any]) -> bool:
     return bool(grading.tool_calls(row))
 
 
-def _rows(rows: Any) -> list[Mapping[str, Any]]:
+def _rows(rows: Any) -> list[dict[str, Any]]:
     from wai_exp.score.stats.passat import row_dicts  # lazy: passat imports scipy
 
     return row_dicts(rows)
@@ -251,7 +251,7 @@ def grounding_report(rows: Sequence[dict], **kwargs: Any) -> dict[str, Any]:
             "note": "no rollout called a tool: grounding among calls was not measured",
         }
     out["n_ungrounded_rows"] = n_bad
-    invented = [
+    invented: list[dict[str, Any]] = [
         {
             "tool": tool,
             "key": key,

@@ -82,7 +82,7 @@ def _fold(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _uses_results(calls: list[dict[str, Any]], reply: str) -> float | None:
+def _uses_results(calls: Sequence[dict[str, Any]], reply: str) -> float | None:
     answered = [c for c in calls if c.get("result") not in (None, "", {}, [])]
     if not answered:
         return None

@@ -208,7 +208,7 @@ def phrase_matcher(
     Compile once per report, call per row."""
     union = compile_phrases(tuple(sorted({p for plist in families.values() for p in plist})))
     patterns = [(name, compile_phrases(plist)) for name, plist in families.items()]
-    empty = {name: [] for name in families}
+    empty: dict[str, list[str]] = {name: [] for name in families}
 
     def match(text: str) -> dict[str, list[str]]:
         # Most replies carry no tic: one scan with every phrase clears them, and only a reply
@@ -304,7 +304,7 @@ def style_report(
     stubs: list[dict[str, Any]] = []
     present_rows: list[list[bool]] = []
     rewards: list[float] = []
-    counters = {name: Counter() for name in names}
+    counters: dict[str, Counter[str]] = {name: Counter() for name in names}
     match = phrase_matcher(families)
     for row in row_list:
         text = reply_text(row)

@@ -260,7 +260,7 @@ def unmeasured_floor(reason: str) -> Floor:
 Lost = Mapping[str, Sequence[str | None]]
 
 
-def _agent_rates(rows: list[Mapping[str, Any]], lost: Lost | None) -> dict[str, float]:
+def _agent_rates(rows: Sequence[Mapping[str, Any]], lost: Lost | None) -> dict[str, float]:
     """The agent's per-task pass rate as pass@1 reads it: lost rollouts counted as failed
     repeats (``pass_at(lost=)``), an adaptive run's first batch."""
     kept, _ = first_batch([*rows, *lost_rows(lost)])

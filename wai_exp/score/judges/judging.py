@@ -821,7 +821,7 @@ def run_judge(
     # A model judge that is also callable directly (rubric_judge) is awaited through its
     # ``acall`` here, so its calls share one event loop at ``concurrency``.
     acall = async_entry(judge)
-    call: Callable[[dict[str, Any]], Any] = acall if acall is not None else judge
+    call: Callable[..., Any] = acall if acall is not None else judge
     if declared is not None and _accepts_declared_tools(judge):
         call = functools.partial(call, declared_tools=declared)
     pure = _is_pure(judge)
@@ -955,9 +955,9 @@ def _eval_coverage(rows: Sequence[Mapping[str, Any]], eval_set: Iterable[Any]) -
             expected.setdefault(p, (None, p))
         elif isinstance(item, Mapping):
             k = item.get("scenario_id") or item.get("task_id")
-            p = " ".join(str(item.get("prompt") or "").split()) or None
-            label = str(k) if k else (p or "")
-            expected.setdefault(label, (str(k) if k else None, p))
+            prompt = " ".join(str(item.get("prompt") or "").split()) or None
+            label = str(k) if k else (prompt or "")
+            expected.setdefault(label, (str(k) if k else None, prompt))
         else:
             raise TypeError(
                 f"eval_set items must be prompt strings or row dicts, got {type(item).__name__}"

@@ -373,7 +373,7 @@ def decontaminate(
     notes += _input_notes(rows, fields, ev, overlap)
 
     clean = [row for i, row in enumerate(rows) if not flags.flagged[i]]
-    offenders = []
+    offenders: list[dict[str, Any]] = []
     for i in range(len(rows)):
         if flags.flagged[i] and len(offenders) < MAX_OFFENDERS:
             entry = {"index": i, "rule": flags.flagged[i], "task": task_key(rows[i])}
@@ -479,7 +479,7 @@ class _Flags:
         return [
             i
             for i in range(len(rows))
-            if not self.flagged[i] and isinstance(rows[i].get(f), str) and rows[i].get(f).strip()
+            if not self.flagged[i] and isinstance(v := rows[i].get(f), str) and v.strip()
         ]
 
 
@@ -613,7 +613,7 @@ def _input_notes(
     if not ev.rows:
         notes.append("the evaluation set is empty; nothing can be flagged")
     for f in fields:
-        if rows and not any(isinstance(r.get(f), str) and r.get(f).strip() for r in rows):
+        if rows and not any(isinstance(v := r.get(f), str) and v.strip() for r in rows):
             notes.append(f"field {f!r} is not text on any row, so nothing was checked against it")
     return notes
 

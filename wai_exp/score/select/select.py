@@ -397,7 +397,7 @@ def _prior_pool(
     ``hi`` or below ``lo``, and the report block (None without ``prior``)."""
     if prior is None:
         return list(range(len(rows))), None
-    firsts = {}
+    firsts: dict[Any, dict[str, Any]] = {}
     for row, key in zip(rows, keys, strict=True):
         firsts.setdefault(key, row)
     nr = next_round(prior, tasks=list(firsts.values()), lo=lo, hi=hi)

@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -49,6 +49,9 @@ from wai_exp.score.stats.resample import (
 
 # as_rows and row_dicts live with the row facts (hack_scan reads them without this module).
 from wai_exp.score.stats.row_facts import as_rows, row_dicts, row_facts
+
+#: A row as a function that hands back some of its rows keeps it (a dict stays a dict).
+RowT = TypeVar("RowT", bound=Mapping[str, Any])
 
 __all__ = [
     "ADAPTIVE_REASONS",
@@ -459,7 +462,7 @@ def pass_at(
     )
 
 
-def first_batch(rows: list[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], int]:
+def first_batch(rows: list[RowT]) -> tuple[list[RowT], int]:
     """(the rows no adaptive policy added, how many were left out).
 
     Rows whose ``selection_reason`` is in ``ADAPTIVE_REASONS`` were drawn where a task's
@@ -550,7 +553,7 @@ def run_config(rows: Sequence[Mapping[str, Any]] | Any, k: int | None = None) ->
 
 
 def run_config_with_keys(
-    row_list: list[Mapping[str, Any]], k: int | None, keys: list[str]
+    row_list: Sequence[Mapping[str, Any]], k: int | None, keys: list[str]
 ) -> dict[str, Any]:
     """``run_config`` for a caller that already holds each row's task key (``keys[i]`` for
     ``row_list[i]``), so the rows are not keyed a second time."""
@@ -573,7 +576,7 @@ class _TextSet(set):
 
 
 def _run_config(
-    row_list: list[Mapping[str, Any]], k: int | None, keys: list[str], new_set: type[set]
+    row_list: Sequence[Mapping[str, Any]], k: int | None, keys: list[str], new_set: type[set]
 ) -> dict[str, Any]:
     # One loop reading every field of a row while it is in cache: on 100,000 rows the
     # passes are bound by fetching each row dict, so six comprehensions (each fetching

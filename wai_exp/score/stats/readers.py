@@ -64,7 +64,7 @@ def binary_reward(row: Mapping[str, Any]) -> float | None:
     return None
 
 
-def reward_under(row: dict[str, Any], key: str = "reward") -> float | None:
+def reward_under(row: Mapping[str, Any], key: str = "reward") -> float | None:
     """The row's reward under ``key`` as a finite float, or None (unjudged / not a number).
 
     Reads one named key and no ``judge_status``; ``resample.numeric_reward`` is the

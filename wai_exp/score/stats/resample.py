@@ -741,10 +741,11 @@ def _column_bounds(
 ) -> list[tuple[float, float] | None]:
     if bounds is None:
         return [None] * n_cols
-    items = list(bounds)
-    if len(items) == 2 and all(isinstance(b, (int, float, np.number)) for b in items):
-        pair = (float(items[0]), float(items[1]))
-        return [pair] * n_cols
+    items: list[Any] = list(bounds)  # as the caller wrote them: one pair, or one per column
+    if len(items) == 2:
+        lo, hi = items
+        if isinstance(lo, (int, float, np.number)) and isinstance(hi, (int, float, np.number)):
+            return [(float(lo), float(hi))] * n_cols
     if len(items) != n_cols:
         raise ValueError(
             f"bounds must be one (low, high) pair or one per column ({n_cols}); got {len(items)}"
@@ -1024,7 +1025,7 @@ def sign_flip_test(
                 dtype=np.uint64,
                 endpoint=True,
             )
-            bits = np.unpackbits(raw.view(np.uint8), axis=1, count=m)
-            sums = (1.0 - 2.0 * bits) @ nz
+            drawn = np.unpackbits(raw.view(np.uint8), axis=1, count=m)
+            sums = (1.0 - 2.0 * drawn) @ nz
             hits += int(np.count_nonzero(np.abs(sums) >= target - tol))
     return PermutationResult(stat, (hits + 1) / (n_resamples + 1), False, n_resamples)

@@ -173,7 +173,7 @@ def hold_checked(row_list: list[Any]) -> None:
         scope.by_list.setdefault(id(row_list), (row_list, None))
 
 
-def as_rows(source: Any) -> list[Mapping[str, Any]]:
+def as_rows(source: Any) -> list[dict[str, Any]]:
     """The row list behind ``source``: a sequence of row dicts, or anything with ``.rows``.
 
     ``.rows`` may be a list or a method returning one (``SimulationData.rows()``). Raises
@@ -181,6 +181,8 @@ def as_rows(source: Any) -> list[Mapping[str, Any]]:
     first element that is not a row dict (``rows[3] is a int, not a row dict``). Inside a
     ``sharing_row_facts()`` scope (one ``publish_gate``, ``select_for_rl``, ...) a list
     ``as_rows`` already built and checked there comes back as is, not checked again.
+    Typed as the contract says, row dicts: another ``Mapping`` passes the check for the
+    functions that only read, and a function that stamps rows in place needs dicts.
     """
     held = checked_row_list(source)
     if held is not None:
@@ -214,7 +216,7 @@ def as_rows(source: Any) -> list[Mapping[str, Any]]:
     return row_list
 
 
-def row_dicts(source: Any) -> list[Mapping[str, Any]]:
+def row_dicts(source: Any) -> list[dict[str, Any]]:
     """``as_rows(source)`` (kept for callers that name the check): raises ``TypeError``
     naming the first element (by index) that is not a row dict."""
     return as_rows(source)

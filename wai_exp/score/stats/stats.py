@@ -23,6 +23,7 @@ from scipy import special as _sp  # not scipy.stats: 0.6 s to import for one qua
 from wai_exp.rows.keys import prompt_mismatch, task_key
 from wai_exp.score.stats.passat import ADAPTIVE_REASONS, as_rows, first_batch
 from wai_exp.score.stats.resample import (
+    Method,
     TaskGroups,
     as_generator,
     binary_reward,
@@ -85,7 +86,7 @@ MIN_RUNS_FOR_DISTRIBUTION = 3
 #: The gap is the price of estimating the sd from the same tasks; only a test that reads
 #: the variance off the rollouts reaches 80% at the closed-form n, and it answers whether b
 #: beats a on these tasks rather than on tasks drawn like them, so it is not the verdict.
-VERDICT_METHOD = "expanded"
+VERDICT_METHOD: Method = "expanded"
 #: Whether a verdict's interval widens each end by half the lattice step of the mean: off,
 #: see ``VERDICT_METHOD`` (on, it held false positives near 4% and cost power).
 VERDICT_CONTINUITY = False
@@ -464,7 +465,9 @@ def _run_label(row: Mapping[str, Any], by: str | None) -> Any:
     return lineage.get("scoring_run_id") if value is None else value
 
 
-def _split_runs(rows: list[Mapping[str, Any]], by: str | None) -> tuple[list[Any], list[list], int]:
+def _split_runs(
+    rows: Sequence[Mapping[str, Any]], by: str | None
+) -> tuple[list[Any], list[list], int]:
     """(run labels, each run's rows, stray rows left out). Rows that name no run are not a
     run of their own: when other rows do name theirs, the strays are left out and counted;
     when no row names one, all of them are the one run."""
@@ -492,7 +495,7 @@ def _mean_of_task_means(codes: np.ndarray, values: np.ndarray, n_tasks: int) -> 
     return float((sums[has] / counts[has]).mean()) if has.any() else None
 
 
-def _run_means(rows: list[Mapping[str, Any]]) -> dict[str, float]:
+def _run_means(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """pass@1 and every marker's task mean for one run.
 
     Task keys are factorized once per run; each metric is then two ``np.bincount`` calls
@@ -521,8 +524,10 @@ def _run_means(rows: list[Mapping[str, Any]]) -> dict[str, float]:
                 col = cols[name] = ([], [])
             col[0].append(i)
             col[1].append(float(value))
-    for name, (idx, vals) in cols.items():
-        got = _mean_of_task_means(codes[np.asarray(idx, dtype=np.intp)], np.asarray(vals), n_tasks)
+    for name, (idx, col_values) in cols.items():
+        got = _mean_of_task_means(
+            codes[np.asarray(idx, dtype=np.intp)], np.asarray(col_values), n_tasks
+        )
         if got is not None:
             means[str(name)] = got
     return means
