@@ -33,7 +33,6 @@ ALLOWED = {
     "wai_exp/score/judges/rubric.py::write_rubrics",  # 156 lines
     "wai_exp/tracking/background.py::_serve",  # 153 lines
     "wai_exp/simulate/preflight.py::preflight",  # 144 lines
-    "wai_exp/score/select/preference.py::build_preference_pairs",  # 142 lines
     "wai_exp/score/judges/judge_trust.py::judge_probes",  # 135 lines
     "wai_exp/score/grade/length.py::length_report",  # 132 lines
     "wai_exp/rows/load.py::load_rows",  # 130 lines

@@ -189,6 +189,54 @@ def _pair_group(
     return pairs, used
 
 
+def _row_dicts(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = list(rows)
+    for i, row in enumerate(rows):
+        if type(row) is not dict and not isinstance(row, Mapping):
+            raise TypeError(f"row {i} is a {type(row).__name__}, not a dict; pass graded rows")
+    return rows
+
+
+def _pair(
+    task: Any,
+    c: dict[str, Any],
+    r: dict[str, Any],
+    c_score: float,
+    r_score: float,
+    lens: tuple[int, int],
+) -> dict[str, Any]:
+    """One preference pair: chosen ``c`` over rejected ``r`` of one task, with who wrote
+    each, their margin and lengths, and the lineage of both."""
+    c_model, r_model = _model(c), _model(r)
+    same = (
+        None
+        if c_model is None or r_model is None
+        else c_model == r_model or bare_model(c_model) == bare_model(r_model)
+    )
+    c_len, r_len = lens
+    return {
+        "task_key": task,
+        "prompt": c.get("prompt"),
+        "same_prompt": c.get("prompt") == r.get("prompt"),
+        "chosen": c,
+        "rejected": r,
+        "chosen_score": c_score,
+        "rejected_score": r_score,
+        "margin": float(c_score - r_score),
+        "chosen_model": c_model,
+        "rejected_model": r_model,
+        "same_policy": same,
+        "chosen_chars": c_len,
+        "rejected_chars": r_len,
+        "length_delta": c_len - r_len,
+        "lineage": {
+            "source": "preference",
+            "chosen": _lineage(c),
+            "rejected": _lineage(r),
+        },
+    }
+
+
 def build_preference_pairs(
     rows: Sequence[dict[str, Any]],
     max_pairs_per_prompt: int = 1,
@@ -226,10 +274,7 @@ def build_preference_pairs(
     (0, 1], and ``TypeError`` when a row is not a dict.
     """
     cap, margin = _check(max_pairs_per_prompt, min_margin)
-    rows = list(rows)
-    for i, row in enumerate(rows):
-        if type(row) is not dict and not isinstance(row, Mapping):
-            raise TypeError(f"row {i} is a {type(row).__name__}, not a dict; pass graded rows")
+    rows = _row_dicts(rows)
     n = len(rows)
     scores = _scores(rows)
     valid = ~np.isnan(scores)
@@ -290,36 +335,8 @@ def build_preference_pairs(
                 why[m] = "over_cap" if reach else "no_partner"
         for ci, ri in found:
             c, r = rows[members[ci]], rows[members[ri]]
-            c_model, r_model = _model(c), _model(r)
-            same = (
-                None
-                if c_model is None or r_model is None
-                else c_model == r_model or bare_model(c_model) == bare_model(r_model)
-            )
-            c_len, r_len = int(lengths_l[members[ci]]), int(lengths_l[members[ri]])
-            pairs.append(
-                {
-                    "task_key": keys[g],
-                    "prompt": c.get("prompt"),
-                    "same_prompt": c.get("prompt") == r.get("prompt"),
-                    "chosen": c,
-                    "rejected": r,
-                    "chosen_score": float(sl[ci]),
-                    "rejected_score": float(sl[ri]),
-                    "margin": float(sl[ci] - sl[ri]),
-                    "chosen_model": c_model,
-                    "rejected_model": r_model,
-                    "same_policy": same,
-                    "chosen_chars": c_len,
-                    "rejected_chars": r_len,
-                    "length_delta": c_len - r_len,
-                    "lineage": {
-                        "source": "preference",
-                        "chosen": _lineage(c),
-                        "rejected": _lineage(r),
-                    },
-                }
-            )
+            lens = int(lengths_l[members[ci]]), int(lengths_l[members[ri]])
+            pairs.append(_pair(keys[g], c, r, float(sl[ci]), float(sl[ri]), lens))
     return pairs, _report(
         pairs,
         rows,
