@@ -29,13 +29,14 @@ import pytest
 
 from wai_exp.score.diagnose.hack_scan import hack_scan
 from wai_exp.score.diagnose.hack_scan_diff import hack_scan_diff
+from wai_exp.score.grade.length import length_report
 from wai_exp.score.judges.agreement import judge_agreement
 from wai_exp.score.judges.judge_trust import judge_trust
 from wai_exp.score.judges.labels import annotator_agreement, attach_labels
 from wai_exp.score.select.decontaminate import decontaminate
 from wai_exp.score.select.preference import build_preference_pairs
 from wai_exp.score.select.publish_gate import publish_gate
-from wai_exp.score.select.select import select_for_rl
+from wai_exp.score.select.select import select_for_rl, select_for_sft
 from wai_exp.score.stats.delta import delta_report, format_delta_report
 from wai_exp.score.stats.passat import pass_at
 from wai_exp.score.stats.power import holdout_size
@@ -349,6 +350,43 @@ def _more_cases() -> dict[str, Callable[[], Any]]:
     }
 
 
+def _cut(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with every ninth marked cut at the token cap and every eleventh emptied."""
+    rows = copy.deepcopy(rows)
+    for i, r in enumerate(rows):
+        if i % 9 == 0:
+            r["truncated"] = True
+        if i % 11 == 0:
+            r["final_text"] = ""
+    return rows
+
+
+def _late_cases() -> dict[str, Callable[[], Any]]:
+    rows = _rl_rows()
+
+    def sft(rows, **kw):
+        rows = copy.deepcopy(rows)
+        selected, rep = select_for_sft(rows, **kw)
+        return {"selected": selected, "report": rep, "rows": rows}
+
+    return {
+        "select_for_sft/default": lambda: sft(rows),
+        "select_for_sft/small_k": lambda: sft(rows, target=30, k=2, seed=3),
+        "select_for_sft/partial_random": lambda: sft(
+            rows, min_reward=0.5, select="random_per_prompt", k=2, seed=5
+        ),
+        "select_for_sft/top_k_overall": lambda: sft(rows, select="top_k_overall", target=50),
+        "select_for_sft/random_k_overall": lambda: sft(
+            _cut(rows), select="random_k_overall", target=40, seed=1
+        ),
+        "select_for_sft/bad_select": lambda: sft(rows, select="best"),
+        "length_report/rows": lambda: length_report(copy.deepcopy(rows)),
+        "length_report/cut": lambda: length_report(_cut(rows), max_spread=1.5),
+        "length_report/empty": lambda: length_report([]),
+        "length_report/bad_spread": lambda: length_report(rows, max_spread=0.5),
+    }
+
+
 def _pass_at_view(p: Any) -> dict[str, Any]:
     """A PassAt as what a user reads off it: every public attribute and its printout."""
     view = {n: getattr(p, n) for n in dir(p) if not n.startswith("_")}
@@ -357,6 +395,7 @@ def _pass_at_view(p: Any) -> dict[str, Any]:
 
 def cases() -> dict[str, Callable[[], Any]]:
     return {
+        **_late_cases(),
         **_more_cases(),
         **_delta_cases(),
         **_select_cases(),
