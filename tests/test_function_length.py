@@ -39,7 +39,6 @@ ALLOWED = {
     "wai_exp/pipeline/runner.py::run_pipeline",  # 128 lines
     "wai_exp/score/grade/checklist.py::_state_rules",  # 127 lines
     "wai_exp/pipeline/stages/publish.py::dataset_card",  # 125 lines
-    "wai_exp/score/select/select.py::select_for_sft",  # 125 lines
     "wai_exp/simulate/model_writer.py::ModelWriter.__init__",  # 125 lines
     "wai_exp/simulate/preflight.py::dataset_report",  # 123 lines
     "wai_exp/score/select/decontaminate.py::_best_coverage",  # 122 lines

@@ -11,7 +11,7 @@ truncation policy and the unanimous trim, then takes whole asks round-robin acro
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -690,6 +690,81 @@ def _audit_warnings(audit: dict[str, Any] | None) -> list[str]:
     return []
 
 
+#: A qualifying SFT row: (index, row, ask, behavior signature, reward).
+_SftItem = tuple[int, dict[str, Any], str, str, float]
+
+
+def _sft_pool(
+    rows: list[dict[str, Any]], min_reward: float
+) -> tuple[list[_SftItem], int, int, int]:
+    """The rows that qualify (not junk, reward at least ``min_reward``, not an exact repeat
+    within their ask), and how many were junk, below the reward and repeats."""
+    junk = low = dups = 0
+    seen: set[tuple[str, str, str]] = set()
+    pool: list[_SftItem] = []
+    for i, row in enumerate(rows):
+        if is_incomplete_junk(row) is not None:
+            junk += 1
+            continue
+        r = reward_under(row)
+        if r is None or r < min_reward:
+            low += 1
+            continue
+        ask, sig = task_key(row), row_signature(row)
+        dk = (ask, sig, normalized_reply(row))
+        if dk in seen:
+            dups += 1
+            continue
+        seen.add(dk)
+        pool.append((i, row, ask, sig, r))
+    return pool, junk, low, dups
+
+
+def _sft_pick(
+    pool: list[_SftItem], select: str, quota: int, rng: np.random.Generator
+) -> list[_SftItem]:
+    """Up to ``quota`` of the pool by the ``select`` rule."""
+    if select == "top_k_overall":
+        return sorted(pool, key=lambda it: (-it[4], it[0]))[:quota]
+    if select == "random_k_overall":
+        perm = rng.permutation(len(pool))
+        return [pool[j] for j in perm[:quota]]
+    by_ask: dict[str, list[_SftItem]] = defaultdict(list)
+    for item in pool:
+        by_ask[item[2]].append(item)
+    if select == "random_per_prompt":
+        per_prompt = [items[int(rng.integers(len(items)))] for items in by_ask.values()]
+        perm = rng.permutation(len(per_prompt))
+        return [per_prompt[j] for j in perm[:quota]]
+    return _top_per_prompt(by_ask, quota)
+
+
+def _top_per_prompt(by_ask: Mapping[str, list[_SftItem]], quota: int) -> list[_SftItem]:
+    """Each prompt's best completion (ties to the signature picked least so far), then
+    round-robin across signatures so every way of being right appears before repeats."""
+    used: Counter[str] = Counter()
+    per_prompt = []
+    for items in by_ask.values():
+        best = max(it[4] for it in items)
+        top = [it for it in items if it[4] == best]
+        choice = min(top, key=lambda it: (used[it[3]], it[0]))
+        used[choice[3]] += 1
+        per_prompt.append(choice)
+    by_sig: dict[str, list[_SftItem]] = defaultdict(list)
+    for it in per_prompt:
+        by_sig[it[3]].append(it)
+    # Round-robin: one of each signature (most common first, arrival within), then repeats.
+    queues = sorted(by_sig.values(), key=lambda q: (-len(q), q[0][0]))
+    picked: list[_SftItem] = []
+    depth = 0
+    while len(picked) < min(quota, len(per_prompt)):
+        for q in queues:
+            if depth < len(q) and len(picked) < quota:
+                picked.append(q[depth])
+        depth += 1
+    return picked
+
+
 @without_gc
 def select_for_sft(
     rows: Sequence[dict[str, Any]],
@@ -727,59 +802,8 @@ def select_for_sft(
         raise ValueError(f"k must be a positive integer or None (got {k!r})")
     rows = as_rows(rows)
     quota = min(target, k if k is not None else target)
-    junk = low = dups = 0
-    seen: set[tuple[str, str, str]] = set()
-    pool: list[tuple[int, dict[str, Any], str, str, float]] = []  # (index, row, ask, sig, reward)
-    for i, row in enumerate(rows):
-        if is_incomplete_junk(row) is not None:
-            junk += 1
-            continue
-        r = reward_under(row)
-        if r is None or r < min_reward:
-            low += 1
-            continue
-        ask, sig = task_key(row), row_signature(row)
-        dk = (ask, sig, normalized_reply(row))
-        if dk in seen:
-            dups += 1
-            continue
-        seen.add(dk)
-        pool.append((i, row, ask, sig, r))
-    rng = np.random.default_rng(seed)
-    picked: list[tuple[int, dict[str, Any], str, str, float]] = []
-    if select in ("top_per_prompt", "random_per_prompt"):
-        by_ask: dict[str, list[tuple[int, dict[str, Any], str, str, float]]] = defaultdict(list)
-        for item in pool:
-            by_ask[item[2]].append(item)
-        if select == "top_per_prompt":
-            used: Counter[str] = Counter()
-            per_prompt = []
-            for items in by_ask.values():
-                best = max(it[4] for it in items)
-                top = [it for it in items if it[4] == best]
-                choice = min(top, key=lambda it: (used[it[3]], it[0]))
-                used[choice[3]] += 1
-                per_prompt.append(choice)
-            by_sig: dict[str, list[tuple[int, dict[str, Any], str, str, float]]] = defaultdict(list)
-            for it in per_prompt:
-                by_sig[it[3]].append(it)
-            # Round-robin: one of each signature (most common first, arrival within), then repeats.
-            queues = sorted(by_sig.values(), key=lambda q: (-len(q), q[0][0]))
-            depth = 0
-            while len(picked) < min(quota, len(per_prompt)):
-                for q in queues:
-                    if depth < len(q) and len(picked) < quota:
-                        picked.append(q[depth])
-                depth += 1
-        else:
-            per_prompt = [items[int(rng.integers(len(items)))] for items in by_ask.values()]
-            perm = rng.permutation(len(per_prompt))
-            picked = [per_prompt[j] for j in perm[:quota]]
-    elif select == "top_k_overall":
-        picked = sorted(pool, key=lambda it: (-it[4], it[0]))[:quota]
-    else:
-        perm = rng.permutation(len(pool))
-        picked = [pool[j] for j in perm[:quota]]
+    pool, junk, low, dups = _sft_pool(rows, min_reward)
+    picked = _sft_pick(pool, select, quota, np.random.default_rng(seed))
     per_sig = Counter(it[3] for it in picked)
     # Rejection sampling needs several completions of one prompt to choose among: at one
     # each, top_per_prompt is a pass/fail filter and random_per_prompt returns the same rows.
