@@ -88,6 +88,79 @@ def group_max_median(
     return counts, maxima, medians
 
 
+def _wide_examples(
+    uniq: Sequence[Any],
+    counts: np.ndarray,
+    medians: np.ndarray,
+    maxima: np.ndarray,
+    spread: np.ndarray,
+    unbounded: np.ndarray,
+    wide_idx: np.ndarray,
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "task_key": uniq[i],
+            "n": int(counts[i]),
+            "median_chars": float(medians[i]),
+            "max_chars": int(maxima[i]),
+            "spread": None if unbounded[i] else float(spread[i]),
+        }
+        for i in wide_idx[:MAX_EXAMPLES].tolist()
+    ]
+
+
+def _cut_examples(
+    rows: list[dict[str, Any]], keys: list[Any], lengths: np.ndarray, cut_idx: np.ndarray
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "task_key": keys[j],
+            "scenario_id": rows[j].get("scenario_id"),
+            "rollout_index": rows[j].get("rollout_index"),
+            "rollout_id": rows[j].get("rollout_id"),
+            "ended_by": rows[j].get("ended_by"),
+            "reply_chars": int(lengths[j]),
+        }
+        for j in cut_idx[:MAX_EXAMPLES].tolist()
+    ]
+
+
+def _length_findings(
+    n: int,
+    n_truncated: int,
+    asks_with_truncated: int,
+    n_measured: int,
+    n_wide: int,
+    max_spread: float,
+    largest: float | None,
+) -> tuple[list[str], str]:
+    """The warnings (cut rollouts, wide asks) and the one-line summary."""
+    warnings: list[str] = []
+    if n_truncated:
+        warnings.append(
+            f"{n_truncated} of {n} rollouts were cut at the token cap (in "
+            f"{asks_with_truncated} asks); their reward scores an unfinished reply. Decide what "
+            "happens to them: select_for_rl(truncated='drop' | 'keep' | 'penalize')."
+        )
+    if n_wide:
+        warnings.append(
+            f"{n_wide} of {n_measured} asks have a reply more than {max_spread:g}x their median "
+            "length; a length-biased judge or a per-token loss weights those rollouts unevenly."
+        )
+    if n == 0:
+        summary = "No rows: nothing measured."
+    else:
+        spread_part = (
+            f"{n_wide} of {n_measured} asks with 2+ rows have max/median reply length above "
+            f"{max_spread:g}"
+            + (f" (largest finite spread {largest:.2f})" if largest is not None else "")
+            if n_measured
+            else "no ask has 2+ rows, so reply-length spread is not measured"
+        )
+        summary = f"{n_truncated} of {n} rollouts truncated; {spread_part}."
+    return warnings, summary
+
+
 def length_report(rows: Sequence[dict[str, Any]], max_spread: float = 4.0) -> dict[str, Any]:
     """Truncated rollouts and asks whose reply lengths are far apart.
 
@@ -145,28 +218,8 @@ def length_report(rows: Sequence[dict[str, Any]], max_spread: float = 4.0) -> di
     rank = np.where(unbounded, np.inf, np.nan_to_num(spread, nan=-1.0))
     wide_idx = np.flatnonzero(wide)
     wide_idx = wide_idx[np.argsort(-rank[wide_idx], kind="stable")]
-    wide_asks = [
-        {
-            "task_key": uniq[i],
-            "n": int(counts[i]),
-            "median_chars": float(medians[i]),
-            "max_chars": int(maxima[i]),
-            "spread": None if unbounded[i] else float(spread[i]),
-        }
-        for i in wide_idx[:MAX_EXAMPLES].tolist()
-    ]
-    cut_idx = np.flatnonzero(cut)
-    truncated = [
-        {
-            "task_key": keys[j],
-            "scenario_id": rows[j].get("scenario_id"),
-            "rollout_index": rows[j].get("rollout_index"),
-            "rollout_id": rows[j].get("rollout_id"),
-            "ended_by": rows[j].get("ended_by"),
-            "reply_chars": int(lengths[j]),
-        }
-        for j in cut_idx[:MAX_EXAMPLES].tolist()
-    ]
+    wide_asks = _wide_examples(uniq, counts, medians, maxima, spread, unbounded, wide_idx)
+    truncated = _cut_examples(rows, keys, lengths, np.flatnonzero(cut))
 
     n_truncated = int(cut.sum())
     n_measured = int(measured.sum())
@@ -177,29 +230,9 @@ def length_report(rows: Sequence[dict[str, Any]], max_spread: float = 4.0) -> di
     largest = float(finite.max()) if finite.size else None
     asks_with_truncated = int(np.unique(codes[cut]).size)
 
-    warnings: list[str] = []
-    if n_truncated:
-        warnings.append(
-            f"{n_truncated} of {n} rollouts were cut at the token cap (in "
-            f"{asks_with_truncated} asks); their reward scores an unfinished reply. Decide what "
-            "happens to them: select_for_rl(truncated='drop' | 'keep' | 'penalize')."
-        )
-    if n_wide:
-        warnings.append(
-            f"{n_wide} of {n_measured} asks have a reply more than {max_spread:g}x their median "
-            "length; a length-biased judge or a per-token loss weights those rollouts unevenly."
-        )
-    if n == 0:
-        summary = "No rows: nothing measured."
-    else:
-        spread_part = (
-            f"{n_wide} of {n_measured} asks with 2+ rows have max/median reply length above "
-            f"{max_spread:g}"
-            + (f" (largest finite spread {largest:.2f})" if largest is not None else "")
-            if n_measured
-            else "no ask has 2+ rows, so reply-length spread is not measured"
-        )
-        summary = f"{n_truncated} of {n} rollouts truncated; {spread_part}."
+    warnings, summary = _length_findings(
+        n, n_truncated, asks_with_truncated, n_measured, n_wide, max_spread, largest
+    )
 
     return {
         "n_rows": n,
