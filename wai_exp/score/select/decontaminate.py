@@ -195,6 +195,103 @@ def _merge_best(
     best[r[better]] = e[better]
 
 
+def _common_bound(
+    cr: np.ndarray, cp: np.ndarray, n: int, lengths: np.ndarray, overlap: float
+) -> np.ndarray:
+    """Per row, whether the union of its common (boilerplate) windows alone could reach
+    ``overlap``: an upper bound on what any eval text sharing only common n-grams covers."""
+    n_rows = lengths.size
+    if not cr.size:
+        return np.zeros(n_rows, dtype=bool)
+    first = np.ones(cr.size, dtype=bool)
+    first[1:] = cr[1:] != cr[:-1]
+    gap = np.full(cr.size, n, dtype=np.int64)
+    gap[:-1] = np.where(~first[1:], np.minimum(cp[1:] - cp[:-1], n), n)
+    bound = np.zeros(n_rows)
+    np.add.at(bound, cr[first], np.bincount(np.cumsum(first) - 1, weights=gap))
+    bound /= lengths
+    return (bound > 0) if overlap == 0 else (bound >= overlap)
+
+
+def _score_expanded(
+    cov: np.ndarray,
+    best: np.ndarray,
+    f_rank: np.ndarray,
+    f_row: np.ndarray,
+    f_pos: np.ndarray,
+    df: np.ndarray,
+    starts: np.ndarray,
+    eval_idx: np.ndarray,
+    n: int,
+    lengths: np.ndarray,
+) -> None:
+    """Score every (row, eval text) pair through the rows' matched n-grams, in chunks of
+    about ``_PAIR_BUDGET`` pairs that never split a row (coverage is a per-row union)."""
+    if not f_rank.size:
+        return
+    cnt = df[f_rank]
+    cum = np.cumsum(cnt)
+    start = 0
+    while start < cnt.size:
+        done = int(cum[start - 1]) if start else 0
+        stop = max(int(np.searchsorted(cum, done + _PAIR_BUDGET, side="right")), start + 1)
+        stop = int(np.searchsorted(f_row, f_row[stop - 1], side="right"))
+        c = cnt[start:stop]
+        idx = _expand(starts[f_rank[start:stop]], c)
+        _merge_best(
+            cov,
+            best,
+            *_group_coverage(
+                np.repeat(f_row[start:stop], c),
+                eval_idx[idx],
+                np.repeat(f_pos[start:stop], c),
+                n,
+                lengths,
+            ),
+        )
+        start = stop
+
+
+def _rare_candidates(
+    rare_rank: np.ndarray,
+    rare_row: np.ndarray,
+    rare_pos: np.ndarray,
+    other_common: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n_uniq: int,
+    df: np.ndarray,
+    starts: np.ndarray,
+    eval_idx: np.ndarray,
+    n_eval: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, eval text, position) matches of the candidate pairs a rare n-gram proposes,
+    plus the candidates' common matches that the eval text really contains."""
+    c = df[rare_rank]
+    idx = _expand(starts[rare_rank], c)
+    p_row = np.repeat(rare_row, c)
+    p_eval = eval_idx[idx]
+    p_pos = np.repeat(rare_pos, c)
+    c_row, c_rank, c_pos = other_common
+    if not c_row.size:
+        return p_row, p_eval, p_pos
+    cand = np.unique(p_row * n_eval + p_eval)
+    cand_row, cand_eval = cand // n_eval, cand % n_eval
+    lo = np.searchsorted(c_row, cand_row, side="left")
+    k = np.searchsorted(c_row, cand_row, side="right") - lo
+    j = _expand(lo, k)
+    x_row = np.repeat(cand_row, k)
+    x_eval = np.repeat(cand_eval, k)
+    key = c_rank[j].astype(np.int64) * n_eval + x_eval
+    e_key = np.repeat(np.arange(n_uniq, dtype=np.int64), df) * n_eval + eval_idx
+    at = np.searchsorted(e_key, key)
+    at[at >= e_key.size] = 0
+    ok = e_key[at] == key
+    return (
+        np.concatenate([p_row, x_row[ok]]),
+        np.concatenate([p_eval, x_eval[ok]]),
+        np.concatenate([p_pos, c_pos[j][ok]]),
+    )
+
+
 def _best_coverage(
     row_encoded: list[np.ndarray],
     eval_hash: np.ndarray,
@@ -246,75 +343,18 @@ def _best_coverage(
     n_eval = int(eval_idx.max()) + 1
     common = df[rank] > _RARE_DF
 
-    # Union of every common window per row: an upper bound on what any eval text sharing
-    # only common n-grams can cover.
-    cr, cp = r_idx[common], r_pos[common]
-    if cr.size:
-        first = np.ones(cr.size, dtype=bool)
-        first[1:] = cr[1:] != cr[:-1]
-        gap = np.full(cr.size, n, dtype=np.int64)
-        gap[:-1] = np.where(~first[1:], np.minimum(cp[1:] - cp[:-1], n), n)
-        bound = np.zeros(n_rows)
-        np.add.at(bound, cr[first], np.bincount(np.cumsum(first) - 1, weights=gap))
-        bound /= lengths
-        full = (bound > 0) if overlap == 0 else (bound >= overlap)
-    else:
-        full = np.zeros(n_rows, dtype=bool)
-
+    full = _common_bound(r_idx[common], r_pos[common], n, lengths, overlap)
     # Full expansion for rows the boilerplate alone could flag, chunked on pair count.
     sel = full[r_idx]
-    f_rank, f_row, f_pos = rank[sel], r_idx[sel], r_pos[sel]
-    if f_rank.size:
-        cnt = df[f_rank]
-        cum = np.cumsum(cnt)
-        start = 0
-        while start < cnt.size:
-            done = int(cum[start - 1]) if start else 0
-            stop = max(int(np.searchsorted(cum, done + _PAIR_BUDGET, side="right")), start + 1)
-            # never split one row across chunks: coverage is a per-row union
-            stop = int(np.searchsorted(f_row, f_row[stop - 1], side="right"))
-            c = cnt[start:stop]
-            idx = _expand(starts[f_rank[start:stop]], c)
-            _merge_best(
-                cov,
-                best,
-                *_group_coverage(
-                    np.repeat(f_row[start:stop], c),
-                    eval_idx[idx],
-                    np.repeat(f_pos[start:stop], c),
-                    n,
-                    lengths,
-                ),
-            )
-            start = stop
-
+    _score_expanded(cov, best, rank[sel], r_idx[sel], r_pos[sel], df, starts, eval_idx, n, lengths)
     # Candidate pairs from rare n-grams for every other row.
     rare = ~sel & ~common
     if rare.any():
-        c = df[rank[rare]]
-        idx = _expand(starts[rank[rare]], c)
-        p_row = np.repeat(r_idx[rare], c)
-        p_eval = eval_idx[idx]
-        p_pos = np.repeat(r_pos[rare], c)
-        # add the candidates' common matches that the eval text really contains
         oc = ~sel & common
-        c_row, c_rank, c_pos = r_idx[oc], rank[oc], r_pos[oc]
-        if c_row.size:
-            cand = np.unique(p_row * n_eval + p_eval)
-            cand_row, cand_eval = cand // n_eval, cand % n_eval
-            lo = np.searchsorted(c_row, cand_row, side="left")
-            k = np.searchsorted(c_row, cand_row, side="right") - lo
-            j = _expand(lo, k)
-            x_row = np.repeat(cand_row, k)
-            x_eval = np.repeat(cand_eval, k)
-            key = c_rank[j].astype(np.int64) * n_eval + x_eval
-            e_key = np.repeat(np.arange(uniq.size, dtype=np.int64), df) * n_eval + eval_idx
-            at = np.searchsorted(e_key, key)
-            at[at >= e_key.size] = 0
-            ok = e_key[at] == key
-            p_row = np.concatenate([p_row, x_row[ok]])
-            p_eval = np.concatenate([p_eval, x_eval[ok]])
-            p_pos = np.concatenate([p_pos, c_pos[j][ok]])
+        p_row, p_eval, p_pos = _rare_candidates(
+            rank[rare], r_idx[rare], r_pos[rare], (r_idx[oc], rank[oc], r_pos[oc]),
+            uniq.size, df, starts, eval_idx, n_eval,
+        )  # fmt: skip
         _merge_best(cov, best, *_group_coverage(p_row, p_eval, p_pos, n, lengths))
     return np.minimum(cov, 1.0), best, any_hit
 
