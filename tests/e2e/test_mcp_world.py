@@ -42,7 +42,7 @@ def test_rl_round_on_a_real_mcp_server_with_faults(tmp_path: Path) -> None:
     steps = tool_steps(tmp_path)
     real = [s for _, s in steps if s.get("source") == "server"]
     injected = [s for _, s in steps if s.get("source") == "injected"]
-    assert len(real) >= 10 and injected, [s.get("source") for _, s in steps]
+    assert len(real) >= 5 and injected, [s.get("source") for _, s in steps]
     # The server's own answers: a note it made carries its id; a missing one its error.
     created = [s["result"] for s in real if s["tool"] == "create_note"]
     assert created and all(r["note_id"].startswith("NOTE-") for r in created)
@@ -84,7 +84,7 @@ def test_refuses_an_unreachable_url(tmp_path: Path) -> None:
 def test_a_crash_loses_that_rollout_not_the_stage(tmp_path: Path) -> None:
     res = wai(
         tmp_path, f"world.command={SERVER}", "world.reset_tool=reset_notes",
-        "simulate.budget=30", "+world.env.NOTES_CRASH_AFTER=4",
+        "simulate.budget=30", "+world.env.NOTES_CRASH_AFTER=2",
     )  # fmt: skip
     assert "simulate" in res.stdout, res.stdout + res.stderr
     rows = (tmp_path / "outputs/run/simulate/rows.jsonl").read_text().splitlines()

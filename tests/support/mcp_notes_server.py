@@ -5,11 +5,14 @@ Run over stdio: ``python -m tests.support.mcp_notes_server``; over streamable HT
 ``python -m tests.support.mcp_notes_server --http PORT``. Dials through the environment:
 ``NOTES_CRASH_AFTER=N`` exits the process on the N-th tool call (a crash mid-run);
 ``NOTES_NO_TOOLS=1`` serves no tools; ``NOTES_ECHO_ENV=VAR`` makes ``list_notes`` report
-whether ``VAR`` reached the server (never its value).
+whether ``VAR`` reached the server (never its value); ``NOTES_CALL_LOG=PATH`` appends one
+JSON line per agent tool call the server answered (``{"tool", "arguments"}``), the server's
+own count of what reached it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -21,8 +24,11 @@ _notes: dict[str, dict[str, str]] = {}
 _calls = {"n": 0}
 
 
-def _tick() -> None:
+def _tick(tool: str, **arguments: str) -> None:
     _calls["n"] += 1
+    if log := os.environ.get("NOTES_CALL_LOG"):
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
     crash_after = int(os.environ.get("NOTES_CRASH_AFTER", "0") or 0)
     if crash_after and _calls["n"] >= crash_after:
         print(f"notes server: fatal: simulated crash on call {_calls['n']}", file=sys.stderr)
@@ -34,7 +40,7 @@ def _register() -> None:
     @server.tool()
     def create_note(title: str, body: str) -> dict[str, str]:
         """Create a note. Returns its id, like NOTE-1001."""
-        _tick()
+        _tick("create_note", title=title, body=body)
         note_id = f"NOTE-{1001 + len(_notes)}"
         _notes[note_id] = {"note_id": note_id, "title": title, "body": body}
         return _notes[note_id]
@@ -42,7 +48,7 @@ def _register() -> None:
     @server.tool()
     def get_note(note_id: str) -> dict[str, str]:
         """Read one note by its id (NOTE-1234)."""
-        _tick()
+        _tick("get_note", note_id=note_id)
         note = _notes.get(note_id.strip().upper())
         if note is None:
             raise ToolError(f"no note {note_id}")
@@ -51,7 +57,7 @@ def _register() -> None:
     @server.tool()
     def delete_note(note_id: str) -> dict[str, str]:
         """Delete the note with this id (NOTE-1234)."""
-        _tick()
+        _tick("delete_note", note_id=note_id)
         if _notes.pop(note_id.strip().upper(), None) is None:
             raise ToolError(f"no note {note_id}")
         return {"deleted": note_id}
@@ -59,7 +65,7 @@ def _register() -> None:
     @server.tool()
     def list_notes() -> dict[str, object]:
         """Every note's id and title."""
-        _tick()
+        _tick("list_notes")
         out: dict[str, object] = {"notes": [[k, v["title"]] for k, v in _notes.items()]}
         if var := os.environ.get("NOTES_ECHO_ENV"):
             out["env_seen"] = var in os.environ and bool(os.environ[var])

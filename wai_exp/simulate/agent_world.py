@@ -5,7 +5,8 @@ The rollout's ``RolloutWorld`` knows the task's answer key: the situation's grid
 (``dims``: ``world_state``, ``tool_condition``, ``stance``, ``rule``), the seeded records, the
 fault plan, the situation the privileged block is written from. An agent handed that object
 can read the answer off it instead of earning it. An agent is handed an ``AgentWorld``
-instead: ``execute(name, arguments)`` (the tool step, as recorded on the row),
+instead: ``execute(name, arguments)`` (the tool step, as recorded on the row; ``aexecute`` for async
+agents),
 ``ask_user(question)`` / ``aask_user`` (the person's line, or None once they left),
 ``ended_by`` (why the person stopped answering), and the rollout's identity, ``seed`` (as
 ``current_rollout.seed``) and the declared ``tools``.
@@ -131,10 +132,14 @@ class _Direct:
         return _answer(self._world, kind, args)
 
     async def acall(self, kind: str, args: tuple[Any, ...]) -> Any:
-        if kind == "ask_user":
-            asker = getattr(self._world, "aask_user", None)
-            if asker is not None:
-                return await asker(*args)
+        if kind in ("ask_user", "execute"):
+            # A world whose answers wait on I/O (world=mcp) answers without blocking the loop.
+            ours = getattr(self._world, "a" + kind, None)
+            if ours is not None:
+                if kind == "execute":
+                    name, arguments, call_id = args
+                    return await ours(name, arguments, call_id=call_id)
+                return await ours(*args)
         return _answer(self._world, kind, args)
 
 
@@ -177,6 +182,13 @@ class AgentWorld:
         for a bad call: an unknown tool or arguments off the schema come back as an error
         result."""
         return self._port.call("execute", (name, arguments, call_id))
+
+    async def aexecute(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None
+    ) -> dict[str, Any]:
+        """``execute`` for async agents: the loop runs on while the world answers (a real
+        MCP server's ``call_tool``)."""
+        return await self._port.acall("execute", (name, arguments, call_id))
 
     def ask_user(self, question: str) -> str | None:
         """The person's answer to ``question``, or None once they walked away or ran out of

@@ -1235,6 +1235,14 @@ def _result(
             "none; those turns carry no logprob (never a 0), so an importance ratio cannot be "
             "formed on them"
         )
+    if engine.runner.serialized:
+        engine.warnings.append(
+            f"world=mcp with a reset/state tool: the {len(engine.rows)} rollouts ran one at a time "
+            f"against the server (knobs.concurrency={cfg.knobs['concurrency']} did not apply), "
+            "since rollouts sharing one server at once would start in, and record, each other's "
+            "state; for concurrency, run a server without world.reset_tool/state_tool (rollouts "
+            "then share its state) or several runs, each with a server of its own"
+        )
     if engine.check_health() or engine.early_warning:
         engine.warnings.append(f"while it ran: {engine.early_warning}")
     if engine.stop_reason == "dead_agent":

@@ -227,6 +227,20 @@ class McpServer:
             return None
         return self.call(self.options.state_tool, {})
 
+    @property
+    def stateful(self) -> bool:
+        """A reset or a state tool is configured: a rollout's start state and its recorded
+        end state are the server's, so rollouts must not overlap on it (``exclusive``)."""
+        o = self.options
+        return bool(o.reset_tool or o.reset_command or o.state_tool)
+
+    @property
+    def harness_tools(self) -> set[str]:
+        """The reset and state tools: the harness calls them, the agent is not offered them
+        (an agent calling the reset would wipe its own rollout's work)."""
+        o = self.options
+        return {t for t in (o.reset_tool, o.state_tool) if t}
+
 
 @contextlib.asynccontextmanager
 async def _with_client(client: Any, transport: Any) -> Any:
@@ -340,6 +354,13 @@ class McpWorld(RolloutWorld):
         else:
             step["source"] = "server"
         return step
+
+    async def aexecute(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None
+    ) -> dict[str, Any]:
+        """``execute`` for a model agent's loop: ``call_tool`` waits on a thread, so the
+        other rollouts' model calls go on meanwhile (a blocking call would stall them all)."""
+        return await asyncio.to_thread(self.execute, name, arguments, call_id=call_id)
 
     def _answer(self, name: str, args: dict[str, Any]) -> Any:
         """The server's answer (the mock world's record handlers are not used)."""

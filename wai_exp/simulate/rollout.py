@@ -100,9 +100,24 @@ class RolloutRunner:
         #: the direct facade
         self._serves_world = isinstance(agent.fn, UserAgent)
         self._facade = AgentWorld.direct
+        #: world=mcp with a reset or state tool: one rollout at a time holds its server, from
+        #: the reset to the state read, so no rollout starts in (or records) another's state
+        self.exclusive = world.exclusive and int(cfg.knobs["concurrency"]) > 1
+        #: the rollouts that waited for the server: only an agent that yields mid-rollout (a
+        #: model backend, a user's callable) overlaps; the scripted agent's run is atomic
+        self.serialized = self.exclusive and (agent.is_backend or self._serves_world)
+        self._turn: asyncio.Lock | None = None
 
     async def run(self, plan: Plan) -> Outcome:
         """Run ``plan``'s rollout; an agent error or timeout comes back as ``Outcome.lost``."""
+        if not self.exclusive:
+            return await self._run(plan)
+        if self._turn is None:  # made on the running loop
+            self._turn = asyncio.Lock()
+        async with self._turn:
+            return await self._run(plan)
+
+    async def _run(self, plan: Plan) -> Outcome:
         task = plan.task
         t_start = time.monotonic()
         token = None

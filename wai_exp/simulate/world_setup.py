@@ -52,6 +52,12 @@ class WorldSetup:
     #: ``world=mcp``: the stage's live server (``mcp_world.McpServer``); close it at the end
     server: Any = None
 
+    @property
+    def exclusive(self) -> bool:
+        """Rollouts must hold the world one at a time: a ``world=mcp`` server with a reset or
+        state tool, whose state every concurrent rollout would otherwise share."""
+        return self.server is not None and self.server.stateful
+
     def close(self) -> None:
         """Stop the stage's MCP server, if any."""
         if self.server is not None:
@@ -218,7 +224,13 @@ def mcp_tools(
         return declared, sp
     from wai_exp.simulate.mcp_world import MCP_SYSTEM_PROMPT, narrow_tools
 
-    tools = narrow_tools(world.server.tools, declared if narrowed else None)
+    offered = world.server.tools
+    if not narrowed:
+        # The reset and state tools are the harness's: offered, a model could wipe its own
+        # rollout's work mid-rollout. A spec that names them offers them.
+        hidden = world.server.harness_tools
+        offered = [t for t in offered if t["function"]["name"] not in hidden]
+    tools = narrow_tools(offered, declared if narrowed else None)
     if not tools:
         raise ValueError(
             "none of the spec's tools is one the MCP server lists "

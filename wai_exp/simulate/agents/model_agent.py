@@ -144,8 +144,11 @@ class ModelAgent:
             usage["input_tokens"] += done.input_tokens or 0
             usage["output_tokens"] += done.output_tokens or 0
             if done.tool_calls:
+                # aexecute when the world has it: a real server's answer is awaited, not
+                # waited for with the loop (and every other rollout's model call) stopped.
+                execute = getattr(world, "aexecute", None) or world.execute
                 for call in done.tool_calls:
-                    result = world.execute(call["name"], call["arguments"])
+                    result = execute(call["name"], call["arguments"])
                     if inspect.isawaitable(result):
                         result = await result
                     tool_step = dict(result) if isinstance(result, dict) else {"result": result}
