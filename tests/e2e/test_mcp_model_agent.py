@@ -124,3 +124,20 @@ def test_a_spec_naming_the_reset_tool_offers_it(tmp_path):
         "create_note",
         "reset_notes",
     }
+
+
+def test_a_slow_tool_call_does_not_hold_up_the_other_rollouts(tmp_path):
+    # A server without reset or state tools: rollouts share it at once. Each tool call takes
+    # 1 s; awaited off the agents' event loop, the 4 rollouts' calls are answered together
+    # (a call_tool that blocked the loop let the server see one call at a time).
+    log = tmp_path / "calls.jsonl"
+    with scripted_server(NoteTaker()) as url:
+        res = wai(
+            tmp_path, f"world.command={SERVER}", f"+world.env.NOTES_CALL_LOG={log}",
+            "+world.env.NOTES_SLOW_S=1", "agent=vllm", f"agent.base_url={url}",
+            "agent.model=note-taker", "simulate.budget=4", "knobs.concurrency=4",
+            "simulate.fault_rate=0",
+        )  # fmt: skip
+    assert res.returncode in (0, 3), res.stdout + res.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(calls) == 4 and max(c["in_flight"] for c in calls) >= 2, calls

@@ -6,8 +6,9 @@ Run over stdio: ``python -m tests.support.mcp_notes_server``; over streamable HT
 ``NOTES_CRASH_AFTER=N`` exits the process on the N-th tool call (a crash mid-run);
 ``NOTES_NO_TOOLS=1`` serves no tools; ``NOTES_ECHO_ENV=VAR`` makes ``list_notes`` report
 whether ``VAR`` reached the server (never its value); ``NOTES_CALL_LOG=PATH`` appends one
-JSON line per agent tool call the server answered (``{"tool", "arguments"}``), the server's
-own count of what reached it.
+JSON line per agent tool call the server answered (``{"tool", "arguments", "in_flight"}``:
+the server's own count of what reached it, and how many calls it was answering at once);
+``NOTES_SLOW_S=S`` makes every agent tool call take S seconds.
 """
 
 from __future__ import annotations
@@ -15,20 +16,29 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("notes")
 _notes: dict[str, dict[str, str]] = {}
-_calls = {"n": 0}
+_calls = {"n": 0, "in_flight": 0}
+_lock = threading.Lock()
 
 
 def _tick(tool: str, **arguments: str) -> None:
-    _calls["n"] += 1
-    if log := os.environ.get("NOTES_CALL_LOG"):
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+    with _lock:  # the server runs sync tools on worker threads, several at once
+        _calls["n"] += 1
+        _calls["in_flight"] += 1
+        entry = {"tool": tool, "arguments": arguments, "in_flight": _calls["in_flight"]}
+        if log := os.environ.get("NOTES_CALL_LOG"):
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+    time.sleep(float(os.environ.get("NOTES_SLOW_S", "0") or 0))
+    with _lock:
+        _calls["in_flight"] -= 1
     crash_after = int(os.environ.get("NOTES_CRASH_AFTER", "0") or 0)
     if crash_after and _calls["n"] >= crash_after:
         print(f"notes server: fatal: simulated crash on call {_calls['n']}", file=sys.stderr)
