@@ -8,6 +8,7 @@ token per process, so runs started in the same second never share a folder.
 from __future__ import annotations
 
 import secrets
+import sys
 
 from omegaconf import OmegaConf
 
@@ -16,3 +17,12 @@ RUN_TOKEN = secrets.token_hex(3)
 
 if not OmegaConf.has_resolver("wai_run_token"):
     OmegaConf.register_new_resolver("wai_run_token", lambda: RUN_TOKEN)
+
+# Hydra reads this package to compose: judge=<name> and agent=<provider> then compose for a
+# judge or provider registered in Python before it (those registered once Hydra is loaded
+# offer themselves; the console script offers every one in wai_exp.commands.run).
+if "hydra" in sys.modules:
+    from wai_exp.domain import judges, providers
+
+    judges.offer_to_hydra()
+    providers.offer_to_hydra()

@@ -87,3 +87,33 @@ def test_a_registered_provider_is_a_spec_an_agent_and_stripped_from_row_names(mo
 def test_a_provider_name_that_would_clash_is_refused(name):
     with pytest.raises(ValueError, match="provider name"):
         register_provider(name, base_url="http://127.0.0.1:9/v1")
+
+
+def test_a_provider_registered_after_the_config_was_imported_is_an_agent_kind(
+    monkeypatch, tmp_path
+):
+    # was: the agent kinds were frozen into a Literal when wai_exp.config was imported, so a
+    # provider registered later was refused ("expected one of 'openai', 'vllm', ...").
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from wai_exp.commands.validate import validate_config
+
+    monkeypatch.setitem(PROVIDERS, "together", PROVIDERS["vllm"])  # restored after the test
+    register_provider("together", base_url="http://127.0.0.1:9/v1")
+    assert ModelAgentConfig(kind="together", model="m").kind == "together"
+    with initialize_config_module(version_base="1.3", config_module="wai_exp.conf"):
+        cfg = compose(config_name="config", overrides=["agent=together", "agent.model=m"])
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    assert plain["agent"]["kind"] == "together" and plain["agent"]["base_url"] is None
+    assert validate_config(plain).agent.kind == "together"
+
+
+def test_an_agent_kind_nothing_registered_still_names_every_kind():
+    from wai_exp.commands.validate import ConfigError, validate_config
+
+    with pytest.raises(ConfigError) as err:
+        validate_config({"agent": {"kind": "togther"}, "pipeline": {"stages": {}}})
+    assert "kind must be one of 'scripted', 'callable', 'openai', 'vllm', 'ollama'" in str(
+        err.value
+    )

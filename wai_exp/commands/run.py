@@ -25,10 +25,12 @@ EXIT_INVALID_CONFIG = 2
 # The default run folder's ``wai_run_token`` resolver (registered on import of the config
 # package; imported here too, for configs composed from another search path).
 import wai_exp.conf  # noqa: E402, F401
-from wai_exp.domain.judges import offer_to_hydra  # noqa: E402
+from wai_exp.domain import judges, providers  # noqa: E402
 
-# judge=<name> composes for a judge registered in Python (a plugin's entry point, your module).
-offer_to_hydra()
+# judge=<name> and agent=<provider> compose for a judge or provider registered in Python
+# (a package's entry point, or your module imported before composing).
+judges.offer_to_hydra()
+providers.offer_to_hydra()
 
 
 class RunFailed(RuntimeError):

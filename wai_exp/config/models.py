@@ -12,12 +12,15 @@ package's own config (see ``validate.py``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -25,15 +28,7 @@ from pydantic import (
 )
 
 from wai_exp.domain.judges import JUDGES, judge_names, unknown_judge
-from wai_exp.domain.providers import provider_names
-
-#: The agent kinds that name a model server: the provider registry's names when this module
-#: is imported (register a provider before the config is first imported to make it a kind).
-#: A checker cannot read a Literal built at run time, so it sees the plain ``str`` it holds.
-if TYPE_CHECKING:
-    ProviderKind = str
-else:
-    ProviderKind = Literal[provider_names()]
+from wai_exp.domain.providers import PROVIDERS, load_plugins, provider_names
 
 
 class _Strict(BaseModel):
@@ -236,7 +231,9 @@ class ModelAgentConfig(_Strict):
     """A model server: ``kind:model[@base_url]``, ``kind`` a registered provider (openai,
     vllm, ollama, anthropic: ``wai_exp.domain.providers``)."""
 
-    kind: ProviderKind
+    #: a registered provider, read from the registry when the config is checked (so one
+    #: registered after this module was imported counts too)
+    kind: str
     model: str
     base_url: str | None = None
     #: the provider's key; None reads the provider's variable (OPENAI_API_KEY ...). Redacted
@@ -246,6 +243,16 @@ class ModelAgentConfig(_Strict):
     max_turns: PositiveInt = 12
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.7
     max_tokens: PositiveInt = 1024
+
+    @field_validator("kind")
+    @classmethod
+    def _registered(cls, kind: str) -> str:
+        if kind not in provider_names():
+            raise ValueError(
+                f"not a registered provider; use one of {', '.join(provider_names())}, or "
+                "register yours (wai_exp.llm.providers.register_provider, see docs/MODELS.md)"
+            )
+        return kind
 
     @field_validator("base_url")
     @classmethod
@@ -278,8 +285,33 @@ class ModelAgentConfig(_Strict):
         )
 
 
+#: Offline agent kinds; every other agent kind is a registered provider.
+OFFLINE_AGENTS = ("scripted", "callable")
+#: The union member a provider's agent validates as (a tag no config key is named).
+MODEL_SERVER = "model_server"
+#: The error type of an agent kind that is neither offline nor a registered provider.
+UNKNOWN_AGENT = "unknown_agent_kind"
+
+
+def agent_kinds() -> list[str]:
+    """Every ``agent.kind``: the offline ones, then the registered providers."""
+    return [*OFFLINE_AGENTS, *provider_names()]
+
+
+def _agent_tag(value: Any) -> str | None:
+    # Read at validation time, so a provider registered after import is an agent kind.
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    load_plugins()
+    if kind in OFFLINE_AGENTS:
+        return str(kind)
+    return MODEL_SERVER if kind in PROVIDERS else None
+
+
 AgentConfig = Annotated[
-    ScriptedAgent | CallableAgent | ModelAgentConfig, Field(discriminator="kind")
+    Annotated[ScriptedAgent, Tag("scripted")]
+    | Annotated[CallableAgent, Tag("callable")]
+    | Annotated[ModelAgentConfig, Tag(MODEL_SERVER)],
+    Discriminator(_agent_tag, custom_error_type=UNKNOWN_AGENT, custom_error_message="agent kind"),
 ]
 
 
@@ -480,9 +512,25 @@ class RootConfig(_Strict):
 #: fields are the union over agent kinds (the kind is only known after composition).
 AGENT_MODELS: tuple[type[BaseModel], ...] = (ScriptedAgent, CallableAgent, ModelAgentConfig)
 
-#: Agent kind tag -> its model (pydantic puts the tag in an error's location).
-AGENT_BY_KIND: dict[str, type[BaseModel]] = {
-    "scripted": ScriptedAgent,
-    "callable": CallableAgent,
-    **dict.fromkeys(provider_names(), ModelAgentConfig),
-}
+
+class _AgentByKind(Mapping[str, type[BaseModel]]):
+    """Agent kind (or the union tag pydantic puts in an error's location) -> its model,
+    read from the provider registry on every lookup."""
+
+    def __getitem__(self, kind: str) -> type[BaseModel]:
+        if kind == "scripted":
+            return ScriptedAgent
+        if kind == "callable":
+            return CallableAgent
+        if kind == MODEL_SERVER or kind in PROVIDERS:
+            return ModelAgentConfig
+        raise KeyError(kind)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(agent_kinds())
+
+    def __len__(self) -> int:
+        return len(agent_kinds())
+
+
+AGENT_BY_KIND: Mapping[str, type[BaseModel]] = _AgentByKind()

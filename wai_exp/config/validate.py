@@ -257,8 +257,8 @@ def override_keys(argv: Sequence[str]) -> list[str]:
 
 def group_options(group: str, config_dirs: Sequence[str] = ()) -> list[str] | None:
     """The options of config group ``group``: the shipped ``conf/<group>/*.yaml`` plus those in
-    every ``--config-dir`` (for ``judge``, plus every registered judge). None when the group
-    is unknown everywhere."""
+    every ``--config-dir`` (for ``judge`` and ``agent``, plus every registered judge and
+    provider). None when the group is unknown everywhere."""
     from importlib.resources import files
 
     found: set[str] = set()
@@ -276,6 +276,8 @@ def group_options(group: str, config_dirs: Sequence[str] = ()) -> list[str] | No
         from wai_exp.domain.judges import judge_names
 
         found |= set(judge_names())
+    if group == "agent":  # and every registered provider (wai_exp.domain.providers)
+        found |= set(models.provider_names())
     return sorted(found) if known else None
 
 
@@ -488,6 +490,8 @@ def _expected(err: Mapping[str, Any]) -> str:
         return f"must be <= {ctx.get('le')}"
     if t == "less_than":
         return f"must be < {ctx.get('lt')}"
+    if t == models.UNKNOWN_AGENT:  # the registered kinds now, not when the model was built
+        return f"kind must be one of {', '.join(repr(k) for k in models.agent_kinds())}"
     if t == "union_tag_invalid":
         return f"kind must be one of {ctx.get('expected_tags')}"
     if t == "missing":

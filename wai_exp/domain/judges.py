@@ -97,7 +97,7 @@ def register_judge(
     def add(fn: Builder | str) -> JudgeKind:
         kind = JudgeKind(name, fn, model, pointwise, grades_with, check)
         JUDGES[name] = kind
-        if "hydra.core.config_store" in sys.modules:  # else wai_exp.conf offers it on import
+        if "hydra" in sys.modules:  # else wai_exp.conf offers it on import
             offer_to_hydra()
         return kind
 
@@ -118,42 +118,27 @@ _plugin_errors: dict[str, str] = {}
 
 def load_plugins() -> None:
     """Import every module registered under the ``wai_exp.judges`` entry-point group (once),
-    so judges packages register are known before a config is checked."""
+    so judges packages register are known before a config is checked. An entry point that
+    names a builder function registers it under the entry point's name."""
     global _plugins_loaded
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    from importlib.metadata import entry_points
+    from wai_exp.domain.plugins import load_group
 
-    for ep in entry_points(group=ENTRY_POINTS):
-        try:
-            obj = ep.load()
-        except Exception as exc:  # one broken plugin must not stop runs that never use it
-            _plugin_errors[ep.name] = f"entry point {ep.value!r} failed to load: {exc!r}"
-            continue
-        if callable(obj) and ep.name not in JUDGES:  # the entry point names a builder
-            register_judge(ep.name, obj)
+    for name, obj in load_group(ENTRY_POINTS, _plugin_errors):
+        if callable(obj) and name not in JUDGES:
+            register_judge(name, obj)
 
 
 def offer_to_hydra() -> None:
     """Make ``judge=<name>`` compose for every registered judge without a shipped
-    ``conf/judge/<name>.yaml``: a ``judge/<name>`` node in Hydra's config store, the shipped
-    checklist's section under its own kind (so ``judge.concurrency=4`` and the rest apply)."""
-    from importlib import resources
-
-    from hydra.core.config_store import ConfigStore
-    from omegaconf import OmegaConf
+    ``conf/judge/<name>.yaml``: the shipped checklist's section under its own kind (so
+    ``judge.concurrency=4`` and the rest apply)."""
+    from wai_exp.domain.plugins import offer_options
 
     load_plugins()
-    folder = resources.files("wai_exp.conf") / "judge"
-    base = None
-    for name in JUDGES:
-        if (folder / f"{name}.yaml").is_file():
-            continue
-        if base is None:
-            base = OmegaConf.to_container(OmegaConf.create((folder / "checklist.yaml").read_text()))
-        node = {**base, "kind": name}  # type: ignore[dict-item]
-        ConfigStore.instance().store(group="judge", name=name, node=node, provider="wai_exp")
+    offer_options("judge", list(JUDGES), "checklist")
 
 
 def judge_kind(name: str) -> JudgeKind:

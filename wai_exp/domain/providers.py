@@ -13,13 +13,17 @@ A new OpenAI-compatible server is one call::
                       key_env="TOGETHER_API_KEY", url_env="TOGETHER_BASE_URL",
                       key_required=True)
 
-after which ``together:<model>`` is a model spec and ``agent=together`` an agent kind.
+after which ``together:<model>`` is a model spec and ``agent=together`` an agent kind
+(``agent.model=<model>`` names the model). The console script finds a module that registers
+providers through an entry point of its package
+(``[project.entry-points."wai_exp.providers"] together = "my_providers"``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Literal
 
@@ -86,12 +90,45 @@ def register_provider(
         raise ValueError(f"provider {name!r}: kind={kind!r}; use 'openai' or 'anthropic'")
     provider = Provider(name, base_url, key_env, url_env, kind, key_required)
     PROVIDERS[name] = provider
+    if "hydra" in sys.modules:  # else wai_exp.commands.run offers it
+        offer_to_hydra()
     return provider
 
 
 def provider_names() -> tuple[str, ...]:
-    """The registered providers' names, in registration order."""
+    """The registered providers' names, in registration order (those installed packages
+    register through the ``wai_exp.providers`` entry point included)."""
+    load_plugins()
     return tuple(PROVIDERS)
+
+
+#: The entry-point group a package registers its provider modules under.
+ENTRY_POINTS = "wai_exp.providers"
+_plugins_loaded = False
+#: entry-point name -> why it did not load
+plugin_errors: dict[str, str] = {}
+
+
+def load_plugins() -> None:
+    """Import every module registered under the ``wai_exp.providers`` entry-point group
+    (once); each registers its providers."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from wai_exp.domain.plugins import load_group
+
+    load_group(ENTRY_POINTS, plugin_errors)
+
+
+def offer_to_hydra() -> None:
+    """Make ``agent=<provider>`` compose for every registered provider without a shipped
+    ``conf/agent/<name>.yaml``: the vllm agent's section under its kind, with the model left
+    for you to name (``agent.model=<model>``)."""
+    from wai_exp.domain.plugins import offer_options
+
+    load_plugins()
+    offer_options("agent", list(PROVIDERS), "vllm", model="???")
 
 
 register_provider(

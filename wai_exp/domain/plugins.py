@@ -1,0 +1,48 @@
+"""What the registries users extend (judges, providers) share: the entry points a package
+registers under, and the Hydra option a registered name gets when no file ships for it.
+
+A registry lives in ``domain`` so the config check can read it; Hydra is imported here only
+when a caller composes (``offer_options``), never by the config check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib import resources
+from typing import Any
+
+
+def load_group(group: str, errors: dict[str, str]) -> list[tuple[str, Any]]:
+    """``(name, object)`` for every entry point of ``group`` an installed package declares
+    (importing a module registers what it defines); one that fails to import is recorded
+    in ``errors`` under its name, so a run naming it says why, and runs that never name it
+    are not stopped by it."""
+    from importlib.metadata import entry_points
+
+    loaded = []
+    for ep in entry_points(group=group):
+        try:
+            loaded.append((ep.name, ep.load()))
+        except Exception as exc:
+            errors[ep.name] = f"entry point {ep.value!r} failed to load: {exc!r}"
+    return loaded
+
+
+def offer_options(group: str, names: Iterable[str], base: str, **fields: Any) -> None:
+    """Make ``<group>=<name>`` compose for each of ``names`` without a shipped
+    ``conf/<group>/<name>.yaml``: a node in Hydra's config store holding the shipped
+    ``base`` option's section with ``kind: <name>`` and ``fields`` laid over it (so every
+    key of the group can be overridden as usual)."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    folder = resources.files("wai_exp.conf") / group
+    section: dict[str, Any] | None = None
+    for name in names:
+        if (folder / f"{name}.yaml").is_file():
+            continue
+        if section is None:
+            loaded = OmegaConf.to_container(OmegaConf.create((folder / f"{base}.yaml").read_text()))
+            section = dict(loaded) if isinstance(loaded, dict) else {}
+        node = {**section, **fields, "kind": name}
+        ConfigStore.instance().store(group=group, name=name, node=node, provider="wai_exp")
