@@ -43,6 +43,6 @@ def offer_options(group: str, names: Iterable[str], base: str, **fields: Any) ->
             continue
         if section is None:
             loaded = OmegaConf.to_container(OmegaConf.create((folder / f"{base}.yaml").read_text()))
-            section = dict(loaded) if isinstance(loaded, dict) else {}
+            section = {str(k): v for k, v in loaded.items()} if isinstance(loaded, dict) else {}
         node = {**section, **fields, "kind": name}
         ConfigStore.instance().store(group=group, name=name, node=node, provider="wai_exp")
