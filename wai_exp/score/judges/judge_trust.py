@@ -356,6 +356,91 @@ def _mutate(
     raise AssertionError(name)  # _probe_names rejects unknown names first
 
 
+def _probe_batch(
+    names: list[str],
+    rows: list[dict],
+    ordered: list[int],
+    baselines: list[float | None],
+    rubric: str | None,
+    sample: int,
+) -> tuple[list[dict[str, Any]], list[tuple[str, int]], dict[str, Counter[str]]]:
+    """Each probe's mutated copies of up to ``sample`` rows it applies to (in the seeded
+    order), who owns each copy, and why the other rows were skipped."""
+    batch: list[dict[str, Any]] = []
+    owners: list[tuple[str, int]] = []
+    skip_reasons: dict[str, Counter[str]] = {}
+    for name in names:
+        reasons: Counter[str] = Counter()
+        taken = 0
+        for i in ordered:
+            if taken >= sample:
+                break
+            mutated = _mutate(name, rows[i], float(baselines[i]), rubric)  # type: ignore[arg-type]
+            if isinstance(mutated, str):
+                reasons[mutated] += 1
+                continue
+            batch.append(mutated)
+            owners.append((name, i))
+            taken += 1
+        skip_reasons[name] = reasons
+    return batch, owners, skip_reasons
+
+
+def _probe_entry(
+    name: str,
+    results: list[tuple[int, dict[str, Any]]],
+    rows: list[dict],
+    baselines: list[float | None],
+    why: Counter[str],
+    any_graded: bool,
+) -> dict[str, Any]:
+    """One probe's rates, shift and examples, or why it did not run."""
+    kind, what = PROBES[name]
+    verdicts = [binary_reward(res) for _, res in results]
+    n = sum(v is not None for v in verdicts)
+    passed = sum(v == 1.0 for v in verdicts)
+    shifts = [
+        float(res["reward"]) - float(baselines[i])  # type: ignore[arg-type]
+        for i, res in results
+        if isinstance(res.get("reward"), int | float)
+    ]
+    entry: dict[str, Any] = {
+        "kind": kind,
+        "what": what,
+        "applied": len(results),
+        "n": n,
+        "passed": passed,
+        "unjudged": len(results) - n,
+        "rate": _rate(passed, n),
+        "ci95": wilson_ci(passed, n),
+        "mean_shift": float(np.mean(shifts)) if shifts else None,
+        "flagged": False,
+        "examples": [
+            rows[i].get("rollout_id") or i
+            for (i, _), v in zip(results, verdicts, strict=True)
+            if v == 1.0
+        ][:MAX_EXAMPLES],
+        "skipped": None,
+    }
+    entry["exploit_rate" if kind == "additive" else "pass_rate"] = entry["rate"]
+    if not results:
+        pool = "failing" if kind == "additive" else "passing"
+        if not any_graded:
+            entry["skipped"] = (
+                "no row carries a 0/1 reward to compare against; grade the rows first "
+                "(run_judge) with this judge"
+            )
+        elif not why:
+            entry["skipped"] = f"no originally {pool} reply in the rows to probe"
+        else:
+            entry["skipped"] = "; ".join(f"{r} ({c} rows)" for r, c in why.most_common())
+    elif n == 0:
+        entry["skipped"] = (
+            f"the judge returned no 0/1 verdict on any of the {len(results)} probed copies"
+        )
+    return entry
+
+
 def judge_probes(
     rows: Sequence[dict],
     judge: Callable[[dict], Any],
@@ -400,24 +485,7 @@ def judge_probes(
     order = np.random.default_rng(seed).permutation(len(graded))
     ordered = [graded[j] for j in order.tolist()]
 
-    batch: list[dict[str, Any]] = []
-    owners: list[tuple[str, int]] = []
-    skip_reasons: dict[str, Counter[str]] = {}
-    for name in names:
-        reasons: Counter[str] = Counter()
-        taken = 0
-        for i in ordered:
-            if taken >= sample:
-                break
-            mutated = _mutate(name, rows[i], float(baselines[i]), rubric)  # type: ignore[arg-type]
-            if isinstance(mutated, str):
-                reasons[mutated] += 1
-                continue
-            batch.append(mutated)
-            owners.append((name, i))
-            taken += 1
-        skip_reasons[name] = reasons
-
+    batch, owners, skip_reasons = _probe_batch(names, rows, ordered, baselines, rubric, sample)
     # One run_judge call for every probe: an async or threaded judge overlaps them all.
     judged = _judge_rows(batch, judge, concurrency, source="judge_probe")
     per: dict[str, list[tuple[int, dict[str, Any]]]] = {n: [] for n in names}
@@ -428,58 +496,15 @@ def judge_probes(
     exploitable: list[str] = []
     warnings: list[str] = []
     for name in names:
-        kind, what = PROBES[name]
-        results = per[name]
-        verdicts = [binary_reward(res) for _, res in results]
-        n = sum(v is not None for v in verdicts)
-        passed = sum(v == 1.0 for v in verdicts)
-        shifts = [
-            float(res["reward"]) - float(baselines[i])  # type: ignore[arg-type]
-            for i, res in results
-            if isinstance(res.get("reward"), int | float)
-        ]
-        entry: dict[str, Any] = {
-            "kind": kind,
-            "what": what,
-            "applied": len(results),
-            "n": n,
-            "passed": passed,
-            "unjudged": len(results) - n,
-            "rate": _rate(passed, n),
-            "ci95": wilson_ci(passed, n),
-            "mean_shift": float(np.mean(shifts)) if shifts else None,
-            "flagged": False,
-            "examples": [
-                rows[i].get("rollout_id") or i
-                for (i, _), v in zip(results, verdicts, strict=True)
-                if v == 1.0
-            ][:MAX_EXAMPLES],
-            "skipped": None,
-        }
-        entry["exploit_rate" if kind == "additive" else "pass_rate"] = entry["rate"]
-        if not results:
-            pool = "failing" if kind == "additive" else "passing"
-            why = skip_reasons[name]
-            if not graded:
-                entry["skipped"] = (
-                    "no row carries a 0/1 reward to compare against; grade the rows first "
-                    "(run_judge) with this judge"
-                )
-            elif not why:
-                entry["skipped"] = f"no originally {pool} reply in the rows to probe"
-            else:
-                entry["skipped"] = "; ".join(f"{r} ({c} rows)" for r, c in why.most_common())
-        elif n == 0:
-            entry["skipped"] = (
-                f"the judge returned no 0/1 verdict on any of the {len(results)} probed copies"
-            )
+        entry = _probe_entry(name, per[name], rows, baselines, skip_reasons[name], bool(graded))
         if entry["rate"] is not None and entry["rate"] >= flip_flag:
             entry["flagged"] = True
             exploitable.append(name)
+            kind, what = PROBES[name]
             verb = "failing replies pass" if kind == "additive" else "passing replies still pass"
             warnings.append(
-                f"probe {name}: {passed}/{n} {verb} with {what} (rate {entry['rate']:.0%} >= "
-                f"flip_flag {flip_flag:.0%}); fix: {_PROBE_FIX[name]}"
+                f"probe {name}: {entry['passed']}/{entry['n']} {verb} with {what} (rate "
+                f"{entry['rate']:.0%} >= flip_flag {flip_flag:.0%}); fix: {_PROBE_FIX[name]}"
             )
         report[name] = entry
     return {
