@@ -40,7 +40,6 @@ ALLOWED = {
     "wai_exp/simulate/model_writer.py::ModelWriter.__init__",  # 125 lines
     "wai_exp/simulate/preflight.py::dataset_report",  # 123 lines
     "wai_exp/tracking/mlflow_tracker.py::MlflowTracker.log_stage",  # 122 lines
-    "wai_exp/score/judges/rubric.py::rubric_judge",  # 121 lines
 }
 
 

@@ -686,6 +686,23 @@ def _reason(rubric: Rubric, breakdown: Mapping[str, Any], summary: Any) -> str:
     return text
 
 
+def _judge_meta(
+    chat: Any, instructions: str, policy: Any, tools: Any, fixed: Rubric | None
+) -> dict[str, Any]:
+    """The judge's model, prompt hash, temperature and version: a prompt, policy, tool or
+    rubric edit is a new version."""
+    digest = hashlib.sha256(
+        json.dumps([instructions, policy, _tool_lines(tools)], ensure_ascii=False).encode()
+    ).hexdigest()[:12]
+    version = f"{chat.spec.model}@{digest}" + (f"+{fixed.version}" if fixed is not None else "")
+    return {
+        "model": chat.model,
+        "prompt_hash": digest,
+        "temperature": chat.temperature,
+        "version": version,
+    }
+
+
 def rubric_judge(
     rubric: Rubric | None = None,
     spec: str | None = None,
@@ -745,16 +762,8 @@ def rubric_judge(
         temperature=float(temperature),
     )
     instructions = prompt if prompt is not None else JUDGE_INSTRUCTIONS
-    digest = hashlib.sha256(
-        json.dumps([instructions, policy, _tool_lines(tools)], ensure_ascii=False).encode()
-    ).hexdigest()[:12]
-    version = f"{chat.spec.model}@{digest}" + (f"+{fixed.version}" if fixed is not None else "")
-    meta = {
-        "model": chat.model,
-        "prompt_hash": digest,
-        "temperature": chat.temperature,
-        "version": version,
-    }
+    meta = _judge_meta(chat, instructions, policy, tools, fixed)
+    version = meta["version"]
     structured = (
         None
         if structured_output == "off"
