@@ -58,6 +58,7 @@ BEYOND = {
     "progress": None,
     "writer_structured_output": "auto",
     "lost_as": "failure",
+    "shards": None,
 }
 
 

@@ -107,6 +107,13 @@ class SimulateConfig(_Strict):
     grader: str | dict[str, Any] | None = None
     #: A JSONL path every finished row is also written to (relative to where you started).
     output: str | None = None
+    #: Processes the rollouts run on (sharded by situation); planning, stops, the partial
+    #: file and the report stay in the stage's process. Same rows at any count (docs/SCALE.md).
+    workers: Annotated[int, Field(ge=1, le=256)] = 1
+    #: Where the workers run: local processes, or Ray actors on ``simulate.ray.address``.
+    cluster: Literal["local", "ray"] = "local"
+    #: ``{address: ...}`` for ``cluster: ray``: ``ray://head:10001``, ``auto``; null = a local Ray.
+    ray: dict[str, Any] | None = None
 
     @field_validator("grader")
     @classmethod

@@ -46,6 +46,7 @@ from wai_exp.simulate.replay import pinned_tasks, rerun_tasks, trace_seeds
 from wai_exp.simulate.report import build_report, tier_mix
 from wai_exp.simulate.rollout import Outcome, RolloutRunner
 from wai_exp.simulate.run_health import early_warning, failure_summary, lost_warning
+from wai_exp.simulate.shards import ShardedRunner, ShardSpec, WorkerDied
 from wai_exp.simulate.stream import RowStream
 from wai_exp.simulate.tasks import MutationQueue, Plan, SituationSource, Task, group_split
 from wai_exp.simulate.world_setup import (
@@ -147,6 +148,8 @@ class Engine:
         self.per_run_tiers: list[Counter[str]] = []
         self.mutating = False  # on while a run draws fresh situations (not under replay)
         self.writer: Any = None  # the model writer of simulator=<spec>, None for the template
+        #: processes (or Ray actors) the rollouts ran on; 1 = this one (``shards``)
+        self.shard_count = 1
         #: the last early warning the progress line gave (slow completions, a serial server)
         self.early_warning: str | None = None
         #: rollout-slot seconds the pool had, and those it sat idle on verdicts (``split``)
@@ -320,7 +323,11 @@ class Engine:
                         pool.ticked = False
                         self._maybe_progress()
                     continue
-                plan, outcome = pool.pop()
+                try:
+                    plan, outcome = pool.pop()
+                except WorkerDied:
+                    await pool.drain()  # the other shards' rollouts land in the partial file
+                    raise
                 novel = self._land(plan, outcome)
                 if cfg.until == "saturation" and outcome is not None:
                     quiet = 0 if novel else quiet + 1
@@ -681,6 +688,12 @@ class _Pool:
             return slot.plan, slot.task.result()
         return slot.plan, slot.outcome
 
+    async def drain(self) -> None:
+        """Start nothing more; wait for the rollouts running now (their rows reach
+        ``on_row`` as each finishes), whatever they raise."""
+        self._give_back()
+        await asyncio.gather(*self.running, return_exceptions=True)
+
     def cancel_all(self) -> None:
         self._beat.cancel()
         for task in self.running:
@@ -742,6 +755,7 @@ def simulate(
     progress: Callable[[dict[str, Any]], Any] | None = None,
     writer_structured_output: str = "auto",
     lost_as: str = "failure",
+    shards: ShardSpec | None = None,
     **aliases: Any,
 ) -> SimulationData:
     """Run the agent over drawn situations and return every rollout as a row.
@@ -768,7 +782,9 @@ def simulate(
     counted as lost rollouts), ``progress(dict)``. ``writer_structured_output`` (``auto``,
     ``json_schema``, ``json_object``, ``off``; beyond the spec) is how a model writer asks
     for its cards' JSON schema through ``response_format``: ``auto`` steps down to the form
-    the server takes (``report()["writer"]["structured_output"]`` names it).
+    the server takes (``report()["writer"]["structured_output"]`` names it). ``shards``
+    (beyond the spec, ``wai_exp.simulate.shards``) runs the rollouts on worker processes or
+    Ray actors while this process plans, lands, stops and reports: the same rows.
 
     Returns a ``SimulationData``: ``.trajectories`` (rows with ``privileged`` in memory),
     ``.rows`` (scrubbed), ``.report()``. Raises ``ValueError`` for an unknown parameter or
@@ -806,7 +822,7 @@ def simulate(
             runner.user_model = user.name  # rows name who played the person, the agent's model too
         engine, first = _assemble(
             cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress,
-            writer=writer,
+            writer=writer, shards=shards,
         )  # fmt: skip
         stream = _drive(engine, first, cfg, resolved, [user, writer, llm_grader], output, on_row)
         data = _result(
@@ -820,6 +836,31 @@ def simulate(
         return data
     finally:
         world.close()  # world=mcp: the server stops with the stage
+
+
+def shard_runner(setup: Callable[[], tuple[Any, dict[str, Any]]], cfg: Config, run_id: str) -> Any:
+    """The ``RolloutRunner`` a shard runs its plans with: its own agent, world, person and
+    judges, built from ``setup()`` (``(agent, simulate kwargs)``) as ``simulate`` builds
+    them, with the parent's resolved ``cfg`` and ``run_id`` (so rows carry the same ids)."""
+    agent, kwargs = setup()
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("shards", "output")}
+    params = SimulateParams.from_call(agent, **kwargs)
+    inputs = _resolve_inputs(params)
+    resolved = resolve_agent(
+        agent, timeout=cfg.timeout, sampling=dict(cfg.sampling) if cfg.sampling else None,
+        logprobs=cfg.logprobs, avg_turns=int(cfg.knobs["avg_turns"]),
+        concurrency=int(cfg.knobs["concurrency"]),
+    )  # fmt: skip
+    user = _model_user(cfg, inputs.world, resolved)
+    runner = RolloutRunner(
+        cfg, agent=resolved, tools=inputs.tools, system_prompt=inputs.system_prompt,
+        world=inputs.world, user_execute=params.execute is not None, grader=params.grader,
+        run_id=run_id,
+        llm_grader=resolve_llm_grader(params.llm_grade, inputs.tools, inputs.system_prompt),
+    )  # fmt: skip
+    if user is not None:
+        runner.user_model = user.name
+    return runner
 
 
 def check_inputs(agent: Any = None, **kwargs: Any) -> None:
@@ -1051,9 +1092,11 @@ def _assemble(
     on_row: Callable[[dict[str, Any]], Any] | None,
     progress: Callable[[dict[str, Any]], Any] | None,
     writer: Any = None,
+    shards: ShardSpec | None = None,
 ) -> tuple[Engine, Callable[[], SituationSource]]:
     """The scheduler (with its mutation queue and the setup warnings) and the maker of run
-    0's source (called inside the run, so the writer is built where errors are handled)."""
+    0's source (called inside the run, so the writer is built where errors are handled).
+    With active ``shards`` the engine's runner sends each rollout to a worker."""
     make_writer, writer_params = _writer_factory(
         cfg, runner.tools, runner.system_prompt, runner.world_setup.options, writer
     )
@@ -1068,10 +1111,14 @@ def _assemble(
     )
     if writer is not None:
         mutations.observer = writer.observe
+    sharded = shards is not None and shards.active
     engine = Engine(
-        cfg, runner, agent_async=is_async_callable(agent.fn), mutations=mutations,
+        cfg, ShardedRunner(runner, shards) if sharded else runner,  # type: ignore[arg-type]
+        # a worker's rollout is awaited, whatever the agent is: the pool runs concurrency
+        agent_async=sharded or is_async_callable(agent.fn), mutations=mutations,
         done_rows=_done_map(done_rows), on_row=on_row, progress=progress,
     )  # fmt: skip
+    engine.shard_count = max(1, shards.workers) if shards is not None and sharded else 1
     engine.writer = writer
     engine.warnings.extend(agent.warnings + asks.warnings)
     return engine, partial(_first_source, cfg, asks, make_writer, writer_params, mutations)
@@ -1126,9 +1173,14 @@ async def _run_and_close(
 ) -> None:
     """All runs, then the agent's ``aclose()`` (a backend's HTTP client) whatever happened,
     and the model writer's / model user's clients (``parts``: ``aclose`` then ``close``)."""
+    sharded = engine.runner if isinstance(engine.runner, ShardedRunner) else None
     try:
+        if sharded is not None:
+            await sharded.start()
         await engine.run_all(first, rerun)
     finally:
+        if sharded is not None:
+            await sharded.aclose()
         closer = getattr(agent.fn, "aclose", None)
         if closer is not None:
             res = closer()

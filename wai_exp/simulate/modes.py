@@ -96,7 +96,7 @@ PARAMS = (
     "requests_per_situation", "rollouts_per_request", "repeat_policy", "unique_situations", "mode", "fault_rate",
     "hard_share", "reproducible", "budget", "time_budget", "until", "logprobs", "sampling", "simulator",
     "user_model", "timeout", "grade", "llm_grade", "output", "advanced", "seed", "done_rows", "on_row", "progress",
-    "writer_structured_output", "lost_as",
+    "writer_structured_output", "lost_as", "shards",
 )  # fmt: skip
 
 

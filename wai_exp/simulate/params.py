@@ -77,6 +77,7 @@ class SimulateParams(BaseModel):
     progress: SkipValidation[Callable[[dict[str, Any]], Any] | None] = None
     writer_structured_output: SkipValidation[str] = "auto"
     lost_as: SkipValidation[str] = "failure"
+    shards: SkipValidation[Any] = None
 
     @classmethod
     def from_call(cls, agent: Any = None, **kwargs: Any) -> SimulateParams:

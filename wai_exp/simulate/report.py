@@ -114,6 +114,8 @@ def build_report(
         "writer": engine.writer.report() if engine.writer is not None else None,
         "timings": {"total_s": elapsed, "rows_per_s": n_rows / elapsed if elapsed > 0 else None},
         "run_id": inputs["run_id"],
+        # processes (or Ray actors) the rollouts ran on; planning and stops stayed here
+        "workers": engine.shard_count,
     }
 
 

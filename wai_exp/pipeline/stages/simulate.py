@@ -24,7 +24,9 @@ resume did with the partial file). Metrics: ``rows``,
 
 from __future__ import annotations
 
+import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -289,7 +291,7 @@ def resume_rows(partial: Path) -> list[dict[str, Any]]:
 
 def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for ``simulate()`` (without the agent and the resume hooks)."""
-    own = ("agent", "tasks_from", "seed_offset", "max_lost_share", "rows")
+    own = ("agent", "tasks_from", "seed_offset", "max_lost_share", "rows", *SHARD_KEYS)
     sim = {**ctx.config.get("simulate", {}), **{k: v for k, v in params.items() if k not in own}}
     kwargs: dict[str, Any] = {k: sim[k] for k in PASSED if sim.get(k) is not None}
     seed = ctx.seed + int(params.get("seed_offset") or 0)
@@ -322,6 +324,50 @@ def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]
     return kwargs
 
 
+#: simulate-section keys that say where rollouts run, never what they are (not in the key).
+SHARD_KEYS = ("workers", "cluster", "ray")
+
+
+@dataclass(frozen=True)
+class _ShardContext:
+    """What ``simulate_kwargs`` reads of a ``StageContext``, picklable for a worker."""
+
+    config: dict[str, Any]
+    seed: int
+    start_dir: Path
+
+
+def shard_setup(
+    shard_ctx: _ShardContext, params: dict[str, Any], tasks: list[dict[str, Any]] | None
+) -> tuple[Any, dict[str, Any]]:
+    """``(agent, simulate kwargs)`` inside a worker process: the stage's own, rebuilt from
+    its config (a judge, an HTTP client never cross a process boundary)."""
+    kwargs = simulate_kwargs(shard_ctx, params)  # type: ignore[arg-type]
+    if tasks is not None:
+        kwargs["tasks"] = tasks
+    agent_cfg = {**shard_ctx.config.get("agent", {}), **(params.get("agent") or {})}
+    return build_agent(agent_cfg, kwargs["seed"], kwargs.get("timeout")), kwargs
+
+
+def shard_spec(
+    ctx: StageContext, params: dict[str, Any], tasks: list[dict[str, Any]] | None
+) -> Any:
+    """The stage's ``ShardSpec`` (``simulate.workers``, ``simulate.cluster``,
+    ``simulate.ray.address``), or None when its rollouts run in this process."""
+    from wai_exp.simulate.shards import ShardSpec
+
+    sim = {**(ctx.config.get("simulate") or {}), **params}
+    workers, cluster = int(sim.get("workers") or 1), str(sim.get("cluster") or "local")
+    if workers <= 1 and cluster == "local":
+        return None
+    config = json.loads(json.dumps(ctx.config, default=str))  # plain data, for pickling
+    setup = functools.partial(
+        shard_setup, _ShardContext(config, ctx.seed, Path(ctx.start_dir)), dict(params), tasks
+    )
+    address = (sim.get("ray") or {}).get("address")
+    return ShardSpec(workers=workers, setup=setup, cluster=cluster, ray_address=address)
+
+
 def rows_file(ctx: StageContext, params: dict[str, Any]) -> str | None:
     """The path ``simulate.rows`` (or the stage's ``params.rows``) names, made absolute
     against the start folder; None when the stage simulates."""
@@ -341,6 +387,8 @@ def key_sections(sections: dict[str, Any], params: dict[str, Any]) -> dict[str, 
     # The stage reads ``judge`` only through a grader named by kind (its model, its rubric
     # ...): what the grader resolves to enters the key, and the judge section otherwise not.
     own = {k: v for k, v in sections.items() if k != "judge"}
+    if isinstance(own.get("simulate"), dict):  # where rollouts ran never changes the rows
+        own["simulate"] = {k: v for k, v in own["simulate"].items() if k not in SHARD_KEYS}
     if sim.get("grader") is not None:
         own["grader"] = grader_section(sections, params)
     return own
@@ -428,8 +476,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
 
     with RowAppender(ctx.partial_path) as appender:
         data = simulate(
-            agent=agent, done_rows=done, on_row=appender.append, progress=progress, **kwargs
-        )
+            agent=agent, done_rows=done, on_row=appender.append, progress=progress,
+            shards=shard_spec(ctx, params, kwargs.get("tasks") if pinned else None), **kwargs,
+        )  # fmt: skip
     # The engine's own rows, not ``data.rows`` (a scrubbed copy of every row): the runner
     # scrubs each row as it writes it, so the stage never holds two copies.
     rows = data.trajectories

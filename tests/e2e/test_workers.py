@@ -1,0 +1,135 @@
+"""``simulate.workers`` through the console script (issue 22): the rows are the same at any
+worker count and from run to run; a SIGKILLed worker loses only its rollouts in flight, the
+run says which worker died, and the same command resumes with the same rows and no
+duplicates; one Ctrl-C to the group stops the parent and every worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.xdist_group("workers")
+
+WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
+SIM = ["+experiment=rl_round", "tracking=none"]
+
+
+def _cmd(run: str, *args: str) -> list[str]:
+    return [WAI_EXP, *SIM, *args, f"hydra.run.dir=outputs/{run}"]
+
+
+def wai(cwd: Path, run: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        _cmd(run, *args), cwd=cwd, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ),
+    )  # fmt: skip
+
+
+def rows(cwd: Path, run: str) -> list[str]:
+    """The stage's rows, each without its ``timing`` (wall-clock seconds)."""
+    out = []
+    for line in (cwd / f"outputs/{run}/simulate/rows.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        row.pop("timing", None)
+        out.append(json.dumps(row, sort_keys=True))
+    return out
+
+
+def _partial_rows(cwd: Path) -> int:
+    found = list((cwd / "outputs/.cache").glob("simulate-*/partial.jsonl"))
+    return found[0].read_bytes().count(b"\n") if found else 0
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The worker processes the run started (its children running the shard module)."""
+    out = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        if b"wai_exp.simulate.shards" in cmdline:
+            out.append(int(child))
+    return out
+
+
+def _wait_for(proc: subprocess.Popen, cwd: Path, n_rows: int, n_workers: int) -> list[int]:
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        workers = _workers_of(proc.pid)
+        if _partial_rows(cwd) >= n_rows and len(workers) == n_workers:
+            return workers
+        assert proc.poll() is None, "the run ended before the test could act; raise the budget"
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {n_rows} rows streamed in 240 s")
+
+
+def test_rows_are_identical_run_to_run_and_across_worker_counts(tmp_path):
+    budget = "simulate.budget=600"
+    for name, n in (("a", 2), ("b", 2), ("one", 1)):
+        (tmp_path / name).mkdir()  # its own cache: each run simulates
+        res = wai(tmp_path / name, "r", budget, f"simulate.workers={n}")
+        assert res.returncode == 0, res.stdout + res.stderr
+    two, again, one = (rows(tmp_path / n, "r") for n in ("a", "b", "one"))
+    assert len(two) == 600
+    assert two == again  # the same seed and worker count: the same rows
+    assert two == one  # and the same as one process: the plan does not depend on the count
+    report = json.loads((tmp_path / "a/outputs/r/simulate/report.json").read_text())
+    assert report["workers"] == 2
+
+
+def test_a_killed_worker_loses_only_its_rollouts_and_the_same_command_resumes(tmp_path):
+    args = ("simulate.budget=4000", "simulate.workers=2", "knobs.concurrency=64")
+    proc = subprocess.Popen(
+        _cmd("r1", *args), cwd=tmp_path, env=dict(os.environ), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    victim = _wait_for(proc, tmp_path, 300, 2)[1]
+    os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out + err
+    assert "simulate worker" in out + err and "SIGKILL" in out + err, out + err
+    assert f"pid {victim}" in out + err
+    kept = _partial_rows(tmp_path)
+    assert 300 <= kept < 4000
+
+    back = wai(tmp_path, "r2", *args)
+    assert back.returncode == 0, back.stdout + back.stderr
+    report = json.loads((tmp_path / "outputs/r2/simulate/report.json").read_text())
+    assert report["resumed_rows"] == kept  # every row that landed before the kill is reused
+    resumed = rows(tmp_path, "r2")
+    ids = [json.loads(r)["rollout_id"] for r in resumed]
+    assert len(ids) == len(set(ids)) == 4000  # no duplicates, nothing missing
+
+    (tmp_path / "clean").mkdir()
+    clean = wai(tmp_path / "clean", "r", *args)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert resumed == rows(tmp_path / "clean", "r")  # the rows an uninterrupted run gives
+
+
+def test_one_ctrl_c_stops_the_parent_and_every_worker(tmp_path):
+    proc = subprocess.Popen(
+        _cmd("r", "simulate.budget=200000", "simulate.workers=2"), cwd=tmp_path,
+        env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    workers = _wait_for(proc, tmp_path, 100, 2)
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 15
+    assert proc.returncode != 0
+    time.sleep(0.5)
+    for pid in workers:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in _state(pid), f"worker {pid} lives"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except FileNotFoundError:
+        return "Z"
