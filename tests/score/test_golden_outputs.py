@@ -31,6 +31,7 @@ from wai_exp.score.diagnose.hack_scan import hack_scan
 from wai_exp.score.diagnose.hack_scan_diff import hack_scan_diff
 from wai_exp.score.grade.length import length_report
 from wai_exp.score.judges.agreement import judge_agreement
+from wai_exp.score.judges.audit import audit_grades
 from wai_exp.score.judges.judge_trust import judge_trust
 from wai_exp.score.judges.labels import annotator_agreement, attach_labels
 from wai_exp.score.select.decontaminate import decontaminate
@@ -384,7 +385,29 @@ def _late_cases() -> dict[str, Callable[[], Any]]:
         "length_report/cut": lambda: length_report(_cut(rows), max_spread=1.5),
         "length_report/empty": lambda: length_report([]),
         "length_report/bad_spread": lambda: length_report(rows, max_spread=0.5),
+        "audit_grades/lenient": lambda: audit_grades(
+            copy.deepcopy(rows), _lenient, sample=25, concurrency=1
+        ),
+        "audit_grades/passes_too": lambda: audit_grades(
+            copy.deepcopy(rows), _lenient, sample=10, passes=12, seed=4, concurrency=1
+        ),
+        "audit_grades/strict_unjudged": lambda: audit_grades(
+            copy.deepcopy(rows), _strict, sample=15, passes=5, concurrency=1, fn_warn=0.5
+        ),
+        "audit_grades/none_failed": lambda: audit_grades(
+            [r for r in copy.deepcopy(rows) if r.get("reward") == 1], _lenient, concurrency=1
+        ),
     }
+
+
+def _lenient(row: dict[str, Any]) -> float:
+    """An audit judge that passes replies longer than 60 characters."""
+    return float(len(str(row.get("final_text") or "")) > 60)
+
+
+def _strict(row: dict[str, Any]) -> float | None:
+    """An audit judge that fails everything and gives no verdict on every third row."""
+    return None if len(str(row.get("final_text") or "")) % 3 == 0 else 0.0
 
 
 def _pass_at_view(p: Any) -> dict[str, Any]:
