@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -157,6 +158,127 @@ def _check(sample: Any, passes: Any, concurrency: Any, timeout: Any, fn_warn: An
         )
 
 
+@dataclass
+class _Tally:
+    """Sampled rows the audit judge gave a verdict on (``n``), how many it overturned
+    (``k``), the first examples, and the rows it left without a verdict."""
+
+    n: int = 0
+    k: int = 0
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    overturned_rows: list[Mapping[str, Any]] = field(default_factory=list)
+    unjudged: int = 0
+
+
+def _tally(
+    originals: Sequence[Mapping[str, Any]],
+    judged: Sequence[Mapping[str, Any]],
+    overturned: Callable[[float], bool],
+) -> _Tally:
+    out = _Tally()
+    for original, res in zip(originals, judged, strict=True):
+        reward = res.get("reward")
+        if not isinstance(reward, int | float) or res.get("judge_status") != "ok":
+            out.unjudged += 1
+            continue
+        out.n += 1
+        if overturned(reward):
+            out.k += 1
+            out.overturned_rows.append(original)
+            if len(out.examples) < MAX_EXAMPLES:
+                out.examples.append(_example(original, res))
+    return out
+
+
+def _draw(
+    rows: list[dict], sample: int, passes: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every failed and passed row (by position) and the sorted seeded samples of each.
+    Failures first, passes from the same generator after: a run with passes=0 draws the
+    same failed sample as one with passes=40."""
+    verdicts = np.array([np.nan if (b := binary_reward(r)) is None else b for r in rows])
+    failed_idx = np.flatnonzero(verdicts == 0.0)
+    passed_idx = np.flatnonzero(verdicts == 1.0)
+    rng = as_generator(seed)
+    take_f = rng.choice(failed_idx, size=min(sample, failed_idx.size), replace=False)
+    take_p = (
+        rng.choice(passed_idx, size=min(passes, passed_idx.size), replace=False)
+        if passes
+        else np.empty(0, dtype=int)
+    )
+    return failed_idx, passed_idx, np.sort(take_f), np.sort(take_p)
+
+
+def _findings(
+    n_failed: int,
+    n_sampled: int,
+    sample: int,
+    unjudged: int,
+    no_ref: int,
+    fn_rate: float | None,
+    fn_ci: list[float] | None,
+    n_over: int,
+    n_judged: int,
+    est: float | None,
+    fn_warn: float,
+    fp_rate: float | None,
+    fp_ci: list[float] | None,
+    fp_k: int,
+    fp_n: int,
+    notes: list[str],
+    warnings: list[str],
+) -> str:
+    """The audit's summary line, with its notes and warnings appended in reading order."""
+    if n_failed == 0:
+        warnings.append(
+            "no failed row with a verdict (reward 0, judge ok): nothing to audit; grade the "
+            "rows with the verifier first"
+        )
+    elif n_sampled < sample:
+        notes.append(f"only {n_failed} failed rows: all of them were audited (sample={sample})")
+    if unjudged:
+        warnings.append(
+            f"{unjudged} sampled row(s) got no verdict from the audit judge (reward None); they "
+            "are left out of fn_rate/fp_rate, not counted either way"
+        )
+    if no_ref:
+        warnings.append(
+            f"{no_ref} sampled row(s) carry no reference answer (no privileged.reference, no "
+            "scenario_dimensions to rebuild it): the judge answered the question without an "
+            "answer key"
+        )
+    if fn_rate is None:
+        if n_failed:
+            notes.append("fn_rate: not measured (no sampled failed row got a verdict)")
+        summary = "verifier false-negative rate: not measured"
+    else:
+        lo, hi = fn_ci  # type: ignore[misc]
+        summary = (
+            f"the judge overturned {n_over} of {n_judged} sampled verifier failures: "
+            f"fn_rate {fn_rate:.0%} (95% CI {lo:.0%}-{hi:.0%}), about {est:.0f} of "
+            f"{n_failed} failed rows wrongly failed"
+        )
+        if fn_rate > fn_warn:
+            warning = (
+                f"the verifier rejects right answers {fn_rate:.0%} of the time (above fn_warn "
+                f"{fn_warn:.0%}): fix the verifier before training on these grades"
+            )
+            summary += "; " + warning
+            warnings.append(warning)
+        elif hi > fn_warn:
+            notes.append(
+                f"fn_rate {fn_rate:.0%} is under fn_warn {fn_warn:.0%} but the interval reaches "
+                f"{hi:.0%}: audit a larger sample to rule a bad verifier out"
+            )
+    if fp_rate is not None:
+        lo, hi = fp_ci  # type: ignore[misc]
+        summary += (
+            f"; the judge failed {fp_k} of {fp_n} sampled passes: fp_rate {fp_rate:.0%} "
+            f"(95% CI {lo:.0%}-{hi:.0%})"
+        )
+    return summary
+
+
 def audit_grades(
     rows: Sequence[dict],
     judge: Callable[[dict], Any],
@@ -199,19 +321,7 @@ def audit_grades(
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
             raise TypeError(f"row {i} is a {type(row).__name__}, not a dict; pass graded rows")
-    verdicts = np.array([np.nan if (b := binary_reward(r)) is None else b for r in rows])
-    failed_idx = np.flatnonzero(verdicts == 0.0)
-    passed_idx = np.flatnonzero(verdicts == 1.0)
-    rng = as_generator(seed)
-    # Failures first, passes from the same generator after: a run with passes=0 draws the
-    # same failed sample as one with passes=40.
-    take_f = rng.choice(failed_idx, size=min(sample, failed_idx.size), replace=False)
-    take_p = (
-        rng.choice(passed_idx, size=min(passes, passed_idx.size), replace=False)
-        if passes
-        else np.empty(0, dtype=int)
-    )
-    take_f, take_p = np.sort(take_f), np.sort(take_p)
+    failed_idx, passed_idx, take_f, take_p = _draw(rows, sample, passes, seed)
     picked = [rows[i] for i in take_f] + [rows[i] for i in take_p]
     judged, no_ref, name, judge_warnings = _judge_sample(
         picked, judge, question, concurrency, timeout, judge_name
@@ -221,23 +331,14 @@ def audit_grades(
 
     warnings: list[str] = list(judge_warnings)
     notes: list[str] = []
+    fn = _tally(o_fail, j_fail, overturned=lambda r: r >= PASS_THRESHOLD)
     kinds = {
         kind: {"sampled": n, "overturned": 0}
         for kind, n in Counter(failure_kind(r.get("reason")) for r in o_fail).items()
     }
-
-    n_judged = n_over = 0
-    examples: list[dict[str, Any]] = []
-    for original, res in zip(o_fail, j_fail, strict=True):
-        reward = res.get("reward")
-        if not isinstance(reward, int | float) or res.get("judge_status") != "ok":
-            continue
-        n_judged += 1
-        if reward >= PASS_THRESHOLD:
-            n_over += 1
-            kinds[failure_kind(original.get("reason"))]["overturned"] += 1
-            if len(examples) < MAX_EXAMPLES:
-                examples.append(_example(original, res))
+    for original in fn.overturned_rows:
+        kinds[failure_kind(original.get("reason"))]["overturned"] += 1
+    n_judged, n_over, examples = fn.n, fn.k, fn.examples
     unjudged = take_f.size - n_judged
     fn_rate, fn_ci = _rate(n_over, n_judged)
     n_failed = int(failed_idx.size)
@@ -245,72 +346,21 @@ def audit_grades(
     est_ci = [lo * n_failed for lo in fn_ci] if fn_ci is not None else None
 
     fp_rate = fp_ci = None
-    fp_n = fp_k = 0
-    fp_examples: list[dict[str, Any]] = []
+    fp = _Tally()
     if passes:
-        for original, res in zip((rows[i] for i in take_p), j_pass, strict=True):
-            reward = res.get("reward")
-            if not isinstance(reward, int | float) or res.get("judge_status") != "ok":
-                unjudged += 1
-                continue
-            fp_n += 1
-            if reward < PASS_THRESHOLD:
-                fp_k += 1
-                if len(fp_examples) < MAX_EXAMPLES:
-                    fp_examples.append(_example(original, res))
-        fp_rate, fp_ci = _rate(fp_k, fp_n)
+        fp = _tally([rows[i] for i in take_p], j_pass, overturned=lambda r: r < PASS_THRESHOLD)
+        unjudged += fp.unjudged
+        fp_rate, fp_ci = _rate(fp.k, fp.n)
         if fp_rate is None:
             notes.append("fp_rate: not measured (no sampled passed row got a verdict)")
     else:
         notes.append("fp_rate: not measured (passes=0; pass passes=40 to audit the passes too)")
+    fp_n, fp_k, fp_examples = fp.n, fp.k, fp.examples
 
-    if n_failed == 0:
-        warnings.append(
-            "no failed row with a verdict (reward 0, judge ok): nothing to audit; grade the "
-            "rows with the verifier first"
-        )
-    elif take_f.size < sample:
-        notes.append(f"only {n_failed} failed rows: all of them were audited (sample={sample})")
-    if unjudged:
-        warnings.append(
-            f"{unjudged} sampled row(s) got no verdict from the audit judge (reward None); they "
-            "are left out of fn_rate/fp_rate, not counted either way"
-        )
-    if no_ref:
-        warnings.append(
-            f"{no_ref} sampled row(s) carry no reference answer (no privileged.reference, no "
-            "scenario_dimensions to rebuild it): the judge answered the question without an "
-            "answer key"
-        )
-    if fn_rate is None:
-        if n_failed:
-            notes.append("fn_rate: not measured (no sampled failed row got a verdict)")
-        summary = "verifier false-negative rate: not measured"
-    else:
-        lo, hi = fn_ci  # type: ignore[misc]
-        summary = (
-            f"the judge overturned {n_over} of {n_judged} sampled verifier failures: "
-            f"fn_rate {fn_rate:.0%} (95% CI {lo:.0%}-{hi:.0%}), about {est:.0f} of "
-            f"{n_failed} failed rows wrongly failed"
-        )
-        if fn_rate > fn_warn:
-            warning = (
-                f"the verifier rejects right answers {fn_rate:.0%} of the time (above fn_warn "
-                f"{fn_warn:.0%}): fix the verifier before training on these grades"
-            )
-            summary += "; " + warning
-            warnings.append(warning)
-        elif hi > fn_warn:
-            notes.append(
-                f"fn_rate {fn_rate:.0%} is under fn_warn {fn_warn:.0%} but the interval reaches "
-                f"{hi:.0%}: audit a larger sample to rule a bad verifier out"
-            )
-    if fp_rate is not None:
-        lo, hi = fp_ci  # type: ignore[misc]
-        summary += (
-            f"; the judge failed {fp_k} of {fp_n} sampled passes: fp_rate {fp_rate:.0%} "
-            f"(95% CI {lo:.0%}-{hi:.0%})"
-        )
+    summary = _findings(
+        n_failed, int(take_f.size), sample, unjudged, no_ref, fn_rate, fn_ci, n_over, n_judged,
+        est, fn_warn, fp_rate, fp_ci, fp_k, fp_n, notes, warnings,
+    )  # fmt: skip
 
     ordered = dict(sorted(kinds.items(), key=lambda kv: (-kv[1]["sampled"], kv[0])))
     return {
