@@ -1,7 +1,8 @@
 """The ``wai-exp`` console script.
 
 ``wai-exp compare ...`` goes to ``wai_exp.commands.compare``, ``wai-exp cache ...`` to
-``wai_exp.commands.cache``; everything else is a Hydra run
+``wai_exp.commands.cache``, ``wai-exp serve-env ...`` to ``wai_exp.commands.serve_env``;
+everything else is a Hydra run
 (``wai_exp.commands.run``). Before Hydra sees the command line this module
 
 * records the directory the command was typed in (``WAI_EXP_START_DIR``), so the tracking
@@ -46,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from wai_exp.commands import cache
 
         sys.exit(cache.main(args[1:]))
+    if args and args[0] == "serve-env":
+        from wai_exp.commands import serve_env
+
+        sys.exit(serve_env.main(args[1:]))
 
     os.environ[START_DIR_ENV] = os.getcwd()
 
