@@ -334,14 +334,14 @@ def test_every_model_writer_knob_is_read(k, writer_baseline):
 
 
 def _writer(**advanced):
-    from wai_exp.config.knobs import resolve_knobs
+    from wai_exp.config.knobs import validated_knobs
     from wai_exp.simulate.model_writer import ModelWriter
     from wai_exp.simulate.spec import load_agent_spec
 
     spec = load_agent_spec(None)
     return ModelWriter(
         "vllm:w@http://127.0.0.1:9/v1", spec.tools, spec.system_prompt,
-        knobs=resolve_knobs(advanced), budget=300, touch=False,
+        knobs=validated_knobs(advanced), budget=300, touch=False,
     )  # fmt: skip
 
 

@@ -22,9 +22,12 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wai_exp.env.task import EnvError, TaskCache, TaskSpec, read_task, row_of
+
+if TYPE_CHECKING:
+    from wai_exp.config.knobs import Knobs
 from wai_exp.rows.model import step_messages
 
 #: Policy turns before an episode is cut (``ended_by="max_turns"``), as the model agent's loop.
@@ -48,17 +51,18 @@ class StepResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def _world_knobs(dials: Mapping[str, Any] | None) -> dict[str, Any]:
+def _world_knobs(dials: Mapping[str, Any] | None) -> Knobs:
     """The knobs ``simulate.world_setup.resolve_world`` reads, from ``situation.world``
-    (the knob table's defaults where the record does not say)."""
-    from wai_exp.config.knobs import knob_defaults
+    (the knobs' defaults where the record does not say)."""
+    from wai_exp.config.knobs import validated_knobs
 
     dials = dials or {}
-    defaults = knob_defaults()
-    out = {k: defaults[k] for k in ("patience", "avg_turns", "user_temperature")}
-    out.update({k: dials[k] for k in out if dials.get(k) is not None})
-    out["world"] = dict(dials.get("options") or {})
-    return out
+    given = {
+        k: dials[k]
+        for k in ("patience", "avg_turns", "user_temperature")
+        if dials.get(k) is not None
+    }
+    return validated_knobs({**given, "world": dict(dials.get("options") or {})})
 
 
 def _runner(spec: TaskSpec, policy: str) -> Any:

@@ -124,7 +124,7 @@ class Engine:
         self.done_rows = done_rows
         self.on_row = on_row
         self.progress = progress
-        self.thr = float(cfg.knobs["pass_threshold"])
+        self.thr = cfg.knobs.pass_threshold
         self.rows: list[dict[str, Any]] = []
         self.lost: list[dict[str, Any]] = []
         self.lost_by: Counter[str] = Counter()
@@ -132,7 +132,7 @@ class Engine:
         self.reused = 0
         self.new_rows = 0
         self.warnings: list[str] = []
-        self.durations: deque[float] = deque(maxlen=int(cfg.knobs["closing_window_rollouts"]))
+        self.durations: deque[float] = deque(maxlen=cfg.knobs.closing_window_rollouts)
         self.coverage: set[tuple[Any, ...]] = set()
         #: what the saturation stop saw when it fired (``report()["saturation"]``)
         self.plateau: dict[str, Any] | None = None
@@ -169,11 +169,11 @@ class Engine:
         re-checks the stop rules and redraws a due progress line. ``collect_wait_s``; under a
         clock it shrinks with the time left, never under ``collect_wait_floor_s`` (so a clock
         nearly or already out is re-checked every floor seconds, not in a busy loop)."""
-        tick = float(self.knobs["collect_wait_s"])
+        tick = self.knobs.collect_wait_s
         if self.deadline is None:
             return tick
         left = self.deadline - time.monotonic()
-        return max(float(self.knobs["collect_wait_floor_s"]), min(tick, left))
+        return max(self.knobs.collect_wait_floor_s, min(tick, left))
 
     async def run_all(
         self,
@@ -223,12 +223,12 @@ class Engine:
         loses more than ``dead_agent_budget_multiple`` x budget rollouts in all too. Reads
         live counters, so it also stops rollouts that have not started yet."""
         lost = self._live_lost
-        first = min(int(self.knobs["dead_agent_errors"]), self.cfg.budget)
+        first = min(self.knobs.dead_agent_errors, self.cfg.budget)
         if self._live_rows == 0 and lost >= first:
             return True
         return lost >= max(
-            int(self.knobs["dead_agent_errors"]),
-            self.knobs["dead_agent_budget_multiple"] * self.cfg.budget * self.cfg.runs,
+            self.knobs.dead_agent_errors,
+            self.knobs.dead_agent_budget_multiple * self.cfg.budget * self.cfg.runs,
         )
 
     def _clock_out(self) -> bool:
@@ -239,7 +239,7 @@ class Engine:
         if self.deadline is None or not self.durations:
             return False
         left = self.deadline - time.monotonic()
-        return left < float(self.knobs["closing_margin"]) * statistics.median(self.durations)
+        return left < self.knobs.closing_margin * statistics.median(self.durations)
 
     def _stop_before_round(self, landed: int) -> str | None:
         if self._dead():  # first: a budget spent on lost rollouts alone is a dead agent
@@ -258,8 +258,8 @@ class Engine:
         larger concurrency widens it so the pool never runs dry waiting for the oldest
         rollout to land."""
         k = self.knobs
-        width = max(int(k["writer_buffer_cap"]), int(k["concurrency"]))
-        return max(1, int(k["writer_buffer_waves"]) * width)
+        width = max(k.writer_buffer_cap, k.concurrency)
+        return max(1, k.writer_buffer_waves * width)
 
     async def run(self, source: SituationSource, eval_run: int) -> None:
         """Plan and run rollouts over ``source`` until a stop rule fires; record the run.
@@ -275,13 +275,9 @@ class Engine:
         run_lost_start = len(self.lost)
         open_tasks: list[Task] = []  # tasks with rollouts still to decide or plan
         window = self._lookahead()
-        conc = max(1, int(self.knobs["concurrency"])) if self.agent_async else 1
-        quiet_limit = int(self.knobs["empty_rounds_to_stop"]) * max(
-            1, int(self.knobs["writer_buffer_cap"])
-        )
-        plateau = Plateau(
-            int(self.knobs["saturation_window"]), float(self.knobs["saturation_growth"])
-        )
+        conc = max(1, self.knobs.concurrency) if self.agent_async else 1
+        quiet_limit = self.knobs.empty_rounds_to_stop * max(1, self.knobs.writer_buffer_cap)
+        plateau = Plateau(self.knobs.saturation_window, self.knobs.saturation_growth)
         pool = _Pool(self, conc)
         t_run = time.monotonic()
         quiet = 0
@@ -466,7 +462,7 @@ class Engine:
         if policy == "verify":
             total = len(self.rows)
             share = self.novel_rows / total if total else 1.0
-            return share < float(self.knobs["adaptive_verify_explore_floor"])
+            return share < self.knobs.adaptive_verify_explore_floor
         return False
 
     # ---- landing ------------------------------------------------------------------------
@@ -532,9 +528,10 @@ class Engine:
             return
         now = time.monotonic()
         n = max(len(self.rows), self._live_rows)
-        if n - self._last_progress_rows >= int(
-            self.knobs["progress_every_rows"]
-        ) or now - self._last_progress_t >= float(self.knobs["progress_every_s"]):
+        if (
+            n - self._last_progress_rows >= int(self.knobs.progress_every_rows)
+            or now - self._last_progress_t >= self.knobs.progress_every_s
+        ):
             self.emit_progress(now)
 
     def check_health(self) -> str | None:
@@ -543,7 +540,7 @@ class Engine:
         warning = early_warning(
             getattr(self.runner.agent, "call_times", None),
             timeout=getattr(self.runner.agent, "timeout", None) or self.cfg.timeout,
-            concurrency=int(self.knobs["concurrency"]),
+            concurrency=self.knobs.concurrency,
         )
         if warning:
             self.early_warning = warning
@@ -657,7 +654,7 @@ class _Pool:
         if reason in ("dead_agent", "time_budget"):
             self._give_back()
         if reason == "time_budget" and self.running:
-            grace = float(self.engine.knobs["stop_grace"])
+            grace = self.engine.knobs.stop_grace
             left = max(0.0, (self.engine.deadline or time.monotonic()) - time.monotonic())
             asyncio.get_running_loop().call_later(left + grace, self._abandon)
 
@@ -669,7 +666,7 @@ class _Pool:
             task.cancel()
         self.engine.abandoned += n
         self.engine.warnings.append(
-            f"{n} rollouts were still running {self.engine.knobs['stop_grace']}s after the "
+            f"{n} rollouts were still running {self.engine.knobs.stop_grace}s after the "
             "time budget ran out and were abandoned (advanced stop_grace)."
         )
 
@@ -803,8 +800,8 @@ def simulate(
             timeout=cfg.timeout,
             sampling=dict(cfg.sampling) if cfg.sampling else None,
             logprobs=cfg.logprobs,
-            avg_turns=int(cfg.knobs["avg_turns"]),
-            concurrency=int(cfg.knobs["concurrency"]),
+            avg_turns=cfg.knobs.avg_turns,
+            concurrency=cfg.knobs.concurrency,
         )
         user = _model_user(cfg, world, resolved)
         asks = _earlier_asks(cfg, tasks, traces, inputs.tools, world)
@@ -1079,7 +1076,7 @@ def _writer_batch(cfg: Config) -> int:
     """Situations per writer batch: the buffer the reference's writer keeps ahead of
     rollouts (``writer_buffer_cap`` rollouts' worth of first batches)."""
     first = cfg.repeats if cfg.repeat_policy == "fixed" else max(1, cfg.repeats // 2)
-    return max(1, int(cfg.knobs["writer_buffer_cap"]) // max(1, cfg.phrasings * first))
+    return max(1, cfg.knobs.writer_buffer_cap // max(1, cfg.phrasings * first))
 
 
 def _assemble(
@@ -1100,11 +1097,11 @@ def _assemble(
     make_writer, writer_params = _writer_factory(
         cfg, runner.tools, runner.system_prompt, runner.world_setup.options, writer
     )
-    mutate = cfg.knobs["mutate_graded_failures"]
+    mutate = cfg.knobs.mutate_graded_failures
     mutations = MutationQueue(
-        maxlen=int(cfg.knobs["writer_context_parents"]),
+        maxlen=cfg.knobs.writer_context_parents,
         mutate_graded=runner.grader is not None if mutate is None else bool(mutate),
-        threshold=float(cfg.knobs["pass_threshold"]),
+        threshold=cfg.knobs.pass_threshold,
         seed=cfg.seed,
         make_writer=make_writer,
         writer_params=writer_params,
@@ -1153,14 +1150,14 @@ def _first_source(
         max_situations=cfg.situations,
         batch=batch,
         aim=asks.aim,
-        oversample=int(cfg.knobs["select_oversample"]),
+        oversample=cfg.knobs.select_oversample,
         writer_params=writer_params,
         seeds=asks.seeds,
         mutator=mutations.take,
         unique=cfg.unique,
         bounce=make_writer,
-        bounce_limit=int(cfg.knobs["offline_bounce_limit"]),
-        bounce_stride=int(cfg.knobs["offline_bounce_stride"]),
+        bounce_limit=cfg.knobs.offline_bounce_limit,
+        bounce_stride=cfg.knobs.offline_bounce_stride,
     )
 
 
@@ -1208,7 +1205,7 @@ def _model_user(cfg: Config, world: WorldSetup, agent: ResolvedAgent) -> Any:
     if spec is None:
         return None
     user = ModelUser(
-        spec, temperature=cfg.knobs["user_temperature"], timeout=cfg.timeout, api_key=api_key
+        spec, temperature=cfg.knobs.user_temperature, timeout=cfg.timeout, api_key=api_key
     )
     world.kwargs["user"] = user
     return user

@@ -66,6 +66,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.config.knobs import Knobs
 from wai_exp.llm.structured import StructuredOutput, check_mode
 from wai_exp.simulate.embed import NoveltyBank, hash_embed, words
 from wai_exp.simulate.ids import stable_hash
@@ -140,7 +141,7 @@ class ModelWriter:
         phrasings: int = 1,
         unique: bool = False,
         options: Any = None,
-        knobs: Mapping[str, Any],
+        knobs: Knobs,
         budget: int,
         k: int = 1,
         timeout: float = 300.0,
@@ -172,46 +173,42 @@ class ModelWriter:
         self.hard_share = float(hard_share)
         self.phrasings = int(phrasings)
         self.unique = bool(unique)
-        self.knobs = dict(knobs)
+        self.knobs = knobs
         self.budget = int(budget)
         self.k = max(1, int(k))
         self.clocked = bool(time_budget)
         self.deadline = time.monotonic() + float(time_budget) if time_budget else None
         kn = self.knobs
-        if kn["embedder"] not in EMBEDDERS:
+        if kn.embedder not in EMBEDDERS:
             raise ValueError(
-                f"advanced['embedder']={kn['embedder']!r}: use one of {sorted(EMBEDDERS)}"
+                f"advanced['embedder']={kn.embedder!r}: use one of {sorted(EMBEDDERS)}"
             )
-        self.embed = EMBEDDERS[kn["embedder"]]
-        self.concurrency = int(kn["concurrency"])
-        self.family_cap = max(
-            int(kn["family_cap_floor"]), self.phrasings * int(kn["family_cap_per_phrasing"])
-        )
+        self.embed = EMBEDDERS[kn.embedder]
+        self.concurrency = kn.concurrency
+        self.family_cap = max(kn.family_cap_floor, self.phrasings * kn.family_cap_per_phrasing)
         self.pool_low = max(
-            int(kn["pool_low_floor"]),
+            kn.pool_low_floor,
             min(
-                int(kn["pool_low_cap"]),
-                self.concurrency / max(1, int(kn["pool_low_flight_divisor"])),
+                kn.pool_low_cap,
+                self.concurrency / max(1, kn.pool_low_flight_divisor),
             ),
         )
-        per_wave = math.ceil(self.concurrency / max(1, int(kn["writer_typical_completions"])))
-        self.buffer_prompts = min(
-            int(kn["writer_buffer_cap"]), int(kn["writer_buffer_waves"]) * per_wave
-        )
+        per_wave = math.ceil(self.concurrency / max(1, kn.writer_typical_completions))
+        self.buffer_prompts = min(kn.writer_buffer_cap, kn.writer_buffer_waves * per_wave)
         self.cards_per_wave = max(
-            int(kn["min_cards_per_wave"]),
+            kn.min_cards_per_wave,
             math.ceil(min(per_wave, self.buffer_prompts) / self.phrasings),
         )
-        self.restart_allowance = BASE_RESTARTS + self.budget // int(kn["rows_per_extra_restart"])
+        self.restart_allowance = BASE_RESTARTS + self.budget // kn.rows_per_extra_restart
         # state
         self.drawn = 0
         self.pool: deque[tuple[Situation, dict[str, Any]]] = deque()
         self.spare: list[tuple[Situation, int]] = []  # grid draws the card picker passed over
         self.bank = NoveltyBank()
         self.families: Counter[tuple[Any, ...]] = Counter()
-        self.family_rejected: deque[str] = deque(maxlen=max(0, int(kn["family_avoid_items"])))
+        self.family_rejected: deque[str] = deque(maxlen=max(0, kn.family_avoid_items))
         self.recent: deque[str] = deque(
-            maxlen=max(1, int(kn["restart_avoid_window"]), int(kn["writer_context_items"]))
+            maxlen=max(1, kn.restart_avoid_window, kn.writer_context_items)
         )
         self.avoid_window: list[str] = []
         self.cell_counts: Counter[tuple[str, str]] = Counter()
@@ -220,7 +217,7 @@ class ModelWriter:
         }
         self.lengths: Counter[str] = Counter()
         self.regions: dict[tuple[Any, Any], dict[str, Any]] = {}
-        self.parents: deque[str] = deque(maxlen=max(0, int(kn["writer_context_parents"])))
+        self.parents: deque[str] = deque(maxlen=max(0, kn.writer_context_parents))
         self.waves = 0
         self.round_base = 0
         self.idle_rounds = 0
@@ -253,7 +250,7 @@ class ModelWriter:
             "forms": Counter(),
         }
         if touch:
-            self._touch(float(kn["hosted_touch_s"]))
+            self._touch(kn.hosted_touch_s)
 
     # -- lifecycle -----------------------------------------------------------------------
     def _touch(self, timeout_s: float) -> None:
@@ -277,7 +274,7 @@ class ModelWriter:
     def close(self) -> None:
         """Wait ``scene_join_s`` (``scene_join_clocked_s`` under a clock) for waves still
         running, count the rest as abandoned, and stop the writer's loop."""
-        wait = float(self.knobs["scene_join_clocked_s" if self.clocked else "scene_join_s"])
+        wait = self.knobs.scene_join_clocked_s if self.clocked else self.knobs.scene_join_s
         pending = [f for f in [*self._inflight, *self._focused_inflight.values()] if not f.done()]
         if pending:
             done, not_done = concurrent.futures.wait(pending, timeout=wait)
@@ -327,7 +324,7 @@ class ModelWriter:
         fired = bool((row.get("faults") or {}).get("fired"))
         reg["faulted"] += int(fired)
         reward = row.get("reward")
-        thr = float(self.knobs["pass_threshold"])
+        thr = self.knobs.pass_threshold
         if (fired or (reward is not None and reward < thr)) and self.parents.maxlen:
             self.parents.append(str(row.get("prompt") or ""))
 
@@ -339,7 +336,7 @@ class ModelWriter:
                 "n": 0,
                 "signatures": set(),
                 "faulted": 0,
-                "novelty": float(self.knobs["gap_value_unknown"]),
+                "novelty": self.knobs.gap_value_unknown,
             }
             self.regions[key] = reg
         return reg
@@ -348,16 +345,16 @@ class ModelWriter:
         """The behaviour-gap score of a region: stuck, explored or undecided."""
         reg = self._region(key)
         kn = self.knobs
-        if len(reg["signatures"]) >= int(kn["gap_rich_signatures"]):
-            return float(kn["gap_value_rich"])
-        if reg["n"] >= int(kn["gap_min_rows"]) and len(reg["signatures"]) == 1:
-            return float(kn["gap_value_stuck"])
-        return float(kn["gap_value_unknown"])
+        if len(reg["signatures"]) >= kn.gap_rich_signatures:
+            return kn.gap_value_rich
+        if reg["n"] >= kn.gap_min_rows and len(reg["signatures"]) == 1:
+            return kn.gap_value_stuck
+        return kn.gap_value_unknown
 
     def region_value(self, key: tuple[Any, Any]) -> float:
         reg = self._region(key)
         fault_rate = reg["faulted"] / reg["n"] if reg["n"] else 0.0
-        w = float(self.knobs["gap_weight"])
+        w = self.knobs.gap_weight
         return w * self.gap(key) + (1.0 - w) * fault_rate
 
     def _draw_plan(
@@ -385,7 +382,7 @@ class ModelWriter:
     def _pick_cards(self, cards: int, rng: FastRandom) -> list[tuple[Situation, int]]:
         """``cards`` grid draws chosen from ``select_oversample`` x as many (spares from
         earlier picks first), weighted by region value x running novelty."""
-        want = cards * max(1, int(self.knobs["select_oversample"]))
+        want = cards * max(1, self.knobs.select_oversample)
         cands = self.spare[:want]
         self.spare = self.spare[want:]
         cands += self._draw_plan(max(0, want - len(cands)))
@@ -415,11 +412,11 @@ class ModelWriter:
     def wave_tokens(self, cards: int) -> int:
         """``clamp(tokens_per_card x cards + wave_tokens_base, wave_tokens_floor, wave_tokens_cap)``."""
         kn = self.knobs
-        raw = int(kn["tokens_per_card"]) * cards + int(kn["wave_tokens_base"])
-        return max(int(kn["wave_tokens_floor"]), min(int(kn["wave_tokens_cap"]), raw))
+        raw = kn.tokens_per_card * cards + kn.wave_tokens_base
+        return max(kn.wave_tokens_floor, min(kn.wave_tokens_cap, raw))
 
     def _temperature(self, rng: FastRandom) -> float:
-        band = self.knobs["writer_temperature"]
+        band = self.knobs.writer_temperature
         if isinstance(band, int | float):
             return float(band)
         lo, hi = float(band[0]), float(band[1])
@@ -432,7 +429,7 @@ class ModelWriter:
         return max(0, math.ceil(self.budget / per) - self.stats["situations_kept"])
 
     def _launch(self, waves: int, cards: int, tokens: int | None, focus: Any = None) -> None:
-        cards = max(1, min(cards, max(int(self.knobs["min_cards_per_wave"]), self._needed()) or 1))
+        cards = max(1, min(cards, max(self.knobs.min_cards_per_wave, self._needed()) or 1))
         for _ in range(waves):
             wave_id = self.round_base + self.waves
             self.waves += 1
@@ -462,12 +459,12 @@ class ModelWriter:
         if self._first:
             self._first = False
             self._launch(
-                int(kn["first_wave_writers"]),
-                int(kn["first_wave_cards"]),
-                int(kn["first_wave_tokens"]),
+                kn.first_wave_writers,
+                kn.first_wave_cards,
+                kn.first_wave_tokens,
             )
         else:
-            self._launch(int(kn["writer_buffer_waves"]), self.cards_per_wave, None)
+            self._launch(kn.writer_buffer_waves, self.cards_per_wave, None)
 
     def _prefetch(self) -> None:
         """Refill in the background when the pool is low, nothing is in flight and the
@@ -477,7 +474,7 @@ class ModelWriter:
         resting = (
             not self.unique
             and not self.clocked
-            and self.idle_rounds >= int(self.knobs["writer_idle_rounds_to_rest"])
+            and self.idle_rounds >= self.knobs.writer_idle_rounds_to_rest
         )
         if not resting and len(self.pool) < self.pool_low:
             self._refill()
@@ -491,9 +488,9 @@ class ModelWriter:
                 left = self.deadline - time.monotonic()
                 if left <= 0:
                     return False
-                step = max(float(kn["writer_wait_floor_s"]), min(float(kn["writer_wait_s"]), left))
+                step = max(kn.writer_wait_floor_s, min(kn.writer_wait_s, left))
             else:
-                step = float(kn["writer_wait_s"])
+                step = kn.writer_wait_s
             concurrent.futures.wait([fut], timeout=step)
         return True
 
@@ -609,7 +606,7 @@ class ModelWriter:
             return
         self.idle_rounds += 1
         self.stats["idle_waves"] += 1
-        if self.idle_rounds >= int(self.knobs["writer_idle_rounds_to_restart"]):
+        if self.idle_rounds >= self.knobs.writer_idle_rounds_to_restart:
             self._restart()
 
     def _restart(self) -> None:
@@ -619,8 +616,8 @@ class ModelWriter:
             return
         self.restarts += 1
         self.stats["restarts"] += 1
-        self.round_base += int(self.knobs["restart_seed_stride"]) * self.restarts
-        window = int(self.knobs["restart_avoid_window"])
+        self.round_base += self.knobs.restart_seed_stride * self.restarts
+        window = self.knobs.restart_avoid_window
         self.avoid_window = list(self.recent)[-window:] if window else []
         self.idle_rounds = 0
 
@@ -641,7 +638,7 @@ class ModelWriter:
             rej["too_long"] += 1
             return 0
         vecs = [self.embed(a) for a in asks]
-        floor = float(self.knobs["semantic_duplicate_novelty"])
+        floor = self.knobs.semantic_duplicate_novelty
         novelties = [self.bank.novelty(v) for v in vecs]
         if len(set(asks)) < len(asks) or min(novelties) < floor or _within_dup(vecs, floor):
             rej["duplicate"] += 1
@@ -657,7 +654,7 @@ class ModelWriter:
         self.families[fam] += len(asks)
         key = (dims.get("tool"), dims.get("tool_condition"))
         reg = self._region(key)
-        s = float(self.knobs["region_novelty_smoothing"])
+        s = self.knobs.region_novelty_smoothing
         reg["novelty"] = s * float(sum(novelties) / len(novelties)) + (1.0 - s) * reg["novelty"]
         self.cell_counts[(dims["tool"], dims["stance"])] += 1
         for axis, counter in self.axis_counts.items():
@@ -744,7 +741,7 @@ class ModelWriter:
         )
 
     def _messages(self, picked: list[Situation]) -> list[dict[str, Any]]:
-        n = int(self.knobs["writer_context_items"])
+        n = self.knobs.writer_context_items
         lines = [
             f"Write {self.phrasings} different message(s) per card, for {len(picked)} card(s)."
         ]
@@ -788,9 +785,9 @@ class ModelWriter:
         if not total:
             return []
         out = []
-        if self.lengths["short"] / total < float(self.knobs["short_share_floor"]):
+        if self.lengths["short"] / total < self.knobs.short_share_floor:
             out.append(f"Keep some messages brief: {SHORT_WORDS} words or fewer.")
-        if self.lengths["long"] / total < float(self.knobs["long_share_floor"]):
+        if self.lengths["long"] / total < self.knobs.long_share_floor:
             out.append(f"Make some messages long and detailed: {LONG_WORDS} words or more.")
         return out
 
@@ -801,7 +798,7 @@ class ModelWriter:
         return [f"{t} asked {s}" for t, s in cells[:n]]
 
     def _behaviour_gaps(self, n: int) -> list[str]:
-        stuck = float(self.knobs["gap_value_stuck"])
+        stuck = self.knobs.gap_value_stuck
         keys = [k for k, r in self.regions.items() if r["n"] and self.gap(k) == stuck]
         keys.sort(key=lambda k: (-self.region_value(k), str(k)))
         return [f"{t} when the tool is {c}" for t, c in keys[:n]]

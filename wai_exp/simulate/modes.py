@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wai_exp.config.knobs import resolve_knobs
+from wai_exp.config.knobs import Knobs, validated_knobs
 
 #: What each ``mode`` presets when the parameter is not passed. ``phrasings`` = n (asks per
 #: situation), ``repeats`` = k (rollouts per ask), ``repeat_policy``: ``fixed`` gives every
@@ -127,7 +127,7 @@ class Config:
     until: str
     seed: int
     reproducible: bool
-    knobs: dict[str, Any]
+    knobs: Knobs
     timeout: float
     logprobs: Any
     sampling: dict[str, Any] | None
@@ -237,7 +237,7 @@ def resolve_config(
     _refuse_unsupported(
         until=until,
         llm_grade=llm_grade,
-        mutate=knobs["mutate_graded_failures"],
+        mutate=knobs.mutate_graded_failures,
         has_grader=has_grader,
         simulator=simulator,
         user_model=user_model,
@@ -288,7 +288,7 @@ def resolve_config(
         situations=situations,
         time_budget=time_budget,
         until=until,
-        seed=int(knobs["seed"]),
+        seed=knobs.seed,
         reproducible=bool(reproducible),
         knobs=knobs,
         timeout=float(timeout),
@@ -364,15 +364,15 @@ def _shape(
     }
 
 
-def _knobs(advanced: dict[str, Any] | None, seed: int | None) -> dict[str, Any]:
-    """The resolved knob table, with ``seed=`` folded in (it must agree with ``advanced``)."""
-    knobs = resolve_knobs(advanced)
+def _knobs(advanced: dict[str, Any] | None, seed: int | None) -> Knobs:
+    """The validated knobs, with ``seed=`` folded in (it must agree with ``advanced``)."""
+    knobs = validated_knobs(advanced)
     if seed is not None:
         if advanced and "seed" in advanced and advanced["seed"] != seed:
             raise ValueError(
                 f"seed={seed} and advanced['seed']={advanced['seed']} disagree; pass one"
             )
-        knobs["seed"] = check_number("seed", seed, 0, None, integer=True)
+        knobs.seed = check_number("seed", seed, 0, None, integer=True)
     return knobs
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wai_exp.config.knobs import Knobs
 from wai_exp.simulate.ids import stable_hash
 from wai_exp.simulate.tasks import Task
 
@@ -202,7 +203,7 @@ def rerun_tasks(first: list[Task], k: int) -> list[Task]:
 
 def trace_seeds(
     source: Any,
-    knobs: Mapping[str, Any],
+    knobs: Knobs,
     seed: int,
     *,
     k: int,
@@ -220,7 +221,7 @@ def trace_seeds(
     rows = load_rows_source(source, "traces")
     aim, info = trace_aim(rows, knobs, seed)
     # The cap bounds the seed asks only (0 = none); every failing row still aims the grid.
-    cap = int(knobs["failing_seeds_cap"])
+    cap = knobs.failing_seeds_cap
     failing = info.pop("failing_rows")[:cap]
     info["failing_seeds_cap"] = cap
     warnings: list[str] = []
@@ -251,7 +252,7 @@ def trace_seeds(
 
 
 def trace_aim(
-    rows: list[dict[str, Any]], knobs: Mapping[str, Any], seed: int
+    rows: list[dict[str, Any]], knobs: Knobs, seed: int
 ) -> tuple[Callable[[list[Any], int], list[Any]], dict[str, Any]]:
     """Aim the grid at the trace regions that failed: a weighted draw over candidates.
 
@@ -261,7 +262,7 @@ def trace_aim(
     """
     import numpy as np
 
-    thr = float(knobs["pass_threshold"])
+    thr = knobs.pass_threshold
     failing = []
     for r in rows:
         reward = r.get("reward")
@@ -274,8 +275,8 @@ def trace_aim(
         regions[(d.get("tool"), d.get("tool_condition"))] += 1
     total = sum(regions.values())
     share = {k: v / total for k, v in regions.items()} if total else {}
-    gain = float(knobs["allocation_gain"])
-    wt, wc = float(knobs["allocation_tool_weight"]), float(knobs["allocation_condition_weight"])
+    gain = knobs.allocation_gain
+    wt, wc = knobs.allocation_tool_weight, knobs.allocation_condition_weight
     rng = np.random.default_rng(stable_hash(seed, "trace-aim"))
 
     def aim(pool: list[Any], want: int) -> list[Any]:

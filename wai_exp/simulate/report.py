@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from wai_exp.config.knobs import knobs_read, patience_table
+from wai_exp.config.knobs import Knobs, knobs_read, patience_table
 from wai_exp.domain.secrets import redact
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.lost import lost_summary
@@ -56,11 +56,11 @@ def tier_mix(
     warning = None
     if (
         drawn_hard is not None
-        and n_rows >= int(knobs["tier_mix_min_rows"])
-        and drawn_hard < hs - float(knobs["tier_mix_tolerance"])
+        and n_rows >= knobs.tier_mix_min_rows
+        and drawn_hard < hs - knobs.tier_mix_tolerance
     ):
         warning = (
-            f"the drawn hard share {drawn_hard:.2f} is more than {knobs['tier_mix_tolerance']} below hard_share={hs} "
+            f"the drawn hard share {drawn_hard:.2f} is more than {knobs.tier_mix_tolerance} below hard_share={hs} "
             "(advanced tier_mix_tolerance)"
         )
     return mix, warning
@@ -100,7 +100,7 @@ def build_report(
         **token_totals(cfg, rows),
         "search": _search(cfg, engine, mix, DIMENSION_KEYS),
         "grade": grade_entry(cfg, engine),
-        "knobs_not_read": sorted(set(cfg.knobs) - knobs_read_by(engine)),
+        "knobs_not_read": sorted(set(Knobs.model_fields) - knobs_read_by(engine)),
         "knobs_not_read_note": (
             "recorded and validated, but nothing in this run read them"
             + (
@@ -218,20 +218,20 @@ def _awaited(fn: Any) -> bool:
 def _person_and_world(cfg: Config, world: dict[str, Any]) -> dict[str, Any]:
     """Turn limits, knobs, the simulated person's patience and the world options."""
     knobs, fr = cfg.knobs, cfg.fault_rate
-    p_second, p_later = patience_table(knobs["patience"])
+    p_second, p_later = patience_table(knobs.patience)
     return {
         "turn_limits": {
-            "avg_turns": int(knobs["avg_turns"]),
-            "max_user_turns": int(knobs["avg_turns"]) // 2,
+            "avg_turns": knobs.avg_turns,
+            "max_user_turns": knobs.avg_turns // 2,
         },
         # redacted: a world=mcp server's env values and headers are registered secrets
-        "knobs": redact(_jsonable(knobs), keys=False),
+        "knobs": redact(_jsonable(dict(knobs)), keys=False),
         "patience": {
-            "level": knobs["patience"] if isinstance(knobs["patience"], str) else "table",
+            "level": knobs.patience if isinstance(knobs.patience, str) else "table",
             "second": p_second,
             "later": p_later,
         },
-        "user_temperature": knobs["user_temperature"],
+        "user_temperature": knobs.user_temperature,
         "world": redact(world, keys=False),
         "world_note": (
             f"report['fault_rate'] ({fr}) is this run's rate; world['default_fault_rate'] "
@@ -303,7 +303,7 @@ def _search(
         **followups(cfg, rows),
         **idle_on_verdicts(cfg, engine),
         "coverage": len(engine.coverage),
-        "mixed_rate": mixed_rate(rows, float(cfg.knobs["smoothing_alpha"]), engine.thr),
+        "mixed_rate": mixed_rate(rows, cfg.knobs.smoothing_alpha, engine.thr),
         "dimension_counts": {
             key: dict(
                 sorted(
@@ -330,8 +330,8 @@ def followups(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, Any]:
     least ``followup_starved_min`` and at least rows / ``followup_starved_divisor``."""
     missed = sum(1 for r in rows if r.get("ended_by") in ("user_left", "max_turns"))
     knobs = cfg.knobs
-    starved = missed >= int(knobs["followup_starved_min"]) and missed >= len(rows) / int(
-        knobs["followup_starved_divisor"]
+    starved = missed >= knobs.followup_starved_min and missed >= len(rows) / int(
+        knobs.followup_starved_divisor
     )
     return {"followups_missed": missed, "followups_starved": bool(rows) and starved}
 
@@ -345,7 +345,7 @@ def idle_on_verdicts(cfg: Config, engine: Engine) -> dict[str, Any]:
     share = None
     if cfg.repeat_policy == "split" and engine.pool_slot_s > 0:
         share = round(min(1.0, engine.idle_slot_s / engine.pool_slot_s), 4)
-    limit = float(cfg.knobs["idle_judge_share"])
+    limit = cfg.knobs.idle_judge_share
     note = None
     if share is not None and share > limit:
         if cfg.situations is not None:

@@ -4,9 +4,10 @@ loses at most one flush interval."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from wai_exp.config.knobs import Knobs
 
 
 class RowStream:
@@ -14,7 +15,7 @@ class RowStream:
     ``flush_report_rows`` rows or ``flush_report_s`` seconds, so a crash loses at most that
     much; the complete file is then written atomically under ``output`` by the caller."""
 
-    def __init__(self, output: Path, knobs: Mapping[str, Any]) -> None:
+    def __init__(self, output: Path, knobs: Knobs) -> None:
         from wai_exp.rows.jsonl import dumps_row
 
         self._dumps = dumps_row
@@ -22,8 +23,8 @@ class RowStream:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = self.path.open("w", encoding="utf-8")
         self._pending: list[str] = []
-        self._every_rows = int(knobs["flush_report_rows"])
-        self._every_s = float(knobs["flush_report_s"])
+        self._every_rows = knobs.flush_report_rows
+        self._every_s = knobs.flush_report_s
         self._last = time.monotonic()
 
     def add(self, row: dict[str, Any]) -> None:

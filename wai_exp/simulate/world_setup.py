@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wai_exp.config.knobs import Knobs
+
 
 def resolve_spec(
     spec: Any, tools: Sequence[Any] | None, system_prompt: str | None
@@ -64,9 +66,7 @@ class WorldSetup:
             self.server.close()
 
 
-def resolve_world(
-    knobs: Mapping[str, Any], execute: Callable[[str, dict[str, Any]], Any] | None
-) -> WorldSetup:
+def resolve_world(knobs: Knobs, execute: Callable[[str, dict[str, Any]], Any] | None) -> WorldSetup:
     """The world class, its validated ``WorldOptions`` (``advanced.world``) and the person
     knobs its constructor takes; with ``execute=`` a world whose tool calls go to it.
 
@@ -75,7 +75,7 @@ def resolve_world(
     """
     from wai_exp.simulate import world as world_mod
 
-    options = world_options(world_mod, knobs["world"])
+    options = world_options(world_mod, knobs.world)
     kwargs = _world_kwargs(world_mod.RolloutWorld, knobs)
     cls = world_mod.RolloutWorld
     if getattr(options, "kind", "mock") == "mcp":
@@ -123,13 +123,13 @@ def _init_params(cls: Any) -> set[str]:
         return set()
 
 
-def _world_kwargs(world_cls: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
+def _world_kwargs(world_cls: Any, knobs: Knobs) -> dict[str, Any]:
     """The person-model knobs, passed to the world when its constructor takes them."""
     accepted = _init_params(world_cls)
     candidates = {
-        "patience": knobs["patience"],
-        "avg_turns": int(knobs["avg_turns"]),
-        "user_temperature": knobs["user_temperature"],
+        "patience": knobs.patience,
+        "avg_turns": knobs.avg_turns,
+        "user_temperature": knobs.user_temperature,
     }
     return {k: v for k, v in candidates.items() if k in accepted}
 
