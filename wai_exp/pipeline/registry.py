@@ -29,9 +29,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from wai_exp.pipeline import reads
+
+_Section = TypeVar("_Section", bound=BaseModel)
 
 #: Config sections that never change what a stage computes, so never enter a cache key.
 NOT_COMPUTED_FROM = ("tracking", "name", "cache")
@@ -80,6 +84,16 @@ class StageContext:
     @property
     def seed(self) -> int:
         return int(self.config.get("seed", 0))
+
+    def section(
+        self, model: type[_Section], name: str, params: dict[str, Any] | None = None
+    ) -> _Section:
+        """Config section ``name`` as its pydantic ``model`` (``config.models``), with the
+        stage's ``params`` that are fields of the model laid over it: the typed config a stage
+        reads, so every default lives in the model, not restated at each read. The console
+        script validated the whole config before any work, so on its runs this cannot fail."""
+        given = {k: v for k, v in (params or {}).items() if k in model.model_fields}
+        return model.model_validate({**(self.config.get(name) or {}), **given})
 
 
 StageFn = Callable[[StageContext, dict[str, Any], dict[str, StageResult]], StageResult]

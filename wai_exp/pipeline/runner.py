@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from wai_exp.config.models import CacheConfig, PipelineConfig
 from wai_exp.domain.secrets import redact_text, register_config_secrets
 from wai_exp.pipeline import cache as cache_mod
 from wai_exp.pipeline import reads as reads_mod
@@ -381,8 +382,9 @@ def run_pipeline(
 
     cache_cfg = config.get("cache") or {}
     root = cache_mod.cache_root(cache_cfg, start_dir)
-    cache = cache_mod.StageCache(root, enabled=bool(cache_cfg.get("enabled", True)))
-    refusal_code = int(config["pipeline"].get("refusal_exit_code", 3))
+    cache = cache_mod.StageCache(root, enabled=CacheConfig.model_validate(cache_cfg).enabled)
+    pipeline = PipelineConfig.model_validate(config["pipeline"])
+    refusal_code = pipeline.refusal_exit_code
 
     chash = config_hash(config)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -408,7 +410,7 @@ def run_pipeline(
         return outcome
     outcome.run_id = getattr(tracker, "run_id", None)
     outcome.ui_command = getattr(tracker, "ui_command", None)
-    width = int(config["pipeline"].get("max_parallel", 1) or 1)
+    width = pipeline.max_parallel
     state = _Run(config, cache, run_dir, start_dir, tracker, stream, redraw=width <= 1)
     running: set[str] = set()
     if width <= 1:

@@ -194,22 +194,24 @@ def side_by_side(
     """The ``judge=pairwise`` block: the two arms' replies judged side by side by a model.
     ``judge`` replaces the model judge (tests). Raises ``ValueError`` as the judge's
     config does (no model, a bad spec, an unset key variable)."""
+    from wai_exp.config.models import JudgeConfig
     from wai_exp.score.judges.pairwise import judge_pairs, pairwise_judge
     from wai_exp.score.stats.resample import wilson_ci
 
-    opts = dict(judge_cfg.get("pairwise") or {})
+    typed = JudgeConfig.model_validate(judge_cfg)
+    opts = typed.pairwise
     if judge is None:
         from wai_exp.pipeline.stages.grade import judge_api_key, judge_model_spec
 
         judge = pairwise_judge(
             judge_model_spec(judge_cfg),
             api_key=judge_api_key(judge_cfg),
-            prompt=judge_cfg.get("prompt"),
-            timeout=float(judge_cfg.get("request_timeout", 120)),
-            max_tokens=int(opts.get("max_tokens", 120)),
-            structured_output=str(judge_cfg.get("structured_output", "auto")),
+            prompt=typed.prompt,
+            timeout=typed.request_timeout,
+            max_tokens=opts.max_tokens,
+            structured_output=typed.structured_output,
         )
-    pairs = arm_pairs(before, after, int(opts.get("max_pairs", 64)), seed)
+    pairs = arm_pairs(before, after, opts.max_pairs, seed)
     if not pairs:
         return {
             "n_pairs": 0,
@@ -218,8 +220,8 @@ def side_by_side(
     pairs, rep = judge_pairs(
         pairs,
         judge,
-        swap=bool(opts.get("swap", True)),
-        concurrency=int(judge_cfg.get("concurrency", 8)),
+        swap=opts.swap,
+        concurrency=typed.concurrency,
     )
     wins = {"after": 0, "before": 0, "tie": 0}
     for p in pairs:

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from wai_exp.config.models import JudgeConfig
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, input_rows, register
 from wai_exp.pipeline.stored_rows import RowSink, StoredRows
 from wai_exp.rows.keys import without_fields
@@ -313,6 +314,7 @@ def judge_rows(
     rows = [] if batched else with_privileged(input_rows(ctx.name, inputs))
     n_in = len(stored) if batched else len(rows)
     cfg = {**ctx.config.get("judge", {}), **params}
+    typed = ctx.section(JudgeConfig, "judge", params)
     upstream = next(iter(inputs.values())).report
     declared = upstream.get("declared_tools") if isinstance(upstream, dict) else None
     policy = upstream.get("system_prompt") if isinstance(upstream, dict) else None
@@ -322,9 +324,9 @@ def judge_rows(
     counted = _counting(judge, n_in, ctx.progress)
     common = {
         "judge_name": name,
-        "concurrency": int(cfg.get("concurrency", 8)),
-        "timeout": cfg.get("timeout"),
-        "scale": tuple(cfg["scale"]) if cfg.get("scale") else None,
+        "concurrency": typed.concurrency,
+        "timeout": typed.timeout,
+        "scale": typed.scale,
         "tools": declared or None,
     }
     carried: list[float | None] = []  # the reward each input row came with, in order
@@ -345,13 +347,13 @@ def judge_rows(
     del rows  # the judge returned copies; the inputs can go before pass@k is computed
     # Batched, these are light copies (no transcript): the rows themselves are in `written`.
     graded = list(scored.rows)
-    opts = cfg.get("pass_at") or {}
+    opts = typed.pass_at
     lost = _lost_block(upstream)
     pa = pass_at(
         graded,
-        k=opts.get("k"),
-        min_k=int(opts.get("min_k", 4)),
-        unanimous_short=bool(opts.get("unanimous_short", False)),
+        k=opts.k,
+        min_k=opts.min_k,
+        unanimous_short=opts.unanimous_short,
         lost=lost["by_task"] if lost and lost.get("counted") else None,
     )
     unjudged = sum(1 for r in graded if r.get("reward") is None)
@@ -386,7 +388,7 @@ def judge_rows(
         # Without by_task (one entry per task): the counts and the line say what it did.
         report["lost"] = {k: v for k, v in lost.items() if k != "by_task"}
         report["lost_line"] = lost_sentence(lost)
-    _judge_failure(report, graded, float(cfg.get("max_error_share", 0.25)))
+    _judge_failure(report, graded, typed.max_error_share)
     floor = stage_floor(cfg, judge, graded, common, lost)
     report["floor"] = floor.to_dict()
     metrics = {
@@ -484,7 +486,6 @@ def stage_floor(
     ``lost`` block: when pass@1 counts lost rollouts as failures, so does the gap."""
     from pydantic import TypeAdapter
 
-    from wai_exp.config.models import JudgeConfig
     from wai_exp.score.judges.floor import floor_of, unmeasured_floor
 
     # The config was validated before any work; this reads "no"/"off" as pydantic did.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from wai_exp.config.models import SelectionConfig
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
 
 
@@ -18,7 +19,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     from wai_exp.score.select.optimize import next_round
 
     rows = input_rows(ctx.name, inputs)
-    lo, hi = params.get("band") or ctx.config.get("selection", {}).get("band", (0.2, 0.8))
+    lo, hi = params.get("band") or ctx.section(SelectionConfig, "selection").band
     result = next_round(rows, lo=float(lo), hi=float(hi))
     tasks = list(result.get("tasks") or [])
     report = {k: v for k, v in result.items() if k != "tasks"}

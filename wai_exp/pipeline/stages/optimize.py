@@ -10,17 +10,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from wai_exp.config.models import SelectionConfig
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
 from wai_exp.pipeline.stored_rows import StoredRows
 from wai_exp.rows.keys import task_key, without_fields
 
 
-def selection(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
+def selection(ctx: StageContext, params: dict[str, Any]) -> SelectionConfig:
     """The selection section with the stage's params laid over it."""
-    return {**ctx.config.get("selection", {}), **params}
+    return ctx.section(SelectionConfig, "selection", params)
 
 
-def stamp_difficulty(rows: list[dict[str, Any]], sel: dict[str, Any]) -> list[dict[str, Any]]:
+def stamp_difficulty(rows: list[dict[str, Any]], sel: SelectionConfig) -> list[dict[str, Any]]:
     """Copies of ``rows`` with each task's ``calibration`` measured over every graded rollout.
 
     ``select_for_rl`` stamps the rate it selected on; the sft and preference selections keep
@@ -31,12 +32,12 @@ def stamp_difficulty(rows: list[dict[str, Any]], sel: dict[str, Any]) -> list[di
     from wai_exp.score.select.publish_gate import calibrate
 
     rows = [dict(r) for r in rows]
-    calibrate(rows, band=tuple(sel.get("band", (0.2, 0.8))))
+    calibrate(rows, band=sel.band)
     return rows
 
 
 def preference_rows(
-    rows: list[dict[str, Any]], sel: dict[str, Any]
+    rows: list[dict[str, Any]], sel: SelectionConfig
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``selection.mode: preference``: the rows that form ``build_preference_pairs`` pairs
     (chosen and rejected, in input order) and the pair report with ``mode`` and ``n_pairs``.
@@ -45,9 +46,9 @@ def preference_rows(
 
     pairs, report = build_preference_pairs(
         rows,
-        max_pairs_per_prompt=int(sel.get("max_pairs_per_prompt", 1)),
-        min_margin=float(sel.get("min_margin", 1.0)),
-        length_match=bool(sel.get("length_match", True)),
+        max_pairs_per_prompt=sel.max_pairs_per_prompt,
+        min_margin=sel.min_margin,
+        length_match=sel.length_match,
     )
     paired = {id(p[side]) for p in pairs for side in ("chosen", "rejected")}
     kept = [r for r in rows if id(r) in paired]
@@ -107,22 +108,22 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
 
     rows, stored = _selection_rows(ctx.name, inputs)
     sel = selection(ctx, params)
-    if sel.get("mode") in ("sft", "preference"):
+    if sel.mode in ("sft", "preference"):
         rows = stamp_difficulty(rows, sel)
-    if sel.get("mode") == "preference":
+    if sel.mode == "preference":
         kept, report = preference_rows(rows, sel)
     else:
         kept, report = optimize(
             rows,
-            mode=sel.get("mode"),
-            target=int(sel.get("target", 1000)),
-            band=tuple(sel.get("band", (0.2, 0.8))),
-            enforce_band=bool(sel.get("enforce_band", True)),
-            select=sel.get("select", "top_per_prompt"),
-            min_reward=float(sel.get("min_reward", 1.0)),
-            endorsed=tuple(sel.get("endorsed") or ()),
-            truncated=sel.get("truncated", "drop"),
-            order=sel.get("order", "spread"),
+            mode=sel.mode,
+            target=sel.target,
+            band=sel.band,
+            enforce_band=sel.enforce_band,
+            select=sel.select,
+            min_reward=sel.min_reward,
+            endorsed=tuple(sel.endorsed),
+            truncated=sel.truncated,
+            order=sel.order,
         )
     if stored is not None:
         kept = _with_transcripts(kept, stored)
@@ -135,7 +136,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "tasks_in": float(tasks_in),
         "tasks_kept": float(tasks_kept),
     }
-    mode = report.get("mode", sel.get("mode"))
+    mode = report.get("mode", sel.mode)
     if mode == "preference":
         lines = [
             f"{ctx.name}: {report['n_pairs']} same-task chosen/rejected pairs from {len(rows)} "
@@ -148,9 +149,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         f"{ctx.name}: kept {len(kept)} of {len(rows)} rows ({tasks_kept} of {tasks_in} tasks), mode {mode}"
     ]
     if mode != "sft":
-        lo, hi = sel.get("band", (0.2, 0.8))
+        lo, hi = sel.band
         lines.append(
-            f"difficulty band [{lo}, {hi}], enforce_band={sel.get('enforce_band', True)}, order={sel.get('order')}"
+            f"difficulty band [{lo}, {hi}], enforce_band={sel.enforce_band}, order={sel.order}"
         )
     for w in report.get("hygiene_warnings") or report.get("warnings") or []:
         lines.append(f"warning: {w}")

@@ -33,6 +33,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from wai_exp.config.models import SelectionConfig
 from wai_exp.domain.files import atomic_write
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
 from wai_exp.pipeline.stages.optimize import selection
@@ -49,10 +50,10 @@ FILE_MODE = 0o644
 DATASETS_JSONL_MIN = "4"
 
 
-def _shape(sel: dict[str, Any], params: dict[str, Any]) -> str:
+def _shape(sel: SelectionConfig, params: dict[str, Any]) -> str:
     from wai_exp.rows.export import SHAPES
 
-    shape = str(params.get("shape") or sel.get("mode") or "rl")
+    shape = str(params.get("shape") or sel.mode)
     if shape not in SHAPES:
         raise ValueError(
             f"publish: shape {shape!r} is not one of {SHAPES}; set "
@@ -110,7 +111,7 @@ def world_dials(config: dict[str, Any]) -> dict[str, Any]:
 def build_records(
     shape: str,
     rows: list[dict[str, Any]],
-    sel: dict[str, Any],
+    sel: SelectionConfig,
     tools: list[dict[str, Any]],
     system_prompt: str | None,
     world: dict[str, Any] | None = None,
@@ -126,9 +127,9 @@ def build_records(
 
     pairs, pair_report = build_preference_pairs(
         rows,
-        max_pairs_per_prompt=int(sel.get("max_pairs_per_prompt", 1)),
-        min_margin=float(sel.get("min_margin", 1.0)),
-        length_match=bool(sel.get("length_match", True)),
+        max_pairs_per_prompt=sel.max_pairs_per_prompt,
+        min_margin=sel.min_margin,
+        length_match=sel.length_match,
     )
     records, report = export.preference_records(pairs, tools, system_prompt)
     report["pairs"] = {k: pair_report.get(k) for k in ("n_pairs", "tasks_by_reason", "warnings")}
@@ -490,7 +491,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "judge": next((r.get("judge_name") for r in rows if r.get("judge_name")), None),
         "preset": (ctx.config.get("name") or "?"),
         "config_hash": config_hash(ctx.config),
-        "selection_mode": sel.get("mode"),
+        "selection_mode": sel.mode,
         "records": len(records),
         "rows_in": len(rows),
         "tasks_in": len({task_key(r) for r in rows}),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from wai_exp.config.models import GateConfig
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
 from wai_exp.pipeline.stages.optimize import selection
 
@@ -23,17 +24,17 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     # Copies: the gate stamps calibration in place, and the upstream result stays as written.
     rows = [dict(r) for r in input_rows(ctx.name, inputs)]
     sel = selection(ctx, params)
-    gate = {
-        **(sel.get("gate") or {}),
-        **{k: params[k] for k in ("strict", "strict_hacks") if k in params},
-    }
+    # params.strict / params.strict_hacks override selection.gate's
+    gate = GateConfig.model_validate(
+        {**sel.gate.model_dump(), **{k: params[k] for k in GateConfig.model_fields if k in params}}
+    )
     report = publish_gate(
         rows,
-        mode=sel.get("mode"),
-        band=tuple(sel.get("band", (0.2, 0.8))),
-        strict=bool(gate.get("strict", True)),
-        endorsed=tuple(sel.get("endorsed") or ()),
-        strict_hacks=bool(gate.get("strict_hacks", False)),
+        mode=sel.mode,
+        band=sel.band,
+        strict=gate.strict,
+        endorsed=tuple(sel.endorsed),
+        strict_hacks=gate.strict_hacks,
     )
     metrics = {"gate_passed": 1.0, "rows_in": float(len(rows))}
     numbers = {

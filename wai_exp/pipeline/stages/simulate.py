@@ -85,48 +85,52 @@ def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = No
 
     Raises ``ValueError`` for a callable target that cannot be imported or an unknown kind.
     """
+    from wai_exp.config import models
+
     kind = agent_cfg.get("kind", "scripted")
     if kind == "scripted":
         from wai_exp.simulate.agents.scripted import ScriptedAgent
 
-        skills = {k: v for k, v in (agent_cfg.get("skills") or {}).items() if v is not None}
+        scripted = models.ScriptedAgent.model_validate({**agent_cfg, "kind": kind})
+        skills = {k: v for k, v in scripted.skills.model_dump().items() if v is not None}
         return ScriptedAgent(
-            skill=float(agent_cfg.get("skill", 0.85)),
+            skill=scripted.skill,
             skills=skills,
-            model_version=str(agent_cfg.get("model_version", "scripted-v1")),
-            spread=float(agent_cfg.get("spread", 1.5)),
+            model_version=scripted.model_version,
+            spread=scripted.spread,
         )
     if kind == "callable":
         import inspect
 
-        target = import_object(str(agent_cfg.get("target")), "agent.target")
-        if agent_cfg.get("factory") or inspect.isclass(target):
+        own = models.CallableAgent.model_validate(agent_cfg)
+        target = import_object(own.target, "agent.target")
+        if own.factory or inspect.isclass(target):
             # A class is never the agent itself (calling it builds an instance): like a
             # factory, it is called with agent.kwargs and the instance answers.
-            return target(**dict(agent_cfg.get("kwargs") or {}))
+            return target(**own.kwargs)
         if not callable(target):
-            raise ValueError(f"agent.target {agent_cfg.get('target')!r} is not callable")
+            raise ValueError(f"agent.target {own.target!r} is not callable")
         return target
     from wai_exp.llm.providers import PROVIDERS
 
     if kind in PROVIDERS:
         from wai_exp.simulate.agents.model_agent import ModelAgent
 
-        spec = f"{kind}:{agent_cfg['model']}"
-        if agent_cfg.get("base_url"):
-            spec += f"@{agent_cfg['base_url']}"
+        # Built, not re-validated: the config was validated before the run, and a provider
+        # registered after config.models was imported is not in its ProviderKind.
+        served = models.ModelAgentConfig.model_construct(**agent_cfg)
+        spec = f"{kind}:{served.model}"
+        if served.base_url:
+            spec += f"@{served.base_url}"
         # agent.timeout and simulate.timeout both mean seconds per completion: the
         # tighter one is the limit, so neither is silently ignored.
-        limits = [agent_cfg.get("timeout", 300), timeout]
+        limits = [served.timeout, timeout]
         return ModelAgent(
             spec,
-            api_key=agent_cfg.get("api_key"),
+            api_key=served.api_key,
             timeout=min(float(t) for t in limits if t),
-            max_turns=int(agent_cfg.get("max_turns", 12)),
-            sampling={
-                "temperature": agent_cfg.get("temperature", 0.7),
-                "max_tokens": agent_cfg.get("max_tokens", 1024),
-            },
+            max_turns=int(served.max_turns),
+            sampling={"temperature": served.temperature, "max_tokens": served.max_tokens},
         )
     raise ValueError(
         f"agent.kind {kind!r} is not one of scripted, callable, {', '.join(PROVIDERS)}"
@@ -195,8 +199,9 @@ def build_grader(section: dict[str, Any], tools: list[str], policy: str) -> Name
 
 
 def _max_lost_share(ctx: StageContext, params: dict[str, Any]) -> float:
-    value = params.get("max_lost_share", (ctx.config.get("simulate") or {}).get("max_lost_share"))
-    return 0.25 if value is None else float(value)
+    from wai_exp.config.models import SimulateConfig
+
+    return ctx.section(SimulateConfig, "simulate", params).max_lost_share
 
 
 def _judge_failure(
