@@ -82,15 +82,16 @@ def model_call_settings(
 ) -> dict[str, Any]:
     """What every model judge is called with, from a ``judge`` section. Raises
     ``ValueError`` as ``judge_model_spec`` and ``judge_api_key`` do."""
+    typed = JudgeConfig.model_validate(judge_cfg)
     return {
         "spec": judge_model_spec(judge_cfg),
         "api_key": judge_api_key(judge_cfg),
-        "prompt": judge_cfg.get("prompt"),
+        "prompt": typed.prompt,
         "policy": policy,
         "tools": declared_tools or None,
-        "timeout": float(judge_cfg.get("request_timeout", 120)),
-        "temperature": float(judge_cfg.get("temperature", 0.0)),
-        "structured_output": str(judge_cfg.get("structured_output", "auto")),
+        "timeout": typed.request_timeout,
+        "temperature": typed.temperature,
+        "structured_output": typed.structured_output,
     }
 
 
@@ -484,14 +485,11 @@ def stage_floor(
     always, ``false`` never. ``judge=given`` cannot: a do-nothing reply carries no reward
     of its own. An unmeasured floor says why and how to measure it. ``lost`` is the upstream
     ``lost`` block: when pass@1 counts lost rollouts as failures, so does the gap."""
-    from pydantic import TypeAdapter
-
     from wai_exp.score.judges.floor import floor_of, unmeasured_floor
 
-    # The config was validated before any work; this reads "no"/"off" as pydantic did.
-    field = JudgeConfig.model_fields["floor"]
-    want = TypeAdapter(field.annotation).validate_python(cfg.get("floor", field.default))
-    kind = cfg.get("kind", "checklist")
+    # The config was validated before any work; the model reads "no"/"off" as it did then.
+    typed = JudgeConfig.model_validate(cfg)
+    want, kind = typed.floor, typed.kind
     if want is False:
         return unmeasured_floor("judge.floor=false")
     if kind == "given":

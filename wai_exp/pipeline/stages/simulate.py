@@ -116,9 +116,7 @@ def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = No
     if kind in PROVIDERS:
         from wai_exp.simulate.agents.model_agent import ModelAgent
 
-        # Built, not re-validated: the config was validated before the run, and a provider
-        # registered after config.models was imported is not in its ProviderKind.
-        served = models.ModelAgentConfig.model_construct(**agent_cfg)
+        served = models.ModelAgentConfig.model_validate(agent_cfg)
         spec = f"{kind}:{served.model}"
         if served.base_url:
             spec += f"@{served.base_url}"
