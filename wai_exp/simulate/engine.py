@@ -281,6 +281,12 @@ class Engine:
         pool = _Pool(self, conc)
         t_run = time.monotonic()
         quiet = 0
+        # The planner runs at the start and after each landing, never twice on the same
+        # landed rows: a second pass between landings (a wake-up from a rollout other than
+        # the oldest, a tick) could open a short last group the first pass held back, so
+        # the rows would depend on which rollout finished first (the concurrency, the
+        # worker count).
+        plan_due = True
         stop: str | None = None
         try:
             while True:
@@ -289,7 +295,8 @@ class Engine:
                 landed = len(self.rows) - run_rows_start + len(self.lost) - run_lost_start
                 if stop is None:
                     stop = self._stop_before_round(landed)
-                if stop is None:
+                if stop is None and plan_due:
+                    plan_due = False
                     room = min(cfg.budget - landed, window) - len(pool.pending)
                     self.held_for_verdicts = False
                     if room > 0:
@@ -325,6 +332,7 @@ class Engine:
                     await pool.drain()  # the other shards' rollouts land in the partial file
                     raise
                 novel = self._land(plan, outcome)
+                plan_due = True
                 if cfg.until == "saturation" and outcome is not None:
                     quiet = 0 if novel else quiet + 1
                     flat = outcome.row is not None and plateau.land(novel, len(self.coverage))

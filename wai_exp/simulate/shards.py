@@ -196,6 +196,7 @@ class ShardedRunner:
         self._local = local
         self._spec = spec
         self._shards: list[Any] = []
+        self._own_ray = False  # this stage started a local Ray: it stops it too
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._local, name)
@@ -205,7 +206,7 @@ class ShardedRunner:
         init = (self._spec.setup, self._local.cfg, self._local.run_id)
         n = max(1, self._spec.workers)
         if self._spec.cluster == "ray":
-            self._shards = _ray_shards(n, init, self._spec.ray_address)
+            self._shards, self._own_ray = _ray_shards(n, init, self._spec.ray_address)
             return
         blob = pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL)
         shards = [_LocalShard(i) for i in range(n)]
@@ -217,15 +218,22 @@ class ShardedRunner:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(s.close() for s in self._shards), return_exceptions=True)
+        if self._own_ray:
+            import ray
+
+            ray.shutdown()
 
 
-def _ray_shards(n: int, init: tuple[Any, ...], address: str | None) -> list[_RayShard]:
+def _ray_shards(n: int, init: tuple[Any, ...], address: str | None) -> tuple[list[_RayShard], bool]:
+    """``n`` actors on the Ray cluster at ``address`` (None: a local Ray this call starts,
+    unless this process is connected already), and whether this call started Ray."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    own = not ray.is_initialized()
+    if own:
+        ray.init(address=address, log_to_driver=False)
     actor_cls = ray.remote(_RayWorker)
-    return [_RayShard(i, actor_cls.remote(*init)) for i in range(n)]
+    return [_RayShard(i, actor_cls.remote(*init)) for i in range(n)], own
 
 
 # ---- the shard's side ----------------------------------------------------------------------
