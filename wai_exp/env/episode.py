@@ -35,6 +35,8 @@ MAX_TURNS = 12
 _TASKS = TaskCache()
 _RUNNERS = TaskCache(size=64)
 _IDS = itertools.count(1)
+#: Seconds a model-played person's line may take (retries included) before the step fails.
+USER_TIMEOUT = 60.0
 
 
 @dataclass
@@ -65,8 +67,10 @@ def _world_knobs(dials: Mapping[str, Any] | None) -> Knobs:
     return validated_knobs({**given, "world": dict(dials.get("options") or {})})
 
 
-def _runner(spec: TaskSpec, policy: str) -> Any:
-    """The ``RolloutRunner`` that builds this task's world and row, as ``simulate`` does."""
+def _runner(spec: TaskSpec, policy: str, user_model: str | None = None) -> Any:
+    """The ``RolloutRunner`` that builds this task's world and row, as ``simulate`` does;
+    with ``user_model`` (a model spec) a model plays the person, as ``simulate(user_model=)``
+    (one ``ModelUser`` per runner: its client is per event loop, so episodes share it)."""
     from wai_exp.simulate.agent_setup import ResolvedAgent
     from wai_exp.simulate.modes import resolve_config
     from wai_exp.simulate.rollout import RolloutRunner
@@ -78,19 +82,32 @@ def _runner(spec: TaskSpec, policy: str) -> Any:
             "this record was made against a real tool server (world=mcp); wai_exp.env plays "
             "the mock world only: publish from a run with the default world"
         )
+    if user_model:
+        from wai_exp.simulate.model_calls import check_model_spec
+
+        try:
+            check_model_spec(user_model, "user_model")
+        except ValueError as exc:
+            raise EnvError(str(exc)) from exc
+    knobs = _world_knobs(dials)
     try:
-        world = resolve_world(_world_knobs(dials), None)
+        world = resolve_world(knobs, None)
     except ValueError as exc:
         raise EnvError(
             f"the record's situation.world is not a world this wai-exp builds: {exc}"
         ) from exc
     cfg = resolve_config(
         mode="rl", advanced=None, seed=None, until="compute", llm_grade=False, has_grader=True,
-        simulator=False, user_model=None, logprobs=None, budget=1, runs=1, situations=None,
+        simulator=False, user_model=user_model, logprobs=None, budget=1, runs=1, situations=None,
         time_budget=None, reproducible=True, timeout=0, requests_per_situation=None,
         rollouts_per_request=None, repeat_policy=None, unique_situations=None, fault_rate=None,
         hard_share=None, sampling=None, grade=False,
     )  # fmt: skip
+    if user_model:
+        from wai_exp.simulate.model_user import ModelUser
+
+        person = ModelUser(user_model, temperature=knobs["user_temperature"], timeout=USER_TIMEOUT)
+        world.kwargs["user"] = person
     agent = ResolvedAgent(fn=None, model=policy, is_backend=True, identity=f"env:{policy}")
     return RolloutRunner(
         cfg, agent=agent, tools=spec.tools, system_prompt=spec.system_prompt, world=world,
@@ -163,9 +180,12 @@ class Episode:
         judge: Callable[[dict[str, Any]], Any] | None = None,
         policy: str = "policy",
         max_turns: int = MAX_TURNS,
+        user_model: str | None = None,
     ) -> None:
-        key = json.dumps([spec.tools, spec.system_prompt, spec.situation.get("world"), policy])
-        self._runner = _RUNNERS.get(key, lambda: _runner(spec, policy))
+        key = json.dumps(
+            [spec.tools, spec.system_prompt, spec.situation.get("world"), policy, user_model]
+        )
+        self._runner = _RUNNERS.get(key, lambda: _runner(spec, policy, user_model))
         self.id = f"ep-{next(_IDS)}"
         self.spec = spec
         self._plan = _plan(spec, self._runner, seed, self.id)
@@ -322,15 +342,21 @@ def reset(
     judge: Callable[[dict[str, Any]], Any] | None = None,
     policy: str = "policy",
     max_turns: int = MAX_TURNS,
+    user_model: str | None = None,
 ) -> Episode:
     """Open an episode of a published RL record (``task``): ``episode.prompt``,
     ``episode.tools`` and ``episode.id``; play it with ``episode.step(message)``.
 
     ``seed`` replaces the record's rollout seed (other fault and person draws); ``judge``
     replaces ``task_checklist`` (any judge returning the judge contract); ``policy`` names
-    the model on the row. Raises ``EnvError`` naming the fix for a record it cannot play
-    (``task.read_task``)."""
-    return Episode(read_task(task), seed=seed, judge=judge, policy=policy, max_turns=max_turns)
+    the model on the row; ``user_model`` (a model spec, e.g. ``vllm:<model>@<url>``) has a
+    model play the person instead of the template (the world's rules of patience and
+    turns still apply; ``astep`` awaits its line on the loop). Raises ``EnvError`` naming
+    the fix for a record it cannot play (``task.read_task``)."""
+    return Episode(
+        read_task(task), seed=seed, judge=judge, policy=policy, max_turns=max_turns,
+        user_model=user_model,
+    )  # fmt: skip
 
 
 def step(episode: Episode, message: Any) -> StepResult:
