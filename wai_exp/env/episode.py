@@ -106,7 +106,7 @@ def _runner(spec: TaskSpec, policy: str, user_model: str | None = None) -> Any:
     if user_model:
         from wai_exp.simulate.model_user import ModelUser
 
-        person = ModelUser(user_model, temperature=knobs["user_temperature"], timeout=USER_TIMEOUT)
+        person = ModelUser(user_model, temperature=knobs.user_temperature, timeout=USER_TIMEOUT)
         world.kwargs["user"] = person
     agent = ResolvedAgent(fn=None, model=policy, is_backend=True, identity=f"env:{policy}")
     return RolloutRunner(
