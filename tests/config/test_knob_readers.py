@@ -106,14 +106,15 @@ def _traces():
 
 
 class _SlowFirst:
-    """Three slow rollouts, then fast ones: the clock's median moves with the window."""
+    """``slow`` slow rollouts, then fast ones: the clock's median moves with the window."""
 
-    def __init__(self):
+    def __init__(self, slow=3):
         self.calls = 0
+        self.slow = slow
 
     async def __call__(self, prompt, *, tools, system_prompt, world, sampling):
         self.calls += 1
-        if self.calls <= 3:
+        if self.calls <= self.slow:
             time.sleep(0.15)  # blocking on purpose: the rollout's own wall time
         return await _scripted(
             prompt, tools=tools, system_prompt=system_prompt, world=world, sampling=sampling
@@ -246,8 +247,11 @@ KNOB_SCENARIOS = {
         "time_budget": 60,
         "advanced": {"writer_buffer_cap": 4, "closing_margin": 1.0, "concurrency": 1},
     },
+    # Six slow rollouts keep the default window's median slow until the 8 planned ones
+    # (the lookahead) have landed with no group opened: the clock ends the run; a window
+    # of one reads the fast rollouts' median and keeps opening groups to the budget.
     "closing_window_rollouts": lambda: {
-        "agent": _SlowFirst(),
+        "agent": _SlowFirst(slow=6),
         "budget": 12,
         "seed": 0,
         "time_budget": 60,
