@@ -42,6 +42,8 @@ from wai_exp.score.stats.delta import delta_report, format_delta_report
 from wai_exp.score.stats.passat import pass_at
 from wai_exp.score.stats.power import holdout_size
 from wai_exp.score.stats.stats import compare_runs
+from wai_exp.simulate.preflight import dataset_report
+from wai_exp.simulate.spec import load_agent_spec
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 EXPECTED = GOLDEN / "expected.json.gz"
@@ -394,10 +396,25 @@ def _late_cases() -> dict[str, Callable[[], Any]]:
         "audit_grades/strict_unjudged": lambda: audit_grades(
             copy.deepcopy(rows), _strict, sample=15, passes=5, concurrency=1, fn_warn=0.5
         ),
+        "dataset_report/rows": lambda: dataset_report(copy.deepcopy(rows)),
+        "dataset_report/spec": lambda: dataset_report(
+            _cut(rows), tools=_spec().tools, system_prompt=_spec().system_prompt
+        ),
+        "dataset_report/ungraded_floor": lambda: dataset_report(
+            [{k: v for k, v in r.items() if k != "reward"} for r in rows[:50]],
+            hard_share_floor=0.9,
+        ),
+        "dataset_report/bare": lambda: dataset_report(
+            [{"prompt": "hi", "reward": 1}, {"prompt": "hi", "reward": 0}]
+        ),
         "audit_grades/none_failed": lambda: audit_grades(
             [r for r in copy.deepcopy(rows) if r.get("reward") == 1], _lenient, concurrency=1
         ),
     }
+
+
+def _spec() -> Any:
+    return load_agent_spec(None)
 
 
 def _lenient(row: dict[str, Any]) -> float:
