@@ -973,45 +973,12 @@ def format_coverage_gap(report: Mapping[str, Any]) -> str:
 # dataset_report
 
 
-def dataset_report(
-    rows: Sequence[Mapping[str, Any]],
-    tools: Sequence[Any] | None = None,
-    system_prompt: str = "",
-    hard_share_floor: float = HARD_SHARE_FLOOR,
+def _signal(
+    rows: list[Mapping[str, Any]], graded: int, warnings: list[str], notes: list[str]
 ) -> dict[str, Any]:
-    """One report a developer reads after simulate/grade: size, signal, mix.
-
-    * ``size``: ``rows``, ``tasks`` (distinct ``task_key``), ``graded`` / ``unjudged`` rows.
-    * ``signal``: ``group_signal(rows)`` and ``pass_at(rows).to_dict()`` (pass@1 with its
-      task-bootstrap interval; k-way numbers ``None`` with a note below 4 repeats);
-      ``None`` for both when no row carries a 0/1 reward.
-    * ``mix``: ``tiers`` (rows per tier from ``scenario_dimensions``), ``hard_share`` (hard-
-      tier rows over rows with a tier: an exact count over this set, not an estimate, so it
-      carries no interval; ``None`` with a note when no row has a tier), ``easy`` (share under
-      ``hard_share_floor``), ``tools`` (rows per target tool), ``tools_called`` (calls per
-      tool over the steps), ``world_states``, ``faults`` (rows per planned fault mode,
-      ``fired_rows``, fired calls per mode, ``ending`` per row's last tool status),
-      ``failures`` (``classify_failure`` class per failing row; ``unclassified`` counted).
-    * With ``tools`` / ``system_prompt``: ``untargeted_tools`` (declared, no row aims at
-      them), ``uncalled_tools``, ``unexercised_rules``.
-
-    Returns those plus ``warnings`` (sentences) and ``notes``. Raises ``ValueError`` for a
-    ``hard_share_floor`` outside [0, 1].
-    """
-    from wai_exp.score.grade.failures import classify_failure
+    """``group_signal`` and ``pass_at`` over graded rows (None for both when none is)."""
     from wai_exp.score.select.optimize import group_signal
     from wai_exp.score.stats.passat import pass_at
-    from wai_exp.score.stats.resample import binary_reward
-
-    if not 0.0 <= float(hard_share_floor) <= 1.0:
-        raise ValueError(f"hard_share_floor must be in [0, 1], got {hard_share_floor}")
-    rows = list(rows)
-    warnings: list[str] = []
-    notes: list[str] = []
-    rewards = [binary_reward(r) for r in rows]
-    graded = sum(v is not None for v in rewards)
-    tasks = len({task_key(r) for r in rows})
-    size = {"rows": len(rows), "tasks": tasks, "graded": graded, "unjudged": len(rows) - graded}
 
     signal: dict[str, Any] = {"group_signal": None, "pass_at": None}
     if graded:
@@ -1024,6 +991,20 @@ def dataset_report(
             )
     else:
         notes.append("no row carries a 0/1 reward: signal is unmeasured until the rows are graded")
+    return signal
+
+
+def _mix(
+    rows: list[Mapping[str, Any]],
+    rewards: list[float | None],
+    hard_share_floor: float,
+    warnings: list[str],
+    notes: list[str],
+) -> tuple[dict[str, Any], Counter[Any], Counter[str]]:
+    """What the rows cover: tiers and the hard share, target tools, tools called, world
+    states, faults planned and fired, failure classes; with the target-tool and called-tool
+    counts the declared-tool check reads."""
+    from wai_exp.score.grade.failures import classify_failure
 
     tier_counts = Counter(_dims_of(r).get("tier") for r in rows)
     with_tier = sum(n for t, n in tier_counts.items() if t)
@@ -1064,7 +1045,7 @@ def dataset_report(
     mix = {
         "tiers": {t: tier_counts.get(t, 0) for t in TIERS},
         "hard_share": hard_share,
-        "hard_share_floor": float(hard_share_floor),
+        "hard_share_floor": hard_share_floor,
         "easy": easy,
         "tools": dict(target_tools.most_common()),
         "tools_called": dict(called.most_common()),
@@ -1078,6 +1059,48 @@ def dataset_report(
         },
         "failures": dict(failures.most_common()),
     }
+    return mix, target_tools, called
+
+
+def dataset_report(
+    rows: Sequence[Mapping[str, Any]],
+    tools: Sequence[Any] | None = None,
+    system_prompt: str = "",
+    hard_share_floor: float = HARD_SHARE_FLOOR,
+) -> dict[str, Any]:
+    """One report a developer reads after simulate/grade: size, signal, mix.
+
+    * ``size``: ``rows``, ``tasks`` (distinct ``task_key``), ``graded`` / ``unjudged`` rows.
+    * ``signal``: ``group_signal(rows)`` and ``pass_at(rows).to_dict()`` (pass@1 with its
+      task-bootstrap interval; k-way numbers ``None`` with a note below 4 repeats);
+      ``None`` for both when no row carries a 0/1 reward.
+    * ``mix``: ``tiers`` (rows per tier from ``scenario_dimensions``), ``hard_share`` (hard-
+      tier rows over rows with a tier: an exact count over this set, not an estimate, so it
+      carries no interval; ``None`` with a note when no row has a tier), ``easy`` (share under
+      ``hard_share_floor``), ``tools`` (rows per target tool), ``tools_called`` (calls per
+      tool over the steps), ``world_states``, ``faults`` (rows per planned fault mode,
+      ``fired_rows``, fired calls per mode, ``ending`` per row's last tool status),
+      ``failures`` (``classify_failure`` class per failing row; ``unclassified`` counted).
+    * With ``tools`` / ``system_prompt``: ``untargeted_tools`` (declared, no row aims at
+      them), ``uncalled_tools``, ``unexercised_rules``.
+
+    Returns those plus ``warnings`` (sentences) and ``notes``. Raises ``ValueError`` for a
+    ``hard_share_floor`` outside [0, 1].
+    """
+    from wai_exp.score.stats.resample import binary_reward
+
+    if not 0.0 <= float(hard_share_floor) <= 1.0:
+        raise ValueError(f"hard_share_floor must be in [0, 1], got {hard_share_floor}")
+    rows = list(rows)
+    warnings: list[str] = []
+    notes: list[str] = []
+    rewards = [binary_reward(r) for r in rows]
+    graded = sum(v is not None for v in rewards)
+    tasks = len({task_key(r) for r in rows})
+    size = {"rows": len(rows), "tasks": tasks, "graded": graded, "unjudged": len(rows) - graded}
+
+    signal = _signal(rows, graded, warnings, notes)
+    mix, target_tools, called = _mix(rows, rewards, float(hard_share_floor), warnings, notes)
     report: dict[str, Any] = {"size": size, "signal": signal, "mix": mix}
     if tools is not None or system_prompt:
         declared = [t["function"]["name"] for t in _clean_tools(_tool_list(tools))] if tools else []
