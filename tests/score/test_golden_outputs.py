@@ -29,6 +29,7 @@ import pytest
 
 from wai_exp.score.diagnose.hack_scan import hack_scan
 from wai_exp.score.diagnose.hack_scan_diff import hack_scan_diff
+from wai_exp.score.grade.checklist import outcome_check
 from wai_exp.score.grade.length import length_report
 from wai_exp.score.judges.agreement import judge_agreement
 from wai_exp.score.judges.audit import audit_grades
@@ -396,6 +397,11 @@ def _late_cases() -> dict[str, Callable[[], Any]]:
         "audit_grades/strict_unjudged": lambda: audit_grades(
             copy.deepcopy(rows), _strict, sample=15, passes=5, concurrency=1, fn_warn=0.5
         ),
+        "checklist/outcome_rl": lambda: [outcome_check(r) for r in copy.deepcopy(rows)],
+        "checklist/outcome_delta": lambda: [
+            outcome_check(r) for r in _rows("delta_before") + _rows("delta_after")
+        ],
+        "checklist/outcome_cut": lambda: [outcome_check(r) for r in _cut(rows)],
         "dataset_report/rows": lambda: dataset_report(copy.deepcopy(rows)),
         "dataset_report/spec": lambda: dataset_report(
             _cut(rows), tools=_spec().tools, system_prompt=_spec().system_prompt
