@@ -492,6 +492,21 @@ def _state_rules(
             f"{target} failed ({last_target.get('fault')}) and the reply says so without claiming success",
         )
 
+    return _direct_rule(target, ro, writes, target_calls, by_world, changed)
+
+
+def _direct_rule(
+    target: str,
+    ro: _Rollout,
+    writes: list[Call],
+    target_calls: list[Call],
+    by_world: bool,
+    changed: bool,
+) -> Outcome:
+    """Rule 7 (direct): the target tool was called with grounded arguments, took effect
+    (in the world's record when it keeps one, else by its last answer), no other write was
+    made, and the reply confirms the result."""
+    last_target = target_calls[-1] if target_calls else None
     other_writes = sorted({c["name"] for c in writes if c["name"] != target})
     grounded = all(_is_grounded(c) for c in target_calls)
     ok_calls = [c for c in target_calls if c["status"] == "ok" and not call_failed(c)]
