@@ -34,6 +34,8 @@ def test_two_workers_give_the_rows_of_one_process_to_the_last_group():
     assert len(_rows(two)) == 200
     assert _rows(two) == _rows(one)
     assert two.report()["workers"] == 2 and one.report()["workers"] == 1
+    # each worker says how much memory it peaked at (the 1.5 GB target is per process)
+    assert all(0 < mb < 1536 for mb in two.report()["workers_peak_rss_mb"])
 
 
 def test_a_situation_has_one_shard():

@@ -150,6 +150,8 @@ class Engine:
         self.writer: Any = None  # the model writer of simulator=<spec>, None for the template
         #: processes (or Ray actors) the rollouts ran on; 1 = this one (``shards``)
         self.shard_count = 1
+        #: each local worker's peak resident memory in MB, known once they stopped
+        self.shard_rss_mb: list[float | None] | None = None
         #: the last early warning the progress line gave (slow completions, a serial server)
         self.early_warning: str | None = None
         #: rollout-slot seconds the pool had, and those it sat idle on verdicts (``split``)
@@ -853,8 +855,8 @@ def shard_runner(setup: Callable[[], tuple[Any, dict[str, Any]]], cfg: Config, r
     inputs = _resolve_inputs(params)
     resolved = resolve_agent(
         agent, timeout=cfg.timeout, sampling=dict(cfg.sampling) if cfg.sampling else None,
-        logprobs=cfg.logprobs, avg_turns=int(cfg.knobs["avg_turns"]),
-        concurrency=int(cfg.knobs["concurrency"]),
+        logprobs=cfg.logprobs, avg_turns=int(cfg.knobs.avg_turns),
+        concurrency=int(cfg.knobs.concurrency),
     )  # fmt: skip
     user = _model_user(cfg, inputs.world, resolved)
     runner = RolloutRunner(
@@ -1186,6 +1188,7 @@ async def _run_and_close(
     finally:
         if sharded is not None:
             await sharded.aclose()
+            engine.shard_rss_mb = sharded.peak_rss_mb()
         closer = getattr(agent.fn, "aclose", None)
         if closer is not None:
             res = closer()

@@ -116,6 +116,7 @@ def build_report(
         "run_id": inputs["run_id"],
         # processes (or Ray actors) the rollouts ran on; planning and stops stayed here
         "workers": engine.shard_count,
+        "workers_peak_rss_mb": engine.shard_rss_mb,
     }
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import resource
 import signal
 import struct
 import sys
@@ -70,6 +71,12 @@ class WorkerDied(RuntimeError):
         )
 
 
+def same_arguments(agent: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A ``setup`` for a Python caller: ``functools.partial(same_arguments, agent, kwargs)``
+    with a picklable agent (a model spec string, a module-level function) and kwargs."""
+    return agent, dict(kwargs)
+
+
 def shard_of(scenario_id: str, n: int) -> int:
     """The shard that owns a situation: all its rollouts run on one shard."""
     return stable_hash(scenario_id) % n
@@ -94,6 +101,8 @@ class _LocalShard:
         self.next_id = 0
         self.reader: asyncio.Task[None] | None = None
         self.died: WorkerDied | None = None
+        #: the worker's peak resident memory, MB, as it reported it on a clean exit
+        self.peak_rss_mb: float | None = None
 
     async def start(self, init: bytes) -> None:
         self.proc = await asyncio.create_subprocess_exec(
@@ -129,6 +138,9 @@ class _LocalShard:
             msg = await self._read()
             if msg is None:
                 break
+            if msg[0] == "bye":
+                self.peak_rss_mb = msg[1]
+                continue
             fut = self.waiting.pop(msg[0], None)
             if fut is not None and not fut.done():
                 if msg[1] == "ok":
@@ -160,6 +172,8 @@ class _LocalShard:
             assert proc.stdin is not None
             proc.stdin.close()  # the worker exits at EOF
             await asyncio.wait_for(proc.wait(), timeout=2.0)
+            if self.reader is not None:
+                await asyncio.wait_for(self.reader, timeout=2.0)  # its last frame: "bye"
         except (TimeoutError, ConnectionError, RuntimeError):
             proc.kill()
             await proc.wait()
@@ -215,6 +229,10 @@ class ShardedRunner:
 
     async def run(self, plan: Any) -> Any:
         return await self._shards[shard_of(plan.task.scenario_id, len(self._shards))].run(plan)
+
+    def peak_rss_mb(self) -> list[float | None]:
+        """Each local worker's peak resident memory in MB (None: not reported)."""
+        return [getattr(s, "peak_rss_mb", None) for s in self._shards]
 
     async def aclose(self) -> None:
         await asyncio.gather(*(s.close() for s in self._shards), return_exceptions=True)
@@ -298,6 +316,7 @@ async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
             if asyncio.iscoroutine(res):
                 await res
         runner.world_setup.close()
+        send(("bye", round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)))
 
 
 async def _worker_main() -> None:
