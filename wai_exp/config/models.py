@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from wai_exp.domain.judges import JUDGES, judge_names, unknown_judge
+from wai_exp.domain.judges import judge_names, unknown_judge
 from wai_exp.domain.providers import PROVIDERS, load_plugins, provider_names
 
 
@@ -142,7 +142,7 @@ def grader_names() -> list[str]:
 
 def _not_grader(kind: str) -> str | None:
     """Why judge ``kind`` cannot grade rows as they land, or None when it can."""
-    if kind in JUDGES and JUDGES[kind].pointwise:
+    if kind in judge_names(pointwise=True):
         return None
     return NOT_GRADERS.get(kind, "it does not grade one row on its own")
 
@@ -158,7 +158,7 @@ def check_grader(value: Any) -> Any:
         "or a judge section {kind: llm, model: ...}"
     )
     if isinstance(value, str):
-        if value in JUDGES and _not_grader(value):
+        if value in judge_names() and _not_grader(value):
             raise ValueError(
                 f"simulate.grader={value} cannot grade as rows land: {_not_grader(value)}"
             )

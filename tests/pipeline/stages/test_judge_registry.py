@@ -117,3 +117,18 @@ def test_pairwise_grades_with_its_pointwise_judge():
     assert registry.is_model_judge({"kind": "pairwise"}) is True
     assert registry.is_model_judge({"kind": "pairwise"}, grading=True) is False
     assert registry.is_model_judge({"kind": "pairwise", "pointwise": "rubric_llm"}, grading=True)
+
+
+def test_a_judge_registered_as_not_pointwise_is_refused_as_a_grader_but_not_as_a_judge(
+    monkeypatch,
+):
+    from wai_exp.config.models import JudgeConfig, check_grader
+
+    monkeypatch.setattr(registry, "JUDGES", dict(registry.JUDGES))
+    registry.register_judge("whole_run", lambda section, tools, policy: called_a_tool,
+                            pointwise=False)  # fmt: skip
+    assert JudgeConfig(kind="whole_run").kind == "whole_run"
+    with pytest.raises(ValueError, match="cannot grade as rows land"):
+        check_grader("whole_run")
+    with pytest.raises(ValueError, match="not a registered pointwise judge"):
+        JudgeConfig(kind="pairwise", pointwise="whole_run")
