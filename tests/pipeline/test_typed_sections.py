@@ -45,3 +45,32 @@ def test_no_stage_restates_a_config_default():
             found[path.relative_to(ROOT).as_posix()] = n
     over = {p: n for p, n in found.items() if n > STILL_RESTATED.get(p, 0)}
     assert not over, f"read these through ctx.section(<model>, ...) instead: {over}"
+
+
+def test_the_run_hands_its_stages_the_config_it_validated(tmp_path):
+    """The RootConfig that validation returned is what a stage reads (not a re-read of the
+    dict); a stage's params still lay over it."""
+    from wai_exp.config.validate import validate_config
+    from wai_exp.pipeline.registry import StageResult, register
+    from wai_exp.pipeline.runner import run_pipeline
+
+    seen = {}
+
+    @register("t_typed_read", reads=("selection",))
+    def read(ctx, params, inputs):
+        seen["plain"] = ctx.section(SelectionConfig, "selection")
+        seen["params"] = ctx.section(SelectionConfig, "selection", params)
+        return StageResult()
+
+    config = {
+        "seed": 0,
+        "tracking": {},
+        "selection": {"target": 7},
+        "cache": {"enabled": False},
+        "pipeline": {"stages": {"a": {"kind": "t_typed_read", "params": {"target": 3}}}},
+    }
+    typed = validate_config(config)
+    out = run_pipeline(config, run_dir=tmp_path / "run", start_dir=tmp_path, typed=typed)
+    assert out.status == "passed", out.error
+    assert seen["plain"] is typed.selection and seen["plain"].target == 7
+    assert seen["params"].target == 3 and typed.selection.target == 7

@@ -73,7 +73,7 @@ def run(cfg: DictConfig) -> int:
     assert isinstance(plain, dict)
     register_config_secrets(plain)
     scrub_hydra_files(hydra_copies(hc, run_dir))
-    problem = config_problem(plain, start_dir)
+    typed, problem = checked_config(plain, start_dir)
     if problem:
         return _refuse(problem, run_dir, hc.output_subdir)
 
@@ -96,6 +96,7 @@ def run(cfg: DictConfig) -> int:
             tracker=tracker,
             overrides=list(hc.overrides.task),
             preset=preset,
+            typed=typed,
         )
     summary = summarize(outcome)
     log.info("\n%s", summary)
@@ -111,12 +112,18 @@ def config_problem(plain: dict[str, Any], start_dir: Path) -> str | None:
     None: the config models, the named imports, the pipeline's stages, then the inputs
     (files, keys, the stores, the servers). The checks a run makes before any work; a
     sweep makes them for every job before the first one runs (``commands.sweep_check``)."""
+    return checked_config(plain, start_dir)[1]
+
+
+def checked_config(plain: dict[str, Any], start_dir: Path) -> tuple[Any, str | None]:
+    """``(RootConfig, None)`` when ``plain`` can run, else ``(None, the problem)``: the
+    checks of ``config_problem``, keeping the validated config the run then reads."""
     from wai_exp.commands.validate import ConfigError, import_problems, validate_config
     from wai_exp.pipeline.dag import PipelineError, plan
     from wai_exp.pipeline.registry import UnknownStageKind, resolve
 
     try:
-        validate_config(plain)
+        typed = validate_config(plain)
         missing = import_problems(plain)
         if missing:
             raise ConfigError(missing)
@@ -129,8 +136,8 @@ def config_problem(plain: dict[str, Any], start_dir: Path) -> str | None:
         if bad_inputs:
             raise ConfigError(bad_inputs)
     except (ConfigError, PipelineError, UnknownStageKind) as exc:
-        return str(exc)
-    return None
+        return None, str(exc)
+    return typed, None
 
 
 def _refuse(message: str, run_dir: Path, subdir: str | None) -> int:

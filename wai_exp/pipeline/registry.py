@@ -29,11 +29,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from wai_exp.pipeline import reads
+
+if TYPE_CHECKING:
+    from wai_exp.config.models import RootConfig
 
 _Section = TypeVar("_Section", bound=BaseModel)
 
@@ -80,6 +83,9 @@ class StageContext:
     key: str
     partial_path: Path
     progress: Callable[[dict[str, Any]], None] = lambda info: None
+    #: ``config`` as validated before the run (``config.models.RootConfig``); None when the
+    #: pipeline was run from Python without one
+    root: RootConfig | None = None
 
     @property
     def seed(self) -> int:
@@ -93,6 +99,9 @@ class StageContext:
         reads, so every default lives in the model, not restated at each read. The console
         script validated the whole config before any work, so on its runs this cannot fail."""
         given = {k: v for k, v in (params or {}).items() if k in model.model_fields}
+        validated = getattr(self.root, name, None)
+        if not given and isinstance(validated, model):
+            return validated  # validated once, before the run
         return model.model_validate({**(self.config.get(name) or {}), **given})
 
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from wai_exp.config.models import CacheConfig, PipelineConfig
+from wai_exp.config.models import CacheConfig, PipelineConfig, RootConfig
 from wai_exp.domain.secrets import redact_text, register_config_secrets
 from wai_exp.pipeline import cache as cache_mod
 from wai_exp.pipeline import reads as reads_mod
@@ -361,11 +361,15 @@ def run_pipeline(
     overrides: Sequence[str] = (),
     preset: str | None = None,
     stream: TextIO | None = None,
+    typed: RootConfig | None = None,
 ) -> RunOutcome:
     """Run ``config["pipeline"]`` and return what happened; never calls ``sys.exit``.
 
-    ``config`` is the validated, resolved config as plain containers. ``start_dir`` is where
-    the user typed the command (the cache root and relative paths resolve from it).
+    ``config`` is the validated, resolved config as plain containers (its hash keys the
+    cache), ``typed`` the ``RootConfig`` that validation returned for it: the runner and the
+    stages read their sections from it (``StageContext.section``) instead of re-reading the
+    dict. ``start_dir`` is where the user typed the command (the cache root and relative
+    paths resolve from it).
     Raises ``PipelineError`` (before anything runs or is recorded) when the DAG is invalid,
     ``UnknownStageKind`` when a stage kind cannot be found.
     """
@@ -382,8 +386,11 @@ def run_pipeline(
 
     cache_cfg = config.get("cache") or {}
     root = cache_mod.cache_root(cache_cfg, start_dir)
-    cache = cache_mod.StageCache(root, enabled=CacheConfig.model_validate(cache_cfg).enabled)
-    pipeline = PipelineConfig.model_validate(config["pipeline"])
+    # The console script passes the RootConfig it validated before any work (``root``);
+    # called from Python with plain containers, the sections read here are validated now.
+    typed_cache = typed.cache if typed else CacheConfig.model_validate(cache_cfg)
+    cache = cache_mod.StageCache(root, enabled=typed_cache.enabled)
+    pipeline = typed.pipeline if typed else PipelineConfig.model_validate(config["pipeline"])
     refusal_code = pipeline.refusal_exit_code
 
     chash = config_hash(config)
@@ -411,7 +418,7 @@ def run_pipeline(
     outcome.run_id = getattr(tracker, "run_id", None)
     outcome.ui_command = getattr(tracker, "ui_command", None)
     width = pipeline.max_parallel
-    state = _Run(config, cache, run_dir, start_dir, tracker, stream, redraw=width <= 1)
+    state = _Run(config, cache, run_dir, start_dir, tracker, stream, redraw=width <= 1, root=typed)
     running: set[str] = set()
     if width <= 1:
         outcomes = _sequential(state, order, kinds, running)
@@ -618,6 +625,8 @@ class _Run:
     stored: dict[str, StoredRows] = field(default_factory=dict)
     #: stage -> rows_in / rows_dropped of a stage just computed
     last_counts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``config`` as validated before the run (None when run_pipeline was given none)
+    root: RootConfig | None = None
 
     def stage(self, spec: StageSpec, kind: Any, head: str) -> StageOutcome:
         """Run (or reuse, or skip) one stage, place its files, hand them to the tracker."""
@@ -820,7 +829,7 @@ class _Run:
         ctx = StageContext(
             name=spec.name, kind=kind.name, config=dict(self.config), run_dir=self.run_dir,
             stage_dir=entry, start_dir=self.start_dir, key=key,
-            partial_path=entry / cache_mod.PARTIAL, progress=progress,
+            partial_path=entry / cache_mod.PARTIAL, progress=progress, root=self.root,
         )  # fmt: skip
         dropped = self.cache.drop_stale_partial(spec.name, key)
         if dropped:
