@@ -10,7 +10,9 @@ Issue 9 item 7: at ``concurrency`` C the ideal is ``C / 0.050`` calls per second
 * ``httpx``: ``wai_exp.llm.http.async_client`` (the one transport seam) posting the same
   body, without the engine;
 * ``wai-exp``: ``wai_exp.simulate(agent="vllm:stub@http://127.0.0.1:<port>/v1")`` end to end
-  (writer, world, rows), counted at the server.
+  (writer, world, rows), counted at the server;
+* ``workers=2``: the same with its rollouts on two worker processes (``simulate.workers``,
+  issue 22); its CPU ms per call adds the workers' CPU to the parent's.
 
 The stub (``serve``) is raw asyncio in its own process: it reads each request's body, waits
 exactly ``delay`` seconds (``loop.call_later``) and answers a chat completion. Its answers
@@ -310,12 +312,21 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its children it has waited for (the workers of
+    ``simulate.workers``; the stub is waited for only after the last cell)."""
+    import resource
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
 def _timed(fn: Any) -> tuple[float, float, float]:
-    """``(wall_s, cpu_s, load_before)`` of ``fn()``."""
+    """``(wall_s, cpu_s, load_before)`` of ``fn()``: CPU of this process and its workers."""
     load = _load()
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), _cpu()
     fn()
-    return time.perf_counter() - t0, time.process_time() - c0, load
+    return time.perf_counter() - t0, _cpu() - c0, load
 
 
 def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[dict[str, Any]]:
@@ -331,6 +342,7 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
             ("aiohttp alone (the transport's floor)", lambda: asyncio.run(_aiohttp_client(url, concurrency, duration))),
             ("wai_exp.llm.http client", lambda: asyncio.run(_httpx_client(url, concurrency, duration))),
             ("wai_exp.simulate(agent='vllm:...')", lambda: _simulate(url, concurrency, duration)),
+            ("wai_exp.simulate(..., workers=2)", lambda: _simulate(url, concurrency, duration, 2)),
         ]  # fmt: skip
         ceiling = None
         for label, fn in cells:
@@ -377,16 +389,23 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
     return out
 
 
-def _simulate(url: str, concurrency: int, duration: float) -> None:
-    from wai_exp import simulate
+def _simulate(url: str, concurrency: int, duration: float, workers: int = 1) -> None:
+    """``simulate()`` against the stub for ``duration`` s; ``workers`` > 1 shards its
+    rollouts over that many processes (``simulate.workers``; ``concurrency`` stays global)."""
+    import functools
 
-    data = simulate(
-        agent=f"vllm:stub@{url}",
-        budget=10**6,
-        time_budget=duration,
-        seed=0,
-        advanced={"concurrency": concurrency},
-    )
+    from wai_exp import simulate
+    from wai_exp.simulate.shards import ShardSpec, same_arguments
+
+    kwargs: dict[str, Any] = {
+        "budget": 10**6,
+        "time_budget": duration,
+        "seed": 0,
+        "advanced": {"concurrency": concurrency},
+    }
+    agent = f"vllm:stub@{url}"
+    setup = functools.partial(same_arguments, agent, kwargs)
+    data = simulate(agent=agent, shards=ShardSpec(workers=workers, setup=setup), **kwargs)
     rep = data.report()
     if not data.rows or rep.get("rollouts_lost"):
         raise RuntimeError(
@@ -396,7 +415,7 @@ def _simulate(url: str, concurrency: int, duration: float) -> None:
 
 def bench_model_calls_per_second() -> list[dict[str, Any]]:
     """Calls/s at concurrency 32 and 128: server alone, aiohttp alone, the HTTP client,
-    simulate()."""
+    simulate() on one process and on two (``simulate.workers=2``)."""
     duration = float(os.environ.get("WAI_BENCH_THROUGHPUT_S", "20"))
     return [r for c in (32, 128) for r in measure(c, duration)]
 

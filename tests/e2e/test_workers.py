@@ -133,3 +133,16 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
     except FileNotFoundError:
         return "Z"
+
+
+def test_a_bad_worker_count_or_cluster_is_refused_before_any_work(tmp_path):
+    # (a refused run removes an empty folder it was started in: keep this one non-empty)
+    (tmp_path / "keep").write_text("")
+    bad = wai(tmp_path, "r", "simulate.workers=0")
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "simulate.workers = 0: must be >= 1" in bad.stdout + bad.stderr
+    bad = wai(tmp_path, "r", "simulate.cluster=slurm")
+    assert bad.returncode == 2 and "expected one of 'local' or 'ray'" in bad.stdout + bad.stderr
+    assert not (tmp_path / "outputs/.cache").exists() or not list(
+        (tmp_path / "outputs/.cache").glob("simulate-*/partial.jsonl")
+    )

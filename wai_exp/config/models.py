@@ -40,6 +40,12 @@ Share = Annotated[float, Field(ge=0.0, le=1.0)]
 PositiveInt = Annotated[int, Field(ge=1)]
 
 
+class RayConfig(_Strict):
+    """``simulate.ray``: the cluster ``simulate.cluster: ray`` runs the workers on."""
+
+    address: str | None = None
+
+
 class SimulateConfig(_Strict):
     """What ``simulate()`` is called with; defaults are the reference's (simulate-parameters.md).
 
@@ -112,8 +118,9 @@ class SimulateConfig(_Strict):
     workers: Annotated[int, Field(ge=1, le=256)] = 1
     #: Where the workers run: local processes, or Ray actors on ``simulate.ray.address``.
     cluster: Literal["local", "ray"] = "local"
-    #: ``{address: ...}`` for ``cluster: ray``: ``ray://head:10001``, ``auto``; null = a local Ray.
-    ray: dict[str, Any] | None = None
+    #: ``{address: ...}`` for ``cluster: ray``: ``ray://head:10001``, ``auto``; null = a local
+    #: Ray the stage starts and stops.
+    ray: RayConfig = Field(default_factory=lambda: RayConfig())
 
     @field_validator("grader")
     @classmethod
