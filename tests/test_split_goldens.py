@@ -1,0 +1,202 @@
+"""Long functions outside score/ return what they returned before they were split.
+
+``dataset_card`` (the published folder's README) and ``ModelWriter.__init__`` (the model
+writer's sizing and starting state) were each over 120 lines. A user reads the card, and
+the writer's sizes decide how many asks a run writes, so a split must change nothing: each
+case below hashes the whole output (the card's text; every attribute the writer starts
+with) and compares it with the digest the code gave before the split.
+
+Regenerate a digest only for a deliberate behaviour change, and say so in the commit:
+``python tests/test_split_goldens.py --write`` prints the current digests.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+# -- dataset_card ---------------------------------------------------------------------------
+_GATE = {
+    "verdict": "pass",
+    "band": [0.2, 0.8],
+    "n_rows": 320,
+    "n_graded": 318,
+    "checks": {"pass_rate_band": True, "judge_trust": None, "hack_scan": False},
+    "warnings": ["3 rows ungraded", "one task dominates"],
+}
+_RATES = {
+    "tasks": 40,
+    "min": 0.125,
+    "median": 0.5,
+    "max": 0.875,
+    "sources": {"calibrate": 30, "grade": 10},
+    "histogram": {"0.0-0.2": 4, "0.2-0.4": 10, "0.4-0.6": 14, "0.6-0.8": 9, "0.8-1.0": 3},
+}
+_INFO: dict[str, Any] = {
+    "name": "rl_round",
+    "shape": "rl",
+    "version": "0.9.0",
+    "run_dir": "runs/rl_round/2026-12-05",
+    "preset": "rl_round",
+    "config_hash": "abc123",
+    "selection_mode": "rl",
+    "format": "trl",
+    "trainers": "TRL GRPOTrainer",
+    "templates": "qwen2.5, llama-3.1",
+    "records": 120,
+    "unit": "prompts",
+    "rows_in": 318,
+    "tasks_in": 40,
+    "skipped": 7,
+    "conduct_failed": 2,
+    "pass_rates": _RATES,
+    "gate": _GATE,
+    "prompt_tokens": {"total": 1034, "tokenizer": "Qwen/Qwen2.5-0.5B", "text": 210, "tools": 824},
+    "digest": "f" * 64,
+    "columns": [("prompt", "list<struct>"), ("tools", "string"), ("situation", "string")],
+}
+
+
+def _card(**changes: Any) -> Callable[[], Any]:
+    def run() -> str:
+        from wai_exp.pipeline.stages.publish import dataset_card
+
+        return dataset_card({**_INFO, **changes})
+
+    return run
+
+
+CARD_CASES: dict[str, Callable[[], Any]] = {
+    "card/rl": _card(),
+    "card/sft_rows_file_no_tokens": _card(
+        shape="sft", rows_file="other/rows.jsonl", judge="rubric", prompt_tokens=None
+    ),
+    "card/sft_rows_file_no_judge": _card(shape="sft", rows_file="rows.jsonl"),
+    "card/preference_share": _card(
+        shape="preference",
+        prompt_mismatch=3,
+        world_first_difference=5,
+        completion_world_share={"median": 0.31, "max": 0.72, "sides": 88},
+    ),
+    "card/preference_no_pairs": _card(
+        shape="preference",
+        prompt_mismatch=0,
+        world_first_difference=0,
+        completion_world_share={"median": None},
+        pass_rates={"tasks": 0},
+        gate={"verdict": "fail"},
+        columns=[],
+    ),
+}
+
+
+# -- ModelWriter.__init__ -------------------------------------------------------------------
+def _state(value: Any) -> Any:
+    """An attribute as data: containers by content (and a deque's bound), objects by type."""
+    if isinstance(value, collections.deque):
+        return {"deque": [_state(v) for v in value], "maxlen": value.maxlen}
+    if isinstance(value, collections.Counter):
+        return {"Counter": dict(value)}
+    if isinstance(value, dict):
+        return {str(k): _state(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_state(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return type(value).__name__
+
+
+def _writer(**kwargs: Any) -> Callable[[], Any]:
+    def run() -> dict[str, Any]:
+        from wai_exp.config.knobs import validated_knobs
+        from wai_exp.simulate.model_writer import ModelWriter
+        from wai_exp.simulate.spec import load_agent_spec
+
+        advanced = kwargs.pop("advanced", {})
+        spec = load_agent_spec(None)
+        w = ModelWriter(
+            "vllm:w@http://127.0.0.1:9/v1", spec.tools, spec.system_prompt,
+            knobs=validated_knobs(advanced), budget=kwargs.pop("budget", 300), touch=False,
+            **kwargs,
+        )  # fmt: skip
+        state = {k: _state(v) for k, v in vars(w).items() if k not in ("knobs", "deadline")}
+        state["deadline_set"] = w.deadline is not None
+        state["embed"] = w.embed.__name__
+        state["structured"] = None if w.structured is None else _state(vars(w.structured))
+        state["plan"] = {k: _state(v) for k, v in vars(w.plan).items() if k != "rng"}
+        return state
+
+    return run
+
+
+WRITER_CASES: dict[str, Callable[[], Any]] = {
+    "writer/default": _writer(),
+    "writer/wide": _writer(
+        advanced={"concurrency": 64, "pool_low_floor": 1, "writer_buffer_cap": 7},
+        phrasings=3,
+        k=4,
+        budget=1000,
+        seed=5,
+        hard_share=0.2,
+        unique=True,
+        time_budget=60.0,
+        structured_output="off",
+    ),
+    "writer/hash_embedder": _writer(
+        advanced={"embedder": "hash", "family_avoid_items": 0, "writer_context_parents": 3},
+        timeout=5.0,
+        structured_output="json_schema",
+    ),
+    "writer/bad_embedder": _writer(advanced={"embedder": "nope"}),
+}
+
+CASES = {**CARD_CASES, **WRITER_CASES}
+
+#: digests recorded on main (6837028) before either function was split
+EXPECTED: dict[str, str] = {
+    "card/preference_no_pairs": (
+        "6fbdeb2e40b33ce2d9db927415ce6134b539b88f699c55f6dfae6e7e790d4fb7"
+    ),
+    "card/preference_share": ("8b6013152a89e6c31776431c64449f69438d36a2cc0bf74b1077b3e71fb24bdb"),
+    "card/rl": ("4b67bb485acdab208deb52f3bc6204caca676ac426f22eb4de5d30ced4df0460"),
+    "card/sft_rows_file_no_judge": (
+        "328d49e093268f9cf913439f0fd419a7aef55ff9c61e10213fd99ace59dc99aa"
+    ),
+    "card/sft_rows_file_no_tokens": (
+        "51cb06f510939fc3d8dec39ac33c7244ef054062a260a2b47f397981559590d0"
+    ),
+    "writer/bad_embedder": ("90a32341dc740f2e7ead4b486bf2ecf46cc8f33426793bde35055a31d774c1dd"),
+    "writer/default": ("f98fa07e7ebbd9ed0eabbc75757690d34fefe96d4325e0b2f88c2dcb88832349"),
+    "writer/hash_embedder": ("97ba57d7e7545ac5e5b5d93edb4dffa2ea01b285794416a10b6c1431ac967d43"),
+    "writer/wide": ("a9ef30551bbae1deacf6fb3bae538a1f069b59ceb39b58b7af9306007f4be764"),
+}
+
+
+def _outcome(case: str) -> str:
+    try:
+        return _digest(CASES[case]())
+    except Exception as err:  # a refusal is behaviour too: its type and words
+        return _digest({"raised": type(err).__name__, "message": str(err)})
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_output_is_what_it_was_before_the_split(case):
+    assert _outcome(case) == EXPECTED[case], (
+        f"{case}: output changed. If deliberate, print the new digests with "
+        "`python tests/test_split_goldens.py --write`"
+    )
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    print(json.dumps({c: _outcome(c) for c in sorted(CASES)}, indent=4))
