@@ -290,8 +290,19 @@ def _answer_key_note(shape: str) -> list[str]:
 
 def dataset_card(info: dict[str, Any]) -> str:
     """README.md for the published folder, from the stage's report."""
-    rates = info["pass_rates"]
-    gate = info["gate"]
+    lines = [
+        *_card_header(info),
+        *_card_counts(info),
+        *_card_pass_rates(info["pass_rates"]),
+        *_card_gate(info["gate"]),
+        *_card_prompt_length(info.get("prompt_tokens")),
+        *_card_files(info),
+    ]
+    return "\n".join(lines)
+
+
+def _card_header(info: dict[str, Any]) -> list[str]:
+    """The Hub's front matter, the title and where the records came from."""
     lines = [
         "---",
         "configs:",
@@ -315,7 +326,12 @@ def dataset_card(info: dict[str, Any]) -> str:
             f"Rows: read from `{info['rows_file']}` (simulate.rows, another tool's rows), "
             f"not simulated; graded by `{info.get('judge') or '?'}`."
         )
-    lines += [
+    return lines
+
+
+def _card_counts(info: dict[str, Any]) -> list[str]:
+    """Records in and out, and why rows were left out."""
+    lines = [
         "",
         "## Counts",
         "",
@@ -323,46 +339,54 @@ def dataset_card(info: dict[str, Any]) -> str:
         f"- gated rows in: {info['rows_in']} over {info['tasks_in']} tasks",
         f"- left out in all: {info['skipped']} (not a well-formed conversation, or a reason "
         "below; report.json export.skip_reasons)",
-    ]
-    lines.append(
         f"- left out because the grader's conduct check failed (e.g. an argument not in the "
-        f"conversation) although the reward passed: {info['conduct_failed']}"
-    )
-    if info["shape"] == "preference":
-        share = info.get("completion_world_share") or {}
-        lines += [
-            f"- pairs left out because the two sides had different prompts: {info['prompt_mismatch']}",
-            "- pairs left out because the sides first differ at a tool answer or a user turn "
-            f"(the policy acted the same; the world differed) or not at all: "
-            f"{info['world_first_difference']}",
-            "",
-            "`prompt` is every message both sides share (the longest common prefix), so "
-            "`chosen` and `rejected` start at the policy's first different turn. They still "
-            "hold the tool answers and user turns that followed it: "
-            + (
-                f"median {share['median']:.0%} (max {share['max']:.0%}) of a side's characters "
-                f"over {share['sides']} sides"
-                if share.get("median") is not None
-                else "not measured (no pairs)"
-            )
-            + ". DPO scores every completion token, those included.",
-        ]
-    lines += [
-        "",
-        "## Pass-rate spread (per task, from its calibration stamp)",
-        "",
+        f"conversation) although the reward passed: {info['conduct_failed']}",
     ]
-    if rates["tasks"]:
-        stamped = "; ".join(f"{n} tasks by {src}" for src, n in rates["sources"].items())
-        lines.append(
-            f"{rates['tasks']} tasks: min {rates['min']:.3f}, median {rates['median']:.3f}, "
-            f"max {rates['max']:.3f} (stamped {stamped})."
+    if info["shape"] == "preference":
+        lines += _card_pairs(info)
+    return lines
+
+
+def _card_pairs(info: dict[str, Any]) -> list[str]:
+    """Preference pairs: which were left out, and how much of a side the world wrote."""
+    share = info.get("completion_world_share") or {}
+    return [
+        f"- pairs left out because the two sides had different prompts: {info['prompt_mismatch']}",
+        "- pairs left out because the sides first differ at a tool answer or a user turn "
+        f"(the policy acted the same; the world differed) or not at all: "
+        f"{info['world_first_difference']}",
+        "",
+        "`prompt` is every message both sides share (the longest common prefix), so "
+        "`chosen` and `rejected` start at the policy's first different turn. They still "
+        "hold the tool answers and user turns that followed it: "
+        + (
+            f"median {share['median']:.0%} (max {share['max']:.0%}) of a side's characters "
+            f"over {share['sides']} sides"
+            if share.get("median") is not None
+            else "not measured (no pairs)"
         )
-        lines += ["", "| pass rate | tasks |", "|---|---|"]
-        lines += [f"| {b} | {n} |" for b, n in rates["histogram"].items()]
-    else:
-        lines.append("not measured: no row carries a calibration stamp with a pass rate.")
-    lines += [
+        + ". DPO scores every completion token, those included.",
+    ]
+
+
+def _card_pass_rates(rates: dict[str, Any]) -> list[str]:
+    """The spread of per-task pass rates, or why it was not measured."""
+    lines = ["", "## Pass-rate spread (per task, from its calibration stamp)", ""]
+    if not rates["tasks"]:
+        return [*lines, "not measured: no row carries a calibration stamp with a pass rate."]
+    stamped = "; ".join(f"{n} tasks by {src}" for src, n in rates["sources"].items())
+    lines.append(
+        f"{rates['tasks']} tasks: min {rates['min']:.3f}, median {rates['median']:.3f}, "
+        f"max {rates['max']:.3f} (stamped {stamped})."
+    )
+    lines += ["", "| pass rate | tasks |", "|---|---|"]
+    lines += [f"| {b} | {n} |" for b, n in rates["histogram"].items()]
+    return lines
+
+
+def _card_gate(gate: dict[str, Any]) -> list[str]:
+    """The publish gate's verdict, its checks and warnings."""
+    lines = [
         "",
         "## Gate",
         "",
@@ -371,10 +395,13 @@ def dataset_card(info: dict[str, Any]) -> str:
     ]
     for name, ok in (gate.get("checks") or {}).items():
         lines.append(f"- {name}: {'ok' if ok else ('not run' if ok is None else 'FAILED')}")
-    for w in gate.get("warnings") or []:
-        lines.append(f"- warning: {w}")
-    tokens = info.get("prompt_tokens")
-    lines += [
+    lines += [f"- warning: {w}" for w in gate.get("warnings") or []]
+    return lines
+
+
+def _card_prompt_length(tokens: dict[str, Any] | None) -> list[str]:
+    """The first prompt's token count, which the trainer's max_length must exceed."""
+    return [
         "",
         "## Prompt length",
         "",
@@ -389,7 +416,11 @@ def dataset_card(info: dict[str, Any]) -> str:
             "`max_length=512` every completion token would be truncated away."
         ),
     ]
-    lines += [
+
+
+def _card_files(info: dict[str, Any]) -> list[str]:
+    """The two files, their columns, the answer-key note and how to load them."""
+    lines = [
         "",
         "## Files",
         "",
@@ -412,7 +443,7 @@ def dataset_card(info: dict[str, Any]) -> str:
         "```",
         "",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def _publish_config(ctx: StageContext) -> dict[str, Any]:
