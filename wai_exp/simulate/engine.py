@@ -1298,7 +1298,7 @@ def _result(
     if engine.runner.serialized:
         engine.warnings.append(
             f"world=mcp with a reset/state tool: the {len(engine.rows)} rollouts ran one at a time "
-            f"against the server (knobs.concurrency={cfg.knobs['concurrency']} did not apply), "
+            f"against the server (knobs.concurrency={cfg.knobs.concurrency} did not apply), "
             "since rollouts sharing one server at once would start in, and record, each other's "
             "state; for concurrency, run a server without world.reset_tool/state_tool (rollouts "
             "then share its state) or several runs, each with a server of its own"

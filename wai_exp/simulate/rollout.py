@@ -102,7 +102,7 @@ class RolloutRunner:
         self._facade = AgentWorld.direct
         #: world=mcp with a reset or state tool: one rollout at a time holds its server, from
         #: the reset to the state read, so no rollout starts in (or records) another's state
-        self.exclusive = world.exclusive and int(cfg.knobs["concurrency"]) > 1
+        self.exclusive = world.exclusive and cfg.knobs.concurrency > 1
         #: the rollouts that waited for the server: only an agent that yields mid-rollout (a
         #: model backend, a user's callable) overlaps; the scripted agent's run is atomic
         self.serialized = self.exclusive and (agent.is_backend or self._serves_world)
