@@ -34,7 +34,6 @@ ALLOWED = {
     "wai_exp/simulate/preflight.py::preflight",  # 144 lines
     "wai_exp/rows/load.py::load_rows",  # 130 lines
     "wai_exp/pipeline/runner.py::run_pipeline",  # 128 lines
-    "wai_exp/simulate/model_writer.py::ModelWriter.__init__",  # 125 lines
     "wai_exp/tracking/mlflow_tracker.py::MlflowTracker.log_stage",  # 122 lines
 }
 

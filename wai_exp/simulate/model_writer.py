@@ -178,7 +178,13 @@ class ModelWriter:
         self.k = max(1, int(k))
         self.clocked = bool(time_budget)
         self.deadline = time.monotonic() + float(time_budget) if time_budget else None
-        kn = self.knobs
+        self._size(self.knobs)
+        self._start_state(self.knobs)
+        if touch:
+            self._touch(self.knobs.hosted_touch_s)
+
+    def _size(self, kn: Knobs) -> None:
+        """The embedder and the pool, buffer, wave and restart sizes the knobs give."""
         if kn.embedder not in EMBEDDERS:
             raise ValueError(
                 f"advanced['embedder']={kn.embedder!r}: use one of {sorted(EMBEDDERS)}"
@@ -200,7 +206,9 @@ class ModelWriter:
             math.ceil(min(per_wave, self.buffer_prompts) / self.phrasings),
         )
         self.restart_allowance = BASE_RESTARTS + self.budget // kn.rows_per_extra_restart
-        # state
+
+    def _start_state(self, kn: Knobs) -> None:
+        """What the writer has drawn, kept and asked so far: nothing yet."""
         self.drawn = 0
         self.pool: deque[tuple[Situation, dict[str, Any]]] = deque()
         self.spare: list[tuple[Situation, int]] = []  # grid draws the card picker passed over
@@ -249,8 +257,6 @@ class ModelWriter:
             "first_error": None,
             "forms": Counter(),
         }
-        if touch:
-            self._touch(kn.hosted_touch_s)
 
     # -- lifecycle -----------------------------------------------------------------------
     def _touch(self, timeout_s: float) -> None:
