@@ -271,6 +271,17 @@ def test_a_sweep_parent_is_an_arm_only_when_its_jobs_are_replicates(tmp_path: Pa
         report["metrics"]["pass_at_1"]["floor"] is not None
         or report["metrics"]["pass_at_1"]["noise_band"] is not None
     )
+    # Seeds draw different situations: that spread is not a same-task re-run floor.
+    assert any(
+        "differ by seed" in w and "eval_variance" in w and "0.020" in w for w in report["warnings"]
+    ), report["warnings"]
+    main([str(single), str(single), "--run-std-from", seeds, "--tracking-uri", uri,
+          "--no-record"])  # fmt: skip
+    assert "holds task-to-task sampling" in capsys.readouterr().out
+    replicates = parent("replicate", [0.5, 0.5], 0.02)
+    main([str(single), str(single), "--run-std-from", replicates, "--tracking-uri", uri,
+          "--json", "--no-record"])  # fmt: skip
+    assert not any("differ by" in w for w in json.loads(capsys.readouterr().out)["warnings"])
     assert (
         main([str(single), str(single), "--run-std-from", skills, "--tracking-uri", uri])
         == EXIT_BAD_INPUT

@@ -35,7 +35,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 EXIT_OK = 0
 EXIT_NOT_OK = 1
@@ -285,8 +285,26 @@ def load_arm(
     return rows, src
 
 
-def _run_std_from_parent(ref: str, uri: str) -> tuple[dict[str, float | None], int | None]:
-    """(per-metric run_std, runs) from a sweep parent's replicate spread."""
+#: Replicate keys that change which situations a job draws: jobs that differ in them ran on
+#: different tasks, so their spread holds task sampling as well as re-run noise.
+_TASK_DRAWING_KEYS = frozenset({"seed", "knobs.seed"})
+
+
+def _seed_sweep_warning(ref: str, keys: Sequence[str], sd: float) -> str | None:
+    drawn = sorted(_TASK_DRAWING_KEYS & {k.lstrip("+") for k in keys})
+    if not drawn:
+        return None
+    return (
+        f"--run-std-from {ref}: the sweep's jobs differ by {', '.join(drawn)}, so each drew its "
+        f"own situations: its run_std {sd:.3f} holds task-to-task sampling as well as re-run "
+        "noise, and overstates the floor for two arms on the same tasks (verdicts lean to "
+        "within_eval_noise). For a same-task floor run the eval_variance preset (re-runs on "
+        "pinned tasks) and pass its report"
+    )
+
+
+def _run_std_from_parent(ref: str, uri: str) -> RunStdSource:
+    """Per-metric run_std, runs and warnings from a sweep parent's replicate spread."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
@@ -313,10 +331,21 @@ def _run_std_from_parent(ref: str, uri: str) -> tuple[dict[str, float | None], i
             Path(client.download_artifacts(ref, "sweep/replicates.json", str(dest))).read_text()
         )
         n_runs = int(info.get("n_runs") or 0) or None
-    return {"pass_at_1": float(sd)}, n_runs
+    keys = [k for k in run.data.tags.get("wai.sweep.keys", "").split(",") if k]
+    warning = _seed_sweep_warning(ref, keys, float(sd))
+    return RunStdSource({"pass_at_1": float(sd)}, n_runs, [warning] if warning else [])
 
 
-def _run_std_from(ref: str, uri: str | None = None) -> tuple[dict[str, float | None], int | None]:
+class RunStdSource(NamedTuple):
+    """What ``--run-std-from`` read: the per-metric floor, the re-runs it came from, and
+    what the reader should know about it."""
+
+    run_std: dict[str, float | None]
+    n_runs: int | None
+    warnings: list[str]
+
+
+def _run_std_from(ref: str, uri: str | None = None) -> RunStdSource:
     path = Path(ref).expanduser()
     if path.is_dir():
         path = path / "report.json"
@@ -339,7 +368,9 @@ def _run_std_from(ref: str, uri: str | None = None) -> tuple[dict[str, float | N
             f"--run-std-from {ref}: not an eval_variance report (no run_std_by_metric)"
         )
     n_runs = report.get("n_runs")
-    return report["run_std_by_metric"], n_runs if isinstance(n_runs, int) else None
+    return RunStdSource(
+        report["run_std_by_metric"], n_runs if isinstance(n_runs, int) else None, []
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -354,10 +385,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         after, src_a = load_arm(args.after, args.stage, args.tracking_uri)
         run_std: Any = args.run_std
         run_std_runs = args.run_std_runs
+        floor_warnings: list[str] = []
         if args.run_std_from is not None:
             if run_std is not None:
                 raise CompareInputError("give --run-std or --run-std-from, not both")
-            run_std, n_runs = _run_std_from(args.run_std_from, args.tracking_uri)
+            run_std, n_runs, floor_warnings = _run_std_from(args.run_std_from, args.tracking_uri)
             run_std_runs = run_std_runs or (n_runs if n_runs and n_runs >= 2 else None)
         from wai_exp.score.stats.delta import delta_report, format_delta_report
 
@@ -379,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CompareInputError, ValueError, OSError) as exc:
         sys.stderr.write(f"wai-exp compare: {exc}\n")
         return EXIT_BAD_INPUT
+    report["warnings"] = floor_warnings + report["warnings"]
     report["sources"] = {"before": src_b, "after": src_a}
     if not args.no_record:
         from wai_exp.tracking.compare_record import record_compare

@@ -262,7 +262,8 @@ class RolloutRunner:
             # What the mock world recorded as changed (None: a user's own world, unseen).
             "world_changes": _world_changes(world, self.user_execute),
             "sampling": dict(sampling) if sampling is not None else None,
-            "policy_version": f"{model_version}@{self.sp_sha[:12]}",
+            # An agent may name its policy (weights plus what sets its moves); else its model.
+            "policy_version": f"{out.get('policy_version') or model_version}@{self.sp_sha[:12]}",
             "model_version": model_version,
             "writer_model": task.writer_model,
             "lineage": self._lineage(plan),

@@ -155,9 +155,44 @@ def test_within_noise_when_delta_is_inside_the_band() -> None:
     after = arm(400, 4, 0.58, 11)
     rep = delta_report(before, after, run_std=0.1, run_std_runs=3)
     assert rep["metrics"]["pass_at_1"]["verdict"] == "within_noise"
-    assert (
-        rep["target_verdict"] == "within_eval_noise" and rep["headline_verdict"] == "NO DIFFERENCE"
+    assert rep["target_verdict"] == "within_eval_noise"
+    # The paired interval excludes zero: the arms do differ on these tasks, and a re-run
+    # moves the eval as far. "NO DIFFERENCE" would contradict the printed interval.
+    assert rep["target_ci95"][0] > 0
+    assert rep["headline_verdict"] == "REAL ON THESE TASKS, WITHIN RE-RUN NOISE"
+    assert format_delta_report(rep).startswith("REAL ON THESE TASKS, WITHIN RE-RUN NOISE: ")
+    assert rep["ok"]
+
+
+def test_no_difference_only_for_an_interval_over_zero() -> None:
+    before = arm(400, 4, 0.5, 10)
+    after = arm(400, 4, 0.5, 11)
+    for rep in (
+        delta_report(before, after, run_std=0.1, run_std_runs=3),  # within the band
+        delta_report(before, after),  # no floor: the task interval alone
+    ):
+        lo, hi = rep["target_ci95"]
+        assert lo <= 0 <= hi
+        assert rep["headline_verdict"] == "NO DIFFERENCE", rep["target_verdict"]
+
+
+def test_a_drop_on_one_run_a_side_reads_like_a_gain_on_one_run_a_side() -> None:
+    """One evaluation a side is a draw whichever way it moved: a drop reads
+    moved_unreplicated / INCONCLUSIVE, with the same gate, as the same-sized gain does."""
+    low, high = arm(150, 4, 0.3, 14, policy="a"), arm(150, 4, 0.7, 15, policy="b")
+    up, down = delta_report(low, high), delta_report(high, low)
+    assert up["target_ci95"][0] > 0 and down["target_ci95"][1] < 0
+    for rep in (up, down):
+        assert rep["target_verdict"] == "moved_unreplicated"
+        assert rep["headline_verdict"] == "INCONCLUSIVE (1 eval run a side: rerun to confirm)"
+        assert rep["ok"] and not rep["verdict"]["regressed"]
+        assert any("runs=3" in w for w in rep["warnings"])
+    # Replicated, the same drop is a regression and fails.
+    rep = delta_report(
+        arm(150, 4, 0.7, 1, runs=3, policy="a"), arm(150, 4, 0.3, 2, runs=3, policy="b")
     )
+    assert rep["target_verdict"] == "regressed" and rep["headline_verdict"] == "FAIL"
+    assert not rep["ok"]
 
 
 def test_mapping_run_std_without_a_metric_gets_no_replicate_floor() -> None:
@@ -557,9 +592,15 @@ def test_delta_intervals_bracket_antisymmetric_and_a_new_task_never_crashes(
             lo, hi = x["ci95"]
             assert lo - 1e-12 <= x["delta"] <= hi + 1e-12
             assert y["ci95"] == pytest.approx([-hi, -lo], abs=1e-9)
-    assert ab["headline_verdict"] in {"PASS", "NO DIFFERENCE", "FAIL"} or ab[
-        "headline_verdict"
-    ].startswith(("NOT COMPARABLE", "INCONCLUSIVE"))
+    assert ab["headline_verdict"] in {
+        "PASS",
+        "NO DIFFERENCE",
+        "FAIL",
+        "REAL ON THESE TASKS, WITHIN RE-RUN NOISE",
+    } or ab["headline_verdict"].startswith(("NOT COMPARABLE", "INCONCLUSIVE", "NOT MEASURED"))
+    # "NO DIFFERENCE" is said only of an interval that holds zero.
+    if ab["headline_verdict"] == "NO DIFFERENCE":
+        assert ab["target_ci95"][0] <= 0 <= ab["target_ci95"][1]
     # a task on one side only: counted, never a crash
     new = [{"scenario_id": "new", "reward": float(j < extra), "final_text": "ok"} for j in range(4)]
     b2, a2 = (before, after + new) if extra_after else (before + new, after)

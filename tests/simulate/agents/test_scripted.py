@@ -260,7 +260,9 @@ def test_a_direct_refund_reads_like_an_agent():
         },
     )[0]
     out, row, world = rollout(agent, sit, 0)
-    assert set(out) == {"steps", "final_text", "model_version", "sampling", "usage", "ended_by"}
+    assert set(out) == {
+        "steps", "final_text", "model_version", "policy_version", "sampling", "usage", "ended_by"
+    }  # fmt: skip
     assert (
         out["model_version"] == "scripted-v1"
         and out["sampling"] is None
@@ -425,3 +427,23 @@ def test_the_agent_reads_every_wording_as_the_situations_tool():
     for sit in w.next_batch(1000):
         for p in sit.phrasings:
             assert _support_intent(p.lower(), names) == sit.dims["tool"], p
+
+
+def test_two_skills_are_two_policies_and_compare_does_not_call_them_one() -> None:
+    """A compare between runs that differ only in agent.skill is a compare between two
+    policies: the row's policy_version says so, and delta_report does not warn that the
+    policy is compared with itself."""
+    import wai_exp as wai
+    from wai_exp.score.stats.delta import delta_report
+
+    low = wai.simulate(ScriptedAgent(skill=0.6), budget=40, seed=0)
+    high = wai.simulate(ScriptedAgent(skill=0.9), budget=40, seed=0)
+    again = wai.simulate(ScriptedAgent(skill=0.9), budget=40, seed=1)
+    pv = {d.rows[0]["policy_version"] for d in (low, high)}
+    assert len(pv) == 2 and all(v.startswith("scripted-v1+") for v in pv)
+    assert again.rows[0]["policy_version"] == high.rows[0]["policy_version"]
+    assert {r["model_version"] for r in low.rows + high.rows} == {"scripted-v1"}
+    itself = "compares the policy with itself"
+    graded = [wai.run_judge(d.rows, wai.task_checklist).rows for d in (low, high, again)]
+    assert not any(itself in w for w in delta_report(graded[0], graded[1])["warnings"])
+    assert any(itself in w for w in delta_report(graded[1], graded[2])["warnings"])

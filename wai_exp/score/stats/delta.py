@@ -17,10 +17,13 @@ Verdicts, in the order a reader needs them:
   ``no_change`` (it covers zero), ``within_noise`` (the delta is inside the eval's own
   re-run band, whatever the task interval says), ``insufficient_data``;
 * the target's: ``moved``, ``no_change_detected``, ``within_eval_noise``,
-  ``moved_unreplicated`` (one run per side and no re-run floor), ``regressed``;
-* ``headline_verdict``: ``PASS`` / ``NO DIFFERENCE`` / ``NOT COMPARABLE (causes)`` /
-  ``FAIL`` / ``INCONCLUSIVE (1 eval run a side: rerun to confirm)`` (a target that moved on
-  one run a side, ``moved_unreplicated``), and ``ok`` (the gate).
+  ``moved_unreplicated`` (up or down on one run per side with no re-run floor: one
+  evaluation is a draw, so a drop there is no more confirmed than a gain), ``regressed``;
+* ``headline_verdict``: ``PASS`` / ``NO DIFFERENCE`` (the interval holds zero) /
+  ``REAL ON THESE TASKS, WITHIN RE-RUN NOISE`` (the interval excludes zero, the delta is
+  inside the re-run band) / ``NOT COMPARABLE (causes)`` / ``FAIL`` /
+  ``INCONCLUSIVE (1 eval run a side: rerun to confirm)`` (``moved_unreplicated``, either
+  way) / ``NOT MEASURED (...)``, and ``ok`` (the gate).
 """
 
 from __future__ import annotations
@@ -637,6 +640,7 @@ def _report(
             verdicts.not_comparable,
             verdicts.regressed or bool(verdicts.guards_failed) or verdicts.over_optimized,
             verdicts.target,
+            t["ci95"],
             arms.sb,
             arms.sa,
         ),
@@ -916,8 +920,12 @@ _TARGET_VERDICTS = {
 
 
 def _target_verdict(metric_verdict: str, unreplicated: bool) -> str:
+    # One evaluation a side is a draw, not a distribution, whichever way it moved: a drop
+    # there is as unconfirmed as a gain, so both read moved_unreplicated.
+    if unreplicated and metric_verdict in ("improved", "regressed"):
+        return "moved_unreplicated"
     if metric_verdict == "improved":
-        return "moved_unreplicated" if unreplicated else "moved"
+        return "moved"
     return _TARGET_VERDICTS.get(metric_verdict, "no_change_detected")
 
 
@@ -946,7 +954,7 @@ def _over_optimized(
         return False
     p, t = metric_out[proxy_name], metric_out[target_name]
     proxy_up = p["verdict"] == "improved"
-    target_up = target_verdict in ("moved", "moved_unreplicated")
+    target_up = target_verdict in ("moved", "moved_unreplicated") and t["verdict"] == "improved"
     above = p["ci95"] is not None and t["ci95"] is not None and p["ci95"][0] > t["ci95"][1]
     over_optimized = (proxy_up and not target_up) or above
     if over_optimized:
@@ -1097,9 +1105,20 @@ def _unequal_k_warning(
     )
 
 
+#: The headline when the paired interval excludes zero but the delta is inside the eval's
+#: own re-run band: the arms differ on these tasks, and re-running the eval moves it as far.
+REAL_WITHIN_NOISE = "REAL ON THESE TASKS, WITHIN RE-RUN NOISE"
+
+
 def _headline(
-    not_comparable: list[str], failed: bool, target_verdict: str, sb: _Side, sa: _Side
+    not_comparable: list[str],
+    failed: bool,
+    target_verdict: str,
+    target_ci: tuple[float, float] | None,
+    sb: _Side,
+    sa: _Side,
 ) -> str:
+    """The verdict in words; ``NO DIFFERENCE`` only for an interval that holds zero."""
     if not_comparable:
         causes = [c.split(":", 1)[0] for c in not_comparable]
         return f"NOT COMPARABLE ({', '.join(causes)})"
@@ -1109,8 +1128,12 @@ def _headline(
         return "PASS"
     if target_verdict == "moved_unreplicated":
         # The interval excludes zero, but one evaluation a side is a draw, not a
-        # distribution: neither PASS nor NO DIFFERENCE says what the numbers say.
+        # distribution: neither PASS, FAIL nor NO DIFFERENCE says what the numbers say.
         return f"INCONCLUSIVE ({_runs_phrase(sb.n_runs, sa.n_runs)}: rerun to confirm)"
+    if target_ci is None:
+        return "NOT MEASURED (no interval on the target: too few paired tasks)"
+    if target_ci[0] > 0 or target_ci[1] < 0:
+        return REAL_WITHIN_NOISE
     return "NO DIFFERENCE"
 
 

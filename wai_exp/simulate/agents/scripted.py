@@ -401,6 +401,14 @@ class ScriptedAgent:
         self.model_version = model_version
         self._prob_cache: dict[str, dict[str, float]] = {}
 
+    @property
+    def policy_version(self) -> str:
+        """``model_version`` plus a digest of what sets its moves (per-behaviour skills and
+        spread): two agents that differ only in ``skill`` are two policies, so a compare
+        between them is not read as the policy against itself."""
+        knobs = json.dumps({"skills": self.skills, "spread": self.spread}, sort_keys=True)
+        return f"{self.model_version}+{zlib.crc32(knobs.encode()):08x}"
+
     def __repr__(self) -> str:
         return f"ScriptedAgent(skills={self.skills}, spread={self.spread}, model_version={self.model_version!r})"
 
@@ -473,6 +481,7 @@ class ScriptedAgent:
             "steps": r.steps,
             "final_text": r.final_text,
             "model_version": self.model_version,
+            "policy_version": self.policy_version,
             "sampling": None,
             "usage": None,
             "ended_by": r.ended_by,
