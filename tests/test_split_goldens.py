@@ -1,7 +1,8 @@
 """Long functions outside score/ return what they returned before they were split.
 
-``dataset_card`` (the published folder's README) and ``ModelWriter.__init__`` (the model
-writer's sizing and starting state) were each over 120 lines. A user reads the card, and
+``dataset_card`` (the published folder's README), ``ModelWriter.__init__`` (the model
+writer's sizing and starting state), ``preflight`` and ``recommend`` (the spec report and
+the data-size advice) were each over 120 lines. A user reads the card, and
 the writer's sizes decide how many asks a run writes, so a split must change nothing: each
 case below hashes the whole output (the card's text; every attribute the writer starts
 with) and compares it with the digest the code gave before the split.
@@ -161,9 +162,88 @@ WRITER_CASES: dict[str, Callable[[], Any]] = {
     "writer/bad_embedder": _writer(advanced={"embedder": "nope"}),
 }
 
-CASES = {**CARD_CASES, **WRITER_CASES}
 
-#: digests recorded on main (6837028) before either function was split
+# -- preflight and recommend ----------------------------------------------------------------
+def _spec() -> Any:
+    from wai_exp.simulate.spec import load_agent_spec
+
+    return load_agent_spec(None)
+
+
+#: one tool list that trips every per-tool code preflight has
+_BROKEN_TOOLS: list[Any] = [
+    {"type": "function", "function": {"description": "no name"}},
+    "not a tool",
+    {"type": "function", "function": {"name": "refund_order", "parameters": {"type": "array"}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "update_address",
+            "description": "Change an order's address.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "order_id": {"description": "the order"},
+                    "zip": {"type": "zipcode", "description": "postal code"},
+                    "street": {"type": "string"},
+                    "odd": "not a schema",
+                },
+                "required": ["order_id", "country"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "update_address", "description": "again"}},
+    {"type": "function", "function": {"name": "update_address", "description": "thrice"}},
+    {"type": "function", "function": {"name": "cancel_order", "parameters": None}},
+]
+
+
+def _preflight(tools: Callable[[], Any], prompt: Callable[[], Any]) -> Callable[[], Any]:
+    def run() -> Any:
+        from wai_exp.simulate.preflight import preflight
+
+        return preflight(tools(), prompt())
+
+    return run
+
+
+def _recommend(**kw: Any) -> Callable[[], Any]:
+    def run() -> Any:
+        from wai_exp.simulate.preflight import recommend
+
+        if kw.pop("own_tools", False):
+            kw["tools"] = _spec().tools[:2]
+        return recommend(**kw)
+
+    return run
+
+
+PREFLIGHT_CASES: dict[str, Callable[[], Any]] = {
+    "preflight/shipped": _preflight(lambda: _spec().tools, lambda: _spec().system_prompt),
+    "preflight/broken_no_prompt": _preflight(lambda: _BROKEN_TOOLS, lambda: ""),
+    "preflight/broken_no_rules": _preflight(lambda: _BROKEN_TOOLS, lambda: "Be kind to users."),
+    "preflight/writes_only_rules": _preflight(
+        lambda: _BROKEN_TOOLS[3:4], lambda: "1. Never refund twice.\n2. Verify the address."
+    ),
+    "preflight/no_tools": _preflight(lambda: [], lambda: _spec().system_prompt),
+    "preflight/not_a_list": _preflight(lambda: "tools", lambda: ""),
+    "recommend/default": _recommend(),
+    "recommend/sft_target": _recommend(target=700),
+    "recommend/sft_small_own": _recommend(own_tools=True, policy="1. Be brief."),
+    "recommend/rl": _recommend(mode="rl"),
+    "recommend/rl_target_rate": _recommend(mode="rl", target=333, mixed_rate=0.3),
+    "recommend/rl_own_prompt": _recommend(own_tools=True, mode="rl", system_prompt=""),
+    "recommend/both_spellings": _recommend(policy="a", system_prompt="b"),
+    "recommend/bad_mode": _recommend(mode="dpo"),
+    "recommend/bad_target": _recommend(target=True),
+    "recommend/zero_target": _recommend(target=0),
+    "recommend/bad_rate": _recommend(mixed_rate=1.5),
+    "recommend/empty_tools": _recommend(tools=[]),
+}
+
+CASES = {**CARD_CASES, **WRITER_CASES, **PREFLIGHT_CASES}
+
+#: digests recorded on main before each function was split
 EXPECTED: dict[str, str] = {
     "card/preference_no_pairs": (
         "6fbdeb2e40b33ce2d9db927415ce6134b539b88f699c55f6dfae6e7e790d4fb7"
@@ -176,6 +256,34 @@ EXPECTED: dict[str, str] = {
     "card/sft_rows_file_no_tokens": (
         "51cb06f510939fc3d8dec39ac33c7244ef054062a260a2b47f397981559590d0"
     ),
+    "preflight/broken_no_prompt": (
+        "afc1a2f71d29aad47b174193a8a6044a32c2f851b627c522c572c459bd20b382"
+    ),
+    "preflight/broken_no_rules": (
+        "34a91d9625ac352a68748e14b4d4c54212b1fb7dcd942d05959d4421686b471f"
+    ),
+    "preflight/no_tools": ("9e1e7797c95cef45fbdf59659071e376a9e5686f582ae57d52fd8e61f4dee706"),
+    "preflight/not_a_list": ("cc8dfb3c7314f1b6f149debf8e1ca8a526237b33e7517cd71eecd4e0986c918f"),
+    "preflight/shipped": ("3710aa950000db425c4e2499ec4151ca47611f4bb675dc05e9941b243334fb18"),
+    "preflight/writes_only_rules": (
+        "9edfa0d8e5fe07b02a56e2d7b0531abb95adfe280f18c42dc7ebdc3a3b1a067b"
+    ),
+    "recommend/bad_mode": ("8bcbec0075f3bea8520f45e8be72f656d4e5bc3ace9ede6205f662feed9fe59e"),
+    "recommend/bad_rate": ("660123615bcc5961c6ac6c4833a2bfd8c08949368449fe22e2fb2fed98ddd778"),
+    "recommend/bad_target": ("b61fc0141b629ddd78e6c0d52e4e3bbe6b7ad181ca49d718d20888b410ad9321"),
+    "recommend/both_spellings": (
+        "1ae16d2bba8a87a7ca01eb9f0c5b12c3a810c96e93dfec1020b3d615bbab79af"
+    ),
+    "recommend/default": ("7952d856a217c7a603903888222d68a000554f9882f6cb753703301698b99d7d"),
+    "recommend/empty_tools": ("eabf6f1a4530baf8a4de181fd6a692534fc53c816a8dc023c169e76519647c9d"),
+    "recommend/rl": ("08e81fc66a8b4a2a41313f544d9af56eff84794afe7594731110a932433485ea"),
+    "recommend/rl_own_prompt": ("d72fd923aea403577b312d7c59334a2678f7eff56c3bf0d376a8b5530329c495"),
+    "recommend/rl_target_rate": (
+        "5fb9e00e416cba2bcfde2bfbabddcddad92995faeb8d477197d58c25b719887f"
+    ),
+    "recommend/sft_small_own": ("76095c51e4cb85af246f33ba3367f9bf9f46fd11a93174527720c244c1c39ce5"),
+    "recommend/sft_target": ("d6ae3a83816ef25220b512e64e8b9938147cb7be1bae9cbe0b5649bd5eb1b575"),
+    "recommend/zero_target": ("bedcc5b3fcc676b724b24eaee4cf359e5acd61bae4e9508345104c7bc36b050f"),
     "writer/bad_embedder": ("90a32341dc740f2e7ead4b486bf2ecf46cc8f33426793bde35055a31d774c1dd"),
     "writer/default": ("f98fa07e7ebbd9ed0eabbc75757690d34fefe96d4325e0b2f88c2dcb88832349"),
     "writer/hash_embedder": ("97ba57d7e7545ac5e5b5d93edb4dffa2ea01b285794416a10b6c1431ac967d43"),
