@@ -28,7 +28,6 @@ LIMIT = long_functions.LIMIT
 ALLOWED = {
     "wai_exp/simulate/agents/reference.py::reference_logprobs",  # 201 lines
     "wai_exp/score/judges/pairwise.py::judge_pairs",  # 182 lines
-    "wai_exp/simulate/preflight.py::recommend",  # 163 lines
     "wai_exp/score/judges/rubric.py::write_rubrics",  # 156 lines
     "wai_exp/tracking/background.py::_serve",  # 153 lines
     "wai_exp/simulate/preflight.py::preflight",  # 144 lines

@@ -22,6 +22,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -414,28 +415,10 @@ def recommend(
     tool list, an unknown mode, a non-positive target, a ``mixed_rate`` outside (0, 1], or
     both policy spellings.
     """
-    if system_prompt is not None and policy:
-        raise ValueError("policy= and system_prompt= are the same text; pass one of them, not both")
-    prompt = system_prompt if system_prompt is not None else (policy or "")
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
-    if target is not None and (isinstance(target, bool) or int(target) != target or target < 1):
-        raise ValueError(f"target must be a positive integer (rows to keep), got {target!r}")
-    if not 0.0 < float(mixed_rate) <= 1.0:
-        raise ValueError(
-            f"mixed_rate is the share of RL groups expected to split, in (0, 1]; got {mixed_rate}"
-        )
+    prompt = _check_recommend(policy, system_prompt, mode, target, mixed_rate)
     defaulted: str | None = None
     if tools is None:
-        # The documented default: the shipped spec's tools (and its policy when none was
-        # given), said so on the result, rather than a number for no agent at all.
-        from wai_exp.simulate.spec import DEFAULT_SPEC, load_agent_spec
-
-        shipped = load_agent_spec()
-        tools = shipped.tools
-        defaulted, what = DEFAULT_SPEC, "its tools, your policy"
-        if system_prompt is None and not policy:
-            prompt, what = shipped.system_prompt or "", "its tools and policy"
+        tools, prompt, defaulted, what = _shipped_spec(prompt, policy, system_prompt)
     clean = _clean_tools(_tool_list(tools))
     dims = build_dimensions(clean, prompt)
     cells = dims["cells"]
@@ -450,65 +433,11 @@ def recommend(
         f"grid: {len(dims['tool'])} tools x stances x world states x tool conditions x "
         f"histories = {cells} cells; each wants {SATURATION_COPIES} visits = {demand} situations"
     )
-    sources: list[str]
-    if mode == "sft":
-        lo, hi = SFT_RANGE
-        if target is None:
-            target = min(max(demand, lo), hi)
-            bound = " (published floor)" if demand < lo else " (published ceiling)"
-            lines.append(
-                f"target: {demand} demonstrations clamped to [{lo}, {hi}] = {target}"
-                + (bound if target != demand else "")
-            )
-        else:
-            lines.append(f"target: {target} demonstrations (given)")
-        phrasings, repeats = _SFT_PHRASINGS, 1
-        rows = math.ceil(target * SFT_SURPLUS)
-        lines.append(
-            f"rows: {target} x {SFT_SURPLUS:g} surplus for selection (keeps correct, distinct "
-            f"demos) = {rows}"
-        )
-        situations = math.ceil(rows / phrasings)
-        rows = situations * phrasings
-        lines.append(
-            f"situations: ceil({math.ceil(target * SFT_SURPLUS)} / {phrasings} phrasings) = "
-            f"{situations} -> {rows} rows"
-        )
-        sources = [
-            "FireAct (arXiv:2310.05915): 500 agent trajectories",
-            "LIMA (arXiv:2305.11206): 1,000 curated examples",
-            "AgentTuning (arXiv:2310.12823): 1,866 agent trajectories",
-        ]
-    else:
-        repeats = RL_ROLLOUTS_PER_PROMPT[0]
-        phrasings = 1
-        if target is None:
-            kept_groups = math.ceil(demand * mixed_rate)
-            target = kept_groups * repeats
-            lines.append(
-                f"target: {demand} situations x {mixed_rate:g} mixed = {kept_groups} kept "
-                f"groups x k={repeats} = {target} rows"
-            )
-        else:
-            kept_groups = math.ceil(target / repeats)
-            lines.append(f"target: {target} rows (given) / k={repeats} = {kept_groups} kept groups")
-        situations = max(math.ceil(kept_groups / mixed_rate), 1)
-        rows = situations * repeats
-        lines.append(
-            f"situations: {kept_groups} kept groups / {mixed_rate:g} mixed rate (unanimous "
-            f"groups are dropped) = {situations}; rows <= {situations} x k={repeats} = {rows}"
-        )
-        lines.append(
-            f"k={repeats}: the low end of 8 to 16 rollouts per prompt; the rl preset starts "
-            "each ask at k/2 and extends only groups that split, so rows is a ceiling"
-        )
-        sources = [
-            "DAPO (arXiv:2503.14476): 8 to 16 rollouts per prompt, unanimous groups dropped",
-            "Skywork-OR1 (2025): grouped rollouts, all-pass/all-fail groups filtered",
-        ]
-    copies = situations / cells if cells else 0.0
+    plan = _sft_plan(demand, target) if mode == "sft" else _rl_plan(demand, target, mixed_rate)
+    lines += plan.lines
+    copies = plan.situations / cells if cells else 0.0
     lines.append(
-        f"coverage: {situations} situations / {cells} cells = {copies:.2f} visits per cell"
+        f"coverage: {plan.situations} situations / {cells} cells = {copies:.2f} visits per cell"
         + (
             f", under the {SATURATION_COPIES} saturation wants: pass a larger target= to close it"
             if copies < SATURATION_COPIES
@@ -519,30 +448,139 @@ def recommend(
         "mode": mode,
         "tools": clean,
         "system_prompt": prompt,
-        "situations": situations,
-        "phrasings": phrasings,
-        "repeats": repeats,
+        "situations": plan.situations,
+        "phrasings": plan.phrasings,
+        "repeats": plan.repeats,
         # unique: each pass of the writer visits every cell once before any repeats, so
         # SATURATION_COPIES passes are SATURATION_COPIES visits per cell.
         "unique": True,
-        "budget": rows,
+        "budget": plan.rows,
     }
     return {
         "mode": mode,
         "cells": cells,
         "saturation_copies": SATURATION_COPIES,
-        "target": int(target),
-        "situations": situations,
-        "phrasings": phrasings,
-        "repeats": repeats,
-        "rows": rows,
+        "target": int(plan.target),
+        "situations": plan.situations,
+        "phrasings": plan.phrasings,
+        "repeats": plan.repeats,
+        "rows": plan.rows,
         "copies_per_cell": copies,
         "mixed_rate": float(mixed_rate) if mode == "rl" else None,
         "simulate_kwargs": kwargs,
         "reasoning": lines,
-        "sources": sources,
+        "sources": plan.sources,
         "spec": defaulted,
     }
+
+
+def _check_recommend(
+    policy: str, system_prompt: str | None, mode: str, target: int | None, mixed_rate: float
+) -> str:
+    """Refuse bad arguments before any work; return the policy text under either spelling."""
+    if system_prompt is not None and policy:
+        raise ValueError("policy= and system_prompt= are the same text; pass one of them, not both")
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    if target is not None and (isinstance(target, bool) or int(target) != target or target < 1):
+        raise ValueError(f"target must be a positive integer (rows to keep), got {target!r}")
+    if not 0.0 < float(mixed_rate) <= 1.0:
+        raise ValueError(
+            f"mixed_rate is the share of RL groups expected to split, in (0, 1]; got {mixed_rate}"
+        )
+    return system_prompt if system_prompt is not None else (policy or "")
+
+
+def _shipped_spec(
+    prompt: str, policy: str, system_prompt: str | None
+) -> tuple[list[Any], str, str, str]:
+    """The documented default for tools=None: the shipped spec's tools (and its policy when
+    none was given), said so on the result, rather than a number for no agent at all.
+    Returns the tools, the prompt, the spec's name and what of it was used."""
+    from wai_exp.simulate.spec import DEFAULT_SPEC, load_agent_spec
+
+    shipped = load_agent_spec()
+    what = "its tools, your policy"
+    if system_prompt is None and not policy:
+        prompt, what = shipped.system_prompt or "", "its tools and policy"
+    return shipped.tools, prompt, DEFAULT_SPEC, what
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One mode's sizing: what to keep, how many situations and rows, and why."""
+
+    target: int
+    situations: int
+    phrasings: int
+    repeats: int
+    rows: int
+    lines: list[str]
+    sources: list[str]
+
+
+def _sft_plan(demand: int, target: int | None) -> _Plan:
+    """Demonstrations to keep (the demand clamped to SFT_RANGE unless given), with surplus."""
+    lines = []
+    lo, hi = SFT_RANGE
+    if target is None:
+        target = min(max(demand, lo), hi)
+        bound = " (published floor)" if demand < lo else " (published ceiling)"
+        lines.append(
+            f"target: {demand} demonstrations clamped to [{lo}, {hi}] = {target}"
+            + (bound if target != demand else "")
+        )
+    else:
+        lines.append(f"target: {target} demonstrations (given)")
+    phrasings = _SFT_PHRASINGS
+    rows = math.ceil(target * SFT_SURPLUS)
+    lines.append(
+        f"rows: {target} x {SFT_SURPLUS:g} surplus for selection (keeps correct, distinct "
+        f"demos) = {rows}"
+    )
+    situations = math.ceil(rows / phrasings)
+    rows = situations * phrasings
+    lines.append(
+        f"situations: ceil({math.ceil(target * SFT_SURPLUS)} / {phrasings} phrasings) = "
+        f"{situations} -> {rows} rows"
+    )
+    sources = [
+        "FireAct (arXiv:2310.05915): 500 agent trajectories",
+        "LIMA (arXiv:2305.11206): 1,000 curated examples",
+        "AgentTuning (arXiv:2310.12823): 1,866 agent trajectories",
+    ]
+    return _Plan(target, situations, phrasings, 1, rows, lines, sources)
+
+
+def _rl_plan(demand: int, target: int | None, mixed_rate: float) -> _Plan:
+    """Rows to keep in mixed groups of k, and the prompts that takes at this mixed rate."""
+    lines = []
+    repeats = RL_ROLLOUTS_PER_PROMPT[0]
+    if target is None:
+        kept_groups = math.ceil(demand * mixed_rate)
+        target = kept_groups * repeats
+        lines.append(
+            f"target: {demand} situations x {mixed_rate:g} mixed = {kept_groups} kept "
+            f"groups x k={repeats} = {target} rows"
+        )
+    else:
+        kept_groups = math.ceil(target / repeats)
+        lines.append(f"target: {target} rows (given) / k={repeats} = {kept_groups} kept groups")
+    situations = max(math.ceil(kept_groups / mixed_rate), 1)
+    rows = situations * repeats
+    lines.append(
+        f"situations: {kept_groups} kept groups / {mixed_rate:g} mixed rate (unanimous "
+        f"groups are dropped) = {situations}; rows <= {situations} x k={repeats} = {rows}"
+    )
+    lines.append(
+        f"k={repeats}: the low end of 8 to 16 rollouts per prompt; the rl preset starts "
+        "each ask at k/2 and extends only groups that split, so rows is a ceiling"
+    )
+    sources = [
+        "DAPO (arXiv:2503.14476): 8 to 16 rollouts per prompt, unanimous groups dropped",
+        "Skywork-OR1 (2025): grouped rollouts, all-pass/all-fail groups filtered",
+    ]
+    return _Plan(target, situations, 1, repeats, rows, lines, sources)
 
 
 # ---------------------------------------------------------------------------------------
