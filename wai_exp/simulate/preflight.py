@@ -241,129 +241,24 @@ def preflight(tools: Sequence[Any], system_prompt: str = "") -> dict[str, Any]:
     ``ValueError`` only when ``tools`` is not a list at all.
     """
     raw = _tool_list(tools)
-    issues: list[dict[str, Any]] = []
-
-    def flag(code: str, message: str, tool: str | None = None, arg: str | None = None) -> None:
-        issues.append({"code": code, "tool": tool, "arg": arg, "message": message})
-
+    issues = _Issues()
     if not raw:
-        flag("no_tools", "no tools declared: simulate has nothing to exercise; pass tools=")
+        issues.flag("no_tools", "no tools declared: simulate has nothing to exercise; pass tools=")
     names: Counter[str] = Counter()
     for i, tool in enumerate(raw):
-        fn = _raw_function(tool)
-        name = fn.get("name") if fn is not None else None
-        if fn is None or not isinstance(name, str) or not name.strip():
-            flag(
-                "bad_tool",
-                f"tools[{i}] has no name: it is skipped; write it as "
-                '{"type": "function", "function": {"name": ..., "description": ..., '
-                '"parameters": {...}}}',
-            )
-            continue
-        name = name.strip()
-        names[name] += 1
-        if names[name] == 2:
-            flag(
-                "duplicate_tool",
-                f"tool {name!r} is declared more than once: the agent cannot tell the two "
-                "apart and simulate refuses the spec; rename or merge them",
-                tool=name,
-            )
-        if names[name] > 1:
-            continue
-        if not str(fn.get("description") or "").strip():
-            flag(
-                "no_description",
-                f"tool {name!r} has no description: the agent must guess when to call it "
-                "from its name alone; say what it does and what it returns",
-                tool=name,
-            )
-        params = fn.get("parameters")
-        if params is None:
-            params = {}
-        if not isinstance(params, Mapping) or params.get("type", "object") != "object":
-            flag(
-                "bad_parameters",
-                f"tool {name!r}: 'parameters' is not a JSON-schema object; write "
-                '{"type": "object", "properties": {...}, "required": [...]}',
-                tool=name,
-            )
-            continue
-        props = params.get("properties") or {}
-        props = props if isinstance(props, Mapping) else {}
-        for arg, schema in props.items():
-            schema = schema if isinstance(schema, Mapping) else {}
-            if "type" not in schema and "enum" not in schema:
-                flag(
-                    "param_no_type",
-                    f"tool {name!r}: parameter {arg!r} has no type: the agent cannot tell a "
-                    "number from a string; add a JSON type",
-                    tool=name,
-                    arg=arg,
-                )
-            elif "type" in schema and not _known_type(schema["type"]):
-                flag(
-                    "param_bad_type",
-                    f"tool {name!r}: parameter {arg!r} has unknown type {schema['type']!r}; "
-                    f"use one of {sorted(_JSON_TYPES)}",
-                    tool=name,
-                    arg=arg,
-                )
-            if not str(schema.get("description") or "").strip():
-                flag(
-                    "param_no_description",
-                    f"tool {name!r}: parameter {arg!r} has no description: say what value "
-                    "goes there and in what format",
-                    tool=name,
-                    arg=arg,
-                )
-        required = params.get("required") or []
-        for arg in required if isinstance(required, list) else []:
-            if arg not in props:
-                flag(
-                    "required_undeclared",
-                    f"tool {name!r}: required parameter {arg!r} is not declared under "
-                    "properties; declare it (with a type and description) or drop it from "
-                    "required",
-                    tool=name,
-                    arg=arg,
-                )
-
+        issues += _tool_issues(i, tool, names)
     prompt = system_prompt or ""
     rules = dict(parse_rules(prompt))
-    if not prompt.strip():
-        flag(
-            "no_system_prompt",
-            "no system prompt: the agent has no policy to follow and situations exercise no "
-            "rule; pass system_prompt=",
-        )
-    elif not rules:
-        flag(
-            "no_rules",
-            "no policy rules found: write the policy as numbered lines (1. ..., 2. ...) or "
-            "bullets so each rule can be exercised and reported on",
-        )
-
+    issues += _prompt_issues(prompt, rules)
     dims: dict[str, Any] | None = None
     if _clean_tools(raw):
         dims = build_dimensions(raw, prompt)
-        for rid in dims["unreached_rules"]:
-            flag(
-                "rule_unreached",
-                f"rule {rid} ({_short(rules[rid])}) matches no situation kind the writer draws: "
-                "no simulated ask will exercise it; grade it with your own tasks",
-            )
-        if dims["write_tools"] and not dims["read_tools"]:
-            flag(
-                "write_without_read",
-                f"write tools {dims['write_tools']} have no read tool to verify against: the "
-                "agent cannot look a record up before changing it; add a lookup tool",
-            )
+        issues += _grid_issues(dims, rules)
     summary = {k: v for k, v in (dims or {}).items() if k != "grid"}
     return {
         "ok": not issues,
         "warnings": [i["message"] for i in issues],
-        "issues": issues,
+        "issues": list(issues),
         "n_tools": len(names),
         "read_tools": summary.get("read_tools", []),
         "write_tools": summary.get("write_tools", []),
@@ -371,6 +266,137 @@ def preflight(tools: Sequence[Any], system_prompt: str = "") -> dict[str, Any]:
         "cells": summary.get("cells", 0),
         "dimensions": summary,
     }
+
+
+class _Issues(list[dict[str, Any]]):
+    """Preflight's findings in the order found, each as code, tool, arg and message."""
+
+    def flag(
+        self, code: str, message: str, tool: str | None = None, arg: str | None = None
+    ) -> None:
+        self.append({"code": code, "tool": tool, "arg": arg, "message": message})
+
+
+def _tool_issues(i: int, tool: Any, names: Counter[str]) -> list[dict[str, Any]]:
+    """What is wrong with ``tools[i]``; counts its name in ``names`` (a repeat is flagged once)."""
+    issues = _Issues()
+    fn = _raw_function(tool)
+    name = fn.get("name") if fn is not None else None
+    if fn is None or not isinstance(name, str) or not name.strip():
+        issues.flag(
+            "bad_tool",
+            f"tools[{i}] has no name: it is skipped; write it as "
+            '{"type": "function", "function": {"name": ..., "description": ..., '
+            '"parameters": {...}}}',
+        )
+        return issues
+    name = name.strip()
+    names[name] += 1
+    if names[name] == 2:
+        issues.flag(
+            "duplicate_tool",
+            f"tool {name!r} is declared more than once: the agent cannot tell the two "
+            "apart and simulate refuses the spec; rename or merge them",
+            tool=name,
+        )
+    if names[name] > 1:
+        return issues
+    if not str(fn.get("description") or "").strip():
+        issues.flag(
+            "no_description",
+            f"tool {name!r} has no description: the agent must guess when to call it "
+            "from its name alone; say what it does and what it returns",
+            tool=name,
+        )
+    params = fn.get("parameters")
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping) or params.get("type", "object") != "object":
+        issues.flag(
+            "bad_parameters",
+            f"tool {name!r}: 'parameters' is not a JSON-schema object; write "
+            '{"type": "object", "properties": {...}, "required": [...]}',
+            tool=name,
+        )
+        return issues
+    props = params.get("properties") or {}
+    props = props if isinstance(props, Mapping) else {}
+    for arg, schema in props.items():
+        schema = schema if isinstance(schema, Mapping) else {}
+        if "type" not in schema and "enum" not in schema:
+            issues.flag(
+                "param_no_type",
+                f"tool {name!r}: parameter {arg!r} has no type: the agent cannot tell a "
+                "number from a string; add a JSON type",
+                tool=name,
+                arg=arg,
+            )
+        elif "type" in schema and not _known_type(schema["type"]):
+            issues.flag(
+                "param_bad_type",
+                f"tool {name!r}: parameter {arg!r} has unknown type {schema['type']!r}; "
+                f"use one of {sorted(_JSON_TYPES)}",
+                tool=name,
+                arg=arg,
+            )
+        if not str(schema.get("description") or "").strip():
+            issues.flag(
+                "param_no_description",
+                f"tool {name!r}: parameter {arg!r} has no description: say what value "
+                "goes there and in what format",
+                tool=name,
+                arg=arg,
+            )
+    required = params.get("required") or []
+    for arg in required if isinstance(required, list) else []:
+        if arg not in props:
+            issues.flag(
+                "required_undeclared",
+                f"tool {name!r}: required parameter {arg!r} is not declared under "
+                "properties; declare it (with a type and description) or drop it from "
+                "required",
+                tool=name,
+                arg=arg,
+            )
+
+    return issues
+
+
+def _prompt_issues(prompt: str, rules: dict[str, str]) -> list[dict[str, Any]]:
+    """No system prompt, or one with no rule a situation could exercise."""
+    issues = _Issues()
+    if not prompt.strip():
+        issues.flag(
+            "no_system_prompt",
+            "no system prompt: the agent has no policy to follow and situations exercise no "
+            "rule; pass system_prompt=",
+        )
+    elif not rules:
+        issues.flag(
+            "no_rules",
+            "no policy rules found: write the policy as numbered lines (1. ..., 2. ...) or "
+            "bullets so each rule can be exercised and reported on",
+        )
+
+    return issues
+
+
+def _grid_issues(dims: dict[str, Any], rules: dict[str, str]) -> list[dict[str, Any]]:
+    """Rules no drawn situation reaches, and write tools with nothing to read first."""
+    issues = _Issues()
+    for rid in dims["unreached_rules"]:
+        issues.flag(
+            "rule_unreached",
+            f"rule {rid} ({_short(rules[rid])}) matches no situation kind the writer draws: "
+            "no simulated ask will exercise it; grade it with your own tasks",
+        )
+    if dims["write_tools"] and not dims["read_tools"]:
+        issues.flag(
+            "write_without_read",
+            f"write tools {dims['write_tools']} have no read tool to verify against: the "
+            "agent cannot look a record up before changing it; add a lookup tool",
+        )
+    return issues
 
 
 def _short(text: str, n: int = 60) -> str:
