@@ -124,6 +124,11 @@ def test_help_lists_groups_presets_and_examples(tmp_path):
     ):
         assert text in res.stdout, text
     assert list(tmp_path.iterdir()) == []
+    # The presets line names every preset the package ships, read from the files.
+    line = res.stdout.split("Presets (+experiment=NAME)", 1)[1].split("\n")[2]
+    shipped = sorted(p.stem for p in (Path(__file__).parents[2] / "conf/experiment").glob("*.yaml"))
+    assert "preference_round" in shipped
+    assert sorted(n.strip() for n in line.split(",")) == shipped
 
 
 def test_killed_mid_simulate_then_rerun_completes_without_duplicates(tmp_path):

@@ -562,6 +562,18 @@ def test_progress_line_redraws_in_place_on_a_terminal():
     assert log.getvalue() == ""  # a log gets no line for a stage that ends within seconds
 
 
+def test_progress_pace_waits_for_three_items_then_gives_rate_and_time_left():
+    """'1/600 rows judged 0.2/s' read like the stage's pace; it was its warm-up."""
+    from wai_exp.pipeline.runner import _pace
+
+    assert _pace(1, 600, 5.0) == "  (rate after 3)"
+    assert _pace(10, 600, 50.0) == "  1 per 5.0 s  ~49m10s left"
+    assert _pace(300, 600, 100.0) == "  3.0/s  ~1m40s left"
+    assert _pace(600, 600, 100.0) == "  6.0/s"
+    assert _pace(20, None, 4.0) == "  5.0/s"
+    assert _pace(10, 100000, 1.0) == "  10.0/s  ~2h46m left"
+
+
 # ---- independent stages side by side (pipeline.max_parallel) ------------------------
 
 import threading  # noqa: E402

@@ -161,8 +161,8 @@ class ProgressLine:
         done = info.get("done", info.get("rows", 0)) or 0
         total = info.get("total")
         unit = info.get("unit", "rows")
-        rate = done / max(now - self.t0, 1e-9)
-        text = f"  {self.label}  {done}" + (f"/{total}" if total else "") + f" {unit}  {rate:.1f}/s"
+        text = f"  {self.label}  {done}" + (f"/{total}" if total else "") + f" {unit}"
+        text += _pace(done, total, now - self.t0)
         extra = info.get("note")
         if extra:
             text += f"  {extra}"
@@ -178,6 +178,31 @@ class ProgressLine:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
         self.drawn = False
+
+
+#: Finished items before a rate is printed: the first calls of a model stage carry its
+#: warm-up and queue, so a rate off one or two of them misstates the stage's pace.
+_PACE_MIN_DONE = 3
+
+
+def _pace(done: int, total: int | None, elapsed: float) -> str:
+    """``  4.2/s  ~2m10s left``, ``  1 per 6.5 s  ~1h05m left``, or ``  (rate after 3)``."""
+    if done < _PACE_MIN_DONE or elapsed <= 0:
+        return f"  (rate after {_PACE_MIN_DONE})"
+    rate = done / elapsed
+    out = f"  {rate:.1f}/s" if rate >= 1 else f"  1 per {1 / rate:.1f} s"
+    if total and done < total:
+        out += f"  ~{_duration((total - done) / rate)} left"
+    return out
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 class _TimedTracker:
