@@ -2,7 +2,7 @@
 
 ``dataset_card`` (the published folder's README), ``ModelWriter.__init__`` (the model
 writer's sizing and starting state), ``preflight`` and ``recommend`` (the spec report and
-the data-size advice) were each over 120 lines. A user reads the card, and
+the data-size advice) and ``load_rows`` (another tool's rows file) were each over 120 lines. A user reads the card, and
 the writer's sizes decide how many asks a run writes, so a split must change nothing: each
 case below hashes the whole output (the card's text; every attribute the writer starts
 with) and compares it with the digest the code gave before the split.
@@ -241,7 +241,71 @@ PREFLIGHT_CASES: dict[str, Callable[[], Any]] = {
     "recommend/empty_tools": _recommend(tools=[]),
 }
 
-CASES = {**CARD_CASES, **WRITER_CASES, **PREFLIGHT_CASES}
+
+# -- load_rows ------------------------------------------------------------------------------
+def _rows_file(name: str, text: str | bytes) -> Callable[[], Any]:
+    """load_rows on a file holding ``text``; the folder's name is masked in the output."""
+
+    def run() -> Any:
+        import tempfile
+        from pathlib import Path
+
+        from wai_exp.rows.load import load_rows
+
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / name
+            if text is not None:
+                path.write_bytes(text if isinstance(text, bytes) else text.encode())
+            try:
+                out: Any = load_rows(path if name else Path(d))
+            except Exception as err:
+                out = {"raised": type(err).__name__, "message": str(err)}
+            return json.loads(json.dumps(out, sort_keys=True, default=repr).replace(d, "<dir>"))
+
+    return run
+
+
+def _golden_rows_text() -> str:
+    import gzip
+    from pathlib import Path
+
+    golden = Path(__file__).resolve().parent / "score" / "golden" / "rl_round_grade.jsonl.gz"
+    with gzip.open(golden, "rt", encoding="utf-8") as f:
+        return f.read()
+
+
+def _foreign_text() -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parent / "rows" / "data" / "rows-kind-steps.jsonl").read_text()
+
+
+_MSGS = [{"role": "user", "content": "where is my order?"}, {"role": "assistant", "content": "x"}]
+_TOOL = {"type": "function", "function": {"name": "lookup_order"}}
+_MIXED = "\n".join(
+    json.dumps(r)
+    for r in [
+        {"messages": _MSGS, "reward": "true", "rollout_id": "a", "tools": [_TOOL]},
+        {"traj": _MSGS, "reward": True, "rollout_id": "a", "tools": [{"name": "refund"}, "x"]},
+        {"messages": _MSGS, "reward": "nan", "rollout_id": ""},
+        {"prompt": "hi", "messages": _MSGS, "reward": "0.5"},
+        {"messages": _MSGS, "reward": None, "rollout_id": "b"},
+    ]
+)
+
+LOAD_CASES: dict[str, Callable[[], Any]] = {
+    "load_rows/rl_round_rows": lambda: _rows_file("rows.jsonl", _golden_rows_text())(),
+    "load_rows/foreign_steps": lambda: _rows_file("rows.jsonl", _foreign_text())(),
+    "load_rows/mixed_blank_torn": _rows_file("m.jsonl", "\n" + _MIXED + '\n\n{"messages": [tor'),
+    "load_rows/missing": _rows_file("absent.jsonl", None),
+    "load_rows/folder": _rows_file("", None),
+    "load_rows/not_json": _rows_file("a.jsonl", _MIXED + "\n[1, 2\n" + _MIXED),
+    "load_rows/binary": _rows_file("b.jsonl", b"\xff\xfe\x00garbage\n"),
+    "load_rows/empty": _rows_file("e.jsonl", "\n\n"),
+    "load_rows/no_ask": _rows_file("n.jsonl", json.dumps({"messages": _MSGS[1:]}) + "\n"),
+}
+
+CASES = {**CARD_CASES, **WRITER_CASES, **PREFLIGHT_CASES, **LOAD_CASES}
 
 #: digests recorded on main before each function was split
 EXPECTED: dict[str, str] = {
@@ -256,6 +320,17 @@ EXPECTED: dict[str, str] = {
     "card/sft_rows_file_no_tokens": (
         "51cb06f510939fc3d8dec39ac33c7244ef054062a260a2b47f397981559590d0"
     ),
+    "load_rows/binary": ("5f884202f7fc0512a703152d4724f0afb83ac3a9527abac4da3a1a2d29231db4"),
+    "load_rows/empty": ("6769e8ecb16ae5e56b11f4ebd2c4d95d750dd741eebd158380f43ece1d8f2fa4"),
+    "load_rows/folder": ("2c422892f42a44dd6f40e301730a57155a8dc8e39d97af514f1e2ce33940b05d"),
+    "load_rows/foreign_steps": ("37fa266249860d2431f52c37e9aa065ce1d82e2ae42cc2defd7f893b8c1426f7"),
+    "load_rows/missing": ("bebdac50f94a64538b5be9ed68e1f44d38e5500bfc1e2f20288fad6476d8b1a6"),
+    "load_rows/mixed_blank_torn": (
+        "4b42adc0c1c1d3bcba21c579e9717499dedfcd3eff8b65693ccf572a4a81dab9"
+    ),
+    "load_rows/no_ask": ("7c4b74b26447538007bfd47e4c6fe7f1fadde4f61fa68fe3c0ed17cfcda71a8b"),
+    "load_rows/not_json": ("88185965c7ca65501a487486cdf9ee95c5c746bf1e1fe28d90d34749f80163ff"),
+    "load_rows/rl_round_rows": ("70462023a440d1957b1a74a21bce91b9964066c9005b1f73d562e8127950985c"),
     "preflight/broken_no_prompt": (
         "afc1a2f71d29aad47b174193a8a6044a32c2f851b627c522c572c459bd20b382"
     ),
