@@ -27,6 +27,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -128,19 +129,9 @@ def load_rows(
     ``RowsFileError`` as the module docstring says, also for a file that holds no row or a
     line longer than ``MAX_LINE_CHARS`` (read no further than that).
     """
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise RowsFileError(f"{path} does not exist; point {param} at your rows JSONL")
-    if path.is_dir():
-        raise RowsFileError(f"{path} is a folder; point {param} at a JSONL file in it")
+    path = _check_path(path, param)
     rows: list[dict[str, Any]] = []
-    blank = 0
-    torn: int | None = None
-    read_from: Counter[str] = Counter()
-    unreadable = 0
-    shapes: Counter[str] = Counter()
-    tool_names: set[str] = set()
-    ids: Counter[str] = Counter()
+    tally = _Tally()
     try:
         fh = path.open(encoding="utf-8")
     except OSError as exc:
@@ -151,51 +142,11 @@ def load_rows(
             # read, not held whole in memory (and twice, once parsed) first.
             lines = iter(lambda: fh.readline(MAX_LINE_CHARS + 1), "")
             for line_no, line in enumerate(lines, start=1):
-                if len(line) > MAX_LINE_CHARS:
-                    raise RowsFileError(
-                        f"{path}:{line_no}: a line over {MAX_LINE_CHARS >> 20} MiB: no rollout is "
-                        "that long (a whole dataset or a binary blob on one line?); write one row "
-                        "per line, or drop that line"
-                    )
-                if not line.strip():
-                    blank += 1
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    if not line.endswith("\n"):
-                        torn = line_no  # only the last line can lack one: a crash mid-write
-                        break
-                    raise RowsFileError(
-                        f"{path}:{line_no}: not JSON ({exc.msg}); a rows file holds one JSON "
-                        "object per line (JSON Lines), not a JSON array or pretty-printed JSON"
-                    ) from None
-                row = _row(line_no, path, value)
-                shapes[
-                    next((k for k in (*TRANSCRIPT_KEYS, "steps") if value.get(k)), "prompt")
-                ] += 1
-                if "reward" in row and row["reward"] is not None:
-                    reward, how = read_reward(row["reward"])
-                    if how == "unreadable":
-                        unreadable += 1
-                        row["reward_raw"] = str(row["reward"])
-                    elif how is not None:
-                        read_from[how] += 1
-                    row["reward"] = reward
-                for tool in row.get("tools") or ():
-                    if isinstance(tool, Mapping):
-                        fn = tool.get("function")
-                        if not isinstance(fn, Mapping):
-                            fn = tool
-                        if fn.get("name"):
-                            tool_names.add(str(fn["name"]))
-                rid = row.get("rollout_id")
-                if rid in (None, ""):
-                    # Named by where it came from, so a published record traces to its line.
-                    row["rollout_id"] = f"{path.name}:{line_no}"
-                else:
-                    ids[str(rid)] += 1
-                rows.append(row)
+                value = _parse_line(path, line_no, line, tally)
+                if value is _TORN:
+                    break
+                if value is not None:
+                    rows.append(_count_row(path, line_no, value, tally))
         except UnicodeDecodeError:
             raise RowsFileError(
                 f"{path}: not UTF-8 text (a binary file?); a rows file is JSON Lines in UTF-8: "
@@ -206,23 +157,119 @@ def load_rows(
             f"{path} holds no row (empty, blank lines only, or one torn line); "
             f"point {param} at a JSONL file with one row per line"
         )
+    repeated = {rid: n for rid, n in tally.ids.items() if n > 1}
+    report = {
+        "path": str(path),
+        "repeated_rollout_ids": len(repeated),
+        "rows": len(rows),
+        "blank_lines": tally.blank,
+        "torn_last_line": tally.torn is not None,
+        "rewards_read_from": dict(sorted(tally.read_from.items())),
+        "rewards_unreadable": tally.unreadable,
+        "shapes": dict(tally.shapes.most_common()),
+        "tools": sorted(tally.tool_names),
+        "warnings": _warnings(path, tally, repeated),
+    }
+    return rows, report
+
+
+def _check_path(path: str | Path, param: str) -> Path:
+    """The file at ``path``, refused before reading when it is missing or a folder."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise RowsFileError(f"{path} does not exist; point {param} at your rows JSONL")
+    if path.is_dir():
+        raise RowsFileError(f"{path} is a folder; point {param} at a JSONL file in it")
+    return path
+
+
+@dataclass
+class _Tally:
+    """What the report counts while the file is read."""
+
+    blank: int = 0
+    torn: int | None = None  # the line cut short, if the last one was
+    read_from: Counter[str] = field(default_factory=Counter)
+    unreadable: int = 0
+    shapes: Counter[str] = field(default_factory=Counter)
+    tool_names: set[str] = field(default_factory=set)
+    ids: Counter[str] = field(default_factory=Counter)
+
+
+#: what ``_parse_line`` returns for a torn last line: stop reading there
+_TORN: Any = object()
+
+
+def _parse_line(path: Path, line_no: int, line: str, tally: _Tally) -> Any:
+    """The line's JSON value; None for a blank line, ``_TORN`` for a torn last line."""
+    if len(line) > MAX_LINE_CHARS:
+        raise RowsFileError(
+            f"{path}:{line_no}: a line over {MAX_LINE_CHARS >> 20} MiB: no rollout is "
+            "that long (a whole dataset or a binary blob on one line?); write one row "
+            "per line, or drop that line"
+        )
+    if not line.strip():
+        tally.blank += 1
+        return None
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        if not line.endswith("\n"):
+            tally.torn = line_no  # only the last line can lack one: a crash mid-write
+            return _TORN
+        raise RowsFileError(
+            f"{path}:{line_no}: not JSON ({exc.msg}); a rows file holds one JSON "
+            "object per line (JSON Lines), not a JSON array or pretty-printed JSON"
+        ) from None
+
+
+def _count_row(path: Path, line_no: int, value: Any, tally: _Tally) -> dict[str, Any]:
+    """The row read from ``value``, its reward as a number and its rollout_id set; counted."""
+    row = _row(line_no, path, value)
+    tally.shapes[next((k for k in (*TRANSCRIPT_KEYS, "steps") if value.get(k)), "prompt")] += 1
+    if "reward" in row and row["reward"] is not None:
+        reward, how = read_reward(row["reward"])
+        if how == "unreadable":
+            tally.unreadable += 1
+            row["reward_raw"] = str(row["reward"])
+        elif how is not None:
+            tally.read_from[how] += 1
+        row["reward"] = reward
+    for tool in row.get("tools") or ():
+        if isinstance(tool, Mapping):
+            fn = tool.get("function")
+            if not isinstance(fn, Mapping):
+                fn = tool
+            if fn.get("name"):
+                tally.tool_names.add(str(fn["name"]))
+    rid = row.get("rollout_id")
+    if rid in (None, ""):
+        # Named by where it came from, so a published record traces to its line.
+        row["rollout_id"] = f"{path.name}:{line_no}"
+    else:
+        tally.ids[str(rid)] += 1
+    return row
+
+
+def _warnings(path: Path, tally: _Tally, repeated: dict[str, int]) -> list[str]:
+    """What a user should know about the file before trusting its rows."""
     warnings: list[str] = []
-    if torn is not None:
+    if tally.torn is not None:
         warnings.append(
-            f"{path}: line {torn} was cut short (no newline, not JSON: a writer that stopped "
-            "mid-line) and was skipped; re-export the file if that row matters"
+            f"{path}: line {tally.torn} was cut short (no newline, not JSON: a writer that "
+            "stopped mid-line) and was skipped; re-export the file if that row matters"
         )
-    if read_from:
-        said = ", ".join(f"{n} from {how}" for how, n in sorted(read_from.items()))
+    if tally.read_from:
+        said = ", ".join(f"{n} from {how}" for how, n in sorted(tally.read_from.items()))
         warnings.append(
-            f"{sum(read_from.values())} rows had a reward that was not a number ({said}); read as numbers"
+            f"{sum(tally.read_from.values())} rows had a reward that was not a number ({said}); "
+            "read as numbers"
         )
-    if unreadable:
+    if tally.unreadable:
         warnings.append(
-            f"{unreadable} rows have a reward that is no verdict (NaN, infinity or a word): "
+            f"{tally.unreadable} rows have a reward that is no verdict (NaN, infinity or a word): "
             "they count as unjudged, never as failures; the value is kept in reward_raw"
         )
-    repeated = {rid: n for rid, n in ids.items() if n > 1}
     if repeated:
         first = next(iter(repeated))
         warnings.append(
@@ -230,16 +277,4 @@ def load_rows(
             f"{repeated[first]} times): every copy is counted in pass@k as given, and "
             "publish_gate refuses a selection that keeps two; drop the copies"
         )
-    report = {
-        "path": str(path),
-        "repeated_rollout_ids": len(repeated),
-        "rows": len(rows),
-        "blank_lines": blank,
-        "torn_last_line": torn is not None,
-        "rewards_read_from": dict(sorted(read_from.items())),
-        "rewards_unreadable": unreadable,
-        "shapes": dict(shapes.most_common()),
-        "tools": sorted(tool_names),
-        "warnings": warnings,
-    }
-    return rows, report
+    return warnings
