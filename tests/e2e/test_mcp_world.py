@@ -16,11 +16,14 @@ SERVER = "python -m tests.support.mcp_notes_server"
 SECRET = "sk-notes-secret-7f3a9c2e41"
 
 
-def wai(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def wai(
+    cwd: Path, *args: str, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [WAI_EXP, "+experiment=rl_round", "world=mcp", f"world.cwd={REPO}", "tracking=none",
          "hydra.run.dir=outputs/run", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})},
+        cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, **(env or {})},
     )  # fmt: skip
 
 

@@ -138,3 +138,22 @@ def test_an_injected_fault_never_reaches_the_server() -> None:
         # the server's own count after the rollout: only the real calls made notes
         assert json.loads(row["world_state"])["count"] == len(made), row["steps"]
     assert injected > 0
+
+
+def test_a_server_with_only_its_reset_and_state_tools_is_refused() -> None:
+    # The harness's reset and state tools are never offered to the agent: a server with no
+    # other tool leaves the agent nothing to act with, refused before work, naming why.
+    from types import SimpleNamespace
+
+    from wai_exp.simulate.world_setup import WorldSetup, mcp_tools
+
+    def tool(name: str) -> dict:
+        return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+    server = SimpleNamespace(
+        tools=[tool("reset_notes"), tool("notes_state")],
+        harness_tools={"reset_notes", "notes_state"},
+    )
+    world = WorldSetup(cls=None, options=None, kwargs={}, server=server)
+    with pytest.raises(ValueError, match="lists only its reset/state tools"):
+        mcp_tools(world, [], None, narrowed=False)

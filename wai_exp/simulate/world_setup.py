@@ -231,6 +231,12 @@ def mcp_tools(
         hidden = world.server.harness_tools
         offered = [t for t in offered if t["function"]["name"] not in hidden]
     tools = narrow_tools(offered, declared if narrowed else None)
+    if not tools and not narrowed:
+        raise ValueError(
+            "the MCP server lists only its reset/state tools "
+            f"({', '.join(sorted(world.server.harness_tools))}), which the agent is not "
+            "offered: point world.command/world.url at a server with tools to act with"
+        )
     if not tools:
         raise ValueError(
             "none of the spec's tools is one the MCP server lists "
