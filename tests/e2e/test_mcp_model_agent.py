@@ -88,6 +88,12 @@ def test_a_model_agent_is_sent_the_server_tools_and_its_calls_reach_the_server(t
         if s["source"] == "server"
     )
     assert reached == served
+    # the stage's report counts them the same way
+    text = (tmp_path / "outputs/run/simulate/report.txt").read_text()
+    assert (
+        f"tool answers: {sources['server']} from the MCP server, {sources['injected']} "
+        "injected faults (never sent to it), 0 refused before it"
+    ) in text, text
     for s in steps:
         if s["source"] == "injected":
             assert s["status"] == s["fault"] in ("timeout", "error", "malformed")

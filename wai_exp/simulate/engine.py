@@ -1277,6 +1277,18 @@ def _result(
     report = build_report(
         cfg, engine, mix=mix, inputs=inputs, world=world_dump(world.options), elapsed=elapsed
     )
+    if world.server is not None:
+        # world=mcp: where the tool answers came from, so a report reader sees how much of
+        # the run met the real server and how much met injected faults.
+        sources = Counter(
+            str(s.get("source"))
+            for r in engine.rows
+            for s in r.get("steps") or ()
+            if s.get("kind") == "tool"
+        )
+        report["tool_answers"] = {
+            k: sources.get(k, 0) for k in ("server", "injected", "engine", "person")
+        }
     if exec_errors := _execute_errors(engine):
         # A raise inside the user's execute= reaches the agent as a tool error only; say so
         # once, with the first error, so a bug in the user's world is not read as a fault.

@@ -524,6 +524,14 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         lines.append(
             f"each agent completion was bounded by {bound['seconds']} s: {bound['set_by']}"
         )
+    if answers := report.get("tool_answers"):  # world=mcp
+        lines.append(
+            f"tool answers: {answers['server']} from the MCP server, {answers['injected']} "
+            f"injected faults (never sent to it), {answers['engine']} refused before it "
+            "(unknown tool or arguments off the schema)"
+        )
+        for source, n in answers.items():
+            metrics[f"tool_answers_{source}"] = float(n)
     if report.get("failure_summary"):
         lines.append(report["failure_summary"])
     warnings = resume.notes() + list(getattr(data, "warnings", []))
