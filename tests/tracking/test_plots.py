@@ -168,3 +168,72 @@ def test_delta_figure_shows_each_paired_delta_with_its_interval():
     ax = delta_figure(report).axes[0]
     assert sorted(t.get_text() for t in ax.get_yticklabels()) == ["grounded", "pass_at_1"]
     assert delta_figure({"metrics": {}}) is None
+
+
+def _rows(n_by_task: dict[str, tuple[int, int]]) -> list[dict]:
+    """Rows with ``c`` passes out of ``n`` per task."""
+    return [
+        {"scenario_id": t, "reward": float(i < c)}
+        for t, (n, c) in n_by_task.items()
+        for i in range(n)
+    ]
+
+
+def test_histogram_line_is_the_headline_pass_at_1_with_its_interval():
+    """The plot said 'pass@1 = 0.652' (its own mean over all rows) where the summary said
+    0.631 (the first-batch headline): the line labelled pass@1 is now the headline."""
+    rows = _rows({"a": (8, 6), "b": (4, 2), "c": (4, 3)})  # mean of rates 0.667
+    metrics = {"pass_at_1": 0.631, "pass_at_1_ci_lo": 0.5, "pass_at_1_ci_hi": 0.75}
+    ax = pass_rate_histogram(rows, metrics=metrics).axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert "pass@1 0.631 [0.500, 0.750]" in labels
+    assert not any(lab.startswith("pass@1") and "0.667" in lab for lab in labels)
+    assert "mean of these rates (all rows) 0.667" in labels
+    # without a headline the line says what it is, not pass@1
+    labels = pass_rate_histogram(rows).axes[0].get_legend_handles_labels()[1]
+    assert "mean per-task rate 0.667" in labels and not any("pass@1" in x for x in labels)
+
+
+def test_pass_at_k_curve_keeps_one_task_population_and_draws_bands():
+    """Tasks with 8 rows next to tasks with 4: averaged over whichever tasks reach k, pass^k
+    jumped at k=5 where the 4-row tasks drop out. On one population it only falls."""
+    rows = _rows({f"long{i}": (8, 2) for i in range(10)} | {f"short{i}": (4, 4) for i in range(30)})
+    old = pass_at_k_curve(task_counts(rows))
+    assert old["pass_pow_k"][4] < old["pass_pow_k"][3] - 0.5  # the jump the old plot drew
+    fig = pass_at_k_figure(rows, {"k": 4})
+    ax = fig.axes[0]
+    pow_line = [ln for ln in ax.get_lines() if ln.get_label().startswith("pass^k")][0]
+    ys = pow_line.get_ydata()
+    assert list(pow_line.get_xdata()) == [1, 2, 3, 4]  # up to the reported k
+    assert all(b <= a + 1e-12 for a, b in zip(ys, ys[1:], strict=False))
+    assert len(ax.collections) == 2  # a 95% band per curve
+    assert any("the same 40 tasks" in t.get_text() for t in ax.texts)
+
+
+def test_delta_figure_keeps_every_label_inside_the_image():
+    from wai_exp.tracking.plots import delta_figure
+
+    report = {
+        "headline_verdict": "REAL ON THESE TASKS, WITHIN RE-RUN NOISE",
+        "metrics": {
+            "pass_at_1": {"delta": -0.037, "ci95": [-0.06, -0.017], "verdict": "within_noise"},
+            "marker:asked_before_acting_on_ambiguous_requests": {
+                "delta": 0.2, "ci95": [0.1, 0.3], "verdict": "improved"
+            },
+        },
+    }  # fmt: skip
+    fig = delta_figure(report, title="compare: paired deltas")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    box = fig.bbox
+    ax = fig.axes[0]
+    texts = [ax.title, *ax.get_yticklabels(), *ax.texts, ax.xaxis.label]
+    for t in texts:
+        if not t.get_text():
+            continue
+        ext = t.get_window_extent(renderer)
+        assert ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1, t.get_text()
+        assert ext.y0 >= box.y0 - 1 and ext.y1 <= box.y1 + 1, t.get_text()

@@ -80,14 +80,8 @@ def pass_at_k_curve(counts: TaskCounts) -> dict[str, np.ndarray]:
     if multi.size == 0:
         empty = np.zeros(0)
         return {"k": empty, "pass_at_k": empty, "pass_pow_k": empty, "n_groups": empty}
-    from wai_exp.score.stats.passat import pass_k_estimates
-
     ks = np.arange(1, int(multi.max()) + 1)
-    # One call per k (k runs to the largest repeat count, a handful): the estimators are
-    # pass_at's own, NaN for tasks shorter than k, so each k averages the tasks that have k.
-    pairs = [pass_k_estimates(n, c, int(k)) for k in ks]
-    pow_k = np.column_stack([pow_ for pow_, _ in pairs])
-    at_k = np.column_stack([at for _, at in pairs])
+    at_k, pow_k = _per_task_k(n, c, ks)
     n_groups = (n[:, None] >= ks[None, :]).sum(axis=0)
     return {
         "k": ks,
@@ -95,6 +89,62 @@ def pass_at_k_curve(counts: TaskCounts) -> dict[str, np.ndarray]:
         "pass_pow_k": np.nansum(pow_k, axis=0) / n_groups,
         "n_groups": n_groups,
     }
+
+
+def _per_task_k(n: np.ndarray, c: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pass@k, pass^k) per task (rows) and k (columns), NaN where a task has fewer than k
+    rows: pass_at's own estimators, one call per k (a handful)."""
+    from wai_exp.score.stats.passat import pass_k_estimates
+
+    pairs = [pass_k_estimates(n, c, int(k)) for k in ks]
+    return (
+        np.column_stack([at for _, at in pairs]),
+        np.column_stack([pow_ for pow_, _ in pairs]),
+    )
+
+
+#: Bootstrap draws over tasks for the curve's 95% bands (a plot, not a verdict).
+CURVE_BOOTSTRAP = 1000
+
+
+def fixed_population_curve(counts: TaskCounts, k_max: int, seed: int = 0) -> dict[str, Any]:
+    """pass@k and pass^k for k = 1 .. ``k_max`` over one task population, the tasks with at
+    least ``k_max`` graded rows, each with a 95% percentile bootstrap band over those tasks.
+
+    One population for every k: averaging each k over the tasks that reach it makes the
+    curve jump where short tasks drop out, a change of tasks and not of k. Returns ``k``,
+    ``pass_at_k``, ``pass_pow_k`` and their ``*_lo``/``*_hi`` arrays, and ``n_tasks``
+    (0, with empty arrays, when no task reaches ``k_max``)."""
+    n, c = counts.n.astype(float), counts.c.astype(float)
+    keep = n >= k_max
+    ks = np.arange(1, k_max + 1)
+    out: dict[str, Any] = {"k": ks, "n_tasks": int(keep.sum())}
+    if not keep.any():
+        return {"k": np.zeros(0), "n_tasks": 0}
+    at_k, pow_k = _per_task_k(n[keep], c[keep], ks)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, at_k.shape[0], size=(CURVE_BOOTSTRAP, at_k.shape[0]))
+    for name, per_task in (("pass_at_k", at_k), ("pass_pow_k", pow_k)):
+        boot = per_task[draws].mean(axis=1)  # (draws, k)
+        out[name] = per_task.mean(axis=0)
+        out[f"{name}_lo"], out[f"{name}_hi"] = np.percentile(boot, [2.5, 97.5], axis=0)
+    return out
+
+
+def _curve_k(counts: TaskCounts, report: Mapping[str, Any] | None) -> int | None:
+    """The curve's last k: the report's k, else the largest k that half the repeated
+    tasks reach (so the population stays most of the tasks)."""
+    found, k = _find(report, "k")
+    if found and isinstance(k, int) and not isinstance(k, bool) and k >= 2:
+        return k
+    multi = counts.n[counts.n >= 2]
+    if multi.size == 0:
+        return None
+    return int(np.quantile(multi, 0.5, method="lower"))
+
+
+def _interval_text(lo: float | None, hi: float | None) -> str:
+    return f"[{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "(no interval)"
 
 
 def _find(report: Mapping[str, Any] | None, key: str) -> tuple[bool, Any]:
@@ -118,12 +168,16 @@ def pass_rate_histogram(
     *,
     title: str = "",
     band: tuple[float, float] | None = (0.2, 0.8),
+    metrics: Mapping[str, Any] | None = None,
 ) -> Figure | None:
     """Histogram of per-task pass rates (tasks on x in 10 bins over [0, 1]), or None.
 
     ``band`` (the selection band, default 20–80%) is shaded, with the share of tasks inside
-    it in the legend: those are the tasks RL selection keeps. None when no row carries a
-    binary reward: there is nothing graded to plot. ``rows`` may be their ``task_counts``.
+    it in the legend: those are the tasks RL selection keeps. The stage's headline pass@1
+    (``metrics``: ``pass_at_1`` and its interval) is the line labelled pass@1, so the plot
+    says what the summary says; the mean of the plotted rates, which reads every row (an
+    adaptive run's headline reads each task's first batch), is labelled as that. None when
+    no row carries a binary reward. ``rows`` may be their ``task_counts``.
     """
     counts = _as_counts(rows)
     if not counts.keys:
@@ -144,8 +198,22 @@ def pass_rate_histogram(
     ax.set_xlabel("per-task pass rate")
     ax.set_ylabel("tasks")
     mean = float(rates.mean())
-    ax.axvline(mean, color="red", linestyle="--", label=f"pass@1 = {mean:.3f}")
-    ax.legend()
+    head = _metric(metrics or {}, "pass_at_1")
+    if head is None:
+        ax.axvline(mean, color="red", linestyle="--", label=f"mean per-task rate {mean:.3f}")
+    else:
+        lo, hi = (
+            _metric(metrics or {}, "pass_at_1_ci_lo"),
+            _metric(metrics or {}, "pass_at_1_ci_hi"),
+        )
+        if lo is not None and hi is not None:
+            ax.axvspan(lo, hi, color="red", alpha=0.12, lw=0)
+        ax.axvline(head, color="red", linestyle="--",
+                   label=f"pass@1 {head:.3f} {_interval_text(lo, hi)}")  # fmt: skip
+        if abs(mean - head) >= 0.0005:
+            ax.axvline(mean, color="0.3", linestyle=":",
+                       label=f"mean of these rates (all rows) {mean:.3f}")  # fmt: skip
+    ax.legend(fontsize=8)
     ax.set_title(title or f"pass rate over {len(counts.keys)} tasks ({int(counts.n.sum())} rows)")
     return fig
 
@@ -165,25 +233,36 @@ def pass_at_k_figure(
     found, value = _find(report, "pass_at_k")
     if found and value is None:
         return None
-    curve = pass_at_k_curve(_as_counts(rows))
-    if curve["k"].size < 2:
+    counts = _as_counts(rows)
+    k_max = _curve_k(counts, report)
+    if k_max is None or k_max < 2:
+        return None
+    curve = fixed_population_curve(counts, k_max)
+    if curve["n_tasks"] == 0:
         return None
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6, 4), dpi=100)
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.13, top=0.9)
     ax = fig.add_subplot()
-    ax.plot(curve["k"], curve["pass_at_k"], marker="o", label="pass@k (any of k passes)")
-    ax.plot(curve["k"], curve["pass_pow_k"], marker="s", label="pass^k (all k pass)")
-    found_k, k = _find(report, "k")
-    if found_k and isinstance(k, (int, float)) and not isinstance(k, bool):
-        ax.axvline(float(k), color="grey", linestyle=":", label=f"reported k = {k}")
+    for name, marker, label in (
+        ("pass_at_k", "o", "pass@k (any of k passes)"),
+        ("pass_pow_k", "s", "pass^k (all k pass)"),
+    ):
+        line = ax.plot(curve["k"], curve[name], marker=marker, label=label)[0]
+        ax.fill_between(curve["k"], curve[f"{name}_lo"], curve[f"{name}_hi"],
+                        color=line.get_color(), alpha=0.15, lw=0)  # fmt: skip
     ax.set_ylim(0.0, 1.02)
     ax.set_xlabel("k")
-    ax.set_ylabel("rate over tasks with >= k graded rows")
+    ax.set_ylabel("rate (95% band over tasks)")
     ax.set_xticks(curve["k"])
-    ax.legend()
-    ax.set_title(title or f"pass@k curve ({int(curve['n_groups'][0])} tasks at k=1)")
+    ax.legend(fontsize=8)
+    ax.set_title(
+        title or "pass@k / pass^k",
+        fontsize=10,
+    )
+    ax.text(0.01, 0.01, f"the same {curve['n_tasks']} tasks (>= {k_max} graded rows) at every k",
+            transform=ax.transAxes, fontsize=7, color="0.35")  # fmt: skip
     return fig
 
 
@@ -307,8 +386,7 @@ def delta_figure(report: Mapping[str, Any], *, title: str = "") -> Figure | None
         return None
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 1.2 + 0.5 * len(items)), dpi=100)
-    fig.subplots_adjust(left=0.3, right=0.95, bottom=0.15, top=0.85)
+    fig = Figure(figsize=(8, 1.6 + 0.5 * len(items)), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     ys = np.arange(len(items))[::-1]
     for y, (_name, d, lo, hi, verdict, band) in zip(ys, items, strict=True):
@@ -325,7 +403,11 @@ def delta_figure(report: Mapping[str, Any], *, title: str = "") -> Figure | None
     ax.set_yticks(ys)
     ax.set_yticklabels([i[0] for i in items])
     ax.set_xlabel("after − before (paired by task, 95% interval)")
-    ax.set_title(title or f"paired deltas: {report.get('headline_verdict', '')}")
+    ax.set_title(
+        "\n".join(t for t in (title, str(report.get("headline_verdict") or "")) if t),
+        fontsize=10,
+    )
+    ax.margins(x=0.15)  # the value labels above the points stay inside the axes
     return fig
 
 
@@ -349,7 +431,9 @@ def stage_figures(
         if delta is not None:
             out["delta.png"] = delta
     counts = task_counts(rows)
-    hist = pass_rate_histogram(counts, title=f"{stage}: per-task pass rate", band=band)
+    hist = pass_rate_histogram(
+        counts, title=f"{stage}: per-task pass rate", band=band, metrics=metrics
+    )
     if hist is None:
         return out
     out["pass_rate_hist.png"] = hist
