@@ -2,7 +2,8 @@
 
 ``dataset_card`` (the published folder's README), ``ModelWriter.__init__`` (the model
 writer's sizing and starting state), ``preflight`` and ``recommend`` (the spec report and
-the data-size advice) and ``load_rows`` (another tool's rows file) were each over 120 lines. A user reads the card, and
+the data-size advice) ``load_rows`` (another tool's rows file) and ``MlflowTracker.log_stage`` (what MLflow
+receives for a stage) were each over 120 lines. A user reads the card, and
 the writer's sizes decide how many asks a run writes, so a split must change nothing: each
 case below hashes the whole output (the card's text; every attribute the writer starts
 with) and compares it with the digest the code gave before the split.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -305,7 +307,118 @@ LOAD_CASES: dict[str, Callable[[], Any]] = {
     "load_rows/no_ask": _rows_file("n.jsonl", json.dumps({"messages": _MSGS[1:]}) + "\n"),
 }
 
-CASES = {**CARD_CASES, **WRITER_CASES, **PREFLIGHT_CASES, **LOAD_CASES}
+
+# -- MlflowTracker.log_stage ----------------------------------------------------------------
+class _Recorder:
+    """An MLflow client that records each call (name, arguments) instead of storing it."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        def call(*args: Any, **kwargs: Any) -> None:
+            self.calls.append([name, args, kwargs])
+
+        return call
+
+
+def _entity(obj: Any) -> Any:
+    """An MLflow entity as its dictionary, its clock masked; anything else by type."""
+    import dataclasses
+
+    if hasattr(obj, "to_dictionary"):
+        return {k: ("<now>" if k == "timestamp" else v) for k, v in obj.to_dictionary().items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "key") and hasattr(obj, "value"):  # a RunTag
+        return {"tag": obj.key, "value": obj.value}
+    return type(obj).__name__
+
+
+def _log_stages(stages: list[dict[str, Any]], **tracker: Any) -> Callable[[], Any]:
+    def run() -> Any:
+        import tempfile
+        from pathlib import Path
+
+        from wai_exp.tracking.mlflow_tracker import MlflowTracker
+
+        with tempfile.TemporaryDirectory() as d:
+            t = MlflowTracker(
+                uri=f"sqlite:///{d}/m.db", start_dir=d, **{"plots": False, "traces": 0, **tracker}
+            )
+            t._client, t.run_id = _Recorder(), "run"
+            for stage in stages:
+                stage = dict(stage)
+                if "file" in stage:
+                    path = Path(d) / stage["rows_path"]
+                    path.write_text("".join(json.dumps(r) + "\n" for r in stage.pop("file")))
+                    stage["rows_path"] = path
+                t.log_stage(**stage)
+            out = {"calls": t._client.calls, "rows_made": t._rows_made, "notes": t._notes}
+            text = json.dumps(out, sort_keys=True, default=_entity).replace(d, "<dir>")
+            # the gzipped rows go up from a fresh temporary folder each time
+            return json.loads(re.sub(r"/[^\"]*/wai-rows-[^/\"]+/", "<tmp>/", text))
+
+    return run
+
+
+_ROWS = [{"rollout_id": f"r{i}", "prompt": "q", "reward": i % 2} for i in range(4)]
+_STAGES: list[dict[str, Any]] = [
+    {"name": "simulate", "kind": "simulate", "report": {"rows": 4}, "text": "4 rows",
+     "metrics": {"rows_out": 4}, "seconds": 0.5, "cached": True},
+    {"name": "simulate b", "kind": "simulate", "metrics": {"rows_out": 2, "x": None}},
+    {"name": "grade", "kind": "grade", "report": {"pass_at_1": 0.5, "api_key": "sk-no"},
+     "text": "pass@1 0.5 sk-abcdefghijklmnopqrstuvwxyz", "seconds": 1.25,
+     "metrics": {"pass_at_1": 0.5, "pass_at_1_ci_lo": 0.1, "pass_at_1_ci_hi": 0.9,
+                 "pass_pow_k": float("nan")}},
+    {"name": "grade2", "kind": "evaluate", "metrics": {"pass_at_1": 0.7}},
+    {"name": "optimize", "kind": "optimize", "metrics": {"rows_kept": 3}},
+    {"name": "gate", "kind": "publish_gate", "metrics": {"rows_kept": None}},
+    {"name": "many", "kind": "compare", "metrics": {f"m{i}": i for i in range(1200)}},
+]  # fmt: skip
+
+LOG_STAGE_CASES: dict[str, Callable[[], Any]] = {
+    "log_stage/metrics_tags_text": _log_stages(_STAGES),
+    "log_stage/rows_file": _log_stages(
+        [
+            {
+                "name": "grade",
+                "kind": "grade",
+                "rows_path": "rows.jsonl",
+                "file": _ROWS,
+                "metrics": {"pass_at_1": 0.5},
+            },
+            {
+                "name": "publish",
+                "kind": "publish",
+                "rows_path": "pub.jsonl",
+                "file": _ROWS,
+                "report": {
+                    "dataset": {
+                        "digest": "d" * 64,
+                        "name": "ds",
+                        "files": [],
+                        "source": "x/train.jsonl",
+                    }
+                },
+            },
+            {"name": "publish_gate", "kind": "publish_gate", "rows_path": "absent.jsonl"},
+        ],
+        log_rows=True,
+    ),  # fmt: skip
+    "log_stage/rows_off": _log_stages(
+        [{"name": "grade", "kind": "grade", "rows_path": "rows.jsonl", "file": _ROWS}],
+        log_rows=False,
+    ),
+}
+
+CASES = {
+    **CARD_CASES,
+    **WRITER_CASES,
+    **PREFLIGHT_CASES,
+    **LOAD_CASES,
+    **LOG_STAGE_CASES,
+}
 
 #: digests recorded on main before each function was split
 EXPECTED: dict[str, str] = {
@@ -331,6 +444,11 @@ EXPECTED: dict[str, str] = {
     "load_rows/no_ask": ("7c4b74b26447538007bfd47e4c6fe7f1fadde4f61fa68fe3c0ed17cfcda71a8b"),
     "load_rows/not_json": ("88185965c7ca65501a487486cdf9ee95c5c746bf1e1fe28d90d34749f80163ff"),
     "load_rows/rl_round_rows": ("70462023a440d1957b1a74a21bce91b9964066c9005b1f73d562e8127950985c"),
+    "log_stage/metrics_tags_text": (
+        "e8e82c2c1805bf15537e5c1518eaa1ac70c4438f8d9a4866976d4fd5e7779e27"
+    ),
+    "log_stage/rows_file": ("bd309aec3b83b95e2147d2684d46d224c19bcbb563c79d7f5d01f0eb908f60e6"),
+    "log_stage/rows_off": ("f0b968448c1ef0bc091b10c687382156231f2fece5103085bb7004b341acf095"),
     "preflight/broken_no_prompt": (
         "afc1a2f71d29aad47b174193a8a6044a32c2f851b627c522c572c459bd20b382"
     ),
