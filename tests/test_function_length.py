@@ -31,7 +31,6 @@ ALLOWED = {
     "wai_exp/score/judges/rubric.py::write_rubrics",  # 156 lines
     "wai_exp/tracking/background.py::_serve",  # 153 lines
     "wai_exp/pipeline/runner.py::run_pipeline",  # 128 lines
-    "wai_exp/tracking/mlflow_tracker.py::MlflowTracker.log_stage",  # 122 lines
 }
 
 

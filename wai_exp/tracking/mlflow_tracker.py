@@ -671,15 +671,48 @@ class MlflowTracker:
         (a warning or debug note, never an exception); metrics and artifacts raise on failure.
         """
         client, run_id = self._require_run()
-        from mlflow.entities import Metric, RunTag
-
         prefix = sanitize_key(name)
-        now = int(time.time() * 1000)
         values: dict[str, Any] = dict(metrics or {})
         if seconds is not None:
             values["seconds"] = seconds
-        batch: list[Any] = []
         self._notes.append(StageNote(name, kind, values, report, cached))
+        batch, tags = self._stage_batch(prefix, kind, values, cached)
+        # One store write for the stage's metrics and tags (a request holds 1,000 metrics
+        # and 100 tags; a stage has a few tags).
+        chunks = list(chunked(batch, MAX_METRICS_PER_BATCH - len(tags))) or [[]]
+        for i, chunk in enumerate(chunks):
+            client.log_batch(run_id, metrics=chunk, tags=tags if i == 0 else [], synchronous=True)
+
+        if report is not None:
+            body = json.dumps(redact(jsonable(report), keys=False), indent=2)
+            client.log_text(run_id, body, f"{prefix}/report.json")
+        if text is not None:
+            client.log_text(run_id, redact_text(text, keys=False), f"{prefix}/report.txt")
+
+        if self.plots and isinstance(report, Mapping) and "headline_verdict" in report:
+            self._log_plots(prefix, [], report, values)  # a compare stage: its delta plot
+        graded = kind in GRADED_KINDS or "pass_at_1" in values
+        if rows is not None and rows_path is None and self.traces > 0 and graded:
+            self._queue_traces(prefix, rows)
+            return
+        if rows_path is None or not (self.log_rows or self.plots or (self.traces > 0 and graded)):
+            return
+        rows_path = Path(rows_path)
+        if not rows_path.is_file():
+            # Stages such as publish_gate produce no rows; that is not worth a warning.
+            log.debug("stage %s: no rows file at %s; no rows logged", name, rows_path)
+            return
+        self._log_stage_rows(prefix, kind, report, values, rows_path, rows, graded)
+
+    def _stage_batch(
+        self, prefix: str, kind: str, values: dict[str, Any], cached: bool
+    ) -> tuple[list[Any], list[Any]]:
+        """The stage's metrics (with the run's headline, rows kept and rows made) and tags;
+        a None/NaN metric is named in ``<stage>.unmeasured`` instead of logged."""
+        from mlflow.entities import Metric, RunTag
+
+        now = int(time.time() * 1000)
+        batch: list[Any] = []
         if "pass_at_1" in values and not self._headlined:
             # The answer under short names, ahead of the stage's own metrics: the runs table
             # and the metric charts then lead with it.
@@ -710,31 +743,19 @@ class MlflowTracker:
                     truncate(", ".join(unmeasured), MAX_TAG_VALUE_CHARS, "unmeasured list"),
                 )
             )
-        # One store write for the stage's metrics and tags (a request holds 1,000 metrics
-        # and 100 tags; a stage has a few tags).
-        chunks = list(chunked(batch, MAX_METRICS_PER_BATCH - len(tags))) or [[]]
-        for i, chunk in enumerate(chunks):
-            client.log_batch(run_id, metrics=chunk, tags=tags if i == 0 else [], synchronous=True)
+        return batch, tags
 
-        if report is not None:
-            body = json.dumps(redact(jsonable(report), keys=False), indent=2)
-            client.log_text(run_id, body, f"{prefix}/report.json")
-        if text is not None:
-            client.log_text(run_id, redact_text(text, keys=False), f"{prefix}/report.txt")
-
-        if self.plots and isinstance(report, Mapping) and "headline_verdict" in report:
-            self._log_plots(prefix, [], report, values)  # a compare stage: its delta plot
-        graded = kind in GRADED_KINDS or "pass_at_1" in values
-        if rows is not None and rows_path is None and self.traces > 0 and graded:
-            self._queue_traces(prefix, rows)
-            return
-        if rows_path is None or not (self.log_rows or self.plots or (self.traces > 0 and graded)):
-            return
-        rows_path = Path(rows_path)
-        if not rows_path.is_file():
-            # Stages such as publish_gate produce no rows; that is not worth a warning.
-            log.debug("stage %s: no rows file at %s; no rows logged", name, rows_path)
-            return
+    def _log_stage_rows(
+        self,
+        prefix: str,
+        kind: str,
+        report: Mapping[str, Any] | None,
+        values: dict[str, Any],
+        rows_path: Path,
+        rows: Iterable[Mapping[str, Any]] | None,
+        graded: bool,
+    ) -> None:
+        """The stage's rows file: uploaded, its dataset input, plots and trace sample."""
         if self.log_rows:
             self._log_rows_file(rows_path, prefix)
         if rows is None:
@@ -742,29 +763,35 @@ class MlflowTracker:
             # otherwise hold every stage's rows (1.4 GB for a 100,000-row rl_round).
             rows = FileRows(rows_path)
         if self.log_rows:
-            source = (
-                f"{self._artifact_uri}/{prefix}/{ROWS_ARTIFACT}" if self._artifact_uri else None
-            )
-            name, digest, context = f"{prefix}-rows", file_digest(rows_path), prefix
-            published = (report or {}).get("dataset")
-            if isinstance(published, Mapping) and published.get("digest"):
-                # A publish stage: its files are artifacts, and the dataset input is the
-                # published file under its own name and content digest.
-                for path in published.get("files") or ():
-                    self._client.log_artifact(self.run_id, str(path), prefix)
-                name = str(published.get("name") or name)
-                digest, context = str(published["digest"])[:36], "training"
-                file_name = Path(str(published.get("source") or "rows.jsonl")).name
-                source = (
-                    f"{self._artifact_uri}/{prefix}/{file_name}" if self._artifact_uri else None
-                )
-            ds = rows_dataset(rows, name=name, source=source, digest=digest)
-            if ds is not None:
-                self._log_dataset(ds, context)
+            self._log_stage_dataset(prefix, report, rows_path, rows)
         if self.plots and (kind in GRADED_KINDS or "pass_at_1" in values):
             self._log_plots(prefix, rows, report, values)
         if self.traces > 0 and graded:
             self._queue_traces(prefix, rows)
+
+    def _log_stage_dataset(
+        self,
+        prefix: str,
+        report: Mapping[str, Any] | None,
+        rows_path: Path,
+        rows: Iterable[Mapping[str, Any]],
+    ) -> None:
+        """The rows as a dataset input: ``<stage>-rows``, or a publish stage's own file."""
+        source = f"{self._artifact_uri}/{prefix}/{ROWS_ARTIFACT}" if self._artifact_uri else None
+        name, digest, context = f"{prefix}-rows", file_digest(rows_path), prefix
+        published = (report or {}).get("dataset")
+        if isinstance(published, Mapping) and published.get("digest"):
+            # A publish stage: its files are artifacts, and the dataset input is the
+            # published file under its own name and content digest.
+            for path in published.get("files") or ():
+                self._client.log_artifact(self.run_id, str(path), prefix)
+            name = str(published.get("name") or name)
+            digest, context = str(published["digest"])[:36], "training"
+            file_name = Path(str(published.get("source") or "rows.jsonl")).name
+            source = f"{self._artifact_uri}/{prefix}/{file_name}" if self._artifact_uri else None
+        ds = rows_dataset(rows, name=name, source=source, digest=digest)
+        if ds is not None:
+            self._log_dataset(ds, context)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         """Set run tags (gate verdict, stopped_because ...): keys sanitized, values as
