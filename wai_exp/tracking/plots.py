@@ -122,12 +122,29 @@ def fixed_population_curve(counts: TaskCounts, k_max: int, seed: int = 0) -> dic
     if not keep.any():
         return {"k": np.zeros(0), "n_tasks": 0}
     at_k, pow_k = _per_task_k(n[keep], c[keep], ks)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, at_k.shape[0], size=(CURVE_BOOTSTRAP, at_k.shape[0]))
-    for name, per_task in (("pass_at_k", at_k), ("pass_pow_k", pow_k)):
-        boot = per_task[draws].mean(axis=1)  # (draws, k)
-        out[name] = per_task.mean(axis=0)
-        out[f"{name}_lo"], out[f"{name}_hi"] = np.percentile(boot, [2.5, 97.5], axis=0)
+    both = np.concatenate([at_k, pow_k], axis=1)  # (tasks, 2k): one resample for both curves
+    boot = _bootstrap_means(both, np.random.default_rng(seed))
+    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
+    mean = both.mean(axis=0)
+    kk = len(ks)
+    for j, name in enumerate(("pass_at_k", "pass_pow_k")):
+        cols = slice(j * kk, (j + 1) * kk)
+        out[name], out[f"{name}_lo"], out[f"{name}_hi"] = mean[cols], lo[cols], hi[cols]
+    return out
+
+
+def _bootstrap_means(per_task: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Column means of ``per_task`` over :data:`CURVE_BOOTSTRAP` resamples of its rows. A
+    resample is its row counts (one multinomial draw), so a block of resamples is one matrix
+    product; blocks keep a stage of many tasks from holding every draw at once."""
+    n_tasks = per_task.shape[0]
+    uniform = np.full(n_tasks, 1.0 / n_tasks)
+    out = np.empty((CURVE_BOOTSTRAP, per_task.shape[1]))
+    block = max(1, min(CURVE_BOOTSTRAP, 100_000 // n_tasks))
+    for start in range(0, CURVE_BOOTSTRAP, block):
+        stop = min(start + block, CURVE_BOOTSTRAP)
+        counts = rng.multinomial(n_tasks, uniform, size=stop - start)
+        out[start:stop] = counts @ per_task / n_tasks
     return out
 
 
