@@ -3,7 +3,8 @@
 ``dataset_card`` (the published folder's README), ``ModelWriter.__init__`` (the model
 writer's sizing and starting state), ``preflight`` and ``recommend`` (the spec report and
 the data-size advice) ``load_rows`` (another tool's rows file) and ``MlflowTracker.log_stage`` (what MLflow
-receives for a stage) were each over 120 lines. A user reads the card, and
+receives for a stage) and ``judge_pairs`` (a pairwise judge's verdicts and report, here
+with a scripted judge) were each over 120 lines. A user reads the card, and
 the writer's sizes decide how many asks a run writes, so a split must change nothing: each
 case below hashes the whole output (the card's text; every attribute the writer starts
 with) and compares it with the digest the code gave before the split.
@@ -412,7 +413,59 @@ LOG_STAGE_CASES: dict[str, Callable[[], Any]] = {
     ),
 }
 
+
+# -- judge_pairs ----------------------------------------------------------------------------
+def _golden_rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in _golden_rows_text().splitlines()]
+
+
+def _scripted_judge(a: dict[str, Any], b: dict[str, Any]) -> Any:
+    """A deterministic judge with every kind of answer: by the digest of the two ids it
+    picks A, B or a tie, answers as text, fails, or prefers whichever reply is shown first."""
+    key = hashlib.sha256(f"{a.get('rollout_id')}|{b.get('rollout_id')}".encode()).digest()[0]
+    kind = key % 7
+    if kind == 0:
+        return {"winner": None, "reason": f"timeout {key}"}
+    if kind == 1:
+        return '{"winner": "B", "reason": "text answer"}'
+    if kind == 2:
+        return {"winner": "tie", "reason": "same"}
+    if kind in (3, 4):
+        return {"winner": "A", "reason": "first shown"}
+    better = (a.get("reward") or 0) >= (b.get("reward") or 0)
+    return {"winner": "A" if better else "B", "reason": "by reward"}
+
+
+def _judge_pairs(**kw: Any) -> Callable[[], Any]:
+    def run() -> Any:
+        from wai_exp.score.judges.pairwise import judge_pairs
+        from wai_exp.score.select.preference import build_preference_pairs
+
+        pairs, _ = build_preference_pairs(_golden_rows())
+        pairs = kw.pop("pairs", lambda p: p)(pairs)
+        judged, report = judge_pairs(pairs, judge=_scripted_judge, **{"concurrency": 2, **kw})
+        return {"pairs": judged, "report": report}
+
+    return run
+
+
+JUDGE_PAIRS_CASES: dict[str, Callable[[], Any]] = {
+    "judge_pairs/swap": _judge_pairs(),
+    "judge_pairs/no_swap_low_flags": _judge_pairs(
+        swap=False, examples=2, position_flip_flag=0.0, prefers_rejected_flag=0.05
+    ),
+    "judge_pairs/high_flags_few": _judge_pairs(
+        pairs=lambda p: p[:5], examples=0, position_flip_flag=1.0, prefers_rejected_flag=1
+    ),
+    "judge_pairs/empty": _judge_pairs(pairs=lambda p: []),
+    "judge_pairs/bad_concurrency": _judge_pairs(concurrency=0),
+    "judge_pairs/bad_pair": _judge_pairs(pairs=lambda p: [{"chosen": {}}]),
+    "judge_pairs/bad_flag": _judge_pairs(position_flip_flag=True),
+    "judge_pairs/bad_examples": _judge_pairs(examples=-1),
+}
+
 CASES = {
+    **JUDGE_PAIRS_CASES,
     **CARD_CASES,
     **WRITER_CASES,
     **PREFLIGHT_CASES,
@@ -433,6 +486,22 @@ EXPECTED: dict[str, str] = {
     "card/sft_rows_file_no_tokens": (
         "51cb06f510939fc3d8dec39ac33c7244ef054062a260a2b47f397981559590d0"
     ),
+    "judge_pairs/bad_concurrency": (
+        "dc0cfbdd4beedde8738d8ec92b3585a758fb95aa2918e9b44b1536abb8c505a4"
+    ),
+    "judge_pairs/bad_examples": (
+        "467d38985bbb6572ddb67897a13da648bde961c43e5467b7c7d0f5050cf54730"
+    ),
+    "judge_pairs/bad_flag": ("dd441ded990d09679ac6d0f116556a627d91ab35c743fba531b800465c0dc1c5"),
+    "judge_pairs/bad_pair": ("b6ac2e3852147c995f1c98090d798a950350b4fef76ddf7e5e3c130b69f7dad3"),
+    "judge_pairs/empty": ("0ccf9b56c3a4e4ce1e6c9eea38f1be8e019818d4c86f640bd14e7ff52315ade4"),
+    "judge_pairs/high_flags_few": (
+        "c4bfca7be7fee4c8d9bf7720edeea274dc99728301628e02acf7e62deb178397"
+    ),
+    "judge_pairs/no_swap_low_flags": (
+        "a2ff1a821ff021036e6ed5ac0ba4a6320e566f04e80469372b0f05a4a2af303e"
+    ),
+    "judge_pairs/swap": ("33ba75d7a102b9095894d783f0d62c6c2a8ed2f109426d122c3b63f47ebeba63"),
     "load_rows/binary": ("5f884202f7fc0512a703152d4724f0afb83ac3a9527abac4da3a1a2d29231db4"),
     "load_rows/empty": ("6769e8ecb16ae5e56b11f4ebd2c4d95d750dd741eebd158380f43ece1d8f2fa4"),
     "load_rows/folder": ("2c422892f42a44dd6f40e301730a57155a8dc8e39d97af514f1e2ce33940b05d"),
