@@ -25,6 +25,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from wai_exp.rows.keys import task_key
@@ -253,6 +254,74 @@ def judge_pairs(
     without ``chosen``/``rejected`` dicts or a non-callable judge, ``ValueError`` for a bad
     ``concurrency``/``examples`` or a flag outside [0, 1].
     """
+    pairs = _check_judge_pairs(
+        pairs, concurrency, examples, position_flip_flag, prefers_rejected_flag
+    )
+    if judge is None:
+        judge = pairwise_judge(spec, api_key=api_key)
+    if not callable(judge):
+        raise TypeError(f"judge must be callable (a_row, b_row) -> verdict, got {judge!r}")
+    name = _judge_name(judge)
+    per_pair, n_calls = _ask(judge, pairs, swap, concurrency)
+    t = _PairTally()
+    for pair, got in zip(pairs, per_pair, strict=True):
+        _settle(pair, got, name, t, examples)
+
+    flip_rate, flip_ci = _rate(t.flips, t.both_ways)
+    tie_rate, tie_ci = _rate(t.ties, t.judged)
+    agree_rate, agree_ci = _rate(t.agree, t.judged)
+    against_rate, against_ci = _rate(t.against, t.judged)
+    notes: list[str] = []
+    if not swap:
+        notes.append(
+            "position_flip_rate: not measured (swap=False judges each pair in one order only)"
+        )
+    elif flip_rate is None:
+        notes.append("position_flip_rate: not measured (no pair was answered both ways round)")
+    if t.judged == 0:
+        notes.append(
+            "tie_rate, agrees_with_scores, prefers_rejected: not measured (no pair was judged)"
+        )
+    warnings = _pair_warnings(
+        len(pairs), t, flip_rate, against_rate, position_flip_flag, prefers_rejected_flag
+    )
+    report = {
+        "n_pairs": len(pairs),
+        "judged": t.judged,
+        "failed": t.failed,
+        "failed_reasons": t.failed_reasons[:examples],
+        "answered_both_ways": t.both_ways,
+        "position_flip_rate": flip_rate,
+        "position_flip_ci95": flip_ci,
+        "position_flips": t.flips,
+        "tie_rate": tie_rate,
+        "tie_ci95": tie_ci,
+        "agrees_with_scores": agree_rate,
+        "agrees_with_scores_ci95": agree_ci,
+        "prefers_rejected": against_rate,
+        "prefers_rejected_ci95": against_ci,
+        "prefers_rejected_n": t.against,
+        "prefers_rejected_examples": t.prefers_ex,
+        "flipped_examples": t.flipped_ex,
+        "judge": name,
+        "swap": bool(swap),
+        "calls": n_calls,
+        "position_flip_flag": float(position_flip_flag),
+        "prefers_rejected_flag": float(prefers_rejected_flag),
+        "notes": notes,
+        "warnings": warnings,
+    }
+    return pairs, report
+
+
+def _check_judge_pairs(
+    pairs: Sequence[dict],
+    concurrency: int,
+    examples: int,
+    position_flip_flag: float,
+    prefers_rejected_flag: float,
+) -> list[dict]:
+    """Refuse bad arguments before any judge call; return the pairs as a list."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
@@ -274,13 +343,14 @@ def judge_pairs(
                 f"pair {i} is not a dict with 'chosen' and 'rejected' row dicts; pass the "
                 "pairs build_preference_pairs returns"
             )
-    if judge is None:
-        judge = pairwise_judge(spec, api_key=api_key)
-    if not callable(judge):
-        raise TypeError(f"judge must be callable (a_row, b_row) -> verdict, got {judge!r}")
-    name = _judge_name(judge)
+    return pairs
 
-    # Call plan: (pair index, chosen shown as A?) per call.
+
+def _ask(
+    judge: Callable[[dict, dict], Any], pairs: list[dict], swap: bool, concurrency: int
+) -> tuple[list[list[tuple[Verdict, bool]]], int]:
+    """Each pair's answers as (verdict, chosen shown as A?) in call order, and the calls made.
+    Both orders with ``swap``; otherwise chosen first on even positions only."""
     plan: list[tuple[int, bool]] = []
     for i in range(len(pairs)):
         if swap:
@@ -297,68 +367,79 @@ def judge_pairs(
     per_pair: list[list[tuple[Verdict, bool]]] = [[] for _ in pairs]
     for (i, chosen_a), verdict in zip(plan, answers, strict=True):
         per_pair[i].append((verdict, chosen_a))
+    return per_pair, len(calls)
 
-    judged = failed = both_ways = flips = ties = agree = against = 0
-    failed_reasons: list[str] = []
-    prefers_ex: list[dict[str, Any]] = []
-    flipped_ex: list[dict[str, Any]] = []
-    for pair, got in zip(pairs, per_pair, strict=True):
-        sides = [_side(v, chosen_a) for v, chosen_a in got]
-        reasons = [v["reason"] for v, _ in got]
-        consistent: bool | None = None
-        if any(v["winner"] is None for v, _ in got):
-            winner = None
-            failed += 1
-            failed_reasons += [v["reason"] for v, _ in got if v["winner"] is None]
-        elif len(sides) == 2:
-            both_ways += 1
-            consistent = sides[0] == sides[1]
-            winner = sides[0] if consistent else "tie"
-            flips += not consistent
-        else:
-            winner = sides[0]
-        pair["pairwise"] = {
-            "winner": winner,
-            "position_consistent": consistent,
-            "reasons": reasons,
-            "verdicts": [v["winner"] for v, _ in got],
-            "judge": name,
-        }
-        pair["tie"] = winner == "tie"
-        if winner is None:
-            continue
-        judged += 1
-        ties += winner == "tie"
-        agree += winner == "chosen"
-        if winner == "rejected":
-            against += 1
-            if len(prefers_ex) < examples:
-                prefers_ex.append(_example(pair))
-        if consistent is False and len(flipped_ex) < examples:
-            flipped_ex.append(_example(pair))
 
-    flip_rate, flip_ci = _rate(flips, both_ways)
-    tie_rate, tie_ci = _rate(ties, judged)
-    agree_rate, agree_ci = _rate(agree, judged)
-    against_rate, against_ci = _rate(against, judged)
-    notes: list[str] = []
+@dataclass
+class _PairTally:
+    """The counts the report's rates come from, and the examples it shows."""
+
+    judged: int = 0
+    failed: int = 0
+    both_ways: int = 0
+    flips: int = 0
+    ties: int = 0
+    agree: int = 0
+    against: int = 0
+    failed_reasons: list[str] = field(default_factory=list)
+    prefers_ex: list[dict[str, Any]] = field(default_factory=list)
+    flipped_ex: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _settle(
+    pair: dict, got: list[tuple[Verdict, bool]], name: str, t: _PairTally, examples: int
+) -> None:
+    """Write the pair's ``pairwise`` and ``tie`` from its answers, and count it in ``t``."""
+    sides = [_side(v, chosen_a) for v, chosen_a in got]
+    consistent: bool | None = None
+    if any(v["winner"] is None for v, _ in got):
+        winner = None
+        t.failed += 1
+        t.failed_reasons += [v["reason"] for v, _ in got if v["winner"] is None]
+    elif len(sides) == 2:
+        t.both_ways += 1
+        consistent = sides[0] == sides[1]
+        winner = sides[0] if consistent else "tie"
+        t.flips += not consistent
+    else:
+        winner = sides[0]
+    pair["pairwise"] = {
+        "winner": winner,
+        "position_consistent": consistent,
+        "reasons": [v["reason"] for v, _ in got],
+        "verdicts": [v["winner"] for v, _ in got],
+        "judge": name,
+    }
+    pair["tie"] = winner == "tie"
+    if winner is None:
+        return
+    t.judged += 1
+    t.ties += winner == "tie"
+    t.agree += winner == "chosen"
+    if winner == "rejected":
+        t.against += 1
+        if len(t.prefers_ex) < examples:
+            t.prefers_ex.append(_example(pair))
+    if consistent is False and len(t.flipped_ex) < examples:
+        t.flipped_ex.append(_example(pair))
+
+
+def _pair_warnings(
+    n_pairs: int,
+    t: _PairTally,
+    flip_rate: float | None,
+    against_rate: float | None,
+    position_flip_flag: float,
+    prefers_rejected_flag: float,
+) -> list[str]:
+    """No pairs, failed calls, a position-biased judge, or one that prefers the rejected."""
     warnings: list[str] = []
-    if not swap:
-        notes.append(
-            "position_flip_rate: not measured (swap=False judges each pair in one order only)"
-        )
-    elif flip_rate is None:
-        notes.append("position_flip_rate: not measured (no pair was answered both ways round)")
-    if judged == 0:
-        notes.append(
-            "tie_rate, agrees_with_scores, prefers_rejected: not measured (no pair was judged)"
-        )
-    if not pairs:
+    if not n_pairs:
         warnings.append("no pairs to judge: build them with build_preference_pairs first")
-    if failed:
+    if t.failed:
         warnings.append(
-            f"{failed} of {len(pairs)} pair(s) got no verdict (winner None); they are left out "
-            f"of every rate. First problem: {failed_reasons[0]}"
+            f"{t.failed} of {n_pairs} pair(s) got no verdict (winner None); they are left out "
+            f"of every rate. First problem: {t.failed_reasons[0]}"
         )
     if flip_rate is not None and flip_rate >= position_flip_flag:
         warnings.append(
@@ -372,33 +453,7 @@ def judge_pairs(
             f"pairs (flag {prefers_rejected_flag:.0%}): read prefers_rejected_examples; either "
             "the pointwise grade or the pairwise judge is wrong on them"
         )
-    report = {
-        "n_pairs": len(pairs),
-        "judged": judged,
-        "failed": failed,
-        "failed_reasons": failed_reasons[:examples],
-        "answered_both_ways": both_ways,
-        "position_flip_rate": flip_rate,
-        "position_flip_ci95": flip_ci,
-        "position_flips": flips,
-        "tie_rate": tie_rate,
-        "tie_ci95": tie_ci,
-        "agrees_with_scores": agree_rate,
-        "agrees_with_scores_ci95": agree_ci,
-        "prefers_rejected": against_rate,
-        "prefers_rejected_ci95": against_ci,
-        "prefers_rejected_n": against,
-        "prefers_rejected_examples": prefers_ex,
-        "flipped_examples": flipped_ex,
-        "judge": name,
-        "swap": bool(swap),
-        "calls": len(calls),
-        "position_flip_flag": float(position_flip_flag),
-        "prefers_rejected_flag": float(prefers_rejected_flag),
-        "notes": notes,
-        "warnings": warnings,
-    }
-    return pairs, report
+    return warnings
 
 
 # ---------------------------------------------------------------------------------------
