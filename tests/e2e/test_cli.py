@@ -102,6 +102,18 @@ def test_wrong_type_exits_2_naming_the_type(tmp_path):
     assert res.returncode == 2 and "simulate.budget = 'lots': expected an integer" in res.stderr
 
 
+@pytest.mark.parametrize("run_dir", ["outputs/x", "."])
+def test_a_refused_run_never_removes_the_folder_it_was_started_in(tmp_path, run_dir):
+    """A refused run removes the run folder Hydra made for it; with hydra.run.dir=outputs/x
+    or hydra.run.dir=. that climb reached the (empty) working folder and deleted it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    res = wai(project, "+experiment=rl_round", "simulate.budget=lots", f"hydra.run.dir={run_dir}")
+    assert res.returncode == 2, res.stderr
+    assert project.is_dir()
+    assert not (project / "outputs").exists()
+
+
 def test_help_lists_groups_presets_and_examples(tmp_path):
     res = wai(tmp_path, "--help")
     assert res.returncode == 0

@@ -153,6 +153,8 @@ def discard_run_dir(run_dir: Path, subdir: str | None) -> bool:
     holds nothing but Hydra's ``subdir`` and ``*.log`` files. True when removed; never raises."""
     import shutil
 
+    if _holds_cwd(run_dir):
+        return False  # hydra.run.dir=. (or above): the user's own folder, never removed
     try:
         entries = list(run_dir.iterdir())
     except OSError:
@@ -162,11 +164,22 @@ def discard_run_dir(run_dir: Path, subdir: str | None) -> bool:
         return False  # something else lives here: not ours to delete
     shutil.rmtree(run_dir, ignore_errors=True)
     for parent in list(run_dir.parents)[:2]:  # <date>/, then outputs/ (or the sweep's)
+        if _holds_cwd(parent):
+            break  # hydra.run.dir=outputs/x: outputs/ may go, the folder it sits in stays
         try:
             parent.rmdir()  # only when empty
         except OSError:
             break
     return True
+
+
+def _holds_cwd(path: Path) -> bool:
+    """Whether ``path`` is the working folder or one of its parents."""
+    try:
+        here, there = Path.cwd().resolve(), path.resolve()
+    except OSError:
+        return True  # unsure: treat it as the user's
+    return there == here or there in here.parents
 
 
 def hydra_copies(hc: Any, run_dir: Path) -> list[Path]:
