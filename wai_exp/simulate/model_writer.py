@@ -211,7 +211,9 @@ class ModelWriter:
         """What the writer has drawn, kept and asked so far: nothing yet."""
         self.drawn = 0
         self.pool: deque[tuple[Situation, dict[str, Any]]] = deque()
-        self.spare: list[tuple[Situation, int]] = []  # grid draws the card picker passed over
+        self.spare: list[
+            tuple[Situation, dict[str, Any]]
+        ] = []  # grid draws the card picker passed over
         self.bank = NoveltyBank()
         self.families: Counter[tuple[Any, ...]] = Counter()
         self.family_rejected: deque[str] = deque(maxlen=max(0, kn.family_avoid_items))
@@ -385,7 +387,7 @@ class ModelWriter:
             for i, s in enumerate(self.plan.next_batch(n))
         ]
 
-    def _pick_cards(self, cards: int, rng: FastRandom) -> list[tuple[Situation, int]]:
+    def _pick_cards(self, cards: int, rng: FastRandom) -> list[tuple[Situation, dict[str, Any]]]:
         """``cards`` grid draws chosen from ``select_oversample`` x as many (spares from
         earlier picks first), weighted by region value x running novelty."""
         want = cards * max(1, self.knobs.select_oversample)
@@ -887,8 +889,7 @@ def _auth(api_key: str | None) -> dict[str, str]:
 
 
 def _dedupe(items: list[str]) -> list[str]:
-    seen: set[str] = set()
-    return [x for x in items if not (x in seen or seen.add(x))]
+    return list(dict.fromkeys(items))
 
 
 def _within_dup(vecs: list[Any], floor: float) -> bool:

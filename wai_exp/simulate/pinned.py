@@ -70,9 +70,10 @@ def recorded_faults(row: Mapping[str, Any]) -> tuple[dict[str, str] | None, floa
             None,
         )
     rate = faults.get("rate")
-    ok_rate = isinstance(rate, int | float) and not isinstance(rate, bool) and 0 <= rate <= 1
+    if not (isinstance(rate, int | float) and not isinstance(rate, bool) and 0 <= rate <= 1):
+        rate = None
     plan = {"tool": str(planned["tool"]), "mode": str(planned["mode"])} if planned else None
-    return plan, (float(rate) if ok_rate else None)
+    return plan, (None if rate is None else float(rate))
 
 
 def recorded_dims(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -1087,7 +1087,7 @@ def _mix(
     target_tools = Counter(_dims_of(r).get("tool") for r in rows if _dims_of(r).get("tool"))
     called: Counter[str] = Counter()
     fired_modes: Counter[str] = Counter()
-    planned: Counter[str] = Counter()
+    planned: Counter[str | None] = Counter()
     fired_rows = 0
     for r in rows:
         for step in read_steps(r)[1]:

@@ -222,7 +222,7 @@ class RolloutRunner:
             out.get("steps") or list(getattr(world, "steps", []) or []), final_text
         )
         if self.user_execute:
-            faults = {"planned": None, "rate": 0.0, "fired": []}
+            faults: dict[str, Any] = {"planned": None, "rate": 0.0, "fired": []}
         else:
             faults = faults_of(world, dims, self.cfg.fault_rate)
         # The person took part: a follow-up line, or an answer to a human tool (ask_user ...).
@@ -462,8 +462,8 @@ def complete_steps(steps: list[dict[str, Any]], final_text: str) -> list[dict[st
 
 def usage_from_steps(steps: list[dict[str, Any]]) -> dict[str, int] | None:
     """Token totals summed over the steps that report them, or None when none do."""
-    inp = [s.get("input_tokens") for s in steps if s.get("input_tokens") is not None]
-    outp = [s.get("output_tokens") for s in steps if s.get("output_tokens") is not None]
+    inp = [n for s in steps if (n := s.get("input_tokens")) is not None]
+    outp = [n for s in steps if (n := s.get("output_tokens")) is not None]
     if not inp and not outp:
         return None
     return {"input_tokens": int(sum(inp)), "output_tokens": int(sum(outp))}

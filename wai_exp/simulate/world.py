@@ -266,7 +266,7 @@ def resolve_patience(
             raise ValueError(
                 f"patience table needs exactly the keys 'second' and 'later', got {sorted(patience)}"
             )
-        pair = (patience["second"], patience["later"])
+        pair: tuple[Any, Any] = (patience["second"], patience["later"])
     elif isinstance(patience, Sequence) and len(patience) == 2:
         pair = (patience[0], patience[1])
     else:
@@ -568,7 +568,7 @@ class RolloutWorld:
         self._accounts: dict[str, dict[str, Any]] = {}
         self._generic_records: dict[str, dict[str, Any]] = {}
         target, state = self.target, self.world_state
-        email = e.get("email")
+        email: Any = e.get("email")  # as the task drew it: a str, or None
         if email:
             self.accounts[email] = {
                 "email": email,
@@ -577,7 +577,7 @@ class RolloutWorld:
                 "password_reset_pending": False,
                 "member_since": e.get("member_since", "2021-04-12"),
             }
-        order_id = e.get("order_id")
+        order_id: Any = e.get("order_id")  # as the task drew it: a str, or None
         if order_id:
             self.orders[order_id] = {
                 "order_id": order_id,
@@ -622,7 +622,7 @@ class RolloutWorld:
                     "placed_on": "2026-10-21",
                 }
         for oid, rec in self.orders.items():
-            acct = self.accounts.get(rec.get("email"))
+            acct = self.accounts.get(rec["email"]) if rec.get("email") else None
             if acct is not None:
                 acct["orders"].append(oid)
         # The world state of the target record.
@@ -639,13 +639,13 @@ class RolloutWorld:
                     for oid in [o for o, r in self.orders.items() if r.get("email") == email]:
                         del self.orders[oid]
             elif state == "already_done":
-                rec = self.orders.get(order_id)
-                if target == "issue_refund" and rec:
-                    rec["status"], rec["refunded_amount"] = "refunded", rec["total"]
-                elif target == "cancel_order" and rec:
-                    rec["status"], rec["shipped"] = "cancelled", False
-                elif target == "update_shipping_address" and rec:
-                    rec["shipping_address"] = e.get("new_address", rec["shipping_address"])
+                done = self.orders.get(order_id)
+                if target == "issue_refund" and done:
+                    done["status"], done["refunded_amount"] = "refunded", done["total"]
+                elif target == "cancel_order" and done:
+                    done["status"], done["shipped"] = "cancelled", False
+                elif target == "update_shipping_address" and done:
+                    done["shipping_address"] = e.get("new_address", done["shipping_address"])
                 elif target == "reset_password" and email in self.accounts:
                     self.accounts[email]["password_reset_pending"] = True
                     self.accounts[email]["reset_sent_at"] = e.get(
@@ -683,6 +683,8 @@ class RolloutWorld:
             "status": "ok",
             "fault": None,
         }
+        # The arguments the fault and answer branches read: validation refused any other value.
+        valid = args if isinstance(args, dict) else {}
         schema = self._schemas.get(name)
         if schema is None:
             step["result"] = {
@@ -699,13 +701,13 @@ class RolloutWorld:
             and self.fault_rate > 0
             and self._fault_rng.random() < self.fault_rate
         ):
-            step["result"] = self.options.build_fault(self.fault_mode, name, args, self._fault_rng)
+            step["result"] = self.options.build_fault(self.fault_mode, name, valid, self._fault_rng)
             step["status"] = step["fault"] = self.fault_mode
             self.fired.append({"tool": name, "mode": self.fault_mode, "step": len(self.steps)})
         elif name in HUMAN_TOOL_NAMES:
             step["result"] = self._human_tool(args)
         else:
-            step["result"] = self._answer(name, args)
+            step["result"] = self._answer(name, valid)
         self.steps.append(step)
         return step
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +98,7 @@ def junk_positions(
 
 
 def group_signal(
-    rows: Sequence[dict[str, Any]], lo: float = 0.2, hi: float = 0.8
+    rows: Sequence[Mapping[str, Any]], lo: float = 0.2, hi: float = 0.8
 ) -> dict[str, Any]:
     """Within-ask contrast: how many asks' k rollouts disagree.
 

@@ -325,7 +325,11 @@ def reference_logprobs(
     async def run() -> None:
         sem = asyncio.Semaphore(concurrency)
         # a callable transport answers the payload itself; anything else goes to the server
-        answer = None if transport is None or model.transport is not None else transport
+        answer = (
+            None
+            if transport is None or isinstance(transport, httpx.AsyncBaseTransport)
+            else transport
+        )
 
         async def one(i: int, rendered: Rendered) -> None:
             payload = {

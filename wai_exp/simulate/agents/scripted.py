@@ -37,7 +37,7 @@ import re
 import zlib
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 from wai_exp.domain.dimensions import BEHAVIOURS
 from wai_exp.domain.tool_values import Shape, ToolDomain, past_limit
@@ -363,7 +363,7 @@ class _Run:
         self.heard.append(answer)
         return answer
 
-    def final(self, text: str) -> None:
+    def final(self, text: str) -> NoReturn:
         self.steps.append({"kind": "assistant", "content": text, "tool_calls": []})
         self.final_text = text
         raise _Done
@@ -524,7 +524,7 @@ class ScriptedAgent:
         else:
             self._generic(r, tool)
 
-    def _no_tool(self, r: _Run, intent: str) -> None:
+    def _no_tool(self, r: _Run, intent: str) -> NoReturn:
         # The wrong-tool mistake with no neighbour to reach for: answer as if it were done.
         oid = r.find("order_id") or "your order"
         email = r.find("email") or "your email"
