@@ -37,6 +37,14 @@ class RunFailed(RuntimeError):
     """Raised inside a sweep job (instead of exiting) so the sweep finishes its other jobs."""
 
 
+def config_dict(container: object) -> dict[str, Any]:
+    """A composed config as plain containers (``OmegaConf.to_container``): a dict whose
+    keys are the YAML's strings. Raises ``TypeError`` for anything else."""
+    if not isinstance(container, dict):
+        raise TypeError(f"a composed config is a mapping, got {type(container).__name__}")
+    return container
+
+
 def _error(message: str) -> None:
     from wai_exp.domain.secrets import redact_text
 
@@ -66,11 +74,10 @@ def run(cfg: DictConfig) -> int:
     install_log_redaction()
     install_stream_redaction()  # a launcher's worker process never passed wai_exp.cli
     try:
-        plain = OmegaConf.to_container(cfg, resolve=True)
+        plain = config_dict(OmegaConf.to_container(cfg, resolve=True))
     except Exception as exc:  # an interpolation that cannot resolve
         scrub_hydra_files(hydra_copies(hc, run_dir))
         return _refuse(f"invalid config: {exc}", run_dir, hc.output_subdir)
-    assert isinstance(plain, dict)
     register_config_secrets(plain)
     scrub_hydra_files(hydra_copies(hc, run_dir))
     typed, problem = checked_config(plain, start_dir)

@@ -63,7 +63,9 @@ def sweep_jobs(config: Any) -> list[list[str]] | None:
         return None
     params = OmegaConf.select(config, "hydra.sweeper.params") or {}
     arguments = [f"{k}={v}" for k, v in dict(params).items()]
-    arguments += list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
+    task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
+    assert isinstance(task, list)  # hydra.overrides.task is a list of override strings
+    arguments += [str(a) for a in task]
     parsed = OverridesParser.create().parse_overrides(arguments)
     [jobs] = BasicSweeper.split_arguments(parsed, None)
     return [list(job) for job in jobs]
@@ -76,7 +78,7 @@ def sweep_problems(config: Any) -> list[tuple[list[str], str]]:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf, open_dict
 
-    from wai_exp.commands.run import config_problem
+    from wai_exp.commands.run import config_dict, config_problem
 
     jobs = sweep_jobs(config)
     if not jobs:
@@ -90,11 +92,10 @@ def sweep_problems(config: Any) -> list[tuple[list[str], str]]:
             job_cfg = loader.load_sweep_config(config, overrides)
             with open_dict(job_cfg):
                 del job_cfg["hydra"]
-            plain = OmegaConf.to_container(job_cfg, resolve=True)
+            plain = config_dict(OmegaConf.to_container(job_cfg, resolve=True))
         except Exception as exc:  # noqa: BLE001 - the job reports its own config error
             log.debug("sweep check: job %s not composed here: %s", overrides, exc)
             continue
-        assert isinstance(plain, dict)
         key = json.dumps(plain, sort_keys=True, default=str)
         if key not in seen:
             seen[key] = config_problem(plain, start_dir)

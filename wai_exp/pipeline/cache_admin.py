@@ -67,7 +67,7 @@ def _mtime(path: Path) -> float:
 
 def entries(cache: StageCache) -> list[Entry]:
     """Every entry folder under the cache root, finished or not, sorted by name."""
-    out = []
+    out: list[Entry] = []
     if not cache.root.is_dir():
         return out
     for path in sorted(cache.root.iterdir()):

@@ -264,7 +264,7 @@ def snapshot(rec: Recorder) -> dict[str, Any]:
         now = _stat(path)
         if first is None and now is None:
             files[path] = {"absent": True}
-        elif first != now:
+        elif now is None or first != now:
             files[path] = {"unstable": "it changed while the stage ran"}
         else:
             try:

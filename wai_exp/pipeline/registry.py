@@ -26,7 +26,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -57,7 +57,7 @@ class StageResult:
     string tags for the run (e.g. the gate verdict).
     """
 
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: Sequence[dict[str, Any]] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)
     text: str = ""
     metrics: dict[str, float] = field(default_factory=dict)

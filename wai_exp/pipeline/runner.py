@@ -879,6 +879,7 @@ class _Run:
         finally:
             progress.close()
         compute_s = time.perf_counter() - tc
+        assert recorder is not None  # record() opened it before the stage ran
         read = reads_mod.snapshot(recorder)
         if stale:
             # The run says why it did not reuse the entry: on the terminal (above), in the
@@ -1058,8 +1059,8 @@ def _missing(outcome: RunOutcome, headline: str) -> str:
     named = [n for n, k in outcome.planned.items() if _headline(k) == headline]
     if not named:
         return f"no {headline} stage in this pipeline"
-    done = [s for s in outcome.stages if s.name in named and s.result is not None]
-    notes = [f"{s.name}: {s.result.report['note']}" for s in done if s.result.report.get("note")]
+    done = [(s.name, s.result) for s in outcome.stages if s.name in named and s.result is not None]
+    notes = [f"{name}: {r.report['note']}" for name, r in done if r.report.get("note")]
     if notes:
         return "; ".join(notes)
     return f"{', '.join(named)} did not finish"
@@ -1094,31 +1095,36 @@ def summarize(outcome: RunOutcome) -> str:
     for s in outcome.stages:
         # What reading a user's rows file found (a torn line, rewards read from text) changes
         # what every number below means: show it here, not only in report.txt.
-        report = s.result.report if s.result is not None else None
-        if isinstance(report, dict) and report.get("source") == "rows":
-            out += [f"warning ({s.name}): {w}" for w in report.get("warnings") or []]
-        replaced = report.get("replaced_rewards") if isinstance(report, dict) else None
+        stage_report = s.result.report if s.result is not None else None
+        if isinstance(stage_report, dict) and stage_report.get("source") == "rows":
+            out += [f"warning ({s.name}): {w}" for w in stage_report.get("warnings") or []]
+        replaced = stage_report.get("replaced_rewards") if isinstance(stage_report, dict) else None
         if isinstance(replaced, dict) and replaced.get("disagree"):
             out.append(f"warning ({s.name}): {replaced['warning']}")
-        vocabulary = report.get("unknown_vocabulary") if isinstance(report, dict) else None
+        vocabulary = (
+            stage_report.get("unknown_vocabulary") if isinstance(stage_report, dict) else None
+        )
         if vocabulary:
             out.append(f"warning ({s.name}): {vocabulary}")
     graded_stages = [s for s in outcome.stages if s.result and "pass_at_1" in s.result.metrics]
     for graded in graded_stages:
-        m = graded.result.metrics
-        n = graded.result.report.get("n_groups")
+        res = graded.result
+        if res is None:  # graded_stages holds finished stages only
+            continue
+        m = res.metrics
+        n = res.report.get("n_groups")
         over = f" over {n} tasks" if n is not None else ""
         which = f" ({graded.name})" if len(graded_stages) > 1 else ""
         ci = _fmt_ci(m.get("pass_at_1_ci_lo"), m.get("pass_at_1_ci_hi"))
         # An adaptive run's headline reads each task's fixed first batch: say so.
-        first = graded.result.report.get("pass_at_1_basis") == "first_batch"
+        first = res.report.get("pass_at_1_basis") == "first_batch"
         basis = ", from the fixed first batch of every task" if first else ""
-        if graded.result.report.get("ci_method") == "wilson_tasks":
+        if res.report.get("ci_method") == "wilson_tasks":
             # every task at one rate: the bootstrap cannot vary, so say which interval it is
             ci += " (Wilson over tasks: every task has the same rate)"
         out.append(f"pass@1{which}: {m['pass_at_1']:.3f}  {ci}{over}{basis}")
-        out.extend(_floor_lines(m, graded.result.report.get("floor"), n))
-        k = graded.result.report.get("k")
+        out.extend(_floor_lines(m, res.report.get("floor"), n))
+        k = res.report.get("k")
         if "pass_pow_k" in m and "pass_at_k" in m:
             # Each with its interval: a bare 0.000 over a handful of tasks reads as measured.
             pow_ci = _fmt_ci(m.get("pass_pow_k_ci_lo"), m.get("pass_pow_k_ci_hi"))
@@ -1127,10 +1133,10 @@ def summarize(outcome: RunOutcome) -> str:
                 f"  pass^{k}: {m['pass_pow_k']:.3f}  {pow_ci}  pass@{k}: {m['pass_at_k']:.3f}  {at_ci}"
             )
         else:
-            note = graded.result.report.get("note") or "not enough repeats per task"
+            note = res.report.get("note") or "not enough repeats per task"
             out.append(f"  pass^k, pass@k: not measured ({note})")
-        if graded.result.report.get("lost_line"):  # what lost rollouts did to these numbers
-            out.append(f"  {graded.result.report['lost_line']}")
+        if res.report.get("lost_line"):  # what lost rollouts did to these numbers
+            out.append(f"  {res.report['lost_line']}")
     if not graded_stages:
         out.append(f"pass@1: not measured ({_missing(outcome, 'grading')})")
     # Report-like stages (compare, eval_variance, report, next_round, user stages) lead with
@@ -1143,7 +1149,7 @@ def summarize(outcome: RunOutcome) -> str:
     kept = next(
         (s for s in reversed(outcome.stages) if s.result and "rows_kept" in s.result.metrics), None
     )
-    if kept is not None:
+    if kept is not None and kept.result is not None:
         m = kept.result.metrics
         of = f" of {int(m['rows_in'])}" if "rows_in" in m else ""
         out.append(f"rows kept: {int(m['rows_kept'])}{of} ({kept.name})")

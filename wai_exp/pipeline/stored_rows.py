@@ -43,21 +43,21 @@ class StoredRows(Sequence[dict[str, Any]]):
         record: dict[str, Any] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.count = int(count)
+        self.n_rows = int(count)
         self.ids = ids
         self.record = record
         self._loaded: list[dict[str, Any]] | None = None
 
     def __len__(self) -> int:
-        return self.count
+        return self.n_rows
 
     def __bool__(self) -> bool:
-        return self.count > 0
+        return self.n_rows > 0
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._loaded is not None:
             return iter(self._loaded)
-        if self.count == 0:
+        if self.n_rows == 0:
             return iter(())
         return iter_rows(self.path)
 
@@ -73,12 +73,12 @@ class StoredRows(Sequence[dict[str, Any]]):
             if start >= 0 and (stop is None or stop >= 0) and step > 0:
                 return list(itertools.islice(iter(self), start, stop, step))
         if self._loaded is None:
-            self._loaded = list(iter_rows(self.path)) if self.count else []
+            self._loaded = list(iter_rows(self.path)) if self.n_rows else []
         return self._loaded[index]
 
     def lines(self) -> Iterator[bytes]:
         """The file's non-blank lines, unparsed, one per row in order."""
-        if self.count == 0:
+        if self.n_rows == 0:
             return
         with self.path.open("rb") as fh:
             for line in fh:
@@ -106,7 +106,7 @@ class StoredRows(Sequence[dict[str, Any]]):
     __hash__ = None  # type: ignore[assignment]  # compares by content, like a list
 
     def __repr__(self) -> str:
-        return f"StoredRows({str(self.path)!r}, {self.count} rows)"
+        return f"StoredRows({str(self.path)!r}, {self.n_rows} rows)"
 
 
 class _Discarded(Exception):

@@ -96,7 +96,7 @@ def _open_text(path: Path) -> Any:
     return path.open(encoding="utf-8")
 
 
-def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
+def iter_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Yield the rows of a JSONL file, row-v1 steps read into internal ones
     (``wai_exp.rows.wire.from_wire``): what every stage works on.
 
@@ -121,7 +121,7 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
             yield from_wire(row) if type(row) is dict else row
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
+def read_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """All rows of a JSONL file; see ``iter_rows`` for how a torn tail is handled."""
     return list(iter_rows(path))
 

@@ -67,8 +67,11 @@ class Tracker(Protocol):
     final printout).
     """
 
-    run_id: str | None
-    ui_command: str | None
+    @property
+    def run_id(self) -> str | None: ...
+
+    @property
+    def ui_command(self) -> str | None: ...
 
     @property
     def summary(self) -> str: ...

@@ -271,7 +271,7 @@ class MlflowSweepCallback(Callback):
 
     def _print_summary(self) -> None:
         """The sweep's table and the command that opens the parent run, on the terminal."""
-        if self.summary:
+        if self.summary and self.uri is not None:  # both set once the parent run started
             from wai_exp.tracking.mlflow_tracker import ui_hint
 
             print(f"{self.summary}\nopen it:  {ui_hint(self.uri, self.experiment_id, self.parent_run_id)}",

@@ -946,7 +946,7 @@ class MlflowTracker:
     def _log_plots(
         self,
         prefix: str,
-        rows: Sequence[Mapping[str, Any]],
+        rows: Iterable[Mapping[str, Any]],
         report: Mapping[str, Any] | None,
         metrics: Mapping[str, Any] | None = None,
     ) -> None:

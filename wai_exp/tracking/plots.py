@@ -205,7 +205,7 @@ def pass_rate_histogram(
     fig = Figure(figsize=(6, 4), dpi=100)
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.13, top=0.9)
     ax = fig.add_subplot()
-    ax.hist(rates, bins=np.linspace(0.0, 1.0, 11), edgecolor="black")
+    ax.hist(rates, bins=np.linspace(0.0, 1.0, 11).tolist(), edgecolor="black")
     if band is not None:
         lo, hi = float(band[0]), float(band[1])
         inside = int(((rates >= lo) & (rates <= hi)).sum())

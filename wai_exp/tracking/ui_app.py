@@ -74,11 +74,9 @@ class DefaultViewApp:
             if message.get("more_body"):
                 return
             body = with_default_view(b"".join(chunks))
-            headers = [
-                (k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"
-            ]
-            headers.append((b"content-length", str(len(body)).encode()))
-            await send({**start, "headers": headers})
+            raw = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+            raw.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": raw})
             await send({"type": "http.response.body", "body": body})
 
         await self.app(scope, receive, rewrite)

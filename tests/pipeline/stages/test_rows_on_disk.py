@@ -120,3 +120,13 @@ def test_the_scoring_run_id_read_off_the_file_is_the_one_the_rows_give(tmp_path)
     assert scoring_run_id("grade", "j", "v", stored.id_stubs()) == scoring_run_id(
         "grade", "j", "v", rows
     )
+
+
+def test_stored_rows_answer_the_sequence_api_a_user_stage_may_call(tmp_path):
+    # A stage reads its upstream rows as a Sequence: count() and index() are part of that
+    # (the row count once shadowed count(): 'int' object is not callable).
+    rows = [{"rollout_id": "a", "reward": 1.0}, {"rollout_id": "b", "reward": 0.0}]
+    stored = on_disk(rows + rows[:1], tmp_path / "rows.jsonl")
+    assert len(stored) == 3
+    assert stored.count(rows[0]) == 2 and stored.count({"rollout_id": "c"}) == 0
+    assert stored.index(rows[1]) == 1

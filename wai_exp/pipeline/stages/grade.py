@@ -313,7 +313,7 @@ def judge_rows(
     # the scored copies and one batch, never two copies of every row.
     batched = source == "grade" and isinstance(stored, StoredRows)
     rows = [] if batched else with_privileged(input_rows(ctx.name, inputs))
-    n_in = len(stored) if batched else len(rows)
+    n_in = len(stored) if batched and stored is not None else len(rows)
     cfg = {**ctx.config.get("judge", {}), **params}
     typed = ctx.section(JudgeConfig, "judge", params)
     upstream = next(iter(inputs.values())).report
@@ -323,7 +323,7 @@ def judge_rows(
     # A model judge's version is its model and prompt hash unless the config names one.
     version = cfg.get("version") or getattr(judge, "version", None)
     counted = _counting(judge, n_in, ctx.progress)
-    common = {
+    common: dict[str, Any] = {
         "judge_name": name,
         "concurrency": typed.concurrency,
         "timeout": typed.timeout,
@@ -534,9 +534,9 @@ def _replaced_rewards(
     from wai_exp.score.stats.readers import binary_reward
 
     pairs = [
-        (c, binary_reward(r))
+        (c, g)
         for c, r in zip(carried, graded, strict=False)
-        if c is not None and binary_reward(r) is not None
+        if c is not None and (g := binary_reward(r)) is not None
     ]
     if not pairs:
         return None

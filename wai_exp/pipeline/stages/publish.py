@@ -219,7 +219,9 @@ def _pass_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
     sources: Counter[str] = Counter()
     for row in rows:
         cal = row.get("calibration")
-        rate = cal.get("pass_rate") if isinstance(cal, dict) else None
+        if not isinstance(cal, dict):
+            continue
+        rate = cal.get("pass_rate")
         if isinstance(rate, int | float) and task_key(row) not in rates:
             rates[task_key(row)] = float(rate)
             sources[f"{cal.get('source')}, over k={cal.get('k')}"] += 1
