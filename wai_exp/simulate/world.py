@@ -72,10 +72,10 @@ class FastRandom(random.Random):
     determined by the seed.
     """
 
-    def _randbelow(self, n: int) -> int:  # type: ignore[override]
+    def _randbelow(self, n: int) -> int:
         return int(self.random() * n)
 
-    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
         if stop is None:
             return int(self.random() * start)
         if step == 1:

@@ -138,7 +138,7 @@ def _user_exec_world(world_cls: Any, execute: Callable[[str, dict[str, Any]], An
     """A world whose tool calls go to the user's ``execute``: no fault schedule, the simulated
     person (``ask_user``) still answers questions."""
 
-    class UserExecWorld(world_cls):  # type: ignore[misc, valid-type]
+    class UserExecWorld(world_cls):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["fault_rate"] = 0.0
             super().__init__(*args, **kwargs)

@@ -145,7 +145,7 @@ class Criterion:
                 with contextlib.suppress(ValueError):
                     weight = float(weight)
             return cls(
-                title=title,  # type: ignore[arg-type]
+                title=title,
                 description=item.get("description", "") or "",
                 weight=weight,
                 kind=kind,
