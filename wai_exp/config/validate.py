@@ -375,7 +375,12 @@ def check_override_keys(argv: Sequence[str], sections: Sections = NO_SECTIONS) -
         if problem:
             problems.append(problem)
             continue
-        if parts[0] == "agent" and len(parts) > 1 and agent_choice in models.AGENT_BY_KIND:
+        if (
+            parts[0] == "agent"
+            and len(parts) > 1
+            and agent_choice is not None
+            and agent_choice in models.AGENT_BY_KIND
+        ):
             # The agent picked on this command line: its keys only.
             model = models.AGENT_BY_KIND[agent_choice]
             problem = _check_below(parts[1:], _model_keys(model), ["agent"])

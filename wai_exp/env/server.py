@@ -81,7 +81,7 @@ def make_environment(records: Sequence[dict[str, Any]]) -> type[Environment]:
             f"task={task!r} is neither an index below {len(tasks)} nor a served task_key"
         )
 
-    class WaiExpEnv(Environment):  # type: ignore[type-arg]
+    class WaiExpEnv(Environment):
         SUPPORTS_CONCURRENT_SESSIONS = True
 
         def __init__(self) -> None:

@@ -375,7 +375,10 @@ def _probe_batch(
         for i in ordered:
             if taken >= sample:
                 break
-            mutated = _mutate(name, rows[i], float(baselines[i]), rubric)  # type: ignore[arg-type]
+            base = baselines[i]
+            if base is None:  # ordered holds graded rows only
+                continue
+            mutated = _mutate(name, rows[i], float(base), rubric)
             if isinstance(mutated, str):
                 reasons[mutated] += 1
                 continue
