@@ -219,14 +219,12 @@ def pass_rate_histogram(
     if head is None:
         ax.axvline(mean, color="red", linestyle="--", label=f"mean per-task rate {mean:.3f}")
     else:
-        lo, hi = (
-            _metric(metrics or {}, "pass_at_1_ci_lo"),
-            _metric(metrics or {}, "pass_at_1_ci_hi"),
-        )
-        if lo is not None and hi is not None:
-            ax.axvspan(lo, hi, color="red", alpha=0.12, lw=0)
+        ci_lo = _metric(metrics or {}, "pass_at_1_ci_lo")
+        ci_hi = _metric(metrics or {}, "pass_at_1_ci_hi")
+        if ci_lo is not None and ci_hi is not None:
+            ax.axvspan(ci_lo, ci_hi, color="red", alpha=0.12, lw=0)
         ax.axvline(head, color="red", linestyle="--",
-                   label=f"pass@1 {head:.3f} {_interval_text(lo, hi)}")  # fmt: skip
+                   label=f"pass@1 {head:.3f} {_interval_text(ci_lo, ci_hi)}")  # fmt: skip
         if abs(mean - head) >= 0.0005:
             ax.axvline(mean, color="0.3", linestyle=":",
                        label=f"mean of these rates (all rows) {mean:.3f}")  # fmt: skip
