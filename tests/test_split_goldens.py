@@ -3,8 +3,9 @@
 ``dataset_card`` (the published folder's README), ``ModelWriter.__init__`` (the model
 writer's sizing and starting state), ``preflight`` and ``recommend`` (the spec report and
 the data-size advice) ``load_rows`` (another tool's rows file) and ``MlflowTracker.log_stage`` (what MLflow
-receives for a stage) and ``judge_pairs`` (a pairwise judge's verdicts and report, here
-with a scripted judge) were each over 120 lines. A user reads the card, and
+receives for a stage) ``judge_pairs`` (a pairwise judge's verdicts and report, here
+with a scripted judge) and ``write_rubrics`` (drafted rubrics, a scripted writer) were each
+over 120 lines. A user reads the card, and
 the writer's sizes decide how many asks a run writes, so a split must change nothing: each
 case below hashes the whole output (the card's text; every attribute the writer starts
 with) and compares it with the digest the code gave before the split.
@@ -464,7 +465,66 @@ JUDGE_PAIRS_CASES: dict[str, Callable[[], Any]] = {
     "judge_pairs/bad_examples": _judge_pairs(examples=-1),
 }
 
+
+# -- write_rubrics --------------------------------------------------------------------------
+def _rubric_writer(message: str) -> Any:
+    """A deterministic rubric writer with every kind of answer, picked by the message digest."""
+    key = hashlib.sha256(message.encode()).digest()[0]
+    crit = [
+        {"title": f"Rule {j} of {key}", "kind": ("hard", "principle")[j % 2], "weight": 1 + j}
+        for j in range(3 + key % 4)
+    ]
+    kind = key % 6
+    if kind == 0:
+        raise RuntimeError(f"server said no ({key})")
+    if kind == 1:
+        return "no JSON here"
+    if kind == 2:
+        return json.dumps({"criteria": crit[:1]})  # too few
+    if kind == 3:
+        return {"criteria": crit}
+    return "Here you go:\n" + json.dumps({"criteria": crit})
+
+
+def _write_rubrics(prep: Callable[[list[dict[str, Any]]], Any] = lambda r: r, **kw: Any):
+    def run() -> Any:
+        from wai_exp.score.judges.rubric import write_rubrics
+
+        rows = prep(_golden_rows())
+        out, report = write_rubrics(
+            rows, **{"writer": _rubric_writer, "domain": "support", "concurrency": 2, **kw}
+        )
+        return {"rows": out, "report": report}
+
+    return run
+
+
+def _half_done(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every other row already holds a rubric; two rows have no prompt."""
+    from wai_exp.score.judges.rubric import Criterion, Rubric, attach_rubric
+
+    attach_rubric(rows[::2], Rubric((Criterion("Given", kind="hard"),)), overwrite=True)
+    for r in rows[:2]:
+        r.pop("prompt", None)
+        r["messages"] = []
+    return rows
+
+
+WRITE_RUBRICS_CASES: dict[str, Callable[[], Any]] = {
+    "write_rubrics/all": _write_rubrics(),
+    "write_rubrics/half_done_hard_cap": _write_rubrics(_half_done, max_hard=1, n_criteria=(2, 5)),
+    "write_rubrics/overwrite": _write_rubrics(_half_done, overwrite=True, max_hard=0),
+    "write_rubrics/all_done": _write_rubrics(lambda r: _half_done(r[1::2] + r[1::2])),
+    "write_rubrics/bad_n": _write_rubrics(n_criteria=(5, 2)),
+    "write_rubrics/bad_n_type": _write_rubrics(n_criteria="3-8"),
+    "write_rubrics/bad_concurrency": _write_rubrics(concurrency=0),
+    "write_rubrics/bad_max_hard": _write_rubrics(max_hard=-1),
+    "write_rubrics/bad_writer": _write_rubrics(writer="model"),
+    "write_rubrics/not_a_row": _write_rubrics(lambda r: [*r[:3], "row"]),
+}
+
 CASES = {
+    **WRITE_RUBRICS_CASES,
     **JUDGE_PAIRS_CASES,
     **CARD_CASES,
     **WRITER_CASES,
@@ -546,6 +606,26 @@ EXPECTED: dict[str, str] = {
     "recommend/sft_small_own": ("76095c51e4cb85af246f33ba3367f9bf9f46fd11a93174527720c244c1c39ce5"),
     "recommend/sft_target": ("d6ae3a83816ef25220b512e64e8b9938147cb7be1bae9cbe0b5649bd5eb1b575"),
     "recommend/zero_target": ("bedcc5b3fcc676b724b24eaee4cf359e5acd61bae4e9508345104c7bc36b050f"),
+    "write_rubrics/all": ("044e1a3befa1143d92e454b43bd3dbd1ebc3c8969fb1d9740b879a29f3f1ee17"),
+    "write_rubrics/all_done": ("72e9df497e8bd8d7857601b2fc8abe31ca596f76071b6bebffe8d06eceea0e07"),
+    "write_rubrics/bad_concurrency": (
+        "dc0cfbdd4beedde8738d8ec92b3585a758fb95aa2918e9b44b1536abb8c505a4"
+    ),
+    "write_rubrics/bad_max_hard": (
+        "76cc5bb57ce8ca450328b85932a3aa70bd0ba15d5bd9856e0cb5254cd89be843"
+    ),
+    "write_rubrics/bad_n": ("df9aae65962faf919e3846884bf45e8cc7213e568899c355ae8adbd6c768c110"),
+    "write_rubrics/bad_n_type": (
+        "583f351efc1dc3d96ce6084e2a4033dc66d95acb25bfc09d915babea72c11005"
+    ),
+    "write_rubrics/bad_writer": (
+        "dee215b5c5ec59e4ec351f22df80965ea0e50053f4cf7f8002f9266ff2530627"
+    ),
+    "write_rubrics/half_done_hard_cap": (
+        "bd512d291f072c10e5932b53f6f3a787a53af921c9dacec6a436439b8b8cee34"
+    ),
+    "write_rubrics/not_a_row": ("b0e36c7f41fea98d5800d3e30ee4a28fa27e2b639fed5bfa4f74a5982a6a5764"),
+    "write_rubrics/overwrite": ("4029711ff6e1c4f95b29302748b48b15bf56b4a7e484ad81298581ba447dc9b3"),
     "writer/bad_embedder": ("90a32341dc740f2e7ead4b486bf2ecf46cc8f33426793bde35055a31d774c1dd"),
     "writer/default": ("f98fa07e7ebbd9ed0eabbc75757690d34fefe96d4325e0b2f88c2dcb88832349"),
     "writer/hash_embedder": ("97ba57d7e7545ac5e5b5d93edb4dffa2ea01b285794416a10b6c1431ac967d43"),
