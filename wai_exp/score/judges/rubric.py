@@ -949,6 +949,66 @@ def write_rubrics(
     ``ValueError`` for bad ``n_criteria``/``concurrency``/``max_hard`` or when no writer,
     spec or ``WAI_EXP_JUDGE`` is given.
     """
+    lo, hi = _check_write_rubrics(n_criteria, concurrency, max_hard, writer)
+    chat = None
+    if writer is None:
+        chat = _Chat(
+            _resolve_spec(spec, "write_rubrics"), api_key, float(timeout), transport, retry
+        )
+    out = rows if isinstance(rows, list) else list(rows)
+    groups, no_prompt = _group_by_prompt(out)
+
+    def needs(row: dict) -> bool:
+        block = row.get("privileged")
+        return overwrite or not (isinstance(block, Mapping) and block.get("rubric") is not None)
+
+    todo = {p: [r for r in g if needs(r)] for p, g in groups.items()}
+    todo = {p: g for p, g in todo.items() if g}
+    jobs = []
+    for p, g in todo.items():
+        ref = next((x for x in (_reference_of(r, reference_key) for r in g) if x), None)
+        jobs.append((p, _writer_message(p, ref, domain, (lo, hi))))
+    answers: list[Any] = []
+    if jobs:
+        from wai_exp.score.judges.judging import run_coro
+
+        answers = run_coro(lambda: _draft_all([m for _, m in jobs], writer, chat, concurrency))
+    failures: list[dict[str, str]] = []
+    versions: dict[str, str] = {}
+    n_crit: list[int] = []
+    demoted = attached = 0
+    for (p, _), answer in zip(jobs, answers, strict=True):
+        try:
+            crit, d = _criteria_from_answer(answer, (lo, hi), max_hard)
+            demoted += d  # counted even when the rubric is then refused (as before the split)
+            rb = Rubric(crit, source="model", domain=domain)
+        except Exception as exc:  # noqa: BLE001 - one bad draft must not sink the others
+            failures.append({"prompt": p[:PROMPT_HEAD], "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        attach_rubric(todo[p], rb, overwrite=True)
+        attached += len(todo[p])
+        versions[p] = rb.version
+        n_crit.append(len(rb.criteria))
+    report = {
+        "prompts": len(groups),
+        "to_write": len(jobs),
+        "written": len(versions),
+        "skipped": len(groups) - len(jobs),
+        "no_prompt": no_prompt,
+        "rows_attached": attached,
+        "failures": failures,
+        "n_failures": len(failures),
+        "mean_criteria": (sum(n_crit) / len(n_crit)) if n_crit else None,
+        "demoted_hard": demoted,
+        "versions": versions,
+    }
+    return out, report
+
+
+def _check_write_rubrics(
+    n_criteria: tuple[int, int], concurrency: int, max_hard: int | None, writer: Any
+) -> tuple[int, int]:
+    """Refuse bad arguments before any call; return the (min, max) criteria asked for."""
     try:
         lo, hi = (int(v) for v in n_criteria)
     except (TypeError, ValueError):
@@ -965,16 +1025,14 @@ def write_rubrics(
         raise ValueError(f"max_hard must be None or an int >= 0, got {max_hard!r}")
     if writer is not None and not callable(writer):
         raise ValueError(f"writer must be callable (user_message -> str), got {writer!r}")
-    chat = None
-    if writer is None:
-        chat = _Chat(
-            _resolve_spec(spec, "write_rubrics"), api_key, float(timeout), transport, retry
-        )
+    return lo, hi
 
-    out = rows if isinstance(rows, list) else list(rows)
+
+def _group_by_prompt(rows: list[Any]) -> tuple[dict[str, list[dict]], int]:
+    """The rows by their prompt, and how many rows have none (left alone)."""
     groups: dict[str, list[dict]] = {}
     no_prompt = 0
-    for i, row in enumerate(out):
+    for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise TypeError(f"rows[{i}] is {type(row).__name__}, not a row dict")
         p = _prompt_of(row)
@@ -982,92 +1040,61 @@ def write_rubrics(
             no_prompt += 1
             continue
         groups.setdefault(p, []).append(row)
+    return groups, no_prompt
 
-    def needs(row: dict) -> bool:
-        block = row.get("privileged")
-        return overwrite or not (isinstance(block, Mapping) and block.get("rubric") is not None)
 
-    todo = {p: [r for r in g if needs(r)] for p, g in groups.items()}
-    todo = {p: g for p, g in todo.items() if g}
-    jobs = []
-    for p, g in todo.items():
-        ref = next((x for x in (_reference_of(r, reference_key) for r in g) if x), None)
-        jobs.append((p, _writer_message(p, ref, domain, (lo, hi))))
+async def _draft_all(
+    messages: list[str],
+    writer: Callable[[str], Any] | None,
+    chat: _Chat | None,
+    concurrency: int,
+) -> list[Any]:
+    """Each message's answer (text, or the exception it raised), ``concurrency`` at a time."""
+    import concurrent.futures
 
-    async def draft_all() -> list[Any]:
-        import concurrent.futures
+    sem = asyncio.Semaphore(concurrency)
+    loop = asyncio.get_running_loop()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) if writer else None
 
-        sem = asyncio.Semaphore(concurrency)
-        loop = asyncio.get_running_loop()
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) if writer else None
+    async def one(message: str) -> Any:
+        async with sem:
+            try:
+                if writer is not None:
+                    text = await loop.run_in_executor(pool, writer, message)
+                    if inspect.isawaitable(text):
+                        text = await text
+                    return text
+                assert chat is not None
+                return await chat.ask("", message)
+            except Exception as exc:  # noqa: BLE001 - kept per prompt as a failure
+                return exc
 
-        async def one(message: str) -> Any:
-            async with sem:
-                try:
-                    if writer is not None:
-                        text = await loop.run_in_executor(pool, writer, message)
-                        if inspect.isawaitable(text):
-                            text = await text
-                        return text
-                    assert chat is not None
-                    return await chat.ask("", message)
-                except Exception as exc:  # noqa: BLE001 - kept per prompt as a failure
-                    return exc
+    try:
+        return await asyncio.gather(*(one(m) for m in messages))
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False)
 
-        try:
-            return await asyncio.gather(*(one(m) for _, m in jobs))
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=False)
 
-    answers: list[Any] = []
-    if jobs:
-        from wai_exp.score.judges.judging import run_coro
-
-        answers = run_coro(draft_all)
-
-    failures: list[dict[str, str]] = []
-    versions: dict[str, str] = {}
-    n_crit: list[int] = []
+def _criteria_from_answer(
+    answer: Any, bounds: tuple[int, int], max_hard: int | None
+) -> tuple[tuple[Criterion, ...], int]:
+    """The criteria a writer's answer holds and how many hard rules were demoted; raises
+    for a failed call, no JSON, a count outside ``bounds`` or a malformed criterion."""
+    lo, hi = bounds
+    if isinstance(answer, BaseException):
+        raise answer
+    parsed = _json_from_text(answer) if isinstance(answer, str) else answer
+    items = parsed.get("criteria") if isinstance(parsed, Mapping) else parsed
+    if not isinstance(items, list):
+        raise ValueError("the answer has no 'criteria' list")
+    if not lo <= len(items) <= hi:
+        raise ValueError(f"wrote {len(items)} criteria, asked for {lo} to {hi}")
+    crit = tuple(Criterion.from_value(c) for c in items)
     demoted = 0
-    attached = 0
-    for (p, _), answer in zip(jobs, answers, strict=True):
-        try:
-            if isinstance(answer, BaseException):
-                raise answer
-            parsed = _json_from_text(answer) if isinstance(answer, str) else answer
-            items = parsed.get("criteria") if isinstance(parsed, Mapping) else parsed
-            if not isinstance(items, list):
-                raise ValueError("the answer has no 'criteria' list")
-            if not lo <= len(items) <= hi:
-                raise ValueError(f"wrote {len(items)} criteria, asked for {lo} to {hi}")
-            crit = tuple(Criterion.from_value(c) for c in items)
-            if max_hard is not None:
-                crit, d = _cap_hard(crit, max_hard)
-                demoted += d
-            rb = Rubric(crit, source="model", domain=domain)
-        except Exception as exc:  # noqa: BLE001 - one bad draft must not sink the others
-            failures.append({"prompt": p[:PROMPT_HEAD], "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        attach_rubric(todo[p], rb, overwrite=True)
-        attached += len(todo[p])
-        versions[p] = rb.version
-        n_crit.append(len(rb.criteria))
-
-    report = {
-        "prompts": len(groups),
-        "to_write": len(jobs),
-        "written": len(versions),
-        "skipped": len(groups) - len(jobs),
-        "no_prompt": no_prompt,
-        "rows_attached": attached,
-        "failures": failures,
-        "n_failures": len(failures),
-        "mean_criteria": (sum(n_crit) / len(n_crit)) if n_crit else None,
-        "demoted_hard": demoted,
-        "versions": versions,
-    }
-    return out, report
+    if max_hard is not None:
+        crit, demoted = _cap_hard(crit, max_hard)
+    return crit, demoted
 
 
 __all__ = [
