@@ -139,3 +139,26 @@ def test_a_killed_writer_is_named_as_such_not_as_a_moved_database(tmp_path):
         )
         assert "deleted or moved" not in why
         assert "re-run the same command" in why
+
+
+def test_the_run_starts_when_the_command_did(start_dir, tmp_path):
+    """Issue 23 §3: the writer creates the run seconds after the command began (it imports
+    MLflow first), and MLflow's Duration column read ~9 s for 40-58 s runs. The run's start
+    time is now the process's start."""
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from wai_exp.tracking import make_tracker
+        t = make_tracker({{}}, Path({str(start_dir)!r}))
+        t.start({{}}, [], Path({str(tmp_path / "r")!r}), "eval", "h")
+        t.finish("FINISHED")
+        print(t.run_id)
+        """
+    )
+    began = time.time()
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    run = _client(start_dir).get_run(proc.stdout.split()[-1])
+    assert began * 1000 - 2000 <= run.info.start_time <= (began + 1.0) * 1000

@@ -24,9 +24,13 @@ complete MLflow run.
   the run's ``wai.pid`` is the wai-exp process's, ``wai.writer_pid`` the writer's.
 - A stopped run does not wait on the store: :meth:`BackgroundTracker.finish_soon` queues
   the run's end and waits a few seconds at most; the writer records it after wai-exp exits.
-- Rollout traces (``tracking.traces``) are logged by a thread of the writer once their run
-  has ended: ``finish`` does not wait for them, and the writer logs them after wai-exp has
-  exited (they show in the run's Traces tab a few seconds after the run ends).
+- Rollout traces (``tracking.traces``) are logged by a thread of the writer when the run
+  ends, before the run is marked ended: ``finish`` waits for them (a progress line on stderr
+  after 2 s says so), because CI, Slurm and Ray end the whole process group when the command
+  returns, and a writer still uploading then lost every trace of a FINISHED run. A writer
+  killed before the end leaves the run RUNNING; the next start marks it KILLED with why.
+- The run's MLflow start time is the command's (``orphans.command_start_ms``), not the
+  moment the writer reached the store, so MLflow's Duration is what the user waited.
 - The writer's log lines go to ``<run dir>/tracking.log``.
 """
 
@@ -48,6 +52,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds ``finish`` waits for the writer to record everything.
 FINISH_TIMEOUT_S = 600.0
+#: Seconds of waiting on the writer before a progress line says why the command waits.
+QUIET_WAIT_S = 2.0
+PROGRESS_EVERY_S = 5.0
 
 
 class _Writer:
@@ -185,6 +192,7 @@ class BackgroundTracker:
     ) -> None:
         global _run_counter
         from wai_exp.tracking.mlflow_tracker import ui_hint
+        from wai_exp.tracking.orphans import command_start_ms
 
         self.uri = uri
         self.experiment = experiment
@@ -197,6 +205,9 @@ class BackgroundTracker:
             "plots": plots,
             "traces": traces,
             "parent_run_id": parent_run_id,
+            # the writer creates the run seconds later (after importing MLflow): the run
+            # starts when the command did
+            "start_time_ms": command_start_ms(),
         }
         self._run_id: str | None = None
         self._ui_command: str | None = ui_hint(uri)
@@ -296,7 +307,25 @@ class BackgroundTracker:
         if not self._started or self.status in ("FINISHED", "FAILED", "KILLED", "ENDING"):
             return
         token = self._send_finish(status, error)
-        self._record_end(self._writer.wait_for(token, FINISH_TIMEOUT_S), status)
+        self._record_end(self._wait_with_progress(token), status)
+
+    def _wait_with_progress(self, token: int) -> dict[str, Any] | None:
+        """The writer's answer to ``token``; after :data:`QUIET_WAIT_S` seconds a line on
+        stderr says what the command waits for (the run's records and traces), then one
+        every :data:`PROGRESS_EVERY_S` seconds."""
+        import time
+
+        t0 = time.monotonic()
+        reply = self._writer.wait_for(token, QUIET_WAIT_S)
+        while reply is None and time.monotonic() - t0 < FINISH_TIMEOUT_S:
+            print(
+                f"[tracking] writing the run and its rollout traces to MLflow "
+                f"({time.monotonic() - t0:.0f} s)...",
+                file=sys.stderr,
+                flush=True,
+            )
+            reply = self._writer.wait_for(token, PROGRESS_EVERY_S)
+        return reply
 
     def finish_soon(
         self, status: str, error: BaseException | str | None = None, *, wait_s: float
@@ -446,9 +475,12 @@ def _serve(stdin: Any, stdout: Any) -> int:
     def trace_worker() -> None:
         while True:
             job = trace_jobs.get()
-            if job is None:
-                return
-            mlflow_tracker.log_traces(job)
+            try:
+                if job is None:
+                    return
+                mlflow_tracker.log_traces(job)
+            finally:
+                trace_jobs.task_done()
 
     tracer = threading.Thread(target=trace_worker, name="wai-traces", daemon=True)
     tracer.start()
@@ -505,6 +537,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                     plots=s["plots"],
                     traces=s.get("traces", 200),
                     parent_run_id=s.get("parent_run_id"),
+                    start_time_ms=s.get("start_time_ms"),
                     config_sources=[Path(p) for p in msg.get("config_sources") or []],
                     # The run is this writer's too: the next start leaves it to the writer
                     # while the writer lives (orphans.reap_orphans).
@@ -526,6 +559,12 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 trackers[key].set_tags(msg["tags"])
             elif op == "finish":
                 tracker = trackers.pop(key, None)
+                # Traces first, then the end: a writer killed meanwhile (the process group
+                # ended when wai-exp returned) leaves the run RUNNING, and the next start
+                # marks it KILLED saying why (orphans.reap_orphans), never FINISHED with
+                # its traces missing.
+                release_traces(key)
+                trace_jobs.join()
                 if tracker is not None:
                     tracker.finish(msg["status"], error=msg.get("error"))
                 reply(op="finished", run=key, token=token,

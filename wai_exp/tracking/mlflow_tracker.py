@@ -43,7 +43,7 @@ from wai_exp.domain.secrets import (
     redact_text,
 )
 from wai_exp.tracking import PARENT_RUN_ENV
-from wai_exp.tracking.orphans import owner_tags, reap_orphans
+from wai_exp.tracking.orphans import command_start_ms, owner_tags, reap_orphans
 from wai_exp.tracking.params import (
     MAX_PARAMS_PER_BATCH,
     MAX_TAG_VALUE_CHARS,
@@ -518,8 +518,12 @@ class MlflowTracker:
         parent_run_id: str | None = None,
         config_sources: Sequence[Path] | None = None,
         owner: Mapping[str, str] | None = None,
+        start_time_ms: int | None = None,
     ) -> None:
         self.uri = uri
+        #: the run's MLflow start time: the command's start (orphans.command_start_ms), not
+        #: when the store was reached, so the Duration column reads what the user waited
+        self.start_time_ms = start_time_ms
         #: tags naming the process that owns the run (default: this one); a writer process
         #: records for the wai-exp process that started it
         self.owner = dict(owner) if owner else None
@@ -623,7 +627,14 @@ class MlflowTracker:
             k: truncate(redact_text(v), MAX_TAG_VALUE_CHARS, f"tag {k!r}") for k, v in tags.items()
         }
 
-        run = client.create_run(exp_id, tags=tags, run_name=run_name(preset, overrides))
+        if self.start_time_ms is None:
+            self.start_time_ms = command_start_ms()
+        run = client.create_run(
+            exp_id,
+            start_time=self.start_time_ms,
+            tags=tags,
+            run_name=run_name(preset, overrides),
+        )
         self._client = client
         self.run_id = run.info.run_id
         self.experiment_id = exp_id

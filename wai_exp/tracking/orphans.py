@@ -117,3 +117,25 @@ def reap_orphans(client: Any, experiment_ids: list[str]) -> list[str]:
             reaped.append(run.info.run_id)
             log.warning("run %s: %s", run.info.run_id, reason)
     return reaped
+
+
+_commands_started = 0
+
+
+def command_start_ms() -> int:
+    """When the command this run records began, in ms since the epoch: the process's start
+    for its first run (MLflow's Duration then covers the MLflow import and the stages, as the
+    user waited for them), the call's time for a later run in the same process (a sweep job
+    of the basic launcher, a reused launcher worker)."""
+    global _commands_started
+    import time
+
+    _commands_started += 1
+    if _commands_started == 1:
+        try:
+            import psutil
+
+            return int(psutil.Process().create_time() * 1000)
+        except Exception:  # noqa: BLE001 - no psutil, or /proc unreadable: the call's time
+            pass
+    return int(time.time() * 1000)
