@@ -65,6 +65,13 @@ def _check_sweep(
     client, parent, kids, runs = _runs(uri, experiment)
     assert len(kids) == n_jobs and len(runs) == n_jobs + 1  # every child nested, no stray run
     assert {k.info.status for k in kids} == {"FINISHED"} and parent.info.status == "FINISHED"
+    # Issue 23 §2: the launcher ends each job's processes when the job returns (under Ray all
+    # 4 children had 0 traces): a FINISHED child has its rollout traces.
+    for k in kids:
+        traces = client.search_traces(
+            locations=[k.info.experiment_id], run_id=k.info.run_id, max_results=5
+        )
+        assert traces, f"child {k.info.run_name} is FINISHED with no traces"
     assert parent.data.params["agent.skill"] == ",".join(values)
     assert sorted(k.info.run_name for k in kids)[0].startswith(
         "eval simulate.budget=40 agent.skill="

@@ -193,6 +193,7 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[di
             f"{run_id!r} is not a file or directory, and there is no MLflow store at {uri} to "
             "look it up as a run id; pass a run dir, or --tracking-uri"
         )
+    _mlflow_imported()
     try:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
@@ -305,6 +306,7 @@ def _seed_sweep_warning(ref: str, keys: Sequence[str], sd: float) -> str | None:
 
 def _run_std_from_parent(ref: str, uri: str) -> RunStdSource:
     """Per-metric run_std, runs and warnings from a sweep parent's replicate spread."""
+    _mlflow_imported()
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
@@ -373,6 +375,33 @@ def _run_std_from(ref: str, uri: str | None = None) -> RunStdSource:
     )
 
 
+_importing: Any = None
+
+
+def _mlflow_imported() -> None:
+    """Wait for :func:`_import_mlflow_meanwhile`'s thread, if any, before touching MLflow."""
+    if _importing is not None:
+        _importing.join()
+
+
+def _import_mlflow_meanwhile() -> None:
+    """Start importing what recording needs (MLflow, SQLAlchemy, matplotlib: seconds) on a
+    thread, while the arms are read and the report computed; the recording then finds them
+    imported. Code that uses MLflow calls :func:`_mlflow_imported` first: MLflow's circular
+    imports fail when two threads import it at once."""
+    global _importing
+    import threading
+
+    def work() -> None:
+        with contextlib.suppress(Exception):
+            import matplotlib.figure  # noqa: F401
+            import mlflow.tracking  # noqa: F401
+
+    thread = threading.Thread(target=work, name="wai-import-mlflow", daemon=True)
+    thread.start()
+    _importing = thread
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``wai-exp compare``; returns the exit status (0 ok, 1 not ok, 2 bad input)."""
     parser = _parser()
@@ -380,6 +409,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2
         return int(exc.code or 0)
+    if not args.no_record:
+        _import_mlflow_meanwhile()
     try:
         before, src_b = load_arm(args.before, args.stage, args.tracking_uri)
         after, src_a = load_arm(args.after, args.stage, args.tracking_uri)
@@ -413,7 +444,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     report["warnings"] = floor_warnings + report["warnings"]
     report["sources"] = {"before": src_b, "after": src_a}
+    if not args.json:  # the answer first: recording it takes seconds more
+        sys.stdout.write(f"before: {src_b}\nafter:  {src_a}\n{format_delta_report(report)}\n")
+        sys.stdout.flush()
     if not args.no_record:
+        sys.stderr.write("recording the comparison in MLflow (--no-record skips this)...\n")
+        sys.stderr.flush()
+        _mlflow_imported()
         from wai_exp.tracking.compare_record import record_compare
 
         try:
@@ -430,7 +467,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
     else:
-        sys.stdout.write(f"before: {src_b}\nafter:  {src_a}\n{format_delta_report(report)}\n")
         if report.get("mlflow_run"):
             sys.stdout.write(f"MLflow run: {report['mlflow_run']['run_id']}\n")
     return EXIT_OK if report["ok"] else EXIT_NOT_OK
