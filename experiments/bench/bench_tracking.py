@@ -10,8 +10,12 @@ MLflow store already exists, alternating the variants ``REPEATS`` times (env
 - ``tracking.background=false``: MLflow in the wai-exp process (import, store, artifacts,
   plots, dataset inputs on the critical path);
 - default tracking: the writer process (wai_exp/tracking/background.py) imports MLflow and
-  records while the stages compute; the 200 rollout traces are written after the run ends,
-  so the command does not wait for them.
+  records while the stages compute; the rollout traces are written when the run ends and
+  the command waits for them (issue 23 §2: a process group ended at return lost them).
+
+``bench_compare_recording`` (target: recording adds < 2 s) times ``wai-exp compare A B``
+with and without ``--no-record`` on two 80-row arms, interleaved: the wall until the command
+returns and until the verdict line is printed (the answer comes before the recording).
 
 Per variant it reports:
 
@@ -141,6 +145,62 @@ def bench_tracking_overhead() -> list[dict]:
         }
     )
     return out
+
+
+def _compare(cwd: Path, *extra: str) -> dict[str, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [WAI_EXP, "compare", "a.jsonl", "b.jsonl", *extra], cwd=cwd, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    answer = None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if answer is None and " -> " in line and "delta" in line:
+            answer = time.perf_counter() - t0
+    proc.wait(timeout=900)
+    wall = time.perf_counter() - t0
+    return {"wall": wall, "answer": answer if answer is not None else wall}
+
+
+def bench_compare_recording() -> list[dict]:
+    import random
+
+    from wai_exp.rows.jsonl import write_rows
+
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        cwd = Path(tmp)
+        for name, p in (("a", 0.4), ("b", 0.55)):
+            rng = random.Random(name)
+            write_rows(cwd / f"{name}.jsonl", [
+                {"scenario_id": f"t{t}", "prompt": f"ask {t}", "reward": float(rng.random() < p),
+                 "final_text": "done", "policy_version": name}
+                for t in range(20) for _ in range(4)
+            ])  # fmt: skip
+        _compare(cwd)  # create the store
+        runs: dict[str, list[dict[str, float]]] = {"no_record": [], "record": []}
+        for _ in range(max(3, REPEATS)):
+            runs["no_record"].append(_compare(cwd, "--no-record"))
+            runs["record"].append(_compare(cwd))
+    load1 = os.getloadavg()[0]
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[name])
+
+    where = f"median of {len(runs['record'])}, load {load0:.1f}->{load1:.1f}"
+    return [
+        {"name": f"compare wall, --no-record ({where})",
+         "value": round(med("no_record", "wall"), 2), "unit": "s"},
+        {"name": "compare recording overhead (median wall record - no-record)",
+         "value": round(med("record", "wall") - med("no_record", "wall"), 2), "unit": "s",
+         "target": 2.0, "better": "lower",
+         "walls": [round(r["wall"], 2) for r in runs["record"]],
+         "no_record_walls": [round(r["wall"], 2) for r in runs["no_record"]]},
+        {"name": "compare with recording: seconds until the verdict is printed",
+         "value": round(med("record", "answer"), 2), "unit": "s", "target": 2.0,
+         "better": "lower"},
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":
