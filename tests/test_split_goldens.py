@@ -4,8 +4,8 @@
 writer's sizing and starting state), ``preflight`` and ``recommend`` (the spec report and
 the data-size advice) ``load_rows`` (another tool's rows file) and ``MlflowTracker.log_stage`` (what MLflow
 receives for a stage) ``judge_pairs`` (a pairwise judge's verdicts and report, here
-with a scripted judge) and ``write_rubrics`` (drafted rubrics, a scripted writer) were each
-over 120 lines. A user reads the card, and
+with a scripted judge) ``write_rubrics`` (drafted rubrics, a scripted writer) and ``reference_logprobs``
+(HTTP through wai_exp/llm/model.py to an httpx MockTransport) were each over 120 lines. A user reads the card, and
 the writer's sizes decide how many asks a run writes, so a split must change nothing: each
 case below hashes the whole output (the card's text; every attribute the writer starts
 with) and compares it with the digest the code gave before the split.
@@ -22,6 +22,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -523,7 +524,70 @@ WRITE_RUBRICS_CASES: dict[str, Callable[[], Any]] = {
     "write_rubrics/not_a_row": _write_rubrics(lambda r: [*r[:3], "row"]),
 }
 
+
+# -- reference_logprobs ---------------------------------------------------------------------
+def _reference(prep: Callable[[list[dict[str, Any]]], Any] = lambda r: r[:80], **kw: Any):
+    """reference_logprobs on rl_round rows through the one model layer, over an httpx
+    MockTransport whose answers are known (tests/simulate/agents/test_reference.py's
+    tokenizer): by the prompt's digest a 400, a non-object answer, no token texts, a BOS."""
+
+    def run() -> Any:
+        import httpx
+
+        from tests.simulate.agents.test_reference import FAST, SPEC, score_body
+        from wai_exp.simulate.agents.reference import reference_logprobs
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            prompt = json.loads(request.content)["prompt"]
+            key = hashlib.sha256(prompt.encode()).digest()[0] % 8
+            if key == 0:
+                return httpx.Response(400, json={"error": "prompt too long"})
+            if key == 1:
+                return httpx.Response(200, json=["not", "an", "object"])
+            body = score_body(prompt, bos="<s>" if key == 2 else "")
+            if key == 3:
+                del body["choices"][0]["logprobs"]["tokens"]
+            return httpx.Response(200, json=body)
+
+        from wai_exp.rows.reader import read_steps
+
+        rows = _golden_rows()
+        for r in rows:  # the rows keep their transcript as messages; the reference reads steps
+            prompt, r["steps"] = read_steps(r)
+            r.setdefault("prompt", prompt)
+        rows = prep(rows)
+        report = reference_logprobs(
+            rows, SPEC, transport=httpx.MockTransport(answer), retry=FAST, **kw
+        )
+        return {"rows": rows, "report": report}
+
+    return run
+
+
+def _with_policy_tokens(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = rows[:60]
+    for i, r in enumerate(rows):
+        r["n_tokens"], r["logprob"] = 40 + i, -1.5 * i
+        if i % 5 == 0:
+            r["steps"] = []
+    return rows
+
+
+REFERENCE_CASES: dict[str, Callable[[], Any]] = {
+    "reference/rl_round_80": _reference(),
+    "reference/policy_tokens_prompt": _reference(
+        _with_policy_tokens, system_prompt="1. Be brief.", concurrency=3
+    ),
+    "reference/no_thinking": _reference(
+        lambda r: r[100:130], chat_template_kwargs={"enable_thinking": False}, tools=[]
+    ),
+    "reference/no_rows": _reference(lambda r: []),
+    "reference/bad_kwargs": _reference(chat_template_kwargs={"add_generation_prompt": 1}),
+    "reference/bad_concurrency": _reference(concurrency=0),
+}
+
 CASES = {
+    **REFERENCE_CASES,
     **WRITE_RUBRICS_CASES,
     **JUDGE_PAIRS_CASES,
     **CARD_CASES,
@@ -606,6 +670,16 @@ EXPECTED: dict[str, str] = {
     "recommend/sft_small_own": ("76095c51e4cb85af246f33ba3367f9bf9f46fd11a93174527720c244c1c39ce5"),
     "recommend/sft_target": ("d6ae3a83816ef25220b512e64e8b9938147cb7be1bae9cbe0b5649bd5eb1b575"),
     "recommend/zero_target": ("bedcc5b3fcc676b724b24eaee4cf359e5acd61bae4e9508345104c7bc36b050f"),
+    "reference/bad_concurrency": (
+        "3b164f539fd88929c1954eb9a3d3dbf0195f6d1791c04182c4d25f3a788718f2"
+    ),
+    "reference/bad_kwargs": ("9649f414384099dcf7cbe45d828cecc65a39d5288437ad7421eada7ee2d30ade"),
+    "reference/no_rows": ("57a8a302a1692baa91e458727014eed9f9673c498fa007cb6db9a4d83183504e"),
+    "reference/no_thinking": ("dd43d4b6e15db8f3224badfefa312222185391bf99efdbb40e291bb72bf525cc"),
+    "reference/policy_tokens_prompt": (
+        "bde9731ecafe53e098eb47d64297883c693b485fa0f58c595d27895f5ef1221b"
+    ),
+    "reference/rl_round_80": ("3879d1075ee0de46ddae45e465a422ad32ac68227aa497b1cd36d4e61c27e5d7"),
     "write_rubrics/all": ("044e1a3befa1143d92e454b43bd3dbd1ebc3c8969fb1d9740b879a29f3f1ee17"),
     "write_rubrics/all_done": ("72e9df497e8bd8d7857601b2fc8abe31ca596f76071b6bebffe8d06eceea0e07"),
     "write_rubrics/bad_concurrency": (
@@ -649,4 +723,5 @@ def test_output_is_what_it_was_before_the_split(case):
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.` imports, as pytest
     print(json.dumps({c: _outcome(c) for c in sorted(CASES)}, indent=4))
