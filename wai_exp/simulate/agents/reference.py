@@ -47,7 +47,7 @@ import inspect
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -275,10 +275,72 @@ def reference_logprobs(
         transport=transport if isinstance(transport, httpx.AsyncBaseTransport) else None,
     )
     spec = model.spec
+    enable_thinking = _check_reference(model, ref, concurrency, chat_template_kwargs)
+    rows, mirrors, sp, tool_list, from_path = _resolve_source(source, system_prompt, tools)
+    notes: list[str] = []
+    jobs, no_assistant, sha_mismatch = _render_jobs(rows, sp, tool_list, enable_thinking)
+    if sha_mismatch:
+        notes.append(
+            f"{sha_mismatch} rows ran under a different system prompt than the one the reference "
+            "saw (lineage.system_prompt_sha); pass system_prompt= to score them in their context"
+        )
+    scored = _Scored([None] * len(rows))
+    if jobs:
+        from wai_exp.score.judges.judging import run_coro  # lazy: simulate loads score on use only
+
+        run_coro(lambda: _score_all(model, transport, concurrency, rows, jobs, scored))
+    n_tokens, gaps = _stamp(rows, mirrors, scored.results)
+    scored.errors.sort(key=lambda e: e["index"])
+    n_scored = sum(r is not None for r in scored.results)
+    gap = float(sum(gaps) / len(gaps)) if gaps else None
+    if gap is None and n_scored:
+        notes.append(
+            "token_count_gap not measured: no scored row carries the policy's n_tokens "
+            "(simulate with logprobs=True to capture them)"
+        )
+    elif gap is not None and gap > 0:
+        notes.append(
+            f"token_count_gap {gap:g}: the reference tokenizes the policy's text differently "
+            "(or the rendering differs from what was sampled); mean_kl mixes in a length effect"
+        )
+    if not rows:
+        notes.append("no rows")
+    if scored.unplaced:
+        notes.append(
+            f"{len(scored.unplaced)} rows were placed by the server's text_offset alone (no token "
+            "texts in the answer to check them against the prompt)"
+        )
+    if from_path:
+        notes.append(f"rows read from {source} were scored in memory; nothing was written back")
+    return {
+        "n_rows": len(rows),
+        "n_scored": n_scored,
+        "n_skipped": len(rows) - n_scored,
+        "skipped": {"no_assistant": no_assistant, "error": len(scored.errors)},
+        "errors": scored.errors,
+        "n_tokens": n_tokens,
+        "n_unverified": len(scored.unplaced),
+        "model": f"{spec.provider}:{spec.model}",
+        "served_model": scored.served[0] if scored.served else None,
+        "token_count_gap": gap,
+        "token_count_gap_n": len(gaps),
+        "method": (
+            "POST /completions echo=true logprobs=1 max_tokens=1 over a ChatML rendering; "
+            "summed over tokens starting in assistant content and tool-call blocks"
+        ),
+        "written": False,
+        "notes": notes,
+    }
+
+
+def _check_reference(
+    model: Model, ref: str, concurrency: Any, chat_template_kwargs: Mapping[str, Any] | None
+) -> bool:
+    """Refuse what cannot score before any call; return whether thinking blocks render."""
     if model.kind != "openai":
         raise ValueError(
-            f"reference {ref!r}: {spec.provider} has no completions endpoint that scores a given "
-            "text; serve the reference with vLLM and pass 'vllm:<model>@<url>'"
+            f"reference {ref!r}: {model.spec.provider} has no completions endpoint that scores "
+            "a given text; serve the reference with vLLM and pass 'vllm:<model>@<url>'"
         )
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive int; got {concurrency!r}")
@@ -289,19 +351,19 @@ def reference_logprobs(
             f"chat_template_kwargs {unknown} are not supported by the ChatML rendering; "
             f"supported: {sorted(SUPPORTED_TEMPLATE_KWARGS)}"
         )
-    enable_thinking = bool(kwargs.get("enable_thinking", True))
-    rows, mirrors, sp, tool_list, from_path = _resolve_source(source, system_prompt, tools)
+    return bool(kwargs.get("enable_thinking", True))
 
-    from wai_exp.score.diagnose.logprobs import row_logprob
+
+def _render_jobs(
+    rows: list[dict[str, Any]], sp: str, tool_list: Any, enable_thinking: bool
+) -> tuple[list[tuple[int, Rendered]], int, int]:
+    """Each row with assistant text as (index, its ChatML rendering); the rows with none;
+    and the rows whose lineage names another system prompt."""
     from wai_exp.simulate.ids import prompt_sha
 
-    notes: list[str] = []
-    errors: list[dict[str, Any]] = []
-    results: list[tuple[float, int] | None] = [None] * len(rows)
-    no_assistant = 0
     jobs: list[tuple[int, Rendered]] = []
+    no_assistant = sha_mismatch = 0
     sp_sha = prompt_sha(sp)
-    sha_mismatch = 0
     for i, row in enumerate(rows):
         rendered = render_chatml(
             sp, tool_list, str(row.get("prompt") or ""), row.get("steps") or [],
@@ -314,70 +376,87 @@ def reference_logprobs(
             jobs.append((i, rendered))
         else:
             no_assistant += 1
-    if sha_mismatch:
-        notes.append(
-            f"{sha_mismatch} rows ran under a different system prompt than the one the reference "
-            "saw (lineage.system_prompt_sha); pass system_prompt= to score them in their context"
-        )
-    served: list[str] = []
-    unplaced: list[int] = []
+    return jobs, no_assistant, sha_mismatch
 
-    async def run() -> None:
-        sem = asyncio.Semaphore(concurrency)
-        # a callable transport answers the payload itself; anything else goes to the server
-        answer = (
-            None
-            if transport is None or isinstance(transport, httpx.AsyncBaseTransport)
-            else transport
-        )
 
-        async def one(i: int, rendered: Rendered) -> None:
-            payload = {
-                "model": spec.model,
-                "prompt": rendered.text,
-                "echo": True,
-                "logprobs": 1,
-                # vLLM rejects max_tokens=0; the one generated token sits past the prompt's
-                # end and is ignored. skip_special_tokens=False keeps the ChatML markers in
-                # the token texts, which is how the spans are placed.
-                "max_tokens": 1,
-                "skip_special_tokens": False,
-                "temperature": 0.0,
-            }
-            async with sem:
-                try:
-                    if answer is not None:
-                        body = answer(payload)
-                        if inspect.isawaitable(body):
-                            body = await body
-                    else:
-                        body = await model.post_json("/completions", payload)
-                    if not isinstance(body, Mapping):
-                        raise BackendError(f"answer is {type(body).__name__}, not a JSON object")
-                    total, n, placed = sum_span_logprobs(body, rendered.spans, rendered.text)
-                    results[i] = (total, n)
-                    if not placed:
-                        unplaced.append(i)
-                    if isinstance(body.get("model"), str):
-                        served.append(body["model"])
-                except Exception as exc:  # noqa: BLE001 - every failure is kept on the report
-                    errors.append(
-                        {
-                            "index": i,
-                            "rollout_id": rows[i].get("rollout_id"),
-                            "error": f"{type(exc).__name__}: {exc}",
-                        }
-                    )
+@dataclass
+class _Scored:
+    """Per row (sum, tokens) or None, and what the calls said: errors, the served model name,
+    rows placed by text_offset alone."""
 
-        try:
-            await asyncio.gather(*(one(i, r) for i, r in jobs))
-        finally:
-            await model.aclose()
+    results: list[tuple[float, int] | None]
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    served: list[str] = field(default_factory=list)
+    unplaced: list[int] = field(default_factory=list)
 
-    if jobs:
-        from wai_exp.score.judges.judging import run_coro  # lazy: simulate loads score on use only
 
-        run_coro(run)
+async def _score_all(
+    model: Model,
+    transport: Any,
+    concurrency: int,
+    rows: list[dict[str, Any]],
+    jobs: list[tuple[int, Rendered]],
+    out: _Scored,
+) -> None:
+    """Ask the reference to score each rendering, ``concurrency`` at a time, into ``out``."""
+    sem = asyncio.Semaphore(concurrency)
+    # a callable transport answers the payload itself; anything else goes to the server
+    answer = (
+        None if transport is None or isinstance(transport, httpx.AsyncBaseTransport) else transport
+    )
+
+    async def one(i: int, rendered: Rendered) -> None:
+        payload = {
+            "model": model.spec.model,
+            "prompt": rendered.text,
+            "echo": True,
+            "logprobs": 1,
+            # vLLM rejects max_tokens=0; the one generated token sits past the prompt's
+            # end and is ignored. skip_special_tokens=False keeps the ChatML markers in
+            # the token texts, which is how the spans are placed.
+            "max_tokens": 1,
+            "skip_special_tokens": False,
+            "temperature": 0.0,
+        }
+        async with sem:
+            try:
+                if answer is not None:
+                    body = answer(payload)
+                    if inspect.isawaitable(body):
+                        body = await body
+                else:
+                    body = await model.post_json("/completions", payload)
+                if not isinstance(body, Mapping):
+                    raise BackendError(f"answer is {type(body).__name__}, not a JSON object")
+                total, n, placed = sum_span_logprobs(body, rendered.spans, rendered.text)
+                out.results[i] = (total, n)
+                if not placed:
+                    out.unplaced.append(i)
+                if isinstance(body.get("model"), str):
+                    out.served.append(body["model"])
+            except Exception as exc:  # noqa: BLE001 - every failure is kept on the report
+                out.errors.append(
+                    {
+                        "index": i,
+                        "rollout_id": rows[i].get("rollout_id"),
+                        "error": f"{type(exc).__name__}: {exc}",
+                    }
+                )
+
+    try:
+        await asyncio.gather(*(one(i, r) for i, r in jobs))
+    finally:
+        await model.aclose()
+
+
+def _stamp(
+    rows: list[dict[str, Any]],
+    mirrors: Sequence[Sequence[dict[str, Any]]],
+    results: list[tuple[float, int] | None],
+) -> tuple[int, list[float]]:
+    """Write ref_logprob/ref_n_tokens on each row and its mirrors; return the reference
+    tokens scored and, per row that has them, the gap to the policy's token count."""
+    from wai_exp.score.diagnose.logprobs import row_logprob
 
     n_tokens = 0
     gaps: list[float] = []
@@ -394,44 +473,4 @@ def reference_logprobs(
         for mirror in mirrors:
             if i < len(mirror):
                 mirror[i].update(stamp)
-    errors.sort(key=lambda e: e["index"])
-    n_scored = sum(r is not None for r in results)
-    gap = float(sum(gaps) / len(gaps)) if gaps else None
-    if gap is None and n_scored:
-        notes.append(
-            "token_count_gap not measured: no scored row carries the policy's n_tokens "
-            "(simulate with logprobs=True to capture them)"
-        )
-    elif gap is not None and gap > 0:
-        notes.append(
-            f"token_count_gap {gap:g}: the reference tokenizes the policy's text differently "
-            "(or the rendering differs from what was sampled); mean_kl mixes in a length effect"
-        )
-    if not rows:
-        notes.append("no rows")
-    if unplaced:
-        notes.append(
-            f"{len(unplaced)} rows were placed by the server's text_offset alone (no token texts "
-            "in the answer to check them against the prompt)"
-        )
-    if from_path:
-        notes.append(f"rows read from {source} were scored in memory; nothing was written back")
-    return {
-        "n_rows": len(rows),
-        "n_scored": n_scored,
-        "n_skipped": len(rows) - n_scored,
-        "skipped": {"no_assistant": no_assistant, "error": len(errors)},
-        "errors": errors,
-        "n_tokens": n_tokens,
-        "n_unverified": len(unplaced),
-        "model": f"{spec.provider}:{spec.model}",
-        "served_model": served[0] if served else None,
-        "token_count_gap": gap,
-        "token_count_gap_n": len(gaps),
-        "method": (
-            "POST /completions echo=true logprobs=1 max_tokens=1 over a ChatML rendering; "
-            "summed over tokens starting in assistant content and tool-call blocks"
-        ),
-        "written": False,
-        "notes": notes,
-    }
+    return n_tokens, gaps
