@@ -439,10 +439,81 @@ def _hydra_config_sources() -> list[str]:
 # --------------------------------------------------------------------------- the writer
 
 
+def _run_log_handler(run_dir: Path, old: logging.Handler | None) -> logging.Handler:
+    """The run's tracking.log as the root logger's handler (replacing the last run's), with
+    secrets redacted: MLflow's and httpx's records land here."""
+    from wai_exp.domain.secrets import RedactingFilter
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if old is not None:
+        logging.getLogger().removeHandler(old)
+    handler = logging.FileHandler(run_dir / "tracking.log", encoding="utf-8")
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return handler
+
+
+def _writer_tracker(msg: dict[str, Any]) -> Any:
+    """The MlflowTracker a ``start`` command's settings describe, owned by this writer."""
+    from wai_exp.tracking import mlflow_tracker
+    from wai_exp.tracking.orphans import owner_tags, writer_tags
+
+    s = msg["settings"]
+    return mlflow_tracker.MlflowTracker(
+        uri=s["uri"],
+        experiment=s["experiment"],
+        start_dir=Path(s["start_dir"]),
+        log_rows=s["log_rows"],
+        plots=s["plots"],
+        traces=s.get("traces", 200),
+        parent_run_id=s.get("parent_run_id"),
+        start_time_ms=s.get("start_time_ms"),
+        config_sources=[Path(p) for p in msg.get("config_sources") or []],
+        # The run is this writer's too: the next start leaves it to the writer
+        # while the writer lives (orphans.reap_orphans).
+        owner={**(msg.get("owner") or owner_tags()), **writer_tags()},
+    )
+
+
+def _fail_run(exc: BaseException, tracker: Any, msg: dict[str, Any]) -> str:
+    """Log a command's failure and end its run FAILED; return the sentence for the runner:
+    one naming the store and what happened to it (store_errors), never the SQL statement
+    MLflow's error carries (the runner adds where the rows are)."""
+    import traceback
+
+    from wai_exp.tracking import mlflow_tracker
+    from wai_exp.tracking.store_errors import describe_store_error
+
+    uri = getattr(tracker, "uri", None) or (msg.get("settings") or {}).get("uri")
+    text = describe_store_error(exc, uri, advice=False)
+    logging.getLogger(__name__).error("%s\n%s", text, _without_sql(traceback.format_exc()))
+    db = mlflow_tracker.sqlite_path(uri) if uri else None
+    # A deleted database cannot take the FAILED mark, and trying would leave an
+    # empty file under its name.
+    if tracker is not None and (db is None or db.exists()):
+        with contextlib.suppress(Exception):
+            tracker.finish("FAILED", error=f"tracking failed: {text}")
+    return text
+
+
+def _mark_killed(tracker: Any) -> None:
+    """End a run the wai-exp process never finished KILLED, saying why."""
+    pid = (tracker.owner or {}).get("wai.pid", "?")
+    with contextlib.suppress(Exception):
+        tracker.finish(
+            "KILLED",
+            error=f"the wai-exp process (pid {pid}) is gone: it exited before the run "
+            "finished (killed or crashed)",
+        )
+
+
 def _serve(stdin: Any, stdout: Any) -> int:
     """The writer's loop: one command per line, replies as JSON lines. Returns the exit code."""
     import signal
-    import traceback
 
     # A signal for the whole process group (Ctrl-C, timeout(1), Slurm, systemd, a closed
     # terminal) reaches the writer too. The runner decides how the run ends and tells the
@@ -457,8 +528,6 @@ def _serve(stdin: Any, stdout: Any) -> int:
     import mlflow.tracking  # noqa: F401
 
     from wai_exp.tracking import mlflow_tracker
-    from wai_exp.tracking.orphans import owner_tags, writer_tags
-    from wai_exp.tracking.store_errors import describe_store_error
 
     trackers: dict[int, Any] = {}
     failed: set[int] = set()
@@ -506,43 +575,16 @@ def _serve(stdin: Any, stdout: Any) -> int:
             if op == "finish":
                 reply(op="finished", run=key, token=token, status="FAILED")
             continue
-        from wai_exp.domain.secrets import (
-            RedactingFilter,
-            register_config_secrets,
-            register_secret,
-        )
+        from wai_exp.domain.secrets import register_config_secrets, register_secret
 
         for secret in msg.get("secrets") or []:
             register_secret(secret)
         try:
             if op == "start":
                 register_config_secrets(msg["config"])
-                s = msg["settings"]
                 run_dir = Path(msg["run_dir"])
-                run_dir.mkdir(parents=True, exist_ok=True)
-                if handler is not None:
-                    logging.getLogger().removeHandler(handler)
-                handler = logging.FileHandler(run_dir / "tracking.log", encoding="utf-8")
-                handler.setLevel(logging.INFO)
-                handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))  # fmt: skip
-                handler.addFilter(RedactingFilter())  # MLflow's and httpx's records land here
-                root = logging.getLogger()
-                root.addHandler(handler)
-                root.setLevel(logging.INFO)
-                tracker = mlflow_tracker.MlflowTracker(
-                    uri=s["uri"],
-                    experiment=s["experiment"],
-                    start_dir=Path(s["start_dir"]),
-                    log_rows=s["log_rows"],
-                    plots=s["plots"],
-                    traces=s.get("traces", 200),
-                    parent_run_id=s.get("parent_run_id"),
-                    start_time_ms=s.get("start_time_ms"),
-                    config_sources=[Path(p) for p in msg.get("config_sources") or []],
-                    # The run is this writer's too: the next start leaves it to the writer
-                    # while the writer lives (orphans.reap_orphans).
-                    owner={**(msg.get("owner") or owner_tags()), **writer_tags()},
-                )
+                handler = _run_log_handler(run_dir, handler)
+                tracker = _writer_tracker(msg)
                 tracker.trace_sink = held_traces.setdefault(key, []).append
                 trackers[key] = tracker
                 tracker.start(
@@ -571,19 +613,8 @@ def _serve(stdin: Any, stdout: Any) -> int:
                       status=getattr(tracker, "status", msg["status"]))  # fmt: skip
                 release_traces(key)
         except Exception as exc:  # noqa: BLE001 - reported to the runner, run ended FAILED
-            tracker = trackers.pop(key, None)
-            uri = getattr(tracker, "uri", None) or (msg.get("settings") or {}).get("uri")
-            # One sentence naming the store and what happened to it (store_errors), never
-            # the SQL statement MLflow's error carries; the runner adds where the rows are.
-            text = describe_store_error(exc, uri, advice=False)
-            logging.getLogger(__name__).error("%s\n%s", text, _without_sql(traceback.format_exc()))
             failed.add(key)
-            db = mlflow_tracker.sqlite_path(uri) if uri else None
-            # A deleted database cannot take the FAILED mark, and trying would leave an
-            # empty file under its name.
-            if tracker is not None and (db is None or db.exists()):
-                with contextlib.suppress(Exception):
-                    tracker.finish("FAILED", error=f"tracking failed: {text}")
+            text = _fail_run(exc, trackers.pop(key, None), msg)
             reply(op="error", run=key, token=token, error=text)
             if op == "finish":
                 reply(op="finished", run=key, token=token, status="FAILED")
@@ -591,13 +622,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
     # End of input: the wai-exp process is gone. A run it never finished is KILLED, as the
     # next start's orphan check would mark it (wai_exp.tracking.orphans), only sooner.
     for run_key, tracker in trackers.items():
-        pid = (tracker.owner or {}).get("wai.pid", "?")
-        with contextlib.suppress(Exception):
-            tracker.finish(
-                "KILLED",
-                error=f"the wai-exp process (pid {pid}) is gone: it exited before the run "
-                "finished (killed or crashed)",
-            )
+        _mark_killed(tracker)
         release_traces(run_key)
     trace_jobs.put(None)
     tracer.join()
