@@ -25,9 +25,7 @@ LIMIT = long_functions.LIMIT
 #: Functions still over the limit, as path::qualified name. This list only shrinks: a new
 #: long function fails the first test below, and an entry whose function was split (or
 #: removed) fails the second until it is taken off the list. Lengths as last measured.
-ALLOWED = {
-    "wai_exp/pipeline/runner.py::run_pipeline",  # 128 lines
-}
+ALLOWED: set[str] = set()
 
 
 def _over_limit() -> dict[str, int]:

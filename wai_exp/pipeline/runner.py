@@ -451,20 +451,7 @@ def run_pipeline(
         outcomes = state.run_parallel(order, kinds, width, running)
     try:
         for out in outcomes:
-            outcome.stages.append(out)
-            last = outcome.stages[-1]
-            if last.status == "refused":
-                outcome.status, outcome.exit_code = "refused", refusal_code
-                outcome.gate, outcome.gate_reason = (
-                    "refused",
-                    (last.result.report.get("reason") if last.result else None),
-                )
-            if (
-                last.result
-                and last.result.tags.get("gate_verdict") == "passed"
-                and outcome.gate is None
-            ):
-                outcome.gate = "passed"
+            _record_stage(outcome, out, refusal_code)
         # config order, whatever order parallel stages finished in
         names = [sp.name for sp in order]
         outcome.stages.sort(key=lambda st: names.index(st.name))
@@ -489,19 +476,7 @@ def run_pipeline(
             if exc.outcome is not None and not outcome.stage(exc.outcome.name):
                 outcome.stages.append(exc.outcome)
             stopped = []
-            outcome.error = redact_text(f"recording in MLflow failed: {exc}")
-        elif isinstance(exc, StageFailed | PartialRowsDamaged):
-            # The stage said why in words; its exception type adds nothing a person acts on.
-            outcome.error = redact_text(f"{where}failed: {exc}")
-        elif isinstance(exc, RowsNotWritten):
-            # The disk failed, not the stage's work: the rows before it wait for the resume.
-            kept = _kept_rows(state, stopped)
-            outcome.error = redact_text(
-                f"{where}stopped: {exc}, then re-run the same command to resume"
-                + (f" ({kept})" if kept else "")
-            )
-        else:
-            outcome.error = redact_text(f"{where}failed: {type(exc).__name__}: {exc}")
+        outcome.error = redact_text(_failure_words(exc, where, state, stopped))
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         atomic_write_text(run_dir / "error.log", redact_text(trace))
         _mark(outcome, stopped, "failed", kinds, state, run_dir)
@@ -513,6 +488,36 @@ def run_pipeline(
     outcome.tracking_s = tracker.seconds
     _write_run_files(outcome, chash)
     return outcome
+
+
+def _record_stage(outcome: RunOutcome, out: Any, refusal_code: int) -> None:
+    """Add a finished stage to the run's outcome: a refusal ends the run refused (the gate's
+    reason kept), a passed gate verdict is the run's unless one was set before."""
+    outcome.stages.append(out)
+    if out.status == "refused":
+        outcome.status, outcome.exit_code = "refused", refusal_code
+        outcome.gate, outcome.gate_reason = (
+            "refused",
+            (out.result.report.get("reason") if out.result else None),
+        )
+    if out.result and out.result.tags.get("gate_verdict") == "passed" and outcome.gate is None:
+        outcome.gate = "passed"
+
+
+def _failure_words(exc: BaseException, where: str, state: Any, stopped: list[str]) -> str:
+    """The sentence a failed run ends with (redacted by the caller)."""
+    if isinstance(exc, TrackingFailed):
+        return f"recording in MLflow failed: {exc}"
+    if isinstance(exc, StageFailed | PartialRowsDamaged):
+        # The stage said why in words; its exception type adds nothing a person acts on.
+        return f"{where}failed: {exc}"
+    if isinstance(exc, RowsNotWritten):
+        # The disk failed, not the stage's work: the rows before it wait for the resume.
+        kept = _kept_rows(state, stopped)
+        return f"{where}stopped: {exc}, then re-run the same command to resume" + (
+            f" ({kept})" if kept else ""
+        )
+    return f"{where}failed: {type(exc).__name__}: {exc}"
 
 
 def _sequential(
