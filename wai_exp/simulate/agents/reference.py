@@ -355,7 +355,7 @@ def _check_reference(
 
 
 def _render_jobs(
-    rows: list[dict[str, Any]], sp: str, tool_list: Any, enable_thinking: bool
+    rows: list[dict[str, Any]], sp: str | None, tool_list: Any, enable_thinking: bool
 ) -> tuple[list[tuple[int, Rendered]], int, int]:
     """Each row with assistant text as (index, its ChatML rendering); the rows with none;
     and the rows whose lineage names another system prompt."""
