@@ -447,3 +447,24 @@ def test_two_skills_are_two_policies_and_compare_does_not_call_them_one() -> Non
     graded = [wai.run_judge(d.rows, wai.task_checklist).rows for d in (low, high, again)]
     assert not any(itself in w for w in delta_report(graded[0], graded[1])["warnings"])
     assert any(itself in w for w in delta_report(graded[1], graded[2])["warnings"])
+
+
+def test_a_user_world_answering_in_its_own_shapes_loses_no_rollout() -> None:
+    """A user's world that answers lookups with a count of orders, ids instead of records or
+    a string of items crashed the scripted agent ("can only join an iterable"): 42 rollouts
+    of a study were lost."""
+    import wai_exp as wai
+
+    def execute(name: str, arguments: dict) -> dict:
+        if name == "lookup_account":
+            return {"name": "Ada", "email": "ada@example.com", "orders": 3}
+        if name == "search_orders":
+            return {"orders": ["ORD-1", "ORD-2"]}
+        if name == "lookup_order":
+            return {"order_id": arguments.get("order_id"), "status": "shipped", "items": "a lamp"}
+        return {"ok": True}
+
+    data = wai.simulate(execute=execute, budget=120, seed=0)
+    assert not data.lost, data.lost[:1]
+    finals = [r["final_text"] for r in data.rows]
+    assert any("with 3 order(s) on file" in f for f in finals)

@@ -369,6 +369,12 @@ class _Run:
         raise _Done
 
 
+def _records(value: Any) -> list[Mapping[str, Any]]:
+    """The records in a list a world answered, else none: a user's own world may answer a
+    count, a string or a list of ids where the mock desk lists records."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
 class ScriptedAgent:
     """The offline scripted agent (agent contract of ``docs/DEVELOPING.md``).
 
@@ -655,7 +661,9 @@ class ScriptedAgent:
             r.final(f"I couldn't read what came back for {what}. Please try again shortly.")
         if tool == "lookup_order":
             items = (
-                ", ".join(f"{i.get('qty', 1)} x {i.get('product')}" for i in res.get("items") or [])
+                ", ".join(
+                    f"{i.get('qty', 1)} x {i.get('product')}" for i in _records(res.get("items"))
+                )
                 or "no items"
             )
             r.final(
@@ -663,13 +671,15 @@ class ScriptedAgent:
                 f"total {_money(res.get('total'))}, shipping to {res.get('shipping_address')}."
             )
         if tool == "lookup_account":
-            orders = res.get("orders") or []
-            listed = f" ({', '.join(orders)})" if orders else ""
+            on_file = res.get("orders")
+            named = [str(o) for o in on_file] if isinstance(on_file, list) else []
+            count = on_file if type(on_file) is int else len(named)
+            listed = f" ({', '.join(named)})" if named else ""
             r.final(
                 f"I found your account: {res.get('name')}, {res.get('email')}, member since "
-                f"{res.get('member_since')}, with {len(orders)} order(s) on file{listed}."
+                f"{res.get('member_since')}, with {count} order(s) on file{listed}."
             )
-        orders = res.get("orders") or []
+        orders = _records(res.get("orders"))
         listed = "; ".join(
             f"{o.get('order_id')} ({o.get('status')}, {_money(o.get('total'))})" for o in orders
         )
