@@ -192,3 +192,8 @@ def test_report_stage_by_group(tmp_path):
         0.5
     )
     assert "by scenario_dimensions.stance:" in res.text
+    # The run summary shows a stage's first line: it is the breakdown, not the overall line
+    # every `by` stage of a pipeline would repeat.
+    first = res.text.splitlines()[0]
+    assert first.startswith("by stance: direct 0.500 [") and " · vague 0.500 [" in first
+    assert "(4 rows)" in first and "over 8 rows" not in first

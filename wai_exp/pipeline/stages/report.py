@@ -95,6 +95,22 @@ def _line(report: dict[str, Any]) -> str:
     )
 
 
+def _breakdown(by: str, per: dict[str, Any], sizes: dict[str, int]) -> str:
+    """``by stance: adversarial 0.788 [0.663, 0.878] (85 rows) · boundary …``: each group's
+    mean and interval on one line, or its report's first fields when it has no mean."""
+    parts = []
+    for value, sub in per.items():
+        if isinstance(sub, dict) and "mean" in sub:
+            mean, ci = sub["mean"], sub.get("ci95")
+            shown = "not measured" if mean is None else f"{mean:.3f}"
+            if mean is not None:
+                shown += f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (no interval)"
+        else:
+            shown = _line(sub)[:60] if isinstance(sub, dict) else str(sub)[:60]
+        parts.append(f"{value} {shown} ({sizes[value]} rows)")
+    return f"by {by.rsplit('.', 1)[-1]}: " + " · ".join(parts)
+
+
 @register("report", reads=())
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Run ``params['fn']`` over the single input's rows (per ``by`` group when given)."""
@@ -132,5 +148,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
             body = str(fmt(sub_result)) if fmt is not None else _line(sub)
             lines.append(f"  {value} ({len(groups[value])} rows): {body}")
         report = {"all": report, "by": str(by), "groups": per}
-        text = "\n".join(lines)
+        # The run summary prints a report stage's first line: lead with the breakdown, which
+        # is what the stage is for (the overall line repeats the headline).
+        text = "\n".join([_breakdown(str(by), per, {v: len(g) for v, g in groups.items()}), *lines])
     return StageResult(rows=out_rows, report=report, text=text + "\n", metrics=metrics)
