@@ -23,6 +23,20 @@ def test_run_name_is_the_preset_then_the_overrides():
     assert run_name("eval", ["seed=0,1"], prefix="sweep") == "sweep eval seed=0,1"
 
 
+def test_run_names_keep_the_model_and_host_of_a_server():
+    """'…/v1' shortened to 'v1': two runs against two models had the same name."""
+    a = run_name("rl_round", ["simulate.simulator=vllm:smollm2@http://127.0.0.1:8000/v1"])
+    b = run_name("rl_round", ["simulate.simulator=vllm:qwen3-8b@http://10.0.0.7:8000/v1"])
+    assert a == "rl_round simulate.simulator=vllm:smollm2@127.0.0.1:8000"
+    assert b == "rl_round simulate.simulator=vllm:qwen3-8b@10.0.0.7:8000"
+    assert run_name("eval", ["agent.base_url=https://api.example.com/v1"]) == (
+        "eval agent.base_url=api.example.com"
+    )
+    # a user:password in a URL never reaches the name
+    named = run_name("eval", ["agent.base_url=https://me:s3cret@proxy.example.com:8443/v1"])
+    assert named == "eval agent.base_url=proxy.example.com:8443" and "s3cret" not in named
+
+
 def _stages(gate_checks=None, verdict="passed", warnings=()):
     return [
         StageNote("simulate", "simulate", {"rows_out": 1000}, {}),

@@ -34,6 +34,8 @@ __all__ = [
 _BOOKKEEPING = ("tracking", "cache", "hydra", "name")
 #: Longest value kept whole in a run name; longer ones keep their head and an ellipsis.
 MAX_VALUE_CHARS = 24
+#: A server value (model spec and host) keeps more: the host is what tells two runs apart.
+MAX_SERVER_CHARS = 48
 #: Longest run name; further overrides are counted ("+3 more").
 MAX_NAME_CHARS = 120
 
@@ -70,11 +72,30 @@ def shorten_override(override: str) -> str | None:
         return text or None  # a deletion (~key) is something the user changed
     if key == "experiment" or root in _BOOKKEEPING:
         return None
-    if "/" in value and "," not in value:
-        value = value.rstrip("/").rsplit("/", 1)[-1] or value
-    if len(value) > MAX_VALUE_CHARS:
-        value = value[: MAX_VALUE_CHARS - 1] + "…"
+    if "://" in value and "," not in value:
+        # A server: its model and host tell two runs apart ("…/v1" named every one "v1").
+        value, limit = _server_name(value), MAX_SERVER_CHARS
+    elif "/" in value and "," not in value:
+        value, limit = value.rstrip("/").rsplit("/", 1)[-1] or value, MAX_VALUE_CHARS
+    else:
+        limit = MAX_VALUE_CHARS
+    if len(value) > limit:
+        value = value[: limit - 1] + "…"
     return f"{key}={value}"
+
+
+def _server_name(value: str) -> str:
+    """``vllm:smollm2@http://10.0.0.5:8000/v1`` → ``vllm:smollm2@10.0.0.5:8000``;
+    ``https://api.example.com/v1`` → ``api.example.com``: the model spec and the host, with
+    no scheme, path, user or query (where a key could sit)."""
+    from urllib.parse import urlsplit
+
+    spec, at, url = value.rpartition("@") if "@" in value.split("://", 1)[0] else ("", "", value)
+    try:
+        host = urlsplit(url).netloc.rsplit("@", 1)[-1] or url
+    except ValueError:
+        host = url
+    return f"{spec}{at}{host}"
 
 
 def run_name(preset: str | None, overrides: Sequence[str], *, prefix: str = "") -> str:
