@@ -56,6 +56,8 @@ from wai_exp.tracking.params import (
     truncate,
 )
 from wai_exp.tracking.summary import (
+    DELTA_HEADLINE_KEYS,
+    HEADLINE_KEYS,
     StageNote,
     describe_run,
     headline_metrics,
@@ -545,6 +547,9 @@ class MlflowTracker:
         self._artifact_uri: str | None = None
         self._notes: list[StageNote] = []
         self._headlined = False
+        #: a pipeline with a compare stage: its delta, not the first arm's pass@1, is the
+        #: run's headline (set in ``start`` from the pipeline's stage kinds)
+        self._delta_run = False
         self._rows_made = 0.0
         self._gate: dict[str, str | None] = {}
         self._preset: str | None = None
@@ -644,6 +649,7 @@ class MlflowTracker:
         self.status = "RUNNING"
         atexit.register(self._atexit)
 
+        self._delta_run = _has_compare_stage(config)
         band = (config.get("selection") or {}).get("band") if isinstance(config, Mapping) else None
         with contextlib.suppress(TypeError, ValueError, IndexError):
             self._band = (float(band[0]), float(band[1])) if band else self._band
@@ -724,11 +730,12 @@ class MlflowTracker:
 
         now = int(time.time() * 1000)
         batch: list[Any] = []
-        if "pass_at_1" in values and not self._headlined:
+        keys = DELTA_HEADLINE_KEYS if self._delta_run else HEADLINE_KEYS
+        if keys[0][1] in values and not self._headlined and (kind == "compare") == self._delta_run:
             # The answer under short names, ahead of the stage's own metrics: the runs table
-            # and the metric charts then lead with it.
+            # and the metric charts then lead with it (a before/after run's is its delta).
             self._headlined = True
-            batch += [Metric(k, v, now, 0) for k, v in headline_metrics(values).items()]
+            batch += [Metric(k, v, now, 0) for k, v in headline_metrics(values, keys).items()]
         if kind == "optimize" or ("rows_kept" in values and kind != "simulate"):
             kept = metric_value(values.get("rows_kept"))
             if kept is not None:
@@ -983,6 +990,15 @@ class MlflowTracker:
         with contextlib.suppress(Exception):
             self._client.set_terminated(self.run_id, "FAILED")
             self.status = "FAILED"
+
+
+def _has_compare_stage(config: Mapping[str, Any]) -> bool:
+    """Whether the run's pipeline has a ``compare`` stage (its delta is the run's answer)."""
+    pipeline = config.get("pipeline") if isinstance(config, Mapping) else None
+    stages = pipeline.get("stages") if isinstance(pipeline, Mapping) else None
+    if not isinstance(stages, Mapping):
+        return False
+    return any(isinstance(s, Mapping) and s.get("kind") == "compare" for s in stages.values())
 
 
 def log_traces(job: tuple[Any, ...]) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 from wai_exp.domain.numbers import finite_float
 
 __all__ = [
+    "DELTA_HEADLINE_KEYS",
     "HEADLINE_KEYS",
     "StageNote",
     "describe_run",
@@ -53,6 +54,18 @@ HEADLINE_KEYS: tuple[tuple[str, str], ...] = (
     ("pass_at_k", "pass_at_k"),
     ("pass_at_k_ci_lo", "pass_at_k_ci_lo"),
     ("pass_at_k_ci_hi", "pass_at_k_ci_hi"),
+)
+
+#: A before/after run's headline: the compare stage's delta and its interval lead, then the
+#: two arms (so the runs table shows the change, never the baseline's score as the run's).
+DELTA_HEADLINE_KEYS: tuple[tuple[str, str], ...] = (
+    ("delta", "delta"),
+    ("delta_ci_lo", "delta_ci_lo"),
+    ("delta_ci_hi", "delta_ci_hi"),
+    ("delta_before", "before"),
+    ("delta_after", "after"),
+    ("delta_p_value", "p_value"),
+    ("delta_n_paired_tasks", "n_paired_tasks"),
 )
 
 
@@ -115,11 +128,15 @@ def run_name(preset: str | None, overrides: Sequence[str], *, prefix: str = "") 
     return name
 
 
-def headline_metrics(stage_metrics: Mapping[str, Any]) -> dict[str, float]:
-    """The graded stage's answer under short names (see :data:`HEADLINE_KEYS`), in logging
-    order; a metric the stage did not measure is absent, never 0."""
+def headline_metrics(
+    stage_metrics: Mapping[str, Any],
+    keys: Sequence[tuple[str, str]] = HEADLINE_KEYS,
+) -> dict[str, float]:
+    """The stage's answer under short names (``keys``: :data:`HEADLINE_KEYS` for a graded
+    stage, :data:`DELTA_HEADLINE_KEYS` for a compare stage), in logging order; a metric the
+    stage did not measure is absent, never 0."""
     out: dict[str, float] = {}
-    for short, key in HEADLINE_KEYS:
+    for short, key in keys:
         v = finite_float(stage_metrics.get(key))
         if v is not None:
             out[short] = v
@@ -169,6 +186,30 @@ def _floor_lines(m: Mapping[str, Any], floor: Any, n_tasks: Any) -> list[str]:
         f"**floor** {_fmt(value)} ({_interval(m.get('floor_ci_lo'), m.get('floor_ci_hi'))}): "
         "a do-nothing agent (no tool call, one polite refusal), the same judge on "
         f"{floor_scope(floor, n_tasks)} — **{floor.get('words')}**",
+    ]
+
+
+def _delta_lines(stage: StageNote) -> list[str]:
+    """A compare stage's answer, first in the description: the delta with its interval and
+    the verdict word, then the two arms it compares; [] for any other stage."""
+    r = stage.report
+    verdict = r.get("headline_verdict")
+    if not verdict:
+        return []
+    m = stage.metrics
+    target = str(r.get("target") or "pass_at_1").replace("pass_at_1", "pass@1")
+    delta = finite_float(m.get("delta"))
+    shown = "not measured" if delta is None else f"{delta:+.3f}"
+    arms = r.get("arms") if isinstance(r.get("arms"), Mapping) else {}
+    n = r.get("n_paired_tasks")
+    return [
+        f"### {verdict}: delta {target} {shown} "
+        f"({_interval(m.get('delta_ci_lo'), m.get('delta_ci_hi'))})"
+        + (f" over {n} paired tasks" if isinstance(n, int) else ""),
+        f"{target} {_fmt(finite_float(m.get('before')))} ({arms.get('before', 'before')}) → "
+        f"{_fmt(finite_float(m.get('after')))} ({arms.get('after', 'after')}); "
+        f"{r.get('target_verdict') or 'no target verdict'} ({stage.name})",
+        "",
     ]
 
 
@@ -224,6 +265,8 @@ def describe_run(
     if status != "FINISHED":
         out.append(f"**Run {status}**" + (f": {error}" if error else ""))
         out.append("")
+    for s in stages:
+        out.extend(_delta_lines(s))
     graded = [s for s in stages if finite_float(s.metrics.get("pass_at_1")) is not None]
     for s in graded:
         m = s.metrics

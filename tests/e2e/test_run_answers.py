@@ -1,0 +1,64 @@
+"""What a researcher sees in MLflow for a before/after run and for a sweep's parent, through
+the installed console script with tracking to a sqlite store in a temp folder (issue 23 §4, §5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WAI_EXP = shutil.which("wai-exp") or str(Path(sys.executable).parent / "wai-exp")
+
+
+def _wai(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [WAI_EXP, *args, "tracking.background=false"],
+        cwd=tmp_path,  # the default store is ./mlflow.db: the temp folder's
+        env={**os.environ, "HYDRA_FULL_ERROR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    return proc
+
+
+def _client(tmp_path: Path):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+
+
+@pytest.mark.slow
+def test_delta_run_headline_and_description_are_the_delta(tmp_path: Path) -> None:
+    proc = _wai(
+        tmp_path,
+        "+experiment=delta",
+        "simulate.budget=40",
+        "simulate.runs=2",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
+    run_id = re.search(r"MLflow run: ([0-9a-f]{32})", proc.stdout)
+    assert run_id, proc.stdout[-2000:]
+    run = _client(tmp_path).get_run(run_id.group(1))
+    report = json.loads((tmp_path / "run" / "compare" / "report.json").read_text())
+    m = run.data.metrics
+    # the run-level headline is the delta with its interval, not the before arm's pass@1
+    assert "pass_at_1" not in m
+    assert m["delta"] == pytest.approx(report["target_delta"])
+    assert [m["delta_ci_lo"], m["delta_ci_hi"]] == pytest.approx(report["target_ci95"])
+    assert m["delta_before"] == pytest.approx(m["grade_before.pass_at_1"])
+    assert m["delta_after"] == pytest.approx(m["grade_after.pass_at_1"])
+    # the description leads with the verdict word, the delta and its interval
+    note = run.data.tags["mlflow.note.content"]
+    first = note.splitlines()[0]
+    verdict = report["headline_verdict"]
+    lo, hi = report["target_ci95"]
+    assert first.startswith(f"### {verdict}: delta pass@1 {report['target_delta']:+.3f}")
+    assert f"95% CI {lo:.3f}–{hi:.3f}" in first
