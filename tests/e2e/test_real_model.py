@@ -93,6 +93,9 @@ def test_smollm2_as_agent_writer_person_and_judge_from_the_console_script(tmp_pa
         "judge=llm", f"judge.model={model}", "judge.max_tokens=128",
         # the server is serial: a verdict waits behind the agent's abandoned completions
         "judge.request_timeout=900",
+        # a 135M judge may miss the format on one of two rows: this test reads what it
+        # gave, so it is allowed (an unparsable verdict now counts against the share)
+        "judge.max_error_share=1.0",
         "simulate.budget=2", "simulate.repeats=1", "simulate.logprobs=true",
         "simulate.max_lost_share=1.0", "knobs.concurrency=1",
         "knobs.writer_temperature=0", "knobs.user_temperature=0",

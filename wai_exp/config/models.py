@@ -364,7 +364,8 @@ class JudgeConfig(_Strict):
     version: str | None = None
     concurrency: PositiveInt = 8
     timeout: Annotated[float, Field(gt=0.0)] | None = None
-    #: The grade fails (exit 1) when the judge errored or timed out on more than this share
+    #: The grade fails (exit 1) when the judge gave no verdict (its call errored or timed out,
+    #: or its answer could not be read: invalid_result) on more than this share
     #: of the rows: the rows left scored are then a biased sample, not a grade.
     max_error_share: Share = 0.25
     scale: tuple[float, float] | None = None

@@ -389,7 +389,9 @@ def judge_rows(
         # Without by_task (one entry per task): the counts and the line say what it did.
         report["lost"] = {k: v for k, v in lost.items() if k != "by_task"}
         report["lost_line"] = lost_sentence(lost)
-    _judge_failure(report, graded, typed.max_error_share)
+    model = getattr(judge, "model", None)
+    who = str(name) + (f" ({model})" if model else "")
+    _judge_failure(report, graded, typed.max_error_share, who, model=model is not None)
     floor = stage_floor(cfg, judge, graded, common, lost)
     report["floor"] = floor.to_dict()
     metrics = {
@@ -556,19 +558,56 @@ def _replaced_rewards(
     }
 
 
-def _judge_failure(report: dict[str, Any], graded: list[dict[str, Any]], share: float) -> None:
+#: What to do about a judge that answers but never in the verdict's format.
+_FORMAT_FIX = (
+    "keep judge.structured_output=auto (or json_schema/json_object) on a server that "
+    "honours response_format, use another model (judge.model=...), or add a format hint "
+    'to judge.prompt (answer only with JSON like {"score": 1, "reason": "..."})'
+)
+
+#: The same for a judge that is code (a callable, the rows' own reward).
+_CONTRACT_FIX = (
+    "return a reward in [0, 1], true/false or PASS/FAIL, or set judge.scale=(lo, hi) for "
+    "a judge that rates on another scale"
+)
+
+
+def _judge_failure(
+    report: dict[str, Any],
+    graded: list[dict[str, Any]],
+    share: float,
+    who: str = "unnamed",
+    model: bool = True,
+) -> None:
     """Mark ``report`` failed (``failed_because="judge_failed"`` and a ``failure_summary`` in
-    words, which the runner turns into exit 1) when the judge's calls failed (``error`` or
-    ``timeout``) on more than ``share`` of the rows. Abstentions and invalid verdicts are the
-    judge answering, not failing, and do not count."""
+    words, which the runner turns into exit 1) when the judge gave no verdict on more than
+    ``share`` of the rows: its calls failed (``error``/``timeout``) or it answered in no form
+    a verdict can be read from (``invalid_result``: a model answering prose would otherwise
+    leave every row unjudged behind a run that says "done"). Abstentions are the judge
+    answering, and do not count. ``who`` names the judge in the words; ``model`` says it is
+    a model judge (the fix is then about the answer's format)."""
+    from wai_exp.domain.secrets import redact_text
+
     failed = [r for r in graded if r.get("judge_status") in ("error", "timeout")]
-    if not graded or len(failed) <= share * len(graded):
+    invalid = [r for r in graded if r.get("judge_status") == "invalid_result"]
+    if not graded or len(failed) + len(invalid) <= share * len(graded):
         return
-    first = (failed[0].get("judge_meta") or {}).get("error") or "no message"
     report["failed_because"] = "judge_failed"
-    report["failure_summary"] = (
-        f"the judge could not score {len(failed)} of {len(graded)} rows (error or timeout), "
-        f"more than judge.max_error_share={share:g}; first error: {first}"
+    parts = []
+    if failed:
+        first = (failed[0].get("judge_meta") or {}).get("error") or "no message"
+        parts.append(f"its call failed (error or timeout) on {len(failed)}; first error: {first}")
+    if invalid:
+        meta = invalid[0].get("judge_meta") or {}
+        said = str(meta.get("answer") or meta.get("raw") or "nothing")[:300]
+        parts.append(
+            f"it answered with no verdict it could be read from (invalid_result) on "
+            f"{len(invalid)} ({meta.get('error') or 'no reason'}); first answer: {said!r}; "
+            f"fix: {_FORMAT_FIX if model else _CONTRACT_FIX}"
+        )
+    report["failure_summary"] = redact_text(
+        f"the judge could not score {len(failed) + len(invalid)} of {len(graded)} rows, more "
+        f"than judge.max_error_share={share:g}; judge: {who}: " + "; ".join(parts)
     )
 
 

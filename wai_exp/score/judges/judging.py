@@ -153,7 +153,11 @@ def _verdict_string(text: str, scale: tuple[float, float] | None, raw: Any) -> d
         try:
             parsed = json.loads(s)
         except ValueError:
-            return _invalid("judge returned text that starts like JSON but does not parse", raw)
+            return _invalid(
+                "judge returned text that starts like JSON but does not parse",
+                raw,
+                {"answer": s[:RAW_CHARS]},
+            )
         if isinstance(parsed, Mapping):
             return _normalize(parsed, scale, raw)
         return _invalid("a JSON judge return must be an object with a reward, score or rating", raw)
@@ -173,7 +177,10 @@ def _verdict_string(text: str, scale: tuple[float, float] | None, raw: Any) -> d
         return _result(0.0, "ok", reason)
     if word in ABSTAIN_WORDS:
         return _result(None, "abstain", reason)
-    return _invalid("judge returned text with no PASS/FAIL verdict or number", raw)
+    # The text itself (``answer``), not only the whole return: what a failed stage quotes.
+    return _invalid(
+        "judge returned text with no PASS/FAIL verdict or number", raw, {"answer": s[:RAW_CHARS]}
+    )
 
 
 def _plain(value: Any) -> Any:
