@@ -162,3 +162,24 @@ def test_rollouts_lost_on_the_way_are_warned_about_with_the_cause_and_first_erro
     [w] = [w for w in data.warnings if "rollouts were lost" in w]
     assert w.startswith(f"{lost} of 30 rollouts were lost ({lost} RuntimeError)")
     assert "first error: RuntimeError: the CRM timed out on this one" in w
+
+
+def test_a_writer_whose_cards_came_back_empty_or_whose_waves_timed_out_gets_its_own_fix():
+    # 68 cards left without asks: the model answered, so neither "differ more" (duplicates)
+    # nor "check the server" fits; what does is fewer cards per wave or a larger budget.
+    writer = {
+        "model": "vllm:w", "waves": 20, "cards": 70, "restarts": 2, "waves_failed": 0,
+        "rejected": {"missing_asks": 68, "duplicate": 2}, "structured_output": "json_object",
+    }  # fmt: skip
+    text = failure_summary("writer_exhausted", rows=0, lost=[], writer=writer)
+    assert "68 left without asks" in text and "left cards without asks" in text
+    assert "knobs.min_cards_per_wave=1" in text and "writer_temperature" not in text
+    # waves the server never answered in time: the bound is named, with its value
+    writer = {
+        "model": "vllm:w", "waves": 4, "cards": 30, "restarts": 0, "waves_failed": 4,
+        "waves_timed_out": 4, "gave_up_on": "timeouts", "timeout_s": 300.0, "rejected": {},
+        "first_error": "CompletionTimeout: vllm:w did not answer within timeout=300 s",
+    }  # fmt: skip
+    text = failure_summary("writer_exhausted", rows=0, lost=[], writer=writer)
+    assert "gave up after 4 waves timed out (writer_exhausted)" in text
+    assert "within simulate.timeout=300 s: raise simulate.timeout" in text

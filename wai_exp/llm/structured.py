@@ -16,8 +16,9 @@ Forms of the ``response_format`` a request can carry, in the order ``auto`` trie
 * none: the schema is only described in the prompt.
 
 A server that refuses a form (HTTP 400/422, or any error whose body names
-``response_format``) gets the same request once more with the next form. Once a form is
-answered the step is kept for the rest of the run (``StructuredOutput.fallback`` says what
+``response_format``) gets the same request once more with the next form. A refusal that
+names ``response_format`` is kept at once; another (a bare 400) once a later form is
+answered. The step is kept for the rest of the run (``StructuredOutput.fallback`` says what
 was refused and why), so a refusing server costs one extra request per run, not per call. Anthropic backends get no
 ``response_format`` (their API has none of these forms).
 """
@@ -184,12 +185,22 @@ class StructuredOutput:
                 # The note reaches judge_meta, the writer report and MLflow: a server that
                 # quotes the request's credentials back must not carry them there.
                 body = redact_text(str(exc).split(": ", 1)[-1][:NOTE_BODY_CHARS])
-                notes.append(f"{form} refused (HTTP {status}: {body})")
+                note = f"{form} refused (HTTP {status}: {body})"
                 i += 1
+                if "response_format" in str(exc):
+                    # A refusal that names the field is about the form whatever the next
+                    # form does: kept at once, so a next form that times out does not send
+                    # every later call back to the refused one first.
+                    with self._lock:
+                        if self._step < i:
+                            self._step = i
+                            self.fallbacks.append(note)
+                else:
+                    notes.append(note)
                 continue
             if i > start:
                 with self._lock:
-                    if self._step == start:  # another call may have stepped down already
+                    if self._step < i:  # another call may have stepped down already
                         self._step = i
                         self.fallbacks.extend(notes)
             return done, form

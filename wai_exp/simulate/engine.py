@@ -567,7 +567,11 @@ class Engine:
         elapsed = now - self.t0
         self._last_progress_t, self._last_progress_rows = now, n
         warning = self.check_health()
-        note = "; ".join(x for x in (f"{lost} lost" if lost else "", warning or "") if x)
+        # A model writer's waves: the only sign of life while it writes and nothing lands.
+        writing = self.writer.progress() if hasattr(self.writer, "progress") else None
+        note = "; ".join(
+            x for x in (f"{lost} lost" if lost else "", writing or "", warning or "") if x
+        )
         self.progress(
             {
                 "done": n,

@@ -30,7 +30,10 @@ What steers it (the ``advanced`` knobs, spec: shared/seeds/simulate-parameters.m
   ``writer_idle_rounds_to_restart`` the writer restarts with its round ids moved by
   ``restart_seed_stride`` and the last ``restart_avoid_window`` asks as avoid pressure. It
   may restart ``2 + budget // rows_per_extra_restart`` times; then it gives up
-  (``stopped_because="writer_exhausted"``).
+  (``stopped_because="writer_exhausted"``). A wave the server does not answer within
+  ``timeout`` counts in ``waves_timed_out``; ``writer_idle_rounds_to_restart`` of them in a
+  row give up at once (no restart: new seeds cannot make a server faster), so a server that
+  never answers ends the writer within about that many ``timeout``.
 * the prompt carries up to ``writer_context_items`` items of each kind (asks to avoid,
   underexplored cells, behaviour gaps, axis gaps, tools) and up to
   ``writer_context_parents`` failing asks to mutate from; ``short_share_floor`` /
@@ -232,6 +235,7 @@ class ModelWriter:
         self.round_base = 0
         self.idle_rounds = 0
         self.restarts = 0
+        self.timeouts_in_row = 0
         self.gave_up = False
         self.stop_reason: str | None = None
         self._inflight: list[concurrent.futures.Future[Any]] = []
@@ -244,6 +248,7 @@ class ModelWriter:
             "waves_failed": 0,
             "waves_malformed": 0,
             "waves_abandoned": 0,
+            "waves_timed_out": 0,
             "cards": 0,
             "asks_written": 0,
             "situations_kept": 0,
@@ -588,13 +593,18 @@ class ModelWriter:
     def _collect(self, fut: concurrent.futures.Future[Any]) -> None:
         wave_id, picked, temp, budget = fut.wave  # type: ignore[attr-defined]
         kept = 0
+        timed_out = False
         try:
             done = fut.result()
         except Exception as exc:  # noqa: BLE001 - a failed wave is counted, the run goes on
             self.stats["waves_failed"] += 1
+            timed_out = isinstance(exc, TimeoutError)
+            self.stats["waves_timed_out"] += timed_out
             if self.stats["first_error"] is None:
                 self.stats["first_error"] = f"{type(exc).__name__}: {exc}"[:500]
             done = None
+        if self._timed_out(timed_out):
+            return
         if isinstance(done, tuple):  # (completion, the response_format form it was asked with)
             done, form = done
             self.stats["forms"][form or "off"] += 1
@@ -616,6 +626,39 @@ class ModelWriter:
         self.stats["idle_waves"] += 1
         if self.idle_rounds >= self.knobs.writer_idle_rounds_to_restart:
             self._restart()
+
+    def _timed_out(self, timed_out: bool) -> bool:
+        """Count a wave the server did not answer within ``timeout``; True when
+        ``writer_idle_rounds_to_restart`` waves in a row timed out, and the writer gives up
+        (``writer_exhausted``). A restart changes the asks' seeds, which cannot help a server
+        too slow for the bound, so the writer gives up at once: within about that many
+        ``timeout`` (waves in flight time out together), not after every restart."""
+        self.timeouts_in_row = self.timeouts_in_row + 1 if timed_out else 0
+        if self.timeouts_in_row < self.knobs.writer_idle_rounds_to_restart:
+            return False
+        self.gave_up = True
+        self.stop_reason = "writer_exhausted"
+        self.stats["gave_up_on"] = "timeouts"
+        return True
+
+    def progress(self) -> str | None:
+        """The writer's part of the progress line (None before its first wave): waves,
+        situations kept, and the waves that failed or timed out."""
+        st = self.stats
+        if not st["waves"]:
+            return None
+        flying = sum(1 for f in [*self._inflight, *self._focused_inflight.values()] if not f.done())
+        out = (
+            f"writer: {st['waves']} waves ({flying} in flight), "
+            f"{st['situations_kept']} situations kept"
+        )
+        if st["waves_timed_out"]:
+            out += (
+                f", {st['waves_timed_out']} timed out (simulate.timeout={self.caller.timeout:g} s)"
+            )
+        elif st["waves_failed"]:
+            out += f", {st['waves_failed']} failed"
+        return out
 
     def _restart(self) -> None:
         if self.restarts >= self.restart_allowance:
@@ -846,6 +889,7 @@ class ModelWriter:
             cards_per_wave=self.cards_per_wave,
             restart_allowance=self.restart_allowance,
             gave_up=self.gave_up,
+            timeout_s=self.caller.timeout,
             # written ahead when the run stopped; shutdown waits scene_join_s for them
             waves_in_flight=sum(
                 1 for f in [*self._inflight, *self._focused_inflight.values()] if not f.done()

@@ -189,8 +189,9 @@ _REJECTED_WORDS = {
 
 
 def writer_failure(writer: Mapping[str, Any]) -> str:
-    """Why a model writer that gave up wrote nothing usable, with the fix: its waves, what
-    it had its cards rejected for, the first failed call. Reads ``report()["writer"]``."""
+    """Why a model writer that gave up wrote nothing usable, with the fix for its main
+    cause: its waves, what it had its cards rejected for, the waves that failed or timed
+    out and the first failed call. Reads ``report()["writer"]``."""
     waves = int(writer.get("waves") or 0)
     rejected = {k: int(v) for k, v in (writer.get("rejected") or {}).items() if v}
     why = [
@@ -198,33 +199,69 @@ def writer_failure(writer: Mapping[str, Any]) -> str:
         for k, n in sorted(rejected.items(), key=lambda kv: -kv[1])
     ]
     failed = int(writer.get("waves_failed") or 0)
-    if failed:
-        first = str(writer.get("first_error") or "no message")[:200]
-        why.append(f"{failed} waves failed (first error: {first})")
+    timed_out = int(writer.get("waves_timed_out") or 0)
+    if writer.get("gave_up_on") == "timeouts":
+        gave_up = f"gave up after {timed_out} waves timed out"
+    else:
+        gave_up = f"gave up after {int(writer.get('restarts') or 0)} restarts"
     out = (
         f"the model writer ({writer.get('model')}) wrote nothing usable in {waves} waves of "
-        f"{int(writer.get('cards') or 0)} cards and gave up after {int(writer.get('restarts') or 0)} "
-        f"restarts (writer_exhausted): cards {'; '.join(why) or 'rejected'}"
+        f"{int(writer.get('cards') or 0)} cards and {gave_up} (writer_exhausted): "
+        f"cards {'; '.join(why) or 'rejected'}"
+        if why
+        else f"the model writer ({writer.get('model')}) wrote nothing usable in {waves} waves "
+        f"of {int(writer.get('cards') or 0)} cards and {gave_up} (writer_exhausted)"
     )
+    if failed:
+        first = str(writer.get("first_error") or "no message")[:200]
+        late = f", {timed_out} of them timed out" if timed_out else ""
+        out += f"; {failed} waves failed{late} (first error: {first})"
     form = writer.get("structured_output")
     if form:
         out += f"; the waves asked for their JSON with response_format {form}"
         if writer.get("structured_output_fallback"):
             out += f" ({writer['structured_output_fallback']})"
-    if rejected.get("malformed", 0) >= max(rejected.values(), default=0) and rejected:
-        fix = (
-            "a model that keeps to JSON (simulate.simulator=<a larger model>), fewer cards per "
-            "wave (knobs.first_wave_cards=1 knobs.min_cards_per_wave=1)"
-            + (", simulate.writer_structured_output=auto" if form in (None, "off") else "")
+    return (
+        out
+        + f"; fix: {_writer_fix(rejected, timed_out, writer)}, or simulate.simulator=false for the template writer"
+    )
+
+
+def _writer_fix(rejected: Mapping[str, int], timed_out: int, writer: Mapping[str, Any]) -> str:
+    """The fix for the writer's main cause: waves timing out, malformed replies, cards
+    left without asks, or asks too alike (duplicates, near copies)."""
+    smaller = "fewer cards per wave (knobs.first_wave_cards=1 knobs.min_cards_per_wave=1)"
+    top = max(rejected, key=lambda k: rejected[k]) if rejected else None
+    waves = int(writer.get("waves") or 0)
+    if writer.get("gave_up_on") == "timeouts" or (timed_out and 2 * timed_out >= waves):
+        seconds = writer.get("timeout_s")
+        bound = (
+            f"simulate.timeout={seconds:g} s"
+            if isinstance(seconds, int | float)
+            else "simulate.timeout"
         )
-    elif rejected:
-        fix = (
+        return (
+            f"the server did not answer a wave within {bound}: raise simulate.timeout, "
+            f"{smaller}, or a faster server or smaller writer model"
+        )
+    if top == "malformed":
+        form = writer.get("structured_output")
+        return f"a model that keeps to JSON (simulate.simulator=<a larger model>), {smaller}" + (
+            ", simulate.writer_structured_output=auto" if form in (None, "off") else ""
+        )
+    if top == "missing_asks":
+        return (
+            f"the model answered but left cards without asks: {smaller}, a larger reply "
+            "budget per card (knobs.tokens_per_card), or a larger writer model"
+        )
+    if top in ("too_long",):
+        return f"{smaller} or a writer model that keeps to one message per ask"
+    if top:
+        return (
             "a wider temperature band (knobs.writer_temperature=[0.7,1.2]) or a larger writer "
             "model, so the asks differ"
         )
-    else:
-        fix = "check the writer's server (simulate.simulator)"
-    return out + f"; fix: {fix}, or simulate.simulator=false for the template writer"
+    return "check the writer's server (simulate.simulator)"
 
 
 def lost_warning(
