@@ -84,7 +84,8 @@ def _check_sweep(
     # The terminal ends with the table and the parent's id (``table_last=False``: Ray
     # forwards its workers' output to the terminal late, so job lines may follow it).
     lines = proc.stdout.strip().splitlines()
-    tail = lines[-(len(values) + 5) :] if table_last else lines
+    # (under the table: task sets, a paired delta and the seeds needed per adjacent pair)
+    tail = lines[-(3 * len(values) + 6) :] if table_last else lines
     assert any(line.startswith("agent.skill") and "pass@1" in line for line in tail)
     assert f"MLflow parent run: {parent.info.run_id}" in proc.stdout
     return client, parent, kids

@@ -62,3 +62,43 @@ def test_delta_run_headline_and_description_are_the_delta(tmp_path: Path) -> Non
     lo, hi = report["target_ci95"]
     assert first.startswith(f"### {verdict}: delta pass@1 {report['target_delta']:+.3f}")
     assert f"95% CI {lo:.3f}–{hi:.3f}" in first
+
+
+@pytest.mark.slow
+def test_skill_sweep_parent_has_per_value_metrics_and_paired_deltas(tmp_path: Path) -> None:
+    proc = _wai(
+        tmp_path,
+        "-m",
+        "+experiment=eval",
+        "agent.skill=0.6,0.9",
+        "seed=0,1",
+        "simulate.budget=40",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    )
+    parent_id = re.search(r"MLflow parent run: ([0-9a-f]{32})", proc.stdout)
+    assert parent_id, proc.stdout[-2000:]
+    client = _client(tmp_path)
+    parent = client.get_run(parent_id.group(1))
+    m = parent.data.metrics
+    kids = client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+    )
+    by_skill: dict[str, list[float]] = {}
+    for kid in kids:
+        skill = next(o for o in json.loads(kid.data.tags["wai.override_list"]) if "skill" in o)
+        by_skill.setdefault(skill.split("=")[1], []).append(kid.data.metrics["pass_at_1"])
+    # the parent reads per value in the runs table (it had 0 metrics beside the noise band)
+    for skill, vals in by_skill.items():
+        assert m[f"pass_at_1/agent.skill:{skill}"] == pytest.approx(sum(vals) / len(vals))
+        assert f"pass_at_1_ci_lo/agent.skill:{skill}" in m
+    # both values ran on the same seeds' tasks: the paired delta uses every one of them
+    n = m["n_tasks/agent.skill:0.6"]
+    assert n == m["n_shared_tasks/agent.skill:0.9"] == m["n_tasks/agent.skill:0.9"]
+    lo, d, hi = (m[f"{k}/agent.skill:0.9 vs 0.6"] for k in ("delta_ci_lo", "delta", "delta_ci_hi"))
+    assert lo <= d <= hi
+    # the terminal table says the tasks, the paired delta and the seeds the t intervals need
+    assert f"{n:.0f} ({n:.0f} shared)" in proc.stdout
+    assert f"paired delta agent.skill:0.9 vs 0.6: {d:+.3f}" in proc.stdout
+    assert re.search(r"seeds per value \(now 2\)|separated", proc.stdout)
+    assert "paired delta" in parent.data.tags["mlflow.note.content"]

@@ -80,3 +80,131 @@ def test_failed_children_do_not_count():
     jobs = [_job(0, ["seed=0"], 0.5), {**_job(1, ["seed=1"], 0.9), "status": "FAILED"}]
     assert per_value_table(jobs)["rows"][0]["n_runs"] == 1
     assert replicate_spread(jobs)["run_std"] is None
+
+
+# -- task sets, paired deltas, seeds needed, parent metrics (issue 23 §5) -------------------
+
+
+def _tasked(i, overrides, tasks):
+    """A child as the callback builds it: its headline metrics and per-task pass rates."""
+    p = sum(tasks.values()) / len(tasks)
+    return {**_job(i, overrides, p), "tasks": tasks}
+
+
+def _rates(rng, names, p, k=4):
+    return {t: rng.binomial(k, p) / k for t in names}
+
+
+def test_values_on_partly_different_task_sets_say_how_many_tasks_they_share():
+    import numpy as np
+
+    from wai_exp.tracking.sweep import table_notes
+
+    rng = np.random.default_rng(0)
+    # 100 tasks per value; 75 of them measured by every value (a reproducible sweep whose
+    # values lose or add different tasks)
+    common = [f"t{i}" for i in range(75)]
+    sets = {
+        "0.6": common + [f"a{i}" for i in range(25)],
+        "0.75": common + [f"b{i}" for i in range(25)],
+        "0.9": common + [f"a{i}" for i in range(7)] + [f"c{i}" for i in range(18)],
+    }
+    jobs = [
+        _tasked(i, [f"agent.skill={v}"], _rates(rng, names, float(v)))
+        for i, (v, names) in enumerate(sets.items())
+    ]
+    table = per_value_table(jobs)
+    assert [r["n_tasks"] for r in table["rows"]] == [100, 100, 100]
+    assert [r["n_shared"] for r in table["rows"]] == [75, 75, 75]
+    assert table["shared_tasks"] == 75
+    text = format_table(table)
+    assert "tasks (shared)" in text and "100 (75 shared)" in text
+    assert "100 (75 shared)" in table_markdown(table)
+    notes = table_notes(table)
+    assert notes and "75 tasks are shared by every value" in notes[0]
+    # a sweep over the same tasks does not warn
+    same = [_tasked(i, [f"agent.skill={v}"], _rates(rng, common, float(v))) for i, v in
+            enumerate(["0.6", "0.9"])]  # fmt: skip
+    assert not [n for n in table_notes(per_value_table(same)) if "task sets differ" in n]
+
+
+def test_two_seeds_per_value_say_how_many_seeds_would_separate_the_values():
+    from scipy import stats
+
+    from wai_exp.tracking.sweep import seeds_needed, table_notes
+
+    # The README sweep's numbers: agent.skill=0.6,0.9 seed=0,1, budget 40 (10 tasks a job)
+    jobs = [
+        _job(0, ["agent.skill=0.6", "seed=0"], 0.300),
+        _job(1, ["agent.skill=0.6", "seed=1"], 0.450),
+        _job(2, ["agent.skill=0.9", "seed=0"], 0.7125),
+        _job(3, ["agent.skill=0.9", "seed=1"], 0.8625),
+    ]
+    table = per_value_table(jobs)
+    lo6, hi6 = table["rows"][0]["ci_lo"], table["rows"][0]["ci_hi"]
+    assert lo6 == 0.0 and hi6 > table["rows"][1]["ci_lo"]  # the intervals overlap at 2 seeds
+    [need] = seeds_needed(table)
+    sd, gap = need["sd"], need["gap"]
+    assert sd == pytest.approx(math.sqrt(0.15**2 / 2)) and gap == pytest.approx(0.4125)
+
+    def half(n):
+        return stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+
+    n = need["n_needed"]
+    assert need["n_now"] == 2 and n == 4
+    assert 2 * half(n) < gap <= 2 * half(n - 1)  # n separates them, n - 1 does not
+    assert any("about 4 seeds per value (now 2)" in line for line in table_notes(table, (), [need]))
+
+
+def test_paired_deltas_use_only_the_tasks_both_values_measured():
+    import numpy as np
+
+    from wai_exp.tracking.sweep import paired_deltas, table_notes
+
+    rng = np.random.default_rng(1)
+    shared = [f"t{i}" for i in range(40)]
+    low = {0: _rates(rng, shared, 0.5), 1: _rates(rng, shared, 0.5)}
+    high = {0: _rates(rng, shared, 0.8), 1: _rates(rng, shared, 0.8)}
+    # tasks only the 0.9 value drew, all failed: counted in its pass@1, never in the delta
+    high[0].update({f"x{i}": 0.0 for i in range(10)})
+    jobs = [
+        _tasked(0, ["agent.skill=0.6", "seed=0"], low[0]),
+        _tasked(1, ["agent.skill=0.6", "seed=1"], low[1]),
+        _tasked(2, ["agent.skill=0.9", "seed=0"], high[0]),
+        _tasked(3, ["agent.skill=0.9", "seed=1"], high[1]),
+    ]
+    [d] = paired_deltas(jobs)
+    want = np.mean([(high[0][t] + high[1][t]) / 2 - (low[0][t] + low[1][t]) / 2 for t in shared])
+    assert d["values"] == {"agent.skill": "0.9"} and d["vs"] == {"agent.skill": "0.6"}
+    assert d["n_shared"] == 40 and d["delta"] == pytest.approx(want)
+    assert 0 < d["ci_lo"] < d["delta"] < d["ci_hi"]
+    # over tasks the per-seed t interval (2 runs) cannot separate, the paired one can
+    line = next(x for x in table_notes(per_value_table(jobs), [d]) if x.startswith("paired delta"))
+    assert "over 40 shared tasks" in line and line.endswith(": separated")
+    # children without per-task data: no paired deltas, never made up
+    assert paired_deltas([{k: v for k, v in j.items() if k != "tasks"} for j in jobs]) == []
+
+
+def test_parent_metrics_name_each_value_and_leave_unmeasured_out():
+    from wai_exp.tracking.sweep import paired_deltas, parent_metrics
+
+    tasks = {f"t{i}": (i % 4) / 4 for i in range(20)}
+    better = {t: min(1.0, v + 0.25) for t, v in tasks.items()}
+    jobs = [
+        _tasked(0, ["agent.skill=0.6", "seed=0"], tasks),
+        _tasked(1, ["agent.skill=0.6", "seed=1"], tasks),
+        _tasked(2, ["agent.skill=0.9", "seed=0"], better),
+        {**_job(3, ["agent.skill=0.9", "seed=1"], None), "tasks": better},
+    ]
+    table = per_value_table(jobs)
+    m = parent_metrics(table, paired_deltas(jobs))
+    assert m["pass_at_1/agent.skill:0.6"] == pytest.approx(0.375)
+    assert m["pass_at_1_ci_lo/agent.skill:0.6"] == 0.375  # two identical re-runs
+    assert m["pass_at_1/agent.skill:0.9"] == pytest.approx(sum(better.values()) / 20)
+    # one measured run, no interval metrics logged for it: unmeasured, not 0
+    assert "pass_at_1_ci_lo/agent.skill:0.9" not in m
+    assert m["n_tasks/agent.skill:0.9"] == 20 and m["n_shared_tasks/agent.skill:0.6"] == 20
+    assert m["delta/agent.skill:0.9 vs 0.6"] == pytest.approx(
+        sum(better[t] - tasks[t] for t in tasks) / 20
+    )
+    assert sorted(m) == sorted(m, key=lambda k: (k.split("/")[0], k))  # metric, then value

@@ -355,9 +355,15 @@ class MlflowSweepCallback(Callback):
             }
             for r in kids
         ]
-        jobs = [{**row, "overrides": row["override_list"]} for row in table]
+        jobs = [
+            {**row, "overrides": row["override_list"], "tasks": _child_tasks(r)}
+            for row, r in zip(table, kids, strict=True)
+        ]
         per_value = sweep_mod.per_value_table(jobs)
         spread = sweep_mod.replicate_spread(jobs)
+        paired = sweep_mod.paired_deltas(jobs)
+        needed = sweep_mod.seeds_needed(per_value)
+        notes = sweep_mod.table_notes(per_value, paired, needed)
         only_replicates = not per_value["value_keys"]
         finished = [row["metrics"] for row in table if row["status"] == "FINISHED"]
         aggregate = aggregate_metrics(finished, replicates=only_replicates)
@@ -365,6 +371,8 @@ class MlflowSweepCallback(Callback):
         # Means and sds over jobs that ran different configurations describe no one thing:
         # a sweep over a key logs its per-value table instead (aggregate.json keeps them).
         values = aggregate_as_metrics(aggregate) if only_replicates else {}
+        if not only_replicates:  # the per-value answer, readable in the runs table
+            values.update(sweep_mod.parent_metrics(per_value, paired))
         for key in ("run_std", "noise_band", "noise_band_t"):
             if spread[key] is not None:
                 values[key] = float(spread[key])
@@ -384,6 +392,7 @@ class MlflowSweepCallback(Callback):
         for name, obj in (
             ("sweep/per_value.json", per_value),
             ("sweep/replicates.json", spread),
+            ("sweep/paired_deltas.json", paired),
             ("sweep/aggregate.json", aggregate),
             (
                 "sweep/runs.json",
@@ -400,7 +409,7 @@ class MlflowSweepCallback(Callback):
             if fig is not None:
                 client.log_figure(pid, fig, "sweep/pass_at_1_by_value.png")
         n_failed = sum(1 for row in table if row["status"] != "FINISHED")
-        note = _sweep_note(per_value, spread, len(table), n_failed, self.overrides)
+        note = _sweep_note(per_value, spread, len(table), n_failed, self.overrides, notes)
         client.log_batch(
             pid,
             tags=[
@@ -429,6 +438,7 @@ class MlflowSweepCallback(Callback):
                 f"swept: {', '.join(per_value['swept']) or 'nothing'}",
                 *([f"error: {error}"] if error else []),
                 sweep_mod.format_table(per_value),
+                *notes,
                 floor,
                 f"MLflow parent run: {pid}",
             ]
@@ -479,6 +489,32 @@ class MlflowSweepCallback(Callback):
         self._ended = True
 
 
+def _child_tasks(run: Any) -> dict[str, float] | None:
+    """A child's per-task pass rates from its graded stage's rows in its run folder (the
+    ``wai.run_dir`` tag; the folder is on this machine for every launcher that shares the
+    disk), or None when the folder or the rows are not there."""
+    from wai_exp.score.stats.resample import reward_groups
+    from wai_exp.tracking.mlflow_tracker import GRADED_KINDS
+
+    tags = run.data.tags
+    run_dir = tags.get("wai.run_dir")
+    stages = [
+        k[: -len(".kind")] for k, v in tags.items() if k.endswith(".kind") and v in GRADED_KINDS
+    ]
+    if not run_dir or not stages:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        path = Path(run_dir) / sorted(stages)[0] / "rows.jsonl"
+        with path.open(encoding="utf-8") as fh:
+            groups = reward_groups(json.loads(line) for line in fh if line.strip())
+        return {
+            str(k): float(s / c)
+            for k, s, c in zip(groups.keys, groups.sums, groups.counts, strict=True)
+            if c
+        }
+    return None
+
+
 def _override_list(tags: Mapping[str, str]) -> list[str]:
     """A child's overrides as the list it was started with (``wai.override_list``), else the
     space-joined ``wai.overrides`` split on spaces."""
@@ -497,8 +533,10 @@ def _sweep_note(
     n_jobs: int,
     n_failed: int,
     overrides: Sequence[str],
+    notes: Sequence[str] = (),
 ) -> str:
-    """The parent run's markdown description: the per-value table and the re-run spread."""
+    """The parent run's markdown description: the per-value table, the lines under it (task
+    sets, paired deltas, seeds needed) and the re-run spread."""
     from wai_exp.tracking.sweep import table_markdown
 
     swept = ", ".join(f"`{k}`" for k in per_value["swept"]) or "nothing"
@@ -510,6 +548,8 @@ def _sweep_note(
         "Intervals: a 95% t interval over a value's re-runs when it has two or more, else "
         "the one run's own 95% interval.",
         "",
+        *(f"- {line}" for line in notes),
+        *([""] if notes else []),
     ]
     if spread.get("run_std") is not None:
         lines.append(

@@ -1,7 +1,10 @@
 """A sweep's results per swept value: which keys were swept, the per-value table, and the
 re-run spread over replicate jobs only. Pure functions over child-run data (no MLflow).
 
-A child is ``{"run_id", "run_name", "status", "overrides": [str], "metrics": {name: value}}``.
+A child is ``{"run_id", "run_name", "status", "overrides": [str], "metrics": {name: value}}``,
+optionally with ``"tasks": {task key: pass rate}`` (its graded stage's per-task means): then
+the table says how many tasks each value measured and shares with the others, and
+:func:`paired_deltas` compares adjacent values over the tasks they share.
 Keys that differ between children are the swept keys. ``seed`` and ``replicate`` (with or
 without a ``+``, and ``knobs.seed``) are replicate keys: jobs that differ only in them are
 re-runs of one configuration, and only their spread is a re-run spread (``run_std``, the noise
@@ -22,12 +25,16 @@ from wai_exp.domain.numbers import finite_float
 __all__ = [
     "REPLICATE_KEYS",
     "format_table",
+    "paired_deltas",
+    "parent_metrics",
     "parse_overrides",
     "per_value_table",
+    "seeds_needed",
     "replicate_spread",
     "swept_keys",
     "table_csv",
     "table_markdown",
+    "table_notes",
 ]
 
 REPLICATE_KEYS = frozenset({"seed", "replicate", "knobs.seed"})
@@ -95,6 +102,7 @@ def per_value_table(
         p = parse_overrides(c.get("overrides") or [])
         groups.setdefault(tuple(p.get(k, "") for k in value_keys), []).append(c)
     rows = []
+    task_sets = {combo: _task_set(runs) for combo, runs in groups.items()}
     for combo in sorted(groups, key=lambda t: tuple(_sort_key(v) for v in t)):
         runs = groups[combo]
         vals = [v for v in (finite_float(r["metrics"].get(metric)) for r in runs) if v is not None]
@@ -108,12 +116,15 @@ def per_value_table(
             "interval": "not measured",
             "runs": [str(r.get("run_name") or r.get("run_id")) for r in runs],
             "run_ids": [str(r.get("run_id")) for r in runs],
+            "sd": None,
+            **_task_counts(combo, task_sets),
         }
         if len(vals) >= 2:
             mean = sum(vals) / len(vals)
             sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
             half = float(stats.t.ppf(0.975, len(vals) - 1)) * sd / math.sqrt(len(vals))
             row.update(
+                sd=sd,
                 mean=mean,
                 ci_lo=max(0.0, mean - half),
                 ci_hi=min(1.0, mean + half),
@@ -136,7 +147,177 @@ def per_value_table(
             xs = [v for v in (finite_float(r["metrics"].get(extra)) for r in runs) if v is not None]
             row[extra] = sum(xs) / len(xs) if xs else None
         rows.append(row)
-    return {"swept": swept, "value_keys": value_keys, "replicate_keys": replicate, "rows": rows}
+    shared = _intersection([t for t in task_sets.values() if t is not None])
+    return {
+        "swept": swept,
+        "value_keys": value_keys,
+        "replicate_keys": replicate,
+        "rows": rows,
+        "shared_tasks": None if shared is None or len(task_sets) < 2 else len(shared),
+    }
+
+
+def _task_set(runs: Sequence[Mapping[str, Any]]) -> set[str] | None:
+    """The tasks a value's finished runs measured (their union), None when no run says."""
+    sets = [set(r["tasks"]) for r in runs if isinstance(r.get("tasks"), Mapping)]
+    return set().union(*sets) if sets else None
+
+
+def _intersection(sets: Sequence[set[str]]) -> set[str] | None:
+    return set.intersection(*sets) if sets else None
+
+
+def _task_counts(
+    combo: tuple[str, ...], task_sets: Mapping[tuple[str, ...], set[str] | None]
+) -> dict[str, int | None]:
+    """``n_tasks`` (the value's tasks) and ``n_shared`` (those every other value measured
+    too); None when the runs did not say which tasks they measured."""
+    mine = task_sets.get(combo)
+    if mine is None:
+        return {"n_tasks": None, "n_shared": None}
+    others = [t for c, t in task_sets.items() if c != combo]
+    if any(t is None for t in others):
+        return {"n_tasks": len(mine), "n_shared": None}
+    return {"n_tasks": len(mine), "n_shared": len(mine.intersection(*others))}
+
+
+def _task_means(runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Per task, its pass rate averaged over the value's runs that measured it."""
+    acc: dict[str, list[float]] = {}
+    for r in runs:
+        for task, v in (r.get("tasks") or {}).items():
+            if (f := finite_float(v)) is not None:
+                acc.setdefault(str(task), []).append(f)
+    return {t: sum(v) / len(v) for t, v in acc.items()}
+
+
+def paired_deltas(children: Sequence[Mapping[str, Any]], *, seed: int = 0) -> list[dict[str, Any]]:
+    """Each swept value against the one before it, paired over the tasks both measured.
+
+    Per task, a value's pass rate is averaged over its finished re-runs; the delta is the
+    mean over shared tasks of (this value - previous value), with a 95% paired bootstrap
+    interval over those tasks (resampling tasks keeps each pair together). Entries are
+    ``{"values", "vs", "n_shared", "delta", "ci_lo", "ci_hi", "note"}``; [] when the
+    children carry no per-task data or fewer than two values were swept.
+    """
+    import numpy as np
+
+    from wai_exp.score.stats.resample import paired_bootstrap
+
+    table = per_value_table(children)
+    keys = table["value_keys"]
+    if not keys or len(table["rows"]) < 2:
+        return []
+    done = [c for c in children if c.get("status", "FINISHED") == "FINISHED"]
+    by_combo: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for c in done:
+        p = parse_overrides(c.get("overrides") or [])
+        by_combo.setdefault(tuple(p.get(k, "") for k in keys), []).append(c)
+    out: list[dict[str, Any]] = []
+    prev: dict[str, Any] | None = None
+    for row in table["rows"]:
+        means = _task_means(by_combo.get(tuple(row["values"][k] for k in keys), []))
+        if not means:
+            return []
+        if prev is not None:
+            shared = sorted(set(means) & set(prev["means"]))
+            entry: dict[str, Any] = {
+                "values": row["values"],
+                "vs": prev["values"],
+                "n_shared": len(shared),
+                "delta": None,
+                "ci_lo": None,
+                "ci_hi": None,
+                "note": None,
+            }
+            if len(shared) < 2:
+                entry["note"] = f"{len(shared)} shared task(s): no paired interval"
+            else:
+                a = np.array([prev["means"][t] for t in shared])
+                b = np.array([means[t] for t in shared])
+                res = paired_bootstrap(a, b, seed=seed, bounds=(-1.0, 1.0))
+                entry["delta"] = float(res.estimate)
+                if res.interval is not None:
+                    entry["ci_lo"], entry["ci_hi"] = (float(x) for x in res.interval)
+            out.append(entry)
+        prev = {"values": row["values"], "means": means}
+    return out
+
+
+def seeds_needed(table: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """How many re-runs (seeds) per value the table needs to tell adjacent values apart.
+
+    For adjacent rows whose intervals overlap, with the re-run sd pooled over the two values
+    (rows with two or more re-runs), the smallest ``n`` per value at which the two t intervals
+    the table prints (``t(0.975, n-1) * sd / sqrt(n)`` each side) no longer overlap for the
+    observed gap, if the sd and the gap stay as measured. Entries: ``{"values", "vs", "gap", "sd", "n_now", "n_needed"}``
+    (``n_needed`` None when the gap is 0 or no re-run sd was measured).
+    """
+    rows = table["rows"]
+    out: list[dict[str, Any]] = []
+    for before, row in zip(rows, rows[1:], strict=False):
+        lo = [finite_float(r.get("ci_lo")) for r in (before, row)]
+        hi = [finite_float(r.get("ci_hi")) for r in (before, row)]
+        if None in lo or None in hi or row["mean"] is None or before["mean"] is None:
+            continue
+        if hi[0] < lo[1] or hi[1] < lo[0]:  # type: ignore[operator]
+            continue  # the intervals already separate the two values
+        sds = [(r["sd"], r["n_measured"]) for r in (before, row) if r.get("sd") is not None]
+        df = sum(n - 1 for _, n in sds)
+        sd = math.sqrt(sum(s * s * (n - 1) for s, n in sds) / df) if df else None
+        gap = abs(row["mean"] - before["mean"])
+        n_needed = _separating_n(sd, gap) if sd and gap > 0 else None
+        out.append(
+            {
+                "values": row["values"],
+                "vs": before["values"],
+                "gap": gap,
+                "sd": sd,
+                "n_now": min(before["n_measured"], row["n_measured"]),
+                "n_needed": n_needed,
+            }
+        )
+    return out
+
+
+def _separating_n(sd: float, gap: float, most: int = 10_000) -> int | None:
+    """Smallest n >= 2 with ``2 * t(0.975, n-1) * sd / sqrt(n) < gap``; None past ``most``."""
+    from scipy import stats
+
+    for n in range(2, most + 1):
+        if 2 * float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n) < gap:
+            return n
+    return None
+
+
+def _value_label(values: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}:{v}" for k, v in values.items()) or "all"
+
+
+def parent_metrics(
+    table: Mapping[str, Any], paired: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, float]:
+    """The sweep parent's metrics: per value ``pass_at_1/<key>:<value>`` with ``_ci_lo``/
+    ``_ci_hi``, ``n_tasks``/``n_shared`` when known, and per adjacent pair
+    ``delta/<key>:<value> vs <value>`` with its paired interval. Metric first, so a metric's
+    values sort together in the UI; unmeasured values are left out, never 0."""
+    from wai_exp.tracking.params import sanitize_key
+
+    out: dict[str, float] = {}
+    for row in table["rows"]:
+        label = _value_label(row["values"])
+        for name, key in (
+            ("pass_at_1", "mean"), ("pass_at_1_ci_lo", "ci_lo"), ("pass_at_1_ci_hi", "ci_hi"),
+            ("n_tasks", "n_tasks"), ("n_shared_tasks", "n_shared"),
+        ):  # fmt: skip
+            if (v := finite_float(row.get(key))) is not None:
+                out[sanitize_key(f"{name}/{label}")] = v
+    for d in paired:
+        label = f"{_value_label(d['values'])} vs {','.join(map(str, d['vs'].values()))}"
+        for name, key in (("delta", "delta"), ("delta_ci_lo", "ci_lo"), ("delta_ci_hi", "ci_hi")):
+            if (v := finite_float(d.get(key))) is not None:
+                out[sanitize_key(f"{name}/{label}")] = v
+    return out
 
 
 def replicate_spread(
@@ -205,10 +386,76 @@ def _ci(row: Mapping[str, Any]) -> str:
     return "not measured" if lo is None or hi is None else f"{lo:.3f}–{hi:.3f}"
 
 
+def _tasks_head(table: Mapping[str, Any]) -> list[str]:
+    known = any(r.get("n_tasks") is not None for r in table["rows"])
+    return ["tasks (shared)"] if known and len(table["rows"]) > 1 else []
+
+
+def _tasks_cell(table: Mapping[str, Any], row: Mapping[str, Any]) -> list[str]:
+    """``100 (75 shared)``: the value's tasks and how many every other value measured too."""
+    if not _tasks_head(table):
+        return []
+    if row.get("n_tasks") is None:
+        return ["not recorded"]
+    shared = "?" if row.get("n_shared") is None else row["n_shared"]
+    return [f"{row['n_tasks']} ({shared} shared)"]
+
+
+def table_notes(
+    table: Mapping[str, Any],
+    paired: Sequence[Mapping[str, Any]] = (),
+    needed: Sequence[Mapping[str, Any]] = (),
+) -> list[str]:
+    """The lines under the table: whether the values were measured on the same tasks, the
+    paired deltas between adjacent values, and how many seeds would separate the ones whose
+    intervals overlap."""
+    lines: list[str] = []
+    rows = table["rows"]
+    n_tasks = {r.get("n_tasks") for r in rows}
+    shared = table.get("shared_tasks")
+    if shared is not None and (len(n_tasks) > 1 or shared != next(iter(n_tasks))):
+        lines.append(
+            f"task sets differ: {shared} tasks are shared by every value; each value's "
+            "pass@1 is over its own tasks, so read the gaps between values through the "
+            "paired deltas over the shared tasks"
+        )
+    for d in paired:
+        what = f"{_value_label(d['values'])} vs {','.join(map(str, d['vs'].values()))}"
+        if d.get("delta") is None:
+            lines.append(f"paired delta {what}: {d.get('note')}")
+            continue
+        ci = (
+            f"{d['ci_lo']:+.3f} to {d['ci_hi']:+.3f}"
+            if d.get("ci_lo") is not None
+            else "no interval"
+        )
+        apart = (
+            "separated"
+            if d.get("ci_lo") is not None and (d["ci_lo"] > 0 or d["ci_hi"] < 0)
+            else "not separated"
+        )
+        lines.append(
+            f"paired delta {what}: {d['delta']:+.3f} (95% CI {ci} over {d['n_shared']} shared "
+            f"tasks, seeds pooled per task): {apart}"
+        )
+    for n in needed:
+        what = f"{_value_label(n['values'])} vs {','.join(map(str, n['vs'].values()))}"
+        if n.get("n_needed") is None:
+            lines.append(f"seed intervals of {what} overlap; no re-run sd to size more seeds")
+        else:
+            lines.append(
+                f"seed intervals of {what} overlap: about {n['n_needed']} seeds per value "
+                f"(now {n['n_now']}) would separate a gap of {n['gap']:.3f} at re-run sd "
+                f"{n['sd']:.3f}"
+            )
+    return lines
+
+
 def table_markdown(table: Mapping[str, Any]) -> str:
     """The per-value table as a markdown table (for the parent run's description)."""
     keys = table["value_keys"] or ["(all jobs)"]
-    head = [*keys, "runs", "pass@1", "95% CI", "pass^k", "pass@k", "rows kept"]
+    head = [*keys, "runs", "pass@1", "95% CI", *_tasks_head(table)]
+    head += ["pass^k", "pass@k", "rows kept"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in table["rows"]:
         vals = [row["values"].get(k, "") for k in table["value_keys"]] or ["all"]
@@ -220,6 +467,7 @@ def table_markdown(table: Mapping[str, Any]) -> str:
                     str(row["n_runs"]),
                     _cell(row["mean"]),
                     _ci(row),
+                    *_tasks_cell(table, row),
                     _cell(row["pass_pow_k"]),
                     _cell(row["pass_at_k"]),
                     _cell(row["rows_kept"], 0) if row["rows_kept"] is not None else "—",
@@ -233,7 +481,8 @@ def table_markdown(table: Mapping[str, Any]) -> str:
 def format_table(table: Mapping[str, Any]) -> str:
     """The per-value table as fixed-width text for the terminal."""
     keys = table["value_keys"] or ["jobs"]
-    head = [*keys, "runs", "pass@1", "95% CI", "pass^k", "pass@k", "rows kept"]
+    head = [*keys, "runs", "pass@1", "95% CI", *_tasks_head(table)]
+    head += ["pass^k", "pass@k", "rows kept"]
     body = []
     for row in table["rows"]:
         vals = [row["values"].get(k, "") for k in table["value_keys"]] or ["all"]
@@ -243,6 +492,7 @@ def format_table(table: Mapping[str, Any]) -> str:
                 str(row["n_runs"]),
                 _cell(row["mean"]),
                 _ci(row),
+                *_tasks_cell(table, row),
                 _cell(row["pass_pow_k"]),
                 _cell(row["pass_at_k"]),
                 "—" if row["rows_kept"] is None else f"{row['rows_kept']:.0f}",
@@ -255,13 +505,14 @@ def format_table(table: Mapping[str, Any]) -> str:
 
 def table_csv(table: Mapping[str, Any]) -> str:
     """The per-value table as CSV: the value keys, then n_runs, pass_at_1 (mean), ci_lo,
-    ci_hi, interval, pass_pow_k, pass_at_k, rows_kept, run_ids (space-separated)."""
+    ci_hi, interval, n_tasks, n_shared, pass_pow_k, pass_at_k, rows_kept, run_ids
+    (space-separated)."""
     buf = io.StringIO()
     w = csv.writer(buf)
     keys = table["value_keys"]
     w.writerow(
-        [*keys, "n_runs", "pass_at_1", "ci_lo", "ci_hi", "interval", "pass_pow_k", "pass_at_k",
-         "rows_kept", "run_ids"]
+        [*keys, "n_runs", "pass_at_1", "ci_lo", "ci_hi", "interval", "n_tasks", "n_shared",
+         "pass_pow_k", "pass_at_k", "rows_kept", "run_ids"]
     )  # fmt: skip
     for row in table["rows"]:
         w.writerow(
@@ -270,6 +521,7 @@ def table_csv(table: Mapping[str, Any]) -> str:
                 row["n_runs"],
                 *("" if row[k] is None else repr(row[k]) for k in ("mean", "ci_lo", "ci_hi")),
                 row["interval"],
+                *("" if row.get(k) is None else row[k] for k in ("n_tasks", "n_shared")),
                 *("" if row[k] is None else repr(row[k]) for k in ("pass_pow_k", "pass_at_k", "rows_kept")),
                 " ".join(row["run_ids"]),
             ]
