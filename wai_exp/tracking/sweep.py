@@ -256,11 +256,13 @@ def seeds_needed(table: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = table["rows"]
     out: list[dict[str, Any]] = []
     for before, row in zip(rows, rows[1:], strict=False):
-        lo = [finite_float(r.get("ci_lo")) for r in (before, row)]
-        hi = [finite_float(r.get("ci_hi")) for r in (before, row)]
-        if None in lo or None in hi or row["mean"] is None or before["mean"] is None:
+        bounds = [finite_float(r.get(k)) for r in (before, row) for k in ("ci_lo", "ci_hi")]
+        if row["mean"] is None or before["mean"] is None:
             continue
-        if hi[0] < lo[1] or hi[1] < lo[0]:  # type: ignore[operator]
+        lo0, hi0, lo1, hi1 = bounds
+        if lo0 is None or hi0 is None or lo1 is None or hi1 is None:
+            continue
+        if hi0 < lo1 or hi1 < lo0:
             continue  # the intervals already separate the two values
         sds = [(r["sd"], r["n_measured"]) for r in (before, row) if r.get("sd") is not None]
         df = sum(n - 1 for _, n in sds)
