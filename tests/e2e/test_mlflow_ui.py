@@ -115,8 +115,10 @@ def recorded(tmp_path_factory):
     [hint] = [ln for ln in rl_out.splitlines() if ln.startswith("open it:")]
     command = shlex.split(hint.removeprefix("open it:").split("  # ")[0])
     assert command[:2] == ["mlflow", "ui"] and "--app-name" in command, hint
+    # One worker, as printed: mlflow's default 4 crash-loop on a busy 2-core machine.
+    assert command[command.index("--workers") + 1] == "1", hint
     server = subprocess.Popen(
-        [MLFLOW, *command[1:], "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        [MLFLOW, *command[1:], "--host", "127.0.0.1", "--port", str(port)],
         cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

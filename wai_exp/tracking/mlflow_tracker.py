@@ -332,7 +332,9 @@ def ui_hint(uri: str, experiment_id: str | None = None, run_id: str | None = Non
         path += f"?{UI_VIEW}"
     if uri.startswith(("http://", "https://")):
         return f"open {uri.rstrip('/')}{path}"
-    cmd = f"mlflow ui --backend-store-uri {shlex.quote(uri)} --app-name {UI_APP}"
+    # One worker: with mlflow's default of 4, uvicorn's supervisor health-checks each within
+    # 5 s, and on a busy 2-core machine it kills and restarts them in a loop.
+    cmd = f"mlflow ui --backend-store-uri {shlex.quote(uri)} --app-name {UI_APP} --workers 1"
     if uri.startswith("sqlite:"):
         return f"{cmd}  # then open {UI_URL}{path}" if path else cmd
     return cmd
