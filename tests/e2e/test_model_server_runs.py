@@ -134,6 +134,9 @@ def test_losing_more_than_max_lost_share_fails_the_stage_though_rows_landed(tmp_
     assert report["failed_because"] == "lost_rollouts"
     assert "rollouts were lost, more than simulate.max_lost_share=0.25" in res.stdout
     assert "HTTP 400" in res.stdout
+    # The report counts causes in the summary's words (it said {'BackendError': 2}).
+    assert report["rollouts_lost_by"] == {"HTTP 400": report["rollouts_lost"]}
+    assert f"{report['rollouts_lost']} HTTP 400" in res.stdout
     # The same run does not fail when the user accepts that share.
     again = tmp_path / "again"
     again.mkdir()

@@ -120,8 +120,12 @@ def test_default_run_is_offline_scripted_template_support_desk():
             "role": "user",
             "content": r["prompt"],
         }
+        # the agent's policy (the scripted one: its model plus a digest of its skills) under
+        # this system prompt
+        policy, _, sha = r["policy_version"].rpartition("@")
         assert (
-            r["policy_version"] == f"{r['model_version']}@{r['lineage']['system_prompt_sha'][:12]}"
+            policy.startswith(f"{r['model_version']}+")
+            and sha == (r["lineage"]["system_prompt_sha"][:12])
         )
         assert r["behavior_signature"]
         assert r["lineage"]["source"] == "simulate" and r["lineage"]["eval_run"] == 0

@@ -45,7 +45,7 @@ from wai_exp.simulate.params import SimulateParams
 from wai_exp.simulate.replay import pinned_tasks, rerun_tasks, trace_seeds
 from wai_exp.simulate.report import build_report, tier_mix
 from wai_exp.simulate.rollout import Outcome, RolloutRunner
-from wai_exp.simulate.run_health import early_warning, failure_summary, lost_warning
+from wai_exp.simulate.run_health import cause_of, early_warning, failure_summary, lost_warning
 from wai_exp.simulate.shards import ShardedRunner, ShardSpec, WorkerDied
 from wai_exp.simulate.stream import RowStream
 from wai_exp.simulate.tasks import MutationQueue, Plan, SituationSource, Task, group_split
@@ -488,7 +488,8 @@ class Engine:
             assert res.lost is not None
             task.lost += 1
             self.lost.append(res.lost)
-            self.lost_by[res.lost["error_type"]] += 1
+            # The summary's words: "HTTP 429", "unreachable", else the error type.
+            self.lost_by[cause_of(res.lost)] += 1
             return 0
         row = res.row
         task.landed.append(row)
