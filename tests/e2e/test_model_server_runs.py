@@ -110,6 +110,23 @@ def test_the_agents_own_tighter_timeout_is_the_one_the_report_names(tmp_path):
     assert report["completion_timeouts"]["agent"]["seconds"] == 0.5
     text = (run / "simulate" / "report.txt").read_text()
     assert "each agent completion was bounded by 0.5 s: the model backend's own timeout" in text
+    # the error names the knob that binds: raising simulate.timeout would change nothing
+    assert report["completion_timeouts"]["agent"]["knob"] == "agent.timeout"
+    error = [x for x in res.stdout.splitlines() if x.startswith("error:")][0]
+    assert "(set by agent.timeout: raise it if the model needs longer)" in error, error
+
+
+def test_the_slow_call_warning_names_the_timeout_that_binds(tmp_path):
+    # Calls of 0.3 s under agent.timeout=0.5 (simulate.timeout stays 300): the warning's
+    # advice is agent.timeout, the knob that bounds them, not simulate.timeout.
+    server = Server(delay=lambda turn: 0.3)
+    with scripted_server(server) as url:
+        res = model_run(tmp_path, url, "agent.timeout=0.5")
+    assert res.returncode in (0, 3), res.stdout + res.stderr
+    report, _ = simulate_report(tmp_path)
+    [warning] = [w for w in report["warnings"] if "the slowest call took" in w]
+    assert "of the agent.timeout=0.5 s limit: raise agent.timeout" in warning, warning
+    assert "simulate.timeout" not in warning, warning
 
 
 def test_losing_more_than_max_lost_share_fails_the_stage_though_rows_landed(tmp_path):

@@ -52,7 +52,7 @@ def test_calls_close_to_the_timeout_are_warned_about_with_the_fix():
 
     data = wai_exp.simulate(agent=slow, budget=2, simulator=False, timeout=1.0)
     [w] = [w for w in data.warnings if w.startswith("while it ran:")]
-    assert "of the timeout=1 s limit" in w and "raise simulate.timeout" in w
+    assert "of the simulate.timeout=1 s limit" in w and "raise simulate.timeout" in w
 
 
 def test_a_serial_server_is_told_from_one_that_keeps_up():

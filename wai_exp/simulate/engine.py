@@ -45,7 +45,13 @@ from wai_exp.simulate.params import SimulateParams
 from wai_exp.simulate.replay import pinned_tasks, rerun_tasks, trace_seeds
 from wai_exp.simulate.report import build_report, tier_mix
 from wai_exp.simulate.rollout import Outcome, RolloutRunner
-from wai_exp.simulate.run_health import cause_of, early_warning, failure_summary, lost_warning
+from wai_exp.simulate.run_health import (
+    binding_timeout_knob,
+    cause_of,
+    early_warning,
+    failure_summary,
+    lost_warning,
+)
 from wai_exp.simulate.shards import ShardedRunner, ShardSpec, WorkerDied
 from wai_exp.simulate.stream import RowStream
 from wai_exp.simulate.tasks import MutationQueue, Plan, SituationSource, Task, group_split
@@ -545,6 +551,14 @@ class Engine:
         ):
             self.emit_progress(now)
 
+    def timeout_knob(self) -> str | None:
+        """The knob that bounds the agent's model completions (``agent.timeout`` when the
+        backend's own limit is the tighter, else ``simulate.timeout``); None for an agent
+        that is no model backend."""
+        if not self.runner.agent_is_backend:
+            return None
+        return binding_timeout_knob(getattr(self.runner.agent, "timeout", None), self.cfg.timeout)
+
     def check_health(self) -> str | None:
         """The early warning the agent's recent calls give now (kept in ``early_warning``
         for the end of the run), or None."""
@@ -552,6 +566,7 @@ class Engine:
             getattr(self.runner.agent, "call_times", None),
             timeout=getattr(self.runner.agent, "timeout", None) or self.cfg.timeout,
             concurrency=self.knobs.concurrency,
+            knob=self.timeout_knob() or "simulate.timeout",
         )
         if warning:
             self.early_warning = warning
@@ -1325,12 +1340,21 @@ def _result(
     if engine.stop_reason == "dead_agent":
         engine.warnings.append(
             failure_summary(
-                "dead_agent", rows=len(engine.rows), lost=engine.lost, block=report["lost"]
+                "dead_agent",
+                rows=len(engine.rows),
+                lost=engine.lost,
+                block=report["lost"],
+                timeout_knob=engine.timeout_knob(),
             )
         )
     elif engine.lost:
         engine.warnings.append(
-            lost_warning(engine.lost, rows=len(engine.rows), block=report["lost"])
+            lost_warning(
+                engine.lost,
+                rows=len(engine.rows),
+                block=report["lost"],
+                timeout_knob=engine.timeout_knob(),
+            )
         )
     metadata = {
         "run_id": run_id,

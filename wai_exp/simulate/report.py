@@ -196,6 +196,8 @@ def completion_timeouts(cfg: Config, engine: Engine) -> dict[str, Any]:
                 "seconds": own,
                 "set_by": f"the model backend's own timeout (agent.timeout), not simulate.timeout={cfg.timeout:g}",
             }
+        # the one knob to raise: advice that names the other changes nothing
+        agent["knob"] = engine.timeout_knob()
     elif _awaited(runner.agent):
         agent = {"seconds": sim, "set_by": "simulate.timeout (the callable's one call)"}
     else:

@@ -77,18 +77,32 @@ class CallTimes:
         return (len(calls) - 1) / span * fastest, float(sent)
 
 
+def binding_timeout_knob(own: float | None, sim: float | None) -> str:
+    """The knob that bounds a model agent's completions: ``agent.timeout`` when the
+    backend's own limit (``own``) is tighter than ``simulate.timeout`` (``sim``), else
+    ``simulate.timeout``. Raising the other one changes nothing, so advice names this."""
+    if own and (not sim or float(own) < float(sim)):
+        return "agent.timeout"
+    return "simulate.timeout"
+
+
 def early_warning(
-    times: CallTimes | None, *, timeout: float | None, concurrency: int
+    times: CallTimes | None,
+    *,
+    timeout: float | None,
+    concurrency: int,
+    knob: str = "simulate.timeout",
 ) -> str | None:
-    """The progress line's warning, with the fix, or None: model calls close to ``timeout``,
-    or a server answering one request at a time while ``concurrency`` are sent."""
+    """The progress line's warning, with the fix, or None: model calls close to ``timeout``
+    (``knob`` is the setting that bounds them), or a server answering one request at a time
+    while ``concurrency`` are sent."""
     if times is None:
         return None
     notes = []
     if timeout and times.slowest >= NEAR_TIMEOUT_SHARE * timeout:
         notes.append(
-            f"the slowest call took {times.slowest:.1f} s of the timeout={timeout:g} s limit: "
-            "raise simulate.timeout, or lower knobs.concurrency if the server queues requests"
+            f"the slowest call took {times.slowest:.1f} s of the {knob}={timeout:g} s limit: "
+            f"raise {knob}, or lower knobs.concurrency if the server queues requests"
         )
     par = times.parallelism()
     if par is not None and concurrency > 1:
@@ -102,9 +116,10 @@ def early_warning(
     return "; ".join(notes) or None
 
 
-def plain_error(lost: Mapping[str, Any]) -> str:
+def plain_error(lost: Mapping[str, Any], timeout_knob: str | None = None) -> str:
     """A lost rollout's error in words: what failed and what to do. Reads ``error_type``,
-    ``status`` and ``error`` of a lost record (``RolloutRunner.lost_record``)."""
+    ``status`` and ``error`` of a lost record (``RolloutRunner.lost_record``);
+    ``timeout_knob`` names the setting that bounded a model completion that timed out."""
     etype = str(lost.get("error_type") or "")
     text = str(lost.get("error") or "")
     status = lost.get("status")
@@ -132,7 +147,12 @@ def plain_error(lost: Mapping[str, Any]) -> str:
     if etype == "timeout":
         if body.startswith("the agent did not return"):  # your own agent's one call
             return f"{body} (simulate.timeout bounds each call of your agent: raise it if it needs longer)"
-        return f"a model completion ran past its limit: {body}" if body else "the agent timed out"
+        if not body:
+            return "the agent timed out"
+        fix = (
+            f" (set by {timeout_knob}: raise it if the model needs longer)" if timeout_knob else ""
+        )
+        return f"a model completion ran past its limit: {body}{fix}"
     if "could not reach the model server" in text:
         cause = text.split("could not reach the model server", 1)[1].lstrip(": ")
         return (
@@ -265,7 +285,11 @@ def _writer_fix(rejected: Mapping[str, int], timed_out: int, writer: Mapping[str
 
 
 def lost_warning(
-    lost: Sequence[Mapping[str, Any]], *, rows: int, block: Mapping[str, Any] | None = None
+    lost: Sequence[Mapping[str, Any]],
+    *,
+    rows: int,
+    block: Mapping[str, Any] | None = None,
+    timeout_knob: str | None = None,
 ) -> str:
     """The warning for rollouts lost by a run that went on: how many of how many, by cause,
     the first error in words, and, with the ``lost`` report ``block``, by task category, the
@@ -273,7 +297,7 @@ def lost_warning(
     by = Counter(cause_of(r) for r in lost)
     out = (
         f"{len(lost)} of {len(lost) + rows} rollouts were lost ({lost_by_words(by)}); first "
-        f"error: {plain_error(lost[0])}"
+        f"error: {plain_error(lost[0], timeout_knob)}"
     )
     if not block:
         return out + (
@@ -302,6 +326,7 @@ def failure_summary(
     max_lost_share: float | None = None,
     writer: Mapping[str, Any] | None = None,
     block: Mapping[str, Any] | None = None,
+    timeout_knob: str | None = None,
 ) -> str:
     """One paragraph on why a simulate stage failed: the reason, the lost count by cause,
     the first error in words (for ``writer_exhausted``, ``writer_failure`` of ``writer``),
@@ -322,7 +347,8 @@ def failure_summary(
         what = f"the run stopped because {reason}"
     out = f"simulate failed: {what}; {rows} rows landed"
     if lost:
-        out += f"; lost by cause: {lost_by_words(by)}; first error: {plain_error(lost[0])}"
+        first = plain_error(lost[0], timeout_knob)
+        out += f"; lost by cause: {lost_by_words(by)}; first error: {first}"
     if block and (words := all_lost_words(block)):
         out += f"; {words}"
     return out

@@ -153,4 +153,5 @@ def test_the_report_names_the_limit_that_bounded_each_completion():
     assert same.report()["completion_timeouts"]["agent"] == {
         "seconds": 5.0,
         "set_by": "simulate.timeout (each model completion)",
+        "knob": "simulate.timeout",
     }

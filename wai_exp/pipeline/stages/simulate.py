@@ -241,6 +241,7 @@ def _judge_failure(
         max_lost_share=max_lost_share,
         writer=writer if isinstance(writer, dict) else None,
         block=report.get("lost") if isinstance(report.get("lost"), dict) else None,
+        timeout_knob=((report.get("completion_timeouts") or {}).get("agent") or {}).get("knob"),
     )
 
 
