@@ -200,7 +200,8 @@ def _delta_lines(stage: StageNote) -> list[str]:
     target = str(r.get("target") or "pass_at_1").replace("pass_at_1", "pass@1")
     delta = finite_float(m.get("delta"))
     shown = "not measured" if delta is None else f"{delta:+.3f}"
-    arms = r.get("arms") if isinstance(r.get("arms"), Mapping) else {}
+    given = r.get("arms")
+    arms: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     n = r.get("n_paired_tasks")
     return [
         f"### {verdict}: delta {target} {shown} "

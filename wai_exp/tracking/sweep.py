@@ -176,9 +176,10 @@ def _task_counts(
     if mine is None:
         return {"n_tasks": None, "n_shared": None}
     others = [t for c, t in task_sets.items() if c != combo]
-    if any(t is None for t in others):
+    known = [t for t in others if t is not None]
+    if len(known) < len(others):
         return {"n_tasks": len(mine), "n_shared": None}
-    return {"n_tasks": len(mine), "n_shared": len(mine.intersection(*others))}
+    return {"n_tasks": len(mine), "n_shared": len(mine.intersection(*known))}
 
 
 def _task_means(runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
