@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 
 from tests.e2e.test_cli import run_dirs, wai
 from tests.simulate.agents.test_model_agent_server import Server
@@ -178,3 +179,22 @@ def test_a_one_at_a_time_server_is_named_early_in_the_progress_line(tmp_path):
         "warning: while it ran: the server answers about one request at a time"
         in (run / "simulate" / "report.txt").read_text()
     )
+
+
+def test_a_hung_server_is_named_on_the_progress_line_before_the_first_timeout(tmp_path):
+    # Every call hangs; each is cut off at agent.timeout=8 s. Before the first cut-off the
+    # progress line says no call has come back (from half the timeout, 4 s, on), where it
+    # used to show nothing but "0/4 rows" until the rollouts were lost.
+    release = threading.Event()
+
+    def hang(path, headers, body):
+        release.wait(30)
+        return 500, {"error": {"message": "too late"}}
+
+    with scripted_server(hang) as url:
+        res = failed_run(tmp_path, url, "agent.timeout=8", "knobs.progress_every_s=1")
+        release.set()
+    lines = [x for x in res.stderr.splitlines() if "0/4 rows" in x]
+    assert any("no model call has come back for" in x for x in lines), res.stderr
+    said = next(x for x in lines if "no model call has come back" in x)
+    assert "(each is cut off at agent.timeout=8 s)" in said, said

@@ -24,6 +24,9 @@ from wai_exp.simulate.lost import all_lost_words, category_words
 WINDOW = 64
 #: A completion taking this share of ``timeout`` is close enough to warn about.
 NEAR_TIMEOUT_SHARE = 0.5
+#: Seconds with calls waiting and none back before the progress line says so (sooner when
+#: half the timeout is sooner).
+SILENT_WARN_S = 30.0
 #: Below this many requests answered at once, with at least ``SERIAL_MIN_IN_FLIGHT`` sent, the
 #: server is serving them one at a time.
 SERIAL_PARALLELISM = 1.5
@@ -41,22 +44,41 @@ class CallTimes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._in_flight = 0
+        #: start times of the calls not back yet, by token id
+        self._waiting: dict[int, float] = {}
+        self._ids = 0
+        self._last_back: float | None = None
         #: (finished at, seconds, calls in flight when it started)
         self.calls: deque[tuple[float, float, int]] = deque(maxlen=WINDOW)
         self.slowest = 0.0
 
-    def start(self) -> tuple[float, int]:
+    def start(self) -> tuple[float, int, int]:
         with self._lock:
             self._in_flight += 1
-            return time.monotonic(), self._in_flight
+            self._ids += 1
+            now = time.monotonic()
+            self._waiting[self._ids] = now
+            return now, self._in_flight, self._ids
 
-    def done(self, token: tuple[float, int]) -> None:
-        t0, in_flight = token
+    def done(self, token: tuple[float, int, int]) -> None:
+        t0, in_flight, ident = token
         now = time.monotonic()
         with self._lock:
             self._in_flight -= 1
+            self._waiting.pop(ident, None)
+            self._last_back = now
             self.calls.append((now, now - t0, in_flight))
             self.slowest = max(self.slowest, now - t0)
+
+    def silent_s(self) -> float:
+        """Seconds since a call came back (or since the oldest waiting call was sent, when
+        none has come back since), while calls are waiting; 0 when none is."""
+        with self._lock:
+            if not self._waiting:
+                return 0.0
+            oldest = min(self._waiting.values())
+            since = max(oldest, self._last_back or oldest)
+        return time.monotonic() - since
 
     def parallelism(self) -> tuple[float, float] | None:
         """``(requests the server answers at once, requests sent at once)``, estimated over
@@ -99,6 +121,14 @@ def early_warning(
     if times is None:
         return None
     notes = []
+    silent = times.silent_s()
+    if silent >= min(SILENT_WARN_S, NEAR_TIMEOUT_SHARE * timeout if timeout else SILENT_WARN_S):
+        # A hung server shows nothing else until the first timeout (300 s at the defaults).
+        limit = f" (each is cut off at {knob}={timeout:g} s)" if timeout else ""
+        notes.append(
+            f"no model call has come back for {silent:.0f} s{limit}: the server may be hung "
+            "or queueing every request; check it, or lower knobs.concurrency"
+        )
     if timeout and times.slowest >= NEAR_TIMEOUT_SHARE * timeout:
         notes.append(
             f"the slowest call took {times.slowest:.1f} s of the {knob}={timeout:g} s limit: "
