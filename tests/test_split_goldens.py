@@ -701,9 +701,9 @@ EXPECTED: dict[str, str] = {
     "write_rubrics/not_a_row": ("b0e36c7f41fea98d5800d3e30ee4a28fa27e2b639fed5bfa4f74a5982a6a5764"),
     "write_rubrics/overwrite": ("4029711ff6e1c4f95b29302748b48b15bf56b4a7e484ad81298581ba447dc9b3"),
     "writer/bad_embedder": ("90a32341dc740f2e7ead4b486bf2ecf46cc8f33426793bde35055a31d774c1dd"),
-    "writer/default": ("f98fa07e7ebbd9ed0eabbc75757690d34fefe96d4325e0b2f88c2dcb88832349"),
-    "writer/hash_embedder": ("97ba57d7e7545ac5e5b5d93edb4dffa2ea01b285794416a10b6c1431ac967d43"),
-    "writer/wide": ("a9ef30551bbae1deacf6fb3bae538a1f069b59ceb39b58b7af9306007f4be764"),
+    "writer/default": ("563f0b19794fe8a0722eff87378529c645faff260b4f50bc3c5f346c931782ad"),
+    "writer/hash_embedder": ("b824e5250b88868740157cc4fcd678aa3041b4e3609ba5921cdee633aa2a6988"),
+    "writer/wide": ("bc896697ba93e0e1df0ce53c552cf41135b2984f9b31a4abcf4b7896f690a542"),
 }
 
 

@@ -1317,6 +1317,50 @@ def _result(
         engine.warnings.append(
             f"execute= raised on {n} tool calls (first: {first}); the agent saw each as a tool error"
         )
+    _run_warnings(cfg, engine, report)
+    metadata = {
+        "run_id": run_id,
+        # The three models of a run: the agent, the situation writer, the simulated user
+        # (who plays it whenever a follow-up comes; rows without one omit user_model).
+        "model_version": report["agent_model"],
+        "writer_model": report["writer_model"],
+        "user_model": engine.runner.user_model,
+        "system_prompt_sha": prompt_sha(sp),
+    }
+    if report["grade"] is not None:  # graded as the rows landed: the judge is named too
+        metadata["judge_name"] = report["grade"]["judge_name"]
+        metadata["judge_model"] = report["grade"]["judge_model"]
+    if report["search"]["followups_starved"]:
+        engine.warnings.append(
+            f"followups_starved: {report['search']['followups_missed']} of {len(engine.rows)} rows "
+            "ended on the agent's question with nobody answering (the person walked away or was "
+            "out of turns); raise knobs.patience or knobs.avg_turns, or read these rows as "
+            "unfinished conversations"
+        )
+    if report["search"]["idle_on_verdicts_note"]:
+        engine.warnings.append(report["search"]["idle_on_verdicts_note"])
+    person = world.kwargs.get("user")  # a model-played person, asked at least once?
+    played = person.name if person is not None and person.lines else None
+    degraded, same_warning = same_model_jobs(
+        cfg, report["agent_model"], agent.model, user_model=played
+    )
+    if same_warning:
+        engine.warnings.append(same_warning)
+    return SimulationData(
+        engine.rows,
+        tools=tools,
+        system_prompt=sp,
+        report=report,
+        metadata=metadata,
+        warnings=engine.warnings,
+        degraded=degraded,
+        lost=engine.lost,
+    )
+
+
+def _run_warnings(cfg: Config, engine: Engine, report: dict[str, Any]) -> None:
+    """The warnings a finished run's report calls for (missing logprobs, serialized MCP
+    rollouts, the health check, lost rollouts), appended to ``engine.warnings``."""
     captured = report.get("logprobs_captured") or {}
     if captured.get("turns_server_returned_none"):
         engine.warnings.append(
@@ -1356,44 +1400,6 @@ def _result(
                 timeout_knob=engine.timeout_knob(),
             )
         )
-    metadata = {
-        "run_id": run_id,
-        # The three models of a run: the agent, the situation writer, the simulated user
-        # (who plays it whenever a follow-up comes; rows without one omit user_model).
-        "model_version": report["agent_model"],
-        "writer_model": report["writer_model"],
-        "user_model": engine.runner.user_model,
-        "system_prompt_sha": prompt_sha(sp),
-    }
-    if report["grade"] is not None:  # graded as the rows landed: the judge is named too
-        metadata["judge_name"] = report["grade"]["judge_name"]
-        metadata["judge_model"] = report["grade"]["judge_model"]
-    if report["search"]["followups_starved"]:
-        engine.warnings.append(
-            f"followups_starved: {report['search']['followups_missed']} of {len(engine.rows)} rows "
-            "ended on the agent's question with nobody answering (the person walked away or was "
-            "out of turns); raise knobs.patience or knobs.avg_turns, or read these rows as "
-            "unfinished conversations"
-        )
-    if report["search"]["idle_on_verdicts_note"]:
-        engine.warnings.append(report["search"]["idle_on_verdicts_note"])
-    person = world.kwargs.get("user")  # a model-played person, asked at least once?
-    played = person.name if person is not None and person.lines else None
-    degraded, same_warning = same_model_jobs(
-        cfg, report["agent_model"], agent.model, user_model=played
-    )
-    if same_warning:
-        engine.warnings.append(same_warning)
-    return SimulationData(
-        engine.rows,
-        tools=tools,
-        system_prompt=sp,
-        report=report,
-        metadata=metadata,
-        warnings=engine.warnings,
-        degraded=degraded,
-        lost=engine.lost,
-    )
 
 
 def same_model_jobs(

@@ -34,6 +34,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from wai_exp.simulate.ids import stable_hash
@@ -340,8 +341,19 @@ async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
             if asyncio.iscoroutine(res):
                 await res
         runner.world_setup.close()
-        send(("bye", round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)))
+        send(("bye", _peak_rss_mb()))
         _flush(outbox, out.write)  # now: the loop is about to end
+
+
+def _peak_rss_mb() -> float:
+    """This worker's own peak resident memory in MB. Linux keeps ``ru_maxrss`` across exec,
+    so a worker started from a large parent reports the parent's peak; the process's own
+    high-water mark (``VmHWM``) is read instead where /proc has it."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 async def _worker_main() -> None:
