@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -14,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-if importlib.util.find_spec("openenv") is None:
-    if os.environ.get("CI"):
-        pytest.fail("openenv-core must be installed in CI (.ci/run installs .[train])")
-    pytest.skip("openenv-core not installed: pip install -e '.[train]'", allow_module_level=True)
+from tests.support.training import require_training_stack
+
+require_training_stack("openenv", package="openenv-core")
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 

