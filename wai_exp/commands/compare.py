@@ -395,11 +395,31 @@ def _import_mlflow_meanwhile() -> None:
     def work() -> None:
         with contextlib.suppress(Exception):
             import matplotlib.figure  # noqa: F401
+
+            # with the database store (SQLAlchemy, alembic: a second more), else imported
+            # only once the store is opened
+            import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
             import mlflow.tracking  # noqa: F401
 
     thread = threading.Thread(target=work, name="wai-import-mlflow", daemon=True)
     thread.start()
     _importing = thread
+
+
+def _record(report: dict[str, Any], args: Any, sources: tuple[str, str]) -> dict[str, str]:
+    """Log the comparison as an MLflow run (wai_exp.tracking.compare_record)."""
+    _mlflow_imported()
+    from wai_exp.score.stats.delta import format_delta_report
+    from wai_exp.tracking.compare_record import record_compare
+
+    return record_compare(
+        report,
+        format_delta_report(report),
+        before=args.before,
+        after=args.after,
+        sources=sources,
+        uri=_tracking_uri(args.tracking_uri),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -450,18 +470,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_record:
         sys.stderr.write("recording the comparison in MLflow (--no-record skips this)...\n")
         sys.stderr.flush()
-        _mlflow_imported()
-        from wai_exp.tracking.compare_record import record_compare
+        from wai_exp.tracking.progress import progress_while
 
         try:
-            report["mlflow_run"] = record_compare(
-                report,
-                format_delta_report(report),
-                before=args.before,
-                after=args.after,
-                sources=(src_b, src_a),
-                uri=_tracking_uri(args.tracking_uri),
-            )
+            with progress_while("recording the comparison in MLflow"):
+                report["mlflow_run"] = _record(report, args, (src_b, src_a))
         except Exception as exc:  # noqa: BLE001 - the report is the answer; say what was lost
             sys.stderr.write(f"wai-exp compare: the report was not logged to MLflow: {exc}\n")
     if args.json:

@@ -52,9 +52,6 @@ log = logging.getLogger(__name__)
 
 #: Seconds ``finish`` waits for the writer to record everything.
 FINISH_TIMEOUT_S = 600.0
-#: Seconds of waiting on the writer before a progress line says why the command waits.
-QUIET_WAIT_S = 2.0
-PROGRESS_EVERY_S = 5.0
 
 
 class _Writer:
@@ -310,22 +307,12 @@ class BackgroundTracker:
         self._record_end(self._wait_with_progress(token), status)
 
     def _wait_with_progress(self, token: int) -> dict[str, Any] | None:
-        """The writer's answer to ``token``; after :data:`QUIET_WAIT_S` seconds a line on
-        stderr says what the command waits for (the run's records and traces), then one
-        every :data:`PROGRESS_EVERY_S` seconds."""
-        import time
+        """The writer's answer to ``token``; after 2 s a line on stderr says what the command
+        waits for (the run's records and traces), then one every 5 s (progress_while)."""
+        from wai_exp.tracking.progress import progress_while
 
-        t0 = time.monotonic()
-        reply = self._writer.wait_for(token, QUIET_WAIT_S)
-        while reply is None and time.monotonic() - t0 < FINISH_TIMEOUT_S:
-            print(
-                f"[tracking] writing the run and its rollout traces to MLflow "
-                f"({time.monotonic() - t0:.0f} s)...",
-                file=sys.stderr,
-                flush=True,
-            )
-            reply = self._writer.wait_for(token, PROGRESS_EVERY_S)
-        return reply
+        with progress_while("writing the run and its rollout traces to MLflow"):
+            return self._writer.wait_for(token, FINISH_TIMEOUT_S)
 
     def finish_soon(
         self, status: str, error: BaseException | str | None = None, *, wait_s: float
@@ -521,13 +508,17 @@ def _serve(stdin: Any, stdout: Any) -> int:
     # stopped it. Dying here instead would leave the run RUNNING in the store.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    # Import while the first command is on its way: this is the cost the writer hides.
     import queue
+    import time
 
+    # Import while the first command is on its way: this is the cost the writer hides.
+    began = time.monotonic()
     import matplotlib.figure  # noqa: F401 - plots render here
     import mlflow.tracking  # noqa: F401
 
-    from wai_exp.tracking import mlflow_tracker
+    from wai_exp.tracking import mlflow_tracker  # noqa: F401 - before the trace thread needs it
+
+    imported_s = time.monotonic() - began
 
     trackers: dict[int, Any] = {}
     failed: set[int] = set()
@@ -541,17 +532,8 @@ def _serve(stdin: Any, stdout: Any) -> int:
         for job in held_traces.pop(run_key, []):
             trace_jobs.put(job)
 
-    def trace_worker() -> None:
-        while True:
-            job = trace_jobs.get()
-            try:
-                if job is None:
-                    return
-                mlflow_tracker.log_traces(job)
-            finally:
-                trace_jobs.task_done()
-
-    tracer = threading.Thread(target=trace_worker, name="wai-traces", daemon=True)
+    tracer = threading.Thread(target=_trace_worker, args=(trace_jobs,), name="wai-traces")
+    tracer.daemon = True
     tracer.start()
     handler: logging.Handler | None = None
 
@@ -579,6 +561,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
 
         for secret in msg.get("secrets") or []:
             register_secret(secret)
+        began = time.monotonic()
         try:
             if op == "start":
                 register_config_secrets(msg["config"])
@@ -612,6 +595,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 reply(op="finished", run=key, token=token,
                       status=getattr(tracker, "status", msg["status"]))  # fmt: skip
                 release_traces(key)
+            _log_time(op, msg, tracker if op == "finish" else trackers[key], began, imported_s)
         except Exception as exc:  # noqa: BLE001 - reported to the runner, run ended FAILED
             failed.add(key)
             text = _fail_run(exc, trackers.pop(key, None), msg)
@@ -627,6 +611,35 @@ def _serve(stdin: Any, stdout: Any) -> int:
     trace_jobs.put(None)
     tracer.join()
     return 0
+
+
+def _trace_worker(jobs: Any) -> None:
+    """Log the queued trace jobs (``mlflow_tracker.log_traces``) until a None job."""
+    while True:
+        job = jobs.get()
+        try:
+            if job is None:
+                return
+            from wai_exp.tracking.mlflow_tracker import log_traces
+
+            log_traces(job)
+        finally:
+            jobs.task_done()
+
+
+def _log_time(op: str, msg: Mapping[str, Any], tracker: Any, began: float, imports: float) -> None:
+    """One tracking.log line per command: how long the writer took for it and how long after
+    the command's start it was done. The last one, the run's end, says how long the command
+    waited for its records, and the lines before it where that time went."""
+    import time
+
+    start_ms = getattr(tracker, "start_time_ms", None)
+    since = (
+        f", done {time.time() - start_ms / 1000:.2f} s after the command began" if start_ms else ""
+    )
+    what = f"{op} {msg.get('name')}" if op == "log_stage" else op
+    extra = f" (the writer's MLflow import took {imports:.2f} s)" if op == "start" else ""
+    log.info("%s: %.2f s%s%s", what, time.monotonic() - began, since, extra)
 
 
 def _without_sql(text: str) -> str:

@@ -53,6 +53,7 @@ def record_compare(
         prepare_store,
         ui_hint,
     )
+    from wai_exp.tracking.orphans import command_start_ms
     from wai_exp.tracking.summary import shorten_override
 
     exp_id = prepare_store(uri, EXPERIMENT)
@@ -94,7 +95,12 @@ def record_compare(
     tags["mlflow.note.content"] = note[:8000]
     tags = {k: redact_text(str(v))[:8000] for k, v in tags.items()}
     run = client.create_run(
-        exp_id, tags=tags, run_name=f"compare {names['before']} → {names['after']}"
+        exp_id,
+        # when the command began, not when the store was reached (seconds later): MLflow's
+        # Duration is what the user waited for
+        start_time=command_start_ms(),
+        tags=tags,
+        run_name=f"compare {names['before']} → {names['after']}",
     )
     rid = run.info.run_id
     now = int(time.time() * 1000)

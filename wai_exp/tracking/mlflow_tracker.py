@@ -194,6 +194,9 @@ def prepare_store(uri: str, experiment: str) -> str:
     from mlflow.exceptions import MlflowException
 
     with store_lock(uri), _quiet_schema_logs():
+        db = sqlite_path(uri)
+        if db is not None:
+            seed_sqlite_store(db)
         client = MlflowClient(tracking_uri=uri)
         try:
             # The first call opens the store, which creates or migrates the SQLite schema.
@@ -220,6 +223,66 @@ def prepare_store(uri: str, experiment: str) -> str:
             raise TrackingError(f"cannot open MLflow store {uri}: {e}") from e
     _prepared[key] = exp_id
     return exp_id
+
+
+#: Where the migrated, empty MLflow schema is kept (one file per MLflow version), under
+#: ``$XDG_CACHE_HOME`` or ``~/.cache``; ``WAI_EXP_CACHE_HOME`` overrides the folder.
+SCHEMA_CACHE_ENV = "WAI_EXP_CACHE_HOME"
+
+
+def schema_template() -> Path | None:
+    """A SQLite file holding MLflow's schema at this MLflow version's newest migration and no
+    data, made once (by running MLflow's migrations on it) and kept in the user's cache;
+    None when it cannot be made or kept (a read-only home). See :func:`seed_sqlite_store`."""
+    import mlflow
+
+    root = os.environ.get(SCHEMA_CACHE_ENV) or os.environ.get("XDG_CACHE_HOME")
+    folder = Path(root) / "wai-exp" if root else Path.home() / ".cache" / "wai-exp"
+    path = folder / f"mlflow-{mlflow.__version__}-schema.db"
+    if path.is_file():
+        return path
+    try:
+        import sqlalchemy
+        from mlflow.store.db.utils import _initialize_tables
+
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        engine = sqlalchemy.create_engine(f"sqlite:///{tmp}")
+        try:
+            _initialize_tables(engine)
+        finally:
+            engine.dispose()
+        os.replace(tmp, path)  # whole or not at all, also when two processes race here
+    except Exception as e:  # noqa: BLE001 - the store is then migrated in place, as MLflow does
+        log.debug("no MLflow schema template in %s: %s", folder, e)
+        return None
+    return path
+
+
+def seed_sqlite_store(db: Path) -> bool:
+    """Start a new SQLite store from :func:`schema_template` (True), or leave it to MLflow.
+
+    MLflow makes a new store by running its schema migrations one by one: 5 s of a quiet
+    core on every first run in a folder, and on every ``compare`` into a new store. A copy of
+    an already migrated empty file takes milliseconds; MLflow then adds its default
+    experiment (with this store's artifact location) as it does in any store. Called under
+    :func:`store_lock`; an existing file is never touched. Never raises."""
+    if db.exists():
+        return False
+    template = schema_template()
+    if template is None:
+        return False
+    tmp = db.with_name(f"{db.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copyfile(template, tmp)
+        os.link(tmp, db)  # fails if a process that does not take the lock made it meanwhile
+        return True
+    except OSError as e:
+        log.debug("new store %s not seeded from %s: %s", db, template, e)
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def git_commit(cwd: Path) -> tuple[str | None, bool | None]:
