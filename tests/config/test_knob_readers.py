@@ -196,6 +196,7 @@ SCENARIOS = {
     "tick": lambda: {**_plain(), "progress": lambda info: None},
     "output": _plain,
     "model_writer": _plain,
+    "model_calls": _plain,
     "unread": _plain,
 }
 

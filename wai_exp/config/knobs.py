@@ -78,6 +78,7 @@ READERS: dict[str, str] = {
     "rows_repeats": "the rows, when a unique run's template draws repeat its situations "
     "(a small entity pool)",
     "schedule": "how many rollouts run at once; rows identical at any value up to writer_buffer_cap",
+    "model_calls": "model-server calls only: how long a rate-limited call waits (rows identical)",
     "report": "the report only (rows identical)",
     "progress": "the progress= callback only (rows identical)",
     "tick": "the loop's tick: how soon it re-plans, re-checks the clock and redraws a due "
@@ -224,7 +225,7 @@ class Knobs(BaseModel):
         32,
         ge=1,
         le=4096,
-        description="Rollouts in flight at once (asyncio tasks, never threads).",
+        description="Rollouts in flight at once (asyncio tasks, never threads); model calls to one server start at this many and adapt to it (docs/MODELS.md).",
         json_schema_extra=_exp(
             "schedule",
             "32 keeps an HTTP model server busy without tripping typical rate limits; " + _CONV,
@@ -373,6 +374,16 @@ class Knobs(BaseModel):
         ge=1,
         description="Consecutive rounds with nothing to run and nothing in flight before a run gives up; under until='saturation' this many x writer_buffer_cap rows without a new coverage key also stop it.",
         json_schema_extra=_eng("rows_saturation", _CONV),
+    )
+    rate_limit_wait: Float = Field(
+        600.0,
+        ge=0.0,
+        description="Seconds one model call may spend waiting out HTTP 429/503 (Retry-After honoured) before the run gives it up; the concurrency sent to the server adapts (docs/MODELS.md).",
+        json_schema_extra=_eng(
+            "model_calls",
+            "Beyond the spec. 10 minutes outlasts a per-minute quota several times over, and still ends a run "
+            "whose key has no quota left; " + _CONV,
+        ),
     )
     saturation_window: Int = Field(
         250,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from wai_exp.llm.concurrency import THROTTLE_STATUSES
 from wai_exp.llm.turn import BackendError
 
 if TYPE_CHECKING:
@@ -356,6 +357,16 @@ class RetryPolicy:
     retries: int = 3
     base_s: float = 0.5
     max_s: float = 20.0
+    #: retry HTTP 429/503/529 here; False when the caller waits them out itself (an
+    #: adaptive limit, ``wai_exp.llm.concurrency``: the wait must not hold a slot or run
+    #: inside the completion's timeout)
+    throttles: bool = True
+
+    def retries_for(self, exc: BaseException) -> bool:
+        """True when this policy tries ``exc``'s call again."""
+        if not _retryable(exc):
+            return False
+        return self.throttles or getattr(exc, "status", None) not in THROTTLE_STATUSES
 
     def retrying(self) -> Any:
         """A ``tenacity.AsyncRetrying`` for one call under this policy: it retries a
@@ -369,7 +380,7 @@ class RetryPolicy:
         backoff += tenacity.wait_random_exponential(multiplier=half, max=self.max_s / 2)
         return tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.retries + 1),
-            retry=tenacity.retry_if_exception(_retryable),
+            retry=tenacity.retry_if_exception(self.retries_for),
             wait=_RetryAfterOr(backoff, self.max_s),
             reraise=True,
         )
@@ -514,7 +525,7 @@ async def post_json(
         return await _post_once(client, url, target, content, headers, final)
     except Exception as exc:  # noqa: BLE001 - classified; retried below or re-raised
         failed = _classified(exc)
-        if not failed.retryable or policy.retries < 1:
+        if not policy.retries_for(failed) or policy.retries < 1:
             raise failed  # noqa: B904 - _classified keeps exc as the cause
     # The first try runs outside tenacity (a loop of its own costs 47 us a call, a tenth of a
     # model call's CPU); its failure is replayed as tenacity's first attempt, so the waits

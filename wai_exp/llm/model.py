@@ -14,21 +14,30 @@ used to rebuild each in its own way:
 * the timeout: seconds one completion may take, retries included (0 = none). The client's
   own read limit is the same number. Past it, ``CompletionTimeout`` (a ``TimeoutError`` and
   a ``BackendError``) names the model and the limit;
-* retries: a ``RetryPolicy`` (tenacity, jittered backoff, ``Retry-After`` honoured).
+* retries: a ``RetryPolicy`` (tenacity, jittered backoff, ``Retry-After`` honoured);
+* the gate (``gate``, set by a run through ``wai_exp.llm.concurrency.ServerLimits``): the
+  server's adaptive in-flight limit. With one, a call waits for a slot before its timeout
+  starts, and an HTTP 429/503/529 is waited out outside the slot (``Retry-After``
+  honoured, as long as the gate's ``wait_bound`` allows) instead of ending the call after
+  three tries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from wai_exp.llm.providers import PROVIDERS, chat_backend, parse_model_spec
-from wai_exp.llm.turn import CompletionTimeout
+from wai_exp.llm.turn import BackendError, CompletionTimeout
 
 if TYPE_CHECKING:
     import httpx
 
+    from wai_exp.llm.concurrency import AdaptiveLimit
     from wai_exp.llm.http import RetryPolicy
     from wai_exp.llm.turn import ChatBackend
 
@@ -58,6 +67,11 @@ class Model:
         self.timeout = float(timeout or 0)
         self.retry = retry or DEFAULT_RETRY
         self.transport = transport
+        #: the server's adaptive in-flight limit (``ServerLimits.attach``); None: no gate
+        self.gate: AdaptiveLimit | None = None
+        #: ``start() -> token`` / ``done(token)`` around each call sent (after the gate):
+        #: the agent's ``CallTimes``, read by the progress line's warnings
+        self.observer: Any = None
         # loop -> (client, chat backend); weak: a finished loop's entry goes with it
         self._per_loop: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, ChatBackend]
@@ -83,7 +97,12 @@ class Model:
             client = async_client(
                 timeout=httpx.Timeout(self.timeout or None), transport=self.transport
             )
-            chat = chat_backend(self.spec, client, api_key=self.api_key, policy=self.retry)
+            policy = self.retry
+            if self.gate is not None:  # the gate waits out 429/503 itself, outside the slot
+                import dataclasses
+
+                policy = dataclasses.replace(policy, throttles=False)
+            chat = chat_backend(self.spec, client, api_key=self.api_key, policy=policy)
             entry = self._per_loop[loop] = (client, chat)
         return entry
 
@@ -119,16 +138,18 @@ class Model:
         or with a ``wai_exp.llm.structured.StructuredOutput`` ``(completion, the
         response_format form it was asked with)``. Raises ``BackendError`` when the call
         fails for good, ``CompletionTimeout`` when it outlasts ``timeout``."""
-        chat = self.chat()
-        if structured is not None:
-            call = structured.complete(
-                chat, messages, sampling or {}, schema=schema, max_string_chars=max_string_chars
-            )
-        elif logprobs:
-            call = chat.complete(messages, tools or [], sampling or {}, logprobs=True)
-        else:
-            call = chat.complete(messages, tools or [], sampling or {})
-        return await self.bounded(call)
+
+        def call() -> Awaitable[Any]:
+            chat = self.chat()
+            if structured is not None:
+                return structured.complete(
+                    chat, messages, sampling or {}, schema=schema, max_string_chars=max_string_chars
+                )
+            if logprobs:
+                return chat.complete(messages, tools or [], sampling or {}, logprobs=True)
+            return chat.complete(messages, tools or [], sampling or {})
+
+        return await self.gated(call)
 
     async def post_json(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         """POST ``payload`` to ``path`` under the base URL with the provider's auth headers,
@@ -136,10 +157,98 @@ class Model:
         ``BackendError`` / ``CompletionTimeout``."""
         from wai_exp.llm.http import post_json
 
-        client, chat = self._entry()
-        return await self.bounded(
-            post_json(client, self.url(path), payload, headers=chat.headers, policy=self.retry)
-        )
+        def call() -> Awaitable[Any]:
+            client, chat = self._entry()
+            return post_json(
+                client, self.url(path), payload, headers=chat.headers, policy=chat.policy
+            )
+
+        return await self.gated(call)
+
+    async def gated(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call()`` bounded by ``timeout``, through the gate when there is one: it waits
+        for a slot, then its timeout starts; a 429/503/529 releases the slot, waits
+        (``Retry-After`` honoured) and tries again while ``gate.wait_bound`` allows; a
+        timeout of a call sent behind others is tried again (``QUEUED_TIMEOUT_RETRIES``):
+        the wait was our queue's. Raises ``BackendError`` / ``CompletionTimeout``; past the
+        bound, a ``BackendError`` naming ``gate.wait_knob``."""
+        gate = self.gate
+        if gate is None:
+            return await self._sent(call)
+        try:
+            return await self._admitted(gate, call)
+        except BackendError as exc:
+            if not _gate_retries(exc):
+                raise
+            first = exc
+        return await self._retried(gate, call, first)
+
+    async def _retried(
+        self, gate: AdaptiveLimit, call: Callable[[], Awaitable[Any]], first: BackendError
+    ) -> Any:
+        """The tries after ``first`` failed in a way the gate waits out (tenacity's loop;
+        the first try ran outside it, as ``post_json``'s does)."""
+        import tenacity
+
+        from wai_exp.llm.concurrency import QUEUED_TIMEOUT_RETRIES
+
+        requeues = 0
+
+        def stop(state: Any) -> bool:
+            nonlocal requeues
+            if _throttled(state.outcome.exception()):
+                return bool(state.idle_for + state.upcoming_sleep > gate.wait_bound)
+            requeues += 1
+            return requeues > QUEUED_TIMEOUT_RETRIES
+
+        def before_sleep(state: Any) -> None:
+            if _throttled(state.outcome.exception()):
+                gate.waited(state.upcoming_sleep)
+            else:
+                gate.requeued()
+
+        failed: BackendError | None = first
+        async for attempt in tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception(_gate_retries),
+            wait=_throttle_wait,
+            stop=stop,
+            before_sleep=before_sleep,
+            retry_error_callback=partial_error(self, gate),
+        ):
+            with attempt:
+                if failed is not None:
+                    replay, failed = failed, None
+                    raise replay
+                return await self._admitted(gate, call)
+        raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+
+    async def _admitted(self, gate: AdaptiveLimit, call: Callable[[], Awaitable[Any]]) -> Any:
+        """One try: wait for a slot, send, give the slot back with what the try showed."""
+        admission = await gate.acquire()
+        latency: float | None = None
+        throttled = timed_out = False
+        try:
+            result = await self._sent(call)
+            latency = time.monotonic() - admission.t0
+            return result
+        except BackendError as exc:
+            throttled = _throttled(exc)
+            if _timed_out(exc):
+                timed_out, latency = True, time.monotonic() - admission.t0
+                # sent behind calls of ours: the lowered limit keeps the next try here
+                exc.sent_behind = admission.behind  # type: ignore[attr-defined]
+            raise
+        finally:
+            gate.release(admission, latency=latency, throttled=throttled, timed_out=timed_out)
+
+    async def _sent(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        observer = self.observer
+        token = observer.start() if observer is not None else None
+        try:
+            return await self.bounded(call())
+        finally:
+            if observer is not None:
+                observer.done(token)
 
     async def bounded(self, call: Any) -> Any:
         """Await ``call`` within ``timeout`` (none at 0); ``CompletionTimeout`` past it."""
@@ -167,3 +276,58 @@ class Model:
         entry = self._per_loop.pop(loop, None)
         if entry is not None:
             await entry[0].aclose()
+
+
+def _throttled(exc: BaseException | None) -> bool:
+    from wai_exp.llm.concurrency import THROTTLE_STATUSES
+
+    return isinstance(exc, BackendError) and getattr(exc, "status", None) in THROTTLE_STATUSES
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A completion past its limit: ours (``CompletionTimeout``) or the client's read limit."""
+    import httpx
+
+    return isinstance(exc, CompletionTimeout) or isinstance(
+        exc.__cause__, httpx.ReadTimeout | httpx.WriteTimeout
+    )
+
+
+def _gate_retries(exc: BaseException) -> bool:
+    """A failure the gate tries again: a throttle, or a timeout of a call sent behind others."""
+    return _throttled(exc) or bool(getattr(exc, "sent_behind", False))
+
+
+def _throttle_wait(state: Any) -> float:
+    """Seconds before the next try: none after a timeout behind others (the gate holds
+    the call now); after a throttle the server's ``Retry-After`` plus up to a quarter more,
+    else equal-jitter exponential backoff from 1 s to 60 s."""
+    exc = state.outcome.exception()
+    if not _throttled(exc):
+        return 0.0
+    after = getattr(exc, "retry_after", None)
+    if after is not None:
+        floor = max(float(after), 0.0)
+        return floor + random.uniform(0.0, floor / 4)
+    top = min(2.0 ** (state.attempt_number - 1), 60.0)
+    return top / 2 + random.uniform(0.0, top / 2)
+
+
+def partial_error(model: Model, gate: AdaptiveLimit) -> Callable[[Any], Any]:
+    """tenacity's ``retry_error_callback``: past the wait bound, a ``BackendError`` naming
+    the knob; after the last requeue, the timeout itself."""
+
+    def give_up(state: Any) -> Any:
+        exc = state.outcome.exception()
+        if not _throttled(exc):
+            raise exc
+        waited = state.idle_for
+        raise BackendError(
+            f"{model.name} kept answering HTTP {exc.status} (rate limited or out of slots): "
+            f"waited {waited:.0f} s over {state.attempt_number} tries, and the next wait "
+            f"({state.upcoming_sleep:.0f} s) would pass {gate.wait_knob}={gate.wait_bound:g} s; "
+            f"raise {gate.wait_knob}, or ask the provider for a larger quota",
+            status=exc.status,
+        ) from exc
+
+    return give_up

@@ -170,6 +170,9 @@ class Engine:
         )
         #: the last planning pass stopped on room held for extensions awaiting verdicts
         self.held_for_verdicts = False
+        #: the model servers' adaptive in-flight limits (``wai_exp.llm.concurrency``), None
+        #: when no model server is called
+        self.server_limits: Any = None
 
     # ---- all runs -----------------------------------------------------------------------
     def tick_s(self) -> float:
@@ -851,6 +854,7 @@ def simulate(
             cfg, runner, resolved, asks, done_rows=done_rows, on_row=on_row, progress=progress,
             writer=writer, shards=shards,
         )  # fmt: skip
+        engine.server_limits = server_limits(cfg, resolved, user, writer)
         stream = _drive(engine, first, cfg, resolved, [user, writer, llm_grader], output, on_row)
         data = _result(
             cfg, engine, asks, resolved, inputs.spec_name, inputs.tools, inputs.system_prompt,
@@ -879,6 +883,7 @@ def shard_runner(setup: Callable[[], tuple[Any, dict[str, Any]]], cfg: Config, r
         concurrency=int(cfg.knobs.concurrency),
     )  # fmt: skip
     user = _model_user(cfg, inputs.world, resolved)
+    server_limits(cfg, resolved, user, None)  # the worker's own (not in the parent's report)
     runner = RolloutRunner(
         cfg, agent=resolved, tools=inputs.tools, system_prompt=inputs.system_prompt,
         world=inputs.world, user_execute=params.execute is not None, grader=params.grader,
@@ -1240,6 +1245,30 @@ def _model_user(cfg: Config, world: WorldSetup, agent: ResolvedAgent) -> Any:
     )
     world.kwargs["user"] = user
     return user
+
+
+def server_limits(cfg: Config, agent: ResolvedAgent, user: Any, writer: Any) -> Any:
+    """The run's adaptive in-flight limits, one per model server, with the agent's, the
+    model-played person's and the model writer's calls attached (the agent and the person
+    on one server share its slots); None when none of them calls a model server.
+
+    The limit lives on calls, not on the pool's rollouts (``wai_exp.llm.concurrency`` says
+    why): the pool keeps ``knobs.concurrency`` rollouts open and each call waits for a slot
+    at its server, starting at ``knobs.concurrency`` and adapting."""
+    models = [
+        getattr(agent.fn, "model", None) if agent.is_backend else None,
+        getattr(getattr(user, "caller", None), "model", None),
+        getattr(getattr(writer, "caller", None), "model", None),
+    ]
+    models = [m for m in models if m is not None and hasattr(m, "gate")]
+    if not models:
+        return None
+    from wai_exp.llm.concurrency import ServerLimits
+
+    limits = ServerLimits(int(cfg.knobs.concurrency), wait_bound=float(cfg.knobs.rate_limit_wait))
+    for model in models:
+        limits.attach(model)
+    return limits
 
 
 def _agent_model_spec(agent: ResolvedAgent) -> tuple[str, str | None] | None:

@@ -98,6 +98,7 @@ def build_report(
         **_person_and_world(cfg, world),
         **_outcome(engine),
         **token_totals(cfg, rows),
+        **model_concurrency(engine),
         "search": _search(cfg, engine, mix, DIMENSION_KEYS),
         "grade": grade_entry(cfg, engine),
         "knobs_not_read": sorted(set(Knobs.model_fields) - knobs_read_by(engine)),
@@ -268,6 +269,51 @@ def _outcome(engine: Engine) -> dict[str, Any]:
         "scenarios": len({r["scenario_id"] for r in rows}),
         "group_sizes": dict(sorted(Counter(group_sizes.values()).items())),
     }
+
+
+def model_concurrency(engine: Engine) -> dict[str, Any]:
+    """``model_concurrency``: per model server (host:port, never the URL's credentials),
+    the adaptive in-flight limit its calls ran at (start, min, max, final, typical = the
+    time-weighted mean), its backoffs and the rate-limit waits (count, seconds summed over
+    calls); None with a note when no model server was called."""
+    limits = engine.server_limits.summary() if engine.server_limits is not None else None
+    if not limits:
+        return {
+            "model_concurrency": None,
+            "model_concurrency_note": "not measured: no model server was called "
+            "(the agent is not a model backend and no model writer or person ran)",
+        }
+    from urllib.parse import urlsplit
+
+    servers = []
+    for url, summary in limits.items():
+        parts = urlsplit(url)
+        host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+        servers.append({"server": host, **summary})
+    return {"model_concurrency": servers}
+
+
+def concurrency_lines(report: Mapping[str, Any]) -> list[str]:
+    """The summary's words for ``report["model_concurrency"]``, one line per server."""
+    lines = []
+    for s in report.get("model_concurrency") or ():
+        backoffs = s["backoffs"]
+        ran = (
+            f"stayed at {s['start']}"
+            if s["min"] == s["start"]
+            else f"backed off to {s['min']} (typical {s['typical']:g}, final {s['final']})"
+        )
+        waits = (
+            f"{s['rate_limit_waits']} rate-limit waits, {s['rate_limit_wait_s']:g} s summed over calls"
+            if s["rate_limit_waits"]
+            else "no rate-limit wait"
+        )
+        lines.append(
+            f"model calls to {s['server']}: concurrency started at {s['start']}, {ran}; "
+            f"backoffs: {backoffs['queueing']} on queueing, {backoffs['rate_limit']} on "
+            f"HTTP 429/503; {waits}"
+        )
+    return lines
 
 
 def token_totals(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from wai_exp.llm.concurrency import CALL_PRIORITY
 from wai_exp.rows.model import SCHEMA_VERSION, ended_by_term, messages_from_steps
 from wai_exp.rows.reader import read_steps
 from wai_exp.rows.scrub import carries_never_shipped, scrub
@@ -122,6 +123,9 @@ class RolloutRunner:
         t_start = time.monotonic()
         token = None
         world = None
+        # The oldest rollout's next model call goes first when calls wait for a slot at the
+        # server's adaptive limit, so rollouts finish rather than all advance a turn.
+        priority = CALL_PRIORITY.set(t_start)
         try:
             world = self._world(plan)
             token = self._current.set(
@@ -165,6 +169,7 @@ class RolloutRunner:
         except Exception as exc:  # noqa: BLE001 - a lost rollout is data, not a crash
             return Outcome(lost=self.lost_record(plan, exc))
         finally:
+            CALL_PRIORITY.reset(priority)
             if token is not None:
                 self._current.reset(token)
         seconds = time.monotonic() - t_start

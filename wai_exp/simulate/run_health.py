@@ -165,6 +165,9 @@ def plain_error(lost: Mapping[str, Any], timeout_knob: str | None = None) -> str
             f"the model server has no such model or endpoint (HTTP 404){said}: check "
             "agent.model and agent.base_url (an OpenAI-compatible URL ends in /v1)"
         )
+    waited = re.search(r"waited \d.*", text) if status in (429, 503, 529) else None
+    if waited:  # waited out under the run's adaptive limit until the bound (llm.model)
+        return f"the model server kept rate-limiting the requests (HTTP {status}): {waited[0]}"
     if status == 429:
         return (
             "the model server kept rate-limiting the requests (HTTP 429): lower knobs.concurrency"

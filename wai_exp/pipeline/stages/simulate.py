@@ -450,6 +450,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     """Simulate rollouts, streaming each finished row to the partial file; with
     ``simulate.rows`` set, read that file's rows instead (``read_given_rows``)."""
     from wai_exp.simulate.engine import simulate
+    from wai_exp.simulate.report import concurrency_lines
 
     given = rows_file(ctx, params)
     if given is not None:
@@ -525,6 +526,12 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         lines.append(
             f"each agent completion was bounded by {bound['seconds']} s: {bound['set_by']}"
         )
+    lines += concurrency_lines(report)
+    for server in (report.get("model_concurrency") or [])[:1]:  # the agent's server
+        metrics["model_concurrency_min"] = float(server["min"])
+        metrics["model_concurrency_typical"] = float(server["typical"])
+        metrics["rate_limit_waits"] = float(server["rate_limit_waits"])
+        metrics["rate_limit_wait_s"] = float(server["rate_limit_wait_s"])
     if answers := report.get("tool_answers"):  # world=mcp
         lines.append(
             f"tool answers: {answers['server']} from the MCP server, {answers['injected']} "

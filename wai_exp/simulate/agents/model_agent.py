@@ -56,6 +56,8 @@ class ModelAgent:
         self.model_version = self.model.name
         #: recent completions, read by the progress line's early warnings
         self.call_times = CallTimes()
+        # timed from the send, after any wait for a slot at the server's adaptive limit
+        self.model.observer = self.call_times
 
     async def aclose(self) -> None:
         """Close the running loop's client (the engine calls it at the end of a run)."""
@@ -80,7 +82,6 @@ class ModelAgent:
                 turn=turn,
             )
 
-        token = self.call_times.start()
         try:
             return await self.model.complete(
                 messages, tools, self.sampling, logprobs=bool(self.logprobs)
@@ -91,8 +92,6 @@ class ModelAgent:
             if isinstance(exc.__cause__, httpx.ReadTimeout | httpx.WriteTimeout):
                 raise late() from exc  # httpx's own read limit fired first: the same limit
             raise
-        finally:
-            self.call_times.done(token)
 
     async def __call__(
         self,

@@ -1,0 +1,93 @@
+"""The adaptive in-flight limit of one model server (``wai_exp.llm.concurrency``) and a
+``Model`` sending through it against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from tests.support.scripted_server import chat_reply, scripted_server
+from wai_exp.llm.concurrency import CALL_PRIORITY, WINDOW, AdaptiveLimit, ServerLimits
+from wai_exp.llm.model import Model
+
+
+def test_a_burst_of_429s_halves_the_limit_once_and_answers_climb_it_back():
+    async def go():
+        limit = AdaptiveLimit(32)
+        burst = [await limit.acquire() for _ in range(32)]
+        for admission in burst:  # all refused by one 429 storm
+            limit.release(admission, throttled=True)
+        assert limit.slots == 16 and limit.stats.backoffs["rate_limit"] == 1
+        for _ in range(200):  # the server keeps up: one slot more per window
+            admission = await limit.acquire()
+            limit.release(admission, latency=0.1)
+        assert limit.slots == 32  # back to the configured start, never past it
+        summary = limit.summary()
+        assert (summary["start"], summary["min"], summary["final"]) == (32, 16, 32)
+
+    asyncio.run(go())
+
+
+def test_latency_rising_with_calls_in_flight_backs_off():
+    async def go():
+        limit = AdaptiveLimit(8)
+        for _ in range(WINDOW):  # one at a time: the server's own speed
+            admission = await limit.acquire()
+            limit.release(admission, latency=0.2)
+        many = [await limit.acquire() for _ in range(8)]
+        for admission in many:  # eight at once, each waiting behind the others
+            limit.release(admission, latency=0.2 * admission.in_flight)
+        assert limit.slots < 8 and limit.stats.backoffs["queueing"] == 1
+
+    asyncio.run(go())
+
+
+def test_waiting_calls_go_oldest_rollout_first():
+    async def go():
+        limit = AdaptiveLimit(1)
+        held = await limit.acquire()
+        order = []
+
+        async def call(priority):
+            CALL_PRIORITY.set(priority)
+            admission = await limit.acquire()
+            order.append(priority)
+            limit.release(admission)
+
+        tasks = [asyncio.create_task(call(p)) for p in (3.0, 1.0, 2.0)]
+        await asyncio.sleep(0.01)
+        limit.release(held)
+        await asyncio.gather(*tasks)
+        assert order == [1.0, 2.0, 3.0]
+
+    asyncio.run(go())
+
+
+def test_a_gated_model_waits_out_more_429s_than_the_retries_and_answers():
+    # Four 429s with Retry-After: 1, then an answer. Before: three retries, then the call
+    # failed with the 429. Now the waits are counted and the call answers.
+    lock, seen = threading.Lock(), []
+
+    def answer(path, headers, body):
+        with lock:
+            seen.append(path)
+            if len(seen) <= 4:
+                return 429, {"error": {"message": "slow down"}}, {"Retry-After": "1"}
+        return 200, chat_reply("ok")
+
+    with scripted_server(answer) as url:
+        model = Model(f"vllm:m@{url}", timeout=5)
+        limits = ServerLimits(4, wait_bound=30)
+        limits.attach(model)
+
+        async def go():
+            try:
+                return await model.complete([{"role": "user", "content": "hi"}])
+            finally:
+                await model.aclose()
+
+        done = asyncio.run(go())
+    assert done.content == "ok" and len(seen) == 5
+    [summary] = limits.summary().values()
+    assert summary["rate_limit_waits"] == 4 and summary["rate_limit_wait_s"] >= 4
+    assert summary["backoffs"]["rate_limit"] >= 1
