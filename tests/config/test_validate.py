@@ -383,3 +383,14 @@ def test_simulate_grader_grade_and_output_validate(base, grader):
     cfg["simulate"].update(grader=grader, output="rows.jsonl")
     sim = validate_config(cfg).simulate
     assert (sim.grader, sim.output, sim.grade) == (grader, "rows.jsonl", False)
+
+
+def test_sweep_tasks_is_same_by_default_and_takes_only_same_or_own(base):
+    """``sweep.tasks`` decides whether a sweep pins its task set (issue 23 §5)."""
+    assert validate_config(base).sweep.tasks == "same"
+    cfg = copy.deepcopy(base)
+    cfg["sweep"]["tasks"] = "maybe"
+    assert problems(cfg) == ["sweep.tasks = 'maybe': expected one of 'same' or 'own'"]
+    cfg["sweep"] = {"task": "own"}
+    [p] = problems(cfg)
+    assert p.startswith("sweep.task: unknown key 'task'. Did you mean 'tasks'?")

@@ -180,7 +180,8 @@ def test_paired_deltas_use_only_the_tasks_both_values_measured():
     assert 0 < d["ci_lo"] < d["delta"] < d["ci_hi"]
     # over tasks the per-seed t interval (2 runs) cannot separate, the paired one can
     line = next(x for x in table_notes(per_value_table(jobs), [d]) if x.startswith("paired delta"))
-    assert "over 40 shared tasks" in line and line.endswith(": separated")
+    # compare's verdict word, consistent with the interval (2 seeds a value: replicated)
+    assert "over 40 paired tasks" in line and line.endswith(": PASS")
     # children without per-task data: no paired deltas, never made up
     assert paired_deltas([{k: v for k, v in j.items() if k != "tasks"} for j in jobs]) == []
 
@@ -199,7 +200,11 @@ def test_parent_metrics_name_each_value_and_leave_unmeasured_out():
     table = per_value_table(jobs)
     m = parent_metrics(table, paired_deltas(jobs))
     assert m["pass_at_1/agent.skill:0.6"] == pytest.approx(0.375)
-    assert m["pass_at_1_ci_lo/agent.skill:0.6"] == 0.375  # two identical re-runs
+    # two identical re-runs: the t interval was 0.375–0.375; over the 20 tasks it is not
+    lo, hi = m["pass_at_1_ci_lo/agent.skill:0.6"], m["pass_at_1_ci_hi/agent.skill:0.6"]
+    assert lo < 0.375 < hi and table["rows"][0]["interval"].endswith(
+        "over 20 tasks (seeds pooled per task)"
+    )
     assert m["pass_at_1/agent.skill:0.9"] == pytest.approx(sum(better.values()) / 20)
     # one measured run, no interval metrics logged for it: unmeasured, not 0
     assert "pass_at_1_ci_lo/agent.skill:0.9" not in m
@@ -208,3 +213,30 @@ def test_parent_metrics_name_each_value_and_leave_unmeasured_out():
         sum(better[t] - tasks[t] for t in tasks) / 20
     )
     assert sorted(m) == sorted(m, key=lambda k: (k.split("/")[0], k))  # metric, then value
+
+
+def test_a_value_with_two_seeds_gets_its_interval_over_the_tasks_they_measured():
+    """Two seeds of 40 tasks each at pass@1 0.30 and 0.50: the t interval over the two runs
+    (1 degree of freedom) spans 0.000–1.000; the 80 tasks the runs measured give a real one.
+    The seed line then stays quiet: only t intervals are sized in seeds."""
+    import numpy as np
+
+    from wai_exp.tracking.sweep import seeds_needed
+
+    rng = np.random.default_rng(3)
+    seeds = {s: [f"s{s}t{i}" for i in range(40)] for s in (0, 1)}
+    low = [_tasked(s, ["agent.skill=0.6", f"seed={s}"], _rates(rng, seeds[s], p))
+           for s, p in ((0, 0.3), (1, 0.5))]  # fmt: skip
+    high = [_tasked(2 + s, ["agent.skill=0.9", f"seed={s}"], _rates(rng, seeds[s], 0.8))
+            for s in (0, 1)]  # fmt: skip
+    t_only = per_value_table([{k: v for k, v in j.items() if k != "tasks"} for j in low + high])
+    wide = t_only["rows"][0]
+    assert wide["interval"] == "95% t interval over 2 re-runs"
+    assert wide["ci_hi"] - wide["ci_lo"] > 0.9
+    table = per_value_table(low + high)
+    row = table["rows"][0]
+    pooled = [v for j in low for v in j["tasks"].values()]
+    assert row["interval"] == "95% interval over 80 tasks (seeds pooled per task)"
+    assert row["mean"] == pytest.approx(sum(pooled) / 80)
+    assert row["ci_lo"] < row["mean"] < row["ci_hi"] and row["ci_hi"] - row["ci_lo"] < 0.25
+    assert seeds_needed(table) == [] and seeds_needed(t_only)

@@ -8,6 +8,16 @@ Hydra's basic sweeper will, composes each job's config with Hydra's own loader a
 checks a single run makes (``commands.run.config_problem``). Any problem: one line per bad
 job, naming the job's overrides, then exit 2; no job runs and no sweep folder is made.
 Other sweepers (Optuna, Nevergrad ...) choose their jobs as they go and are left alone.
+
+Then it pins the task set (``pin_tasks``). A job's asks depend on its agent: a row whose tool
+fault fired queues a sibling ask in that row's cell (``knobs.writer_context_parents`` such
+rows wait as mutation parents), so two skills at one seed draw the same first asks and then
+part ways (75, 75 and 82 of 100 tasks shared at ``agent.skill=0.6,0.75,0.9``). With
+``sweep.tasks=same`` (the default) a sweep whose jobs differ by more than seed/replicate adds
+``knobs.writer_context_parents=0`` to every job's overrides: failing rows steer nothing, so a
+seed draws the same asks whatever the agent does and every value is measured on the same
+tasks. The override is in each job's ``.hydra/overrides.yaml`` and ``wai.override_list``, so
+a child re-runs alone as it ran in the sweep; a single run never changes.
 """
 
 from __future__ import annotations
@@ -49,6 +59,64 @@ class ValidateSweepCallback(Callback):
         sys.stderr.write(redact_text("\n".join(lines)) + "\n")
         sys.stderr.flush()
         sys.exit(EXIT_INVALID_CONFIG)
+
+
+class PinTasksCallback(Callback):
+    """Give every value of a sweep the same tasks (``pin_tasks``); registered after
+    ``ValidateSweepCallback`` and before the MLflow parent run, which records the override."""
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        line = pin_tasks(config)
+        if line:
+            sys.stderr.write(f"wai-exp sweep: {line}\n")
+            sys.stderr.flush()
+
+
+def pin_tasks(config: Any) -> str | None:
+    """Pin the sweep's task set when ``sweep.tasks`` is ``same``: append ``PIN_KNOB=0`` to
+    ``config.hydra.overrides.task`` (what the basic sweeper expands into every job) when the
+    jobs differ by more than seed/replicate and their asks would follow each agent's
+    failures. Returns the line that tells the user what happened (None: nothing to say).
+
+    Left alone: another sweeper, a seed-only sweep, ``sweep.tasks=own``, an explicit
+    ``knobs.writer_context_parents=`` (the user chose), asks already fixed (``simulate.tasks``
+    or ``simulate.rows``, or the knob already 0). A model writer (``simulate.simulator``)
+    writes each job's asks itself: the line says the tasks are not pinned and how to pin them.
+    """
+    from omegaconf import OmegaConf, read_write
+
+    from wai_exp.tracking.sweep import (
+        PIN_KNOB,
+        PIN_OVERRIDE,
+        REPLICATE_KEYS,
+        parse_overrides,
+        swept_keys,
+    )
+
+    jobs = sweep_jobs(config)
+    if not jobs or OmegaConf.select(config, "sweep.tasks", default="same") != "same":
+        return None
+    keys = swept_keys([{"overrides": job} for job in jobs])
+    if not [k for k in keys if k not in REPLICATE_KEYS]:
+        return None
+    task = config.hydra.overrides.task
+    if PIN_KNOB in parse_overrides([str(o) for o in task]):
+        return None
+    if any(OmegaConf.select(config, k) for k in ("simulate.tasks", "simulate.rows")):
+        return None
+    if not OmegaConf.select(config, PIN_KNOB, default=0):
+        return None
+    if OmegaConf.select(config, "simulate.simulator"):
+        return (
+            "tasks not pinned: a model writer (simulate.simulator) writes each job's asks; "
+            "pin them with simulate.tasks=<a run's simulate/rows.jsonl>"
+        )
+    with read_write(task):
+        task.append(PIN_OVERRIDE)
+    return (
+        f"every value runs the same tasks per seed: added {PIN_KNOB}=0 to each job (failing "
+        "rows do not steer later asks); sweep.tasks=own keeps each job's steering"
+    )
 
 
 def sweep_jobs(config: Any) -> list[list[str]] | None:

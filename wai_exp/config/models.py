@@ -503,6 +503,14 @@ class CacheConfig(_Strict):
     salt: str | int = ""
 
 
+class SweepConfig(_Strict):
+    """What a sweep (``-m``) does with the task set (``commands.sweep_check.pin_tasks``):
+    ``same`` runs every swept value on the same tasks per seed, ``own`` lets each job's
+    failures steer its asks as a single run does. A single run ignores it."""
+
+    tasks: Literal["same", "own"] = "same"
+
+
 class RootConfig(_Strict):
     """The whole resolved config (what ``wai-exp --cfg job`` prints)."""
 
@@ -521,6 +529,7 @@ class RootConfig(_Strict):
     #: checked against the tracking package's model in validate.py.
     tracking: dict[str, Any] = Field(default_factory=dict)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    sweep: SweepConfig = Field(default_factory=SweepConfig)
 
 
 #: Models whose fields the command-line pre-check walks, by top-level section. Agent

@@ -215,6 +215,7 @@ class MlflowSweepCallback(Callback):
             prepare_store,
         )
         from wai_exp.tracking.summary import run_name
+        from wai_exp.tracking.sweep import unpinned
 
         exp_id = prepare_store(uri, settings["experiment"])
         client = MlflowClient(tracking_uri=uri)
@@ -242,7 +243,7 @@ class MlflowSweepCallback(Callback):
         if sweep_dir is not None:
             tags["wai.sweep_dir"] = str(sweep_dir)
         run = client.create_run(
-            exp_id, tags=tags, run_name=run_name(preset, overrides, prefix="sweep")
+            exp_id, tags=tags, run_name=run_name(preset, unpinned(overrides), prefix="sweep")
         )
         self.parent_run_id = run.info.run_id
         self.overrides = overrides
@@ -359,11 +360,7 @@ class MlflowSweepCallback(Callback):
             {**row, "overrides": row["override_list"], "tasks": _child_tasks(r)}
             for row, r in zip(table, kids, strict=True)
         ]
-        per_value = sweep_mod.per_value_table(jobs)
-        spread = sweep_mod.replicate_spread(jobs)
-        paired = sweep_mod.paired_deltas(jobs)
-        needed = sweep_mod.seeds_needed(per_value)
-        notes = sweep_mod.table_notes(per_value, paired, needed)
+        per_value, spread, paired, notes = _answer(jobs, self.overrides)
         only_replicates = not per_value["value_keys"]
         finished = [row["metrics"] for row in table if row["status"] == "FINISHED"]
         aggregate = aggregate_metrics(finished, replicates=only_replicates)
@@ -489,10 +486,27 @@ class MlflowSweepCallback(Callback):
         self._ended = True
 
 
+def _answer(
+    jobs: Sequence[Mapping[str, Any]], overrides: Sequence[str]
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], list[str]]:
+    """The sweep's answer from its children: the per-value table, the re-run spread over
+    replicates, the paired deltas between adjacent values, and the lines under the table."""
+    from wai_exp.tracking import sweep as sweep_mod
+
+    per_value = sweep_mod.per_value_table(jobs)
+    paired = sweep_mod.paired_deltas(jobs)
+    notes = sweep_mod.table_notes(
+        per_value, paired, sweep_mod.seeds_needed(per_value),
+        pinned=sweep_mod.pinned_by(overrides),
+    )  # fmt: skip
+    return per_value, sweep_mod.replicate_spread(jobs), paired, notes
+
+
 def _child_tasks(run: Any) -> dict[str, float] | None:
     """A child's per-task pass rates from its graded stage's rows in its run folder (the
     ``wai.run_dir`` tag; the folder is on this machine for every launcher that shares the
     disk), or None when the folder or the rows are not there."""
+    from wai_exp.score.stats.passat import first_batch
     from wai_exp.score.stats.resample import reward_groups
     from wai_exp.tracking.mlflow_tracker import GRADED_KINDS
 
@@ -506,7 +520,10 @@ def _child_tasks(run: Any) -> dict[str, float] | None:
     with contextlib.suppress(OSError, ValueError):
         path = Path(run_dir) / sorted(stages)[0] / "rows.jsonl"
         with path.open(encoding="utf-8") as fh:
-            groups = reward_groups(json.loads(line) for line in fh if line.strip())
+            rows = [json.loads(line) for line in fh if line.strip()]
+        # The fixed first batch of every task, as pass@1 and compare read it: rows an
+        # adaptive policy added where a task split would skew its rate.
+        groups = reward_groups(first_batch(rows)[0])
         return {
             str(k): float(s / c)
             for k, s, c in zip(groups.keys, groups.sums, groups.counts, strict=True)
@@ -545,8 +562,9 @@ def _sweep_note(
         "",
         table_markdown(per_value),
         "",
-        "Intervals: a 95% t interval over a value's re-runs when it has two or more, else "
-        "the one run's own 95% interval.",
+        "Intervals: over a value's tasks (its runs' per-task pass rates pooled, 95% "
+        "bootstrap) when its runs recorded them, else a 95% t interval over its re-runs; one "
+        "run: that run's own 95% interval.",
         "",
         *(f"- {line}" for line in notes),
         *([""] if notes else []),

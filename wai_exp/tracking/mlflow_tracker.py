@@ -64,6 +64,7 @@ from wai_exp.tracking.summary import (
     run_name,
     split_knobs,
 )
+from wai_exp.tracking.sweep import unpinned
 
 log = logging.getLogger(__name__)
 
@@ -703,7 +704,8 @@ class MlflowTracker:
             exp_id,
             start_time=self.start_time_ms,
             tags=tags,
-            run_name=run_name(preset, overrides),
+            # A sweep child's name leaves out the pin its sweep put on every job.
+            run_name=run_name(preset, overrides if parent is None else unpinned(overrides)),
         )
         self._client = client
         self.run_id = run.info.run_id

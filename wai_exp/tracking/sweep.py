@@ -23,11 +23,14 @@ from typing import Any
 from wai_exp.domain.numbers import finite_float
 
 __all__ = [
+    "PIN_KNOB",
+    "PIN_OVERRIDE",
     "REPLICATE_KEYS",
     "format_table",
     "paired_deltas",
     "parent_metrics",
     "parse_overrides",
+    "pinned_by",
     "per_value_table",
     "seeds_needed",
     "replicate_spread",
@@ -35,11 +38,19 @@ __all__ = [
     "table_csv",
     "table_markdown",
     "table_notes",
+    "unpinned",
 ]
 
 REPLICATE_KEYS = frozenset({"seed", "replicate", "knobs.seed"})
+#: The knob a sweep with ``sweep.tasks=same`` sets to 0 on every job so every value draws
+#: the same asks per seed (``commands.sweep_check.pin_tasks``): failing rows steer nothing.
+PIN_KNOB = "knobs.writer_context_parents"
+#: That override as the sweep adds it.
+PIN_OVERRIDE = f"{PIN_KNOB}=0"
 #: The headline metric and its interval bounds, as the tracker logs them.
 HEADLINE = "pass_at_1"
+#: How a value's interval over its re-runs is named (``seeds_needed`` sizes only these).
+T_INTERVAL = "95% t interval"
 
 
 def parse_overrides(overrides: Sequence[str] | str) -> dict[str, str]:
@@ -54,6 +65,19 @@ def parse_overrides(overrides: Sequence[str] | str) -> dict[str, str]:
         key, _, value = text.lstrip("+").partition("=")
         out[key] = value
     return out
+
+
+def unpinned(overrides: Sequence[str]) -> list[str]:
+    """``overrides`` without the sweep's ``PIN_OVERRIDE``: run names show what tells a sweep's
+    runs apart, and the pin is the same on every one (tags and descriptions keep it)."""
+    return [o for o in overrides if str(o).strip() != PIN_OVERRIDE]
+
+
+def pinned_by(overrides: Sequence[str] | str) -> str | None:
+    """``PIN_KNOB`` when the sweep's overrides set it to 0 (its asks follow the seed, not
+    the agent), else None."""
+    value = parse_overrides(overrides).get(PIN_KNOB)
+    return PIN_KNOB if value is not None and _num_text(value) == 0 else None
 
 
 def swept_keys(children: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -128,8 +152,9 @@ def per_value_table(
                 mean=mean,
                 ci_lo=max(0.0, mean - half),
                 ci_hi=min(1.0, mean + half),
-                interval=f"95% t interval over {len(vals)} re-runs",
+                interval=f"{T_INTERVAL} over {len(vals)} re-runs",
             )
+            row.update(_over_tasks(runs))
         elif len(vals) == 1:
             m = next(
                 r["metrics"] for r in runs if finite_float(r["metrics"].get(metric)) is not None
@@ -154,6 +179,32 @@ def per_value_table(
         "replicate_keys": replicate,
         "rows": rows,
         "shared_tasks": None if shared is None or len(task_sets) < 2 else len(shared),
+    }
+
+
+def _over_tasks(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A value's pass@1 over its tasks, the runs' per-task rates pooled, with the 95%
+    bootstrap interval over those tasks (a single run's method), when every one of its
+    finished runs recorded its tasks; else {} (the t interval over the re-runs stays).
+
+    Why: a t interval over 2 seeds has 1 degree of freedom (0.000–1.000 for a 0.4 pass@1);
+    the tasks the seeds measured are what the estimate rests on."""
+    from wai_exp.score.stats.resample import bootstrap_mean
+
+    if not runs or any(not isinstance(r.get("tasks"), Mapping) for r in runs):
+        return {}
+    means = _task_means(runs)
+    if len(means) < 2:
+        return {}
+    res = bootstrap_mean(list(means.values()), bounds=(0.0, 1.0))
+    if res.interval is None:
+        return {}
+    lo, hi = (float(x) for x in res.interval)
+    return {
+        "mean": float(res.estimate),
+        "ci_lo": lo,
+        "ci_hi": hi,
+        "interval": f"95% interval over {len(means)} tasks (seeds pooled per task)",
     }
 
 
@@ -197,12 +248,16 @@ def paired_deltas(children: Sequence[Mapping[str, Any]], *, seed: int = 0) -> li
 
     Per task, a value's pass rate is averaged over its finished re-runs; the delta is the
     mean over shared tasks of (this value - previous value), with a 95% paired bootstrap
-    interval over those tasks (resampling tasks keeps each pair together). Entries are
-    ``{"values", "vs", "n_shared", "delta", "ci_lo", "ci_hi", "note"}``; [] when the
-    children carry no per-task data or fewer than two values were swept.
+    interval over those tasks (resampling tasks keeps each pair together). ``verdict`` is
+    ``compare``'s headline word for it (``delta.paired_headline``: the earlier value as
+    before, each value's finished runs as its eval runs). Entries are ``{"values", "vs",
+    "n_shared", "delta", "ci_lo", "ci_hi", "n_runs", "verdict", "note"}`` (``n_runs``:
+    ``[earlier, this]``); [] when the children carry no per-task data or fewer than two
+    values were swept.
     """
     import numpy as np
 
+    from wai_exp.score.stats.delta import paired_headline
     from wai_exp.score.stats.resample import paired_bootstrap
 
     table = per_value_table(children)
@@ -229,6 +284,8 @@ def paired_deltas(children: Sequence[Mapping[str, Any]], *, seed: int = 0) -> li
                 "delta": None,
                 "ci_lo": None,
                 "ci_hi": None,
+                "n_runs": [prev["n_runs"], row["n_measured"]],
+                "verdict": None,
                 "note": None,
             }
             if len(shared) < 2:
@@ -240,15 +297,18 @@ def paired_deltas(children: Sequence[Mapping[str, Any]], *, seed: int = 0) -> li
                 entry["delta"] = float(res.estimate)
                 if res.interval is not None:
                     entry["ci_lo"], entry["ci_hi"] = (float(x) for x in res.interval)
+            ci = None if entry["ci_lo"] is None else (entry["ci_lo"], entry["ci_hi"])
+            entry["verdict"] = paired_headline(entry["delta"], ci, *entry["n_runs"])
             out.append(entry)
-        prev = {"values": row["values"], "means": means}
+        prev = {"values": row["values"], "means": means, "n_runs": row["n_measured"]}
     return out
 
 
 def seeds_needed(table: Mapping[str, Any]) -> list[dict[str, Any]]:
     """How many re-runs (seeds) per value the table needs to tell adjacent values apart.
 
-    For adjacent rows whose intervals overlap, with the re-run sd pooled over the two values
+    For adjacent rows whose t intervals over re-runs overlap (rows with an interval over
+    tasks are left to the paired deltas), with the re-run sd pooled over the two values
     (rows with two or more re-runs), the smallest ``n`` per value at which the two t intervals
     the table prints (``t(0.975, n-1) * sd / sqrt(n)`` each side) no longer overlap for the
     observed gap, if the sd and the gap stay as measured. Entries: ``{"values", "vs", "gap", "sd", "n_now", "n_needed"}``
@@ -260,6 +320,8 @@ def seeds_needed(table: Mapping[str, Any]) -> list[dict[str, Any]]:
         bounds = [finite_float(r.get(k)) for r in (before, row) for k in ("ci_lo", "ci_hi")]
         if row["mean"] is None or before["mean"] is None:
             continue
+        if not all(str(r.get("interval")).startswith(T_INTERVAL) for r in (before, row)):
+            continue  # intervals over tasks: the paired deltas say what separates them
         lo0, hi0, lo1, hi1 = bounds
         if lo0 is None or hi0 is None or lo1 is None or hi1 is None:
             continue
@@ -408,9 +470,11 @@ def table_notes(
     table: Mapping[str, Any],
     paired: Sequence[Mapping[str, Any]] = (),
     needed: Sequence[Mapping[str, Any]] = (),
+    pinned: str | None = None,
 ) -> list[str]:
-    """The lines under the table: whether the values were measured on the same tasks, the
-    paired deltas between adjacent values, and how many seeds would separate the ones whose
+    """The lines under the table: whether the values were measured on the same tasks (and,
+    ``pinned`` being the knob the sweep set to 0, why), the paired deltas between adjacent
+    values with ``compare``'s verdict word, and how many seeds would separate the ones whose
     intervals overlap."""
     lines: list[str] = []
     rows = table["rows"]
@@ -422,6 +486,12 @@ def table_notes(
             "pass@1 is over its own tasks, so read the gaps between values through the "
             "paired deltas over the shared tasks"
         )
+    elif shared is not None and shared:
+        lines.append(
+            f"same tasks: every value ran the same {shared} tasks"
+            + (f" ({pinned}=0: failing rows did not steer later asks)" if pinned else "")
+            + ", so the values are compared task by task"
+        )
     for d in paired:
         what = f"{_value_label(d['values'])} vs {','.join(map(str, d['vs'].values()))}"
         if d.get("delta") is None:
@@ -432,14 +502,10 @@ def table_notes(
             if d.get("ci_lo") is not None
             else "no interval"
         )
-        apart = (
-            "separated"
-            if d.get("ci_lo") is not None and (d["ci_lo"] > 0 or d["ci_hi"] < 0)
-            else "not separated"
-        )
+        pooled = ", seeds pooled per task" if max(d.get("n_runs") or [1]) > 1 else ""
         lines.append(
-            f"paired delta {what}: {d['delta']:+.3f} (95% CI {ci} over {d['n_shared']} shared "
-            f"tasks, seeds pooled per task): {apart}"
+            f"paired delta {what}: {d['delta']:+.3f} (95% CI {ci} over {d['n_shared']} paired "
+            f"tasks{pooled}): {d.get('verdict')}"
         )
     for n in needed:
         what = f"{_value_label(n['values'])} vs {','.join(map(str, n['vs'].values()))}"

@@ -14,7 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wai_exp.score.stats.delta import CEILING_MIN_TASKS_WITH_ROOM, delta_report, format_delta_report
+from wai_exp.score.stats.delta import (
+    CEILING_MIN_TASKS_WITH_ROOM,
+    delta_report,
+    format_delta_report,
+    paired_headline,
+)
 
 
 def arm(
@@ -193,6 +198,27 @@ def test_a_drop_on_one_run_a_side_reads_like_a_gain_on_one_run_a_side() -> None:
     )
     assert rep["target_verdict"] == "regressed" and rep["headline_verdict"] == "FAIL"
     assert not rep["ok"]
+
+
+def test_paired_headline_says_what_delta_report_says_for_the_same_interval() -> None:
+    """A sweep's table words each paired delta with ``paired_headline``: for one run a side
+    (no floor either way) it must be ``delta_report``'s headline for the same rows."""
+    low, high, same = (
+        arm(150, 4, p, s, policy=f"p{s}") for p, s in ((0.3, 14), (0.7, 15), (0.3, 16))
+    )
+    for before, after in ((low, high), (high, low), (low, same)):
+        rep = delta_report(before, after)
+        ci = tuple(rep["target_ci95"])
+        assert paired_headline(rep["target_delta"], ci, 1, 1) == rep["headline_verdict"]
+    # replicated, a real move is PASS up and FAIL down, as delta_report says with a floor
+    # that does not swallow it (test_a_drop_on_one_run_a_side_reads_like_a_gain_...)
+    assert paired_headline(0.3, (0.2, 0.4), 2, 2) == "PASS"
+    assert paired_headline(-0.3, (-0.4, -0.2), 2, 3) == "FAIL"
+    assert paired_headline(0.01, (-0.05, 0.07), 2, 2) == "NO DIFFERENCE"
+    assert paired_headline(0.3, (0.2, 0.4), 1, 2) == (
+        "INCONCLUSIVE (1 eval run before, 2 after: rerun to confirm)"
+    )
+    assert paired_headline(None, None, 2, 2).startswith("NOT MEASURED")
 
 
 def test_mapping_run_std_without_a_metric_gets_no_replicate_floor() -> None:

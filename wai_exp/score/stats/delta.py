@@ -64,6 +64,7 @@ __all__ = [
     "SITUATIONS_MIN_PAIRED_SHARE",
     "delta_report",
     "format_delta_report",
+    "paired_headline",
 ]
 
 PASS_AT_1 = "pass_at_1"
@@ -641,8 +642,8 @@ def _report(
             verdicts.regressed or bool(verdicts.guards_failed) or verdicts.over_optimized,
             verdicts.target,
             t["ci95"],
-            arms.sb,
-            arms.sa,
+            arms.sb.n_runs,
+            arms.sa.n_runs,
         ),
         "ok": verdicts.ok,
         "over_optimized": verdicts.over_optimized,
@@ -1115,8 +1116,8 @@ def _headline(
     failed: bool,
     target_verdict: str,
     target_ci: tuple[float, float] | None,
-    sb: _Side,
-    sa: _Side,
+    n_before: int,
+    n_after: int,
 ) -> str:
     """The verdict in words; ``NO DIFFERENCE`` only for an interval that holds zero."""
     if not_comparable:
@@ -1129,12 +1130,29 @@ def _headline(
     if target_verdict == "moved_unreplicated":
         # The interval excludes zero, but one evaluation a side is a draw, not a
         # distribution: neither PASS, FAIL nor NO DIFFERENCE says what the numbers say.
-        return f"INCONCLUSIVE ({_runs_phrase(sb.n_runs, sa.n_runs)}: rerun to confirm)"
+        return f"INCONCLUSIVE ({_runs_phrase(n_before, n_after)}: rerun to confirm)"
     if target_ci is None:
         return "NOT MEASURED (no interval on the target: too few paired tasks)"
     if target_ci[0] > 0 or target_ci[1] < 0:
         return REAL_WITHIN_NOISE
     return "NO DIFFERENCE"
+
+
+def paired_headline(
+    delta: float | None,
+    ci: tuple[float, float] | None,
+    n_runs_before: int,
+    n_runs_after: int,
+) -> str:
+    """``delta_report``'s ``headline_verdict`` for one paired delta with no guards and no
+    re-run floor on the same tasks: ``NO DIFFERENCE`` (the interval holds zero), ``PASS`` /
+    ``FAIL`` (it excludes zero, two or more eval runs a side), ``INCONCLUSIVE (1 eval run a
+    side: rerun to confirm)`` (it excludes zero on one run), ``NOT MEASURED (...)`` (no
+    interval). For tables that pair two configurations over tasks (a sweep's values), so
+    their words are ``compare``'s."""
+    unreplicated = min(n_runs_before, n_runs_after) < 2
+    target = _target_verdict(_metric_verdict(delta, ci, None), unreplicated)
+    return _headline([], target == "regressed", target, ci, n_runs_before, n_runs_after)
 
 
 def _runs_phrase(n_before: int, n_after: int) -> str:
