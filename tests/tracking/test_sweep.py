@@ -240,3 +240,28 @@ def test_a_value_with_two_seeds_gets_its_interval_over_the_tasks_they_measured()
     assert row["mean"] == pytest.approx(sum(pooled) / 80)
     assert row["ci_lo"] < row["mean"] < row["ci_hi"] and row["ci_hi"] - row["ci_lo"] < 0.25
     assert seeds_needed(table) == [] and seeds_needed(t_only)
+
+
+def test_pinned_asks_under_an_allocating_policy_say_the_allocation_differs():
+    """rl's split policy gives asks that split more rollouts, so with the same asks in the
+    same order one value opens 55 and another 65 of them: the table says that, not that
+    the task sets differ (which it still says when nothing was pinned)."""
+    import numpy as np
+
+    from wai_exp.tracking.sweep import PIN_KNOB, table_notes
+
+    rng = np.random.default_rng(5)
+    asks = [f"t{i}" for i in range(65)]
+    jobs = [
+        _tasked(0, ["agent.skill=0.6"], _rates(rng, asks[:55], 0.45)),
+        _tasked(1, ["agent.skill=0.9"], _rates(rng, asks, 0.78)),
+    ]
+    table = per_value_table(jobs)
+    pinned = table_notes(table, pinned=PIN_KNOB)
+    assert pinned[0].startswith("same asks, different allocation")
+    assert "opened 55–65 of them per value" in pinned[0] and "over the 55 every value" in pinned[0]
+    assert table_notes(table)[0].startswith("task sets differ: 55 tasks are shared")
+    # not nested (a value drew asks the other never did): the sets differ, pinned or not
+    jobs[1]["tasks"] = {**jobs[1]["tasks"], "x0": 1.0}
+    jobs[0]["tasks"] = {**jobs[0]["tasks"], "y0": 0.0}
+    assert table_notes(per_value_table(jobs), pinned=PIN_KNOB)[0].startswith("task sets differ")

@@ -179,7 +179,15 @@ def per_value_table(
         "replicate_keys": replicate,
         "rows": rows,
         "shared_tasks": None if shared is None or len(task_sets) < 2 else len(shared),
+        "nested": _nested([t for t in task_sets.values() if t is not None]),
     }
+
+
+def _nested(sets: Sequence[set[str]]) -> bool:
+    """Whether each task set holds every smaller one: the values drew the same asks and
+    opened fewer or more of them (an allocating policy spends the budget on extensions)."""
+    ordered = sorted(sets, key=len)
+    return all(a <= b for a, b in zip(ordered, ordered[1:], strict=False))
 
 
 def _over_tasks(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -480,7 +488,17 @@ def table_notes(
     rows = table["rows"]
     n_tasks = {r.get("n_tasks") for r in rows}
     shared = table.get("shared_tasks")
-    if shared is not None and (len(n_tasks) > 1 or shared != next(iter(n_tasks))):
+    differ = shared is not None and (len(n_tasks) > 1 or shared != next(iter(n_tasks)))
+    if differ and pinned and table.get("nested"):
+        sizes = sorted(int(n) for n in n_tasks if n is not None)
+        lines.append(
+            f"same asks, different allocation: every value drew the same asks in the same order "
+            f"({pinned}=0), and the budget opened {sizes[0]}–{sizes[-1]} of them per value "
+            "(an allocating repeat policy gives asks whose outcomes split more rollouts, so "
+            f"fewer asks fit); the values are paired over the {shared} every value opened, "
+            "each task by its fixed first batch"
+        )
+    elif differ:
         lines.append(
             f"task sets differ: {shared} tasks are shared by every value; each value's "
             "pass@1 is over its own tasks, so read the gaps between values through the "
