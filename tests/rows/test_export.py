@@ -404,3 +404,16 @@ def test_trl_parquet_keeps_each_calls_own_arguments(tmp_path):
     ds = datasets.load_dataset("parquet", data_files=str(tmp_path / "t.pq"), split="train")
     args = [r["messages"][2]["tool_calls"][0]["function"]["arguments"] for r in ds]
     assert args == [{"order_id": "ORD-1"}, {"email": "a@b.c"}]
+
+
+@pytest.mark.parametrize(("verdict", "reward"), [(True, 1.0), (False, 0.0), (0.5, 0.5)])
+def test_a_pass_fail_verdict_another_tool_wrote_is_published_as_the_reward_metrics_count(
+    verdict, reward
+):
+    # pass@1 reads reward True as a pass: the published record must carry the same 1.0,
+    # not drop it as "not a number".
+    from wai_exp.score.stats.readers import reward_under
+
+    row = {**openai_row(), "reward": verdict}
+    [rec], _ = sft_records([row], TOOLS)
+    assert rec["reward"] == reward_under(row) == reward

@@ -29,4 +29,13 @@ def finite_float(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-__all__ = ["finite_float"]
+def reward_number(value: Any) -> float | None:
+    """A reward as a finite float: ``True``/``False`` (a pass/fail verdict another tool wrote)
+    as 1.0/0.0, else :func:`finite_float`. Every reader of a row's reward goes through this,
+    so a verdict counts the same in a metric and in a published record."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    return finite_float(value)
+
+
+__all__ = ["finite_float", "reward_number"]

@@ -29,7 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wai_exp.domain.numbers import finite_float
+from wai_exp.domain.numbers import finite_float, reward_number
 from wai_exp.domain.outcome import reward_facts
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import messages_from_steps
@@ -677,7 +677,7 @@ def _calibration_value(field: str, value: Any) -> Any:
 
 
 def _reward(row: Mapping[str, Any]) -> float | None:
-    return finite_float(row.get("reward"))
+    return reward_number(row.get("reward"))
 
 
 def _str(value: Any) -> str | None:

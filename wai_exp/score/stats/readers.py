@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from wai_exp.domain.numbers import finite_float
+from wai_exp.domain.numbers import reward_number
 
 #: Rows whose judge did not return a usable verdict; their reward is never a failure.
 UNJUDGED_STATUSES = frozenset({"invalid_result", "error", "timeout", "abstain"})
@@ -69,10 +69,7 @@ def reward_under(row: Mapping[str, Any], key: str = "reward") -> float | None:
 
     Reads one named key and no ``judge_status``; ``resample.numeric_reward`` is the
     status-aware reader of ``reward``/``qwen_reward``."""
-    value = row.get(key)
-    if isinstance(value, bool):  # a pass/fail verdict, read as binary_reward reads it
-        return 1.0 if value else 0.0
-    return finite_float(value)
+    return reward_number(row.get(key))
 
 
 def numeric_reward(row: Mapping[str, Any]) -> float | None:
@@ -83,10 +80,7 @@ def numeric_reward(row: Mapping[str, Any]) -> float | None:
     a ``judge_status`` in ``UNJUDGED_STATUSES``, a missing or non-numeric reward and a number
     outside [0, 1] (or NaN/inf) all give ``None``. ``True``/``False`` read as 1.0/0.0.
     """
-    value = _judged_value(row)
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    x = finite_float(value)
+    x = reward_number(_judged_value(row))
     return x if x is not None and 0.0 <= x <= 1.0 else None
 
 
