@@ -199,3 +199,35 @@ def test_a_hung_server_is_named_on_the_progress_line_before_the_first_timeout(tm
     assert any("no model call has come back for" in x for x in lines), res.stderr
     said = next(x for x in lines if "no model call has come back" in x)
     assert "(each is cut off at agent.timeout=8 s)" in said, said
+
+
+def test_a_failed_model_run_records_what_simulate_measured_in_mlflow(tmp_path):
+    # Every call fails (HTTP 500): simulate fails. The MLflow run held only the config and
+    # error.txt while the stage's report (lost by cause, warnings, usage) stayed on disk.
+    from mlflow.tracking import MlflowClient
+
+    def fail(path, headers, body):
+        return 500, {"error": {"message": "internal error"}}
+
+    with scripted_server(fail) as url:
+        res = model_run(tmp_path, url, "knobs.dead_agent_errors=4", tracking="tracking=mlflow")
+    assert res.returncode == 1, res.stdout + res.stderr
+    run_id = json.loads((run_dirs(tmp_path)[0] / "run.json").read_text())["run_id"]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+    run = client.get_run(run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.metrics["simulate.rollouts_lost"] == 4.0
+    assert run.data.metrics["simulate.rows_out"] == 0.0
+    assert run.data.tags["simulate.status"] == "failed"
+    saved = {a.path for a in client.list_artifacts(run_id, "simulate")}
+    assert {"simulate/report.json", "simulate/report.txt"} <= saved
+    got = client.download_artifacts(run_id, "simulate/report.json", str(tmp_path))
+    with open(got, encoding="utf-8") as fh:
+        report = json.load(fh)
+    assert report["rollouts_lost_by"] == {"HTTP 500": 4}
+    assert "usage" in report and report["warnings"]
+    note = run.data.tags["mlflow.note.content"]
+    # rl_round has simulate, optimize and a publish gate: the run ended before them
+    assert "no simulate or selection stage" not in note and "not run in this pipeline" not in note
+    assert "rows kept: not measured (the selection stage did not finish)" in note, note
+    assert "**Publish gate:** not run (the run ended before it)" in note, note

@@ -279,3 +279,129 @@ def test_a_sigkilled_run_is_marked_killed_with_the_reason_by_the_next_start(tmp_
     assert status == "KILLED", error
     assert f"pid {proc.pid}" in error and "is gone" in error
     assert sorted(s for s, _ in runs.values()) == ["FINISHED", "KILLED"]
+
+
+def _mlflow_runs(cwd: Path) -> dict[str, object]:
+    """The store's runs by id, read with MLflow's own client."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{cwd.resolve() / 'mlflow.db'}")
+    ids = [e.experiment_id for e in client.search_experiments()]
+    return {r.info.run_id: r for r in client.search_runs(ids)}
+
+
+def _mlflow_ended(cwd: Path, n: int = 1) -> dict[str, object]:
+    """:func:`_mlflow_runs` once ``n`` runs exist and none is RUNNING (waited for read-only:
+    MLflow's client would create the store under a writer still making it)."""
+    _ended_runs(cwd, n)
+    return _mlflow_runs(cwd)
+
+
+def test_group_sigterm_that_ends_the_output_reader_too_still_ends_the_run_killed(tmp_path):
+    """``wai-exp ... | tee run.log`` under timeout(1), Slurm or systemd: the group's SIGTERM
+    ends the reader of wai-exp's output too, so every line written after it raises
+    BrokenPipeError. The run still ends KILLED naming SIGTERM, exit 143 (it ended FAILED,
+    'the process exited before the run finished', with a traceback into a dead pipe)."""
+    # One process group: a shell running `wai-exp ... 2>&1 | cat > out.log`, whose trap
+    # (reset in its children) only keeps it alive to write wai-exp's exit status.
+    script = 'trap : TERM; "$@" 2>&1 | cat > out.log; echo "${PIPESTATUS[0]}" > status'
+    proc = subprocess.Popen(
+        ["bash", "-c", script, "bash", WAI_EXP, "+experiment=rl_round", "simulate.budget=20000"],
+        cwd=tmp_path, env=dict(os.environ), start_new_session=True,
+    )  # fmt: skip
+    with _cleanup(proc):
+        _wait_for_rows(proc, tmp_path, 200)
+        os.killpg(proc.pid, signal.SIGTERM)  # cat, the reader, is in the group: it dies first
+        proc.wait(timeout=RETURNS_WITHIN_S)
+    log = (tmp_path / "out.log").read_text()
+    assert (tmp_path / "status").read_text().strip() == "143", log
+    [run] = _mlflow_ended(tmp_path).values()
+    error = run.data.tags["wai.error"]
+    assert run.info.status == "KILLED", error
+    assert error.startswith("interrupted by SIGTERM during stage 'simulate'; re-run"), error
+    assert _rows(tmp_path) >= 200  # the finished rows are kept for the resume
+
+
+def test_a_stopped_run_whose_writer_dies_before_recording_the_end_gets_its_own_reason(tmp_path):
+    """The group's SIGTERM stops the run, wai-exp returns (143) while its tracking writer is
+    still behind (starved here), and then the writer is killed too (a scheduler's SIGKILL
+    after its grace period; a tracking server in the same group dies the same way), so the
+    run stays RUNNING. The next run ends it KILLED with the reason wai-exp wrote in run.json,
+    where it said 'killed by SIGKILL, the OOM killer or a crash'."""
+    proc = _start(tmp_path, "simulate.budget=20000")
+    writer = _writer_pid(proc)
+    with _cleanup(proc):
+        _wait_until_recorded(proc, tmp_path)
+        _wait_for_rows(proc, tmp_path, 200)
+        os.kill(writer, signal.SIGSTOP)
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=RETURNS_WITHIN_S)
+        assert proc.returncode == 143, err
+        os.kill(writer, signal.SIGKILL)
+    [(old_id, run)] = _mlflow_runs(tmp_path).items()
+    assert run.info.status == "RUNNING"  # nothing could record its end
+    nxt = subprocess.run(
+        [WAI_EXP, "+experiment=rl_round", "simulate.budget=40"], cwd=tmp_path,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert nxt.returncode == 0, nxt.stderr
+    old = _mlflow_ended(tmp_path, 2)[old_id]
+    error = old.data.tags["wai.error"]
+    assert old.info.status == "KILLED", error
+    assert error.startswith("interrupted by SIGTERM during stage 'simulate'; re-run"), error
+    assert "from its run.json" in error and "OOM" not in error
+
+
+class _HangingWriter:
+    """A model writer that writes its first waves, then hangs on the next one (a slow
+    server under load) until released."""
+
+    def __init__(self, good_waves: int = 3) -> None:
+        from tests.simulate.test_model_writer import WriterServer
+
+        self.good = WriterServer("good")
+        self.good_waves = good_waves
+        self.hanging = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, path, headers, body):
+        if len(self.good.waves) >= self.good_waves:
+            self.hanging.set()
+            self.release.wait(120)
+            return 500, {"error": {"message": "too late"}}
+        return self.good(path, headers, body)
+
+
+def test_ctrl_c_while_the_model_writer_waits_on_a_slow_wave_stops_at_once(tmp_path):
+    """The rollouts wait for the model writer's next wave (its server is slow) when Ctrl-C
+    comes: the run stops at once (it waited scene_join_s=8 s for the wave first, every stop),
+    keeps the finished rows and ends the MLflow run KILLED."""
+    from tests.support.scripted_server import scripted_server
+
+    server = _HangingWriter()
+    with scripted_server(server) as url:
+        proc = _start(
+            tmp_path, "simulate.budget=20000", f"simulate.simulator=vllm:writer-bot@{url}"
+        )
+        stderr = _Stderr(proc)
+        with _cleanup(proc):
+            assert server.hanging.wait(180), stderr.text
+            _wait_for_rows(proc, tmp_path, 1)
+            time.sleep(2)  # the rows written so far are done: the rollouts wait on the wave
+            kept = _rows(tmp_path)
+            t0 = time.monotonic()
+            os.killpg(proc.pid, signal.SIGINT)
+            stderr.wait_for("stopping; saving what finished", RETURNS_WITHIN_S)
+            stop_s = time.monotonic() - t0
+            proc.wait(timeout=RETURNS_WITHIN_S)
+            exit_s = time.monotonic() - t0
+        server.release.set()
+    err = stderr.all()
+    assert proc.returncode == 130, err
+    # Generous for a loaded machine; the wait it replaces alone was 8 s.
+    assert stop_s < 6, f"{stop_s:.1f} s from Ctrl-C to stopping\n{err}"
+    assert exit_s < 20, f"{exit_s:.1f} s from Ctrl-C to exit\n{err}"
+    assert _rows(tmp_path) >= kept > 0
+    [run] = _mlflow_ended(tmp_path).values()
+    assert run.info.status == "KILLED"
+    assert run.data.tags["wai.error"].startswith("interrupted during stage 'simulate'")

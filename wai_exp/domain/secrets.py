@@ -28,6 +28,8 @@ regular expression, so text without secrets costs a few ``in`` scans.
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -312,19 +314,58 @@ def install_log_redaction(logger: logging.Logger | None = None) -> None:
             handler.addFilter(RedactingFilter())
 
 
+#: ``errno`` values of a write that nobody will read: the pipe's reader is gone (EPIPE:
+#: ``wai-exp ... | tee run.log`` signalled as a group by timeout(1), Slurm or systemd, which
+#: ends ``tee`` too) or the terminal closed (EIO).
+_READER_GONE = (errno.EPIPE, errno.EIO)
+
+
+def discard_output(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at /dev/null and drop what it still buffers, so
+    later writes (and the interpreter's flush at exit) succeed with nowhere to go. Never
+    raises."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        stream.flush()  # the text that could not be written goes to /dev/null now
+
+
 class RedactingStream:
     """A text stream (``sys.stdout``/``sys.stderr``) that redacts every write before passing
     it on: the last gate for whatever reaches the terminal without a logging handler (Hydra's
     sweep launch lines and job errors, tracebacks, ``print``). Everything else is the wrapped
-    stream's."""
+    stream's.
+
+    When the reader is gone (a closed pipe or terminal) the stream is pointed at /dev/null
+    instead of raising: a ``BrokenPipeError`` from a progress line or the summary would turn
+    a run stopped by SIGTERM into a crash and leave its MLflow run without the end it was
+    about to record. The run's own log (``<run dir>/wai-exp.log``) still has every line."""
 
     def __init__(self, stream: Any) -> None:
         self.wrapped = stream
 
     def write(self, text: Any) -> int:
         # keys=False: only secret values go; "password: ..." in a printed row is data.
-        self.wrapped.write(redact_text(text, keys=False) if isinstance(text, str) else text)
+        try:
+            self.wrapped.write(redact_text(text, keys=False) if isinstance(text, str) else text)
+        except OSError as exc:
+            self._reader_gone(exc)
         return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.wrapped.flush()
+        except OSError as exc:
+            self._reader_gone(exc)
+
+    def _reader_gone(self, exc: OSError) -> None:
+        if exc.errno not in _READER_GONE:
+            raise exc
+        discard_output(self.wrapped)
 
     def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:

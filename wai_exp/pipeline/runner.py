@@ -479,6 +479,11 @@ def run_pipeline(
         outcome.error = redact_text(_failure_words(exc, where, state, stopped))
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         atomic_write_text(run_dir / "error.log", redact_text(trace))
+        measured = exc.measured if isinstance(exc, StageFailed) else None
+        if measured is not None:
+            measured.error = outcome.error
+            outcome.stages.append(measured)
+            _record_failed(tracker, measured)
         _mark(outcome, stopped, "failed", kinds, state, run_dir)
         _safe_finish(tracker, "FAILED", outcome.error)
     # A tracker that records in the background knows its run id once it has finished.
@@ -624,6 +629,28 @@ def _stopped(
                 f"in the background (its log: {outcome.run_dir / 'tracking.log'})"
             )
             _say(state.stream, f"  {outcome.tracking_note}")
+
+
+def _record_failed(tracker: Any, out: StageOutcome) -> None:
+    """Hand a failed stage's result to the tracker as a finished stage's is (its metrics,
+    ``report.json``/``report.txt``: lost by cause, warnings, timeouts, usage; the rows it
+    wrote), tagged ``<stage>.status=failed``: the MLflow run then holds what was measured
+    before the failure, not only the error. Never raises (the stage's error comes first)."""
+    result = out.result
+    if result is None:
+        return
+    try:
+        tracker.log_stage(
+            out.name, kind=out.kind, report=result.report, text=result.text,
+            rows_path=out.dir / cache_mod.ROWS, metrics=row_counts(out), seconds=out.compute_s,
+            cached=False, rows=result.rows,
+        )  # fmt: skip
+        tracker.set_tags({f"{out.name}.status": "failed"})
+    except Exception as exc:  # noqa: BLE001 - the stage's failure is the run's answer
+        why = describe_store_error(exc, getattr(tracker, "uri", None))
+        sys.stderr.write(
+            redact_text(f"wai-exp: could not record what stage {out.name!r} measured: {why}\n")
+        )
 
 
 def _safe_finish(tracker: Any, status: str, error: str) -> None:
@@ -900,9 +927,15 @@ class _Run:
         counts = _counts(inputs, ids, n_rows)
         if failure is not None:
             self.cache.keep_partial_reads(spec.name, key, read)
+            # What it measured before it failed goes to the tracker with the failure.
+            measured = StageOutcome(
+                spec.name, kind.name, key, "failed", stage_dir, compute_s=compute_s,
+                result=result, rows_in=counts.get("rows_in"), rows_dropped=counts.get("rows_dropped"),
+            )  # fmt: skip
             raise StageFailed(
                 f"{failure}; its {n_rows} rows are in {stage_dir / cache_mod.ROWS}, it is not "
-                "cached, and re-running the same command resumes it"
+                "cached, and re-running the same command resumes it",
+                measured,
             )
         self.cache.mark_complete(
             spec.name,
@@ -923,7 +956,12 @@ class _Run:
 
 
 class StageFailed(RuntimeError):
-    """A stage returned, but its run ended in a failure stop reason (a dead agent ...)."""
+    """A stage returned, but its run ended in a failure stop reason (a dead agent ...).
+    ``measured`` is the stage with the result it returned (report, metrics, rows so far)."""
+
+    def __init__(self, message: str, measured: StageOutcome | None = None) -> None:
+        super().__init__(message)
+        self.measured = measured
 
 
 #: ``stopped_because`` values that mean the stage did not finish its work.

@@ -1206,10 +1206,14 @@ async def _run_and_close(
     """All runs, then the agent's ``aclose()`` (a backend's HTTP client) whatever happened,
     and the model writer's / model user's clients (``parts``: ``aclose`` then ``close``)."""
     sharded = engine.runner if isinstance(engine.runner, ShardedRunner) else None
+    stopping = False
     try:
         if sharded is not None:
             await sharded.start()
         await engine.run_all(first, rerun)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        stopping = True  # Ctrl-C or SIGTERM: close without waiting for work nobody will use
+        raise
     finally:
         if sharded is not None:
             await sharded.aclose()
@@ -1222,7 +1226,10 @@ async def _run_and_close(
         for part in parts:
             if part is not None:
                 await part.aclose()
-                part.close()
+                if stopping and "stopping" in inspect.signature(part.close).parameters:
+                    part.close(stopping=True)
+                else:
+                    part.close()
 
 
 def _model_user(cfg: Config, world: WorldSetup, agent: ResolvedAgent) -> Any:

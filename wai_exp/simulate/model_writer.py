@@ -284,10 +284,13 @@ class ModelWriter:
     async def aclose(self) -> None:
         await self.caller.aclose()
 
-    def close(self) -> None:
+    def close(self, *, stopping: bool = False) -> None:
         """Wait ``scene_join_s`` (``scene_join_clocked_s`` under a clock) for waves still
-        running, count the rest as abandoned, and stop the writer's loop."""
+        running, count the rest as abandoned, and stop the writer's loop. ``stopping`` (the
+        run was stopped: Ctrl-C, SIGTERM) waits for none: their cards would go unused, and
+        the user waits on the wave's slowest call (8 s here, each stop)."""
         wait = self.knobs.scene_join_clocked_s if self.clocked else self.knobs.scene_join_s
+        wait = 0.0 if stopping else wait
         pending = [f for f in [*self._inflight, *self._focused_inflight.values()] if not f.done()]
         if pending:
             done, not_done = concurrent.futures.wait(pending, timeout=wait)

@@ -616,6 +616,7 @@ class MlflowTracker:
         #: a pipeline with a compare stage: its delta, not the first arm's pass@1, is the
         #: run's headline (set in ``start`` from the pipeline's stage kinds)
         self._delta_run = False
+        self._planned: list[str] = []
         self._rows_made = 0.0
         self._gate: dict[str, str | None] = {}
         self._preset: str | None = None
@@ -717,6 +718,7 @@ class MlflowTracker:
         atexit.register(self._atexit)
 
         self._delta_run = _has_compare_stage(config)
+        self._planned = _stage_kinds(config)
         band = (config.get("selection") or {}).get("band") if isinstance(config, Mapping) else None
         with contextlib.suppress(TypeError, ValueError, IndexError):
             self._band = (float(band[0]), float(band[1])) if band else self._band
@@ -937,6 +939,7 @@ class MlflowTracker:
                 gate_reason=self._gate.get("gate_reason"),
                 error=headline,
                 version=_wai_version(),
+                planned=self._planned,
             )
             client.set_tag(
                 self.run_id,
@@ -1059,13 +1062,18 @@ class MlflowTracker:
             self.status = "FAILED"
 
 
-def _has_compare_stage(config: Mapping[str, Any]) -> bool:
-    """Whether the run's pipeline has a ``compare`` stage (its delta is the run's answer)."""
+def _stage_kinds(config: Mapping[str, Any]) -> list[str]:
+    """The kinds of the run's pipeline stages, in config order ([] when it has none)."""
     pipeline = config.get("pipeline") if isinstance(config, Mapping) else None
     stages = pipeline.get("stages") if isinstance(pipeline, Mapping) else None
     if not isinstance(stages, Mapping):
-        return False
-    return any(isinstance(s, Mapping) and s.get("kind") == "compare" for s in stages.values())
+        return []
+    return [str(s.get("kind")) for s in stages.values() if isinstance(s, Mapping) and s.get("kind")]
+
+
+def _has_compare_stage(config: Mapping[str, Any]) -> bool:
+    """Whether the run's pipeline has a ``compare`` stage (its delta is the run's answer)."""
+    return "compare" in _stage_kinds(config)
 
 
 def log_traces(job: tuple[Any, ...]) -> int:

@@ -1,10 +1,13 @@
-"""Runs left ``RUNNING`` by a process that is gone (SIGKILL, OOM killer, power loss).
+"""Runs left ``RUNNING`` by a process that is gone (SIGKILL, OOM killer, power loss, or a
+group signal that also ended its tracking writer or the tracking server).
 
 A run records who runs it (tags ``wai.pid``, ``wai.host`` and, on Linux, ``wai.pid_start``, the
 process's start time, which tells a recycled pid from the original process), and the tracking
 writer process that records it (``wai.writer_pid``, ``wai.writer_pid_start``). When the next
 run starts in the same store, :func:`reap_orphans` marks every ``RUNNING`` run of this host
-whose process no longer exists ``KILLED``, with the reason in ``wai.error``. A run whose writer
+whose process no longer exists ``KILLED`` (``FAILED`` when its ``run.json`` says it failed),
+with the reason in ``wai.error``: what the run's ``run.json`` says when wai-exp wrote one, else
+that the process was gone without a word (the store cannot tell an OOM kill from a crash). A run whose writer
 still lives is left to it: the writer ends the run as wai-exp told it (a stopped run's end
 may be recorded after wai-exp returned) or, when wai-exp died, once it reads end-of-input.
 Runs of other hosts are left alone: their processes cannot be checked from here.
@@ -106,17 +109,67 @@ def reap_orphans(client: Any, experiment_ids: list[str]) -> list[str]:
         writer = str(tags.get(WRITER_PID_TAG, ""))
         if writer.isdigit() and not process_gone(int(writer), tags.get(WRITER_START_TAG)):
             continue  # its writer still ends it, with the reason wai-exp gave
-        reason = (
-            f"the process that ran it (pid {pid} on {host}) is gone without ending the run "
-            "(killed by SIGKILL, the OOM killer or a crash); marked KILLED by the next run in "
-            "this store. Re-run the same command to resume from its finished rows."
-        )
+        status, reason = _orphan_end(run, pid, host)
         with contextlib.suppress(Exception):
             client.set_tag(run.info.run_id, "wai.error", reason)
-            client.set_terminated(run.info.run_id, "KILLED")
+            client.set_terminated(run.info.run_id, status)
             reaped.append(run.info.run_id)
             log.warning("run %s: %s", run.info.run_id, reason)
     return reaped
+
+
+#: What the reaper writes after the reason it found.
+_REAPED = (
+    "; marked {status} by the next run in this store. Re-run the same command to resume from "
+    "its finished rows."
+)
+
+
+def _orphan_end(run: Any, pid: int, host: str) -> tuple[str, str]:
+    """The status and reason to end an orphaned run with. The run's folder may say how it
+    ended (``run.json``: written when wai-exp returned, also after a signal, before its
+    tracking writer recorded the end: the writer, a tracking server or the whole group was
+    killed meanwhile). Without it the process ended without a word, and the store cannot
+    tell how (SIGKILL by the OOM killer or a scheduler, a crash, a power loss): the reason
+    says so rather than guessing."""
+    said = _run_json(run)
+    if said is not None:
+        status = "FAILED" if said.get("status") == "failed" else "KILLED"
+        what = str(said.get("error") or f"it ended {said.get('status')}")
+        return status, (
+            f"{what} (from its run.json: wai-exp (pid {pid} on {host}) returned, but the end "
+            "never reached the store: its tracking writer or the tracking server was gone)"
+            + _REAPED.format(status=status)
+        )
+    return "KILLED", (
+        f"the process that ran it (pid {pid} on {host}) is gone without ending the run and "
+        "without writing run.json: it was killed outright (SIGKILL: the OOM killer, a job "
+        "scheduler's kill after its grace period, kill -9), crashed, or the machine stopped; "
+        "which one is not recorded" + _REAPED.format(status="KILLED")
+    )
+
+
+def _run_json(run: Any) -> dict[str, Any] | None:
+    """The ``run.json`` wai-exp wrote in the run's folder (tag ``wai.run_dir``) for this run,
+    or None: no folder, no file, unreadable, or written by another run of that folder."""
+    import json
+
+    tags = run.data.tags
+    folder = tags.get("wai.run_dir")
+    if not folder:
+        return None
+    try:
+        said = json.loads((Path(folder) / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(said, dict) or not said.get("status"):
+        return None
+    # The folder may be reused (hydra.run.dir=.): the file must be this run's.
+    if said.get("run_id") not in (None, run.info.run_id):
+        return None
+    if said.get("config_hash") and said.get("config_hash") != tags.get("config_hash"):
+        return None
+    return said
 
 
 _commands_started = 0

@@ -214,8 +214,12 @@ def _delta_lines(stage: StageNote) -> list[str]:
     ]
 
 
-def _gate_lines(gate: StageNote | None, verdict: str | None, reason: str | None) -> list[str]:
+def _gate_lines(
+    gate: StageNote | None, verdict: str | None, reason: str | None, planned: Sequence[str]
+) -> list[str]:
     if gate is None and verdict is None:
+        if "publish_gate" in planned:
+            return ["**Publish gate:** not run (the run ended before it)"]
         return ["**Publish gate:** not run in this pipeline"]
     report = gate.report if gate is not None else {}
     word = str(verdict or report.get("verdict") or "not run").upper()
@@ -253,6 +257,7 @@ def describe_run(
     gate_reason: str | None = None,
     error: str | None = None,
     version: str | None = None,
+    planned: Sequence[str] = (),
 ) -> str:
     """The run's markdown description: the answer first, then how it was made.
 
@@ -260,6 +265,8 @@ def describe_run(
     line each), with its interval and the k-way numbers, or "not measured" with the reason.
     Rows kept come from the last stage reporting ``rows_kept``, rows made from the
     ``simulate`` stages' ``rows_out``. Warnings are every stage report's ``warnings`` list.
+    ``planned`` are the kinds of the pipeline's stages: what is not measured then says
+    whether the pipeline has no such stage or the run ended before it finished.
     Never raises on odd inputs.
     """
     out: list[str] = []
@@ -305,7 +312,7 @@ def describe_run(
         out.append(f"### pass@1 not measured ({why})")
         out.append("")
     gate = next((s for s in reversed(stages) if s.kind == "publish_gate"), None)
-    out.extend(_gate_lines(gate, gate_verdict, gate_reason))
+    out.extend(_gate_lines(gate, gate_verdict, gate_reason, planned))
     out.append("")
     made = sum(
         int(finite_float(s.metrics.get("rows_out")) or 0)
@@ -320,7 +327,14 @@ def describe_run(
         of = f" of {made} made" if any_sim else ""
         out.append(f"**Rows kept:** {int(kept.metrics['rows_kept'])}{of} ({kept.name})")
     elif any_sim:
-        out.append(f"**Rows made:** {made}; rows kept: not measured (no selection stage)")
+        why = (
+            "the selection stage did not finish" if "optimize" in planned else "no selection stage"
+        )
+        out.append(f"**Rows made:** {made}; rows kept: not measured ({why})")
+    elif {"simulate", "optimize"} & set(planned):
+        out.append(
+            "**Rows kept:** not measured (the run ended before simulate or selection finished)"
+        )
     else:
         out.append("**Rows kept:** not measured (no simulate or selection stage)")
     warnings = [
