@@ -73,9 +73,10 @@ def _check_sweep(
         )
         assert traces, f"child {k.info.run_name} is FINISHED with no traces"
     assert parent.data.params["agent.skill"] == ",".join(values)
-    assert sorted(k.info.run_name for k in kids)[0].startswith(
-        "eval simulate.budget=40 agent.skill="
-    )
+    # each child named by its swept value first (MLflow shows ~20 characters of the name)
+    named = {k.info.run_name.split(" · ")[0].split()[0] for k in kids}
+    assert named == {f"skill={v}" for v in values}, [k.info.run_name for k in kids]
+    assert all(k.info.run_name.endswith(" · eval simulate.budget=40") for k in kids)
     table = parent.data.tags["mlflow.note.content"]
     for v in values:
         assert f"| {v} |" in table  # the per-value table, one row per swept skill

@@ -8,7 +8,11 @@ through its chromedriver (selenium). It checks that
   traces page) under the UI the run's summary says to start (`mlflow ui ... --app-name
   wai-exp`), and shows the run named by its preset and overrides;
 - the run page's description states pass@1 with its 95% interval and the gate verdict;
-- the sweep parent's page shows the per-value table.
+- the sweep parent's page shows the per-value table;
+- (issue 23 §6) the runs table opens with the headline metric columns (pass@1 and its
+  interval, rows kept) in a browser that never chose columns; each sweep child's visible
+  name says which value it ran; the run page lists the headline metrics first; the sweep
+  parent has its per-value metrics; a run that publishes shows its training dataset first.
 
 Screenshots of each page are saved under ``test-artifacts/mlflow-ui/`` (git-ignored) for a
 person to look at. `.ci/run` installs chromium and chromium-driver
@@ -36,7 +40,8 @@ from wai_exp.tracking.mlflow_tracker import UI_VIEW
 pytestmark = pytest.mark.xdist_group("mlflow_ui")
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
-MLFLOW = str(Path(sys.executable).parent / "mlflow")
+# ``python -m mlflow``: a venv made with --system-site-packages has no `mlflow` script.
+MLFLOW = [sys.executable, "-m", "mlflow"]
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "mlflow-ui"
 CHROME_FLAGS = [
     "--headless=new",
@@ -118,7 +123,7 @@ def recorded(tmp_path_factory):
     # One worker, as printed: mlflow's default 4 crash-loop on a busy 2-core machine.
     assert command[command.index("--workers") + 1] == "1", hint
     server = subprocess.Popen(
-        [MLFLOW, *command[1:], "--host", "127.0.0.1", "--port", str(port)],
+        [*MLFLOW, *command[1:], "--host", "127.0.0.1", "--port", str(port)],
         cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -215,3 +220,133 @@ def test_the_sweep_parent_shows_its_per_value_table(recorded, browser):
     )  # fmt: skip
     lines = [ln.strip() for ln in text.splitlines()]
     assert any(ln.startswith("0.6") for ln in lines) and any(ln.startswith("0.9") for ln in lines)
+
+
+def _header_cols(browser) -> list[str]:
+    """The runs table's column ids, left to right as shown."""
+    return browser.execute_script(
+        "return Array.from(document.querySelectorAll('.ag-header-cell[col-id]'))"
+        ".sort((a,b)=>a.getBoundingClientRect().left-b.getBoundingClientRect().left)"
+        ".map(e=>e.getAttribute('col-id'))"
+    )
+
+
+def _wait(browser, script: str, what: str, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := browser.execute_script(script):
+            return value
+        time.sleep(1.0)
+    raise AssertionError(f"{what}: not on the page after {timeout} s")
+
+
+@pytest.mark.slow
+def test_the_runs_table_opens_with_the_headline_metric_columns(recorded, browser):
+    """Issue 23 §6: MLflow's runs table shows no metric column until the user picks some."""
+    browser.get(f"{recorded['url']}/#/experiments/{recorded['rl'].experiment_id}")
+    _wait(browser, "return document.querySelector('.ag-header-cell[col-id^=\"metrics.\"]')",
+          "a metric column in the runs table")  # fmt: skip
+    time.sleep(1.5)
+    browser.save_screenshot(str(SHOTS / "4-runs-table-columns.png"))
+    cols = [c for c in _header_cols(browser) if c.startswith("metrics.")]
+    assert cols == [
+        "metrics.`pass_at_1`", "metrics.`pass_at_1_ci_lo`", "metrics.`pass_at_1_ci_hi`",
+        "metrics.`rows_kept`",
+    ], cols  # fmt: skip
+    shown = browser.execute_script(
+        "return document.querySelector('.ag-row [col-id=\"metrics.`pass_at_1`\"]').innerText"
+    )
+    assert shown.strip() == str(recorded["run"].data.metrics["pass_at_1"])
+
+
+#: The characters of a name the runs table paints before its ellipsis.
+VISIBLE_TEXT = """
+const link = arguments[0], node = document.createTreeWalker(link, NodeFilter.SHOW_TEXT).nextNode();
+let right = Infinity;
+for (let e = link; e && !e.classList.contains('ag-cell'); e = e.parentElement) {
+  if (getComputedStyle(e).overflow !== 'visible') right = Math.min(right, e.getBoundingClientRect().right);
+}
+right = Math.min(right, link.closest('.ag-cell').getBoundingClientRect().right);
+const range = document.createRange();
+let n = 0;
+for (; n < node.length; n++) {
+  range.setStart(node, 0); range.setEnd(node, n + 1);
+  if (range.getBoundingClientRect().right > right - 12) break;  // room for the ellipsis
+}
+return n === node.length ? node.data : node.data.slice(0, n);
+"""
+
+
+@pytest.mark.slow
+def test_each_sweep_child_shows_the_value_it_ran(recorded, browser):
+    """Issue 23 §6: the children read "eval simulate.bu…" side by side; the swept value
+    must be in the part of the name the table shows."""
+    browser.get(f"{recorded['url']}/#/experiments/{recorded['eval'].experiment_id}")
+    expand = _wait(
+        browser,
+        "return document.querySelector('.ag-row [col-id=\"attributes.`Run Name`\"] button')",
+        "the sweep parent's expand button",
+    )
+    expand.click()
+    links = _wait(
+        browser,
+        "const a = Array.from(document.querySelectorAll("
+        "'.ag-row [col-id=\"attributes.`Run Name`\"] a')); return a.length >= 3 && a",
+        "the sweep's child runs",
+    )
+    time.sleep(1.5)
+    browser.save_screenshot(str(SHOTS / "5-sweep-children.png"))
+    shown = {browser.execute_script(VISIBLE_TEXT, a) for a in links}
+    for value in ("0.6", "0.9"):
+        assert any(f"skill={value}" in text for text in shown), shown
+
+
+def _metric_names(text: str) -> list[str]:
+    """The run page's metric table, names in the order shown (name, value, name, value...)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("Metrics ("))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("Parameters ("))
+    body = lines[start + 1 : end]
+    body = body[body.index("Value") + 1 :] if "Value" in body else body
+    return body[0::2]
+
+
+@pytest.mark.slow
+def test_the_run_page_lists_the_headline_metrics_first(recorded, browser):
+    """Issue 23 §6: the run page listed rows_made and simulate.* before pass@1."""
+    run = recorded["run"]
+    text = _page(
+        browser,
+        f"{recorded['url']}/#/experiments/{recorded['rl'].experiment_id}/runs/{run.info.run_id}?{UI_VIEW}",
+        "Metrics (", "pass_at_1_ci_hi", shot="6-rl_round-metrics.png",
+    )  # fmt: skip
+    names = _metric_names(text)
+    assert names[:3] == ["pass_at_1", "pass_at_1_ci_lo", "pass_at_1_ci_hi"], names[:12]
+
+
+@pytest.mark.slow
+def test_the_sweep_parent_has_its_per_value_metrics(recorded, browser):
+    """Issue 23 §6: the skill sweep's parent had 0 metrics."""
+    parent = recorded["parent"]
+    text = _page(
+        browser,
+        f"{recorded['url']}/#/experiments/{recorded['eval'].experiment_id}/runs/{parent.info.run_id}?{UI_VIEW}",
+        "Metrics (", "pass_at_1/agent.skill:0.6", "pass_at_1/agent.skill:0.9",
+        shot="7-sweep-parent-metrics.png",
+    )  # fmt: skip
+    names = _metric_names(text)
+    assert "pass_at_1_ci_lo/agent.skill:0.6" in names and "delta/agent.skill:0.9 vs 0.6" in names
+
+
+@pytest.mark.slow
+def test_the_training_dataset_is_the_first_input(recorded, browser):
+    """Issue 23 §6: the published training set was the 5th of 5 inputs ("simulate-rows +4")."""
+    run = recorded["run"]
+    text = _page(
+        browser,
+        f"{recorded['url']}/#/experiments/{recorded['rl'].experiment_id}/runs/{run.info.run_id}?{UI_VIEW}",
+        "Datasets", "+4", shot="8-rl_round-datasets.png",
+    )  # fmt: skip
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[lines.index("Datasets") + 1]
+    assert first.startswith("rl_round-rl (") and lines[lines.index("Datasets") + 2] == "Training"

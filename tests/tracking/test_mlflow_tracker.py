@@ -559,3 +559,45 @@ def test_a_stage_file_is_streamed_not_held_and_only_the_trace_sample_waits(start
     [ds] = run.inputs.dataset_inputs
     assert json.loads(ds.dataset.profile)["num_rows"] == 3000
     assert json.loads(ds.dataset.source)["uri"].endswith("/grade/rows.jsonl.gz")
+
+
+def _kinds_config(*kinds: str) -> dict:
+    return {"seed": 0, "pipeline": {"stages": {k: {"kind": k} for k in kinds}}}
+
+
+def test_the_headline_and_the_training_dataset_are_logged_first(start_dir, tmp_path, graded_rows,
+                                                                  write_jsonl):  # fmt: skip
+    """Issue 23 §6: MLflow lists a run's metrics and inputs in the order they were first
+    logged; the run page led with rows_made and simulate.*, and its dataset box with
+    "simulate-rows +4" (the published training set last)."""
+    tracker = make_tracker(IN_PROCESS, start_dir)
+    run_dir = tmp_path / "run"
+    tracker.start(_kinds_config("simulate", "grade", "publish"), [], run_dir, "rl_round", "h")
+    rows = write_jsonl(run_dir / "rows.jsonl", graded_rows)
+    tracker.log_stage("simulate", kind="simulate", rows_path=rows, metrics={"rows_out": 3})
+    tracker.log_stage("grade", kind="grade", rows_path=rows,
+                      metrics={"pass_at_1": 0.5, "pass_at_1_ci_lo": 0.2, "pass_at_1_ci_hi": 0.8})  # fmt: skip
+    published = write_jsonl(run_dir / "publish" / "train.jsonl", [{"prompt": "q"}])
+    report = {"dataset": {"name": "rl_round-rl", "digest": "d" * 40, "files": [str(published)],
+                          "source": str(published)}}  # fmt: skip
+    tracker.log_stage("publish", kind="publish", report=report, rows_path=published,
+                      metrics={"records": 1})  # fmt: skip
+    tracker.finish("FINISHED")
+    run = _client(start_dir).get_run(tracker.run_id)
+    assert list(run.data.metrics)[:4] == ["pass_at_1", "pass_at_1_ci_lo", "pass_at_1_ci_hi",
+                                          "rows_made"]  # fmt: skip
+    assert {"simulate.rows_out", "grade.pass_at_1", "publish.records"} <= set(run.data.metrics)
+    assert [d.dataset.name for d in run.inputs.dataset_inputs] == [
+        "rl_round-rl", "simulate-rows", "grade-rows",
+    ]  # fmt: skip
+
+
+def test_metrics_held_for_a_headline_that_never_came_are_written_at_the_end(start_dir, tmp_path):
+    tracker = make_tracker(IN_PROCESS, start_dir)
+    tracker.start(_kinds_config("simulate", "grade", "publish"), [], tmp_path, "rl_round", "h")
+    tracker.log_stage("simulate", kind="simulate", metrics={"rows_out": 3}, seconds=0.5)
+    client = _client(start_dir)
+    assert "simulate.rows_out" not in client.get_run(tracker.run_id).data.metrics  # held
+    tracker.finish("FAILED", error="grade: the judge refused")
+    run = client.get_run(tracker.run_id)
+    assert run.data.metrics["simulate.rows_out"] == 3 and run.data.metrics["rows_made"] == 3

@@ -113,3 +113,14 @@ def test_an_adaptive_runs_pass_at_1_says_it_reads_the_first_batch():
     stages[1].report["pass_at_1_basis"] = "first_batch"
     note = describe_run(stages, preset="rl_round", overrides=[], config_hash="a" * 16)
     assert "over 147 tasks, from the fixed first batch of every task" in note
+
+
+def test_a_sweep_child_is_named_by_its_swept_values_first():
+    """Issue 23 §6: MLflow's runs table shows about 20 characters of a nested run's name, and
+    every child of `-m agent.skill=0.6,0.9` read "eval agent.skill=…"."""
+    name = run_name("eval", ["+experiment=eval", "simulate.budget=40", "agent.skill=0.6", "seed=1"],
+                    swept=["agent.skill", "seed"])  # fmt: skip
+    assert name == "skill=0.6 seed=1 · eval simulate.budget=40"
+    # two swept keys that end alike keep their whole key
+    assert run_name("eval", ["agent.skill=0.6", "judge.skill=2"],
+                    swept=["agent.skill", "judge.skill"]) == "agent.skill=0.6 judge.skill=2 · eval"  # fmt: skip

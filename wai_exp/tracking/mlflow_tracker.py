@@ -64,7 +64,7 @@ from wai_exp.tracking.summary import (
     run_name,
     split_knobs,
 )
-from wai_exp.tracking.sweep import unpinned
+from wai_exp.tracking.sweep import parse_overrides, unpinned
 
 log = logging.getLogger(__name__)
 
@@ -617,6 +617,14 @@ class MlflowTracker:
         #: run's headline (set in ``start`` from the pipeline's stage kinds)
         self._delta_run = False
         self._planned: list[str] = []
+        #: stage metrics held until the headline is logged: MLflow lists a run's metrics in
+        #: the order they were first logged, so the answer must be logged first
+        self._held_metrics: list[Any] = []
+        self._hold_metrics = False
+        #: dataset inputs held until the published (training) one is logged: MLflow lists a
+        #: run's inputs in logging order and shows the first one ("simulate-rows +4")
+        self._held_inputs: list[Any] = []
+        self._hold_inputs = False
         self._rows_made = 0.0
         self._gate: dict[str, str | None] = {}
         self._preset: str | None = None
@@ -705,8 +713,13 @@ class MlflowTracker:
             exp_id,
             start_time=self.start_time_ms,
             tags=tags,
-            # A sweep child's name leaves out the pin its sweep put on every job.
-            run_name=run_name(preset, overrides if parent is None else unpinned(overrides)),
+            # A sweep child's name leads with its swept values and leaves out the pin its
+            # sweep put on every job.
+            run_name=run_name(
+                preset,
+                overrides if parent is None else unpinned(overrides),
+                swept=_swept_by(parent, overrides),
+            ),
         )
         self._client = client
         self.run_id = run.info.run_id
@@ -717,8 +730,11 @@ class MlflowTracker:
         self.status = "RUNNING"
         atexit.register(self._atexit)
 
-        self._delta_run = _has_compare_stage(config)
         self._planned = _stage_kinds(config)
+        kinds = set(self._planned)
+        self._delta_run = "compare" in kinds
+        self._hold_metrics = bool(kinds & ({"compare"} if self._delta_run else GRADED_KINDS))
+        self._hold_inputs = "publish" in kinds
         band = (config.get("selection") or {}).get("band") if isinstance(config, Mapping) else None
         with contextlib.suppress(TypeError, ValueError, IndexError):
             self._band = (float(band[0]), float(band[1])) if band else self._band
@@ -749,7 +765,9 @@ class MlflowTracker:
         over the rows (schema, plots, trace sample) streams the file.
 
         Metrics go under ``<stage>.<metric>`` (plus ``<stage>.seconds``); None/NaN metrics are
-        not logged as numbers but listed in the tag ``<stage>.unmeasured``. Artifacts:
+        not logged as numbers but listed in the tag ``<stage>.unmeasured``. In a pipeline
+        with a graded (or, for a before/after run, compare) stage they are held until the
+        headline is logged, and go right after it (MLflow lists metrics in logging order). Artifacts:
         ``<stage>/report.json``, ``<stage>/report.txt``, ``<stage>/rows.jsonl.gz`` (when
         ``log_rows``), PNG plots for graded stages (kind ``grade``/``evaluate`` or a
         ``pass_at_1`` metric) whose rows carry binary rewards (when ``plots``),
@@ -762,7 +780,13 @@ class MlflowTracker:
         if seconds is not None:
             values["seconds"] = seconds
         self._notes.append(StageNote(name, kind, values, report, cached))
-        batch, tags = self._stage_batch(prefix, kind, values, cached)
+        headline, batch, tags = self._stage_batch(prefix, kind, values, cached)
+        if self._hold_metrics and not self._headlined:
+            self._held_metrics += batch  # the tags go now: they carry no order
+            batch = []
+        else:
+            batch = _last_per_key([*headline, *self._held_metrics, *batch])
+            self._held_metrics = []
         # One store write for the stage's metrics and tags (a request holds 1,000 metrics
         # and 100 tags; a stage has a few tags).
         chunks = list(chunked(batch, MAX_METRICS_PER_BATCH - len(tags))) or [[]]
@@ -792,19 +816,22 @@ class MlflowTracker:
 
     def _stage_batch(
         self, prefix: str, kind: str, values: dict[str, Any], cached: bool
-    ) -> tuple[list[Any], list[Any]]:
-        """The stage's metrics (with the run's headline, rows kept and rows made) and tags;
-        a None/NaN metric is named in ``<stage>.unmeasured`` instead of logged."""
+    ) -> tuple[list[Any], list[Any], list[Any]]:
+        """The run's headline metrics (when this stage holds them; else none), the stage's
+        metrics (with rows kept and rows made) and its tags; a None/NaN metric is named in
+        ``<stage>.unmeasured`` instead of logged."""
         from mlflow.entities import Metric, RunTag
 
         now = int(time.time() * 1000)
+        headline: list[Any] = []
         batch: list[Any] = []
         keys = DELTA_HEADLINE_KEYS if self._delta_run else HEADLINE_KEYS
         if keys[0][1] in values and not self._headlined and (kind == "compare") == self._delta_run:
-            # The answer under short names, ahead of the stage's own metrics: the runs table
-            # and the metric charts then lead with it (a before/after run's is its delta).
+            # The answer under short names, ahead of every stage's own metrics (held until
+            # now): the run page and the metric charts lead with it (a before/after run's is
+            # its delta).
             self._headlined = True
-            batch += [Metric(k, v, now, 0) for k, v in headline_metrics(values, keys).items()]
+            headline = [Metric(k, v, now, 0) for k, v in headline_metrics(values, keys).items()]
         if kind == "optimize" or ("rows_kept" in values and kind != "simulate"):
             kept = metric_value(values.get("rows_kept"))
             if kept is not None:
@@ -830,7 +857,7 @@ class MlflowTracker:
                     truncate(", ".join(unmeasured), MAX_TAG_VALUE_CHARS, "unmeasured list"),
                 )
             )
-        return batch, tags
+        return headline, batch, tags
 
     def _log_stage_rows(
         self,
@@ -913,6 +940,12 @@ class MlflowTracker:
         if self.run_id is None or self.status in _STATUSES:
             return
         client = self._client
+        try:
+            self._flush_held()
+        except Exception as e:  # still end the run, saying what is missing
+            log.warning(
+                "run %s: stage metrics held for the headline not written: %s", self.run_id, e
+            )
         headline = None
         if error is not None:
             if isinstance(error, BaseException):
@@ -1019,17 +1052,36 @@ class MlflowTracker:
             self._client.log_artifact(self.run_id, str(dest), prefix)
 
     def _log_dataset(self, dataset: Any, context: str) -> None:
-        try:
-            from mlflow.entities import DatasetInput, InputTag
-            from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+        """The rows as a dataset input; a pipeline that publishes holds the others until
+        the published one is logged first (or the run ends)."""
+        from mlflow.entities import DatasetInput, InputTag
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
-            entity = DatasetInput(
-                dataset=dataset,
-                tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)],
-            )
-            self._client.log_inputs(self.run_id, datasets=[entity])
+        entity = DatasetInput(
+            dataset=dataset, tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)]
+        )
+        if self._hold_inputs and context != "training":
+            self._held_inputs.append(entity)
+            return
+        held, self._held_inputs = self._held_inputs, []
+        self._log_inputs([entity, *held])
+
+    def _log_inputs(self, entities: Sequence[Any]) -> None:
+        if not entities:
+            return
+        try:
+            self._client.log_inputs(self.run_id, datasets=list(entities))
         except Exception as e:
-            log.debug("dataset input for %s not logged: %s", context, e)
+            log.debug("dataset inputs %s not logged: %s", [d.dataset.name for d in entities], e)
+
+    def _flush_held(self) -> None:
+        """Write what waited for the headline or the training dataset: the run ends without
+        them (a failed stage, or a pipeline that never got there)."""
+        metrics, self._held_metrics = _last_per_key(self._held_metrics), []
+        for chunk in chunked(metrics, MAX_METRICS_PER_BATCH):
+            self._client.log_batch(self.run_id, metrics=chunk, synchronous=True)
+        held, self._held_inputs = self._held_inputs, []
+        self._log_inputs(held)
 
     def _log_plots(
         self,
@@ -1052,6 +1104,8 @@ class MlflowTracker:
         if self.run_id is None or self.status in _STATUSES:
             return
         with contextlib.suppress(Exception):
+            self._flush_held()
+        with contextlib.suppress(Exception):
             self._client.set_tag(
                 self.run_id,
                 "wai.error",
@@ -1063,7 +1117,9 @@ class MlflowTracker:
 
 
 def _stage_kinds(config: Mapping[str, Any]) -> list[str]:
-    """The kinds of the run's pipeline stages, in config order ([] when it has none)."""
+    """The kinds of the run's pipeline stages, in config order ([] when it has none): a
+    ``compare`` stage's delta is the run's answer, a ``publish`` stage's file its training
+    dataset."""
     pipeline = config.get("pipeline") if isinstance(config, Mapping) else None
     stages = pipeline.get("stages") if isinstance(pipeline, Mapping) else None
     if not isinstance(stages, Mapping):
@@ -1071,9 +1127,23 @@ def _stage_kinds(config: Mapping[str, Any]) -> list[str]:
     return [str(s.get("kind")) for s in stages.values() if isinstance(s, Mapping) and s.get("kind")]
 
 
-def _has_compare_stage(config: Mapping[str, Any]) -> bool:
-    """Whether the run's pipeline has a ``compare`` stage (its delta is the run's answer)."""
-    return "compare" in _stage_kinds(config)
+def _last_per_key(metrics: Sequence[Any]) -> list[Any]:
+    """Each key once, where it first appears, with its last value (``rows_made`` after each
+    of two simulate stages held together: one write, the total)."""
+    out: dict[str, Any] = {}
+    for m in metrics:
+        out[m.key] = m  # a dict keeps a key where it was first set
+    return list(out.values())
+
+
+def _swept_by(parent: Any, overrides: Sequence[str]) -> list[str]:
+    """The keys a sweep parent varies that this child sets: the child's value differs from
+    the parent's (``agent.skill=0.6`` under ``agent.skill=0.6,0.9``), or the parent's command
+    line lacks the key (a preset's ``hydra.sweeper.params``); none without a parent."""
+    if parent is None:
+        return []
+    typed = parse_overrides(parent.data.tags.get("wai.overrides", ""))
+    return [k for k, v in parse_overrides(overrides).items() if typed.get(k) != v]
 
 
 def log_traces(job: tuple[Any, ...]) -> int:

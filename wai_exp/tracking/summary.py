@@ -111,14 +111,27 @@ def _server_name(value: str) -> str:
     return f"{spec}{at}{host}"
 
 
-def run_name(preset: str | None, overrides: Sequence[str], *, prefix: str = "") -> str:
+def run_name(
+    preset: str | None,
+    overrides: Sequence[str],
+    *,
+    prefix: str = "",
+    swept: Sequence[str] = (),
+) -> str:
     """``[prefix ]<preset> <override> ...`` (e.g. ``eval agent.skill=0.6 seed=1``).
 
     ``preset`` None names the run ``run``. Overrides keep the order typed; past 120
-    characters the rest are counted as ``+N more``. Never raises.
+    characters the rest are counted as ``+N more``. A sweep child names the ``swept`` keys'
+    values first, by the key's last part (``skill=0.6 seed=1 · eval simulate.budget=40``):
+    MLflow's runs table shows about the first 20 characters of a nested run's name, and
+    those must tell the children apart. Never raises.
     """
     parts = [p for p in (shorten_override(o) for o in overrides) if p]
+    lead = _swept_parts(parts, swept)
+    parts = [p for p in parts if p not in lead]
     head = " ".join(x for x in (prefix, preset or "run") if x)
+    if lead:
+        head = f"{' '.join(lead.values())} · {head}"
     name = head
     for i, part in enumerate(parts):
         more = len(parts) - i
@@ -126,6 +139,19 @@ def run_name(preset: str | None, overrides: Sequence[str], *, prefix: str = "") 
             return f"{name} +{more} more"
         name = f"{name} {part}"
     return name
+
+
+def _swept_parts(parts: Sequence[str], swept: Sequence[str]) -> dict[str, str]:
+    """``{override part: its short form}`` for the parts that set a swept key, in the order
+    typed; the short form keeps the key's last dotted part unless two swept keys share it."""
+    keyed = {p: p.partition("=")[0].lstrip("+~") for p in parts}
+    mine = {p: k for p, k in keyed.items() if k in set(swept)}
+    lasts = [k.rsplit(".", 1)[-1] for k in mine.values()]
+    out: dict[str, str] = {}
+    for part, key in mine.items():
+        last = key.rsplit(".", 1)[-1]
+        out[part] = part if lasts.count(last) > 1 else last + part[len(key) :]
+    return out
 
 
 def headline_metrics(
