@@ -237,3 +237,15 @@ def test_delta_figure_keeps_every_label_inside_the_image():
         ext = t.get_window_extent(renderer)
         assert ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1, t.get_text()
         assert ext.y0 >= box.y0 - 1 and ext.y1 <= box.y1 + 1, t.get_text()
+
+
+def test_pass_at_k_plot_shows_the_headline_pass_at_1_with_its_interval():
+    """Issue 23 §6, plots agree with the headline: the curves' k=1 point (all rows, 0.647 in
+    an rl_round) stood alone where the summary said pass@1 0.625 (first batch)."""
+    rows = _rows({f"t{i}": (4, i % 5) for i in range(20)})
+    metrics = {"pass_at_1": 0.625, "pass_at_1_ci_lo": 0.485, "pass_at_1_ci_hi": 0.758}
+    ax = pass_at_k_figure(rows, {"k": 4}, metrics=metrics).axes[0]
+    assert "pass@1 0.625 [0.485, 0.758] (headline)" in ax.get_legend_handles_labels()[1]
+    # without a measured headline nothing claims to be it
+    ax = pass_at_k_figure(rows, {"k": 4}).axes[0]
+    assert not any("headline" in lab for lab in ax.get_legend_handles_labels()[1])

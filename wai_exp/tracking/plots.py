@@ -238,8 +238,13 @@ def pass_at_k_figure(
     report: Mapping[str, Any] | None = None,
     *,
     title: str = "",
+    metrics: Mapping[str, Any] | None = None,
 ) -> Figure | None:
     """pass@k and pass^k against k, or None when there are no k-way numbers.
+
+    The curves' k=1 point is the mean over all graded rows of these tasks; the run's
+    headline pass@1 (``metrics``; from each task's first batch) is drawn beside it with its
+    interval and value, so the plot never shows a pass@1 the summary does not.
 
     None when no task has two graded repeats, or when ``report`` says the k-way numbers are
     missing (``pass_at_k`` present and None, as ``pass_at`` does below ``min_k`` repeats:
@@ -267,6 +272,7 @@ def pass_at_k_figure(
         line = ax.plot(curve["k"], curve[name], marker=marker, label=label)[0]
         ax.fill_between(curve["k"], curve[f"{name}_lo"], curve[f"{name}_hi"],
                         color=line.get_color(), alpha=0.15, lw=0)  # fmt: skip
+    _headline_at_k1(ax, metrics or {})
     ax.set_ylim(0.0, 1.02)
     ax.set_xlabel("k")
     ax.set_ylabel("rate (95% band over tasks)")
@@ -276,9 +282,22 @@ def pass_at_k_figure(
         title or "pass@k / pass^k",
         fontsize=10,
     )
-    ax.text(0.01, 0.01, f"the same {curve['n_tasks']} tasks (>= {k_max} graded rows) at every k",
-            transform=ax.transAxes, fontsize=7, color="0.35")  # fmt: skip
+    note = f"the same {curve['n_tasks']} tasks (>= {k_max} graded rows) at every k"
+    if _metric(metrics or {}, "pass_at_1") is not None:
+        note += "\ncurves: all their rows; headline: each task's first batch"
+    ax.text(0.01, 0.99, note, transform=ax.transAxes, fontsize=7, color="0.35", va="top")
     return fig
+
+
+def _headline_at_k1(ax: Any, metrics: Mapping[str, Any]) -> None:
+    """The headline pass@1 with its interval, just right of k=1 (nothing when unmeasured)."""
+    head = _metric(metrics, "pass_at_1")
+    if head is None:
+        return
+    lo, hi = _metric(metrics, "pass_at_1_ci_lo"), _metric(metrics, "pass_at_1_ci_hi")
+    yerr = None if lo is None or hi is None else [[max(0.0, head - lo)], [max(0.0, hi - head)]]
+    ax.errorbar([1.08], [head], yerr=yerr, fmt="D", color="black", capsize=4, markersize=5,
+                label=f"pass@1 {head:.3f} {_interval_text(lo, hi)} (headline)")  # fmt: skip
 
 
 def _bar_with_intervals(
@@ -455,7 +474,7 @@ def stage_figures(
     head = headline_figure(metrics or {}, report, title=f"{stage}: pass@1 / pass^k / pass@k")
     if head is not None:
         out["headline.png"] = head
-    curve = pass_at_k_figure(counts, report, title=f"{stage}: pass@k / pass^k")
+    curve = pass_at_k_figure(counts, report, title=f"{stage}: pass@k / pass^k", metrics=metrics)
     if curve is not None:
         out["pass_at_k.png"] = curve
     return out
