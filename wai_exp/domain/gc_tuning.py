@@ -1,4 +1,4 @@
-"""Two ways to spend less time in CPython's cyclic garbage collector, one per workload.
+"""Three ways to spend less time in CPython's cyclic garbage collector, one per workload.
 
 ``fewer_gc_passes`` (a run's event loop): a run keeps every landed row in memory (hundreds of
 containers each) while many model calls are in flight, each allocating short-lived request
@@ -14,6 +14,13 @@ allocates many small tuples and dicts that form no cycles, yet each burst of all
 triggers a collection that re-walks every row already in memory (100k rows with nested
 steps): pausing the collector measured 3x on the 100k-row benchmark. Reference counting still
 frees everything.
+
+``quick_exit`` (a process that imported MLflow): at exit CPython runs full collections while
+it tears its modules down, walking every object MLflow, SQLAlchemy, pandas and matplotlib
+made at import. That took 2-9 s (load 12-15 on 2 cores) after a ``compare`` had printed its
+last line, and kept the tracking writer alive as long after the run was recorded; with the
+objects frozen out of the collector's reach, 0.1 s. Exit handlers still run; only the
+collector's last passes are skipped, which the exiting process does not need.
 """
 
 from __future__ import annotations
@@ -63,4 +70,18 @@ def without_gc(fn: Callable[..., Any]) -> Callable[..., Any]:
     return no_gc()(fn)
 
 
-__all__ = ["YOUNG_THRESHOLD", "fewer_gc_passes", "no_gc", "without_gc"]
+def quick_exit() -> None:
+    """Register the collector's end at exit: after every other exit handler (it is
+    registered first, so it runs last), switch the collector off and freeze every object
+    out of its reach, so the interpreter's teardown does not scan them. Call it at a
+    process's start. Never raises."""
+    import atexit
+
+    def freeze() -> None:
+        gc.disable()
+        gc.freeze()
+
+    atexit.register(freeze)
+
+
+__all__ = ["YOUNG_THRESHOLD", "fewer_gc_passes", "no_gc", "quick_exit", "without_gc"]

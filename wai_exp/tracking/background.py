@@ -24,9 +24,9 @@ complete MLflow run.
   the run's ``wai.pid`` is the wai-exp process's, ``wai.writer_pid`` the writer's.
 - A stopped run does not wait on the store: :meth:`BackgroundTracker.finish_soon` queues
   the run's end and waits a few seconds at most; the writer records it after wai-exp exits.
-- Rollout traces (``tracking.traces``) are logged by a thread of the writer when the run
-  ends, before the run is marked ended: ``finish`` waits for them (a progress line on stderr
-  after 2 s says so), because CI, Slurm and Ray end the whole process group when the command
+- Rollout traces (``tracking.traces``) are logged by a thread of the writer from when
+  their stage is recorded (50 per store transaction), and the run is marked ended only once
+  they are in: ``finish`` waits for them (a progress line on stderr after 2 s says so), because CI, Slurm and Ray end the whole process group when the command
   returns, and a writer still uploading then lost every trace of a FINISHED run. A writer
   killed before the end leaves the run RUNNING; the next start marks it KILLED with why.
 - The run's MLflow start time is the command's (``orphans.command_start_ms``), not the
@@ -522,16 +522,10 @@ def _serve(stdin: Any, stdout: Any) -> int:
 
     trackers: dict[int, Any] = {}
     failed: set[int] = set()
-    # Traces cost a store write per rollout: they are logged by a thread of their own once
-    # their run has ended, so neither the run's finish nor its stages wait for them (or share
-    # the GIL with them); the writer finishes them before it exits.
+    # A stage's rollout traces are logged by a thread of their own from when the stage is
+    # recorded, while the writer records the next stages and, once it has caught up, while
+    # wai-exp computes them: the run's end waits only for what is left of them.
     trace_jobs: queue.Queue[Any] = queue.Queue()
-    held_traces: dict[int, list[Any]] = {}
-
-    def release_traces(run_key: int) -> None:
-        for job in held_traces.pop(run_key, []):
-            trace_jobs.put(job)
-
     tracer = threading.Thread(target=_trace_worker, args=(trace_jobs,), name="wai-traces")
     tracer.daemon = True
     tracer.start()
@@ -568,7 +562,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 run_dir = Path(msg["run_dir"])
                 handler = _run_log_handler(run_dir, handler)
                 tracker = _writer_tracker(msg)
-                tracker.trace_sink = held_traces.setdefault(key, []).append
+                tracker.trace_sink = trace_jobs.put
                 trackers[key] = tracker
                 tracker.start(
                     msg["config"], msg["overrides"], run_dir, msg["preset"], msg["config_hash"]
@@ -588,13 +582,11 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 # ended when wai-exp returned) leaves the run RUNNING, and the next start
                 # marks it KILLED saying why (orphans.reap_orphans), never FINISHED with
                 # its traces missing.
-                release_traces(key)
                 trace_jobs.join()
                 if tracker is not None:
                     tracker.finish(msg["status"], error=msg.get("error"))
                 reply(op="finished", run=key, token=token,
                       status=getattr(tracker, "status", msg["status"]))  # fmt: skip
-                release_traces(key)
             _log_time(op, msg, tracker if op == "finish" else trackers[key], began, imported_s)
         except Exception as exc:  # noqa: BLE001 - reported to the runner, run ended FAILED
             failed.add(key)
@@ -602,13 +594,11 @@ def _serve(stdin: Any, stdout: Any) -> int:
             reply(op="error", run=key, token=token, error=text)
             if op == "finish":
                 reply(op="finished", run=key, token=token, status="FAILED")
-            release_traces(key)  # the rollouts already graded are still worth reading
     # End of input: the wai-exp process is gone. A run it never finished is KILLED, as the
     # next start's orphan check would mark it (wai_exp.tracking.orphans), only sooner.
-    for run_key, tracker in trackers.items():
+    for tracker in trackers.values():
         _mark_killed(tracker)
-        release_traces(run_key)
-    trace_jobs.put(None)
+    trace_jobs.put(None)  # after the traces already queued (the rollouts graded are worth reading)
     tracer.join()
     return 0
 
@@ -656,7 +646,10 @@ def _without_sql(text: str) -> str:
 
 
 if __name__ == "__main__":
+    from wai_exp.domain.gc_tuning import quick_exit
     from wai_exp.domain.secrets import RedactingStream
+
+    quick_exit()  # the run is recorded: do not linger seconds in the collector at exit
 
     # stdout is the reply channel; stderr (MLflow's own warnings, a crash) is the terminal's.
     sys.stderr = RedactingStream(sys.stderr)
