@@ -68,6 +68,42 @@ def write_json(path: str | Path, obj: Any) -> Path:
 _SHARED_MAX = 64
 
 
+class StringSharer:
+    """Makes rows that arrive one at a time share one object per distinct key and string
+    value. A row unpickled from a worker process (``simulate.workers``) has its own copy of
+    every key and of every text the rows of one process share (the system prompt in
+    ``messages``, a situation's hidden state, ...): the parent held about twice what one
+    process holds for the same rows. Strings longer than ``max_len`` are left alone, and
+    the memo starts afresh past ``max_entries`` (each distinct string one row owns alone,
+    a reply, an id, costs the memo an entry; the rows keep what they already share)."""
+
+    def __init__(self, max_len: int = 4096, max_entries: int = 100_000) -> None:
+        self.max_len, self.max_entries = max_len, max_entries
+        self._memo: dict[str, str] = {}
+
+    def __call__(self, value: Any) -> Any:
+        """``value`` with its dicts, lists and tuples rebuilt on shared strings (other
+        values as they are). Never mutates ``value``."""
+        if len(self._memo) > self.max_entries:
+            self._memo = {}
+        return self._share(value)
+
+    def _share(self, value: Any) -> Any:
+        t = type(value)
+        if t is str:
+            return self._memo.setdefault(value, value) if len(value) <= self.max_len else value
+        if t is dict:
+            share = self._memo.setdefault
+            return {
+                (share(k, k) if type(k) is str else k): self._share(v) for k, v in value.items()
+            }
+        if t is list:
+            return [self._share(v) for v in value]
+        if t is tuple:
+            return tuple(self._share(v) for v in value)
+        return value
+
+
 def _shared_strings_decoder() -> json.JSONDecoder:
     """A decoder whose rows share one object per distinct key and short string value.
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from wai_exp.rows.jsonl import StringSharer
 from wai_exp.simulate.ids import stable_hash
 
 #: Where a stage's shards run.
@@ -233,6 +234,7 @@ class ShardedRunner:
         self._spec = spec
         self._shards: list[Any] = []
         self._own_ray = False  # this stage started a local Ray: it stops it too
+        self._share = StringSharer()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._local, name)
@@ -250,7 +252,12 @@ class ShardedRunner:
         await asyncio.gather(*(s.start(blob) for s in shards))
 
     async def run(self, plan: Any) -> Any:
-        return await self._shards[shard_of(plan.task.scenario_id, len(self._shards))].run(plan)
+        out = await self._shards[shard_of(plan.task.scenario_id, len(self._shards))].run(plan)
+        if out.row is not None:
+            # An unpickled row owns a copy of every key: shared, it costs half the memory
+            # the parent holds for it to the end of the stage.
+            out.row = self._share(out.row)
+        return out
 
     def peak_rss_mb(self) -> list[float | None]:
         """Each local worker's peak resident memory in MB (None: not reported)."""
