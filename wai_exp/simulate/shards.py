@@ -39,6 +39,7 @@ from typing import Any
 
 from wai_exp.rows.jsonl import StringSharer
 from wai_exp.simulate.ids import stable_hash
+from wai_exp.simulate.tasks import Plan
 
 #: Where a stage's shards run.
 CLUSTERS = ("local", "ray")
@@ -103,6 +104,10 @@ def shard_of(scenario_id: str, n: int) -> int:
     return stable_hash(scenario_id) % n
 
 
+#: a ``Plan``'s fields after its task, in order (what ``_LocalShard._wire`` sends)
+_PLAN_FIELDS = ("rollout_index", "eval_run", "seed", "rollout_id", "reason")
+
+
 def _slim(plan: Any) -> Any:
     """The plan without its task's landed rows (a shard never reads them; shipping them
     would grow each message with the group)."""
@@ -126,6 +131,9 @@ class _LocalShard:
         self.peak_rss_mb: float | None = None
         #: frames not yet written: one write per loop pass, not one per plan
         self.outbox: list[bytes] = []
+        #: the tasks sent so far: ``id(task)`` -> (its number on this pipe, the task, kept
+        #: so that its id is not reused). A task goes once; its next rollouts name it.
+        self.tasks: dict[int, tuple[int, Any]] = {}
 
     async def start(self, init: bytes) -> None:
         self.proc = await asyncio.create_subprocess_exec(
@@ -183,9 +191,21 @@ class _LocalShard:
         rid, self.next_id = self.next_id, self.next_id + 1
         fut = asyncio.get_running_loop().create_future()
         self.waiting[rid] = fut
-        body = pickle.dumps((rid, _slim(plan)), protocol=pickle.HIGHEST_PROTOCOL)
+        body = pickle.dumps((rid, *self._wire(plan)), protocol=pickle.HIGHEST_PROTOCOL)
         _queue(self.outbox, self.proc.stdin.write, _HEADER.pack(len(body)) + body)
         return await fut
+
+    def _wire(self, plan: Any) -> tuple[Any, ...]:
+        """``plan`` as it crosses the pipe: its task's number, the task itself only the
+        first time (an rl ask's k rollouts shipped its situation k times: most of the
+        parent's cost per rollout offline), then the plan's own fields."""
+        known = self.tasks.get(id(plan.task))
+        if known is None:
+            known = self.tasks[id(plan.task)] = (len(self.tasks), plan.task)
+            task = _slim(plan).task
+        else:
+            task = None
+        return (known[0], task, *(getattr(plan, f) for f in _PLAN_FIELDS))
 
     async def close(self) -> None:
         proc = self.proc
@@ -328,13 +348,16 @@ async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
             send((rid, "error", f"{type(exc).__name__}: {exc}"))
 
     running: set[asyncio.Task[None]] = set()
+    tasks: dict[int, Any] = {}  # the tasks the parent sent, by their number
     try:
         while True:
             try:
-                rid, plan = await read()
+                rid, tid, new_task, *fields = await read()
             except asyncio.IncompleteReadError:
                 break  # the parent closed our stdin (or died): stop
-            task = asyncio.ensure_future(one(rid, plan))
+            if new_task is not None:
+                tasks[tid] = new_task
+            task = asyncio.ensure_future(one(rid, Plan(tasks[tid], *fields)))
             running.add(task)
             task.add_done_callback(running.discard)
             if out.transport.get_write_buffer_size() > 1 << 20:
