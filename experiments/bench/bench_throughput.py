@@ -39,6 +39,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import random
 import re
 import socket
 import sys
@@ -109,8 +110,9 @@ class _StubProtocol(asyncio.Protocol):
     in_flight = 0  # taken and not yet answered
     peak = 0  # the most in flight at once since the last /stats?reset
 
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
+    def __init__(self, delay: float, jitter: float = 0.0, rng: random.Random | None = None) -> None:
+        self.delay, self.jitter = delay, jitter
+        self.rng = rng or random.Random(0)
         self.buf = b""
         self.transport: asyncio.Transport | None = None
 
@@ -145,7 +147,10 @@ class _StubProtocol(asyncio.Protocol):
                 cls.in_flight += 1
                 cls.peak = max(cls.peak, cls.in_flight)
                 payload = json.dumps(_answer(body, _StubProtocol.count)).encode()
-                asyncio.get_running_loop().call_later(self.delay, self._send, payload)
+                wait = self.delay + (
+                    self.rng.uniform(-self.jitter, self.jitter) if self.jitter else 0.0
+                )
+                asyncio.get_running_loop().call_later(wait, self._send, payload)
 
     def _send(self, payload: bytes, answered: bool = True) -> None:
         if answered:
@@ -160,12 +165,16 @@ class _StubProtocol(asyncio.Protocol):
         )
 
 
-def serve(sock: socket.socket, delay: float = DELAY_S) -> None:
-    """Serve the stub on an already bound, listening ``sock`` until killed."""
+def serve(sock: socket.socket, delay: float = DELAY_S, jitter: float = 0.0) -> None:
+    """Serve the stub on an already bound, listening ``sock`` until killed. With ``jitter``
+    each answer waits ``delay`` +- up to ``jitter`` seconds (uniform, seeded: same mean)."""
+    rng = random.Random(0)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _StubProtocol(delay), sock=sock, backlog=4096)
+        server = await loop.create_server(
+            lambda: _StubProtocol(delay, jitter, rng), sock=sock, backlog=4096
+        )
         async with server:
             await server.serve_forever()
 
@@ -175,8 +184,8 @@ def serve(sock: socket.socket, delay: float = DELAY_S) -> None:
 class Stub:
     """The stub in its own process: ``with Stub() as url: ...`` (``url`` ends in ``/v1``)."""
 
-    def __init__(self, delay: float = DELAY_S) -> None:
-        self.delay = delay
+    def __init__(self, delay: float = DELAY_S, jitter: float = 0.0) -> None:
+        self.delay, self.jitter = delay, jitter
 
     def __enter__(self) -> str:
         self.sock = socket.socket()
@@ -184,7 +193,9 @@ class Stub:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(4096)
         self.port = self.sock.getsockname()[1]
-        self.proc = mp.get_context("fork").Process(target=serve, args=(self.sock, self.delay))
+        self.proc = mp.get_context("fork").Process(
+            target=serve, args=(self.sock, self.delay, self.jitter)
+        )
         self.proc.start()
         return f"http://127.0.0.1:{self.port}/v1"
 
@@ -329,11 +340,18 @@ def _timed(fn: Any) -> tuple[float, float, float]:
     return time.perf_counter() - t0, _cpu() - c0, load
 
 
-def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[dict[str, Any]]:
-    """The three cells at one concurrency, each ``duration`` seconds, in one stub process."""
+def measure(
+    concurrency: int,
+    duration: float,
+    delay: float = DELAY_S,
+    jitter: float = 0.0,
+    only: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The cells at one concurrency, each ``duration`` seconds, in one stub process
+    (``only``: the cells whose label contains one of these words; server alone always)."""
     ideal = concurrency / delay
     out: list[dict[str, Any]] = []
-    with Stub(delay) as url:
+    with Stub(delay, jitter) as url:
         stub = Stub.__new__(Stub)
         stub.port = int(url.rsplit(":", 1)[1].split("/")[0])
         time.sleep(0.3)
@@ -344,6 +362,8 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
             ("wai_exp.simulate(agent='vllm:...')", lambda: _simulate(url, concurrency, duration)),
             ("wai_exp.simulate(..., workers=2)", lambda: _simulate(url, concurrency, duration, 2)),
         ]  # fmt: skip
+        if only:
+            cells = [c for c in cells if c[0].startswith("server") or any(w in c[0] for w in only)]
         ceiling = None
         for label, fn in cells:
             before = stub.stats(reset=True)["count"]
@@ -378,6 +398,10 @@ def measure(concurrency: int, duration: float, delay: float = DELAY_S) -> list[d
                     "steady_per_s": None if steady is None else round(steady, 1),
                     "steady_pct_of_ideal": None if steady is None else round(100 * steady / ideal, 1),
                     "peak_in_flight": after["peak_in_flight"],
+                    # What each call spends outside the server, between its answer and the
+                    # next request on that slot (steady rate): c / rate - delay. Set beside
+                    # CPU ms/call, the rest is waiting (for the loop, for a core).
+                    "client_ms_per_call": None if not steady else round(1000 * (concurrency / steady - delay), 1),
                     "wall_s": round(wall, 2),
                     "cpu_over_wall": round(cpu / wall, 2),
                     # Load-independent: what one call costs this process (the stub's own
@@ -425,14 +449,14 @@ def bench_model_calls_per_second() -> list[dict[str, Any]]:
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| cell | c | ideal/s | achieved/s | % of ideal | % of server alone | steady/s "
-        "| steady % of ideal | CPU/wall | CPU ms/call | peak in flight | load 1m |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| steady % of ideal | client ms/call | CPU/wall | CPU ms/call | peak in flight | load 1m |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name'].rsplit(' c=', 1)[0]} | {r['concurrency']} | {r['ideal']:.0f} | "
             f"{r['value']:.0f} | {r['pct_of_ideal']}% | {r['pct_of_server_alone']}% | "
-            f"{r['steady_per_s']} | {r['steady_pct_of_ideal']}% | "
+            f"{r['steady_per_s']} | {r['steady_pct_of_ideal']}% | {r['client_ms_per_call']} | "
             f"{r['cpu_over_wall']} | {r['cpu_ms_per_call']} | {r['peak_in_flight']} | "
             f"{r['load_1m']} |"
         )
@@ -444,7 +468,10 @@ if __name__ == "__main__":
     p.add_argument("--duration", type=float, default=20.0, help="seconds per cell")
     p.add_argument("--concurrency", type=int, nargs="+", default=[32, 128])
     p.add_argument("--delay", type=float, default=DELAY_S)
+    p.add_argument("--jitter", type=float, default=0.0, help="answer after delay +- jitter s")
+    p.add_argument("--only", nargs="*", help="cells to run besides server alone: e.g. simulate")
     a = p.parse_args()
-    rows = [r for c in a.concurrency for r in measure(c, a.duration, a.delay)]
+    print(f"load average (1, 5, 15 min) before: {os.getloadavg()}", flush=True)
+    rows = [r for c in a.concurrency for r in measure(c, a.duration, a.delay, a.jitter, a.only)]
     print(_table(rows))
     sys.exit(0)

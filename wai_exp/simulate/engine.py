@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from wai_exp.domain.gc_tuning import fewer_gc_passes
+from wai_exp.llm.http import send_requests_first
 from wai_exp.simulate.agent_setup import ResolvedAgent, is_async_callable, resolve_agent
 from wai_exp.simulate.data import SimulationData
 from wai_exp.simulate.ids import prompt_sha, short_hash, stable_hash
@@ -674,6 +675,13 @@ class _Pool:
         self.running.discard(task)
         slot.done = True
         self.wake.set()
+        # The freed slot takes the next planned rollout now, not after the run loop wakes:
+        # that wake-up is one more pass of the event loop, and a pass waits behind every
+        # answer that came back in the same burst (the stub's 50 ms answers come back in
+        # bursts), so slots sat empty. Which rollouts run is already planned: only when
+        # they start moves, so the rows do not change.
+        if self.stopped is None and self.waiting:
+            self.start()
 
     def _give_back(self) -> None:
         while self.waiting:
@@ -726,6 +734,7 @@ class _Pool:
 
     def cancel_all(self) -> None:
         self._beat.cancel()
+        self.waiting.clear()  # a cancelled rollout's callback must start nothing more
         for task in self.running:
             task.cancel()
 
@@ -1207,6 +1216,7 @@ async def _run_and_close(
     and the model writer's / model user's clients (``parts``: ``aclose`` then ``close``)."""
     sharded = engine.runner if isinstance(engine.runner, ShardedRunner) else None
     stopping = False
+    send_requests_first(asyncio.get_running_loop())  # see there: bursts of answers
     try:
         if sharded is not None:
             await sharded.start()
