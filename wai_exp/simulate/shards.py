@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from wai_exp.llm.http import send_requests_first
 from wai_exp.rows.jsonl import StringSharer
 from wai_exp.simulate.ids import stable_hash
 from wai_exp.simulate.tasks import Plan
@@ -391,6 +392,7 @@ async def _worker_main() -> None:
     frames = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     loop = asyncio.get_running_loop()
+    send_requests_first(loop)  # the worker's model calls, as in one process
     inp = asyncio.StreamReader(limit=1 << 30)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(inp), sys.stdin.buffer)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, frames)
