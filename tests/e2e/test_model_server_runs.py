@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 
 from tests.e2e.test_cli import run_dirs, wai
 from tests.simulate.agents.test_model_agent_server import Server
@@ -88,6 +89,19 @@ def test_an_unreachable_host_is_refused_before_work_and_says_so(tmp_path):
     assert not (tmp_path / "outputs").exists() or not list(
         (tmp_path / "outputs").glob("*/*/simulate")
     )
+
+
+def test_an_unreachable_model_server_opens_no_mlflow_run_and_exits_in_seconds(tmp_path):
+    # Under the default tracking: no run is opened (and no store made) for a run that
+    # cannot start; a down server once cost 70-130 s, 72 s of it tracking.
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    t0 = time.monotonic()
+    res = model_run(tmp_path, url, tracking="tracking=mlflow")
+    took = time.monotonic() - t0
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"agent.base_url: the model server at {url} cannot be reached" in res.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlartifacts").exists()
+    assert took < 30, f"{took:.1f} s to refuse"  # about 5 s on a loaded 2-core machine
 
 
 def test_a_completion_past_the_timeout_exits_1_naming_the_limit_and_the_turn(tmp_path):

@@ -405,3 +405,74 @@ def test_ctrl_c_while_the_model_writer_waits_on_a_slow_wave_stops_at_once(tmp_pa
     [run] = _mlflow_ended(tmp_path).values()
     assert run.info.status == "KILLED"
     assert run.data.tags["wai.error"].startswith("interrupted during stage 'simulate'")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _server_runs(db: Path) -> list[tuple[str, str]]:
+    with contextlib.suppress(sqlite3.Error):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return con.execute("select run_uuid, status from runs").fetchall()
+        finally:
+            con.close()
+    return []
+
+
+def test_group_sigterm_that_also_ends_the_tracking_server_is_named_by_the_next_run(tmp_path):
+    """A job script starts its own `mlflow server`, then wai-exp, and timeout(1) or Slurm
+    signals the whole group: the server dies with the run, so nothing can mark the run
+    KILLED and it stays RUNNING. The next run in the store ends it KILLED with the reason
+    wai-exp wrote (SIGTERM), where it said 'killed by SIGKILL, the OOM killer or a crash'."""
+    db, port = tmp_path / "srv.db", _free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
+             "--default-artifact-root", str(tmp_path / "art"), "--host", "127.0.0.1",
+             "--port", str(port), "--workers", "1"]  # fmt: skip
+    job = (
+        f'trap : TERM; "${{@:1:{len(serve)}}}" > srv.log 2>&1 & '
+        f"until curl -s -o /dev/null {url}/health; do sleep 0.5; done; "
+        f'"${{@:{len(serve) + 1}}}" > out.log 2>&1; echo $? > status'
+    )
+    env = {**os.environ, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}  # a dead server fails at once
+    wai = [WAI_EXP, "+experiment=rl_round", "tracking=mlflow_server", f"tracking.uri={url}"]
+    proc = subprocess.Popen(
+        ["bash", "-c", job, "bash", *serve, *wai, "simulate.budget=20000"], cwd=tmp_path,
+        env=env, start_new_session=True,
+    )  # fmt: skip
+    with _cleanup(proc):
+        deadline = time.monotonic() + 240
+        while not _server_runs(db) or _rows(tmp_path) < 200:
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never started"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGTERM)  # wai-exp, its writer and the server
+        proc.wait(timeout=RETURNS_WITHIN_S)
+    assert (tmp_path / "status").read_text().strip() == "143", (tmp_path / "out.log").read_text()
+    [(old_id, status)] = _server_runs(db)
+    assert status == "RUNNING"  # the store was gone when the end came
+    second = subprocess.Popen(serve, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    with _cleanup(second):
+        deadline = time.monotonic() + 180
+        while subprocess.run(["curl", "-s", "-o", "/dev/null", f"{url}/health"]).returncode:
+            assert second.poll() is None and time.monotonic() < deadline, "no second server"
+            time.sleep(0.5)
+        nxt = subprocess.run(
+            [WAI_EXP, "+experiment=rl_round", "tracking=mlflow_server", f"tracking.uri={url}",
+             "simulate.budget=40"], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert nxt.returncode == 0, nxt.stderr
+    from mlflow.tracking import MlflowClient
+
+    old = MlflowClient(tracking_uri=f"sqlite:///{db}").get_run(old_id)
+    error = old.data.tags["wai.error"]
+    assert old.info.status == "KILLED", error
+    assert error.startswith("interrupted by SIGTERM during stage 'simulate'; re-run"), error
+    assert "OOM" not in error

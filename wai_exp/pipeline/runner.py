@@ -622,6 +622,13 @@ def _stopped(
         except Exception as exc:  # noqa: BLE001 - the run is stopped already; say why
             why = describe_store_error(exc, getattr(tracker, "uri", None))
             _say(state.stream, f"wai-exp: could not mark the tracking run KILLED: {why}")
+            # A tracking server in the same process group dies of the same signal: the next
+            # run in the store ends this one with the reason run.json keeps (orphans).
+            _say(
+                state.stream,
+                f"  if the run was created, the next run in this store ends it KILLED with this "
+                f"reason (from {outcome.run_dir / 'run.json'})",
+            )
             return
         if not done:
             outcome.tracking_note = (
