@@ -124,3 +124,26 @@ def test_a_sweep_child_is_named_by_its_swept_values_first():
     # two swept keys that end alike keep their whole key
     assert run_name("eval", ["agent.skill=0.6", "judge.skill=2"],
                     swept=["agent.skill", "judge.skill"]) == "agent.skill=0.6 judge.skill=2 · eval"  # fmt: skip
+
+
+def test_what_was_not_measured_says_whether_the_pipeline_has_it_or_the_run_ended_first():
+    """A failed rl_round said 'no simulate or selection stage' and 'not run in this
+    pipeline' for a pipeline that has both and a gate (issue 24 §5)."""
+    rl_round = ["simulate", "grade", "optimize", "publish_gate", "publish"]
+    failed_sim = [StageNote("simulate", "simulate", {"rows_out": 0.0, "rollouts_lost": 8.0}, {})]
+
+    def note(stages, planned):
+        return describe_run(stages, preset="rl_round", overrides=[], config_hash="a" * 16,
+                            status="FAILED", error="stage 'simulate' failed", planned=planned)  # fmt: skip
+
+    ended = note(failed_sim, rl_round)
+    assert "**Rows made:** 0; rows kept: not measured (the selection stage did not finish)" in ended
+    assert "**Publish gate:** not run (the run ended before it)" in ended
+    nothing = note([], rl_round)
+    assert "**Rows kept:** not measured (the run ended before simulate or selection finished)" in (
+        nothing
+    )
+    # a pipeline without those stages still says so
+    report_only = note([], ["report"])
+    assert "**Rows kept:** not measured (no simulate or selection stage)" in report_only
+    assert "**Publish gate:** not run in this pipeline" in report_only
