@@ -332,12 +332,13 @@ def _cpu() -> float:
     return time.process_time() + kids.ru_utime + kids.ru_stime
 
 
-def _timed(fn: Any) -> tuple[float, float, float]:
-    """``(wall_s, cpu_s, load_before)`` of ``fn()``: CPU of this process and its workers."""
+def _timed(fn: Any) -> tuple[float, float, float, Any]:
+    """``(wall_s, cpu_s, load_before, result)`` of ``fn()``: CPU of this process and its
+    workers."""
     load = _load()
     t0, c0 = time.perf_counter(), _cpu()
-    fn()
-    return time.perf_counter() - t0, _cpu() - c0, load
+    result = fn()
+    return time.perf_counter() - t0, _cpu() - c0, load, result
 
 
 def measure(
@@ -371,7 +372,7 @@ def measure(
             sampler = _Sampler(stub, samples)
             sampler.start()
             try:
-                wall, cpu, load = _timed(fn)
+                wall, cpu, load, result = _timed(fn)
             finally:
                 sampler.done.set()
                 sampler.join()
@@ -398,6 +399,10 @@ def measure(
                     "steady_per_s": None if steady is None else round(steady, 1),
                     "steady_pct_of_ideal": None if steady is None else round(100 * steady / ideal, 1),
                     "peak_in_flight": after["peak_in_flight"],
+                    # simulate's calls adapt their concurrency to the server (AIMD): on a
+                    # loaded machine slow answers read as queueing and lower it, so the
+                    # cell may not have run at c (report.json: model_concurrency.typical).
+                    "calls_in_flight_typical": _typical(result),
                     # What each call spends outside the server, between its answer and the
                     # next request on that slot (steady rate): c / rate - delay. Set beside
                     # CPU ms/call, the rest is waiting (for the loop, for a core).
@@ -413,7 +418,14 @@ def measure(
     return out
 
 
-def _simulate(url: str, concurrency: int, duration: float, workers: int = 1) -> None:
+def _typical(report: Any) -> float | None:
+    """The typical model concurrency a ``simulate`` report records (None: not a report)."""
+    if not isinstance(report, dict) or not report.get("model_concurrency"):
+        return None
+    return report["model_concurrency"][0].get("typical")
+
+
+def _simulate(url: str, concurrency: int, duration: float, workers: int = 1) -> dict[str, Any]:
     """``simulate()`` against the stub for ``duration`` s; ``workers`` > 1 shards its
     rollouts over that many processes (``simulate.workers``; ``concurrency`` stays global)."""
     import functools
@@ -437,6 +449,7 @@ def _simulate(url: str, concurrency: int, duration: float, workers: int = 1) -> 
         raise RuntimeError(
             f"simulate against the stub lost rollouts: {rep.get('rollouts_lost_by')}"
         )
+    return rep
 
 
 def bench_model_calls_per_second() -> list[dict[str, Any]]:
@@ -449,8 +462,8 @@ def bench_model_calls_per_second() -> list[dict[str, Any]]:
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| cell | c | ideal/s | achieved/s | % of ideal | % of server alone | steady/s "
-        "| steady % of ideal | client ms/call | CPU/wall | CPU ms/call | peak in flight | load 1m |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| steady % of ideal | client ms/call | CPU/wall | CPU ms/call | peak in flight | calls' concurrency | load 1m |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -458,6 +471,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
             f"{r['value']:.0f} | {r['pct_of_ideal']}% | {r['pct_of_server_alone']}% | "
             f"{r['steady_per_s']} | {r['steady_pct_of_ideal']}% | {r['client_ms_per_call']} | "
             f"{r['cpu_over_wall']} | {r['cpu_ms_per_call']} | {r['peak_in_flight']} | "
+            f"{r['calls_in_flight_typical'] or ''} | "
             f"{r['load_1m']} |"
         )
     return "\n".join(lines)
