@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 from tests.support.scripted_server import chat_reply, scripted_server
 from wai_exp.llm.concurrency import CALL_PRIORITY, WINDOW, AdaptiveLimit, ServerLimits
@@ -91,3 +92,37 @@ def test_a_gated_model_waits_out_more_429s_than_the_retries_and_answers():
     [summary] = limits.summary().values()
     assert summary["rate_limit_waits"] == 4 and summary["rate_limit_wait_s"] >= 4
     assert summary["backoffs"]["rate_limit"] >= 1
+
+
+def test_timeouts_at_a_server_that_never_answered_are_final_not_tried_again():
+    # A hung server: four calls sent together all time out once and fail, as they always
+    # did; sending them again (as for a queue of ours) would only multiply the wait.
+    release, seen, lock = threading.Event(), [], threading.Lock()
+
+    def hang(path, headers, body):
+        with lock:
+            seen.append(path)
+        release.wait(10)
+        return 500, {"error": {"message": "too late"}}
+
+    with scripted_server(hang) as url:
+        model = Model(f"vllm:m@{url}", timeout=1)
+        ServerLimits(4).attach(model)
+
+        async def one():
+            try:
+                await model.complete([{"role": "user", "content": "hi"}])
+            except TimeoutError as exc:
+                return exc
+            finally:
+                await model.aclose()
+
+        async def go():
+            return await asyncio.gather(*(one() for _ in range(4)))
+
+        t0 = time.monotonic()
+        errors = asyncio.run(go())
+        wall = time.monotonic() - t0
+        release.set()
+    assert all(isinstance(e, TimeoutError) for e in errors)
+    assert len(seen) == 4 and wall < 3

@@ -177,9 +177,15 @@ class AdaptiveLimit:
         self.in_flight += 1
         self.stats.calls += 1
         self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.in_flight)
-        return Admission(
-            now, self.in_flight, self.epoch, self.in_flight > 1 or self.backlog_until > now
-        )
+        behind = self.in_flight > 1 or self.backlog_until > now
+        return Admission(now, self.in_flight, self.epoch, behind)
+
+    def answered_any(self) -> bool:
+        """True once the server has answered a call through this gate. Only a server that
+        answers can be queueing our calls: a timeout at one that never has (it may be hung)
+        is final, as it always was."""
+        with self._lock:
+            return bool(self._answered)
 
     def _wake(self) -> None:
         """Let waiters through while slots are free (under the lock)."""

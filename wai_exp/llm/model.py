@@ -236,7 +236,7 @@ class Model:
             if _timed_out(exc):
                 timed_out, latency = True, time.monotonic() - admission.t0
                 # sent behind calls of ours: the lowered limit keeps the next try here
-                exc.sent_behind = admission.behind  # type: ignore[attr-defined]
+                exc.sent_behind = admission.behind and gate.answered_any()  # type: ignore[attr-defined]
             raise
         finally:
             gate.release(admission, latency=latency, throttled=throttled, timed_out=timed_out)
