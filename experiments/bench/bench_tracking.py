@@ -10,8 +10,10 @@ MLflow store already exists, alternating the variants ``REPEATS`` times (env
 - ``tracking.background=false``: MLflow in the wai-exp process (import, store, artifacts,
   plots, dataset inputs on the critical path);
 - default tracking: the writer process (wai_exp/tracking/background.py) imports MLflow and
-  records while the stages compute; the rollout traces are written when the run ends and
-  the command waits for them (issue 23 §2: a process group ended at return lost them).
+  records while the stages compute; a stage's rollout traces are written from when the stage
+  is recorded, and the command waits for what is left of them at the end (issue 23 §2: a
+  process group ended at return lost them). ``tracking.log`` in each run folder says when
+  the writer was done with each step, counted from the command's start.
 
 ``bench_compare_recording`` (target: recording adds < 2 s) times ``wai-exp compare A B``
 with and without ``--no-record`` on two 80-row arms, interleaved: the wall until the command
