@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 from tests.support.scripted_server import chat_reply, scripted_server
 from wai_exp.llm.concurrency import CALL_PRIORITY, WINDOW, AdaptiveLimit, ServerLimits
 from wai_exp.llm.model import Model
+from wai_exp.llm.turn import BackendError
 
 
 def test_a_burst_of_429s_halves_the_limit_once_and_answers_climb_it_back():
@@ -92,6 +94,58 @@ def test_a_gated_model_waits_out_more_429s_than_the_retries_and_answers():
     [summary] = limits.summary().values()
     assert summary["rate_limit_waits"] == 4 and summary["rate_limit_wait_s"] >= 4
     assert summary["backoffs"]["rate_limit"] >= 1
+
+
+def _gated_calls(url: str, n: int) -> list[Any]:
+    """``n`` calls in turn through a gated ``Model``: each its answer or its exception."""
+    model = Model(f"vllm:m@{url}", timeout=5)
+    ServerLimits(4, wait_bound=600).attach(model)
+
+    async def go() -> list[Any]:
+        out: list[Any] = []
+        try:
+            for _ in range(n):
+                try:
+                    out.append(await model.complete([{"role": "user", "content": "hi"}]))
+                except BackendError as exc:
+                    out.append(exc)
+        finally:
+            await model.aclose()
+        return out
+
+    return asyncio.run(go())
+
+
+def test_503_from_a_server_that_never_answered_is_down_not_waited_out():
+    # "upstream is down" from the first call: the ordinary tries (1 + 3), then the call
+    # fails with the server's own error, so the dead-agent stop can end the run. Waiting it
+    # out under knobs.rate_limit_wait held every call for ten minutes.
+    seen: list[str] = []
+
+    def down(path, headers, body):
+        seen.append(path)
+        return 503, {"error": {"message": "upstream is down"}}
+
+    with scripted_server(down) as url:
+        t0 = time.monotonic()
+        [failed] = _gated_calls(url, 1)
+    assert isinstance(failed, BackendError) and failed.status == 503
+    assert "upstream is down" in str(failed) and "rate_limit_wait" not in str(failed)
+    assert len(seen) == 4 and time.monotonic() - t0 < 60
+
+
+def test_503_from_a_server_that_has_answered_is_busy_and_waited_out():
+    seen: list[str] = []
+
+    def busy(path, headers, body):
+        seen.append(path)
+        if 2 <= len(seen) <= 6:  # five 503s: more than the ordinary three retries
+            return 503, {"error": {"message": "no free slot"}}, {"Retry-After": "1"}
+        return 200, chat_reply("ok")
+
+    with scripted_server(busy) as url:
+        first, second = _gated_calls(url, 2)
+    assert first.content == "ok" and second.content == "ok" and len(seen) == 7
 
 
 def test_timeouts_at_a_server_that_never_answered_are_final_not_tried_again():

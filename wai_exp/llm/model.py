@@ -196,7 +196,13 @@ class Model:
 
         def stop(state: Any) -> bool:
             nonlocal requeues
-            if _throttled(state.outcome.exception()):
+            exc = state.outcome.exception()
+            if _throttled(exc):
+                if _down(exc) and not gate.answered_any():
+                    # 503 from a server that never answered: down, not busy. The ordinary
+                    # tries, then the rollout is lost (the dead-agent stop can then end a
+                    # run against a server that is not up) instead of ten minutes of waits.
+                    return bool(state.attempt_number > self.retry.retries)
                 return bool(state.idle_for + state.upcoming_sleep > gate.wait_bound)
             requeues += 1
             return requeues > QUEUED_TIMEOUT_RETRIES
@@ -284,6 +290,11 @@ def _throttled(exc: BaseException | None) -> bool:
     return isinstance(exc, BackendError) and getattr(exc, "status", None) in THROTTLE_STATUSES
 
 
+def _down(exc: BaseException | None) -> bool:
+    """A throttle that may also mean "not up" (503, Anthropic's 529), unlike a 429's quota."""
+    return getattr(exc, "status", None) in (503, 529)
+
+
 def _timed_out(exc: BaseException) -> bool:
     """A completion past its limit: ours (``CompletionTimeout``) or the client's read limit."""
     import httpx
@@ -319,8 +330,8 @@ def partial_error(model: Model, gate: AdaptiveLimit) -> Callable[[Any], Any]:
 
     def give_up(state: Any) -> Any:
         exc = state.outcome.exception()
-        if not _throttled(exc):
-            raise exc
+        if not _throttled(exc) or (_down(exc) and not gate.answered_any()):
+            raise exc  # not a wait that ran out: the server's own error says what happened
         waited = state.idle_for
         raise BackendError(
             f"{model.name} kept answering HTTP {exc.status} (rate limited or out of slots): "

@@ -1109,6 +1109,11 @@ def _missing(outcome: RunOutcome, headline: str) -> str:
     named = [n for n, k in outcome.planned.items() if _headline(k) == headline]
     if not named:
         return f"no {headline} stage in this pipeline"
+    failed = [s.name for s in outcome.stages if s.name in named and s.status == "failed"]
+    if failed:
+        # Its report's note describes rows it never finished (a judge with no verdict leaves
+        # rows "unjudged"): the error line is the answer, not that note's advice.
+        return f"{', '.join(failed)} failed: the error below says why"
     done = [(s.name, s.result) for s in outcome.stages if s.name in named and s.result is not None]
     notes = [f"{name}: {r.report['note']}" for name, r in done if r.report.get("note")]
     if notes:
