@@ -103,7 +103,9 @@ def main(port: int, n_ctx: int = 4096) -> None:
                 model_alias="smollm2",
                 chat_format="chatml-function-calling",
                 n_ctx=n_ctx,
-                n_threads=2,
+                # One thread: under two xdist workers the other worker holds a core, and
+                # llama.cpp's two threads then wait on each other (a 7 s test took 129 s).
+                n_threads=1,
                 verbose=False,
             )
         ],
