@@ -109,3 +109,42 @@ def test_a_one_slot_server_at_the_default_concurrency_lands_its_rows(tmp_path):
     assert limit["start"] == 32 and limit["min"] <= 4
     assert limit["backoffs"]["queueing"] >= 1
     assert "concurrency started at 32, backed off to" in text
+
+
+class ColdStart:
+    """A one-slot server whose first answer (a cold prefill) takes ``first_s`` seconds and
+    every later one is quick: llama.cpp loading a small model on a busy machine."""
+
+    def __init__(self, server, *, first_s):
+        self.server, self.first_s = server, first_s
+        self.lock = threading.Lock()
+        self.answered = 0
+
+    def __call__(self, path, headers, body):
+        with self.lock:
+            first = self.answered == 0
+            self.answered += 1
+        if first:
+            time.sleep(self.first_s)
+        return self.server(path, headers, body)
+
+
+def test_a_cold_one_slot_server_whose_first_answer_outlasts_the_timeout_loses_nothing(tmp_path):
+    # The first answer takes 6 s, past agent.timeout=4; every later one is quick. The first
+    # rollouts' calls go out together (the default knobs.concurrency=32) and all time out
+    # before the server has answered anything. Before: such a timeout was final (a hung
+    # server's rule), so the whole first wave (4 of the 8 rollouts) was lost: exit 1.
+    # Now the calls sent behind each other are sent again, one at a time: the rows land.
+    server = ColdStart(Server(), first_s=6.0)
+    t0 = time.monotonic()
+    with scripted_server(server, serial=True) as url:
+        res = cli_run(tmp_path, url, "simulate.budget=8", "agent.timeout=4")
+    wall = time.monotonic() - t0
+    assert res.returncode in (0, 3), res.stdout + res.stderr  # 3: the publish gate (no judge)
+    report, rows, text = simulate_outputs(tmp_path)
+    assert len(rows) == 8 and report["rollouts_lost"] == 0
+    [limit] = report["model_concurrency"]
+    assert limit["start"] == 32 and limit["min"] == 1
+    assert limit["requeued_after_timeout"] >= 4  # the whole first wave, sent again
+    assert "concurrency started at 32, backed off to 1" in text
+    assert wall < 120

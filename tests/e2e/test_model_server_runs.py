@@ -196,23 +196,34 @@ def test_a_one_at_a_time_server_gets_fewer_calls_at_once_and_the_report_says_so(
     )
 
 
-def test_a_hung_server_is_named_on_the_progress_line_before_the_first_timeout(tmp_path):
+def test_a_hung_server_is_named_on_the_progress_line_and_ends_the_run_in_two_timeouts(tmp_path):
     # Every call hangs; each is cut off at agent.timeout=8 s. Before the first cut-off the
     # progress line says no call has come back (from half the timeout, 4 s, on), where it
     # used to show nothing but "0/4 rows" until the rollouts were lost.
+    # The first wave's timeouts may be a cold server's, so those calls go again one at a
+    # time; the first sent alone times out too, and the server is taken as hung: every call
+    # fails at once with that error. Bound: about 2 x agent.timeout (16 s), not one timeout
+    # per call (a cold server's first wave was lost to the old one-timeout rule).
     release = threading.Event()
 
     def hang(path, headers, body):
-        release.wait(30)
+        release.wait(60)
         return 500, {"error": {"message": "too late"}}
 
+    t0 = time.monotonic()
     with scripted_server(hang) as url:
         res = failed_run(tmp_path, url, "agent.timeout=8", "knobs.progress_every_s=1")
+        wall = time.monotonic() - t0
         release.set()
     lines = [x for x in res.stderr.splitlines() if "0/4 rows" in x]
     assert any("no model call has come back for" in x for x in lines), res.stderr
     said = next(x for x in lines if "no model call has come back" in x)
     assert "(each is cut off at agent.timeout=8 s)" in said, said
+    assert "lost by cause: 4 timeout" in res.stdout, res.stdout
+    error = next(x for x in res.stdout.splitlines() if x.startswith("error:"))
+    assert "has answered none of this run's calls" in error, error
+    assert "it is hung" in error and "(set by agent.timeout" in error, error
+    assert 16 <= wall < 16 + 30, f"{wall:.1f} s"  # two timeouts, plus start-up
 
 
 def test_a_failed_model_run_records_what_simulate_measured_in_mlflow(tmp_path):

@@ -148,9 +148,35 @@ def test_503_from_a_server_that_has_answered_is_busy_and_waited_out():
     assert first.content == "ok" and second.content == "ok" and len(seen) == 7
 
 
-def test_timeouts_at_a_server_that_never_answered_are_final_not_tried_again():
-    # A hung server: four calls sent together all time out once and fail, as they always
-    # did; sending them again (as for a queue of ours) would only multiply the wait.
+def _together(url: str, n: int, *, timeout: float) -> tuple[list[Any], float]:
+    """``n`` calls sent together through one gated ``Model``: each its answer or its
+    ``TimeoutError``, and the wall time."""
+    model = Model(f"vllm:m@{url}", timeout=timeout)
+    ServerLimits(4).attach(model)
+
+    async def one():
+        try:
+            return await model.complete([{"role": "user", "content": "hi"}])
+        except TimeoutError as exc:
+            return exc
+
+    async def go():
+        try:
+            return await asyncio.gather(*(one() for _ in range(n)))
+        finally:
+            await model.aclose()
+
+    t0 = time.monotonic()
+    out = asyncio.run(go())
+    return out, time.monotonic() - t0
+
+
+def test_a_hung_server_fails_every_call_at_once_after_about_two_timeouts():
+    # A hung server: four calls sent together time out (1 s); they may have waited behind
+    # each other at a cold server, so they go again one at a time. The first, sent alone,
+    # times out too: the server is taken as hung, and it and the three waiting behind it
+    # fail at once with the hung-server error (before: one timeout each, final at once;
+    # sending them again one by one as a queue of ours would have taken 4 more timeouts).
     release, seen, lock = threading.Event(), [], threading.Lock()
 
     def hang(path, headers, body):
@@ -160,23 +186,61 @@ def test_timeouts_at_a_server_that_never_answered_are_final_not_tried_again():
         return 500, {"error": {"message": "too late"}}
 
     with scripted_server(hang) as url:
+        errors, wall = _together(url, 4, timeout=1)
+        release.set()
+    assert all(isinstance(e, TimeoutError) for e in errors), errors
+    assert all("has answered none of this run's calls" in str(e) for e in errors), errors
+    assert len(seen) == 5  # the four, then one sent alone
+    assert 2 <= wall < 4  # about 2 x the timeout
+
+
+def test_a_lone_call_at_a_hung_server_gets_two_timeouts_and_later_calls_fail_at_once():
+    # One call alone: its first timeout may be a cold server's, so it goes once more; the
+    # second, alone after a timeout, shows the server hung. A call made after that fails
+    # at once, without a request (before: each later call waited out its own timeout).
+    seen: list[str] = []
+
+    def hang(path, headers, body):
+        seen.append(path)
+        time.sleep(3)
+        return 500, {"error": {"message": "too late"}}
+
+    async def timed(model):
+        t0 = time.monotonic()
+        try:
+            await model.complete([{"role": "user", "content": "hi"}])
+        except TimeoutError as exc:
+            return exc, time.monotonic() - t0
+
+    async def go(model):
+        try:
+            return await timed(model), await timed(model)
+        finally:
+            await model.aclose()
+
+    with scripted_server(hang) as url:
         model = Model(f"vllm:m@{url}", timeout=1)
         ServerLimits(4).attach(model)
+        (first, wall), (later, at_once) = asyncio.run(go(model))
+    assert isinstance(first, TimeoutError) and 2 <= wall < 3
+    assert "has answered none of this run's calls (2 timed out" in str(first)
+    assert isinstance(later, TimeoutError) and at_once < 0.5 and len(seen) == 2
+    assert "has answered none of this run's calls" in str(later)
 
-        async def one():
-            try:
-                await model.complete([{"role": "user", "content": "hi"}])
-            except TimeoutError as exc:
-                return exc
-            finally:
-                await model.aclose()
 
-        async def go():
-            return await asyncio.gather(*(one() for _ in range(4)))
+def test_a_cold_server_whose_first_answer_outlasts_the_timeout_answers_the_first_wave():
+    # One request at a time; the first answer takes 1.5 s (a cold prefill), past the 1-s
+    # timeout; later ones are quick. Before: the four calls' timeouts were final (the
+    # hung-server rule), all four failed. Now they go again one at a time and answer.
+    lock, count = threading.Lock(), [0]
 
-        t0 = time.monotonic()
-        errors = asyncio.run(go())
-        wall = time.monotonic() - t0
-        release.set()
-    assert all(isinstance(e, TimeoutError) for e in errors)
-    assert len(seen) == 4 and wall < 3
+    def cold(path, headers, body):
+        with lock:
+            count[0] += 1
+            first = count[0] == 1
+        time.sleep(1.5 if first else 0.01)
+        return 200, chat_reply("ok")
+
+    with scripted_server(cold, serial=True) as url:
+        done, _ = _together(url, 4, timeout=1)
+    assert [getattr(d, "content", d) for d in done] == ["ok"] * 4

@@ -18,11 +18,20 @@ median seen, past ``QUEUE_FACTOR``); add one slot after a window of calls answer
 last change is ignored (that call saw the old limit), so 32 calls refused by one 429 halve
 the limit once. Waiting callers are admitted oldest rollout first (``CALL_PRIORITY``), so at
 one slot rollouts finish one after another instead of all advancing a turn at a time.
+
+A server that has answered nothing yet may be cold (its first answer, a prefill on a busy
+machine, outlasts the timeout) or hung. A timeout there is sent again, like any timeout
+behind our own calls, and the limit drops to 1; the server is taken as hung only when a
+call sent alone (nothing else of ours in flight from its send to its timeout, no backlog)
+after an earlier timeout also times out. Then that call and every call waiting at the gate
+fail at once (``ServerUnanswered``), as does any call made later: a hung server ends its
+calls within about two timeouts, not one timeout per call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import statistics
 import threading
@@ -53,16 +62,30 @@ QUEUED_TIMEOUT_RETRIES = 8
 CALL_PRIORITY: ContextVar[float | None] = ContextVar("wai_exp_call_priority", default=None)
 
 
+class ServerUnanswered(Exception):
+    """The gate's verdict on a server that answered none of the run's calls over two
+    timeouts, the second of a call sent alone: every call waiting for it, and every later
+    one, fails at once. ``timeouts`` is how many calls had timed out there."""
+
+    def __init__(self, timeouts: int) -> None:
+        super().__init__(f"the server answered none of {timeouts} calls that timed out")
+        self.timeouts = timeouts
+
+
 @dataclass(frozen=True)
 class Admission:
     """One call let through: when, with how many in flight (itself included), under which
     version of the limit (``epoch``), and whether calls of ours the server was still
-    working through were ahead of it (``behind``: in flight, or timed out and abandoned)."""
+    working through were ahead of it (``behind``: in flight, or timed out and abandoned).
+    ``seq`` numbers it among the calls admitted and ``timeouts_before`` counts the calls
+    that had timed out before it: together they tell a call sent alone after a timeout."""
 
     t0: float
     in_flight: int
     epoch: int
     behind: bool
+    seq: int = 0
+    timeouts_before: int = 0
 
 
 @dataclass
@@ -122,6 +145,9 @@ class AdaptiveLimit:
         #: when the server is estimated to be through the calls we abandoned at a timeout
         #: (each one costs it about the baseline latency; it does not know we left)
         self.backlog_until = 0.0
+        #: calls that timed out here, and the verdict once the server is taken as hung
+        self._timeouts = 0
+        self.unanswered: ServerUnanswered | None = None
         self._t_changed = time.monotonic()
         self.stats = LimitStats(start=self.start, min=self.start, max=self.start)
 
@@ -132,10 +158,13 @@ class AdaptiveLimit:
 
     # ---- the gate ---------------------------------------------------------------------
     async def acquire(self) -> Admission:
-        """Wait for a slot (lowest ``CALL_PRIORITY`` first); the admission to ``release``."""
+        """Wait for a slot (lowest ``CALL_PRIORITY`` first); the admission to ``release``.
+        Raises ``ServerUnanswered`` once the server is taken as hung."""
         now = time.monotonic()
         priority = CALL_PRIORITY.get()
         with self._lock:
+            if self.unanswered is not None:
+                raise ServerUnanswered(self.unanswered.timeouts)
             if self.in_flight < self.slots and not self._waiters:
                 return self._admit(now)
             loop = asyncio.get_running_loop()
@@ -158,37 +187,49 @@ class AdaptiveLimit:
         latency: float | None = None,
         throttled: bool = False,
         timed_out: bool = False,
-    ) -> None:
+    ) -> str | None:
         """The call is back: answered after ``latency`` seconds, ``throttled`` (a 429/503),
-        ``timed_out`` after ``latency`` seconds, or none of these (another failure)."""
+        ``timed_out`` after ``latency`` seconds, or none of these (another failure). For a
+        timeout, what becomes of the call: ``"requeue"`` (it waited behind calls of ours, or
+        the server may be cold: send it again), ``"final"`` (sent alone to a server that
+        answers: it was just slow) or ``"hung"`` (the server is taken as hung: the waiting
+        calls have failed with ``ServerUnanswered``)."""
+        fate = None
         with self._lock:
             self.in_flight -= 1
             if throttled:
                 self._decrease(admission, "rate_limit")
             elif timed_out and latency is not None:
-                self._timed_out(admission, latency)
+                fate = self._timed_out(admission, latency)
             elif latency is not None:
                 self._answered.append(admission.t0 + latency)
                 self._fastest = latency if self._fastest is None else min(self._fastest, latency)
                 self._observe(admission, latency)
             self._wake()
+        return fate
 
     def _admit(self, now: float) -> Admission:
         self.in_flight += 1
         self.stats.calls += 1
         self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.in_flight)
         behind = self.in_flight > 1 or self.backlog_until > now
-        return Admission(now, self.in_flight, self.epoch, behind)
+        return Admission(now, self.in_flight, self.epoch, behind, self.stats.calls, self._timeouts)
 
     def answered_any(self) -> bool:
-        """True once the server has answered a call through this gate. Only a server that
-        answers can be queueing our calls: a timeout at one that never has (it may be hung)
-        is final, as it always was."""
+        """True once the server has answered a call through this gate (a 503 from one that
+        never has says it is down, not busy)."""
         with self._lock:
             return bool(self._answered)
 
     def _wake(self) -> None:
-        """Let waiters through while slots are free (under the lock)."""
+        """Let waiters through while slots are free (under the lock); once the server is
+        taken as hung, fail them all."""
+        if self.unanswered is not None:
+            waiters, self._waiters = self._waiters, []
+            for _, _, loop, waiter in waiters:
+                with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
+                    loop.call_soon_threadsafe(_fail, waiter, ServerUnanswered(self._timeouts))
+            return
         while self._waiters and self.in_flight < self.slots:
             _, _, loop, waiter = heapq.heappop(self._waiters)
             if waiter.cancelled():
@@ -227,18 +268,29 @@ class AdaptiveLimit:
         elif ratio <= KEEP_UP_FACTOR:
             self._climb()
 
-    def _timed_out(self, admission: Admission, latency: float) -> None:
-        """A call sent behind others ran out its timeout: the clearest queueing signal. The
-        server answered ``k`` calls of ours while this one waited, so more than ``k`` in
-        flight cannot all be answered in a timeout: the limit drops to at most that (and
-        at least halves). The abandoned call stays in the server's backlog."""
+    def _timed_out(self, admission: Admission, latency: float) -> str:
+        """A call ran out its timeout; its fate (``release``). Sent behind others: the
+        clearest queueing signal. The server answered ``k`` calls of ours while this one
+        waited, so more than ``k`` in flight cannot all be answered in a timeout: the limit
+        drops to at most that (and at least halves). The abandoned call stays in the
+        server's backlog. At a server that has answered nothing, a call sent alone after an
+        earlier timeout is the proof it is hung (or slower than the timeout even with no
+        queue of ours); any other timeout there is sent again."""
         now = admission.t0 + latency
         service = self.baseline or self._fastest or 0.0
         self.backlog_until = max(self.backlog_until, now) + service
-        if not admission.behind:
-            return
-        answered = sum(1 for t in self._answered if t >= admission.t0)
-        self._decrease(admission, "queueing", to=max(1.0, min(self.limit / 2, answered)))
+        self._timeouts += 1
+        if admission.behind:
+            answered = sum(1 for t in self._answered if t >= admission.t0)
+            self._decrease(admission, "queueing", to=max(1.0, min(self.limit / 2, answered)))
+            return "requeue"
+        if self._answered:
+            return "final"  # alone at a server that answers: this call was just slow
+        alone = self.stats.calls == admission.seq  # nothing else of ours sent meanwhile
+        if alone and admission.timeouts_before:
+            self.unanswered = ServerUnanswered(self._timeouts)
+            return "hung"
+        return "requeue"
 
     def _decrease(self, admission: Admission, why: str, *, to: float | None = None) -> None:
         if not self.adaptive or admission.epoch != self.epoch or self.limit <= 1:
@@ -298,6 +350,11 @@ class AdaptiveLimit:
                 "rate_limit_wait_s": round(s.wait_s, 2),
                 "rate_limit_wait_bound_s": self.wait_bound,
             }
+
+
+def _fail(waiter: asyncio.Future[Any], exc: BaseException) -> None:
+    if not waiter.done():
+        waiter.set_exception(exc)
 
 
 class ServerLimits:

@@ -115,12 +115,12 @@ class Model:
         """The running loop's chat backend (Anthropic Messages or OpenAI-compatible)."""
         return self._entry()[1]
 
-    def late(self, what: str = "") -> CompletionTimeout:
+    def late(self, what: str = "", detail: str = "") -> CompletionTimeout:
         """The ``CompletionTimeout`` for a call that outlasted ``timeout``; ``what`` follows
-        the model's name (``" turn 3"``)."""
+        the model's name (``" turn 3"``), ``detail`` (why, when known) the limit."""
+        said = f"{self.name} did not answer{what} within timeout={self.timeout:g} s"
         return CompletionTimeout(
-            f"{self.name} did not answer{what} within timeout={self.timeout:g} s",
-            limit_s=self.timeout,
+            f"{said}: {detail}" if detail else said, limit_s=self.timeout, detail=detail
         )
 
     async def complete(
@@ -229,23 +229,47 @@ class Model:
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
     async def _admitted(self, gate: AdaptiveLimit, call: Callable[[], Awaitable[Any]]) -> Any:
-        """One try: wait for a slot, send, give the slot back with what the try showed."""
-        admission = await gate.acquire()
-        latency: float | None = None
-        throttled = timed_out = False
+        """One try: wait for a slot, send, give the slot back with what the try showed. A
+        timeout the gate says to send again is marked ``sent_behind``; one that shows the
+        server hung (``AdaptiveLimit.release``), and any call made after, raises the
+        hung-server ``CompletionTimeout`` (``unanswered``)."""
+        from wai_exp.llm.concurrency import ServerUnanswered
+
+        try:
+            admission = await gate.acquire()
+        except ServerUnanswered as hung:
+            raise self.unanswered(gate, hung) from hung
         try:
             result = await self._sent(call)
-            latency = time.monotonic() - admission.t0
-            return result
         except BackendError as exc:
-            throttled = _throttled(exc)
-            if _timed_out(exc):
-                timed_out, latency = True, time.monotonic() - admission.t0
-                # sent behind calls of ours: the lowered limit keeps the next try here
-                exc.sent_behind = admission.behind and gate.answered_any()  # type: ignore[attr-defined]
+            if not _timed_out(exc):
+                gate.release(admission, throttled=_throttled(exc))
+                raise
+            fate = gate.release(admission, latency=time.monotonic() - admission.t0, timed_out=True)
+            if fate == "hung" and gate.unanswered is not None:
+                raise self.unanswered(gate, gate.unanswered) from exc
+            # sent behind calls of ours (or to a server that may be cold): the lowered
+            # limit keeps the next try here
+            exc.sent_behind = fate == "requeue"  # type: ignore[attr-defined]
             raise
-        finally:
-            gate.release(admission, latency=latency, throttled=throttled, timed_out=timed_out)
+        except BaseException:
+            gate.release(admission)
+            raise
+        gate.release(admission, latency=time.monotonic() - admission.t0)
+        return result
+
+    def unanswered(self, gate: AdaptiveLimit, hung: Exception) -> CompletionTimeout:
+        """The hung-server error: the server answered none of the run's calls over two
+        timeouts, the second of a call sent alone."""
+        from wai_exp.llm.concurrency import ServerUnanswered
+
+        n = hung.timeouts if isinstance(hung, ServerUnanswered) else 0
+        host = self.spec.base_url.split("//", 1)[-1].split("/", 1)[0]
+        return self.late(
+            detail=f"the server at {host} has answered none of this run's calls ({n} timed "
+            "out, the last one sent alone after an earlier one had): it is hung, or its "
+            "first answer takes longer than the timeout"
+        )
 
     async def _sent(self, call: Callable[[], Awaitable[Any]]) -> Any:
         observer = self.observer

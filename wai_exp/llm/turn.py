@@ -67,15 +67,19 @@ class BackendError(RuntimeError):
 
 class CompletionTimeout(TimeoutError, BackendError):
     """One model completion took longer than its limit. ``limit_s`` is the limit, ``turn``
-    the 1-based agent turn it was waiting on; the message names both. A ``TimeoutError``
-    (the engine counts the rollout lost to a timeout) and a ``BackendError`` (a judge
-    that turns failed calls into a verdict's reason catches it with the others)."""
+    the 1-based agent turn it was waiting on; the message names both. ``detail`` says why,
+    when more is known than the limit (a server taken as hung). A ``TimeoutError`` (the
+    engine counts the rollout lost to a timeout) and a ``BackendError`` (a judge that turns
+    failed calls into a verdict's reason catches it with the others)."""
 
-    def __init__(self, message: str, *, limit_s: float, turn: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, limit_s: float, turn: int | None = None, detail: str = ""
+    ) -> None:
         TimeoutError.__init__(self, message)
         self.status, self.retryable, self.retry_after = None, False, None
         self.limit_s = limit_s
         self.turn = turn
+        self.detail = detail
 
 
 class ChatBackend:

@@ -74,20 +74,23 @@ class ModelAgent:
         long rollout of quick turns is never cut). Raises ``CompletionTimeout`` naming the
         limit and the turn, ``BackendError`` for any other failure."""
 
-        def late() -> CompletionTimeout:
-            return CompletionTimeout(
-                f"{self.model.late(f' turn {turn}')} (the limit is per model completion; the "
-                f"rollout had run {time.monotonic() - t0:.0f} s)",
-                limit_s=self.model.timeout,
-                turn=turn,
-            )
+        def late(detail: str = "") -> CompletionTimeout:
+            said = self.model.late(f" turn {turn}", detail)
+            if not detail:
+                said = CompletionTimeout(
+                    f"{said} (the limit is per model completion; the rollout had run "
+                    f"{time.monotonic() - t0:.0f} s)",
+                    limit_s=self.model.timeout,
+                )
+            said.turn = turn
+            return said
 
         try:
             return await self.model.complete(
                 messages, tools, self.sampling, logprobs=bool(self.logprobs)
             )
         except CompletionTimeout as exc:
-            raise late() from exc
+            raise late(exc.detail) from exc
         except BackendError as exc:
             if isinstance(exc.__cause__, httpx.ReadTimeout | httpx.WriteTimeout):
                 raise late() from exc  # httpx's own read limit fired first: the same limit
