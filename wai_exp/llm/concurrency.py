@@ -395,3 +395,32 @@ class ServerLimits:
         with self._lock:
             limits = dict(self.by_server)
         return {url: limit.summary() for url, limit in limits.items()} or None
+
+
+#: ``AdaptiveLimit.summary()`` fields that add up over processes calling one server
+_SUMMED = (
+    "start", "min", "max", "final", "typical", "calls", "peak_in_flight", "climbs",
+    "requeued_after_timeout", "rate_limit_waits", "rate_limit_wait_s",
+)  # fmt: skip
+
+
+def summed(per_process: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One server's limits over several processes (``{"worker 0": summary, ...}``), each of
+    which had its own (``simulate.workers``): every count and limit summed, so ``start`` is
+    what the processes' limits let through together at the start and ``min`` the sum of each
+    one's lowest (not one moment's total); the best baseline; each process's own under
+    ``per_worker``."""
+    summaries = list(per_process.values())
+    out: dict[str, Any] = {"adaptive": all(s["adaptive"] for s in summaries)}
+    for key in _SUMMED:
+        total = sum(s[key] for s in summaries)
+        out[key] = round(total, 2) if isinstance(total, float) else total
+    out["backoffs"] = {
+        why: sum(s["backoffs"].get(why, 0) for s in summaries) for why in summaries[0]["backoffs"]
+    }
+    baselines = [s["baseline_latency_s"] for s in summaries if s["baseline_latency_s"]]
+    out["baseline_latency_s"] = min(baselines) if baselines else None
+    out["rate_limit_wait_bound_s"] = summaries[0]["rate_limit_wait_bound_s"]
+    out["processes"] = len(summaries)
+    out["per_worker"] = [{"process": name, **s} for name, s in per_process.items()]
+    return out

@@ -159,6 +159,9 @@ class Engine:
         self.shard_count = 1
         #: each local worker's peak resident memory in MB, known once they stopped
         self.shard_rss_mb: list[float | None] | None = None
+        #: each worker's own model-server limits (``ServerLimits.summary()``), likewise;
+        #: None when the rollouts ran in this process
+        self.shard_limits: list[dict[str, Any] | None] | None = None
         #: the last early warning the progress line gave (slow completions, a serial server)
         self.early_warning: str | None = None
         #: rollout-slot seconds the pool had, and those it sat idle on verdicts (``split``)
@@ -892,7 +895,7 @@ def shard_runner(setup: Callable[[], tuple[Any, dict[str, Any]]], cfg: Config, r
         concurrency=int(cfg.knobs.concurrency),
     )  # fmt: skip
     user = _model_user(cfg, inputs.world, resolved)
-    server_limits(cfg, resolved, user, None)  # the worker's own (not in the parent's report)
+    limits = server_limits(cfg, resolved, user, None)  # the worker's own
     runner = RolloutRunner(
         cfg, agent=resolved, tools=inputs.tools, system_prompt=inputs.system_prompt,
         world=inputs.world, user_execute=params.execute is not None, grader=params.grader,
@@ -901,6 +904,7 @@ def shard_runner(setup: Callable[[], tuple[Any, dict[str, Any]]], cfg: Config, r
     )  # fmt: skip
     if user is not None:
         runner.user_model = user.name
+    runner.server_limits = limits  # sent back with the worker's last frame, for the report
     return runner
 
 
@@ -1228,6 +1232,7 @@ async def _run_and_close(
         if sharded is not None:
             await sharded.aclose()
             engine.shard_rss_mb = sharded.peak_rss_mb()
+            engine.shard_limits = sharded.server_limits()
         closer = getattr(agent.fn, "aclose", None)
         if closer is not None:
             res = closer()

@@ -275,12 +275,20 @@ def model_concurrency(engine: Engine) -> dict[str, Any]:
     """``model_concurrency``: per model server (host:port, never the URL's credentials),
     the adaptive in-flight limit its calls ran at (start, min, max, final, typical = the
     time-weighted mean), its backoffs and the rate-limit waits (count, seconds summed over
-    calls); None with a note when no model server was called."""
-    limits = engine.server_limits.summary() if engine.server_limits is not None else None
+    calls); None with a note when no model server was called. Under ``simulate.workers``
+    each worker process had its own limit: a server's numbers are summed over the processes
+    that called it (``processes``), each one's own under ``per_worker``."""
+    parent = engine.server_limits.summary() if engine.server_limits is not None else None
+    note = None
+    if engine.shard_limits is not None:
+        limits, note = _over_processes(parent, engine.shard_limits)
+    else:
+        limits = {url: {**s, "processes": 1} for url, s in (parent or {}).items()}
     if not limits:
         return {
             "model_concurrency": None,
-            "model_concurrency_note": "not measured: no model server was called "
+            "model_concurrency_note": note
+            or "not measured: no model server was called "
             "(the agent is not a model backend and no model writer or person ran)",
         }
     from urllib.parse import urlsplit
@@ -290,7 +298,31 @@ def model_concurrency(engine: Engine) -> dict[str, Any]:
         parts = urlsplit(url)
         host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
         servers.append({"server": host, **summary})
-    return {"model_concurrency": servers}
+    return {"model_concurrency": servers, **({"model_concurrency_note": note} if note else {})}
+
+
+def _over_processes(
+    parent: dict[str, Any] | None, workers: list[dict[str, Any] | None]
+) -> tuple[dict[str, Any], str | None]:
+    """Per server URL, the limits of the processes that called it, summed
+    (``concurrency.summed``): each worker's, and the stage's own (``parent``: the model
+    writer's calls; its agent's limit sends nothing under workers). A worker that did not
+    report (a Ray actor, one that died) is named in the note."""
+    from wai_exp.llm.concurrency import summed
+
+    by_url: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, limits in [*((f"worker {i}", w) for i, w in enumerate(workers)), ("parent", parent)]:
+        for url, summary in (limits or {}).items():
+            if summary["calls"]:
+                by_url.setdefault(url, {})[name] = summary
+    silent = [f"worker {i}" for i, w in enumerate(workers) if w is None]
+    note = (
+        f"not measured for {', '.join(silent)}: a worker reports its limits when it exits "
+        "cleanly (a Ray actor does not, nor a worker that died)"
+        if silent and parent is not None  # parent: the run has a model server
+        else None
+    )
+    return {url: summed(per) for url, per in by_url.items()}, note
 
 
 def concurrency_lines(report: Mapping[str, Any]) -> list[str]:
@@ -308,8 +340,15 @@ def concurrency_lines(report: Mapping[str, Any]) -> list[str]:
             if s["rate_limit_waits"]
             else "no rate-limit wait"
         )
+        where = s["server"]
+        if s.get("processes", 1) > 1:
+            each = ", ".join(
+                f"{w['process']} {w['start']}->{w['min']} (final {w['final']})"
+                for w in s["per_worker"]
+            )
+            where += f" (summed over {s['processes']} processes, each with its own limit: {each})"
         lines.append(
-            f"model calls to {s['server']}: concurrency started at {s['start']}, {ran}; "
+            f"model calls to {where}: concurrency started at {s['start']}, {ran}; "
             f"backoffs: {backoffs['queueing']} on queueing, {backoffs['rate_limit']} on "
             f"HTTP 429/503; {waits}"
         )

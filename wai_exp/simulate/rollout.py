@@ -87,6 +87,9 @@ class RolloutRunner:
             from wai_exp.simulate.model_calls import model_name
 
             self.user_model = model_name(cfg.user_model)
+        #: in a ``simulate.workers`` worker: its own model-server limits (``ServerLimits``),
+        #: reported to the stage's process when the worker exits
+        self.server_limits: Any = None
         self._signature = behavior_signature
         self._privileged = privileged_context
         self._conduct = conduct_grade if cfg.grade else None

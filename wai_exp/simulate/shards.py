@@ -130,6 +130,8 @@ class _LocalShard:
         self.died: WorkerDied | None = None
         #: the worker's peak resident memory, MB, as it reported it on a clean exit
         self.peak_rss_mb: float | None = None
+        #: the worker's own model-server limits (``ServerLimits.summary()``), likewise
+        self.limits: dict[str, Any] | None = None
         #: frames not yet written: one write per loop pass, not one per plan
         self.outbox: list[bytes] = []
         #: the tasks sent so far: ``id(task)`` -> (its number on this pipe, the task, kept
@@ -171,7 +173,7 @@ class _LocalShard:
             if msg is None:
                 break
             if msg[0] == "bye":
-                self.peak_rss_mb = msg[1]
+                self.peak_rss_mb, self.limits = msg[1], msg[2]
                 continue
             fut = self.waiting.pop(msg[0], None)
             if fut is not None and not fut.done():
@@ -284,6 +286,12 @@ class ShardedRunner:
         """Each local worker's peak resident memory in MB (None: not reported)."""
         return [getattr(s, "peak_rss_mb", None) for s in self._shards]
 
+    def server_limits(self) -> list[dict[str, Any] | None]:
+        """Each worker's own model-server limits as it reported them on a clean exit
+        (``ServerLimits.summary()``; ``{}``: it called no model server; None: it did not
+        report, a Ray actor or a worker that died)."""
+        return [getattr(s, "limits", None) for s in self._shards]
+
     async def aclose(self) -> None:
         await asyncio.gather(*(s.close() for s in self._shards), return_exceptions=True)
         if self._own_ray:
@@ -372,7 +380,8 @@ async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
             if asyncio.iscoroutine(res):
                 await res
         runner.world_setup.close()
-        send(("bye", _peak_rss_mb()))
+        limits = getattr(runner, "server_limits", None)  # the parent reports them
+        send(("bye", _peak_rss_mb(), (limits.summary() if limits is not None else None) or {}))
         _flush(outbox, out.write)  # now: the loop is about to end
 
 
