@@ -385,17 +385,16 @@ def _mlflow_imported() -> None:
 
 
 def _import_mlflow_meanwhile() -> None:
-    """Start importing what recording needs (MLflow, SQLAlchemy, matplotlib: seconds) on a
-    thread, while the arms are read and the report computed; the recording then finds them
-    imported. Code that uses MLflow calls :func:`_mlflow_imported` first: MLflow's circular
-    imports fail when two threads import it at once."""
+    """Start importing what recording needs (MLflow, SQLAlchemy: seconds) on a thread,
+    while the arms are read and the report computed; the recording then finds them
+    imported (the plot renders in a process of its own, started once the report is made).
+    Code that uses MLflow calls :func:`_mlflow_imported` first: MLflow's circular imports
+    fail when two threads import it at once."""
     global _importing
     import threading
 
     def work() -> None:
         with contextlib.suppress(Exception):
-            import matplotlib.figure  # noqa: F401
-
             # with the database store (SQLAlchemy, alembic: a second more), else imported
             # only once the store is opened
             import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
@@ -406,7 +405,9 @@ def _import_mlflow_meanwhile() -> None:
     _importing = thread
 
 
-def _record(report: dict[str, Any], args: Any, sources: tuple[str, str]) -> dict[str, str]:
+def _record(
+    report: dict[str, Any], args: Any, sources: tuple[str, str], plot: Any
+) -> dict[str, str]:
     """Log the comparison as an MLflow run (wai_exp.tracking.compare_record)."""
     _mlflow_imported()
     from wai_exp.score.stats.delta import format_delta_report
@@ -419,6 +420,7 @@ def _record(report: dict[str, Any], args: Any, sources: tuple[str, str]) -> dict
         after=args.after,
         sources=sources,
         uri=_tracking_uri(args.tracking_uri),
+        plot=plot,
     )
 
 
@@ -464,6 +466,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     report["warnings"] = floor_warnings + report["warnings"]
     report["sources"] = {"before": src_b, "after": src_a}
+    plot = None
+    if not args.no_record:  # delta.png renders on another core while the answer prints
+        from wai_exp.tracking.compare_record import start_delta_plot
+
+        with contextlib.suppress(Exception):
+            plot = start_delta_plot(report)
     if not args.json:  # the answer first: recording it takes seconds more
         sys.stdout.write(f"before: {src_b}\nafter:  {src_a}\n{format_delta_report(report)}\n")
         sys.stdout.flush()
@@ -474,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             with progress_while("recording the comparison in MLflow"):
-                report["mlflow_run"] = _record(report, args, (src_b, src_a))
+                report["mlflow_run"] = _record(report, args, (src_b, src_a), plot)
         except Exception as exc:  # noqa: BLE001 - the report is the answer; say what was lost
             sys.stderr.write(f"wai-exp compare: the report was not logged to MLflow: {exc}\n")
     if args.json:

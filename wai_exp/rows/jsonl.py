@@ -132,17 +132,19 @@ def _open_text(path: Path) -> Any:
     return path.open(encoding="utf-8")
 
 
-def iter_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+def iter_rows(path: str | os.PathLike[str], *, shared: bool = True) -> Iterator[dict[str, Any]]:
     """Yield the rows of a JSONL file, row-v1 steps read into internal ones
     (``wai_exp.rows.wire.from_wire``): what every stage works on.
 
     A last line cut short by a crash (no trailing newline, not valid JSON) is skipped, so
     an append-only partial file can be resumed. Any other bad line raises ``ValueError``
     naming the file and line number. A ``.gz`` file (the rows artifact MLflow holds) is
-    read through gzip.
+    read through gzip. ``shared`` rows share their keys and short strings (half the memory
+    of rows kept together); a caller that drops each row before the next passes False,
+    which parses about 1.7 times faster.
     """
     path = Path(path)
-    decode = _shared_strings_decoder().decode
+    decode = _shared_strings_decoder().decode if shared else json.loads
     # Line by line: a large file is never held whole in memory.
     with _open_text(path) as fh:
         for i, line in enumerate(fh, start=1):

@@ -513,10 +513,10 @@ def _serve(stdin: Any, stdout: Any) -> int:
 
     # Import while the first command is on its way: this is the cost the writer hides.
     began = time.monotonic()
-    import matplotlib.figure  # noqa: F401 - plots render here
     import mlflow.tracking  # noqa: F401
 
     from wai_exp.tracking import mlflow_tracker  # noqa: F401 - before the trace thread needs it
+    from wai_exp.tracking.traces import STORE_WRITES  # the trace thread takes turns with this one
 
     imported_s = time.monotonic() - began
 
@@ -564,18 +564,21 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 tracker = _writer_tracker(msg)
                 tracker.trace_sink = trace_jobs.put
                 trackers[key] = tracker
-                tracker.start(
-                    msg["config"], msg["overrides"], run_dir, msg["preset"], msg["config_hash"]
-                )
+                with STORE_WRITES:
+                    tracker.start(
+                        msg["config"], msg["overrides"], run_dir, msg["preset"], msg["config_hash"]
+                    )
                 reply(op="started", run=key, token=token, run_id=tracker.run_id,
                       ui_command=tracker.ui_command)  # fmt: skip
             elif op == "log_stage":
                 kw = dict(msg["kwargs"])
                 if kw.get("rows_path") is not None:
                     kw["rows_path"] = Path(kw["rows_path"])
-                trackers[key].log_stage(msg["name"], **kw)
+                with STORE_WRITES:
+                    trackers[key].log_stage(msg["name"], **kw)
             elif op == "set_tags":
-                trackers[key].set_tags(msg["tags"])
+                with STORE_WRITES:
+                    trackers[key].set_tags(msg["tags"])
             elif op == "finish":
                 tracker = trackers.pop(key, None)
                 # Traces first, then the end: a writer killed meanwhile (the process group
@@ -584,7 +587,8 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 # its traces missing.
                 trace_jobs.join()
                 if tracker is not None:
-                    tracker.finish(msg["status"], error=msg.get("error"))
+                    with STORE_WRITES:
+                        tracker.finish(msg["status"], error=msg.get("error"))
                 reply(op="finished", run=key, token=token,
                       status=getattr(tracker, "status", msg["status"]))  # fmt: skip
             _log_time(op, msg, tracker if op == "finish" else trackers[key], began, imported_s)

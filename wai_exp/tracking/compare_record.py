@@ -12,6 +12,7 @@ plot ``delta.png`` as artifacts, and a markdown description with links to both a
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +20,17 @@ from typing import Any
 from wai_exp.domain.numbers import finite_float
 
 EXPERIMENT = "compare"
+
+log = logging.getLogger(__name__)
+
+
+def start_delta_plot(report: Mapping[str, Any]) -> Any:
+    """Start rendering the report's ``delta.png`` in a process of its own
+    (wai_exp.tracking.plot_process), to overlap the MLflow import."""
+    from wai_exp.tracking.plot_process import delta_plot
+
+    verdict = str(report.get("headline_verdict") or "")
+    return delta_plot(report, title=f"paired deltas: {verdict}")
 
 
 def _arm_run(client: Any, ref: str) -> Any | None:
@@ -39,9 +51,12 @@ def record_compare(
     after: str,
     sources: tuple[str, str],
     uri: str,
+    plot: Any = None,
 ) -> dict[str, str]:
     """Log one compare run; returns ``{"run_id", "experiment_id", "ui"}``. Raises whatever
-    the store raises (the caller reports it and keeps the report)."""
+    the store raises (the caller reports it and keeps the report). ``plot`` is the
+    ``delta.png`` job the caller started (:func:`start_delta_plot`); without one it starts
+    here."""
     from mlflow import MlflowClient
     from mlflow.entities import Metric, RunTag
 
@@ -120,11 +135,11 @@ def record_compare(
     client.log_text(rid, json.dumps(redact(jsonable(report), keys=False), indent=2), "report.json")
     client.log_text(rid, redact_text(text, keys=False), "report.txt")
     try:
-        from wai_exp.tracking.plots import delta_figure
-
-        fig = delta_figure(report, title=f"paired deltas: {verdict}")
-        if fig is not None:
-            client.log_figure(rid, fig, "delta.png")
+        job = plot if plot is not None else start_delta_plot(report)
+        for path in job.files().values():
+            client.log_artifact(rid, str(path))  # delta.png, at the run's top
+    except Exception as e:  # noqa: BLE001 - the plot is a convenience; the run is the record
+        log.warning("compare: delta.png not logged (%s: %s)", type(e).__name__, e)
     finally:
         client.set_terminated(rid, "FINISHED")
     return {"run_id": rid, "experiment_id": exp_id, "ui": ui_hint(uri, exp_id, rid)}

@@ -537,7 +537,7 @@ class FileRows:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         from wai_exp.rows.jsonl import iter_rows
 
-        return iter_rows(self.path)
+        return iter_rows(self.path, shared=False)  # each row is dropped before the next
 
 
 def file_digest(path: Path) -> str:
@@ -631,6 +631,8 @@ class MlflowTracker:
         self._overrides: list[str] = []
         self._config_hash = ""
         self._band: tuple[float, float] | None = (0.2, 0.8)
+        #: plot processes still rendering: (stage, job), logged by _log_rendered_plots
+        self._plot_jobs: list[tuple[str, Any]] = []
 
     # -- public -------------------------------------------------------------------------
 
@@ -775,6 +777,7 @@ class MlflowTracker:
         (a warning or debug note, never an exception); metrics and artifacts raise on failure.
         """
         client, run_id = self._require_run()
+        self._log_rendered_plots(wait=False)
         prefix = sanitize_key(name)
         values: dict[str, Any] = dict(metrics or {})
         if seconds is not None:
@@ -800,7 +803,7 @@ class MlflowTracker:
             client.log_text(run_id, redact_text(text, keys=False), f"{prefix}/report.txt")
 
         if self.plots and isinstance(report, Mapping) and "headline_verdict" in report:
-            self._log_plots(prefix, [], report, values)  # a compare stage: its delta plot
+            self._log_plots(prefix, None, report, values)  # a compare stage: its delta plot
         graded = kind in GRADED_KINDS or "pass_at_1" in values
         if rows is not None and rows_path is None and self.traces > 0 and graded:
             self._queue_traces(prefix, rows)
@@ -879,7 +882,7 @@ class MlflowTracker:
         if self.log_rows:
             self._log_stage_dataset(prefix, report, rows_path, rows)
         if self.plots and (kind in GRADED_KINDS or "pass_at_1" in values):
-            self._log_plots(prefix, rows, report, values)
+            self._log_plots(prefix, rows_path, report, values)
         if self.traces > 0 and graded:
             self._queue_traces(prefix, rows)
 
@@ -940,6 +943,7 @@ class MlflowTracker:
         if self.run_id is None or self.status in _STATUSES:
             return
         client = self._client
+        self._log_rendered_plots(wait=True)
         try:
             self._flush_held()
         except Exception as e:  # still end the run, saying what is missing
@@ -1086,18 +1090,37 @@ class MlflowTracker:
     def _log_plots(
         self,
         prefix: str,
-        rows: Iterable[Mapping[str, Any]],
+        rows_path: Path | None,
         report: Mapping[str, Any] | None,
         metrics: Mapping[str, Any] | None = None,
     ) -> None:
+        """Start the stage's plots in a process of their own (plot_process); their files
+        are logged once rendered, at the latest when the run ends."""
         try:
-            from wai_exp.tracking.plots import stage_figures
+            from wai_exp.tracking.plot_process import stage_plots
 
-            figures = stage_figures(prefix, rows, report, metrics, band=self._band)
-            for fname, fig in figures.items():
-                self._client.log_figure(self.run_id, fig, f"{prefix}/{fname}")
+            job = stage_plots(prefix, rows_path, report, metrics, self._band)
+            self._plot_jobs.append((prefix, job))
         except Exception as e:
-            log.warning("stage %s: plots not logged (%s: %s)", prefix, type(e).__name__, e)
+            log.warning("stage %s: plots not made (%s: %s)", prefix, type(e).__name__, e)
+
+    def _log_rendered_plots(self, *, wait: bool) -> None:
+        """Log the plot files of the jobs that are done (of all of them, with ``wait``)."""
+        pending = []
+        for prefix, job in self._plot_jobs:
+            if not (wait or job.done()):
+                pending.append((prefix, job))
+                continue
+            try:
+                for name, path in job.files().items():
+                    self._client.log_artifact(
+                        self.run_id, str(path), str(Path(prefix, name).parent)
+                    )
+            except Exception as e:
+                log.warning("stage %s: plots not logged (%s: %s)", prefix, type(e).__name__, e)
+            finally:
+                shutil.rmtree(job.out_dir, ignore_errors=True)
+        self._plot_jobs = pending
 
     def _atexit(self) -> None:
         """Never leave a run RUNNING: a process that exits without finish() marks it FAILED."""

@@ -20,6 +20,7 @@ import functools
 import hashlib
 import heapq
 import json
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -88,6 +89,14 @@ def _clip(value: Any) -> Any:
 #: lock held well under a second.
 TRACES_PER_BATCH = 50
 
+#: One thread at a time writes to the store from this process: the tracking writer's trace
+#: thread and its main thread each hold it for a transaction. Two SQLite connections of one
+#: process otherwise meet the database lock, and SQLite's busy handler sleeps in steps of up
+#: to 50 ms whether or not the lock has come free: 0.6-1.2 s of a 3-s rl_round went to those
+#: sleeps. Re-entrant: a tracker with no writer thread logs its traces from the thread that
+#: holds it.
+STORE_WRITES = threading.RLock()
+
 
 def log_rollout_traces(
     uri: str,
@@ -143,7 +152,7 @@ def _one_transaction(store: Any) -> Iterator[Any]:
     if maker is None:
         yield store
         return
-    with maker(read_only=False) as session:
+    with STORE_WRITES, maker(read_only=False) as session:
 
         @contextlib.contextmanager
         def same_session(read_only: bool = True) -> Iterator[Any]:
