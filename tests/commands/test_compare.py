@@ -226,6 +226,31 @@ def test_compare_logs_its_report_as_a_run_linked_to_both_arms(tmp_path: Path, ca
     assert tags.get("mlflow.source.git.commit") != "unknown"
 
 
+def test_compare_records_in_this_process_when_the_writer_cannot_start(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """The writer process records the run (MLflow imported on another core meanwhile);
+    when it cannot start, the same run is recorded by the command itself."""
+    from mlflow import MlflowClient
+
+    import wai_exp.tracking.background as background
+
+    def refuse() -> None:
+        raise OSError("no processes left")
+
+    monkeypatch.setattr(background, "start_writer", refuse)
+    a, b = run_dir(tmp_path, "a", arm(0.3, 1)), run_dir(tmp_path, "b", arm(0.7, 2))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main([str(a), str(b), "--tracking-uri", uri]) in (EXIT_OK, EXIT_NOT_OK)
+    assert "MLflow run:" in capsys.readouterr().out
+    client = MlflowClient(tracking_uri=uri)
+    [cmp] = client.search_runs([client.get_experiment_by_name("compare").experiment_id])
+    assert cmp.info.status == "FINISHED"
+    assert {"report.json", "report.txt", "delta.png"} <= {
+        x.path for x in client.list_artifacts(cmp.info.run_id)
+    }
+
+
 def test_no_record_leaves_mlflow_alone(tmp_path: Path, capsys) -> None:
     a = run_dir(tmp_path, "a", arm(0.3, 1))
     b = run_dir(tmp_path, "b", arm(0.6, 2))

@@ -193,7 +193,6 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[di
             f"{run_id!r} is not a file or directory, and there is no MLflow store at {uri} to "
             "look it up as a run id; pass a run dir, or --tracking-uri"
         )
-    _mlflow_imported()
     try:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
@@ -306,7 +305,6 @@ def _seed_sweep_warning(ref: str, keys: Sequence[str], sd: float) -> str | None:
 
 def _run_std_from_parent(ref: str, uri: str) -> RunStdSource:
     """Per-metric run_std, runs and warnings from a sweep parent's replicate spread."""
-    _mlflow_imported()
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
@@ -375,53 +373,52 @@ def _run_std_from(ref: str, uri: str | None = None) -> RunStdSource:
     )
 
 
-_importing: Any = None
+def _start_recorder() -> bool:
+    """Start the tracking writer process now (wai_exp.tracking.background): it imports
+    MLflow and SQLAlchemy (about 2 s) on another core while the arms are read and the report
+    computed. False when it cannot start (the run is then recorded in this process)."""
+    try:
+        from wai_exp.tracking.background import start_writer
+
+        start_writer()
+    except Exception:  # noqa: BLE001 - recorded in this process instead
+        return False
+    return True
 
 
-def _mlflow_imported() -> None:
-    """Wait for :func:`_import_mlflow_meanwhile`'s thread, if any, before touching MLflow."""
-    if _importing is not None:
-        _importing.join()
-
-
-def _import_mlflow_meanwhile() -> None:
-    """Start importing what recording needs (MLflow, SQLAlchemy: seconds) on a thread,
-    while the arms are read and the report computed; the recording then finds them
-    imported (the plot renders in a process of its own, started once the report is made).
-    Code that uses MLflow calls :func:`_mlflow_imported` first: MLflow's circular imports
-    fail when two threads import it at once."""
-    global _importing
-    import threading
-
-    def work() -> None:
-        with contextlib.suppress(Exception):
-            # with the database store (SQLAlchemy, alembic: a second more), else imported
-            # only once the store is opened
-            import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
-            import mlflow.tracking  # noqa: F401
-
-    thread = threading.Thread(target=work, name="wai-import-mlflow", daemon=True)
-    thread.start()
-    _importing = thread
+def _plot_files(plot: Any) -> dict[str, str]:
+    """The rendered ``delta.png`` (``{name: path}``); a plot that failed is a warning."""
+    if plot is None:
+        return {}
+    try:
+        return {name: str(path) for name, path in plot.files().items()}
+    except Exception as exc:  # noqa: BLE001 - the plot is a convenience; the run is the record
+        sys.stderr.write(f"wai-exp compare: delta.png not made: {exc}\n")
+        return {}
 
 
 def _record(
-    report: dict[str, Any], args: Any, sources: tuple[str, str], plot: Any
+    report: dict[str, Any], args: Any, sources: tuple[str, str], plot: Any, in_writer: bool
 ) -> dict[str, str]:
-    """Log the comparison as an MLflow run (wai_exp.tracking.compare_record)."""
-    _mlflow_imported()
+    """Log the comparison as an MLflow run (wai_exp.tracking.compare_record), through the
+    writer process when it started."""
     from wai_exp.score.stats.delta import format_delta_report
+    from wai_exp.tracking.mlflow_tracker import jsonable
+
+    record = {
+        "report": jsonable(report), "text": format_delta_report(report),
+        "before": args.before, "after": args.after, "sources": list(sources),
+        "uri": _tracking_uri(args.tracking_uri), "plot_files": _plot_files(plot),
+        "start_dir": str(Path.cwd()),
+    }  # fmt: skip
+    if in_writer:
+        from wai_exp.tracking.background import record_compare_in_writer
+
+        return record_compare_in_writer(record)
     from wai_exp.tracking.compare_record import record_compare
 
-    return record_compare(
-        report,
-        format_delta_report(report),
-        before=args.before,
-        after=args.after,
-        sources=sources,
-        uri=_tracking_uri(args.tracking_uri),
-        plot=plot,
-    )
+    files = {name: Path(p) for name, p in record.pop("plot_files").items()}
+    return record_compare(**{**record, "sources": sources}, plot_files=files)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -431,8 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2
         return int(exc.code or 0)
-    if not args.no_record:
-        _import_mlflow_meanwhile()
+    in_writer = not args.no_record and _start_recorder()
     try:
         before, src_b = load_arm(args.before, args.stage, args.tracking_uri)
         after, src_a = load_arm(args.after, args.stage, args.tracking_uri)
@@ -482,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             with progress_while("recording the comparison in MLflow"):
-                report["mlflow_run"] = _record(report, args, (src_b, src_a), plot)
+                report["mlflow_run"] = _record(report, args, (src_b, src_a), plot, in_writer)
         except Exception as exc:  # noqa: BLE001 - the report is the answer; say what was lost
             sys.stderr.write(f"wai-exp compare: the report was not logged to MLflow: {exc}\n")
     if args.json:

@@ -410,6 +410,33 @@ class BackgroundTracker:
             raise TrackingError(f"{WRITER_PREFIX}{self._error}")
 
 
+def record_compare_in_writer(record: Mapping[str, Any]) -> dict[str, str]:
+    """Log a ``wai-exp compare`` run (``compare_record.record_compare``'s keyword
+    arguments, JSON-ready) through this process's writer, which the command started before
+    reading its arms: MLflow was imported on another core meanwhile. Returns
+    ``record_compare``'s answer. Raises ``TrackingError`` with the writer's message,
+    ``WriterGone`` when the writer died."""
+    global _run_counter
+    from wai_exp.domain.secrets import known_secrets
+    from wai_exp.tracking.mlflow_tracker import TrackingError
+
+    writer = _shared_writer()
+    _run_counter += 1
+    token = _run_counter * 1_000_000 + 1
+    writer.send({"op": "compare", "run": _run_counter, "token": token,
+                 "secrets": known_secrets(), "record": dict(record)})  # fmt: skip
+    reply = writer.wait_for(token, FINISH_TIMEOUT_S)
+    if reply is None:
+        raise TrackingError(
+            f"the tracking writer did not record the comparison within {FINISH_TIMEOUT_S:.0f} s"
+        )
+    if reply.get("op") == "exit":
+        raise WriterGone(writer.proc.pid, reply.get("code"))
+    if reply.get("error"):
+        raise TrackingError(str(reply["error"]))
+    return dict(reply["result"])
+
+
 def _hydra_config_sources() -> list[str]:
     with contextlib.suppress(Exception):
         from hydra.core.hydra_config import HydraConfig
@@ -487,6 +514,26 @@ def _fail_run(exc: BaseException, tracker: Any, msg: dict[str, Any]) -> str:
     return text
 
 
+def _record_compare(msg: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``compare`` command: ``{"result": ...}``, or ``{"error": "<type>: <message>"}``
+    (the message the command prints when the store refuses the run)."""
+    from wai_exp.domain.secrets import redact_text, register_secret
+    from wai_exp.tracking.compare_record import record_compare
+    from wai_exp.tracking.traces import STORE_WRITES
+
+    for secret in msg.get("secrets") or []:
+        register_secret(secret)
+    r = dict(msg["record"])
+    r["sources"] = tuple(r["sources"])
+    r["plot_files"] = {name: Path(p) for name, p in (r.get("plot_files") or {}).items()}
+    try:
+        with STORE_WRITES:
+            return {"result": record_compare(**r)}
+    except Exception as exc:  # noqa: BLE001 - the command reports it and keeps its answer
+        logging.getLogger(__name__).exception("compare not recorded")
+        return {"error": redact_text(f"{type(exc).__name__}: {exc}")}
+
+
 def _mark_killed(tracker: Any) -> None:
     """End a run the wai-exp process never finished KILLED, saying why."""
     pid = (tracker.owner or {}).get("wai.pid", "?")
@@ -546,6 +593,9 @@ def _serve(stdin: Any, stdout: Any) -> int:
         op, key, token = msg.get("op"), msg.get("run"), msg.get("token")
         if op == "flush":
             reply(op="flushed", run=key, token=token)
+            continue
+        if op == "compare":
+            reply(op="compared", run=key, token=token, **_record_compare(msg))
             continue
         if key in failed:
             if op == "finish":

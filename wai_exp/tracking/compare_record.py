@@ -12,16 +12,14 @@ plot ``delta.png`` as artifacts, and a markdown description with links to both a
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from wai_exp.domain.numbers import finite_float
 
 EXPERIMENT = "compare"
-
-log = logging.getLogger(__name__)
 
 
 def start_delta_plot(report: Mapping[str, Any]) -> Any:
@@ -51,12 +49,14 @@ def record_compare(
     after: str,
     sources: tuple[str, str],
     uri: str,
-    plot: Any = None,
+    plot_files: Mapping[str, Path] | None = None,
+    start_dir: str | Path | None = None,
 ) -> dict[str, str]:
     """Log one compare run; returns ``{"run_id", "experiment_id", "ui"}``. Raises whatever
-    the store raises (the caller reports it and keeps the report). ``plot`` is the
-    ``delta.png`` job the caller started (:func:`start_delta_plot`); without one it starts
-    here."""
+    the store raises (the caller reports it and keeps the report). ``plot_files`` are the
+    rendered plots (``{"delta.png": path}``, :func:`start_delta_plot`), logged at the run's
+    top. ``start_dir`` is where the command was typed (its git commit is tagged; default:
+    this process's working directory)."""
     from mlflow import MlflowClient
     from mlflow.entities import Metric, RunTag
 
@@ -89,7 +89,7 @@ def record_compare(
         "wai.compare.verdict": verdict,
         "mlflow.source.name": "wai-exp compare",
         "mlflow.source.type": "LOCAL",
-        **git_tags(git_candidates(__import__("pathlib").Path.cwd(), [])),
+        **git_tags(git_candidates(Path(start_dir or Path.cwd()), [])),
     }
     for side, run in arms.items():
         if run is not None:
@@ -135,11 +135,8 @@ def record_compare(
     client.log_text(rid, json.dumps(redact(jsonable(report), keys=False), indent=2), "report.json")
     client.log_text(rid, redact_text(text, keys=False), "report.txt")
     try:
-        job = plot if plot is not None else start_delta_plot(report)
-        for path in job.files().values():
-            client.log_artifact(rid, str(path))  # delta.png, at the run's top
-    except Exception as e:  # noqa: BLE001 - the plot is a convenience; the run is the record
-        log.warning("compare: delta.png not logged (%s: %s)", type(e).__name__, e)
+        for path in (plot_files or {}).values():
+            client.log_artifact(rid, str(path))
     finally:
         client.set_terminated(rid, "FINISHED")
     return {"run_id": rid, "experiment_id": exp_id, "ui": ui_hint(uri, exp_id, rid)}
