@@ -57,3 +57,54 @@ def bench_rl_10k_reaches_budget() -> dict:
         "seconds": round(dt, 2),
         "group_sizes": rep["group_sizes"],
     }
+
+
+def _offline_rows_per_s(workers: int, budget: int) -> tuple[float, float, float]:
+    """One offline rl run on ``workers`` processes: (rows/s, the calling process's CPU µs
+    per row, the workers' CPU µs per row)."""
+    import functools
+    import resource
+
+    from wai_exp.simulate.shards import ShardSpec, same_arguments
+
+    kw = {"mode": "rl", "budget": budget, "seed": 3}
+    spec = (
+        ShardSpec(workers=workers, setup=functools.partial(same_arguments, None, kw))
+        if workers > 1
+        else None
+    )
+    k0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0, c0 = time.perf_counter(), time.process_time()
+    data = _simulate(shards=spec, **kw)
+    wall, parent = time.perf_counter() - t0, time.process_time() - c0
+    k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    kids = (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)
+    n = len(data.rows)
+    return n / wall, 1e6 * parent / n, 1e6 * kids / n
+
+
+def bench_offline_two_workers_speedup() -> dict:
+    """Offline rows/s with ``simulate.workers=2`` over one process (issue 22's target: 1.7x),
+    ``mode="rl" budget=20000 seed=3``, the two alternated twice; the median of each side."""
+    import statistics
+
+    _simulate(mode="rl", budget=50, seed=3)  # imports and first-call costs out of the timing
+    runs: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
+    for _ in range(2):
+        for workers in (1, 2):
+            runs[workers].append(_offline_rows_per_s(workers, 20_000))
+    one = statistics.median(r[0] for r in runs[1])
+    two = statistics.median(r[0] for r in runs[2])
+    return {
+        "name": "simulate offline rows/s, workers=2 over workers=1 (rl, budget 20000)",
+        "value": round(two / one, 2),
+        "unit": "x",
+        "target": 1.7,
+        "better": "higher",
+        "rows_per_s": {"1": round(one), "2": round(two)},
+        "cpu_us_per_row": {
+            "1": round(statistics.median(r[1] for r in runs[1])),
+            "2 (parent)": round(statistics.median(r[1] for r in runs[2])),
+            "2 (workers)": round(statistics.median(r[2] for r in runs[2])),
+        },
+    }
