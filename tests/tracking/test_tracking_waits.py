@@ -140,3 +140,20 @@ def test_without_a_writable_cache_a_new_store_is_migrated_in_place(tmp_path, mon
     assert mlflow_tracker.prepare_store(f"sqlite:///{db}", "wai-exp")
     assert _revision(db)
     assert not list(tmp_path.glob("s/*.tmp"))
+
+
+def test_the_commands_start_is_when_its_process_started_to_the_tick() -> None:
+    """MLflow's start time (and so its Duration) is the process's start: after the moment
+    it was launched and before its first line ran. Read from the boot time in whole
+    seconds (psutil), it was up to a second early."""
+    script = (
+        "import time; first = time.time()\n"
+        "from wai_exp.tracking.orphans import command_start_ms\n"
+        "print(command_start_ms(), int(first * 1000))\n"
+    )
+    for _ in range(3):
+        launched = int(time.time() * 1000)
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        start, first = map(int, out.stdout.split())
+        # one clock tick (10 ms) of rounding either way
+        assert launched - 10 <= start <= first + 10, (launched, start, first)

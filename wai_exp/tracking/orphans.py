@@ -185,10 +185,23 @@ def command_start_ms() -> int:
 
     _commands_started += 1
     if _commands_started == 1:
-        try:
-            import psutil
-
-            return int(psutil.Process().create_time() * 1000)
-        except Exception:  # noqa: BLE001 - no psutil, or /proc unreadable: the call's time
-            pass
+        age = _process_age_s()
+        if age is not None:
+            return int((time.time() - age) * 1000)
     return int(time.time() * 1000)
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux: its start in clock ticks after boot,
+    against the boot clock, to the tick; the boot time in /proc/stat is whole seconds, so a
+    start time taken from it was up to a second early). None where that cannot be read."""
+    import os
+    import time
+
+    try:
+        with open(f"/proc/{os.getpid()}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
