@@ -195,8 +195,16 @@ def test_paired_tasks_that_ask_different_things_are_not_comparable(tmp_path: Pat
     assert "26 of 29 paired tasks carry different prompts" in out
 
 
-def test_compare_logs_its_report_as_a_run_linked_to_both_arms(tmp_path: Path, capsys) -> None:
+def test_compare_logs_its_report_as_a_run_linked_to_both_arms(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    import tempfile
+
     from mlflow import MlflowClient
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
@@ -224,6 +232,7 @@ def test_compare_logs_its_report_as_a_run_linked_to_both_arms(tmp_path: Path, ca
     arts = {a.path for a in client.list_artifacts(cmp.info.run_id)}
     assert {"report.json", "report.txt", "delta.png"} <= arts
     assert tags.get("mlflow.source.git.commit") != "unknown"
+    assert list(scratch.iterdir()) == []  # the rendered plot is removed once logged
 
 
 def test_compare_records_in_this_process_when_the_writer_cannot_start(
@@ -249,6 +258,53 @@ def test_compare_records_in_this_process_when_the_writer_cannot_start(
     assert {"report.json", "report.txt", "delta.png"} <= {
         x.path for x in client.list_artifacts(cmp.info.run_id)
     }
+
+
+def test_compare_records_through_the_writer_process_not_its_own(tmp_path: Path) -> None:
+    """MLflow is imported by the tracking writer (on another core, while the arms are read
+    and the report computed), never by the command: the recording costs it no import."""
+    import subprocess
+    import sys
+
+    from mlflow import MlflowClient
+
+    a, b = run_dir(tmp_path, "a", arm(0.3, 1)), run_dir(tmp_path, "b", arm(0.7, 2))
+    code = (
+        "import sys\nfrom wai_exp.commands.compare import main\n"
+        f"main([{str(a)!r}, {str(b)!r}])\nprint('mlflow' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert out.stdout.splitlines()[-1] == "False", out.stdout + out.stderr
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    [cmp] = client.search_runs([client.get_experiment_by_name("compare").experiment_id])
+    assert cmp.info.status == "FINISHED"
+
+
+def test_a_writer_that_dies_leaves_the_recording_to_the_command(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    from mlflow import MlflowClient
+
+    import wai_exp.tracking.background as background
+
+    real = background.record_compare_in_writer
+
+    def killed_first(record):
+        proc = background._shared_writer().proc
+        proc.kill()  # the OOM killer, say, while MLflow is imported
+        proc.wait()
+        return real(record)
+
+    monkeypatch.setattr(background, "record_compare_in_writer", killed_first)
+    a, b = run_dir(tmp_path, "a", arm(0.3, 1)), run_dir(tmp_path, "b", arm(0.7, 2))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main([str(a), str(b), "--tracking-uri", uri]) in (EXIT_OK, EXIT_NOT_OK)
+    assert "not logged to MLflow" not in capsys.readouterr().err
+    client = MlflowClient(tracking_uri=uri)
+    [cmp] = client.search_runs([client.get_experiment_by_name("compare").experiment_id])
+    assert cmp.info.status == "FINISHED"
 
 
 def test_no_record_leaves_mlflow_alone(tmp_path: Path, capsys) -> None:

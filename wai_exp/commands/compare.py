@@ -216,16 +216,17 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[di
                     files[item.path] = candidate
                     break
         name = _pick_stage(list(files), f"MLflow run {run_id}", stage)
-        dest = Path(tempfile.mkdtemp(prefix="wai-exp-compare-"))
-        local = client.download_artifacts(run_id, f"{name}/{files[name]}", str(dest))
+        from wai_exp.rows.jsonl import iter_rows
+
+        # read, then removed: a stage's rows can be hundreds of MB
+        with tempfile.TemporaryDirectory(prefix="wai-exp-compare-") as dest:
+            rows = list(iter_rows(client.download_artifacts(run_id, f"{name}/{files[name]}", dest)))
     except MlflowException as exc:
         raise CompareInputError(
             f"{run_id!r} is not a path and not a run in {uri} ({exc.message}); pass a run dir, a "
             "stage dir, a rows .jsonl, or a run id from that store (--tracking-uri)"
         ) from exc
-    from wai_exp.rows.jsonl import iter_rows
-
-    return list(iter_rows(local)), f"mlflow run {run_id}: {name}/{files[name]}"
+    return rows, f"mlflow run {run_id}: {name}/{files[name]}"
 
 
 def _children(client: Any, parent: Any) -> list[Any]:
@@ -324,11 +325,10 @@ def _run_std_from_parent(ref: str, uri: str) -> RunStdSource:
             f"--run-std-from {ref}: the sweep measured no re-run spread (no two jobs differ "
             "only by seed/replicate); sweep seeds, e.g. `wai-exp -m +experiment=eval seed=0,1,2`"
         )
-    dest = Path(tempfile.mkdtemp(prefix="wai-exp-runstd-"))
     n_runs = None
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception), tempfile.TemporaryDirectory(prefix="wai-exp-") as dest:
         info = json.loads(
-            Path(client.download_artifacts(ref, "sweep/replicates.json", str(dest))).read_text()
+            Path(client.download_artifacts(ref, "sweep/replicates.json", dest)).read_text()
         )
         n_runs = int(info.get("n_runs") or 0) or None
     keys = [k for k in run.data.tags.get("wai.sweep.keys", "").split(",") if k]
@@ -375,8 +375,9 @@ def _run_std_from(ref: str, uri: str | None = None) -> RunStdSource:
 
 def _start_recorder() -> bool:
     """Start the tracking writer process now (wai_exp.tracking.background): it imports
-    MLflow and SQLAlchemy (about 2 s) on another core while the arms are read and the report
-    computed. False when it cannot start (the run is then recorded in this process)."""
+    MLflow (about 1.5 s) on another core while the arms are read and the report computed,
+    then opens the store. False when it cannot start (the run is then recorded in this
+    process, as it is when the writer dies)."""
     try:
         from wai_exp.tracking.background import start_writer
 
@@ -411,14 +412,19 @@ def _record(
         "uri": _tracking_uri(args.tracking_uri), "plot_files": _plot_files(plot),
         "start_dir": str(Path.cwd()),
     }  # fmt: skip
-    if in_writer:
-        from wai_exp.tracking.background import record_compare_in_writer
+    try:
+        if in_writer:
+            from wai_exp.tracking.background import WriterGone, record_compare_in_writer
 
-        return record_compare_in_writer(record)
-    from wai_exp.tracking.compare_record import record_compare
+            with contextlib.suppress(WriterGone):  # it died (killed, a broken import): here
+                return record_compare_in_writer(record)
+        from wai_exp.tracking.compare_record import record_compare
 
-    files = {name: Path(p) for name, p in record.pop("plot_files").items()}
-    return record_compare(**{**record, "sources": sources}, plot_files=files)
+        files = {name: Path(p) for name, p in record.pop("plot_files").items()}
+        return record_compare(**{**record, "sources": sources}, plot_files=files)
+    finally:
+        if plot is not None:
+            plot.discard()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -515,8 +515,8 @@ def _fail_run(exc: BaseException, tracker: Any, msg: dict[str, Any]) -> str:
 
 
 def _record_compare(msg: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``compare`` command: ``{"result": ...}``, or ``{"error": "<type>: <message>"}``
-    (the message the command prints when the store refuses the run)."""
+    """A ``compare`` command: ``{"result": ...}``, or ``{"error": ...}`` with the store's
+    own message (the command prints it, as when it records in its own process)."""
     from wai_exp.domain.secrets import redact_text, register_secret
     from wai_exp.tracking.compare_record import record_compare
     from wai_exp.tracking.traces import STORE_WRITES
@@ -531,7 +531,17 @@ def _record_compare(msg: Mapping[str, Any]) -> dict[str, Any]:
             return {"result": record_compare(**r)}
     except Exception as exc:  # noqa: BLE001 - the command reports it and keeps its answer
         logging.getLogger(__name__).exception("compare not recorded")
-        return {"error": redact_text(f"{type(exc).__name__}: {exc}")}
+        return {"error": redact_text(str(exc))}
+
+
+def _store_turn(uri: str | None) -> Any:
+    """This thread's turn at a SQLite store, shared with the trace thread (one database
+    file takes one writer at a time; SQLite's own wait sleeps in steps of up to 50 ms);
+    other stores take concurrent writes."""
+    from wai_exp.tracking.mlflow_tracker import sqlite_path
+    from wai_exp.tracking.traces import STORE_WRITES
+
+    return STORE_WRITES if uri and sqlite_path(uri) else contextlib.nullcontext()
 
 
 def _mark_killed(tracker: Any) -> None:
@@ -563,7 +573,6 @@ def _serve(stdin: Any, stdout: Any) -> int:
     import mlflow.tracking  # noqa: F401
 
     from wai_exp.tracking import mlflow_tracker  # noqa: F401 - before the trace thread needs it
-    from wai_exp.tracking.traces import STORE_WRITES  # the trace thread takes turns with this one
 
     imported_s = time.monotonic() - began
 
@@ -614,7 +623,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 tracker = _writer_tracker(msg)
                 tracker.trace_sink = trace_jobs.put
                 trackers[key] = tracker
-                with STORE_WRITES:
+                with _store_turn(tracker.uri):
                     tracker.start(
                         msg["config"], msg["overrides"], run_dir, msg["preset"], msg["config_hash"]
                     )
@@ -624,10 +633,10 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 kw = dict(msg["kwargs"])
                 if kw.get("rows_path") is not None:
                     kw["rows_path"] = Path(kw["rows_path"])
-                with STORE_WRITES:
+                with _store_turn(trackers[key].uri):
                     trackers[key].log_stage(msg["name"], **kw)
             elif op == "set_tags":
-                with STORE_WRITES:
+                with _store_turn(trackers[key].uri):
                     trackers[key].set_tags(msg["tags"])
             elif op == "finish":
                 tracker = trackers.pop(key, None)
@@ -637,7 +646,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
                 # its traces missing.
                 trace_jobs.join()
                 if tracker is not None:
-                    with STORE_WRITES:
+                    with _store_turn(tracker.uri):
                         tracker.finish(msg["status"], error=msg.get("error"))
                 reply(op="finished", run=key, token=token,
                       status=getattr(tracker, "status", msg["status"]))  # fmt: skip

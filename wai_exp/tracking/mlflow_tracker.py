@@ -96,6 +96,10 @@ class TrackingError(RuntimeError):
 # --------------------------------------------------------------------------- store set-up
 
 
+#: Seconds the end of a run waits, in all, for its plots still rendering.
+PLOT_WAIT_S = 300.0
+
+
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI, or None for any other URI."""
     if not uri.startswith("sqlite:///"):
@@ -1104,22 +1108,25 @@ class MlflowTracker:
         except Exception as e:
             log.warning("stage %s: plots not made (%s: %s)", prefix, type(e).__name__, e)
 
-    def _log_rendered_plots(self, *, wait: bool) -> None:
-        """Log the plot files of the jobs that are done (of all of them, with ``wait``)."""
+    def _log_rendered_plots(self, *, wait: bool, within_s: float = PLOT_WAIT_S) -> None:
+        """Log the plot files of the jobs that are done; with ``wait``, of all of them,
+        waiting at most ``within_s`` seconds in all (a job still rendering then is
+        dropped with a warning)."""
+        deadline = time.monotonic() + within_s
         pending = []
         for prefix, job in self._plot_jobs:
             if not (wait or job.done()):
                 pending.append((prefix, job))
                 continue
             try:
-                for name, path in job.files().items():
+                for name, path in job.files(max(0.0, deadline - time.monotonic())).items():
                     self._client.log_artifact(
                         self.run_id, str(path), str(Path(prefix, name).parent)
                     )
             except Exception as e:
                 log.warning("stage %s: plots not logged (%s: %s)", prefix, type(e).__name__, e)
             finally:
-                shutil.rmtree(job.out_dir, ignore_errors=True)
+                job.discard()
         self._plot_jobs = pending
 
     def _atexit(self) -> None:
@@ -1128,6 +1135,8 @@ class MlflowTracker:
             return
         with contextlib.suppress(Exception):
             self._flush_held()
+        with contextlib.suppress(Exception):  # the plots already rendering, briefly
+            self._log_rendered_plots(wait=True, within_s=10.0)
         with contextlib.suppress(Exception):
             self._client.set_tag(
                 self.run_id,

@@ -18,6 +18,7 @@ that fails raises :class:`PlotsFailed` with the end of its stderr, and the calle
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,22 +39,33 @@ class PlotJob:
 
     def __init__(self, job: Mapping[str, Any]) -> None:
         self.out_dir = Path(tempfile.mkdtemp(prefix="wai-plots-"))
-        payload = json.dumps({**job, "out_dir": str(self.out_dir)}, default=str, allow_nan=True)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "wai_exp.tracking.plot_process"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-        )
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(payload)
-        self._proc.stdin.close()
-        self._proc.stdin = None  # sent: communicate() only reads
+        try:
+            payload = json.dumps({**job, "out_dir": str(self.out_dir)}, default=str)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "wai_exp.tracking.plot_process"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+            )
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(payload)
+            self._proc.stdin.close()
+            self._proc.stdin = None  # sent: communicate() only reads
+        except BaseException:
+            shutil.rmtree(self.out_dir, ignore_errors=True)
+            raise
 
     def done(self) -> bool:
         return self._proc.poll() is not None
+
+    def discard(self) -> None:
+        """Remove the rendered files (once logged), ending the process if it still runs."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.communicate()
+        shutil.rmtree(self.out_dir, ignore_errors=True)
 
     def files(self, timeout: float = PLOT_TIMEOUT_S) -> dict[str, Path]:
         """``{artifact name: PNG path}`` once the process has ended. Raises PlotsFailed."""
@@ -62,7 +74,9 @@ class PlotJob:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.communicate()
-            raise PlotsFailed(f"the plot process took longer than {timeout:.0f} s") from None
+            raise PlotsFailed(
+                f"the plot process was still rendering after the {timeout:.0f} s left for it"
+            ) from None
         if self._proc.returncode != 0:
             tail = (err or "").strip().splitlines()[-1:] or [f"exit status {self._proc.returncode}"]
             raise PlotsFailed(tail[0])

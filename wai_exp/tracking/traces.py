@@ -89,12 +89,11 @@ def _clip(value: Any) -> Any:
 #: lock held well under a second.
 TRACES_PER_BATCH = 50
 
-#: One thread at a time writes to the store from this process: the tracking writer's trace
-#: thread and its main thread each hold it for a transaction. Two SQLite connections of one
-#: process otherwise meet the database lock, and SQLite's busy handler sleeps in steps of up
-#: to 50 ms whether or not the lock has come free: 0.6-1.2 s of a 3-s rl_round went to those
-#: sleeps. Re-entrant: a tracker with no writer thread logs its traces from the thread that
-#: holds it.
+#: One thread at a time writes to a SQLite store from this process: the tracking writer's
+#: trace thread holds it for each batch, its main thread for each command. Two connections
+#: of one process otherwise meet the database lock, and SQLite's busy handler sleeps in steps
+#: of up to 50 ms whether or not the lock has come free: 0.6-1.2 s of a 3-s rl_round went to
+#: those sleeps. Re-entrant, so a thread that holds it can log traces itself.
 STORE_WRITES = threading.RLock()
 
 
