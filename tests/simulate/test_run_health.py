@@ -134,7 +134,24 @@ def test_a_request_the_server_rejects_is_summarised_with_the_servers_own_reason(
     with scripted_server(lambda path, headers, body: (400, too_long)) as url:
         data = wai_exp.simulate(agent=f"vllm:m@{url}", simulator=False, budget=2)
     [w] = [w for w in data.warnings if w.startswith("simulate failed")]
-    assert "rejected the request with HTTP 400" in w and "maximum context length is 2048" in w
+    assert "maximum context length is 2048" in w
+    # a context overflow is named as one, with the fix (it said "rejected the request")
+    assert "outgrew the model's context window (HTTP 400)" in w
+    assert "--n_ctx" in w and "--max-model-len" in w and "agent.max_turns" in w
+
+
+def test_a_context_overflow_names_the_fix_whatever_the_server_calls_it():
+    for said in (
+        "Requested tokens (4200) exceed context window of 4096",  # llama-cpp-python inside
+        "the request exceeds the available context size, try increasing it",  # llama.cpp
+        '{"error": {"code": "context_length_exceeded", "message": "too long"}}',  # OpenAI
+    ):
+        text = plain_error({"error_type": "BackendError", "status": 400,
+                            "error": f"BackendError: HTTP 400 from http://h/v1: {said}"})  # fmt: skip
+        assert "outgrew the model's context window" in text, said
+    other = plain_error({"error_type": "BackendError", "status": 400,
+                         "error": "BackendError: HTTP 400 from http://h/v1: bad tool schema"})  # fmt: skip
+    assert "rejected the request with HTTP 400 (the server said: bad tool schema)" in other
 
 
 def test_a_rejection_that_quotes_the_key_back_is_summarised_without_it():
