@@ -256,3 +256,31 @@ def test_a_failed_model_run_records_what_simulate_measured_in_mlflow(tmp_path):
     assert "no simulate or selection stage" not in note and "not run in this pipeline" not in note
     assert "rows kept: not measured (the selection stage did not finish)" in note, note
     assert "**Publish gate:** not run (the run ended before it)" in note, note
+
+
+def test_a_conversation_that_outgrows_the_context_ends_there_and_its_row_lands(tmp_path):
+    # The server refuses turn 2 as llama-cpp-python does when the conversation no longer
+    # fits n_ctx. Before: every rollout was lost with its first turn (HTTP 400, exit 1).
+    # Now each ends at the context, kept as a truncated row, and the report says why.
+    server = Server()
+    full = {"error": {"message": "This model's maximum context length is 2048 tokens. However, "
+                      "you requested 2300 tokens (1276 in the messages, 1024 in the completion).",
+                      "type": "invalid_request_error", "code": "context_length_exceeded"}}  # fmt: skip
+
+    def outgrow(path, headers, body):
+        if any(m.get("role") == "tool" for m in body["messages"]):
+            return 400, full
+        return server(path, headers, body)
+
+    with scripted_server(outgrow) as url:
+        res = model_run(tmp_path, url)
+    assert res.returncode in (0, 3), res.stdout + res.stderr
+    report, run = simulate_report(tmp_path)
+    assert report["rows"] == 4 and report["rollouts_lost"] == 0
+    assert report["rollouts_cut_at_context"] == 4
+    rows = [json.loads(x) for x in (run / "simulate" / "rows.jsonl").read_text().splitlines()]
+    assert {(r["ended_by"], r["ended_by_raw"]) for r in rows} == {("truncated", "context_full")}
+    assert all(r["steps"][0]["tool"] == "lookup_order" for r in rows)  # its first turn, kept
+    text = (run / "simulate" / "report.txt").read_text()
+    assert "4 of 4 rollouts outgrew the model's context window" in text
+    assert "--n_ctx" in text and "agent.max_turns" in text

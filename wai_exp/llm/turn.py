@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,25 @@ class BackendError(RuntimeError):
         self.retryable = retryable
         #: seconds the server's ``Retry-After`` asked for, when it sent one
         self.retry_after = retry_after
+
+
+#: How servers say a request does not fit the model's context: OpenAI, vLLM and
+#: llama-cpp-python ("maximum context length", "context_length_exceeded"), llama.cpp's own
+#: server ("exceeds the available context size"), others ("exceed context window",
+#: "prompt is too long").
+_CONTEXT_FULL = re.compile(
+    r"context[_ ]length|context window|context size|prompt is too long|too many tokens", re.I
+)
+
+
+def context_overflow(exc: BaseException | str) -> bool:
+    """True for an HTTP 400 that says the request outgrew the model's context window (a
+    ``BackendError``, or the text of a lost rollout's error)."""
+    if isinstance(exc, BaseException):
+        if getattr(exc, "status", None) != 400:
+            return False
+        exc = str(exc)
+    return "400" in exc and bool(_CONTEXT_FULL.search(exc))
 
 
 class CompletionTimeout(TimeoutError, BackendError):

@@ -23,7 +23,8 @@ SCHEMA_VERSION: Final = "1"
 
 #: ``ended_by``, one vocabulary for every agent kind: the agent gave its reply (``agent``),
 #: the simulated person walked away on the agent's question (``user_left``), the turn limit
-#: ran out (``max_turns``), the last turn was cut at the token cap (``truncated``), or the
+#: ran out (``max_turns``), the last turn was cut at the token cap or the conversation at the
+#: model's context window (``truncated``; ``ended_by_raw`` ``context_full``), or the
 #: agent said something else (``other``; its own word is kept in ``ended_by_raw``).
 ENDED_BY = ("agent", "user_left", "max_turns", "truncated", "other")
 
@@ -46,6 +47,8 @@ _ENDED_BY_SYNONYMS = {
     "max_tokens": "truncated",
     "length": "truncated",
     "token_cap": "truncated",
+    # the conversation outgrew the model's context window (HTTP 400 after the first turn)
+    "context_full": "truncated",
 }
 
 

@@ -1422,6 +1422,14 @@ def _run_warnings(cfg: Config, engine: Engine, report: dict[str, Any]) -> None:
             "none; those turns carry no logprob (never a 0), so an importance ratio cannot be "
             "formed on them"
         )
+    if cut := report.get("rollouts_cut_at_context"):
+        engine.warnings.append(
+            f"{cut} of {len(engine.rows)} rollouts outgrew the model's context window (the "
+            "server answered HTTP 400 after their first turn) and end there, kept as "
+            "ended_by=truncated (ended_by_raw=context_full) rather than lost: serve the model "
+            "with a longer context (llama.cpp --n_ctx / -c, vLLM --max-model-len), or lower "
+            "agent.max_turns or agent.max_tokens"
+        )
     if engine.runner.serialized:
         engine.warnings.append(
             f"world=mcp with a reset/state tool: the {len(engine.rows)} rollouts ran one at a time "

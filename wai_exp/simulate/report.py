@@ -266,6 +266,8 @@ def _outcome(engine: Engine) -> dict[str, Any]:
         # per task category, and how pass@k counts them (simulate.lost_as)
         "lost": lost_summary(rows, engine.lost, engine.cfg.lost_as),
         "rollouts_abandoned": engine.abandoned,
+        # rows whose conversation outgrew the model's context window (ended_by truncated)
+        "rollouts_cut_at_context": sum(1 for r in rows if r.get("ended_by_raw") == "context_full"),
         "scenarios": len({r["scenario_id"] for r in rows}),
         "group_sizes": dict(sorted(Counter(group_sizes.values()).items())),
     }

@@ -18,6 +18,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.llm.turn import context_overflow
 from wai_exp.simulate.lost import all_lost_words, category_words
 
 #: Completions the early warnings read (the most recent ones).
@@ -174,7 +175,7 @@ def plain_error(lost: Mapping[str, Any], timeout_knob: str | None = None) -> str
         )
     if isinstance(status, int) and status >= 500:
         return f"the model server failed with HTTP {status} after the retries{said}"
-    if status == 400 and _CONTEXT_FULL.search(text):
+    if status == 400 and context_overflow(text):
         return (
             f"the conversation outgrew the model's context window (HTTP 400){said}: serve the "
             "model with a longer context (llama.cpp --n_ctx / -c, vLLM --max-model-len), or "
@@ -200,13 +201,6 @@ def plain_error(lost: Mapping[str, Any], timeout_knob: str | None = None) -> str
         )
     return text[:300] or etype or "unknown error"
 
-
-#: How servers say a request does not fit the context: OpenAI, vLLM and llama-cpp-python
-#: ("maximum context length", "context_length_exceeded"), llama.cpp's own server ("exceeds
-#: the available context size"), others ("exceed context window", "prompt is too long").
-_CONTEXT_FULL = re.compile(
-    r"context[_ ]length|context window|context size|prompt is too long|too many tokens", re.I
-)
 
 _MESSAGE = re.compile(r'"(?:message|detail)"\s*:\s*"((?:[^"\\]|\\.)*)')
 

@@ -11,7 +11,12 @@ import httpx
 
 from wai_exp.llm.http import DEFAULT_RETRY, BackendError, RetryPolicy
 from wai_exp.llm.model import Model
-from wai_exp.llm.turn import Completion, CompletionTimeout, Transcript
+from wai_exp.llm.turn import (
+    Completion,
+    CompletionTimeout,
+    Transcript,
+    context_overflow,
+)
 from wai_exp.rows.model import messages_from_steps, step_messages
 from wai_exp.simulate.run_health import CallTimes
 
@@ -122,7 +127,16 @@ class ModelAgent:
         for turn in range(1, self.max_turns + 1):
             messages.extend(step_messages(steps[said:]))
             said = len(steps)
-            done = await self._complete(messages, tools, turn, t0)
+            try:
+                done = await self._complete(messages, tools, turn, t0)
+            except BackendError as exc:
+                if turn == 1 or not context_overflow(exc):
+                    raise
+                # The conversation outgrew the model's context window: the rollout ends
+                # here, cut at a length limit as at the token cap, instead of being lost
+                # with the turns it had (a 12-turn rollout on a 2k-4k context does).
+                ended_by = "context_full"
+                break
             model_seen = done.model or model_seen
             _unique_call_ids(done.tool_calls, turn, ids_used)
             step: dict[str, Any] = {
