@@ -118,3 +118,24 @@ def test_quick_exit_runs_the_exit_handlers_but_not_the_collectors_last_passes():
     }
     assert out["plain"].splitlines() == ["handler ran", "walked by the collector"], out
     assert out["quick"].splitlines() == ["handler ran"], out
+
+
+def test_resume_after_imports_freezes_what_was_made_and_switches_the_collector_back_on():
+    """The tracking writer imports MLflow with the collector off; afterwards every object
+    made so far is out of the collector's reach (it lives as long as the process) and the
+    collector runs again for what the writer makes next."""
+    from wai_exp.domain.gc_tuning import resume_after_imports
+
+    frozen = gc.get_freeze_count()
+    gc.disable()
+    try:
+        made = [[i] for i in range(5_000)]  # what an import leaves behind
+        resume_after_imports()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen + len(made)
+        before = gc.get_freeze_count()
+        resume_after_imports()  # the collector is on: nothing more is frozen
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
+        gc.enable()

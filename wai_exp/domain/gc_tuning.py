@@ -21,6 +21,11 @@ made at import. That took 2-9 s (load 12-15 on 2 cores) after a ``compare`` had 
 last line, and kept the tracking writer alive as long after the run was recorded; with the
 objects frozen out of the collector's reach, 0.1 s. Exit handlers still run; only the
 collector's last passes are skipped, which the exiting process does not need.
+``resume_after_imports`` (the tracking writer): importing MLflow and its SQLAlchemy store makes
+a few million objects that live as long as the process, and the collector's passes over them
+while they are made cost a fifth of the import (2.0 -> 1.6 s, 3 runs each, quiet machine).
+The writer pauses the collector while it imports and opens the store, then freezes what
+exists out of the collector's reach and switches it back on.
 """
 
 from __future__ import annotations
@@ -84,4 +89,20 @@ def quick_exit() -> None:
     atexit.register(freeze)
 
 
-__all__ = ["YOUNG_THRESHOLD", "fewer_gc_passes", "no_gc", "quick_exit", "without_gc"]
+def resume_after_imports() -> None:
+    """End a pause of the collector (``gc.disable()``) that covered a process's imports:
+    freeze every object that exists now (they live as long as the process) and switch the
+    collector back on. A collector that is already on is left alone. Never raises."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
+__all__ = [
+    "YOUNG_THRESHOLD",
+    "fewer_gc_passes",
+    "no_gc",
+    "quick_exit",
+    "resume_after_imports",
+    "without_gc",
+]

@@ -565,10 +565,16 @@ def _serve(stdin: Any, stdout: Any) -> int:
     # stopped it. Dying here instead would leave the run RUNNING in the store.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    import gc
     import queue
     import time
 
-    # Import while the first command is on its way: this is the cost the writer hides.
+    from wai_exp.domain.gc_tuning import resume_after_imports
+
+    # Import while the first command is on its way: this is the cost the writer hides. The
+    # collector stays off until that command (which opens the store) is done
+    # (gc_tuning.resume_after_imports).
+    gc.disable()
     began = time.monotonic()
     import mlflow.tracking  # noqa: F401
 
@@ -594,7 +600,11 @@ def _serve(stdin: Any, stdout: Any) -> int:
             stdout.write(json.dumps(msg, default=str) + "\n")
             stdout.flush()
 
+    handled = 0
     for line in stdin:
+        handled += 1
+        if handled == 2:
+            resume_after_imports()  # the first command opened the store
         try:
             msg = json.loads(line)
         except ValueError:
