@@ -701,9 +701,9 @@ EXPECTED: dict[str, str] = {
     "write_rubrics/not_a_row": ("b0e36c7f41fea98d5800d3e30ee4a28fa27e2b639fed5bfa4f74a5982a6a5764"),
     "write_rubrics/overwrite": ("4029711ff6e1c4f95b29302748b48b15bf56b4a7e484ad81298581ba447dc9b3"),
     "writer/bad_embedder": ("90a32341dc740f2e7ead4b486bf2ecf46cc8f33426793bde35055a31d774c1dd"),
-    "writer/default": ("563f0b19794fe8a0722eff87378529c645faff260b4f50bc3c5f346c931782ad"),
-    "writer/hash_embedder": ("b824e5250b88868740157cc4fcd678aa3041b4e3609ba5921cdee633aa2a6988"),
-    "writer/wide": ("bc896697ba93e0e1df0ce53c552cf41135b2984f9b31a4abcf4b7896f690a542"),
+    "writer/default": ("c74e44743d5873cb205654fd901b0ecfb897e80f9a6769a0792fec1dab6c1de2"),
+    "writer/hash_embedder": ("e742efc8033effcc9571fbc4dd63b2cf8dc8f34141f8e0504e8e727fa32d04ef"),
+    "writer/wide": ("741a6cb4c24f25d43d5d20c5982945d7d9c179808bc442080df7d7debb448cae"),
 }
 
 

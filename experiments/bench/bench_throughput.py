@@ -11,8 +11,8 @@ Issue 9 item 7: at ``concurrency`` C the ideal is ``C / 0.050`` calls per second
   body, without the engine;
 * ``wai-exp``: ``wai_exp.simulate(agent="vllm:stub@http://127.0.0.1:<port>/v1")`` end to end
   (writer, world, rows), counted at the server;
-* ``workers=2``: the same with its rollouts on two worker processes (``simulate.workers``,
-  issue 22); its CPU ms per call adds the workers' CPU to the parent's.
+* ``workers=2``: the same with its rollouts on two processes, the stage's own and one worker
+  (``simulate.workers``, issue 22); its CPU ms per call adds the worker's CPU to the stage's.
 
 The stub (``serve``) is raw asyncio in its own process: it reads each request's body, waits
 exactly ``delay`` seconds (``loop.call_later``) and answers a chat completion. Its answers

@@ -151,9 +151,10 @@ def test_a_cold_one_slot_server_whose_first_answer_outlasts_the_timeout_loses_no
 
 
 def test_under_two_workers_the_report_sums_each_workers_own_limit(tmp_path):
-    # simulate.workers=2: each worker process has its own limit. The report gave the stage
-    # process's limit, which sent nothing: "stayed at 32", 0 calls. Now it gives each
-    # worker's, summed per server, and the calls add up to the requests the server got.
+    # simulate.workers=2: the stage's process and one worker process, each with its own
+    # limit. The report gave the stage process's limit alone: "stayed at 32", 0 calls, when
+    # the workers sent every call. Now it gives each process's, summed per server, and the
+    # calls add up to the requests the server got.
     server = Server(delay=lambda turn: 0.1)
     with scripted_server(server, serial=True) as url:
         res = cli_run(
@@ -164,9 +165,9 @@ def test_under_two_workers_the_report_sums_each_workers_own_limit(tmp_path):
     assert len(rows) == 24 and report["workers"] == 2
     [limit] = report["model_concurrency"]
     assert limit["processes"] == 2, limit
-    assert [w["process"] for w in limit["per_worker"]] == ["worker 0", "worker 1"]
+    assert [w["process"] for w in limit["per_worker"]] == ["parent", "worker 1"]
     assert all(w["start"] == 32 and w["calls"] > 0 for w in limit["per_worker"])
     assert limit["calls"] == len(server.bodies)  # every request the server got, counted
     assert limit["calls"] == sum(w["calls"] for w in limit["per_worker"])
     assert limit["start"] == 64 and limit["min"] == sum(w["min"] for w in limit["per_worker"])
-    assert "summed over 2 processes, each with its own limit: worker 0 32->" in text, text
+    assert "summed over 2 processes, each with its own limit: parent 32->" in text, text

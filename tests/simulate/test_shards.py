@@ -7,7 +7,7 @@ import functools
 import json
 
 from wai_exp.simulate.engine import simulate
-from wai_exp.simulate.shards import ShardSpec, shard_of
+from wai_exp.simulate.shards import ShardSpec, local_shares, shard_of
 
 KW = {"mode": "rl", "budget": 200, "seed": 0}
 
@@ -34,13 +34,17 @@ def test_two_workers_give_the_rows_of_one_process_to_the_last_group():
     assert len(_rows(two)) == 200
     assert _rows(two) == _rows(one)
     assert two.report()["workers"] == 2 and one.report()["workers"] == 1
-    # each worker says how much memory it peaked at (the 1.5 GB target is per process)
-    assert all(0 < mb < 1536 for mb in two.report()["workers_peak_rss_mb"])
+    # the worker process says how much memory it peaked at (the 1.5 GB target is per process)
+    peaks = two.report()["workers_peak_rss_mb"]
+    assert list(peaks) == ["worker 1"] and 0 < peaks["worker 1"] < 1536
 
 
-def test_a_situation_has_one_shard():
-    assert {shard_of("s-1", 3) for _ in range(5)} == {shard_of("s-1", 3)}
-    assert {shard_of(f"s-{i}", 2) for i in range(50)} == {0, 1}
+def test_a_situation_has_one_shard_and_the_stage_takes_half_a_workers_share():
+    assert {shard_of("s-1", (1, 2, 2)) for _ in range(5)} == {shard_of("s-1", (1, 2, 2))}
+    owners = [shard_of(f"s-{i}", local_shares(2)) for i in range(3000)]
+    # the stage's own process (shard 0) also plans and lands: a third of the situations
+    assert 0.3 < owners.count(0) / len(owners) < 0.37 and set(owners) == {0, 1}
+    assert [shard_of(f"s-{i}", (0, 1)) for i in range(20)] == [1] * 20  # a zero share: none
 
 
 def _held_bytes(rows: list[dict]) -> int:
@@ -72,6 +76,84 @@ def test_rows_from_workers_cost_the_parent_no_more_memory_than_its_own():
     kw = {**KW, "budget": 300}
     one = simulate(**kw)
     two = simulate(shards=ShardSpec(workers=2, setup=functools.partial(setup, kw)), **kw)
-    own, shipped = _held_bytes(one.trajectories), _held_bytes(two.trajectories)
     assert _rows(two) == _rows(one)
+
+    def from_worker(data) -> list[dict]:  # the rows the worker made, not the stage's share
+        return [r for r in data.trajectories if shard_of(r["scenario_id"], local_shares(2))]
+
+    own, shipped = _held_bytes(from_worker(one)), _held_bytes(from_worker(two))
+    assert len(from_worker(two)) > 150
     assert shipped <= 1.15 * own, (shipped, own)
+
+
+def test_three_processes_give_the_rows_of_one():
+    one = simulate(**KW)
+    three = simulate(shards=ShardSpec(workers=3, setup=functools.partial(setup, KW)), **KW)
+    assert _rows(three) == _rows(one)
+    assert list(three.report()["workers_peak_rss_mb"]) == ["worker 1", "worker 2"]
+
+
+def test_a_setup_that_cannot_be_pickled_is_refused_before_any_work():
+    import pytest
+
+    seen: list[dict] = []
+    with pytest.raises(Exception, match="pickle|local object"):
+        simulate(shards=ShardSpec(workers=2, setup=lambda: (None, {})), on_row=seen.append, **KW)
+    assert seen == []
+
+
+def test_a_message_that_cannot_be_pickled_is_swapped_and_the_frame_still_goes():
+    import asyncio
+    import pickle
+
+    from wai_exp.simulate.shards import _HEADER, _Outbox, _unsendable
+
+    async def main() -> list:
+        sent: list[bytes] = []
+        outbox = _Outbox(sent.append, _unsendable)
+        outbox.put((1, "ok", "a row"))
+        outbox.put((2, "ok", lambda: None))  # an agent's own object in a rollout's outcome
+        outbox.put((3, "ok", "another row"))
+        outbox.flush()
+        outbox.put((4, "ok", "later"))  # the pipe goes on
+        outbox.flush()
+        return [pickle.loads(frame[_HEADER.size :]) for frame in sent]
+
+    first, second = asyncio.run(main())
+    assert [m[0] for m in first] == [1, 2, 3] and first[0][1] == first[2][1] == "ok"
+    assert first[1][1] == "error" and "cannot be sent to the stage" in first[1][2]
+    assert second == [(4, "ok", "later")]
+
+
+def broken_setup() -> tuple[None, dict]:
+    """A worker's setup that cannot build its agent (a module the worker cannot import)."""
+    raise ModuleNotFoundError("No module named 'my_agents'")
+
+
+def _error_of_run(**kwargs) -> str:
+    """The run's error as text (nothing of the failed run stays referenced)."""
+    try:
+        simulate(shards=ShardSpec(workers=2, setup=broken_setup), **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the test reads what it says
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
+def test_a_worker_that_cannot_start_fails_the_run_naming_why(caplog):
+    import gc
+
+    # The stage's own share starts at once; the worker's first rollout reports its failure.
+    said = _error_of_run(**KW)
+    assert said.startswith("WorkerNotStarted: simulate worker 1 could not start"), said
+    assert "No module named 'my_agents'" in said
+    # The other rollouts that failed with it are not logged later, one by one, by whatever
+    # collection frees them ("Task exception was never retrieved").
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+    # A budget that ends before any rollout reaches the worker still says so: the one
+    # situation of this run is the stage's own.
+    tiny = {"mode": "explore", "budget": 1, "seed": 3}
+    [row] = simulate(**tiny).rows
+    assert shard_of(row["scenario_id"], local_shares(2)) == 0
+    said = _error_of_run(**tiny)
+    assert said.startswith("WorkerNotStarted") and "my_agents" in said, said

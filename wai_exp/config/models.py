@@ -113,8 +113,9 @@ class SimulateConfig(_Strict):
     grader: str | dict[str, Any] | None = None
     #: A JSONL path every finished row is also written to (relative to where you started).
     output: str | None = None
-    #: Processes the rollouts run on (sharded by situation); planning, stops, the partial
-    #: file and the report stay in the stage's process. Same rows at any count (docs/SCALE.md).
+    #: Processes the rollouts run on (sharded by situation): the stage's own and N - 1 worker
+    #: processes (on Ray, N actors); planning, stops, the partial file and the report stay
+    #: in the stage's process. Same rows at any count (docs/SCALE.md).
     workers: Annotated[int, Field(ge=1, le=256)] = 1
     #: Where the workers run: local processes, or Ray actors on ``simulate.ray.address``.
     cluster: Literal["local", "ray"] = "local"

@@ -405,7 +405,7 @@ _SUMMED = (
 
 
 def summed(per_process: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """One server's limits over several processes (``{"worker 0": summary, ...}``), each of
+    """One server's limits over several processes (``{"parent": summary, "worker 1": ...}``), each of
     which had its own (``simulate.workers``): every count and limit summed, so ``start`` is
     what the processes' limits let through together at the start and ``min`` the sum of each
     one's lowest (not one moment's total); the best baseline; each process's own under

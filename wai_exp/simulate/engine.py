@@ -35,7 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from wai_exp.domain.gc_tuning import fewer_gc_passes
+from wai_exp.domain.gc_tuning import fewer_gc_passes, landed_rows_frozen
 from wai_exp.llm.http import send_requests_first
 from wai_exp.simulate.agent_setup import ResolvedAgent, is_async_callable, resolve_agent
 from wai_exp.simulate.data import SimulationData
@@ -53,7 +53,7 @@ from wai_exp.simulate.run_health import (
     failure_summary,
     lost_warning,
 )
-from wai_exp.simulate.shards import ShardedRunner, ShardSpec, WorkerDied
+from wai_exp.simulate.shards import ShardedRunner, ShardSpec, WorkerDied, WorkerNotStarted
 from wai_exp.simulate.stream import RowStream
 from wai_exp.simulate.tasks import MutationQueue, Plan, SituationSource, Task, group_split
 from wai_exp.simulate.world_setup import (
@@ -157,11 +157,11 @@ class Engine:
         self.writer: Any = None  # the model writer of simulator=<spec>, None for the template
         #: processes (or Ray actors) the rollouts ran on; 1 = this one (``shards``)
         self.shard_count = 1
-        #: each local worker's peak resident memory in MB, known once they stopped
-        self.shard_rss_mb: list[float | None] | None = None
-        #: each worker's own model-server limits (``ServerLimits.summary()``), likewise;
-        #: None when the rollouts ran in this process
-        self.shard_limits: list[dict[str, Any] | None] | None = None
+        #: each worker process's peak resident memory in MB by name, known once they stopped
+        self.shard_rss_mb: dict[str, float | None] | None = None
+        #: each worker process's own model-server limits (``ServerLimits.summary()``) by
+        #: name, likewise; None when every rollout ran in this process
+        self.shard_limits: dict[str, dict[str, Any] | None] | None = None
         #: the last early warning the progress line gave (slow completions, a serial server)
         self.early_warning: str | None = None
         #: rollout-slot seconds the pool had, and those it sat idle on verdicts (``split``)
@@ -177,6 +177,8 @@ class Engine:
         #: the model servers' adaptive in-flight limits (``wai_exp.llm.concurrency``), None
         #: when no model server is called
         self.server_limits: Any = None
+        #: called once per row kept (``gc_tuning.landed_rows_frozen``, set by ``_drive``)
+        self.row_kept: Callable[[], None] = lambda: None
 
     # ---- all runs -----------------------------------------------------------------------
     def tick_s(self) -> float:
@@ -343,7 +345,7 @@ class Engine:
                     continue
                 try:
                     plan, outcome = pool.pop()
-                except WorkerDied:
+                except (WorkerDied, WorkerNotStarted):
                     await pool.drain()  # the other shards' rollouts land in the partial file
                     raise
                 novel = self._land(plan, outcome)
@@ -507,6 +509,7 @@ class Engine:
         row = res.row
         task.landed.append(row)
         self.rows.append(row)
+        self.row_kept()
         if self.mutating:
             self.mutations.note(row)
         dims = row.get("scenario_dimensions") or {}
@@ -740,6 +743,12 @@ class _Pool:
         self.waiting.clear()  # a cancelled rollout's callback must start nothing more
         for task in self.running:
             task.cancel()
+        for slot in self.pending:
+            # Rollouts that failed and will not land (a worker died under them): the error
+            # that ended the run is raised, theirs is seen here (asyncio logs an unseen one
+            # from the collector, in the middle of whatever code runs then).
+            if slot.task is not None and slot.task.done() and not slot.task.cancelled():
+                slot.task.exception()
 
 
 async def _writer_ready(source: SituationSource) -> None:
@@ -825,7 +834,7 @@ def simulate(
     ``json_schema``, ``json_object``, ``off``; beyond the spec) is how a model writer asks
     for its cards' JSON schema through ``response_format``: ``auto`` steps down to the form
     the server takes (``report()["writer"]["structured_output"]`` names it). ``shards``
-    (beyond the spec, ``wai_exp.simulate.shards``) runs the rollouts on worker processes or
+    (beyond the spec, ``wai_exp.simulate.shards``) also runs rollouts on worker processes or
     Ray actors while this process plans, lands, stops and reports: the same rows.
 
     Returns a ``SimulationData``: ``.trajectories`` (rows with ``privileged`` in memory),
@@ -964,7 +973,7 @@ def _drive(
     if stream is not None:
         engine.on_row = _tee(stream, on_row)
     try:
-        with fewer_gc_passes():
+        with fewer_gc_passes(), landed_rows_frozen() as engine.row_kept:
             asyncio.run(
                 _run_and_close(engine, first, partial(_rerun_source, cfg), resolved, closers)
             )
@@ -1141,7 +1150,8 @@ def _assemble(
 ) -> tuple[Engine, Callable[[], SituationSource]]:
     """The scheduler (with its mutation queue and the setup warnings) and the maker of run
     0's source (called inside the run, so the writer is built where errors are handled).
-    With active ``shards`` the engine's runner sends each rollout to a worker."""
+    With active ``shards`` the engine's runner sends each rollout to the process or actor
+    that owns its situation (``shards.ShardedRunner``)."""
     make_writer, writer_params = _writer_factory(
         cfg, runner.tools, runner.system_prompt, runner.world_setup.options, writer
     )
@@ -1225,6 +1235,8 @@ async def _run_and_close(
         if sharded is not None:
             await sharded.start()
         await engine.run_all(first, rerun)
+        if sharded is not None:
+            await sharded.raise_start_failure()
     except (asyncio.CancelledError, KeyboardInterrupt):
         stopping = True  # Ctrl-C or SIGTERM: close without waiting for work nobody will use
         raise

@@ -278,8 +278,9 @@ def model_concurrency(engine: Engine) -> dict[str, Any]:
     the adaptive in-flight limit its calls ran at (start, min, max, final, typical = the
     time-weighted mean), its backoffs and the rate-limit waits (count, seconds summed over
     calls); None with a note when no model server was called. Under ``simulate.workers``
-    each worker process had its own limit: a server's numbers are summed over the processes
-    that called it (``processes``), each one's own under ``per_worker``."""
+    each process (the stage's and each worker) had its own limit: a server's numbers are
+    summed over the processes that called it (``processes``), each one's own under
+    ``per_worker``."""
     parent = engine.server_limits.summary() if engine.server_limits is not None else None
     note = None
     if engine.shard_limits is not None:
@@ -304,20 +305,20 @@ def model_concurrency(engine: Engine) -> dict[str, Any]:
 
 
 def _over_processes(
-    parent: dict[str, Any] | None, workers: list[dict[str, Any] | None]
+    parent: dict[str, Any] | None, workers: dict[str, dict[str, Any] | None]
 ) -> tuple[dict[str, Any], str | None]:
     """Per server URL, the limits of the processes that called it, summed
-    (``concurrency.summed``): each worker's, and the stage's own (``parent``: the model
-    writer's calls; its agent's limit sends nothing under workers). A worker that did not
-    report (a Ray actor, one that died) is named in the note."""
+    (``concurrency.summed``): each worker's (by name), and the stage's own (``parent``: its
+    share of the rollouts and the model writer's calls). A worker that did not report (a Ray
+    actor, one that died) is named in the note."""
     from wai_exp.llm.concurrency import summed
 
     by_url: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, limits in [*((f"worker {i}", w) for i, w in enumerate(workers)), ("parent", parent)]:
+    for name, limits in [("parent", parent), *workers.items()]:
         for url, summary in (limits or {}).items():
             if summary["calls"]:
                 by_url.setdefault(url, {})[name] = summary
-    silent = [f"worker {i}" for i, w in enumerate(workers) if w is None]
+    silent = [name for name, w in workers.items() if w is None]
     note = (
         f"not measured for {', '.join(silent)}: a worker reports its limits when it exits "
         "cleanly (a Ray actor does not, nor a worker that died)"

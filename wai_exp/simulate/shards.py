@@ -4,15 +4,19 @@ The parent keeps everything that decides *which* rollouts run: the planner, the 
 (``budget``, ``time_budget``, ``situations``, ``until``, the dead-agent stop), the adaptive
 allocation (``split``/``verify``, ``grader=`` verdicts), landing in plan order, the partial
 file, the progress line and the report. Only running a planned rollout moves: each plan is
-sent to the shard that owns its situation (a stable hash of ``scenario_id`` modulo the
-shard count) and its outcome streams back. A rollout's row depends only on its plan (its
+sent to the shard that owns its situation (a stable hash of ``scenario_id``, weighted by
+each shard's share) and its outcome streams back. A rollout's row depends only on its plan (its
 seed is a hash of the seed, the situation, the phrasing, the rollout index and the run), and
 the planner reads only rows landed before in plan order, so the rows are the same at any
 worker count, byte for byte once ``timing`` is removed.
 
-A shard is a local process (``cluster: local``: ``python -m wai_exp.simulate.shards``,
-spoken to over its stdin/stdout with length-prefixed pickles, from the parent's event loop)
-or a Ray actor (``cluster: ray``, on ``ray.address``). Each shard builds its own agent,
+Locally (``cluster: local``) the stage's own process is shard 0 and runs a share of the
+rollouts itself, on its own runner; ``workers - 1`` worker processes (``python -m
+wai_exp.simulate.shards``) run the rest, spoken to over their stdin/stdout in frames (one
+length-prefixed pickled list of messages per pass of the event loop), from the parent's event
+loop. A parent that only planned, received and landed spent two thirds of the CPU a row that
+one process spends making it, so two workers beside it ran slower than one process. On Ray
+(``cluster: ray``, on ``ray.address``) every shard is an actor. Each shard builds its own agent,
 world and judge from a picklable ``setup`` (the pipeline's config, re-read in the worker),
 so nothing unpicklable (HTTP clients, open servers) crosses a process boundary.
 
@@ -32,7 +36,7 @@ import signal
 import struct
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,17 @@ from wai_exp.simulate.tasks import Plan
 CLUSTERS = ("local", "ray")
 
 _HEADER = struct.Struct("!I")
+
+
+#: At most this many messages to a frame: a worker running a sync agent finishes a whole
+#: frame of plans in one pass of its loop, and held every result to the pass's end while the
+#: parent sat idle; a frame of 8 goes back as soon as it is full, and the parent lands,
+#: plans and sends more while the worker runs the rest (offline 3,270 -> 3,490 rows/s).
+_FRAME_MAX = 8
+
+#: How long a run whose rows are all in waits for a worker none of them reached to say
+#: whether it started (``ShardedRunner.raise_start_failure``).
+_START_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,10 @@ class ShardSpec:
         return self.workers > 1 or self.cluster == "ray"
 
 
+class WorkerNotStarted(RuntimeError):
+    """A worker process could not build its runner (its setup raised, or it exited)."""
+
+
 class WorkerDied(RuntimeError):
     """A shard process ended while rollouts were in flight on it."""
 
@@ -76,22 +95,55 @@ class WorkerDied(RuntimeError):
         )
 
 
-def _queue(outbox: list[bytes], write: Callable[[bytes], Any], frame: bytes) -> None:
-    """Queue ``frame``; the frames queued in one pass of the event loop go out in one write
-    (a write per frame cost a system call per rollout each way: a third of the parent's
-    time with the offline agent)."""
-    if not outbox:
-        asyncio.get_running_loop().call_soon(_flush, outbox, write)
-    outbox.append(frame)
+class _Outbox:
+    """Messages to the other side of a pipe. The messages queued in one pass of the event
+    loop go out as one frame: one pickled list, one write (at most ``_FRAME_MAX`` messages).
+    A write per message cost a system call per rollout each way; and one ``pickle.dumps``
+    over a frame's rows writes each key and shared text once (the system prompt in
+    ``messages``, a situation's hidden state), so unpickling a row takes half the time it
+    took alone (20.7 -> ~11 µs, the collector off)."""
+
+    def __init__(
+        self, write: Callable[[bytes], Any], unpicklable: Callable[[Any, Exception], Any]
+    ) -> None:
+        self._write = write
+        #: what goes instead of a message that cannot be pickled (None: nothing)
+        self._unpicklable = unpicklable
+        self._msgs: list[Any] = []
+
+    def put(self, msg: Any) -> None:
+        if not self._msgs:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._msgs.append(msg)
+        if len(self._msgs) >= _FRAME_MAX:
+            self.flush()
+
+    def flush(self) -> None:
+        msgs, self._msgs = self._msgs, []
+        if not msgs:
+            return
+        try:
+            body = pickle.dumps(msgs, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - one message's fault: find it, send the rest
+            kept = [m for m in map(self._picklable, msgs) if m is not None]
+            body = pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            # fails when the other side is gone: its reader reports that
+            self._write(_HEADER.pack(len(body)) + body)
+
+    def _picklable(self, msg: Any) -> Any:
+        try:
+            pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - whatever pickle raises, that message fails
+            return self._unpicklable(msg, exc)
+        return msg
 
 
-def _flush(outbox: list[bytes], write: Callable[[bytes], Any]) -> None:
-    if not outbox:
-        return
-    data = b"".join(outbox)
-    outbox.clear()
-    with contextlib.suppress(ConnectionError, RuntimeError):
-        write(data)  # may fail when the other side is gone: its reader reports that
+async def _read_frame(stream: asyncio.StreamReader) -> list[Any]:
+    """The next frame's messages (``asyncio.IncompleteReadError`` at the end of the pipe)."""
+    head = await stream.readexactly(_HEADER.size)
+    msgs: list[Any] = pickle.loads(await stream.readexactly(_HEADER.unpack(head)[0]))
+    return msgs
 
 
 def same_arguments(agent: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -100,9 +152,23 @@ def same_arguments(agent: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, A
     return agent, dict(kwargs)
 
 
-def shard_of(scenario_id: str, n: int) -> int:
-    """The shard that owns a situation: all its rollouts run on one shard."""
-    return stable_hash(scenario_id) % n
+def shard_of(scenario_id: str, shares: Sequence[int]) -> int:
+    """The shard that owns a situation (all its rollouts run there): shard ``i`` owns
+    ``shares[i]`` of every ``sum(shares)`` situations, by a stable hash of the id."""
+    slot = stable_hash(scenario_id) % sum(shares)
+    for index, share in enumerate(shares):
+        if slot < share:
+            return index
+        slot -= share
+    raise AssertionError("unreachable: slot < sum(shares)")
+
+
+def local_shares(workers: int) -> tuple[int, ...]:
+    """Each local shard's share of the situations: the stage's own process (shard 0) runs
+    rollouts too, as one of the ``workers``, and takes half a worker's share because it also
+    plans, lands, stops and reports for all of them (offline, an even split left the
+    stage's process the bottleneck: docs/SCALE.md)."""
+    return (1, *(2,) * (workers - 1))
 
 
 #: a ``Plan``'s fields after its task, in order (what ``_LocalShard._wire`` sends)
@@ -121,43 +187,58 @@ def _slim(plan: Any) -> Any:
 class _LocalShard:
     """One worker process and the rollouts in flight on it."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, share: StringSharer) -> None:
         self.index = index
+        self.share = share
         self.proc: asyncio.subprocess.Process | None = None
+        self.outbox: _Outbox | None = None
         self.waiting: dict[int, asyncio.Future[Any]] = {}
         self.next_id = 0
         self.reader: asyncio.Task[None] | None = None
-        self.died: WorkerDied | None = None
+        #: makes the error every rollout here fails with once the worker is gone
+        #: (``WorkerDied``, ``WorkerNotStarted``)
+        self.died: Callable[[], Exception] | None = None
+        #: set once the worker said whether it started (or ended before it could)
+        self.answered = asyncio.Event()
         #: the worker's peak resident memory, MB, as it reported it on a clean exit
         self.peak_rss_mb: float | None = None
         #: the worker's own model-server limits (``ServerLimits.summary()``), likewise
         self.limits: dict[str, Any] | None = None
-        #: frames not yet written: one write per loop pass, not one per plan
-        self.outbox: list[bytes] = []
         #: the tasks sent so far: ``id(task)`` -> (its number on this pipe, the task, kept
         #: so that its id is not reused). A task goes once; its next rollouts name it.
         self.tasks: dict[int, tuple[int, Any]] = {}
 
-    async def start(self, init: bytes) -> None:
+    async def start(self, init: Any) -> None:
+        """Start the worker process and send it its setup. Plans may be sent at once: the
+        pipe holds them while the worker builds its runner, and the stage's own share runs
+        meanwhile (a worker takes 0.5-1 s to import and build its agent). Raises when
+        ``init`` cannot be pickled (a closure for an agent), before any work."""
+        pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL)
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "wai_exp.simulate.shards",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         assert self.proc.stdin is not None
-        self.proc.stdin.write(_HEADER.pack(len(init)) + init)
-        ready = await self._read()
-        if ready is None or ready[0] != "ready":
-            detail = ready[1] if ready else await self._detail()
-            raise RuntimeError(f"simulate worker {self.index} could not start: {detail}")
+        self.outbox = _Outbox(self.proc.stdin.write, self._unsendable)
+        self.outbox.put(init)
+        self.outbox.flush()  # alone in the first frame, which the worker reads as its setup
         self.reader = asyncio.ensure_future(self._read_loop())
 
-    async def _read(self) -> Any:
+    def _unsendable(self, msg: Any, exc: Exception) -> None:
+        """A plan that cannot be pickled fails its own rollout, not the pipe."""
+        fut = self.waiting.pop(msg[0], None)
+        if fut is not None and not fut.done():
+            fut.set_exception(
+                RuntimeError(f"the plan cannot be sent to worker {self.index}: {exc}")
+            )
+
+    async def _read(self) -> list[Any]:
+        """The worker's next frame ([] once its stdout closed)."""
         assert self.proc is not None and self.proc.stdout is not None
         try:
-            head = await self.proc.stdout.readexactly(_HEADER.size)
-            return pickle.loads(await self.proc.stdout.readexactly(_HEADER.unpack(head)[0]))
+            return await _read_frame(self.proc.stdout)
         except (asyncio.IncompleteReadError, ConnectionError):
-            return None
+            return []
 
     async def _detail(self) -> str:
         assert self.proc is not None
@@ -168,34 +249,77 @@ class _LocalShard:
         return f"pid {pid}, exit status {code}"
 
     async def _read_loop(self) -> None:
+        try:
+            await self._receive()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - no rollout of this worker may wait forever
+            text = f"simulate worker {self.index}: reading its results failed: {exc!r}"
+            self._fail(lambda: RuntimeError(text))
+        finally:
+            self.answered.set()
+
+    async def _receive(self) -> None:
+        first = await self._read()
+        if not first or first[0][0] != "ready":
+            detail = first[0][1] if first else await self._detail()
+            text = f"simulate worker {self.index} could not start: {detail}"
+            self._fail(lambda: WorkerNotStarted(text))
+            return
+        self.answered.set()
+        msgs = first[1:]
         while True:
-            msg = await self._read()
-            if msg is None:
+            for msg in msgs:
+                self._deliver(msg)
+            msgs = await self._read()
+            if not msgs:
                 break
-            if msg[0] == "bye":
-                self.peak_rss_mb, self.limits = msg[1], msg[2]
-                continue
-            fut = self.waiting.pop(msg[0], None)
-            if fut is not None and not fut.done():
-                if msg[1] == "ok":
-                    fut.set_result(msg[2])
-                else:
-                    fut.set_exception(RuntimeError(f"simulate worker {self.index}: {msg[2]}"))
-        self.died = WorkerDied(self.index, await self._detail(), len(self.waiting))
+        detail, in_flight = await self._detail(), len(self.waiting)
+        self._fail(lambda: WorkerDied(self.index, detail, in_flight))
+
+    def _fail(self, error: Callable[[], Exception]) -> None:
+        """Fail the rollouts in flight here, and every later one, each with its own
+        ``error()`` (one exception raised in many tasks gathers all their frames)."""
+        self.died = error
         for fut in self.waiting.values():
             if not fut.done():
-                fut.set_exception(self.died)
+                fut.set_exception(error())
         self.waiting.clear()
+
+    async def start_failure(self, wait_s: float) -> Exception | None:
+        """Why the worker could not start (None: it started, or has not said within
+        ``wait_s`` seconds, a slow start the run no longer needs)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.answered.wait(), wait_s)
+        failure = self.died() if self.died is not None else None
+        return failure if isinstance(failure, WorkerNotStarted) else None
+
+    def _deliver(self, msg: tuple[Any, ...]) -> None:
+        if msg[0] == "bye":
+            self.peak_rss_mb, self.limits = msg[1], msg[2]
+            return
+        fut = self.waiting.pop(msg[0], None)
+        if fut is None or fut.done():
+            return
+        if msg[1] != "ok":
+            fut.set_exception(RuntimeError(f"simulate worker {self.index}: {msg[2]}"))
+            return
+        out = msg[2]
+        if out.row is not None:
+            # Rows of one frame share keys and texts (one pickle); across frames they would
+            # not: rebuilt on the stage's shared strings, a row from a worker costs what the
+            # stage's own rows cost to the end of the stage.
+            out.row = self.share(out.row)
+        fut.set_result(out)
 
     async def run(self, plan: Any) -> Any:
         if self.died is not None:
-            raise self.died
-        assert self.proc is not None and self.proc.stdin is not None
+            raise self.died()
+        assert self.outbox is not None
         rid, self.next_id = self.next_id, self.next_id + 1
         fut = asyncio.get_running_loop().create_future()
         self.waiting[rid] = fut
-        body = pickle.dumps((rid, *self._wire(plan)), protocol=pickle.HIGHEST_PROTOCOL)
-        _queue(self.outbox, self.proc.stdin.write, _HEADER.pack(len(body)) + body)
+        self.outbox.put((rid, *self._wire(plan)))
         return await fut
 
     def _wire(self, plan: Any) -> tuple[Any, ...]:
@@ -230,16 +354,21 @@ class _LocalShard:
 class _RayShard:
     """One Ray actor; its async ``run`` runs many rollouts at once."""
 
-    def __init__(self, index: int, actor: Any) -> None:
-        self.index, self.actor = index, actor
+    def __init__(self, index: int, actor: Any, share: StringSharer) -> None:
+        self.index, self.actor, self.share = index, actor, share
 
     async def run(self, plan: Any) -> Any:
         import ray
 
         try:
-            return await self.actor.run.remote(_slim(plan))
+            out = await self.actor.run.remote(_slim(plan))
         except ray.exceptions.RayActorError as exc:
             raise WorkerDied(self.index, f"Ray actor: {type(exc).__name__}", 1) from exc
+        if out.row is not None:
+            # An unpickled row owns a copy of every key: shared, it costs half the memory
+            # the parent holds for it to the end of the stage.
+            out.row = self.share(out.row)
+        return out
 
     async def close(self) -> None:
         import ray
@@ -247,50 +376,83 @@ class _RayShard:
         ray.kill(self.actor)
 
 
+class _StageShard:
+    """The stage's own process as shard 0: its share runs on the stage's own runner, with
+    nothing pickled or piped."""
+
+    index = 0
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+
+    async def run(self, plan: Any) -> Any:
+        return await self.runner.run(plan)
+
+    async def close(self) -> None:
+        return None
+
+
 class ShardedRunner:
     """A ``RolloutRunner`` whose ``run`` sends the plan to the shard owning its situation;
     every other attribute (``reuse``, ``lost_record``, ``run_id``, ``grader`` ...) is the
-    parent's own runner's, so the engine cannot tell the difference."""
+    parent's own runner's, so the engine cannot tell the difference.
+
+    Locally the stage's process is shard 0 and ``workers - 1`` worker processes are the
+    rest (``local_shares``); on Ray every shard is an actor and the stage only plans."""
 
     def __init__(self, local: Any, spec: ShardSpec) -> None:
         self._local = local
         self._spec = spec
         self._shards: list[Any] = []
+        self._shares: tuple[int, ...] = ()
         self._own_ray = False  # this stage started a local Ray: it stops it too
-        self._share = StringSharer()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._local, name)
 
     async def start(self) -> None:
-        """Start every shard (raises when one cannot start)."""
+        """Start every shard: the worker processes are spawned and sent their setup, not
+        waited for (``_LocalShard.start``); Ray actors are created."""
         init = (self._spec.setup, self._local.cfg, self._local.run_id)
         n = max(1, self._spec.workers)
+        share = StringSharer()  # one memo: the shards' rows share with each other too
         if self._spec.cluster == "ray":
-            self._shards, self._own_ray = _ray_shards(n, init, self._spec.ray_address)
+            self._shards, self._own_ray = _ray_shards(n, init, self._spec.ray_address, share)
+            self._shares = (1,) * n
             return
-        blob = pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL)
-        shards = [_LocalShard(i) for i in range(n)]
-        self._shards = shards
-        await asyncio.gather(*(s.start(blob) for s in shards))
+        workers = [_LocalShard(i, share) for i in range(1, n)]
+        self._shards = [_StageShard(self._local), *workers]
+        self._shares = local_shares(n)
+        await asyncio.gather(*(s.start(init) for s in workers))
 
     async def run(self, plan: Any) -> Any:
-        out = await self._shards[shard_of(plan.task.scenario_id, len(self._shards))].run(plan)
-        if out.row is not None:
-            # An unpickled row owns a copy of every key: shared, it costs half the memory
-            # the parent holds for it to the end of the stage.
-            out.row = self._share(out.row)
-        return out
+        return await self._shards[shard_of(plan.task.scenario_id, self._shares)].run(plan)
 
-    def peak_rss_mb(self) -> list[float | None]:
-        """Each local worker's peak resident memory in MB (None: not reported)."""
-        return [getattr(s, "peak_rss_mb", None) for s in self._shards]
+    async def raise_start_failure(self) -> None:
+        """Raise why a worker could not start even when no rollout of its share ran (a
+        small budget can end before one reaches it): the run asked for that worker. One
+        still starting after ``_START_WAIT_S`` more seconds is not waited for."""
+        for shard in self._processes():
+            if isinstance(shard, _LocalShard) and (
+                failure := await shard.start_failure(_START_WAIT_S)
+            ):
+                raise failure
 
-    def server_limits(self) -> list[dict[str, Any] | None]:
+    def _processes(self) -> list[Any]:
+        """The shards that are processes of their own (local workers, Ray actors)."""
+        return [s for s in self._shards if not isinstance(s, _StageShard)]
+
+    def peak_rss_mb(self) -> dict[str, float | None]:
+        """Each worker's peak resident memory in MB, by name (``worker 1``; None: not
+        reported, a Ray actor or a worker that died)."""
+        return {f"worker {s.index}": getattr(s, "peak_rss_mb", None) for s in self._processes()}
+
+    def server_limits(self) -> dict[str, dict[str, Any] | None]:
         """Each worker's own model-server limits as it reported them on a clean exit
         (``ServerLimits.summary()``; ``{}``: it called no model server; None: it did not
-        report, a Ray actor or a worker that died)."""
-        return [getattr(s, "limits", None) for s in self._shards]
+        report, a Ray actor or a worker that died), by name as in ``peak_rss_mb``. The
+        stage's own process reports its limits itself (``Engine.server_limits``)."""
+        return {f"worker {s.index}": getattr(s, "limits", None) for s in self._processes()}
 
     async def aclose(self) -> None:
         await asyncio.gather(*(s.close() for s in self._shards), return_exceptions=True)
@@ -300,7 +462,9 @@ class ShardedRunner:
             ray.shutdown()
 
 
-def _ray_shards(n: int, init: tuple[Any, ...], address: str | None) -> tuple[list[_RayShard], bool]:
+def _ray_shards(
+    n: int, init: tuple[Any, ...], address: str | None, share: StringSharer
+) -> tuple[list[_RayShard], bool]:
     """``n`` actors on the Ray cluster at ``address`` (None: a local Ray this call starts,
     unless this process is connected already), and whether this call started Ray."""
     import ray
@@ -309,7 +473,7 @@ def _ray_shards(n: int, init: tuple[Any, ...], address: str | None) -> tuple[lis
     if own:
         ray.init(address=address, log_to_driver=False)
     actor_cls = ray.remote(_RayWorker)
-    return [_RayShard(i, actor_cls.remote(*init)) for i in range(n)], own
+    return [_RayShard(i, actor_cls.remote(*init), share) for i in range(1, n + 1)], own
 
 
 # ---- the shard's side ----------------------------------------------------------------------
@@ -327,48 +491,49 @@ class _RayWorker:
         return await self.runner.run(plan)
 
 
+def _unsendable(msg: Any, exc: Exception) -> Any:
+    """A rollout whose outcome cannot be pickled (an agent's own object in its row) is lost
+    with the reason; the pipe and the other rollouts go on."""
+    if not isinstance(msg[0], int):
+        return None
+    why = f"{type(exc).__name__}: {exc}"
+    return (msg[0], "error", f"its outcome cannot be sent to the stage's process ({why})")
+
+
 async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
-    async def read() -> Any:
-        head = await inp.readexactly(_HEADER.size)
-        return pickle.loads(await inp.readexactly(_HEADER.unpack(head)[0]))
-
-    outbox: list[bytes] = []
-
-    def send(msg: Any) -> None:
-        body = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-        _queue(outbox, out.write, _HEADER.pack(len(body)) + body)
-
-    setup, cfg, run_id = await read()
+    outbox = _Outbox(out.write, _unsendable)
+    ((setup, cfg, run_id),) = await _read_frame(inp)
     try:
         from wai_exp.simulate.engine import shard_runner
 
         runner = shard_runner(setup, cfg, run_id)
     except Exception:  # noqa: BLE001 - the parent says why the worker could not start
-        send(("error", traceback.format_exc(limit=5)))
-        _flush(outbox, out.write)
+        outbox.put(("error", traceback.format_exc(limit=5)))
+        outbox.flush()
         await out.drain()
         return
-    send(("ready",))
+    outbox.put(("ready",))
 
     async def one(rid: int, plan: Any) -> None:
         try:
-            send((rid, "ok", await runner.run(plan)))
+            outbox.put((rid, "ok", await runner.run(plan)))
         except Exception as exc:  # noqa: BLE001 - the engine re-raises it for that rollout
-            send((rid, "error", f"{type(exc).__name__}: {exc}"))
+            outbox.put((rid, "error", f"{type(exc).__name__}: {exc}"))
 
     running: set[asyncio.Task[None]] = set()
     tasks: dict[int, Any] = {}  # the tasks the parent sent, by their number
     try:
         while True:
             try:
-                rid, tid, new_task, *fields = await read()
+                plans = await _read_frame(inp)
             except asyncio.IncompleteReadError:
                 break  # the parent closed our stdin (or died): stop
-            if new_task is not None:
-                tasks[tid] = new_task
-            task = asyncio.ensure_future(one(rid, Plan(tasks[tid], *fields)))
-            running.add(task)
-            task.add_done_callback(running.discard)
+            for rid, tid, new_task, *fields in plans:
+                if new_task is not None:
+                    tasks[tid] = new_task
+                task = asyncio.ensure_future(one(rid, Plan(tasks[tid], *fields)))
+                running.add(task)
+                task.add_done_callback(running.discard)
             if out.transport.get_write_buffer_size() > 1 << 20:
                 await out.drain()
     finally:
@@ -381,8 +546,9 @@ async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
                 await res
         runner.world_setup.close()
         limits = getattr(runner, "server_limits", None)  # the parent reports them
-        send(("bye", _peak_rss_mb(), (limits.summary() if limits is not None else None) or {}))
-        _flush(outbox, out.write)  # now: the loop is about to end
+        summary = (limits.summary() if limits is not None else None) or {}
+        outbox.put(("bye", _peak_rss_mb(), summary))
+        outbox.flush()  # now: the loop is about to end
 
 
 def _peak_rss_mb() -> float:

@@ -349,7 +349,9 @@ class TemplateWriter:
                 f"phrasings must be between 1 and {capacity} (distinct wordings the templates allow), got {phrasings}"
             )
         self.phrasings = int(phrasings)
-        self._buckets = self._fresh_buckets()
+        #: the cells left to draw per tier and world state; built at the first draw that
+        #: needs them (a mutation's writer draws once, from its focus, and never does)
+        self._buckets: dict[str, dict[str, list[tuple[str, str, str, str, str]]]] | None = None
         self.drawn = 0
         self._seen: Counter[str] = Counter()
         self.passes = 0
@@ -365,7 +367,7 @@ class TemplateWriter:
         new.seed = int(seed)
         new.unique = bool(unique)
         new._rng = FastRandom(new.seed)
-        new._buckets = new._fresh_buckets()
+        new._buckets = None
         new.drawn = 0
         new._seen = Counter()
         new.passes = 0
@@ -439,11 +441,14 @@ class TemplateWriter:
                 pool = [c for c in pool if c[i] in v]
             if pool:
                 return pool[rng.randrange(len(pool))]
-        if self.unique and not any(cells for t in self._buckets.values() for cells in t.values()):
-            self._buckets = self._fresh_buckets()
+        buckets = self._buckets
+        if buckets is None:
+            buckets = self._buckets = self._fresh_buckets()
+        elif self.unique and not any(cells for t in buckets.values() for cells in t.values()):
+            buckets = self._buckets = self._fresh_buckets()
             self.passes += 1
         r = rng.random
-        tiers = [t for t, by_ws in self._buckets.items() if any(by_ws.values())]
+        tiers = [t for t, by_ws in buckets.items() if any(by_ws.values())]
         hard = [t for t in tiers if t != "standard"]
         if "standard" in tiers and (not hard or r() >= self.hard_share):
             tier = "standard"
@@ -451,7 +456,7 @@ class TemplateWriter:
             tier = hard[int(r() * len(hard))]
         else:
             tier = "standard"
-        by_ws = self._buckets[tier]
+        by_ws = buckets[tier]
         states = [ws for ws, cells in by_ws.items() if cells]
         weights = [self._ws_weight(ws) for ws in states]
         total = sum(weights)
