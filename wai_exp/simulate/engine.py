@@ -977,6 +977,7 @@ def _drive(
             asyncio.run(
                 _run_and_close(engine, first, partial(_rerun_source, cfg), resolved, closers)
             )
+        engine.row_kept = lambda: None  # the freezes ended with the block
     except BaseException:
         if stream is not None:
             stream.close(remove=False)  # keep the finished rows on disk for a resume

@@ -175,6 +175,16 @@ def local_shares(workers: int) -> tuple[int, ...]:
 _PLAN_FIELDS = ("rollout_index", "eval_run", "seed", "rollout_id", "reason")
 
 
+def _shared(out: Any, share: StringSharer) -> Any:
+    """``out`` (an ``Outcome`` from another process) with its row rebuilt on the stage's
+    shared strings. An unpickled row owns a copy of every key and text the stage's own rows
+    share (a frame's rows share them with each other, not with earlier frames): shared, a
+    row from a worker costs the stage what its own rows cost, to the end of the stage."""
+    if out.row is not None:
+        out.row = share(out.row)
+    return out
+
+
 def _slim(plan: Any) -> Any:
     """The plan without its task's landed rows (a shard never reads them; shipping them
     would grow each message with the group)."""
@@ -304,13 +314,7 @@ class _LocalShard:
         if msg[1] != "ok":
             fut.set_exception(RuntimeError(f"simulate worker {self.index}: {msg[2]}"))
             return
-        out = msg[2]
-        if out.row is not None:
-            # Rows of one frame share keys and texts (one pickle); across frames they would
-            # not: rebuilt on the stage's shared strings, a row from a worker costs what the
-            # stage's own rows cost to the end of the stage.
-            out.row = self.share(out.row)
-        fut.set_result(out)
+        fut.set_result(_shared(msg[2], self.share))
 
     async def run(self, plan: Any) -> Any:
         if self.died is not None:
@@ -364,11 +368,7 @@ class _RayShard:
             out = await self.actor.run.remote(_slim(plan))
         except ray.exceptions.RayActorError as exc:
             raise WorkerDied(self.index, f"Ray actor: {type(exc).__name__}", 1) from exc
-        if out.row is not None:
-            # An unpickled row owns a copy of every key: shared, it costs half the memory
-            # the parent holds for it to the end of the stage.
-            out.row = self.share(out.row)
-        return out
+        return _shared(out, self.share)
 
     async def close(self) -> None:
         import ray
