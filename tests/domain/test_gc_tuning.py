@@ -163,14 +163,16 @@ def test_a_runs_landed_rows_are_frozen_as_they_land_and_handed_back_at_its_end()
             if i == 100:
                 after_first = gc.get_freeze_count()
             if i == 198:
-                assert gc.get_freeze_count() == after_first  # nothing between freezes
+                # nothing frozen between two freezes (frozen objects freed meanwhile lower it)
+                before_second = gc.get_freeze_count()
+                assert before_second <= after_first
                 cycle = Node()
                 cycle.me = cycle  # young garbage when the 100th row lands
                 gone = weakref.ref(cycle)
                 del cycle
         assert gone() is None  # collected before the freeze, not frozen with the rows
         # the second freeze took the rows landed since the first (a row's dict and list)
-        assert gc.get_freeze_count() >= after_first + 98 * 2
+        assert gc.get_freeze_count() >= before_second + 98 * 2
     assert gc.get_freeze_count() == 0  # everything is the collector's again
     assert len(rows) == 250
 
