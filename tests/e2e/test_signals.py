@@ -455,7 +455,10 @@ def test_group_sigterm_that_also_ends_the_tracking_server_is_named_by_the_next_r
         proc.wait(timeout=RETURNS_WITHIN_S)
     assert (tmp_path / "status").read_text().strip() == "143", (tmp_path / "out.log").read_text()
     [(old_id, status)] = _server_runs(db)
-    assert status == "RUNNING"  # the store was gone when the end came
+    # Mostly the store is gone when the end comes (RUNNING: the next run must end it); the
+    # writer can still win the race to the dying server and mark the run itself (it did in
+    # about one run in three, the old code too). Either way it must end KILLED, saying why.
+    assert status in ("RUNNING", "KILLED")
     second = subprocess.Popen(serve, cwd=tmp_path, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     with _cleanup(second):
