@@ -261,8 +261,8 @@ def test_compare_records_in_this_process_when_the_writer_cannot_start(
 
 
 def test_compare_records_through_the_writer_process_not_its_own(tmp_path: Path) -> None:
-    """MLflow is imported by the tracking writer (on another core, while the arms are read
-    and the report computed), never by the command: the recording costs it no import."""
+    """MLflow is imported by the tracking writer (on another core, while the answer prints
+    and the delta plot renders), never by the command: the recording costs it no import."""
     import subprocess
     import sys
 
@@ -408,3 +408,73 @@ def test_the_advice_recommends_the_count_the_verdicts_test_reaches_power_at(
     )  # fmt: skip
     s = rep["sizing"]
     assert (s["n_tasks_t"], s["n_tasks_for_observed"], s["n_tasks_for_observed_t"]) == (23, 15, 17)
+
+
+def test_bad_input_never_starts_the_tracking_writer(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Every input is read and checked (the arms, the floor, the report's own checks)
+    before the writer starts: it would import MLflow for seconds after the command ended."""
+    import wai_exp.tracking.background as background
+
+    started: list[bool] = []
+    monkeypatch.setattr(background, "start_writer", lambda: started.append(True))
+    a = run_dir(tmp_path, "a", arm(0.5, 7))
+    for bad in (
+        ["no-such-run", str(a)],
+        [str(a), str(a), "--run-std-from", str(tmp_path / "missing")],
+        [str(a), str(a), "--target", "marker:nope"],
+        [str(a), str(a), "--tracking-uri", "file:./mlruns"],
+    ):
+        assert main(bad) == EXIT_BAD_INPUT, bad
+        assert "wai-exp compare: " in capsys.readouterr().err
+    assert started == []
+
+
+def test_a_store_error_mid_record_ends_the_run_failed_not_running(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from mlflow import MlflowClient
+
+    from wai_exp.score.stats.delta import delta_report
+    from wai_exp.tracking.compare_record import record_compare
+
+    report = delta_report(arm(0.3, 1), arm(0.7, 2), n_boot=200)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(MlflowClient, "log_text", full)
+    with pytest.raises(OSError):
+        record_compare(report, "text", before="a", after="b", sources=("a", "b"), uri=uri)
+    client = MlflowClient(tracking_uri=uri)
+    [run] = client.search_runs([client.get_experiment_by_name("compare").experiment_id])
+    assert run.info.status == "FAILED"
+    assert "No space left on device" in run.data.tags["wai.error"]
+
+
+def test_a_compare_run_whose_processes_died_is_marked_killed_by_the_next(tmp_path: Path) -> None:
+    """Command and writer both killed mid-record (a group SIGKILL): the next compare into
+    the store ends the half-run KILLED, saying why (orphans.reap_orphans)."""
+    import subprocess
+    import sys
+
+    from mlflow import MlflowClient
+
+    from wai_exp.score.stats.delta import delta_report
+    from wai_exp.tracking.compare_record import EXPERIMENT, record_compare
+    from wai_exp.tracking.orphans import owner_tags
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = {**owner_tags(), "wai.pid": gone.stdout.strip(), "wai.writer_pid": gone.stdout.strip()}
+    dead.pop("wai.pid_start", None)
+    report = delta_report(arm(0.3, 1), arm(0.7, 2), n_boot=200)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = record_compare(report, "t", before="a", after="b", sources=("a", "b"), uri=uri)
+    client = MlflowClient(tracking_uri=uri)
+    half = client.create_run(first["experiment_id"], tags=dead, run_name="compare a → b")
+    record_compare(report, "t", before="a", after="b", sources=("a", "b"), uri=uri)
+    run = client.get_run(half.info.run_id)
+    assert client.get_experiment_by_name(EXPERIMENT).experiment_id == first["experiment_id"]
+    assert run.info.status == "KILLED"
+    assert f"pid {gone.stdout.strip()}" in run.data.tags["wai.error"]

@@ -19,7 +19,11 @@ so both arms of one run compare as ``RUN:grade_before RUN:grade_after``.
 The report is logged to MLflow (``--no-record`` skips it): a run in experiment ``compare``
 named ``compare BEFORE → AFTER``, tagged with both arms' run ids when they are runs, holding
 ``report.json``, ``report.txt`` and ``delta.png``. ``--run-std-from`` also takes a sweep
-parent's run id (its replicate ``run_std``).
+parent's run id (its replicate ``run_std``). A relative ``sqlite:///`` ``--tracking-uri``
+resolves against the folder the command ran from (``tracking.resolve_tracking_uri``, as for
+``wai-exp``'s ``tracking.uri``). The tracking writer process starts only once every input
+is read and checked. A compare run the writer left half-made (it died mid-record) ends
+FAILED, naming the complete run this process then records.
 
 Exit status: 0 when the report is ok (no regression, no failed guard, comparable arms), 1
 when it is not, 2 on bad input (the message names the fix).
@@ -179,12 +183,18 @@ def _rows_from_path(path: Path, stage: str | None) -> tuple[list[dict[str, Any]]
 
 
 def _tracking_uri(given: str | None) -> str:
-    if given:
-        return given
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    if env:
-        return env
-    return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+    """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else ``./mlflow.db``, made absolute
+    as ``wai-exp`` makes ``tracking.uri`` (a relative ``sqlite:///`` path resolves against the
+    folder the command was typed in: compare never changes its working directory). Raises
+    ``TrackingConfigError`` (a ValueError: exit 2) for a file store or an unknown scheme."""
+    from wai_exp.tracking import TrackingConfigError, resolve_tracking_uri
+
+    uri = given or os.environ.get("MLFLOW_TRACKING_URI")
+    try:
+        return resolve_tracking_uri(uri, Path.cwd())
+    except TrackingConfigError as exc:
+        where = "--tracking-uri" if given else "$MLFLOW_TRACKING_URI"
+        raise CompareInputError(f"{where} {uri}: {exc}") from exc
 
 
 def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[dict[str, Any]], str]:
@@ -374,10 +384,11 @@ def _run_std_from(ref: str, uri: str | None = None) -> RunStdSource:
 
 
 def _start_recorder() -> bool:
-    """Start the tracking writer process now (wai_exp.tracking.background): it imports
-    MLflow (about 1.5 s) on another core while the arms are read and the report computed,
-    then opens the store. False when it cannot start (the run is then recorded in this
-    process, as it is when the writer dies)."""
+    """Start the tracking writer process now (wai_exp.tracking.background), once every
+    input is read and checked (bad input never starts it): it imports MLflow (about 1.5 s)
+    on another core while the answer prints and the delta plot renders, then opens the
+    store. False when it cannot start (the run is then recorded in this process, as it is
+    when the writer dies)."""
     try:
         from wai_exp.tracking.background import start_writer
 
@@ -405,26 +416,43 @@ def _record(
     writer process when it started."""
     from wai_exp.score.stats.delta import format_delta_report
     from wai_exp.tracking.mlflow_tracker import jsonable
+    from wai_exp.tracking.orphans import owner_tags
 
     record = {
         "report": jsonable(report), "text": format_delta_report(report),
         "before": args.before, "after": args.after, "sources": list(sources),
         "uri": _tracking_uri(args.tracking_uri), "plot_files": _plot_files(plot),
-        "start_dir": str(Path.cwd()),
+        "start_dir": str(Path.cwd()), "owner": owner_tags(),
     }  # fmt: skip
     try:
         if in_writer:
             from wai_exp.tracking.background import WriterGone, record_compare_in_writer
 
-            with contextlib.suppress(WriterGone):  # it died (killed, a broken import): here
+            try:
                 return record_compare_in_writer(record)
-        from wai_exp.tracking.compare_record import record_compare
-
-        files = {name: Path(p) for name, p in record.pop("plot_files").items()}
-        return record_compare(**{**record, "sources": sources}, plot_files=files)
+            except WriterGone as gone:  # it died (killed, a broken import): recorded here
+                return _record_here(record, sources, gone)
+        return _record_here(record, sources, None)
     finally:
         if plot is not None:
             plot.discard()
+
+
+def _record_here(record: dict[str, Any], sources: tuple[str, str], gone: Any) -> dict[str, str]:
+    """Record the comparison in this process. When the writer died mid-record (``gone``,
+    a ``WriterGone``), the run it had made is ended FAILED, naming the complete one: never
+    a RUNNING half-run beside it."""
+    from wai_exp.tracking.compare_record import end_half_made, record_compare
+
+    files = {name: Path(p) for name, p in record["plot_files"].items()}
+    done: dict[str, str] | None = None
+    try:
+        done = record_compare(**{**record, "sources": sources, "plot_files": files})
+        return done
+    finally:
+        if gone is not None:
+            why = f"the tracking writer process (pid {gone.pid}) is gone ({gone.how})"
+            end_half_made(record["uri"], gone.pid, why, done["run_id"] if done else None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -434,17 +462,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2
         return int(exc.code or 0)
-    in_writer = not args.no_record and _start_recorder()
     try:
-        before, src_b = load_arm(args.before, args.stage, args.tracking_uri)
-        after, src_a = load_arm(args.after, args.stage, args.tracking_uri)
+        # the store is checked now when the report goes there (else only a run id needs it)
+        uri = args.tracking_uri if args.no_record else _tracking_uri(args.tracking_uri)
+        before, src_b = load_arm(args.before, args.stage, uri)
+        after, src_a = load_arm(args.after, args.stage, uri)
         run_std: Any = args.run_std
         run_std_runs = args.run_std_runs
         floor_warnings: list[str] = []
         if args.run_std_from is not None:
             if run_std is not None:
                 raise CompareInputError("give --run-std or --run-std-from, not both")
-            run_std, n_runs, floor_warnings = _run_std_from(args.run_std_from, args.tracking_uri)
+            run_std, n_runs, floor_warnings = _run_std_from(args.run_std_from, uri)
             run_std_runs = run_std_runs or (n_runs if n_runs and n_runs >= 2 else None)
         from wai_exp.score.stats.delta import delta_report, format_delta_report
 
@@ -466,6 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CompareInputError, ValueError, OSError) as exc:
         sys.stderr.write(f"wai-exp compare: {exc}\n")
         return EXIT_BAD_INPUT
+    # Every input is read and checked: only now the writer (bad input never starts it).
+    in_writer = not args.no_record and _start_recorder()
     report["warnings"] = floor_warnings + report["warnings"]
     report["sources"] = {"before": src_b, "after": src_a}
     plot = None

@@ -116,6 +116,22 @@ class _Writer:
                     return r
         return None
 
+    def answered(self, reply: dict[str, Any] | None, what: str) -> dict[str, Any]:
+        """``reply`` from :meth:`wait_for`, checked: raises ``TrackingError`` when the writer
+        did not ``what`` in time, ``WriterGone`` when it exited instead of answering."""
+        from wai_exp.tracking.mlflow_tracker import TrackingError
+
+        if reply is None:
+            raise TrackingError(
+                f"the tracking writer did not {what} within {FINISH_TIMEOUT_S:.0f} s"
+            )
+        if reply.get("op") == "exit":  # the writer died, not the store: never "deleted or moved"
+            # Its output ends a moment before it is reaped: its exit status says how it died.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+            raise WriterGone(self.proc.pid, self.proc.poll())
+        return reply
+
     def peek(self, run_key: int) -> list[dict[str, Any]]:
         with self.cond:
             return [r for r in self.replies if r.get("run") == run_key]
@@ -134,6 +150,7 @@ class WriterGone(RuntimeError):
     still had something to record."""
 
     def __init__(self, pid: int, code: int | None) -> None:
+        self.pid, self.code = pid, code
         how = f"exit status {code}" if code is not None else "closed its input"
         if code is not None and code < 0:  # say which signal: a kill reads as a kill
             import signal
@@ -142,6 +159,7 @@ class WriterGone(RuntimeError):
                 how = f"killed by signal {signal.Signals(-code).name}"
             except ValueError:
                 how = f"killed by signal {-code}"
+        self.how = how
         super().__init__(
             f"the tracking writer process (pid {pid}) is gone ({how}) before the run was "
             "recorded; see tracking.log in the run folder"
@@ -348,12 +366,7 @@ class BackgroundTracker:
         from wai_exp.tracking.store_errors import WRITER_PREFIX
 
         self._collect()
-        if reply is None:
-            raise TrackingError(
-                f"the tracking writer did not finish the run within {FINISH_TIMEOUT_S:.0f} s"
-            )
-        if reply.get("op") == "exit":  # the writer died, not the store: never "deleted or moved"
-            raise WriterGone(self._writer.proc.pid, reply.get("code"))
+        reply = self._writer.answered(reply, "finish the run")
         self.status = str(reply.get("status") or status).upper()
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
@@ -412,10 +425,12 @@ class BackgroundTracker:
 
 def record_compare_in_writer(record: Mapping[str, Any]) -> dict[str, str]:
     """Log a ``wai-exp compare`` run (``compare_record.record_compare``'s keyword
-    arguments, JSON-ready) through this process's writer, which the command started before
-    reading its arms: MLflow was imported on another core meanwhile. Returns
-    ``record_compare``'s answer. Raises ``TrackingError`` with the writer's message,
-    ``WriterGone`` when the writer died."""
+    arguments, JSON-ready) through this process's writer, which the command started once
+    its input was read and checked: MLflow is imported on another core while the delta plot
+    renders. The run carries the writer's tags as well as this process's (``owner``), so
+    a run the writer leaves half-made can be found (``compare_record.end_half_made``).
+    Returns ``record_compare``'s answer. Raises ``TrackingError`` with the writer's
+    message, ``WriterGone`` when the writer died."""
     global _run_counter
     from wai_exp.domain.secrets import known_secrets
     from wai_exp.tracking.mlflow_tracker import TrackingError
@@ -425,13 +440,7 @@ def record_compare_in_writer(record: Mapping[str, Any]) -> dict[str, str]:
     token = _run_counter * 1_000_000 + 1
     writer.send({"op": "compare", "run": _run_counter, "token": token,
                  "secrets": known_secrets(), "record": dict(record)})  # fmt: skip
-    reply = writer.wait_for(token, FINISH_TIMEOUT_S)
-    if reply is None:
-        raise TrackingError(
-            f"the tracking writer did not record the comparison within {FINISH_TIMEOUT_S:.0f} s"
-        )
-    if reply.get("op") == "exit":
-        raise WriterGone(writer.proc.pid, reply.get("code"))
+    reply = writer.answered(writer.wait_for(token, FINISH_TIMEOUT_S), "record the comparison")
     if reply.get("error"):
         raise TrackingError(str(reply["error"]))
     return dict(reply["result"])
@@ -519,12 +528,16 @@ def _record_compare(msg: Mapping[str, Any]) -> dict[str, Any]:
     own message (the command prints it, as when it records in its own process)."""
     from wai_exp.domain.secrets import redact_text, register_secret
     from wai_exp.tracking.compare_record import record_compare
+    from wai_exp.tracking.orphans import owner_tags, writer_tags
     from wai_exp.tracking.traces import STORE_WRITES
 
     for secret in msg.get("secrets") or []:
         register_secret(secret)
     r = dict(msg["record"])
     r["sources"] = tuple(r["sources"])
+    # The command's process and this writer: while either lives the run is not an orphan;
+    # the command ends it if this writer dies mid-record.
+    r["owner"] = {**(r.get("owner") or owner_tags()), **writer_tags()}
     r["plot_files"] = {name: Path(p) for name, p in (r.get("plot_files") or {}).items()}
     try:
         with STORE_WRITES:

@@ -11,6 +11,7 @@ plot ``delta.png`` as artifacts, and a markdown description with links to both a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Mapping
@@ -51,28 +52,28 @@ def record_compare(
     uri: str,
     plot_files: Mapping[str, Path] | None = None,
     start_dir: str | Path | None = None,
+    owner: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Log one compare run; returns ``{"run_id", "experiment_id", "ui"}``. Raises whatever
-    the store raises (the caller reports it and keeps the report). ``plot_files`` are the
+    the store raises (the caller reports it and keeps the report); a run it had created by
+    then is ended FAILED with the error in ``wai.error``. ``plot_files`` are the
     rendered plots (``{"delta.png": path}``, :func:`start_delta_plot`), logged at the run's
     top. ``start_dir`` is where the command was typed (its git commit is tagged; default:
-    this process's working directory)."""
+    this process's working directory). ``owner`` are the tags naming the processes that
+    record the run (``orphans.owner_tags``, plus ``writer_tags`` from the tracking writer;
+    default: this process): a run whose processes all died mid-record is marked KILLED by
+    the next compare into the store (``orphans.reap_orphans``)."""
     from mlflow import MlflowClient
-    from mlflow.entities import Metric, RunTag
 
-    from wai_exp.domain.secrets import redact, redact_text
-    from wai_exp.tracking.mlflow_tracker import (
-        git_candidates,
-        git_tags,
-        jsonable,
-        prepare_store,
-        ui_hint,
-    )
-    from wai_exp.tracking.orphans import command_start_ms
+    from wai_exp.domain.secrets import redact_text
+    from wai_exp.tracking.mlflow_tracker import git_candidates, git_tags, prepare_store, ui_hint
+    from wai_exp.tracking.orphans import command_start_ms, owner_tags, reap_orphans
     from wai_exp.tracking.summary import shorten_override
 
     exp_id = prepare_store(uri, EXPERIMENT)
     client = MlflowClient(tracking_uri=uri)
+    # A compare run whose command and writer were killed mid-record is still RUNNING.
+    reap_orphans(client, [exp_id])
     arms = {"before": _arm_run(client, before), "after": _arm_run(client, after)}
     names = {
         side: (run.info.run_name if run is not None else shorten_override(ref) or ref)
@@ -90,6 +91,7 @@ def record_compare(
         "mlflow.source.name": "wai-exp compare",
         "mlflow.source.type": "LOCAL",
         **git_tags(git_candidates(Path(start_dir or Path.cwd()), [])),
+        **(owner or owner_tags()),
     }
     for side, run in arms.items():
         if run is not None:
@@ -118,6 +120,35 @@ def record_compare(
         run_name=f"compare {names['before']} → {names['after']}",
     )
     rid = run.info.run_id
+    try:
+        _log_results(client, rid, report, text, m, (d, lo, hi), plot_files)
+    except BaseException as exc:
+        # Never a RUNNING half-run beside the answer the command prints (the store filled
+        # up, a plot could not be copied): FAILED, saying what stopped it.
+        with contextlib.suppress(Exception):
+            client.set_tag(rid, "wai.error", redact_text(f"not recorded in full: {exc}")[:8000])
+            client.set_terminated(rid, "FAILED")
+        raise
+    client.set_terminated(rid, "FINISHED")
+    return {"run_id": rid, "experiment_id": exp_id, "ui": ui_hint(uri, exp_id, rid)}
+
+
+def _log_results(
+    client: Any,
+    rid: str,
+    report: Mapping[str, Any],
+    text: str,
+    m: Mapping[str, Any],
+    delta: tuple[float | None, float | None, float | None],
+    plot_files: Mapping[str, Path] | None,
+) -> None:
+    """The compare run's metrics, reports and plots."""
+    from mlflow.entities import Metric, RunTag
+
+    from wai_exp.domain.secrets import redact, redact_text
+    from wai_exp.tracking.mlflow_tracker import jsonable
+
+    d, lo, hi = delta
     now = int(time.time() * 1000)
     values = {
         "delta": d,
@@ -134,9 +165,30 @@ def record_compare(
     )
     client.log_text(rid, json.dumps(redact(jsonable(report), keys=False), indent=2), "report.json")
     client.log_text(rid, redact_text(text, keys=False), "report.txt")
+    for path in (plot_files or {}).values():
+        client.log_artifact(rid, str(path))
+
+
+def end_half_made(uri: str, writer_pid: int, why: str, complete_run_id: str | None) -> list[str]:
+    """End FAILED the compare runs this process's tracking writer ``writer_pid`` created and
+    never ended (it died mid-record: ``why``), naming the run that holds the complete record
+    (``complete_run_id``, recorded by this process since; None when that failed too).
+    Returns their ids. Never raises: the comparison's answer is printed already."""
+    from mlflow import MlflowClient
+
+    from wai_exp.tracking.orphans import end_runs_of_dead_writer
+
+    then = (
+        f"; the complete record is run {complete_run_id}"
+        if complete_run_id
+        else "; recording it again from the command failed too"
+    )
     try:
-        for path in (plot_files or {}).values():
-            client.log_artifact(rid, str(path))
-    finally:
-        client.set_terminated(rid, "FINISHED")
-    return {"run_id": rid, "experiment_id": exp_id, "ui": ui_hint(uri, exp_id, rid)}
+        client = MlflowClient(tracking_uri=uri)
+        exp = client.get_experiment_by_name(EXPERIMENT)
+    except Exception:  # noqa: BLE001 - the store that failed the record fails this too
+        return []
+    if exp is None:
+        return []
+    reason = f"not recorded in full: {why}{then}"
+    return end_runs_of_dead_writer(client, [exp.experiment_id], writer_pid, "FAILED", reason)

@@ -11,11 +11,13 @@ that the process was gone without a word (the store cannot tell an OOM kill from
 still lives is left to it: the writer ends the run as wai-exp told it (a stopped run's end
 may be recorded after wai-exp returned) or, when wai-exp died, once it reads end-of-input.
 Runs of other hosts are left alone: their processes cannot be checked from here.
+``wai-exp compare``'s runs carry the same tags and are reaped by the next compare into the
+store; a compare run whose writer died mid-record while the command lives is ended by the
+command itself (:func:`end_runs_of_dead_writer`), which records it again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -110,12 +112,48 @@ def reap_orphans(client: Any, experiment_ids: list[str]) -> list[str]:
         if writer.isdigit() and not process_gone(int(writer), tags.get(WRITER_START_TAG)):
             continue  # its writer still ends it, with the reason wai-exp gave
         status, reason = _orphan_end(run, pid, host)
-        with contextlib.suppress(Exception):
-            client.set_tag(run.info.run_id, "wai.error", reason)
-            client.set_terminated(run.info.run_id, status)
+        if _end(client, run.info.run_id, status, reason):
             reaped.append(run.info.run_id)
-            log.warning("run %s: %s", run.info.run_id, reason)
     return reaped
+
+
+def end_runs_of_dead_writer(
+    client: Any, experiment_ids: list[str], writer_pid: int, status: str, reason: str
+) -> list[str]:
+    """End ``status`` every RUNNING run of ``experiment_ids`` that this process owns and
+    its tracking writer ``writer_pid`` (now gone) was recording; returns their run ids.
+    :func:`reap_orphans` leaves them alone (their process lives), and this process, which
+    records them again itself, knows why they stopped. Never raises."""
+    ended: list[str] = []
+    try:
+        runs = client.search_runs(
+            experiment_ids, filter_string="attributes.status = 'RUNNING'", max_results=1000
+        )
+    except Exception as exc:  # noqa: BLE001 - housekeeping, like reap_orphans
+        log.warning("could not look for runs left RUNNING by a dead writer: %s", exc)
+        return ended
+    for run in runs:
+        tags = run.data.tags
+        if (
+            tags.get(HOST_TAG) == socket.gethostname()
+            and tags.get(PID_TAG) == str(os.getpid())
+            and tags.get(WRITER_PID_TAG) == str(writer_pid)
+            and _end(client, run.info.run_id, status, reason)
+        ):
+            ended.append(run.info.run_id)
+    return ended
+
+
+def _end(client: Any, run_id: str, status: str, reason: str) -> bool:
+    """Tag ``wai.error`` with ``reason`` and end the run ``status``; False when the store
+    refused."""
+    try:
+        client.set_tag(run_id, "wai.error", reason)
+        client.set_terminated(run_id, status)
+    except Exception:  # noqa: BLE001 - the caller goes on with the other runs
+        return False
+    log.warning("run %s: %s", run_id, reason)
+    return True
 
 
 #: What the reaper writes after the reason it found.
