@@ -157,3 +157,48 @@ def test_a_worker_that_cannot_start_fails_the_run_naming_why(caplog):
     assert shard_of(row["scenario_id"], local_shares(2)) == 0
     said = _error_of_run(**tiny)
     assert said.startswith("WorkerNotStarted") and "my_agents" in said, said
+
+
+def test_rows_a_worker_sends_over_many_frames_come_back_equal_and_sharing_their_keys():
+    from wai_exp.simulate.rollout import Outcome
+    from wai_exp.simulate.shards import _row_of, _StringTable
+
+    rows = simulate(**{**KW, "budget": 120}).rows
+    sender, receiver = _StringTable(sample=_row_of), _StringTable()
+    frames = [
+        [(i, "ok", Outcome(row=row)) for i, row in enumerate(rows[start : start + 8], start)]
+        for start in range(0, len(rows), 8)
+    ]
+    got = [receiver.decode(sender.encode(frame)) for frame in frames]
+
+    assert [out.row for frame in got for _, _, out in frame] == rows
+    first, last = got[0][0][2].row, got[-1][-1][2].row
+    # each key a later frame's row holds is the object the first frame's row holds (as the
+    # rows of one process share it), not a copy of its own
+    shared = [k for k in last if k in first]
+    assert len(shared) > 20
+    same = {k: next(x for x in first if x == k) for k in shared}
+    assert all(k is same[k] for k in shared)
+
+
+def test_a_worker_frame_with_a_message_that_cannot_be_pickled_still_goes_with_its_rows():
+    import asyncio
+
+    from wai_exp.simulate.rollout import Outcome
+    from wai_exp.simulate.shards import _HEADER, _Outbox, _row_of, _StringTable, _unsendable
+
+    row = simulate(**{**KW, "budget": 4}).rows[0]
+    sender, receiver = _StringTable(sample=_row_of), _StringTable()
+
+    async def main() -> list:
+        sent: list[bytes] = []
+        outbox = _Outbox(sent.append, _unsendable, sender.encode)
+        outbox.put((1, "ok", Outcome(row=row)))
+        outbox.put((2, "ok", Outcome(row={**row, "agent_object": lambda: None})))
+        outbox.flush()
+        outbox.put((3, "ok", Outcome(row=row)))
+        outbox.flush()
+        return [receiver.decode(frame[_HEADER.size :]) for frame in sent]
+
+    first, second = asyncio.run(main())
+    assert first[0][2].row == row and first[1][1] == "error" and second[0][2].row == row

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import pickle
 import resource
@@ -50,6 +51,8 @@ from wai_exp.simulate.tasks import Plan
 CLUSTERS = ("local", "ray")
 
 _HEADER = struct.Struct("!I")
+#: Every frame's pickle protocol, both ways (why not 4 or 5: ``_StringTable``).
+_PROTOCOL = 3
 
 
 #: At most this many messages to a frame: a worker running a sync agent finishes a whole
@@ -98,17 +101,22 @@ class WorkerDied(RuntimeError):
 class _Outbox:
     """Messages to the other side of a pipe. The messages queued in one pass of the event
     loop go out as one frame: one pickled list, one write (at most ``_FRAME_MAX`` messages).
-    A write per message cost a system call per rollout each way; and one ``pickle.dumps``
-    over a frame's rows writes each key and shared text once (the system prompt in
-    ``messages``, a situation's hidden state), so unpickling a row takes half the time it
-    took alone (20.7 -> ~11 µs, the collector off)."""
+    A write per message cost a system call per rollout each way; and one pickle over a
+    frame's rows writes each key and shared text once (the system prompt in ``messages``, a
+    situation's hidden state), so unpickling a row takes half the time it took alone (20.7 ->
+    ~11 µs, the collector off). ``encode`` turns a frame's messages into its body
+    (``_StringTable.encode`` on a worker)."""
 
     def __init__(
-        self, write: Callable[[bytes], Any], unpicklable: Callable[[Any, Exception], Any]
+        self,
+        write: Callable[[bytes], Any],
+        unpicklable: Callable[[Any, Exception], Any],
+        encode: Callable[[list[Any]], bytes] | None = None,
     ) -> None:
         self._write = write
         #: what goes instead of a message that cannot be pickled (None: nothing)
         self._unpicklable = unpicklable
+        self._encode = encode or _pickled
         self._msgs: list[Any] = []
 
     def put(self, msg: Any) -> None:
@@ -123,26 +131,141 @@ class _Outbox:
         if not msgs:
             return
         try:
-            body = pickle.dumps(msgs, protocol=pickle.HIGHEST_PROTOCOL)
+            body = self._encode(msgs)
         except Exception:  # noqa: BLE001 - one message's fault: find it, send the rest
-            kept = [m for m in map(self._picklable, msgs) if m is not None]
-            body = pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)
+            body = self._encode([m for m in map(self._picklable, msgs) if m is not None])
         with contextlib.suppress(ConnectionError, RuntimeError):
             # fails when the other side is gone: its reader reports that
             self._write(_HEADER.pack(len(body)) + body)
 
     def _picklable(self, msg: Any) -> Any:
         try:
-            pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dumps(msg, protocol=_PROTOCOL)  # nothing else: encoding has effects
         except Exception as exc:  # noqa: BLE001 - whatever pickle raises, that message fails
             return self._unpicklable(msg, exc)
         return msg
 
 
-async def _read_frame(stream: asyncio.StreamReader) -> list[Any]:
+def _pickled(msgs: list[Any]) -> bytes:
+    return pickle.dumps(msgs, protocol=_PROTOCOL)
+
+
+class _StringTable:
+    """Strings a worker's rows share, sent to the stage once and referred to by number after.
+
+    A row unpickled in the stage owns a copy of every key and shared text (the system prompt
+    in ``messages``, tool names, ...) that the worker's rows share, unless they are made to
+    share them again there: a walk over every row (``StringSharer``) cost the stage ~40 µs a
+    row, a sixth of all it spends. Instead both sides keep the same numbered table, and every
+    frame's pickle starts with its memo primed with it: each table string in the frame goes
+    as a memo reference, and the stage's unpickler, primed alike, answers it with its own one
+    copy, at C speed. The worker finds what to put in it by walking a sampled row now and
+    then for strings referenced from many places (``_SHARED_REFS``); a frame carries its
+    additions, which both sides append after it. Protocol 3: protocol 4's ``MEMOIZE`` numbers
+    a new object by the unpickler's own count, which a primed memo does not set (CPython
+    3.11), while protocol 3's ``BINPUT`` says the number."""
+
+    def __init__(self, sample: Callable[[Any], Any] = lambda msg: None) -> None:
+        #: what of a message to look into for shared strings (None: nothing)
+        self._sample = sample
+        self._strings: list[str] = []  # entry 0 is this list: it keeps the numbering dense
+        self._ids: set[int] = set()
+        self._pickler = pickle.Pickler(io.BytesIO(), protocol=_PROTOCOL)
+        self._pickler.memo = {id(self._strings): (0, self._strings)}
+        self._unpickler = _primed_unpickler(self._strings)
+        self._seen = 0  # messages looked at for a sample
+
+    def encode(self, msgs: list[Any]) -> bytes:
+        """A frame's body: its additions to the table, then ``msgs``."""
+        additions = self._additions(msgs)
+        buf = io.BytesIO()
+        pickler = pickle.Pickler(buf, protocol=_PROTOCOL)
+        pickler.memo = self._pickler.memo
+        pickler.dump((additions, msgs))
+        if additions:
+            memo = self._pickler.memo.copy()
+            for text in additions:
+                memo[id(text)] = (len(memo), text)
+            self._strings.extend(additions)
+            self._ids.update(map(id, additions))
+            self._pickler.memo = memo
+        return buf.getvalue()
+
+    def decode(self, body: bytes) -> list[Any]:
+        """A frame's messages (the table grows by its additions)."""
+        # A buffered reader: the unpickler reads it in large chunks (a protocol 3 pickle has
+        # no frames; read op by op from a BytesIO it took 30 µs a row instead of 12).
+        unpickler = pickle.Unpickler(io.BufferedReader(io.BytesIO(body), len(body) + 1))
+        unpickler.memo = self._unpickler.memo
+        additions, msgs = unpickler.load()
+        if additions:
+            self._strings.extend(additions)
+            self._unpickler = _primed_unpickler(self._strings)
+        return msgs
+
+    def _additions(self, msgs: list[Any]) -> list[str]:
+        room = _TABLE_MAX - len(self._strings)
+        found: dict[int, str] = {}
+        for msg in msgs:
+            if room <= 0 or self._seen >= _SAMPLE_EVERY * _SAMPLES:
+                break
+            value = self._sample(msg)
+            if value is None:
+                continue
+            if self._seen % _SAMPLE_EVERY == 0:
+                _shared_strings(value, found)
+            self._seen += 1
+        return [text for key, text in found.items() if key not in self._ids][: max(room, 0)]
+
+
+#: Table entries at most: each frame's pickler and unpickler start from a copy of the table.
+_TABLE_MAX = 2048
+#: The worker looks into the first row it sends and one in every ``_SAMPLE_EVERY`` after,
+#: ``_SAMPLES`` rows in all: what its rows share shows in the first few.
+_SAMPLE_EVERY = 32
+_SAMPLES = 64
+#: A string with more references than this in the worker is shared by its rows (a key, the
+#: system prompt, a tool's name); a reply, an id or an argument has two or three.
+_SHARED_REFS = 16
+
+
+def _shared_strings(value: Any, found: dict[int, str]) -> None:
+    """Add to ``found`` (by ``id``) the strings in ``value`` (keys too, any depth) that look
+    shared: 2 to 4096 characters, referenced from more than ``_SHARED_REFS`` places."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if 1 < len(item) <= 4096 and sys.getrefcount(item) > _SHARED_REFS:
+                found[id(item)] = item
+        elif kind is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+
+
+def _primed_unpickler(strings: list[str]) -> pickle.Unpickler:
+    """An unpickler whose memo holds ``strings`` themselves (not copies) at 1.. (0 is their
+    list), as the worker's pickler numbers them: each frame's unpickler copies its memo.
+    Built from a pickle of references (``persistent_load``), each put in the memo at its
+    number; an unpickler's memo cannot be set from a dict (CPython 3.11 drops its items)."""
+    ops = [b"\x80\x03]q\x00"]  # PROTO 3, EMPTY_LIST, BINPUT 0
+    for i in range(len(strings)):  # BININT i, BINPERSID, LONG_BINPUT i + 1, POP
+        ops.append(b"J" + struct.pack("<i", i) + b"Qr" + struct.pack("<I", i + 1) + b"0")
+    unpickler = pickle.Unpickler(io.BytesIO(b"".join(ops) + b"."))  # STOP
+    unpickler.persistent_load = strings.__getitem__  # type: ignore[method-assign]
+    unpickler.load()
+    return unpickler
+
+
+async def _read_frame(
+    stream: asyncio.StreamReader, decode: Callable[[bytes], list[Any]] = pickle.loads
+) -> list[Any]:
     """The next frame's messages (``asyncio.IncompleteReadError`` at the end of the pipe)."""
     head = await stream.readexactly(_HEADER.size)
-    msgs: list[Any] = pickle.loads(await stream.readexactly(_HEADER.unpack(head)[0]))
+    msgs: list[Any] = decode(await stream.readexactly(_HEADER.unpack(head)[0]))
     return msgs
 
 
@@ -176,10 +299,9 @@ _PLAN_FIELDS = ("rollout_index", "eval_run", "seed", "rollout_id", "reason")
 
 
 def _shared(out: Any, share: StringSharer) -> Any:
-    """``out`` (an ``Outcome`` from another process) with its row rebuilt on the stage's
-    shared strings. An unpickled row owns a copy of every key and text the stage's own rows
-    share (a frame's rows share them with each other, not with earlier frames): shared, a
-    row from a worker costs the stage what its own rows cost, to the end of the stage."""
+    """``out`` (an ``Outcome`` from a Ray actor) with its row rebuilt on the stage's shared
+    strings: Ray unpickles each result alone, so each row owns a copy of every key and text
+    the stage's own rows share (a local worker's rows share them through ``_StringTable``)."""
     if out.row is not None:
         out.row = share(out.row)
     return out
@@ -197,9 +319,10 @@ def _slim(plan: Any) -> Any:
 class _LocalShard:
     """One worker process and the rollouts in flight on it."""
 
-    def __init__(self, index: int, share: StringSharer) -> None:
+    def __init__(self, index: int) -> None:
         self.index = index
-        self.share = share
+        #: the worker's shared strings, as its frames add them
+        self.table = _StringTable()
         self.proc: asyncio.subprocess.Process | None = None
         self.outbox: _Outbox | None = None
         self.waiting: dict[int, asyncio.Future[Any]] = {}
@@ -223,7 +346,7 @@ class _LocalShard:
         pipe holds them while the worker builds its runner, and the stage's own share runs
         meanwhile (a worker takes 0.5-1 s to import and build its agent). Raises when
         ``init`` cannot be pickled (a closure for an agent), before any work."""
-        pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dumps(init, protocol=_PROTOCOL)
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "wai_exp.simulate.shards",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -246,7 +369,7 @@ class _LocalShard:
         """The worker's next frame ([] once its stdout closed)."""
         assert self.proc is not None and self.proc.stdout is not None
         try:
-            return await _read_frame(self.proc.stdout)
+            return await _read_frame(self.proc.stdout, self.table.decode)
         except (asyncio.IncompleteReadError, ConnectionError):
             return []
 
@@ -314,7 +437,7 @@ class _LocalShard:
         if msg[1] != "ok":
             fut.set_exception(RuntimeError(f"simulate worker {self.index}: {msg[2]}"))
             return
-        fut.set_result(_shared(msg[2], self.share))
+        fut.set_result(msg[2])
 
     async def run(self, plan: Any) -> Any:
         if self.died is not None:
@@ -415,12 +538,12 @@ class ShardedRunner:
         waited for (``_LocalShard.start``); Ray actors are created."""
         init = (self._spec.setup, self._local.cfg, self._local.run_id)
         n = max(1, self._spec.workers)
-        share = StringSharer()  # one memo: the shards' rows share with each other too
         if self._spec.cluster == "ray":
+            share = StringSharer()  # one memo: the actors' rows share with each other too
             self._shards, self._own_ray = _ray_shards(n, init, self._spec.ray_address, share)
             self._shares = (1,) * n
             return
-        workers = [_LocalShard(i, share) for i in range(1, n)]
+        workers = [_LocalShard(i) for i in range(1, n)]
         self._shards = [_StageShard(self._local), *workers]
         self._shares = local_shares(n)
         await asyncio.gather(*(s.start(init) for s in workers))
@@ -491,6 +614,11 @@ class _RayWorker:
         return await self.runner.run(plan)
 
 
+def _row_of(msg: tuple[Any, ...]) -> Any:
+    """The row a worker's message carries (None: it carries none), for ``_StringTable``."""
+    return getattr(msg[2], "row", None) if len(msg) > 2 and msg[1] == "ok" else None
+
+
 def _unsendable(msg: Any, exc: Exception) -> Any:
     """A rollout whose outcome cannot be pickled (an agent's own object in its row) is lost
     with the reason; the pipe and the other rollouts go on."""
@@ -501,7 +629,7 @@ def _unsendable(msg: Any, exc: Exception) -> Any:
 
 
 async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
-    outbox = _Outbox(out.write, _unsendable)
+    outbox = _Outbox(out.write, _unsendable, _StringTable(sample=_row_of).encode)
     ((setup, cfg, run_id),) = await _read_frame(inp)
     try:
         from wai_exp.simulate.engine import shard_runner
