@@ -404,6 +404,8 @@ def measure(
                     # simulate's calls adapt their concurrency to the server (AIMD): on a
                     # loaded machine slow answers read as queueing and lower it, so the
                     # cell may not have run at c (report.json: model_concurrency.typical).
+                    # Under workers=2 each process has its own limit, summed here (256 at
+                    # c=128), while the rollouts in flight stay capped at c across both.
                     "calls_in_flight_typical": _typical(result),
                     # What each call spends outside the server, between its answer and the
                     # next request on that slot (steady rate): c / rate - delay. Set beside
@@ -465,7 +467,7 @@ def bench_model_calls_per_second() -> list[dict[str, Any]]:
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| cell | c | ideal/s | achieved/s | % of ideal | % of server alone | steady/s "
-        "| steady % of ideal | client ms/call | CPU/wall | CPU ms/call | peak in flight | calls' concurrency | load 1m |",
+        "| steady % of ideal | client ms/call | CPU/wall | CPU ms/call | peak in flight | calls' limit (all processes) | load 1m |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
