@@ -154,11 +154,14 @@ def test_under_two_workers_the_report_sums_each_workers_own_limit(tmp_path):
     # simulate.workers=2: the stage's process and one worker process, each with its own
     # limit. The report gave the stage process's limit alone: "stayed at 32", 0 calls, when
     # the workers sent every call. Now it gives each process's, summed per server, and the
-    # calls add up to the requests the server got.
+    # calls add up to the requests the server got. Two rollouts at a time against a server
+    # answering one call in 0.1 s: the worker is up long before the run ends (until it is,
+    # the stage runs its rollouts too), and both processes send calls.
     server = Server(delay=lambda turn: 0.1)
     with scripted_server(server, serial=True) as url:
         res = cli_run(
-            tmp_path, url, "simulate.budget=24", "agent.timeout=2", "simulate.workers=2"
+            tmp_path, url, "simulate.budget=24", "agent.timeout=2", "simulate.workers=2",
+            "knobs.concurrency=2",
         )  # fmt: skip
     assert res.returncode in (0, 3), res.stdout + res.stderr
     report, rows, text = simulate_outputs(tmp_path)
@@ -166,8 +169,8 @@ def test_under_two_workers_the_report_sums_each_workers_own_limit(tmp_path):
     [limit] = report["model_concurrency"]
     assert limit["processes"] == 2, limit
     assert [w["process"] for w in limit["per_worker"]] == ["parent", "worker 1"]
-    assert all(w["start"] == 32 and w["calls"] > 0 for w in limit["per_worker"])
+    assert all(w["start"] == 2 and w["calls"] > 0 for w in limit["per_worker"])
     assert limit["calls"] == len(server.bodies)  # every request the server got, counted
     assert limit["calls"] == sum(w["calls"] for w in limit["per_worker"])
-    assert limit["start"] == 64 and limit["min"] == sum(w["min"] for w in limit["per_worker"])
-    assert "summed over 2 processes, each with its own limit: parent 32->" in text, text
+    assert limit["start"] == 4 and limit["min"] == sum(w["min"] for w in limit["per_worker"])
+    assert "summed over 2 processes, each with its own limit: parent 2->" in text, text

@@ -202,3 +202,38 @@ def test_a_worker_frame_with_a_message_that_cannot_be_pickled_still_goes_with_it
 
     first, second = asyncio.run(main())
     assert first[0][2].row == row and first[1][1] == "error" and second[0][2].row == row
+
+
+def held_setup(gate: str, kwargs: dict) -> tuple[None, dict]:
+    """A worker's setup that waits (up to 20 s) for ``gate`` to exist: a worker slow to
+    import or to build its agent. It notes whether the gate opened."""
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + 20
+    while not Path(gate).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    Path(gate + ".seen").write_text("open" if Path(gate).exists() else "timed out")
+    return None, dict(kwargs)
+
+
+def test_the_stage_runs_a_starting_workers_rollouts_instead_of_waiting_for_it(tmp_path):
+    # Plans sent to a worker still starting waited in its pipe with their slots held; now
+    # the stage runs them until the worker says it started. The gate opens only once every
+    # row has landed, so the run must finish without the worker.
+    gate = str(tmp_path / "gate")
+    rows: list[dict] = []
+
+    def landed(row: dict) -> None:
+        rows.append(row)
+        if len(rows) == KW["budget"]:
+            (tmp_path / "gate").touch()
+
+    one = simulate(**KW)
+    two = simulate(
+        shards=ShardSpec(workers=2, setup=functools.partial(held_setup, gate, KW)),
+        on_row=landed,
+        **KW,
+    )
+    assert (tmp_path / "gate.seen").read_text() == "open"
+    assert _rows(two) == _rows(one)
