@@ -449,7 +449,7 @@ def _simulate(url: str, concurrency: int, duration: float, workers: int = 1) -> 
     rep = data.report()
     # Rollouts still running when the clock ran out (abandoned after stop_grace) are not
     # the stub's fault; any other loss is. ``len(data)``, not ``data.rows``: the rows'
-    # scrubbed copies took 1.3 s at 22,000 rows, inside the cell's time (before 2026-12-05).
+    # scrubbed copies take 1.3 s at 22,000 rows, which are not the stage's calls.
     if not len(data) or set(rep.get("rollouts_lost_by") or {}) - {"abandoned"}:
         raise RuntimeError(
             f"simulate against the stub lost rollouts: {rep.get('rollouts_lost_by')}"

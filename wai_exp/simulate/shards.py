@@ -556,9 +556,9 @@ class ShardedRunner:
     async def run(self, plan: Any) -> Any:
         shard = self._shards[shard_of(plan.task.scenario_id, self._shares)]
         if isinstance(shard, _LocalShard) and shard.starting:
-            # A plan sent to a worker still importing waited there, its slot held: offline,
-            # a 20,000-row run spent its first 0.4 s with the stage idle on a full window.
-            # A row depends only on its plan, so the stage runs it instead.
+            # A plan sent to a worker still importing would wait there, its slot held:
+            # offline the window fills with them at once and the stage idles for the
+            # worker's ~0.4 s start. A row depends only on its plan: the stage runs it.
             shard = self._shards[0]
         return await shard.run(plan)
 
