@@ -237,3 +237,39 @@ def test_the_stage_runs_a_starting_workers_rollouts_instead_of_waiting_for_it(tm
     )
     assert (tmp_path / "gate.seen").read_text() == "open"
     assert _rows(two) == _rows(one)
+
+
+class Label(str):
+    """A user's own string type in a row (an enum-like label from their agent)."""
+
+
+def test_rows_shaped_by_a_users_agent_cross_the_string_table_as_they_were():
+    # What a user's agent may leave in its rows: its own str subclass, int and tuple keys,
+    # bytes, a text past the table's length limit shared by every row, equal texts that
+    # are separate objects, and a string the worker shares with nothing else.
+    from wai_exp.simulate.rollout import Outcome
+    from wai_exp.simulate.shards import _row_of, _StringTable
+
+    long_text = "policy " * 1000  # 7,000 characters, one object in every row
+    label = Label("escalate")
+
+    def row(i: int) -> dict:
+        return {
+            "scenario_id": f"user-{i}",
+            "label": label,
+            7: ["seven", ("a", "b")],
+            ("tool", "lookup"): {"raw": b"\x00\xff", "text": long_text},
+            "reply": "".join(["same ", "reply"]),  # equal to every other row's, not shared
+            "note\udcff": "lone surrogate kept as it is",
+        }
+
+    sender, receiver = _StringTable(sample=_row_of), _StringTable()
+    frames = [
+        [(i, "ok", Outcome(row=row(i))) for i in range(start, start + 8)] for start in (0, 8, 16)
+    ]
+    got = [receiver.decode(sender.encode(frame)) for frame in frames]
+
+    rows = [out.row for frame in got for _, _, out in frame]
+    assert rows == [row(i) for i in range(24)]
+    assert all(type(r["label"]) is Label for r in rows)
+    assert all(r[("tool", "lookup")]["raw"] == b"\x00\xff" for r in rows)
