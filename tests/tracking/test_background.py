@@ -58,6 +58,28 @@ def test_one_writer_serves_every_run_of_a_process(start_dir, tmp_path):
     assert pids[0] == pids[1]
 
 
+def test_a_writer_started_from_a_folder_since_removed_still_records_the_next_run(
+    tmp_path, migrated_db, monkeypatch
+):
+    """A notebook runs an experiment from a scratch folder, removes it, and runs the next
+    from elsewhere: the shared writer, started in the removed folder, records it."""
+    import shutil
+
+    monkeypatch.delenv("WAI_EXP_MLFLOW_PARENT_RUN_ID", raising=False)
+    for i in range(2):
+        scratch = tmp_path / f"scratch{i}"
+        (scratch / "start").mkdir(parents=True)
+        shutil.copyfile(migrated_db, scratch / "start" / "mlflow.db")
+        monkeypatch.chdir(scratch)
+        tracker = make_tracker({}, scratch / "start")
+        tracker.start({}, [f"seed={i}"], scratch / "run", "eval", "h")
+        tracker.finish("FINISHED")
+        assert tracker.status == "FINISHED"
+        assert _client(scratch / "start").get_run(tracker.run_id).info.status == "FINISHED"
+        monkeypatch.chdir(tmp_path)
+        shutil.rmtree(scratch)
+
+
 def test_a_store_error_in_the_writer_reaches_the_runner(start_dir, tmp_path):
     client = _client(start_dir)
     exp = client.create_experiment("gone")

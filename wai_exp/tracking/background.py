@@ -220,6 +220,7 @@ class BackgroundTracker:
             "plots": plots,
             "traces": traces,
             "parent_run_id": parent_run_id,
+            "cwd": os.getcwd(),
             # the writer creates the run seconds later (after importing MLflow): the run
             # starts when the command did
             "start_time_ms": command_start_ms(),
@@ -438,7 +439,7 @@ def record_compare_in_writer(record: Mapping[str, Any]) -> dict[str, str]:
     writer = _shared_writer()
     _run_counter += 1
     token = _run_counter * 1_000_000 + 1
-    writer.send({"op": "compare", "run": _run_counter, "token": token,
+    writer.send({"op": "compare", "run": _run_counter, "token": token, "cwd": os.getcwd(),
                  "secrets": known_secrets(), "record": dict(record)})  # fmt: skip
     reply = writer.answered(writer.wait_for(token, FINISH_TIMEOUT_S), "record the comparison")
     if reply.get("error"):
@@ -626,6 +627,7 @@ def _serve(stdin: Any, stdout: Any) -> int:
         if op == "flush":
             reply(op="flushed", run=key, token=token)
             continue
+        _follow_cwd(msg.get("cwd") or msg.get("settings", {}).get("cwd"))
         if op == "compare":
             reply(op="compared", run=key, token=token, **_record_compare(msg))
             continue
@@ -687,6 +689,15 @@ def _serve(stdin: Any, stdout: Any) -> int:
     trace_jobs.put(None)  # after the traces already queued (the rollouts graded are worth reading)
     tracer.join()
     return 0
+
+
+def _follow_cwd(cwd: str | None) -> None:
+    """Work from the folder the runner's process is in now, as in-process tracking does
+    (MLflow resolves a relative default artifact root against it). The writer outlives its
+    runs: the folder it started in may have been removed since, and MLflow then fails."""
+    if cwd:
+        with contextlib.suppress(OSError):  # gone too: MLflow says what it misses
+            os.chdir(cwd)
 
 
 def _trace_worker(jobs: Any) -> None:
