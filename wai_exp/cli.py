@@ -91,48 +91,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(EXIT_INVALID_CONFIG)
 
     args = move_secret_overrides(args, os.environ)
-    start_tracking_writer_early(args)
+    # The tracking writer is not started here: a config Hydra or the checks refuse would
+    # have started it for nothing (commands.run starts it once the config is checked).
     from wai_exp.commands.run import app
 
     sys.argv = [sys.argv[0] if sys.argv else "wai-exp", *args]
     app()
 
 
-#: Words after which this process runs no single job: help and config printing, or a sweep
-#: (its jobs may run in launcher workers, which start writers of their own).
-_NO_RUN_WORDS = frozenset({
-    "--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion",
-    "-sc", "--multirun", "-m", "--run", "--version",
-})  # fmt: skip
-#: Overrides that leave no work for a tracking writer process.
-_NO_WRITER_OVERRIDES = frozenset({
-    "tracking=none", "tracking.kind=none", "tracking.background=false",
-    "tracking.background=False", "++tracking.background=false",
-})  # fmt: skip
-
-
-def start_tracking_writer_early(args: Sequence[str]) -> bool:
-    """Start the tracking writer process (wai_exp.tracking.background) before Hydra, so its
-    MLflow import (about 2 s of CPU, most of what tracking costs) overlaps Hydra's start and
-    the config checks as well as the stages. The run's ``BackgroundTracker`` takes this
-    writer over. Skipped (False) for help, config printing, sweeps and command lines that
-    turn the writer off; a writer no run uses (tracking turned off by a preset, a config
-    refused) reads end-of-input when this process exits and exits too. Never raises."""
-    if any(a in _NO_RUN_WORDS or a.startswith("--cfg=") for a in args):
-        return False
-    if any(a.replace(" ", "") in _NO_WRITER_OVERRIDES for a in args):
-        return False
-    try:
-        from wai_exp.tracking.background import start_writer
-
-        start_writer()
-    except Exception:  # the run starts its writer itself, later
-        return False
-    return True
-
-
 #: Words after which Hydra makes no run folder (help, config printing, shell completion).
-_NO_FOLDER_WORDS = _NO_RUN_WORDS - {"--multirun", "-m", "--run"}
+_NO_FOLDER_WORDS = frozenset({
+    "--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion",
+    "-sc", "--version",
+})  # fmt: skip
 
 
 def run_dir_problem(args: Sequence[str]) -> str | None:

@@ -84,13 +84,17 @@ def run(cfg: DictConfig) -> int:
     if problem:
         return _refuse(problem, run_dir, hc.output_subdir)
 
-    from wai_exp.pipeline.runner import run_pipeline, summarize
-    from wai_exp.pipeline.stop import watch_signals
-
+    # The config is good: the tracker starts its writer process now, first, so the writer's
+    # MLflow import runs on another core while this process imports the runner and the
+    # stages compute. Never earlier: a refused config leaves no process behind.
     try:
         tracker = _make_tracker(plain, start_dir)
     except ValueError as exc:  # TrackingConfigError: e.g. a file-store URI; says the fix
         return _refuse(f"invalid config: {exc}", run_dir, hc.output_subdir)
+
+    from wai_exp.pipeline.runner import run_pipeline, summarize
+    from wai_exp.pipeline.stop import watch_signals
+
     choices = hc.runtime.choices
     preset = choices.get("experiment") if choices else None
     # SIGTERM stops the run as Ctrl-C does: the runner keeps the streamed rows resumable and

@@ -1,0 +1,131 @@
+"""A config refused after Hydra composed it (a bad value, a bad tracking store, a missing
+key, a server nothing answers at) exits 2 naming the fix before the tracking writer process
+starts, and leaves nothing behind: no writer, no MLflow store, no run folder.
+
+Old code: ``wai-exp`` started the writer (``python -m wai_exp.tracking.background``, which
+imports MLflow: about 1.2 s of CPU) before Hydra, for every single run. A refused config
+still spawned it; it competed with the checks for the CPU (a refusal took 1.35-2.1 s instead
+of about 1.0 s under load) and kept importing MLflow for up to 1.3 s after the command had
+exited 2. ``wai-exp compare`` was fixed the same way (tests/commands/test_compare.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
+WRITER = b"wai_exp.tracking.background"
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/task").is_dir(), reason="reads /proc for the command's children"
+)
+
+
+def _writer_children(pid: int) -> set[int]:
+    """The tracking writers among the children of process ``pid`` (any of its threads)."""
+    found: set[int] = set()
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            for child in map(int, children.read_text().split()):
+                with contextlib.suppress(OSError):
+                    if WRITER in Path(f"/proc/{child}/cmdline").read_bytes():
+                        found.add(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def run_watching_the_writer(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[int, str, set[int]]:
+    """Run ``wai-exp args`` in ``cwd``; its exit status, stderr and the pids of every tracking
+    writer it started (its children are read every 10 ms while it runs: a writer lives at
+    least as long as MLflow's import, about a second)."""
+    proc = subprocess.Popen(
+        [WAI_EXP, *args], cwd=cwd, env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    seen: set[int] = set()
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        seen |= _writer_children(proc.pid)
+        time.sleep(0.01)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err, seen
+
+
+#: case -> (overrides after +experiment=rl_round, environment, words the refusal must say)
+CASES: dict[str, tuple[list[str], dict[str, str], list[str]]] = {
+    "a value of the wrong type": (
+        ["simulate.budget=abc"],
+        {},
+        ["simulate.budget = 'abc': expected an integer", "Fix the key or value"],
+    ),
+    "a knob below its floor": (
+        ["knobs.concurrency=0"],
+        {},
+        ["knobs.concurrency=0 is below the floor 1", "default 32"],
+    ),
+    "a tracking URI MLflow has no store for": (
+        ["tracking.uri=garbage://x"],
+        {},
+        ["tracking.uri='garbage://x': MLflow has no store for 'garbage://'", "sqlite:///"],
+    ),
+    "a file-store tracking URI": (
+        ["tracking.uri=file:./mlruns"],
+        {},
+        ["tracking.uri='file:./mlruns' is an MLflow file store", "a sqlite:///<path>.db URI"],
+    ),
+    "an MLflow server nothing answers at": (
+        ["tracking=mlflow_server", "tracking.uri=http://127.0.0.1:9"],
+        {},
+        ["the MLflow server at http://127.0.0.1:9 cannot be reached", "tracking=mlflow"],
+    ),
+    "a provider key that is empty": (
+        ["agent=openai", "agent.model=gpt-4.1-mini"],
+        {"OPENAI_API_KEY": ""},
+        ["OPENAI_API_KEY is empty", "export OPENAI_API_KEY=<your key>"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_refused_config_starts_no_tracking_writer_and_leaves_nothing(tmp_path, case):
+    args, env, words = CASES[case]
+    code, err, writers = run_watching_the_writer(["+experiment=rl_round", *args], tmp_path, env)
+    assert code == 2, (code, err[-1500:])
+    for w in words:
+        assert w in err, (w, err)
+    assert "Traceback" not in err
+    assert writers == set(), f"the refused command started tracking writer(s) {writers}"
+    assert sorted(tmp_path.iterdir()) == []  # no mlflow.db, no mlartifacts, no outputs/
+
+
+def test_a_good_run_records_through_its_writer_process(tmp_path):
+    """The control: the watch above sees a writer when there is one. A valid run records
+    through its writer process (its MLflow import overlaps the stages)."""
+    code, err, writers = run_watching_the_writer(
+        ["+experiment=rl_round", "simulate.budget=8"], tmp_path
+    )
+    assert code in (0, 3), err[-2000:]
+    assert len(writers) == 1, writers
+    assert (tmp_path / "mlflow.db").is_file()
+    log = next(tmp_path.glob("outputs/*/*/tracking.log")).read_text()
+    assert "start:" in log and "finish:" in log
+    deadline = time.monotonic() + 30  # it ends once its input does (traces may still land)
+    while any(_alive(p) for p in writers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in writers), "the writer outlived its run by 30 s"
