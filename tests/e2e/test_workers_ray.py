@@ -5,10 +5,13 @@ and the rows are the ones one process gives."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
+from tests.e2e.test_model_server_runs import model_run
 from tests.e2e.test_workers import rows, wai
+from tests.support.scripted_server import scripted_server
 
 pytest.importorskip("ray")
 # Ray's startup is slow on a small machine: one worker of the run keeps the Ray tests.
@@ -26,3 +29,27 @@ def test_the_stage_runs_its_shards_on_a_local_ray_with_the_same_rows(tmp_path):
     assert rows(tmp_path / "ray", "r") == rows(tmp_path / "one", "r")
     report = json.loads((tmp_path / "ray/outputs/r/simulate/report.json").read_text())
     assert report["workers"] == 2 and report["rows_new"] == 200
+
+
+def test_a_hung_model_server_is_named_on_the_progress_line_when_only_ray_actors_call_it(
+    tmp_path,
+):
+    # On Ray the stage makes no model call itself: every call is an actor's. The progress
+    # line used to show nothing but "0/4 rows" until the rollouts were lost; now it carries
+    # the actors' warning (a line every 5 s into a log: "no model call has come back" while
+    # the first calls wait, "the slowest call took 4.x s" once they were cut off).
+    release = threading.Event()
+
+    def hang(path, headers, body):
+        release.wait(60)
+        return 500, {"error": {"message": "too late"}}
+
+    with scripted_server(hang) as url:
+        res = model_run(tmp_path, url, "knobs.dead_agent_errors=4", "agent.timeout=4",
+                        "knobs.progress_every_s=1", "simulate.workers=2", "simulate.cluster=ray")  # fmt: skip
+        release.set()
+    assert res.returncode == 1, res.stdout + res.stderr
+    warned = [x for x in res.stderr.splitlines() if "0/4 rows" in x and "worker 1: " in x]
+    assert warned, res.stderr
+    assert "agent.timeout=4 s" in warned[-1], warned[-1]
+    assert "lost by cause: 4 timeout" in res.stdout, res.stdout

@@ -273,3 +273,47 @@ def test_rows_shaped_by_a_users_agent_cross_the_string_table_as_they_were():
     assert rows == [row(i) for i in range(24)]
     assert all(type(r["label"]) is Label for r in rows)
     assert all(r[("tool", "lookup")]["raw"] == b"\x00\xff" for r in rows)
+
+
+def model_setup(spec: str, kwargs: dict) -> tuple[str, dict]:
+    """A worker whose agent is the model at ``spec`` (the stage's may be another)."""
+    return spec, dict(kwargs)
+
+
+async def slow_agent(prompt: str, **_: object) -> str:
+    """A user's own agent that takes a fifth of a second a rollout."""
+    import asyncio
+
+    await asyncio.sleep(0.2)
+    return "I cannot help with that."
+
+
+def test_a_workers_warning_about_its_model_server_reaches_the_stages_progress_line():
+    # Only the worker's agent calls the (hung) model server; the stage's own agent is a
+    # callable. The warning the worker's calls give used to stay in the worker: the
+    # progress line read only the stage's agent.
+    import threading
+
+    from tests.support.scripted_server import scripted_server
+
+    release = threading.Event()
+
+    def hang(path, headers, body):
+        release.wait(30)
+        return 500, {"error": {"message": "too late"}}
+
+    kw = {"budget": 30, "seed": 0, "timeout": 2.0,
+          "advanced": {"concurrency": 2, "progress_every_s": 0.1}}  # fmt: skip
+    notes: list[str] = []
+    with scripted_server(hang) as url:
+        setup = functools.partial(model_setup, f"vllm:served-model@{url}", kw)
+        try:
+            simulate(slow_agent, shards=ShardSpec(workers=2, setup=setup),
+                     progress=lambda p: notes.append(p.get("note") or ""), **kw)  # fmt: skip
+        except Exception:  # noqa: BLE001 - the worker's rollouts are lost: the run may fail
+            pass
+        finally:
+            release.set()
+    said = [n for n in notes if "worker 1: no model call has come back for" in n]
+    assert said, notes
+    assert "(each is cut off at simulate.timeout=2 s)" in said[0], said[0]

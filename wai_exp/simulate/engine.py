@@ -565,22 +565,17 @@ class Engine:
         """The knob that bounds the agent's model completions (``agent.timeout`` when the
         backend's own limit is the tighter, else ``simulate.timeout``); None for an agent
         that is no model backend."""
-        if not self.runner.agent_is_backend:
-            return None
-        return binding_timeout_knob(getattr(self.runner.agent, "timeout", None), self.cfg.timeout)
+        return timeout_knob(self.runner, self.cfg)
 
     def check_health(self) -> str | None:
-        """The early warning the agent's recent calls give now (kept in ``early_warning``
-        for the end of the run), or None."""
-        warning = early_warning(
-            getattr(self.runner.agent, "call_times", None),
-            timeout=getattr(self.runner.agent, "timeout", None) or self.cfg.timeout,
-            concurrency=self.knobs.concurrency,
-            knob=self.timeout_knob() or "simulate.timeout",
-        )
+        """The early warning the agent's recent calls give now, in this process and in each
+        shard's (kept in ``early_warning`` for the end of the run), or None. Under
+        ``simulate.workers``/``cluster`` most calls, on Ray all, are the shards' own."""
+        shards: list[str] = getattr(self.runner, "shard_warnings", list)()
+        warning = "; ".join(w for w in (agent_warning(self.runner, self.cfg), *shards) if w)
         if warning:
             self.early_warning = warning
-        return warning
+        return warning or None
 
     def emit_progress(self, now: float | None = None) -> None:
         """Call ``progress(dict)`` with rows done, budget, rate, elapsed, lost and reused."""
@@ -1472,6 +1467,24 @@ def _run_warnings(cfg: Config, engine: Engine, report: dict[str, Any]) -> None:
                 timeout_knob=engine.timeout_knob(),
             )
         )
+
+
+def timeout_knob(runner: Any, cfg: Config) -> str | None:
+    """``Engine.timeout_knob`` for ``runner``'s agent."""
+    if not runner.agent_is_backend:
+        return None
+    return binding_timeout_knob(getattr(runner.agent, "timeout", None), cfg.timeout)
+
+
+def agent_warning(runner: Any, cfg: Config) -> str | None:
+    """The early warning (``run_health.early_warning``) that ``runner``'s agent's recent
+    model calls in this process give now, or None."""
+    return early_warning(
+        getattr(runner.agent, "call_times", None),
+        timeout=getattr(runner.agent, "timeout", None) or cfg.timeout,
+        concurrency=cfg.knobs.concurrency,
+        knob=timeout_knob(runner, cfg) or "simulate.timeout",
+    )
 
 
 def same_model_jobs(

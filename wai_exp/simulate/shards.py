@@ -62,6 +62,10 @@ _PROTOCOL = 3
 #: plans and sends more while the worker runs the rest (offline 3,270 -> 3,490 rows/s).
 _FRAME_MAX = 8
 
+#: How often a shard's early warning (a hung or queueing model server) reaches the stage: the
+#: progress line's "no model call has come back for N s" counts seconds.
+_HEALTH_EVERY_S = 1.0
+
 #: How long a run whose rows are all in waits for a worker none of them reached to say
 #: whether it started (``ShardedRunner.raise_start_failure``).
 _START_WAIT_S = 30.0
@@ -338,6 +342,8 @@ class _LocalShard:
         self.peak_rss_mb: float | None = None
         #: the worker's own model-server limits (``ServerLimits.summary()``), likewise
         self.limits: dict[str, Any] | None = None
+        #: the early warning its agent's model calls gave last (``_HealthReport``)
+        self.health: str | None = None
         #: the tasks sent so far: ``id(task)`` -> (its number on this pipe, the task, kept
         #: so that its id is not reused). A task goes once; its next rollouts name it.
         self.tasks: dict[int, tuple[int, Any]] = {}
@@ -436,6 +442,9 @@ class _LocalShard:
         if msg[0] == "bye":
             self.peak_rss_mb, self.limits = msg[1], msg[2]
             return
+        if msg[0] == "health":
+            self.health = msg[1]
+            return
         fut = self.waiting.pop(msg[0], None)
         if fut is None or fut.done():
             return
@@ -488,6 +497,8 @@ class _RayShard:
 
     def __init__(self, index: int, actor: Any, share: StringSharer) -> None:
         self.index, self.actor, self.share = index, actor, share
+        #: the early warning its agent's model calls gave when last asked (``ShardedRunner``)
+        self.health: str | None = None
 
     async def run(self, plan: Any) -> Any:
         import ray
@@ -534,6 +545,7 @@ class ShardedRunner:
         self._shards: list[Any] = []
         self._shares: tuple[int, ...] = ()
         self._own_ray = False  # this stage started a local Ray: it stops it too
+        self._health_poll: asyncio.Task[None] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._local, name)
@@ -547,6 +559,7 @@ class ShardedRunner:
             share = StringSharer()  # one memo: the actors' rows share with each other too
             self._shards, self._own_ray = _ray_shards(n, init, self._spec.ray_address, share)
             self._shares = (1,) * n
+            self._health_poll = asyncio.ensure_future(self._poll_ray_health())
             return
         workers = [_LocalShard(i) for i in range(1, n)]
         self._shards = [_StageShard(self._local), *workers]
@@ -572,6 +585,23 @@ class ShardedRunner:
             ):
                 raise failure
 
+    def shard_warnings(self) -> list[str]:
+        """The early warnings the shards' own model calls give (``engine.agent_warning``),
+        each naming its shard: the stage's progress line and report show them beside its
+        own (on Ray the stage makes no calls; a hung server showed nothing but "0/4 rows")."""
+        return [f"worker {s.index}: {s.health}" for s in self._processes() if s.health]
+
+    async def _poll_ray_health(self) -> None:
+        """Ask each Ray actor for its early warning every ``_HEALTH_EVERY_S`` (a local
+        worker sends its own: ``_HealthReport``)."""
+        import ray
+
+        while True:
+            await asyncio.sleep(_HEALTH_EVERY_S)
+            for shard in self._processes():
+                with contextlib.suppress(ray.exceptions.RayError):
+                    shard.health = await shard.actor.health.remote()
+
     def _processes(self) -> list[Any]:
         """The shards that are processes of their own (local workers, Ray actors)."""
         return [s for s in self._shards if not isinstance(s, _StageShard)]
@@ -589,6 +619,8 @@ class ShardedRunner:
         return {f"worker {s.index}": getattr(s, "limits", None) for s in self._processes()}
 
     async def aclose(self) -> None:
+        if self._health_poll is not None:
+            self._health_poll.cancel()
         await asyncio.gather(*(s.close() for s in self._shards), return_exceptions=True)
         if self._own_ray:
             import ray
@@ -620,9 +652,15 @@ class _RayWorker:
         from wai_exp.simulate.engine import shard_runner
 
         self.runner = shard_runner(setup, cfg, run_id)
+        self.cfg = cfg
 
     async def run(self, plan: Any) -> Any:
         return await self.runner.run(plan)
+
+    def health(self) -> str | None:
+        from wai_exp.simulate.engine import agent_warning
+
+        return agent_warning(self.runner, self.cfg)
 
 
 def _row_of(msg: tuple[Any, ...]) -> Any:
@@ -639,6 +677,28 @@ def _unsendable(msg: Any, exc: Exception) -> Any:
     return (msg[0], "error", f"its outcome cannot be sent to the stage's process ({why})")
 
 
+class _HealthReport:
+    """A worker's early warning (``engine.agent_warning``: its agent's calls to a hung,
+    slow or one-at-a-time model server), sent to the stage whenever it changes."""
+
+    def __init__(self, runner: Any, cfg: Any, outbox: _Outbox) -> None:
+        self.runner, self.cfg, self.outbox = runner, cfg, outbox
+        self.said: str | None = None
+
+    def check(self) -> None:
+        from wai_exp.simulate.engine import agent_warning
+
+        warning = agent_warning(self.runner, self.cfg)
+        if warning != self.said:
+            self.outbox.put(("health", warning))
+            self.said = warning
+
+    async def every(self, seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            self.check()
+
+
 async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
     outbox = _Outbox(out.write, _unsendable, _StringTable(sample=_row_of).encode)
     ((setup, cfg, run_id),) = await _read_frame(inp)
@@ -652,6 +712,8 @@ async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
         await out.drain()
         return
     outbox.put(("ready",))
+    health = _HealthReport(runner, cfg, outbox)
+    reporter = asyncio.ensure_future(health.every(_HEALTH_EVERY_S))
 
     async def one(rid: int, plan: Any) -> None:
         try:
@@ -676,6 +738,8 @@ async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
             if out.transport.get_write_buffer_size() > 1 << 20:
                 await out.drain()
     finally:
+        reporter.cancel()
+        health.check()  # what the run's end reports
         for task in running:
             task.cancel()
         closer = getattr(runner.agent, "aclose", None)
