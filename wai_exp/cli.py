@@ -15,7 +15,11 @@ everything else is a Hydra run
   ``+agent.api_key=...``, a URL with a password, a provider key's value) into a process
   environment variable and hands Hydra ``key=${oc.env:WAI_EXP_SECRET_<n>}`` instead. Hydra
   writes its overrides and config into ``<run dir>/.hydra/`` before any of our code runs;
-  this way the raw key never reaches those files (the run still sees the real value).
+  this way the raw key never reaches those files (the run still sees the real value);
+* reads every override with Hydra's grammar, so one it cannot read or one giving several
+  values without ``-m`` exits 2 naming the fix (Hydra's own answer exits 1).
+
+It starts no tracking writer: ``commands.run`` does, once the config is checked.
 """
 
 from __future__ import annotations
@@ -91,6 +95,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(EXIT_INVALID_CONFIG)
 
     args = move_secret_overrides(args, os.environ)
+    # After the move: a message that quotes an override names a secret's variable, not it.
+    bad_grammar = override_grammar_problem(args)
+    if bad_grammar:
+        sys.stderr.write(f"wai-exp: invalid override:\n  - {bad_grammar}\n")
+        sys.exit(EXIT_INVALID_CONFIG)
     # The tracking writer is not started here: a config Hydra or the checks refuse would
     # have started it for nothing (commands.run starts it once the config is checked).
     from wai_exp.commands.run import app
@@ -195,6 +204,61 @@ def flag_problem(args: Sequence[str]) -> str | None:
             close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.5)
             hint = f" Did you mean {flag} {close[0]}?" if close else ""
             return f"option {flag} takes {' | '.join(choices)}, not {value!r}.{hint}"
+    return None
+
+
+#: Words after which Hydra composes no config from the overrides.
+_NO_COMPOSE_WORDS = frozenset(
+    {"--help", "-h", "--hydra-help", "--shell-completion", "-sc", "--version"}
+)
+_GRAMMAR_DOCS = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+
+
+def hydra_overrides(args: Sequence[str]) -> list[str]:
+    """The ``key=value`` overrides of ``args``: every word that is neither an option nor the
+    value an option takes (``--config-dir DIR``, ``--cfg job``)."""
+    out, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if not arg.startswith("-"):
+            out.append(arg)
+            continue
+        choices = _FLAGS.get(arg)
+        if choices is not None and i < len(args):
+            optional = arg in ("--info", "-i")  # its value is optional
+            if not optional or args[i] in choices:
+                i += 1
+    return out
+
+
+def override_grammar_problem(args: Sequence[str]) -> str | None:
+    """An override Hydra's grammar cannot read (``simulate.budget=[1,``), or one giving
+    several values without ``-m`` (``simulate.budget=8,16``): the sentence naming the fix,
+    or None. Hydra's own answers exit 1 (and the first names no fix); this exits 2."""
+    if any(a in _NO_COMPOSE_WORDS for a in args):
+        return None
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    sweep = any(a in ("-m", "--multirun") for a in args)
+    for text in hydra_overrides(args):
+        try:
+            [override] = parser.parse_overrides([text])
+        except OverrideParseException as exc:
+            why = str(exc).split("\n", 1)[0]
+            return (
+                f"cannot read {text!r} ({why}): close every bracket and parenthesis, and quote "
+                "a value holding spaces or any of , [ ] ( ) { } = < > (key='a value'); the "
+                f"override grammar: {_GRAMMAR_DOCS}"
+            )
+        if override.is_sweep_override() and not sweep:
+            key, _, value = text.partition("=")
+            one = "give it one value"
+            if "." in key and "(" not in value:  # a value, not a group option or a function
+                one += f" (a list is written {key}=[{value}], text with commas {key}='{value}')"
+            return f"{text!r} gives several values: add -m to run one job per value, or {one}"
     return None
 
 

@@ -1,6 +1,7 @@
 """A config refused after Hydra composed it (a bad value, a bad tracking store, a missing
-key, a server nothing answers at) exits 2 naming the fix before the tracking writer process
-starts, and leaves nothing behind: no writer, no MLflow store, no run folder.
+key, a server nothing answers at) or an override Hydra's grammar refuses exits 2 naming the
+fix before the tracking writer process starts, and leaves nothing behind: no writer, no
+MLflow store, no run folder.
 
 Old code: ``wai-exp`` started the writer (``python -m wai_exp.tracking.background``, which
 imports MLflow: about 1.2 s of CPU) before Hydra, for every single run. A refused config
@@ -99,7 +100,25 @@ CASES: dict[str, tuple[list[str], dict[str, str], list[str]]] = {
         {"OPENAI_API_KEY": ""},
         ["OPENAI_API_KEY is empty", "export OPENAI_API_KEY=<your key>"],
     ),
-}
+    # Old code: Hydra's "Ambiguous value for argument", exit 1 (and a writer started).
+    "several values without -m": (
+        ["simulate.budget=8,16"],
+        {},
+        ["'simulate.budget=8,16' gives several values: add -m to run one job per value",
+         "simulate.budget=[8,16]"],
+    ),
+    # Old code: "no viable alternative at input '[1,'", exit 1 (and a writer started).
+    "an override the grammar cannot read": (
+        ["simulate.budget=[1,"],
+        {},
+        ["cannot read 'simulate.budget=[1,'", "close every bracket", "override_grammar"],
+    ),
+    "a sweep override the grammar cannot read": (
+        ["-m", "simulate.budget=choice(8,"],
+        {},
+        ["cannot read 'simulate.budget=choice(8,'", "close every bracket"],
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(CASES))
