@@ -472,9 +472,14 @@ def test_a_compare_run_whose_processes_died_is_marked_killed_by_the_next(tmp_pat
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     first = record_compare(report, "t", before="a", after="b", sources=("a", "b"), uri=uri)
     client = MlflowClient(tracking_uri=uri)
-    half = client.create_run(first["experiment_id"], tags=dead, run_name="compare a → b")
+    # made as record_compare makes it: its tags, the arms' among them, all at once
+    tags = {**dead, "wai.compare.before": "a", "wai.compare.after": "b"}
+    half = client.create_run(first["experiment_id"], tags=tags, run_name="compare a → b")
     record_compare(report, "t", before="a", after="b", sources=("a", "b"), uri=uri)
     run = client.get_run(half.info.run_id)
     assert client.get_experiment_by_name(EXPERIMENT).experiment_id == first["experiment_id"]
     assert run.info.status == "KILLED"
-    assert f"pid {gone.stdout.strip()}" in run.data.tags["wai.error"]
+    why = run.data.tags["wai.error"]
+    assert f"pid {gone.stdout.strip()}" in why
+    # a comparison has no rows to resume from: it is recorded again
+    assert "Run the same `wai-exp compare` command again" in why and "resume" not in why, why

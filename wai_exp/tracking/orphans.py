@@ -157,10 +157,15 @@ def _end(client: Any, run_id: str, status: str, reason: str) -> bool:
 
 
 #: What the reaper writes after the reason it found.
-_REAPED = (
-    "; marked {status} by the next run in this store. Re-run the same command to resume from "
-    "its finished rows."
-)
+_REAPED = "; marked {status} by the next run in this store. {remedy}"
+
+
+def _remedy(run: Any) -> str:
+    """What to do about a reaped run: a run resumes from its finished rows; a ``wai-exp
+    compare`` run (its tags name the two arms) has none, and is simply recorded again."""
+    if "wai.compare.before" in run.data.tags:
+        return "Run the same `wai-exp compare` command again to record the comparison."
+    return "Re-run the same command to resume from its finished rows."
 
 
 def _orphan_end(run: Any, pid: int, host: str) -> tuple[str, str]:
@@ -177,13 +182,13 @@ def _orphan_end(run: Any, pid: int, host: str) -> tuple[str, str]:
         return status, (
             f"{what} (from its run.json: wai-exp (pid {pid} on {host}) returned, but the end "
             "never reached the store: its tracking writer or the tracking server was gone)"
-            + _REAPED.format(status=status)
+            + _REAPED.format(status=status, remedy=_remedy(run))
         )
     return "KILLED", (
         f"the process that ran it (pid {pid} on {host}) is gone without ending the run and "
         "without writing run.json: it was killed outright (SIGKILL: the OOM killer, a job "
         "scheduler's kill after its grace period, kill -9), crashed, or the machine stopped; "
-        "which one is not recorded" + _REAPED.format(status="KILLED")
+        "which one is not recorded" + _REAPED.format(status="KILLED", remedy=_remedy(run))
     )
 
 
