@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # have started it for nothing (commands.run starts it once the config is checked).
     from wai_exp.commands.run import app
 
-    sys.argv = [sys.argv[0] if sys.argv else "wai-exp", *args]
+    sys.argv = [sys.argv[0] if sys.argv else "wai-exp", *options_first(args)]
     app()
 
 
@@ -214,22 +214,46 @@ _NO_COMPOSE_WORDS = frozenset(
 _GRAMMAR_DOCS = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 
 
-def hydra_overrides(args: Sequence[str]) -> list[str]:
-    """The ``key=value`` overrides of ``args``: every word that is neither an option nor the
-    value an option takes (``--config-dir DIR``, ``--cfg job``)."""
-    out, i = [], 0
+def split_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(options, overrides)`` of ``args``: the options with the values they take
+    (``--config-dir DIR``, ``--cfg job``), and every other word (the ``key=value`` overrides)."""
+    options: list[str] = []
+    overrides: list[str] = []
+    i = 0
     while i < len(args):
         arg = args[i]
         i += 1
         if not arg.startswith("-"):
-            out.append(arg)
+            overrides.append(arg)
             continue
+        options.append(arg)
         choices = _FLAGS.get(arg)
         if choices is not None and i < len(args):
             optional = arg in ("--info", "-i")  # its value is optional
             if not optional or args[i] in choices:
+                options.append(args[i])
                 i += 1
-    return out
+    return options, overrides
+
+
+def options_first(args: Sequence[str]) -> list[str]:
+    """``args`` with the options (and their values) before the overrides: Hydra's parser takes
+    the overrides as one run of words, so one after an option in the middle
+    (``+experiment=eval -m seed=0,1``) was "unrecognized arguments". An ``--info`` without
+    its value goes last, where it cannot take an override for one."""
+    options, overrides = split_options(args)
+    bare = {i for i, o in enumerate(options) if o in ("--info", "-i")
+            and (i + 1 == len(options) or options[i + 1] not in (_FLAGS[o] or ()))}  # fmt: skip
+    return [
+        *(o for i, o in enumerate(options) if i not in bare),
+        *overrides,
+        *(options[i] for i in sorted(bare)),
+    ]
+
+
+def hydra_overrides(args: Sequence[str]) -> list[str]:
+    """The ``key=value`` overrides of ``args`` (see :func:`split_options`)."""
+    return split_options(args)[1]
 
 
 def override_grammar_problem(args: Sequence[str]) -> str | None:

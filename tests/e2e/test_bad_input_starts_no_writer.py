@@ -1,7 +1,7 @@
 """A config refused after Hydra composed it (a bad value, a bad tracking store, a missing
-key, a server nothing answers at) or an override Hydra's grammar refuses exits 2 naming the
-fix before the tracking writer process starts, and leaves nothing behind: no writer, no
-MLflow store, no run folder.
+key, a server nothing answers at, a ``${...}`` that cannot resolve, in a run or a sweep) or
+an override Hydra's grammar refuses exits 2 naming the fix before the tracking writer process
+starts, and leaves nothing behind: no writer, no MLflow store, no run or sweep folder.
 
 Old code: ``wai-exp`` started the writer (``python -m wai_exp.tracking.background``, which
 imports MLflow: about 1.2 s of CPU) before Hydra, for every single run. A refused config
@@ -100,6 +100,28 @@ CASES: dict[str, tuple[list[str], dict[str, str], list[str]]] = {
         {"OPENAI_API_KEY": ""},
         ["OPENAI_API_KEY is empty", "export OPENAI_API_KEY=<your key>"],
     ),
+    # Old code: OmegaConf's "Interpolation key 'nope' not found" naming no fix (a writer started).
+    "an interpolation naming no key": (
+        ["simulate.budget=${nope}"],
+        {},
+        ["simulate.budget: Interpolation key 'nope' not found",
+         "point the ${...} at a key the config has"],
+    ),
+    "an interpolation of an unset variable": (
+        ["simulate.budget=${oc.env:WAI_EXP_TEST_UNSET}"],
+        {},
+        ["Environment variable 'WAI_EXP_TEST_UNSET' not found",
+         "export WAI_EXP_TEST_UNSET=<value>, or give it a default"],
+    ),
+    # Old code: the sweep check skipped a job it could not resolve; the MLflow sweep callback
+    # made mlflow.db and failed, each job exited 2, the sweep 1 with a traceback, and
+    # mlflow.db, mlflow.db.lock and multirun/ were left.
+    "a sweep with an interpolation naming no key": (
+        ["-m", "seed=0,1", "simulate.budget=${nope}"],
+        {},
+        ["2 jobs of this sweep would be refused; no job ran",
+         "point the ${...} at a key the config has"],
+    ),
     # Old code: Hydra's "Ambiguous value for argument", exit 1 (and a writer started).
     "several values without -m": (
         ["simulate.budget=8,16"],
@@ -124,7 +146,11 @@ CASES: dict[str, tuple[list[str], dict[str, str], list[str]]] = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_refused_config_starts_no_tracking_writer_and_leaves_nothing(tmp_path, case):
     args, env, words = CASES[case]
-    code, err, writers = run_watching_the_writer(["+experiment=rl_round", *args], tmp_path, env)
+    flags = [a for a in args if a.startswith("-")]  # first: Hydra reads overrides after them
+    overrides = [a for a in args if not a.startswith("-")]
+    code, err, writers = run_watching_the_writer(
+        [*flags, "+experiment=rl_round", *overrides], tmp_path, env
+    )
     assert code == 2, (code, err[-1500:])
     for w in words:
         assert w in err, (w, err)
@@ -148,3 +174,16 @@ def test_a_good_run_records_through_its_writer_process(tmp_path):
     while any(_alive(p) for p in writers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in writers), "the writer outlived its run by 30 s"
+
+
+def test_an_option_between_overrides_is_read_as_if_first(tmp_path):
+    """Old code: ``wai-exp +experiment=rl_round --cfg job simulate.budget=8`` was Hydra's usage
+    block and "unrecognized arguments: simulate.budget=8", exit 2 (its parser reads the
+    overrides as one run of words). Now the options go first: the config is printed."""
+    res = subprocess.run(
+        [WAI_EXP, "+experiment=rl_round", "--cfg", "job", "simulate.budget=8"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert "  budget: 8\n" in res.stdout
+    assert sorted(tmp_path.iterdir()) == []

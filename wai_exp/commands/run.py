@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def run(cfg: DictConfig) -> int:
         plain = config_dict(OmegaConf.to_container(cfg, resolve=True))
     except Exception as exc:  # an interpolation that cannot resolve
         scrub_hydra_files(hydra_copies(hc, run_dir))
-        return _refuse(f"invalid config: {exc}", run_dir, hc.output_subdir)
+        return _refuse(unresolved_message(exc), run_dir, hc.output_subdir)
     register_config_secrets(plain)
     scrub_hydra_files(hydra_copies(hc, run_dir))
     typed, problem = checked_config(plain, start_dir)
@@ -116,6 +117,36 @@ def run(cfg: DictConfig) -> int:
         where = run_dir / "error.log"
         sys.stderr.write(f"wai-exp: {redact_text(outcome.error)}\n  (traceback in {where})\n")
     return outcome.exit_code
+
+
+def unresolved_message(exc: Exception) -> str:
+    """What to say when the composed config does not resolve: the key, OmegaConf's reason
+    and the fix (OmegaConf's own message names the key, never what to do)."""
+    from omegaconf.errors import (
+        InterpolationKeyError,
+        OmegaConfBaseException,
+        UnsupportedInterpolationType,
+    )
+
+    if not isinstance(exc, OmegaConfBaseException):
+        return f"invalid config: {exc}"
+    why = str(getattr(exc, "msg", None) or exc).split("\n", 1)[0]
+    env = re.search(r"Environment variable '([^']+)' not found", why)
+    if env:
+        var = env.group(1)
+        fix = f"export {var}=<value>, or give it a default: ${{oc.env:{var},<default>}}"
+    elif isinstance(exc, InterpolationKeyError):
+        fix = "point the ${...} at a key the config has (`wai-exp --cfg job` prints them)"
+    elif isinstance(exc, UnsupportedInterpolationType):
+        fix = "use a resolver that exists (oc.env, oc.select, now, ...)"
+    elif "Recursive interpolation" in why:
+        fix = "give it a value, or a ${...} that does not lead back to it"
+    else:
+        fix = "fix the ${...}"
+    return (
+        f"invalid config: {getattr(exc, 'full_key', None) or 'a value'}: {why}. Fix: {fix}; "
+        "to keep a ${...} as plain text, escape it: \\${...}"
+    )
 
 
 def config_problem(plain: dict[str, Any], start_dir: Path) -> str | None:

@@ -146,7 +146,7 @@ def sweep_problems(config: Any) -> list[tuple[list[str], str]]:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf, open_dict
 
-    from wai_exp.commands.run import config_dict, config_problem
+    from wai_exp.commands.run import config_dict, config_problem, unresolved_message
 
     jobs = sweep_jobs(config)
     if not jobs:
@@ -162,7 +162,10 @@ def sweep_problems(config: Any) -> list[tuple[list[str], str]]:
                 del job_cfg["hydra"]
             plain = config_dict(OmegaConf.to_container(job_cfg, resolve=True))
         except Exception as exc:  # noqa: BLE001 - the job reports its own config error
-            log.debug("sweep check: job %s not composed here: %s", overrides, exc)
+            if _unresolvable_anywhere(exc):
+                out.append((overrides, unresolved_message(exc)))
+            else:
+                log.debug("sweep check: job %s not composed here: %s", overrides, exc)
             continue
         key = json.dumps(plain, sort_keys=True, default=str)
         if key not in seen:
@@ -170,3 +173,15 @@ def sweep_problems(config: Any) -> list[tuple[list[str], str]]:
         if seen[key]:
             out.append((overrides, str(seen[key])))
     return out
+
+
+def _unresolvable_anywhere(exc: Exception) -> bool:
+    """Whether ``exc`` (resolving a job's config here) fails the job wherever it runs: a
+    ``${...}`` naming a key the config lacks, an unset variable or a resolver nobody
+    registered. Left to the job: a ``${hydra...}`` (its hydra node is not composed here)."""
+    from omegaconf.errors import InterpolationKeyError, UnsupportedInterpolationType
+
+    why = str(exc).split("\n", 1)[0]
+    if isinstance(exc, InterpolationKeyError):
+        return "key 'hydra" not in why
+    return isinstance(exc, UnsupportedInterpolationType) or "Environment variable '" in why
