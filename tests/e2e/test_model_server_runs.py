@@ -107,7 +107,11 @@ def test_an_unreachable_model_server_opens_no_mlflow_run_and_exits_in_seconds(tm
 def test_a_completion_past_the_timeout_exits_1_naming_the_limit_and_the_turn(tmp_path):
     server = Server(delay=lambda turn: 0.0 if turn == 1 else 2.5)
     with scripted_server(server) as url:
-        res = failed_run(tmp_path, url, "simulate.timeout=0.5")
+        # One rollout at a time: a turn-2 call mostly times out alone, which is final. At 4
+        # at once each timed out behind the others and went again, up to 8 times: 16 s of
+        # timeouts for the same report (that path: tests/simulate/agents/
+        # test_model_agent_server.py::test_a_completion_past_the_timeout_loses_the_rollout...).
+        res = failed_run(tmp_path, url, "simulate.timeout=0.5", "knobs.concurrency=1")
     assert "lost by cause: 4 timeout" in res.stdout, res.stdout
     assert "did not answer turn 2 within timeout=0.5 s" in res.stdout
     report, _ = simulate_report(tmp_path)
@@ -118,7 +122,8 @@ def test_a_completion_past_the_timeout_exits_1_naming_the_limit_and_the_turn(tmp
 def test_the_agents_own_tighter_timeout_is_the_one_the_report_names(tmp_path):
     server = Server(delay=lambda turn: 0.0 if turn == 1 else 2.5)
     with scripted_server(server) as url:
-        res = failed_run(tmp_path, url, "agent.timeout=0.5")  # simulate.timeout stays 300
+        # simulate.timeout stays 300; one rollout at a time, as in the test above
+        res = failed_run(tmp_path, url, "agent.timeout=0.5", "knobs.concurrency=1")
     assert "did not answer turn 2 within timeout=0.5 s" in res.stdout
     report, run = simulate_report(tmp_path)
     assert report["timeout"] == 300
