@@ -64,17 +64,28 @@ def test_delta_run_headline_and_description_are_the_delta(tmp_path: Path) -> Non
     assert f"95% CI {lo:.3f}–{hi:.3f}" in first
 
 
-@pytest.mark.slow
-def test_skill_sweep_parent_has_per_value_metrics_and_paired_deltas(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def skill_sweep(tmp_path_factory: pytest.TempPathFactory):
+    """The README's sweep, run once for the two tests that read it (each ran its own, 28 s
+    of the suite's time): (folder, sweep folder, the finished process)."""
+    tmp_path = tmp_path_factory.mktemp("skill_sweep")
+    sweep = tmp_path / "sweep"
     proc = _wai(
         tmp_path,
         "-m",
         "+experiment=eval",
         "agent.skill=0.6,0.9",
         "seed=0,1",
-        "simulate.budget=40",
-        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        "simulate.budget=240",
+        f"hydra.sweep.dir={sweep}",
     )
+    return tmp_path, sweep, proc
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("skill_sweep")  # one worker runs the shared sweep once
+def test_skill_sweep_parent_has_per_value_metrics_and_paired_deltas(skill_sweep) -> None:
+    tmp_path, _, proc = skill_sweep
     parent_id = re.search(r"MLflow parent run: ([0-9a-f]{32})", proc.stdout)
     assert parent_id, proc.stdout[-2000:]
     client = _client(tmp_path)
@@ -135,21 +146,13 @@ def _overrides(job: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_skill_sweep_measures_every_value_on_the_same_tasks(tmp_path: Path) -> None:
+@pytest.mark.xdist_group("skill_sweep")
+def test_skill_sweep_measures_every_value_on_the_same_tasks(skill_sweep) -> None:
     """The README's sweep: before, a job's failing rows steered its later asks, so the two
     skills shared 56 of 60 tasks a seed here (75/75/82 of 100 at the default budget) and
     the table could only pair over those; now every value runs the same tasks per seed and
     the paired delta is over all of them, worded as compare words it."""
-    sweep = tmp_path / "sweep"
-    proc = _wai(
-        tmp_path,
-        "-m",
-        "+experiment=eval",
-        "agent.skill=0.6,0.9",
-        "seed=0,1",
-        "simulate.budget=240",
-        f"hydra.sweep.dir={sweep}",
-    )
+    tmp_path, sweep, proc = skill_sweep
     jobs = _job_tasks(sweep)
     assert len(jobs) == 4
     for seed in ("0", "1"):
