@@ -59,10 +59,10 @@ class Quota:
 
 
 def test_a_per_window_quota_slows_the_run_and_every_row_lands(tmp_path):
-    # 5 requests per 5 s; 12 rollouts of two turns are 24 requests: at least 20 s of quota.
-    # Before: a call gave up after 3 retries (Retry-After honoured: about 4 s of waits), so
-    # the calls that queued longest were lost and the stage failed.
-    quota = Quota(Server(), n=5, window=5.0)
+    # 5 requests per 2.5 s; 12 rollouts of two turns are 24 requests: at least 10 s of
+    # quota. Before: a call gave up after 3 retries (Retry-After honoured: about 4 s of
+    # waits), so the calls that queued longest were lost and the stage failed.
+    quota = Quota(Server(), n=5, window=2.5)
     t0 = time.monotonic()
     with scripted_server(quota) as url:
         res = cli_run(tmp_path, url, "simulate.budget=12")
