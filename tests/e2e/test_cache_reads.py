@@ -65,8 +65,8 @@ def status(res: subprocess.CompletedProcess, stage: str) -> str:
     return m.group(1)
 
 
-def replies(cwd: Path, run: str) -> list[str]:
-    lines = (cwd / "outputs" / run / "simulate" / "rows.jsonl").read_text().splitlines()
+def replies(cwd: Path, run: str, stage: str = "simulate") -> list[str]:
+    lines = (cwd / "outputs" / run / stage / "rows.jsonl").read_text().splitlines()
     return [json.loads(line)["final_text"] for line in lines if line.strip()]
 
 
@@ -122,6 +122,12 @@ def test_a_text_file_the_agent_reads_is_in_the_key(tmp_path):
     assert "template.txt" in after.stdout
     rows = replies(tmp_path, "r2")
     assert rows and all("| template-two |" in r for r in rows), rows[:3]
+    # The stage that grades them is made again from them: it used to be reused (same key),
+    # grading the old rows, and the headline was the old agent's score.
+    assert status(after, "evaluate") == "ran", after.stdout
+    assert sorted(replies(tmp_path, "r2", "evaluate")) == sorted(rows)
+    again = ok(wai(tmp_path, "r2b"))  # and once made, both are reused
+    assert status(again, "simulate") == "cached" and status(again, "evaluate") == "cached"
     # Deleted since: the entry is not reused either (the agent then fails on the missing file).
     (code / "template.txt").unlink()
     gone = wai(tmp_path, "r3")

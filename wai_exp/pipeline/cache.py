@@ -111,14 +111,15 @@ def stage_key(
     kind: str,
     params: Mapping[str, Any],
     sections: Mapping[str, Any],
-    input_keys: Iterable[tuple[str, str]],
+    input_keys: Iterable[tuple[str, ...]],
     version: str = "",
     *,
     deps: Mapping[str, Any] | None = None,
 ) -> str:
     """The hex SHA-256 naming a stage's result.
 
-    ``input_keys`` are ``(need name, key)`` pairs; their order does not matter. ``deps`` holds
+    ``input_keys`` are ``(need name, key[, digest of what it made])``; their order does not
+    matter. ``deps`` holds
     the content digests the config does not show (input files, user code, wai-exp's source,
     ``cache.salt``; see ``runner``).
     """

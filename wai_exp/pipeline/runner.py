@@ -680,6 +680,11 @@ class _Run:
     tracker: Any
     stream: TextIO
     keys: dict[str, str] = field(default_factory=dict)
+    #: stage -> a digest of the files its finished entry holds (rows, report, metrics). A
+    #: later stage's key holds it with the stage's key: a stage recomputed under the same key
+    #: (a file it read had changed) makes every stage that needs it recompute too, where its
+    #: key alone let them reuse what they made from the old rows.
+    made: dict[str, str] = field(default_factory=dict)
     results: dict[str, StageResult] = field(default_factory=dict)
     #: stage -> why it cannot run (a refused or skipped need)
     blocked: dict[str, str] = field(default_factory=dict)
@@ -728,7 +733,7 @@ class _Run:
             kind.name,
             spec.params,
             sections,
-            [(n, self.keys[n]) for n in spec.needs if n in self.keys],
+            [(n, self.keys[n], self.made.get(n, "")) for n in spec.needs if n in self.keys],
             __version__,
             deps=deps,
         )
@@ -765,6 +770,7 @@ class _Run:
         if hit is not None:
             result = _load(entry, hit)
             info = hit.info
+            self.made[spec.name] = cache_mod.content_hash(info.get("files") or {})
             if isinstance(info.get("seconds"), int | float):
                 computed_s = float(info["seconds"])
             status = "refused" if info.get("status") == "refused" else "cached"
@@ -944,7 +950,7 @@ class _Run:
                 "cached, and re-running the same command resumes it",
                 measured,
             )
-        self.cache.mark_complete(
+        marker = self.cache.mark_complete(
             spec.name,
             key,
             {
@@ -955,6 +961,7 @@ class _Run:
             rows_path=stage_dir / cache_mod.ROWS,
             rows_record=rows_record,
         )  # fmt: skip
+        self.made[spec.name] = cache_mod.content_hash(marker["files"])
         self.last_counts[spec.name] = counts
         self.stored[spec.name] = StoredRows(stage_dir / cache_mod.ROWS, n_rows, ids)
         verdict = "REFUSED" if status == "refused" else "done"
