@@ -137,8 +137,11 @@ def test_the_report_names_the_limit_that_bounded_each_completion():
     server = Server(delay=lambda turn: 0.0 if turn == 1 else 2.0)
     with scripted_server(server) as url:
         agent = ModelAgent(f"vllm:served-model@{url}", timeout=0.5)
+        # one rollout at a time: a turn-2 call mostly times out alone, which is final (two
+        # at once time out behind each other and go again up to 8 times each, the path the
+        # test above covers)
         data = wai_exp.simulate(
-            agent, budget=2, advanced={"concurrency": 2, "dead_agent_errors": 2}
+            agent, budget=2, advanced={"concurrency": 1, "dead_agent_errors": 2}
         )
     assert "within timeout=0.5 s" in data.lost[0]["error"]
     report = data.report()
