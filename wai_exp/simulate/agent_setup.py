@@ -321,6 +321,10 @@ def context_keys(fn: Any) -> tuple[tuple[str, ...], bool]:
     return takes, False
 
 
+#: The keys a dict an agent returns must have one of to be read as its trajectory.
+_TRAJECTORY_KEYS = frozenset({"final_text", "steps", "messages"})
+
+
 def trajectory_of(prompt: str, out: Any) -> dict[str, Any]:
     """What an agent returned, as a trajectory dict: a ``str`` is the final reply; a list of
     OpenAI-style messages (or of steps), or a dict's ``steps`` (else ``messages``), are read
@@ -330,6 +334,12 @@ def trajectory_of(prompt: str, out: Any) -> dict[str, Any]:
 
     if isinstance(out, str):
         return {"final_text": out}
+    if (
+        isinstance(out, Mapping)
+        and out.get("role") == "assistant"
+        and not _TRAJECTORY_KEYS & set(out)
+    ):
+        out = [out]  # one OpenAI message (``choices[0].message``): the reply it carries
     if isinstance(out, list | tuple) and out and all(isinstance(m, Mapping) for m in out):
         # A bare transcript: OpenAI-style messages (role/content/tool_calls), else steps.
         out = {"messages" if "role" in out[0] else "steps": list(out)}
@@ -337,6 +347,15 @@ def trajectory_of(prompt: str, out: Any) -> dict[str, Any]:
         raise TypeError(
             f"the agent returned {type(out).__name__}; it must return the reply as a str, a "
             "list of messages, or a dict with steps (or messages) and final_text"
+        )
+    if not _TRAJECTORY_KEYS & set(out):
+        # Read as a trajectory, such a dict is an empty reply: a row the judge fails (or
+        # passes) for a plumbing slip, not for what the agent said.
+        raise TypeError(
+            f"the agent returned a dict with keys {sorted(map(str, out))[:8]}, none of "
+            f"{sorted(_TRAJECTORY_KEYS)}; return the reply as a str, a list of messages, one "
+            "assistant message ({'role': 'assistant', 'content': ...}), or a dict with steps "
+            "(or messages) and final_text"
         )
     out = dict(out)
     if out.get("steps") or out.get("messages"):

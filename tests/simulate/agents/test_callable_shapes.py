@@ -122,6 +122,21 @@ def test_unreadable_return_loses_the_rollout_with_a_clear_error():
     assert any("the agent returned int" in w for w in data.warnings), data.warnings
 
 
+def test_one_assistant_message_returned_as_a_dict_is_the_reply():
+    # what an OpenAI client's ``choices[0].message`` looks like, as a dict
+    data = run(lambda message: {"role": "assistant", "content": "dict reply"})
+    assert [r["final_text"] for r in data.rows] == ["dict reply"] * 6
+
+
+def test_a_dict_with_no_reply_key_loses_the_rollout_naming_the_keys():
+    # {"reply": ...} used to land as an empty reply: a row graded on nothing, exit 0
+    data = run(lambda message: {"reply": "hello"}, budget=3)
+    report = data.report()
+    assert not data.rows and set(report["rollouts_lost_by"]) == {"TypeError"}
+    said = next(w for w in data.warnings if "the agent returned a dict" in w)
+    assert "['reply']" in said and "final_text" in said, said
+
+
 def test_signature_that_cannot_take_the_message_fails_before_work():
     def agent(*, tools):
         return "x"
