@@ -119,6 +119,31 @@ def test_a_row_in_no_known_shape_names_its_line(tmp_path):
     assert "rows.jsonl:1" in msg and "messages" in msg and "traj" in msg
 
 
+def test_trl_prompt_completion_rows_are_read_with_the_completion_as_the_reply(tmp_path):
+    # TRL's prompt-completion shape, conversational and standard: read as a prompt alone
+    # they had no reply, and a judge passed them (conduct: pass@1 1.000 on 10 empty rows).
+    path = tmp_path / "trl.jsonl"
+    chat = {"prompt": [{"role": "user", "content": "Where is order 7?"}],
+            "completion": [{"role": "assistant", "content": "It shipped on Monday."}]}  # fmt: skip
+    text = {"prompt": "Cancel order 8.", "completion": "Order 8 is cancelled."}
+    write_lines(path, [json.dumps(chat) + "\n", json.dumps(text) + "\n"])
+    rows, report = load_rows(path)
+    assert [r["prompt"] for r in rows] == ["Where is order 7?", "Cancel order 8."]
+    assert [r["final_text"] for r in rows] == ["It shipped on Monday.", "Order 8 is cancelled."]
+    assert [[s["kind"] for s in r["steps"]] for r in rows] == [["assistant"], ["assistant"]]
+    assert report["shapes"] == {"prompt_completion": 2}
+
+
+def test_a_trl_preference_pair_is_refused_naming_the_split(tmp_path):
+    path = tmp_path / "pref.jsonl"
+    pair = {"prompt": "Refund me.", "chosen": "Sure, refunded.", "rejected": "No."}
+    write_lines(path, [json.dumps(pair) + "\n"])
+    with pytest.raises(RowsFileError) as err:
+        load_rows(path)
+    msg = str(err.value)
+    assert "pref.jsonl:1" in msg and "preference pair" in msg and '"completion"' in msg
+
+
 def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(RowsFileError, match="does not exist"):
         load_rows(tmp_path / "nope.jsonl")

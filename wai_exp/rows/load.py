@@ -41,8 +41,8 @@ from wai_exp.rows.reader import (
 
 #: What a line must hold to be a row, as the errors say it.
 ROW_KEYS_HINT = (
-    "a row needs a transcript: `messages` (OpenAI / TRL chat), `traj` (τ-bench), `steps`, "
-    "or at least a `prompt`"
+    "a row needs a transcript: `messages` (OpenAI / TRL chat), `prompt` and `completion` "
+    "(TRL), `traj` (τ-bench), `steps`, or at least a `prompt`"
 )
 
 
@@ -77,6 +77,31 @@ def _row(line_no: int, path: Path, value: Any) -> dict[str, Any]:
     return read_row(value, f"{path}:{line_no}")
 
 
+def _trl_transcript(value: dict[str, Any], where: str) -> dict[str, Any]:
+    """A TRL prompt-completion row (``prompt`` and ``completion``, each text or chat
+    messages) as the transcript it is: the completion is the agent's reply. Other rows come
+    back as they are. A preference pair (``chosen``/``rejected``) is refused: it is two
+    rollouts, and read as one it held only its prompt, which a judge graded as a reply."""
+    if any(value.get(k) for k in (*TRANSCRIPT_KEYS, "steps")):
+        return value
+    if "chosen" in value or "rejected" in value:
+        raise RowsFileError(
+            f"{where}: a preference pair (TRL's prompt/chosen/rejected) is two rollouts, not "
+            'one: write one row per side, {"prompt": ..., "completion": <chosen>} and '
+            '{"prompt": ..., "completion": <rejected>}, and each is graded as a reply'
+        )
+    if value.get("completion") is None or value.get("prompt") is None:
+        return value
+    out = {k: v for k, v in value.items() if k != "prompt"}
+    out["messages"] = [*_chat(value["prompt"], "user"), *_chat(value["completion"], "assistant")]
+    return out
+
+
+def _chat(part: Any, role: str) -> list[Any]:
+    """A TRL ``prompt`` or ``completion``: chat messages as they are, text as one message."""
+    return list(part) if isinstance(part, list) else [{"role": role, "content": str(part)}]
+
+
 def read_row(value: Any, where: str) -> dict[str, Any]:
     """One row another tool wrote, as every stage reads it: internal ``steps``, and the
     ``prompt`` (the first user turn when it has none) filled in; ``value`` itself is not
@@ -95,6 +120,7 @@ def read_row(value: Any, where: str) -> dict[str, Any]:
                 else ""
             )
         )
+    value = _trl_transcript(value, where)
     has_text = any(value.get(k) for k in (*TRANSCRIPT_KEYS, "steps")) or value.get("prompt")
     if not has_text:
         raise RowsFileError(
@@ -226,7 +252,7 @@ def _parse_line(path: Path, line_no: int, line: str, tally: _Tally) -> Any:
 def _count_row(path: Path, line_no: int, value: Any, tally: _Tally) -> dict[str, Any]:
     """The row read from ``value``, its reward as a number and its rollout_id set; counted."""
     row = _row(line_no, path, value)
-    tally.shapes[next((k for k in (*TRANSCRIPT_KEYS, "steps") if value.get(k)), "prompt")] += 1
+    tally.shapes[_shape(value)] += 1
     if "reward" in row and row["reward"] is not None:
         reward, how = read_reward(row["reward"])
         if how == "unreadable":
@@ -249,6 +275,14 @@ def _count_row(path: Path, line_no: int, value: Any, tally: _Tally) -> dict[str,
     else:
         tally.ids[str(rid)] += 1
     return row
+
+
+def _shape(value: Mapping[str, Any]) -> str:
+    """The shape a row came in, as the report counts it."""
+    found = next((k for k in (*TRANSCRIPT_KEYS, "steps") if value.get(k)), None)
+    if found is None and value.get("completion") is not None:
+        return "prompt_completion"
+    return found or "prompt"
 
 
 def _warnings(path: Path, tally: _Tally, repeated: dict[str, int]) -> list[str]:
