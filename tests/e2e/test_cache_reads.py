@@ -135,6 +135,35 @@ def test_a_text_file_the_agent_reads_is_in_the_key(tmp_path):
     assert status(gone, "simulate") != "cached"
 
 
+#: An agent that loads its reply when it is imported: the run imports it to check it before
+#: any stage records what it reads.
+READS_AT_IMPORT = """\
+from pathlib import Path
+
+REPLY = (Path(__file__).parent / "reply.txt").read_text().strip()
+
+
+def agent(message):
+    return REPLY
+"""
+
+
+def test_a_file_the_agent_reads_when_it_is_imported_is_in_the_key(tmp_path):
+    code = _agent(tmp_path)
+    (code / "reads_at_import.py").write_text(READS_AT_IMPORT)
+    (code / "reply.txt").write_text("reply-one\n")
+    which = ["agent.target=reads_at_import:agent"]
+    ok(wai(tmp_path, "r1", *which))
+    assert set(replies(tmp_path, "r1")) == {"reply-one"}
+    again = ok(wai(tmp_path, "r2", *which))
+    assert status(again, "simulate") == "cached"  # nothing changed: reused
+    (code / "reply.txt").write_text("reply-two\n")
+    after = ok(wai(tmp_path, "r3", *which))  # was: every stage reused, the old score
+    assert status(after, "simulate") == "ran" and "reply.txt" in after.stdout, after.stdout
+    assert status(after, "evaluate") == "ran", after.stdout
+    assert set(replies(tmp_path, "r3")) == {"reply-two"}
+
+
 def test_an_unchanged_rerun_still_reuses_every_stage(tmp_path):
     _agent(tmp_path)
     ok(wai(tmp_path, "r1"))

@@ -58,6 +58,9 @@ _lock = threading.Lock()
 _installed = False
 #: user module -> the modules importing it (or running it in a stage) brought in
 _loaded_with: dict[str, set[str]] = {}
+#: user module -> the files importing it read (path -> (size, mtime_ns) then; None: absent):
+#: a module that loads its prompt or data when it is imported reads them before any stage
+_opened_with: dict[str, dict[str, tuple[int, int] | None]] = {}
 
 
 @dataclass
@@ -192,15 +195,26 @@ def _target_modules(targets: Iterable[str]) -> set[str]:
 def loading(module: str) -> Iterator[None]:
     """Wrap the import of user code ``module`` (an agent, judge, world or stage target): the
     modules that import brings in are run by every stage that runs ``module``, though the run
-    imports it to check it before any stage starts (see ``record``)."""
+    imports it to check it before any stage starts (see ``record``). So are the files that
+    import reads (a prompt or a data file loaded at module level)."""
+    _install()
+    rec = Recorder(exclude=_default_excluded())
     before = set(sys.modules)
+    token = _current.set(rec)
+    with _lock:
+        _active.append(rec)
     try:
         yield
     finally:
         new = set(sys.modules) - before
-        if new:
-            with _lock:
+        _current.reset(token)
+        with _lock:
+            _active.remove(rec)
+            if new:
                 _loaded_with.setdefault(module, set()).update(new)
+            opened = {p: st for p, st in rec.opened.items() if p not in rec.written}
+            if opened:
+                _opened_with.setdefault(module, {}).update(opened)
 
 
 @contextlib.contextmanager
@@ -215,6 +229,11 @@ def record(exclude: Iterable[str | Path] = (), runs: Iterable[str] = ()) -> Iter
         roots |= {os.path.abspath(p), str(Path(p).resolve())}
     owners = _target_modules(runs)
     rec = Recorder(exclude=tuple(sorted(roots)), owners=frozenset(owners))
+    with _lock:
+        for owner in owners:
+            for path, first in _opened_with.get(owner, {}).items():
+                if not rec.skip(path):
+                    rec.opened.setdefault(path, first)
     before = set(sys.modules)
     token = _current.set(rec)
     with _lock:
