@@ -301,15 +301,16 @@ def context_keys(fn: Any) -> tuple[tuple[str, ...], bool]:
         return CONTEXT_KEYS, True  # a builtin with no signature: offer the whole contract
     params = list(sig.parameters.values())
     P = inspect.Parameter
-    if any(p.kind is P.VAR_KEYWORD for p in params):
-        return CONTEXT_KEYS, True
     positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
     if not positional and not any(p.kind is P.VAR_POSITIONAL for p in params):
+        # agent(**kw) too: the message goes first, by position, so it would fail every call
         raise ValueError(
             f"agent {callable_name(fn)}{sig} takes no positional argument; it must take the "
             "message first: agent(message), agent(message, **context) or "
             "agent(message, *, tools, system_prompt, world, sampling)"
         )
+    if any(p.kind is P.VAR_KEYWORD for p in params):
+        return CONTEXT_KEYS, True
     rest = positional[1:] + [p for p in params if p.kind is P.KEYWORD_ONLY]
     takes = tuple(p.name for p in rest if p.name in CONTEXT_KEYS)
     unknown = [p.name for p in rest if p.name not in CONTEXT_KEYS and p.default is P.empty]

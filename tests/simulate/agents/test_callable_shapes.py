@@ -144,6 +144,15 @@ def test_signature_that_cannot_take_the_message_fails_before_work():
     with pytest.raises(ValueError, match="must take the message first"):
         run(agent)
 
+
+def test_an_agent_taking_only_keywords_fails_before_work():
+    # agent(**kw) was taken as "any context by name" and failed every rollout at run time
+    def agent(**kw):
+        return "x"
+
+    with pytest.raises(ValueError, match="must take the message first"):
+        run(agent)
+
     def needs(message, customer_id):
         return "x"
 
