@@ -158,6 +158,16 @@ def test_no_graded_rows() -> None:
     assert p.pass_at_1 is None and p.ci95 is None and p.n_groups == 0
     assert "no binary-graded rows" in p.note
     assert "pass@1 n/a" in str(p)
+    assert "grade the rows" in p.note
+
+
+def test_rows_graded_with_partial_rewards_say_so_not_to_grade_them() -> None:
+    # a judge returning 0.9 / 0.1: the rows are graded, "grade the rows" was the wrong fix
+    rows = [{"scenario_id": t, "reward": r} for t in "ab" for r in (0.9, 0.1)]
+    p = pass_at(rows)
+    assert p.pass_at_1 is None
+    assert "4 of 4 rows carry a partial reward" in p.note and "return 0/1" in p.note
+    assert "grade the rows" not in p.note
 
 
 def test_grouping_uses_task_key() -> None:

@@ -361,6 +361,24 @@ class _KWay:
         return out
 
 
+def _no_binary_note(facts: Any, skipped: int) -> str:
+    """Why no row counts for pass@k, and the fix: rows never graded, or graded with partial
+    scores (a judge's 0.9 / 0.1), which "grade the rows" would not fix."""
+    partial = int(
+        np.count_nonzero(~np.isnan(facts.reward_under("reward")) & np.isnan(facts.binary))
+    )
+    if partial:
+        return (
+            f"no binary-graded rows: {partial} of {skipped} rows carry a partial reward (not 0 "
+            "or 1), and pass@k counts a row only as passed or failed: have the judge return 0/1 "
+            "(a threshold on its score) to read pass@k, or read the mean reward"
+        )
+    return (
+        f"no binary-graded rows ({skipped} rows unjudged or partial): grade the rows "
+        "(run_judge / data.grade) before reading pass@k"
+    )
+
+
 def pass_at(
     rows: Sequence[dict] | Any,
     k: int | None = None,
@@ -409,11 +427,7 @@ def pass_at(
     )  # fmt: skip
     notes: list[str] = []
     if groups.n_tasks == 0:
-        skipped = groups.n_skipped
-        notes.append(
-            f"no binary-graded rows ({skipped} rows unjudged or partial): grade the rows "
-            "(run_judge / data.grade) before reading pass@k"
-        )
+        notes.append(_no_binary_note(facts, groups.n_skipped))
         use_k = k if k is not None else min_k
         return PassAt(
             k=int(use_k), pass_at_1=None, pass_pow_k=None, pass_at_k=None, n_groups=0, n_rows=0,
