@@ -121,3 +121,23 @@ def test_rows_another_tool_wrote_are_replayed_as_tasks(tmp_path: Path) -> None:
         "replayed 2 pinned tasks from 2 rows (their run's k: 1): the world's records drawn again "
         "by the writer for 0, rebuilt from the rows for 2; fault rates as recorded"
     ) in (stage / "report.txt").read_text()
+
+
+def test_asks_with_no_situation_cell_say_their_pass_rate_is_conduct_only(tmp_path: Path) -> None:
+    # Chat asks from elsewhere (no scenario_dimensions): no task rule applies, the checklist
+    # grades conduct alone, and the headline read as a task success rate (pass@1 1.000).
+    asks = [{"messages": [{"role": "user", "content": f"What is the weather in city {i}?"}]}
+            for i in range(5)]  # fmt: skip
+    (tmp_path / "asks.jsonl").write_text("".join(json.dumps(a) + "\n" for a in asks))
+    proc = subprocess.run(
+        [WAI_EXP, "+experiment=eval", "simulate.tasks=asks.jsonl", "simulate.budget=20",
+         "tracking=none", "hydra.run.dir=run"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    lines = proc.stdout.splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith("pass@1"))
+    assert lines[head + 1].strip().startswith("conduct only on 20 of 20 graded rows"), lines
+    assert "not whether it did the task" in lines[head + 1]
+    report = json.loads((tmp_path / "run/evaluate/report.json").read_text())
+    assert report["conduct_only_rows"] == 20

@@ -61,6 +61,7 @@ from wai_exp.pipeline.registry import (
 from wai_exp.pipeline.stored_rows import StoredRows, write_rows_recorded
 from wai_exp.rows.jsonl import RowsNotWritten, atomic_write_text, write_json
 from wai_exp.rows.partial import PartialRowsDamaged
+from wai_exp.score.grade.checklist import conduct_only_note
 from wai_exp.tracking import NullTracker
 from wai_exp.tracking.store_errors import describe_store_error
 
@@ -1185,6 +1186,8 @@ def summarize(outcome: RunOutcome) -> str:
             # every task at one rate: the bootstrap cannot vary, so say which interval it is
             ci += " (Wilson over tasks: every task has the same rate)"
         out.append(f"pass@1{which}: {m['pass_at_1']:.3f}  {ci}{over}{basis}")
+        if conduct := res.report.get("conduct_only_rows"):
+            out.append("  " + conduct_only_note(conduct, int(res.report["n_rows"])))
         out.extend(_floor_lines(m, res.report.get("floor"), n))
         k = res.report.get("k")
         if "pass_pow_k" in m and "pass_at_k" in m:

@@ -533,7 +533,8 @@ class _Reader:
                     f"{self.where}[{i}].tool_calls: a tool call with no tool name (keys "
                     f"{sorted(map(str, req))[:8]}); write it as OpenAI's "
                     '{"id", "function": {"name", "arguments"}} or inspect_ai\'s '
-                    '{"id", "function": "<tool name>", "arguments"}'
+                    '{"id", "function": "<tool name>", "arguments"}. Accepted: '
+                    + "; ".join(ACCEPTED_SHAPES)
                 )
             calls.append(self._call(req.get("id"), name, raw_arguments))
         if msg.get("function_call") and isinstance(msg["function_call"], Mapping):

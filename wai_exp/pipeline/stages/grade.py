@@ -29,6 +29,7 @@ from wai_exp.config.models import JudgeConfig
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, input_rows, register
 from wai_exp.pipeline.stored_rows import RowSink, StoredRows
 from wai_exp.rows.keys import without_fields
+from wai_exp.score.grade.checklist import conduct_only_note, conduct_only_rows
 from wai_exp.simulate.lost import lost_sentence
 
 #: Environment variable naming the judge model when ``judge.model`` is null.
@@ -384,6 +385,7 @@ def judge_rows(
         "replaced_rewards": replaced,
         # Rows left unjudged for a grid word no rule knows: the closing summary says so.
         "unknown_vocabulary": unknown_vocabulary_warning(graded),
+        "conduct_only_rows": conduct_only_rows(graded),
     }
     if lost:
         # Without by_task (one entry per task): the counts and the line say what it did.
@@ -407,6 +409,8 @@ def judge_rows(
         str(pa),
         str(floor),
     ]
+    if report["conduct_only_rows"]:
+        lines.append(conduct_only_note(report["conduct_only_rows"], pa.n_rows))
     if lost:
         lines.append(str(report["lost_line"]))
     lines += [f"warning: {w}" for w in warnings]

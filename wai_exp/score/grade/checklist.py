@@ -48,7 +48,7 @@ few words by a negation ("has not been refunded") is not a claim.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from wai_exp.domain.outcome import (
@@ -707,3 +707,24 @@ def task_checklist(
         "checks": all_checks,
         "flags": conduct["flags"],
     }
+
+
+def conduct_only_rows(graded: Sequence[Mapping[str, Any]]) -> int:
+    """Graded rows the checklist scored on conduct alone: no task rule applied to them (a row
+    from elsewhere with no situation cell, an unknown stance), so their reward says how the
+    agent behaved, not whether it did the task."""
+    n = 0
+    for row in graded:
+        meta = row.get("judge_meta")
+        checks = meta.get("checks") if isinstance(meta, Mapping) else None
+        if isinstance(checks, Mapping) and "outcome" in checks and checks["outcome"] is None:
+            n += row.get("reward") is not None
+    return n
+
+
+def conduct_only_note(n: int, graded: int) -> str:
+    """The words beside a pass@1 that is partly (or wholly) conduct, not task success."""
+    return (
+        f"conduct only on {n} of {graded} graded rows: no task rule applied to them (no "
+        "situation cell), so their reward grades how the agent behaved, not whether it did the task"
+    )
