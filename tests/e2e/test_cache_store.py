@@ -166,7 +166,10 @@ def test_cache_gc_removes_only_what_no_run_used_for_n_days(project):
     assert obj(project, "grade").exists()
     assert "removed 0 entries" in wai(project, "cache", "gc", "--keep-days", "30").stdout
     again = run(project, "r2")
-    assert statuses(again)["simulate"] == "ran" and statuses(again)["grade"] == "cached"
+    # simulate is made again; grade then grades those rows, not the ones it was reused for
+    # before (a model agent's rows differ from run to run: reusing grade would score rows
+    # this run does not have)
+    assert statuses(again)["simulate"] == "ran" and statuses(again)["grade"] == "ran"
 
 
 def test_cache_gc_keep_days_0_empties_it_and_a_rerun_recomputes(project):
