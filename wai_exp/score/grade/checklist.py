@@ -726,5 +726,6 @@ def conduct_only_note(n: int, graded: int) -> str:
     """The words beside a pass@1 that is partly (or wholly) conduct, not task success."""
     return (
         f"conduct only on {n} of {graded} graded rows: no task rule applied to them (no "
-        "situation cell), so their reward grades how the agent behaved, not whether it did the task"
+        "situation cell, or one no rule reads), so their reward grades how the agent behaved, "
+        "not whether it did the task"
     )
