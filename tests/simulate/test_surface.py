@@ -50,6 +50,43 @@ def test_a_raising_execute_is_reported_not_only_a_tool_error():
     assert any("execute= raised" in w and "promt" in w for w in data.warnings)
 
 
+def _every_order_exists(name, arguments):
+    """A user's backend that finds every order it is asked about, as a real shop's does for
+    the orders it has: it cannot know the writer planned the record missing."""
+    oid = arguments.get("order_id") or "ORD-10001"
+    return {"order_id": oid, "status": "processing", "total": 42.0, "email": "a@example.com"}
+
+
+def test_a_user_backend_is_planned_on_records_that_exist_unless_told_otherwise():
+    from collections import Counter
+
+    data = wai.simulate(budget=60, seed=0, mode="rl", execute=_every_order_exists)
+    planned = Counter(r["scenario_dimensions"]["world_state"] for r in data.rows)
+    # The checklist grades against this plan: a task planned `missing` would fail the agent
+    # for reporting the record the backend returned.
+    assert set(planned) == {"exists"}, planned
+    assert data.report()["world"]["exists_share"] == 1.0
+    assert "plan_not_served" not in data.report()
+    # The mock world, which serves every planned state itself, still plans all of them.
+    mock = wai.simulate(budget=60, seed=0, mode="rl")
+    assert {r["scenario_dimensions"]["world_state"] for r in mock.rows} >= {"missing", "exists"}
+
+
+def test_a_share_under_one_with_a_user_backend_is_warned_naming_the_knob(caplog):
+    data = wai.simulate(
+        budget=60, seed=0, mode="rl", execute=_every_order_exists,
+        advanced={"world": {"exists_share": 0.35}},
+    )  # fmt: skip
+    rows = data.rows
+    off = sum(r["scenario_dimensions"]["world_state"] in ("missing", "already_done") for r in rows)
+    assert off > 0  # the user asked for those tasks: they are kept, and said so
+    note = data.report()["plan_not_served"]
+    assert f"{off} of {len(rows)} rows were planned with the record missing" in note
+    assert "world.exists_share" in note and note in data.warnings
+    # ... and before any rollout ran
+    assert any("world.exists_share=0.35 plans up to 65%" in m for m in caplog.messages)
+
+
 def test_concurrent_async_rollouts_each_see_their_own_rollout():
     seen = []
 

@@ -55,6 +55,16 @@ def _error(message: str) -> None:
     sys.stderr.flush()
 
 
+def _warn_before_work(plain: dict[str, Any]) -> None:
+    """Print the inputs' warnings (``input_check.input_notes``) before the first stage."""
+    from wai_exp.pipeline.input_check import input_notes
+
+    for note in input_notes(plain):
+        log.warning(note)
+        sys.stderr.write(f"wai-exp: warning: {note}\n")
+    sys.stderr.flush()
+
+
 def run(cfg: DictConfig) -> int:
     """Validate ``cfg``, run its pipeline and print the summary. Returns the exit status:
     0 done, 1 a stage failed, 2 invalid config, 3 (``pipeline.refusal_exit_code``) the gate
@@ -84,6 +94,7 @@ def run(cfg: DictConfig) -> int:
     typed, problem = checked_config(plain, start_dir)
     if problem:
         return _refuse(problem, run_dir, hc.output_subdir)
+    _warn_before_work(plain)
 
     # The config is good: the tracker starts its writer process now, first, so the writer's
     # MLflow import runs on another core while this process imports the runner and the

@@ -53,6 +53,36 @@ def input_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
     return problems
 
 
+def input_notes(config: Mapping[str, Any]) -> list[str]:
+    """Warnings about inputs that can run but may not measure what the user means, printed
+    before any work: a ``simulate.execute`` backend with ``world.exists_share`` set under 1.0
+    (tasks planned on a missing record or an action already done, which the backend never
+    sees, while the checklist grades against that plan)."""
+    from wai_exp.simulate.world_setup import plan_not_served_note
+
+    share = (config.get("world") or {}).get("exists_share")
+    if share is None or float(share) >= 1.0:
+        return []
+    stages = ((config.get("pipeline") or {}).get("stages")) or {}
+    sim = config.get("simulate") or {}
+    executes = []
+    for name, stage in stages.items():
+        if not isinstance(stage, Mapping) or stage.get("kind") != "simulate":
+            continue
+        own = {**sim, **(stage.get("params") or {})}
+        if own.get("execute") and not own.get("rows"):  # a rows file plans nothing
+            executes.append(name)
+    if not executes:
+        return []
+    return [
+        plan_not_served_note(
+            f"world.exists_share={float(share):g} plans up to {1.0 - float(share):.0%} of "
+            f"the tasks of {', '.join(executes)} with the record missing or the action "
+            "already done"
+        )
+    ]
+
+
 def cache_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
     """A stage cache that cannot be written: ``cache.dir`` (or ``outputs/.cache`` where the
     run started) is a file, sits under one, or is on a read-only or virtual file system."""

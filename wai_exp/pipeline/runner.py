@@ -1169,6 +1169,8 @@ def summarize(outcome: RunOutcome) -> str:
         )
         if vocabulary:
             out.append(f"warning ({s.name}): {vocabulary}")
+        if isinstance(stage_report, dict) and stage_report.get("plan_not_served"):
+            out.append(f"warning ({s.name}): {stage_report['plan_not_served']}")
     graded_stages = [s for s in outcome.stages if s.result and "pass_at_1" in s.result.metrics]
     for graded in graded_stages:
         res = graded.result

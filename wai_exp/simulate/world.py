@@ -48,6 +48,10 @@ PATIENCE_LEVELS: dict[str, tuple[float, float]] = {
 USER_TURN_TEMPERATURE = 0.475
 #: The simulated user's temperature answering a human tool when ``user_temperature`` is None.
 HUMAN_TOOL_TEMPERATURE = 0.9
+#: ``exists_share`` when unset on the mock world, which serves every planned state itself.
+DEFAULT_EXISTS_SHARE = 0.5
+#: ``exists_share`` when unset under ``execute=``: the user's backend never sees the plan.
+USER_BACKEND_EXISTS_SHARE = 1.0
 #: Names of tools the person answers (the agent asks the human through a tool call).
 HUMAN_TOOL_NAMES = frozenset(
     {"ask_user", "ask_human", "ask_customer", "ask_the_user", "ask_person", "request_user_input"}
@@ -129,8 +133,11 @@ class WorldOptions(BaseModel):
     """The per-call rate a fault plan with no rate of its own fires at."""
     search_hits: int = Field(3, ge=1, le=50)
     """Most orders ``search_orders`` returns; the customer has 1 to this many orders."""
-    exists_share: float = Field(0.5, ge=0.0, le=1.0)
-    """Share of situations whose record exists (the rest split between missing and already_done)."""
+    exists_share: float | None = Field(None, ge=0.0, le=1.0)
+    """Share of situations whose record exists (the rest split between missing and
+    already_done). None: ``DEFAULT_EXISTS_SHARE`` on the mock world, 1.0 when ``execute=``
+    answers the tool calls (``world_setup.resolve_world``: a backend of the user's cannot see
+    a plan that says its record is missing)."""
     unknown_ask_leave: float = Field(0.5, ge=0.0, le=1.0)
     """Chance the person walks away when asked for something they could not know."""
     timeout_seconds: float = Field(30.0, gt=0)

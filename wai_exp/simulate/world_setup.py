@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,7 +76,7 @@ def resolve_world(knobs: Knobs, execute: Callable[[str, dict[str, Any]], Any] | 
     """
     from wai_exp.simulate import world as world_mod
 
-    options = world_options(world_mod, knobs.world)
+    options = settled_exists_share(world_options(world_mod, knobs.world), execute)
     kwargs = _world_kwargs(world_mod.RolloutWorld, knobs)
     cls = world_mod.RolloutWorld
     if getattr(options, "kind", "mock") == "mcp":
@@ -87,6 +88,61 @@ def resolve_world(knobs: Knobs, execute: Callable[[str, dict[str, Any]], Any] | 
             raise ValueError("execute must be a callable execute(tool_name, arguments) -> result")
         cls = _user_exec_world(cls, execute)
     return WorldSetup(cls, options, kwargs)
+
+
+def settled_exists_share(options: Any, execute: Any) -> Any:
+    """``options`` with ``exists_share`` set: the user's value when given, else 1.0 under
+    ``execute=`` and the mock world's 0.5 otherwise. A backend of the user's answers from its
+    own records and never sees the writer's plan, so a task planned on a missing record (or an
+    action already done) would be graded against a state the backend did not have. A share
+    under 1.0 given with ``execute=`` is the user's choice, warned about once before work."""
+    from wai_exp.simulate.world import DEFAULT_EXISTS_SHARE, USER_BACKEND_EXISTS_SHARE
+
+    share = getattr(options, "exists_share", DEFAULT_EXISTS_SHARE)
+    if share is None:
+        share = USER_BACKEND_EXISTS_SHARE if execute is not None else DEFAULT_EXISTS_SHARE
+        return options.model_copy(update={"exists_share": share})
+    if execute is not None and share < 1.0 and f"exists_share={share}" not in _WARNED:
+        import logging
+
+        _WARNED.add(f"exists_share={share}")
+        logging.getLogger(__name__).warning(
+            "%s",
+            plan_not_served_note(
+                f"world.exists_share={share:g} plans up to {1.0 - share:.0%} of the tasks "
+                "with the record missing or the action already done"
+            ),
+        )
+    return options
+
+
+def plan_not_served_note(what: str) -> str:
+    """The warning for tasks planned on a state a user's ``execute=`` backend never saw;
+    ``what`` says which tasks (a share before work, counts of rows after)."""
+    return (
+        f"simulate.execute answers the tool calls, but {what}: your backend never sees that "
+        "plan, and the checklist grades each reply against it, so an agent that reports what "
+        "your backend answered fails there. Leave world.exists_share unset (1.0 under "
+        "simulate.execute; advanced['world']['exists_share'] from Python) or set it to 1.0, "
+        "and replay with simulate.tasks only tasks your backend can serve, unless it serves "
+        "those states"
+    )
+
+
+def plan_not_served(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The warning for a finished ``execute=`` run whose rows were planned on a missing
+    record or an action already done (``scenario_dimensions.world_state``), or None."""
+    states = Counter(
+        str((r.get("scenario_dimensions") or {}).get("world_state") or r.get("world_state"))
+        for r in rows
+    )
+    missing, done = states.get("missing", 0), states.get("already_done", 0)
+    if not missing + done:
+        return None
+    return plan_not_served_note(
+        f"{missing + done} of {len(rows)} rows were planned with the record missing "
+        f"({missing}) or the action already done ({done})"
+    )
 
 
 def world_options(world_mod: Any, overrides: Mapping[str, Any]) -> Any:

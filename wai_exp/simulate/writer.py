@@ -33,6 +33,7 @@ from wai_exp.domain.tool_values import ToolDomain, words
 from wai_exp.domain.tools import ID_ARG, is_support_tool, is_write_tool
 from wai_exp.simulate.spec import normalize_tools
 from wai_exp.simulate.world import (
+    DEFAULT_EXISTS_SHARE,
     FastRandom,
     WorldOptions,
     resolve_world_options,
@@ -426,6 +427,8 @@ class TemplateWriter:
 
     def _ws_weight(self, ws: str) -> float:
         es = self.options.exists_share
+        if es is None:
+            es = DEFAULT_EXISTS_SHARE
         return es if ws == "exists" else (1.0 - es) / 2.0
 
     def _draw_cell(self, focus: Mapping[str, Any] | None) -> tuple[str, str, str, str, str]:
