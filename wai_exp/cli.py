@@ -12,7 +12,7 @@ everything else is a Hydra run
   here the error names the closest valid key and the exit status is 2. This runs before
   mlflow, scipy or even Hydra are imported, so a typo costs well under a second;
 * moves every secret value on the command line (a credential-like key such as
-  ``+agent.api_key=...``, a URL with a password, a provider key's value) into a process
+  ``+agent.api_key=...``, a URL's password or token, a provider key's value) into a process
   environment variable and hands Hydra ``key=${oc.env:WAI_EXP_SECRET_<n>}`` instead. Hydra
   writes its overrides and config into ``<run dir>/.hydra/`` before any of our code runs;
   this way the raw key never reaches those files (the run still sees the real value);
@@ -324,7 +324,10 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
 
     ``+agent.api_key=sk-...`` becomes ``+agent.api_key=${oc.env:WAI_EXP_SECRET_0}`` and
     ``environ["WAI_EXP_SECRET_0"] = "sk-..."``; the same for a value holding URL credentials or
-    a provider key's value. A plain sweep (``agent.api_key=KEY_A,KEY_B``) has each of its values
+    a provider key's value. Of a URL only its secrets are moved
+    (``agent.base_url=http://user:${oc.env:WAI_EXP_SECRET_1}@host:8011/v1``; a password, a
+    token user, a ``?api_key=`` value), so every copy of the run still names its server. A
+    plain sweep (``agent.api_key=KEY_A,KEY_B``) has each of its values
     moved, so no job's overrides, name or ``.hydra/`` copy carries one; so is each value
     inside sweep functions and containers (``choice(KEY_A,KEY_B)``, ``shuffle(..)``,
     ``[..]``): ``choice(${oc.env:WAI_EXP_SECRET_0},${oc.env:WAI_EXP_SECRET_1})``, so
@@ -361,8 +364,38 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
         if not any(is_secret_key(key) or redact_text(raw) != raw for raw in raws):
             out.append(arg)
             continue
-        out.append(f"{key}=" + ",".join(stash(raw) for raw in raws))
+        moved = []
+        for v, raw in zip(values, raws, strict=True):
+            if not is_secret_key(key) and redact_text(raw) == raw:
+                moved.append(v)  # a value of the sweep with no secret stays readable
+                continue
+            quote = v.strip()[0] if _quoted(v.strip()) else ""
+            parts = None if is_secret_key(key) else _url_parts_moved(raw, quote, stash)
+            moved.append(stash(raw) if parts is None else f"{quote}{parts}{quote}")
+        out.append(f"{key}=" + ",".join(moved))
     return out
+
+
+def _url_parts_moved(raw: str, quote: str, stash: Callable[[str], str]) -> str | None:
+    """``raw`` with only the secrets of its URLs moved by ``stash`` (a password, a token user,
+    a ``?api_key=`` value), so Hydra's copies, the run's params and its messages still show
+    scheme, host, port and path (``http://user:${oc.env:WAI_EXP_SECRET_0}@host:8011/v1``).
+    None when that cannot be done safely: the rest still holds a secret (the whole value is
+    moved then), or the value is unchanged by the redaction rule. ``quote`` is the quote the
+    value was typed in (a quote or backslash of that value would need Hydra's escapes)."""
+    from wai_exp.domain.secrets import redact_text, url_secret_spans
+
+    spans = url_secret_spans(raw)
+    if not spans or "\\" in raw or (quote and quote in raw):
+        return None
+    starts, ends = [a for a, _ in spans], [b for _, b in spans]
+    rest = [raw[a:b] for a, b in zip([0, *ends], [*starts, len(raw)], strict=True)]
+    if any(start < end for end, start in zip(ends, starts[1:], strict=False)) or any(
+        redact_text(text) != text for text in rest
+    ):
+        return None  # overlapping spans, or a secret outside them
+    moved = [stash(raw[a:b]) + tail for (a, b), tail in zip(spans, rest[1:], strict=True)]
+    return rest[0] + "".join(moved)
 
 
 # One value inside Hydra's sweep/container grammar: a quoted string, or unquoted characters
@@ -374,7 +407,8 @@ _HYDRA_ESCAPE = re.compile(r"\\(.)")
 
 def _move_grammar_secrets(key: str, value: str, stash: Callable[[str], str]) -> str:
     """``key=value`` with every secret value inside the sweep grammar moved by ``stash``
-    (all values for a credential-like key; elsewhere those the redaction rule changes).
+    (all values for a credential-like key; elsewhere those the redaction rule changes, or
+    only the secrets of a URL: :func:`_url_parts_moved`).
     Function names (``choice(``), keyword names (``start=``) and ``null`` stay."""
     from wai_exp.domain.secrets import is_secret_key, redact_text
 
@@ -384,8 +418,13 @@ def _move_grammar_secrets(key: str, value: str, stash: Callable[[str], str]) -> 
         token, rest = m.group(0), value[m.end() :].lstrip()
         if rest[:1] in ("(", "=") or token == "null":
             return token
-        raw = token[1:-1] if _quoted(token) else _HYDRA_ESCAPE.sub(r"\1", token)
-        return stash(raw) if secret_key or redact_text(raw) != raw else token
+        quote = token[0] if _quoted(token) else ""
+        raw = token[1:-1] if quote else _HYDRA_ESCAPE.sub(r"\1", token)
+        if not secret_key and redact_text(raw) == raw:
+            return token
+        escaped = not quote and raw != token  # its parts would need Hydra's escapes again
+        parts = None if secret_key or escaped else _url_parts_moved(raw, quote, stash)
+        return stash(raw) if parts is None else f"{quote}{parts}{quote}"
 
     return f"{key}=" + _GRAMMAR_VALUE.sub(move, value)
 

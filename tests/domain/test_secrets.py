@@ -74,15 +74,64 @@ def test_overrides_are_redacted_and_moved_out_of_hydras_sight():
     moved = move_secret_overrides(args, env)
     assert moved[0] == "+experiment=rl_round" and moved[3:] == ["simulate.budget=8", "--multirun"]
     assert moved[1] == "+agent.api_key=${oc.env:WAI_EXP_SECRET_0}"
-    assert moved[2] == "agent.base_url=${oc.env:WAI_EXP_SECRET_1}"
+    assert moved[2] == "agent.base_url=http://u:${oc.env:WAI_EXP_SECRET_1}@h/v1"
     assert env == {
         "WAI_EXP_SECRET_0": "sk-abcdefghijklmnopqrstuv",
-        "WAI_EXP_SECRET_1": "http://u:pw123456@h/v1",
+        "WAI_EXP_SECRET_1": "pw123456",
     }
     assert redact_overrides(moved)[1:3] == [
         f"+agent.api_key={REDACTED}",
-        f"agent.base_url={REDACTED}",
+        f"agent.base_url=http://u:{REDACTED}@h/v1",
     ]
+
+
+def test_a_url_keeps_scheme_host_port_and_path_and_loses_only_its_secrets():
+    cases = {
+        "http://user:unit-pw-0030@127.0.0.1:8011/v1": f"http://user:{REDACTED}@127.0.0.1:8011/v1",
+        "https://unit-token-0031@gw.example:443/v1": f"https://{REDACTED}@gw.example:443/v1",
+        "http://h:8011/v1?api-version=2024&api_key=unit-q-0032&key=unit-q-0033#x": (
+            f"http://h:8011/v1?api-version=2024&api_key={REDACTED}&key={REDACTED}#x"
+        ),
+    }
+    for url, shown in cases.items():
+        assert redact_text(url, keys=False) == shown
+        assert redact_text(url) == shown
+    # where a value lives is no secret; a query with no credential is left
+    for text in ("http://h/v1?token=${oc.env:X}", "http://h/v1?page=2&sort=asc", "a?b=1&c=2"):
+        assert redact_text(text) == text
+
+
+def test_only_a_urls_secrets_are_moved_off_the_command_line():
+    env: dict[str, str] = {}
+    moved = move_secret_overrides([
+        "agent.base_url=http://user:unit-pw-0034@127.0.0.1:8011/v1",
+        "agent.base_url='http://h:8011/v1?api_key=unit-q-0035&api-version=1'",
+        "judge.model=vllm:j@https://unit-token-0036@h:1/v1,vllm:j@http://h:2/v1",
+        "agent.base_url=choice(http://u:unit-c-0037@h/v1,'http://u:unit-c-0038@h/v1')",
+        "agent.base_url=http://u:unit-pw-0039@h/v1/sk-abcdefghijklmnopqrstuv",
+    ], env)  # fmt: skip
+    assert moved == [
+        "agent.base_url=http://user:${oc.env:WAI_EXP_SECRET_0}@127.0.0.1:8011/v1",
+        "agent.base_url='http://h:8011/v1?api_key=${oc.env:WAI_EXP_SECRET_1}&api-version=1'",
+        "judge.model=vllm:j@https://${oc.env:WAI_EXP_SECRET_2}@h:1/v1,vllm:j@http://h:2/v1",
+        "agent.base_url=choice(http://u:${oc.env:WAI_EXP_SECRET_3}@h/v1,"
+        "'http://u:${oc.env:WAI_EXP_SECRET_4}@h/v1')",
+        # a secret outside the URL's parts: the whole value goes
+        "agent.base_url=${oc.env:WAI_EXP_SECRET_5}",
+    ]
+    assert list(env.values()) == [
+        "unit-pw-0034", "unit-q-0035", "unit-token-0036", "unit-c-0037", "unit-c-0038",
+        "http://u:unit-pw-0039@h/v1/sk-abcdefghijklmnopqrstuv",
+    ]  # fmt: skip
+    # what Hydra parses and every copy then shows: the server, and no secret
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for item in moved:
+        parser.parse_override(item)
+    shown = " ".join(redact_overrides(moved))
+    assert "127.0.0.1:8011/v1" in shown and "h:8011/v1?api_key=" in shown
+    assert "unit-" not in shown
 
 
 def test_a_swept_key_has_every_value_moved_and_other_sweeps_pass_through():
@@ -193,14 +242,14 @@ def test_a_choice_sweep_over_keys_has_every_value_moved():
     )
     assert moved == [
         "+agent.api_key=choice(${oc.env:WAI_EXP_SECRET_0},${oc.env:WAI_EXP_SECRET_1})",
-        "agent.base_url=shuffle(choice(${oc.env:WAI_EXP_SECRET_2}, http://h2/v1))",
+        "agent.base_url=shuffle(choice(http://u:${oc.env:WAI_EXP_SECRET_2}@h/v1, http://h2/v1))",
         "seed=range(start=0,stop=3)",
         "judge=choice(llm,checklist)",
     ]
     assert env == {
         "WAI_EXP_SECRET_0": "unit-c-0018",
         "WAI_EXP_SECRET_1": "unit-c,0019",
-        "WAI_EXP_SECRET_2": "http://u:unit-c-0020@h/v1",
+        "WAI_EXP_SECRET_2": "unit-c-0020",
     }
 
 

@@ -212,3 +212,67 @@ def test_url_credentials_with_a_percent_encoded_character_stay_out_of_rows_and_s
     ]
     assert rows and all("Done, I looked it up." in p.read_text() for p in rows)
     assert _leaks(root, (out, err), [key]) == []
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then let go)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _recorded(root: Path) -> dict[str, str]:
+    """Where a run names its server: Hydra's copies, the run's log, MLflow's param and tags."""
+    run_dir = next((root / "outputs").glob("*/*/.hydra")).parent
+    with sqlite3.connect(root / "mlflow.db") as db:
+        param = db.execute("select value from params where key = 'agent.base_url'").fetchone()
+        tag = db.execute("select value from tags where key = 'wai.overrides'").fetchone()
+    files = (".hydra/config.yaml", ".hydra/overrides.yaml", "wai-exp.log")
+    return {
+        **{name: (run_dir / name).read_text(encoding="utf-8") for name in files},
+        "param agent.base_url": param[0],
+        "tag wai.overrides": tag[0],
+    }
+
+
+def test_a_base_url_with_credentials_names_its_server_and_hides_only_the_secret(tmp_path):
+    """``http://user:KEY@host:port/v1``, ``...?api_key=KEY`` and a refused one: every record
+    and message still says which server the run used (host, port, path); the key is in none
+    of them, and the server got it."""
+    keys = {"user": "PLANTED-url-pass-0040", "query": "PLANTED-query-key-0041",
+            "refused": "PLANTED-url-pass-0042"}  # fmt: skip
+    seen: list[tuple[str, str]] = []
+
+    def answer(path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        seen.append((path, {k.lower(): v for k, v in headers.items()}.get("authorization", "")))
+        return 200, chat_reply("Done, I looked it up.")
+
+    closed = f"127.0.0.1:{_closed_port()}"
+    with scripted_server(answer) as url:
+        server = url.removeprefix("http://").removesuffix("/v1")
+        runs = {
+            "user": _start(tmp_path / "user", [
+                *BASE, "simulate.budget=4", f"agent.base_url=http://user:{keys['user']}@{server}/v1",
+            ], {}),
+            "query": _start(tmp_path / "query", [
+                *BASE, "simulate.budget=4", f"agent.base_url='{url}?api_key={keys['query']}'",
+            ], {}),
+            "refused": _start(tmp_path / "refused", [
+                *BASE, f"agent.base_url=http://user:{keys['refused']}@{closed}/v1",
+            ], {}),
+        }  # fmt: skip
+        outputs = {name: p.communicate(timeout=240) for name, p in runs.items()}
+    for name in ("user", "query"):
+        assert runs[name].returncode in (0, 3), outputs[name][1]
+        for where, text in _recorded(tmp_path / name).items():
+            assert f"{server}/v1" in text and "***redacted***" in text, (name, where, text)
+    basic = base64.b64encode(f"user:{keys['user']}".encode()).decode()
+    assert ("/v1/chat/completions", f"Basic {basic}") in seen  # the user's key was sent
+    assert any(f"api_key={keys['query']}" in path for path, _ in seen)
+    # refused before any work, and the message names the server that could not be reached
+    assert runs["refused"].returncode == 2, outputs["refused"]
+    assert f"http://user:***redacted***@{closed}/v1 cannot be reached" in outputs["refused"][1]
+    for name, key in keys.items():
+        assert _leaks(tmp_path / name, outputs[name], [key]) == [], name

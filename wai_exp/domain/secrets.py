@@ -7,7 +7,11 @@ or :func:`redact` (nested data, where a credential-like key hides its value too)
 * the value under a credential-like key: ``api_key``, ``*_api_key``, ``token``,
   ``auth_token``, ``password``, ``secret``, ``authorization`` ... (:func:`is_secret_key`;
   ``max_tokens`` and ``eos_token`` are not secrets);
-* the password of a URL (``http://user:KEY@host`` -> ``http://user:***redacted***@host``);
+* the secrets of a URL, and only those: its password (``http://user:KEY@host:8011/v1`` ->
+  ``http://user:***redacted***@host:8011/v1``), a user with no password (``https://KEY@host``:
+  the credential itself) and the value of a credential-like query parameter (``?api_key=``,
+  ``?key=``, ``?sig=`` ...). Scheme, host, port and path stay, so a run still says which
+  server it used;
 * a bearer credential (``Authorization: Bearer KEY``) and key-shaped strings (``sk-...``);
 * the value of every provider key variable present in the environment (``OPENAI_API_KEY``,
   ``ANTHROPIC_API_KEY``, any ``*_API_KEY``/``*_TOKEN``/``*_SECRET``/``*_PASSWORD``), wherever
@@ -59,6 +63,15 @@ _NOT_SECRET_ENV = frozenset({"WAI_EXP_START_DIR"})
 
 # scheme://user:password@  -> keep scheme and user, drop the password.
 _URL_CREDS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/:@'\"<>]*):([^\s/@'\"<>]+)@")
+# http(s)://TOKEN@host: a user with no password is the credential itself (a client sends it
+# as Basic auth), so it goes; the host after it stays.
+_URL_TOKEN_USER = re.compile(r"(?i)\b((?:https?|wss?)://)([^\s/:@'\"<>?#]+)@")
+# ?name=value / &name=value of a URL query; the value goes when the name is credential-like.
+# An interpolation (``${...}``, Hydra's ``$\{...\}``) names where the value lives: it stays.
+_URL_QUERY = re.compile(r"([?&])([A-Za-z0-9_.\-]+)=(?!\$\\?\{)([^\s&#'\"<>]+)")
+#: Query parameter names that carry a credential besides the credential-like keys
+#: (``?key=`` is how some OpenAI-compatible gateways take the API key).
+_SECRET_PARAMS = frozenset({"key", "sig", "signature", "code", "auth"})
 # Authorization: Bearer KEY (and "Basic KEY" right after an Authorization key)
 _BEARER = re.compile(
     r"(?i)\b(bearer|(?<=authorization: )basic|(?<=authorization\": \")basic|(?<=authorization=)basic)"
@@ -183,15 +196,36 @@ def _known_forms() -> list[str]:
     return _forms_cache[1]
 
 
+def is_secret_param(name: str) -> bool:
+    """True when a URL query parameter ``name`` carries a credential (``api_key``,
+    ``access_token``, ``key``, ``sig`` ...)."""
+    return is_secret_key(name) or name.lower() in _SECRET_PARAMS
+
+
+def url_secret_spans(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` spans of the secrets inside the URLs of ``text``, in order: a
+    password (``user:PASSWORD@``), a user with no password (``https://TOKEN@``) and the
+    value of a credential-like query parameter (``?api_key=VALUE``). Everything else of a
+    URL (scheme, user, host, port, path, other parameters) is no secret."""
+    if not isinstance(text, str) or "://" not in text:
+        return []
+    spans = [m.span(3) for m in _URL_CREDS.finditer(text)]
+    spans += [m.span(2) for m in _URL_TOKEN_USER.finditer(text)]
+    spans += [m.span(3) for m in _URL_QUERY.finditer(text) if is_secret_param(m.group(2))]
+    return sorted(spans)
+
+
 def register_url_secrets(text: Any) -> None:
-    """Register the password of every ``scheme://user:password@`` URL in ``text``, and the
-    ``base64(user:password)`` an HTTP client sends for it (with the user and password as
-    written and percent-decoded, as clients send them)."""
-    if not isinstance(text, str) or "://" not in text or "@" not in text:
+    """Register the secrets of every URL in ``text`` (:func:`url_secret_spans`), and the
+    ``base64(user:password)`` an HTTP client sends for URL credentials (with the user and
+    password as written and percent-decoded, as clients send them)."""
+    if not isinstance(text, str) or "://" not in text:
         return
-    for m in _URL_CREDS.finditer(text):
-        user, password = m.group(2), m.group(3)
-        register_secret(password)
+    for start, end in url_secret_spans(text):
+        register_secret(text[start:end])
+    pairs = [(m.group(2), m.group(3)) for m in _URL_CREDS.finditer(text)]
+    pairs += [(m.group(2), "") for m in _URL_TOKEN_USER.finditer(text)]
+    for user, password in pairs:
         for u, p in {(user, password), (unquote(user), unquote(password))}:
             register_secret(base64.b64encode(f"{u}:{p}".encode()).decode())
 
@@ -237,6 +271,9 @@ def redact_text(text: str, *, keys: bool = True) -> str:
             text = text.replace(form, REDACTED)
     if "://" in text and "@" in text:
         text = _URL_CREDS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
+        text = _URL_TOKEN_USER.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    if "=" in text and ("?" in text or "&" in text):
+        text = _URL_QUERY.sub(_query_value, text)
     if "earer" in text or "EARER" in text or "asic " in text:
         text = _BEARER.sub(lambda m: m.group(0) if m.group(3).startswith("***") else
                            f"{m.group(1)}{m.group(2)}{REDACTED}", text)  # fmt: skip
@@ -249,6 +286,12 @@ def redact_text(text: str, *, keys: bool = True) -> str:
         if any(w in lowered for w in ("key", "token", "pass", "secret", "authorization")):
             text = _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     return text
+
+
+def _query_value(m: re.Match[str]) -> str:
+    if not is_secret_param(m.group(2)):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}={REDACTED}"
 
 
 def redact(value: Any, *, keys: bool = True) -> Any:
