@@ -196,6 +196,7 @@ def test_conduct_clean_rollout_passes() -> None:
     )
     assert out["reward"] == 1.0
     assert out["checks"] == {
+        "responded": True,
         "declared_tools": True,
         "no_repeat_write": True,
         "grounded": True,
@@ -203,6 +204,29 @@ def test_conduct_clean_rollout_passes() -> None:
         "complete": True,
     }
     assert out["flags"] == []
+
+
+@pytest.mark.parametrize("reply", ["", "  \n", "<think>They want a refund.</think>\n"])
+def test_an_empty_reply_with_no_tool_call_fails_conduct(reply: str) -> None:
+    from wai_exp.score.judges.judging import run_judge
+
+    row = {
+        "prompt": "Refund ORD-10482 please",
+        "steps": [{"kind": "assistant", "content": reply, "tool_calls": []}],
+        "final_text": reply,
+    }
+    out = conduct_grade(row, declared_tools={"lookup_order"})
+    # No rule about tools could break, and the person got nothing: not "no rule broken".
+    assert out["reward"] == 0.0 and out["checks"]["responded"] is False
+    assert out["reason"] == "empty reply: no text and no tool call, so the person got nothing"
+    # A verdict, not an abstention: pass@1 counts the row as a failure, never leaves it out.
+    [scored] = run_judge([row], conduct_grade).rows
+    assert scored["reward"] == 0.0 and scored["judge_status"] == "ok"
+
+
+def test_tool_calls_count_as_a_response_even_without_closing_words() -> None:
+    out = conduct_grade(rollout("ORD-10482", "m@x.com", ""))
+    assert out["checks"]["responded"] is True and out["reward"] == 1.0
 
 
 def test_conduct_undeclared_tool() -> None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -82,6 +83,20 @@ def final_reply(trajectory: Mapping[str, Any], steps: list[dict[str, Any]] | Non
             if isinstance(content, str) and content.strip():
                 return content
     return ""
+
+
+#: The conduct failure of a rollout with no tool call and no spoken reply.
+EMPTY_REPLY_REASON = "empty reply: no text and no tool call, so the person got nothing"
+
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def spoken(reply: str) -> str:
+    """``reply`` without ``<think>`` blocks and surrounding whitespace: what the person
+    reads (``""`` for a reply that is only a model's reasoning, or nothing)."""
+    if "<think" in reply.lower():
+        reply = _THINK.sub(" ", reply)
+    return reply.strip()
 
 
 def result_text(result: Any) -> str:
@@ -414,6 +429,8 @@ def conduct_grade(
 
     Checks (``True`` pass, ``False`` fail, ``None`` not applicable):
 
+    * ``responded``: the agent called a tool or said something (a reply that is empty, or
+      only ``<think>`` markup, with no call fails: the person got nothing).
     * ``declared_tools``: every call names a declared tool (``None`` when no declaration
       was given: an unknown toolset cannot be checked).
     * ``no_repeat_write``: no write call repeats, with identical arguments, an earlier
@@ -467,6 +484,12 @@ def conduct_from_calls(
     declared = declared_names(declared_tools)
     failures: list[str] = []
     checks: dict[str, bool | None] = {}
+
+    # Saying nothing and doing nothing breaks no other rule: without this check an empty
+    # reply scored 1.0, the best conduct there is.
+    checks["responded"] = bool(calls) or bool(spoken(reply))
+    if not checks["responded"]:
+        failures.append(EMPTY_REPLY_REASON)
 
     if declared is None:
         checks["declared_tools"] = None
