@@ -332,3 +332,21 @@ def test_parent_store_follows_the_recorded_start_dir(start_dir, tmp_path, monkey
     assert (elsewhere / "multirun/2026-11-30/06-00-00/.wai_mlflow_parent.json").is_file()
     cb.on_multirun_end(cfg)
     assert _client(start_dir).get_run(cb.parent_run_id).info.status == "FINISHED"
+
+
+def test_the_parent_records_the_overrides_as_typed_not_resolved(start_dir, monkeypatch):
+    """``${...}`` in an override is what the user typed: the parent's ``wai.overrides`` keeps
+    it (a variable's value is not copied into the record, and an unset one does not stop
+    the sweep here)."""
+    monkeypatch.setenv("UNIT_SWEEP_MODEL", "model-from-env")
+    monkeypatch.delenv("UNIT_SWEEP_UNSET", raising=False)
+    typed = ["+experiment=eval_variance", "seed=0,1", "agent.model=${oc.env:UNIT_SWEEP_MODEL}",
+             "simulate.repeats=${seed}", "judge.model=${oc.env:UNIT_SWEEP_UNSET,vllm:j}"]  # fmt: skip
+    cfg = _sweep_cfg(start_dir)
+    cfg.hydra.overrides.task = typed
+    cb = MlflowSweepCallback()
+    cb.on_multirun_start(cfg)
+    tags = _client(start_dir).get_run(cb.parent_run_id).data.tags
+    assert tags["wai.overrides"] == " ".join(typed)
+    assert cb.overrides == typed
+    cb.on_multirun_end(cfg)

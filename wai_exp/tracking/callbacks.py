@@ -171,6 +171,17 @@ def _select(config: Any, path: str) -> Any:
     return node
 
 
+def _as_typed(overrides: Any) -> list[str]:
+    """The override strings as the user typed them. Iterating a ListConfig resolves each
+    ``${...}`` in it (``agent.model=${oc.env:MODEL}`` read as ``agent.model=<its value>``,
+    and an unset variable raised), so it is copied unresolved."""
+    if type(overrides).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        overrides = OmegaConf.to_container(overrides, resolve=False)
+    return [str(o) for o in overrides or []]
+
+
 class MlflowSweepCallback(Callback):
     """Parent MLflow run for a Hydra multirun; see the module docstring for the hook roles.
 
@@ -220,10 +231,9 @@ class MlflowSweepCallback(Callback):
         exp_id = prepare_store(uri, settings["experiment"])
         client = MlflowClient(tracking_uri=uri)
         preset = _select(config, "hydra.runtime.choices.experiment")
-        task_overrides = _select(config, "hydra.overrides.task")
         from wai_exp.domain.secrets import redact_overrides
 
-        overrides = redact_overrides(str(o) for o in (task_overrides or []))
+        overrides = redact_overrides(_as_typed(_select(config, "hydra.overrides.task")))
         sweep_dir_raw = _select(config, "hydra.sweep.dir")
         # Hydra makes the sweep folder relative to the process's cwd (it never chdirs here).
         hydra_cwd = Path(_select(config, "hydra.runtime.cwd") or os.getcwd())
