@@ -244,3 +244,45 @@ def test_a_cold_server_whose_first_answer_outlasts_the_timeout_answers_the_first
     with scripted_server(cold, serial=True) as url:
         done, _ = _together(url, 4, timeout=1)
     assert [getattr(d, "content", d) for d in done] == ["ok"] * 4
+
+
+def test_a_server_slower_than_the_timeout_fails_each_call_within_three_tries():
+    # The server answered (3 quick calls), then answers every call after the timeout + 0.5 s.
+    # Four calls go together: the three sent behind another time out behind it, so each is
+    # sent again once; after that a resend is behind nothing but its own abandoned try, and
+    # its timeout is final. Before, a resend always counted as behind that try and went
+    # again up to QUEUED_TIMEOUT_RETRIES (8) times: 9 requests for each of the three calls
+    # (about 9 timeouts of waiting each, plus their turns at the one slot left).
+    lock, tries = threading.Lock(), {}
+    timeout = 1.0
+
+    def slow(path, headers, body):
+        tag = body["messages"][0]["content"]
+        with lock:
+            tries[tag] = tries.get(tag, 0) + 1
+        time.sleep(0.01 if tag.startswith("warm") else timeout + 0.5)
+        return 200, chat_reply("ok")
+
+    async def go(model):
+        for i in range(3):
+            await model.complete([{"role": "user", "content": f"warm {i}"}])
+
+        async def one(i):
+            try:
+                return await model.complete([{"role": "user", "content": f"call {i}"}])
+            except TimeoutError as exc:
+                return exc
+
+        try:
+            return await asyncio.gather(*(one(i) for i in range(4)))
+        finally:
+            await model.aclose()
+
+    with scripted_server(slow) as url:
+        model = Model(f"vllm:m@{url}", timeout=timeout)
+        ServerLimits(4).attach(model)
+        errors = asyncio.run(go(model))
+    assert all(isinstance(e, TimeoutError) for e in errors), errors
+    calls = {tag: n for tag, n in tries.items() if tag.startswith("call")}
+    assert len(calls) == 4 and max(calls.values()) <= 3, calls
+    assert sum(calls.values()) <= 8, calls  # one alone, three resent once, one of them twice

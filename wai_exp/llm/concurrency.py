@@ -54,7 +54,9 @@ KEEP_UP_FACTOR = 1.5
 #: the wait was our own queue's, which the lowered limit now keeps here. A server does not
 #: drop a request its client stopped waiting for, so after a burst of timeouts it still
 #: works through the abandoned ones (``AdaptiveLimit.backlog_until``): tries sent into that
-#: backlog time out too, hence more than a couple.
+#: backlog time out too, hence more than a couple. A resend's own abandoned try is no such
+#: backlog (``AdaptiveLimit._admit``): a call slower than the timeout on its own is not sent
+#: again for it.
 QUEUED_TIMEOUT_RETRIES = 8
 
 #: Who goes first when calls wait for a slot: the lower value (the engine sets each
@@ -136,7 +138,10 @@ class AdaptiveLimit:
         #: best window median latency (s): the server's speed with no queue of ours
         self.baseline: float | None = None
         self._lock = threading.Lock()
-        self._waiters: list[tuple[float, int, asyncio.AbstractEventLoop, asyncio.Future[Any]]] = []
+        # (priority, arrival, loop, future, resend after a timeout)
+        self._waiters: list[
+            tuple[float, int, asyncio.AbstractEventLoop, asyncio.Future[Any], bool]
+        ] = []
         self._seq = 0
         self._window: list[tuple[float, int]] = []  # (latency, in flight at admission)
         #: when answered calls came back (the server's recent pace)
@@ -157,21 +162,23 @@ class AdaptiveLimit:
         return max(1, int(self.limit))
 
     # ---- the gate ---------------------------------------------------------------------
-    async def acquire(self) -> Admission:
+    async def acquire(self, *, resend: bool = False) -> Admission:
         """Wait for a slot (lowest ``CALL_PRIORITY`` first); the admission to ``release``.
-        Raises ``ServerUnanswered`` once the server is taken as hung."""
+        ``resend``: the call's last try timed out here (its own abandoned try is not a
+        queue of ours it waits behind: :meth:`_admit`). Raises ``ServerUnanswered`` once
+        the server is taken as hung."""
         now = time.monotonic()
         priority = CALL_PRIORITY.get()
         with self._lock:
             if self.unanswered is not None:
                 raise ServerUnanswered(self.unanswered.timeouts)
             if self.in_flight < self.slots and not self._waiters:
-                return self._admit(now)
+                return self._admit(now, resend=resend)
             loop = asyncio.get_running_loop()
             waiter: asyncio.Future[Any] = loop.create_future()
             self._seq += 1
             key = priority if priority is not None else now
-            heapq.heappush(self._waiters, (key, self._seq, loop, waiter))
+            heapq.heappush(self._waiters, (key, self._seq, loop, waiter, resend))
             self._wake()  # free slots behind cancelled waiters go to the first one left
         try:
             return await waiter
@@ -208,11 +215,17 @@ class AdaptiveLimit:
             self._wake()
         return fate
 
-    def _admit(self, now: float) -> Admission:
+    def _admit(self, now: float, *, resend: bool = False) -> Admission:
+        """Let one call through (under the lock). It is ``behind`` with other calls of ours
+        in flight, or while the server is estimated to work through abandoned ones. A
+        resend's own abandoned try (one ``service`` of that estimate) does not count: a call
+        slower than the timeout on its own would otherwise count as queued again at each
+        resend and wait ``QUEUED_TIMEOUT_RETRIES + 1`` timeouts before it fails."""
         self.in_flight += 1
         self.stats.calls += 1
         self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.in_flight)
-        behind = self.in_flight > 1 or self.backlog_until > now
+        own = self._service() if resend else 0.0
+        behind = self.in_flight > 1 or self.backlog_until - now > own
         return Admission(now, self.in_flight, self.epoch, behind, self.stats.calls, self._timeouts)
 
     def answered_any(self) -> bool:
@@ -226,15 +239,15 @@ class AdaptiveLimit:
         taken as hung, fail them all."""
         if self.unanswered is not None:
             waiters, self._waiters = self._waiters, []
-            for _, _, loop, waiter in waiters:
+            for _, _, loop, waiter, _ in waiters:
                 with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
                     loop.call_soon_threadsafe(_fail, waiter, ServerUnanswered(self._timeouts))
             return
         while self._waiters and self.in_flight < self.slots:
-            _, _, loop, waiter = heapq.heappop(self._waiters)
+            _, _, loop, waiter, resend = heapq.heappop(self._waiters)
             if waiter.cancelled():
                 continue
-            admission = self._admit(time.monotonic())
+            admission = self._admit(time.monotonic(), resend=resend)
             try:
                 loop.call_soon_threadsafe(self._hand, waiter, admission)
             except RuntimeError:  # its loop is closed: nobody to hand the slot to
@@ -277,8 +290,7 @@ class AdaptiveLimit:
         earlier timeout is the proof it is hung (or slower than the timeout even with no
         queue of ours); any other timeout there is sent again."""
         now = admission.t0 + latency
-        service = self.baseline or self._fastest or 0.0
-        self.backlog_until = max(self.backlog_until, now) + service
+        self.backlog_until = max(self.backlog_until, now) + self._service()
         self._timeouts += 1
         if admission.behind:
             answered = sum(1 for t in self._answered if t >= admission.t0)
@@ -291,6 +303,11 @@ class AdaptiveLimit:
             self.unanswered = ServerUnanswered(self._timeouts)
             return "hung"
         return "requeue"
+
+    def _service(self) -> float:
+        """Seconds the server is estimated to spend on one call of ours (its best median,
+        else its fastest answer; 0 before any answer)."""
+        return self.baseline or self._fastest or 0.0
 
     def _decrease(self, admission: Admission, why: str, *, to: float | None = None) -> None:
         if not self.adaptive or admission.epoch != self.epoch or self.limit <= 1:

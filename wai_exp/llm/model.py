@@ -193,6 +193,7 @@ class Model:
         from wai_exp.llm.concurrency import QUEUED_TIMEOUT_RETRIES
 
         requeues = 0
+        resend = False  # the last try timed out: its own abandoned try is no queue of ours
 
         def stop(state: Any) -> bool:
             nonlocal requeues
@@ -208,10 +209,12 @@ class Model:
             return requeues > QUEUED_TIMEOUT_RETRIES
 
         def before_sleep(state: Any) -> None:
-            if _throttled(state.outcome.exception()):
-                gate.waited(state.upcoming_sleep)
-            else:
+            nonlocal resend
+            resend = not _throttled(state.outcome.exception())
+            if resend:
                 gate.requeued()
+            else:
+                gate.waited(state.upcoming_sleep)
 
         failed: BackendError | None = first
         async for attempt in tenacity.AsyncRetrying(
@@ -225,18 +228,21 @@ class Model:
                 if failed is not None:
                     replay, failed = failed, None
                     raise replay
-                return await self._admitted(gate, call)
+                return await self._admitted(gate, call, resend=resend)
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
-    async def _admitted(self, gate: AdaptiveLimit, call: Callable[[], Awaitable[Any]]) -> Any:
-        """One try: wait for a slot, send, give the slot back with what the try showed. A
+    async def _admitted(
+        self, gate: AdaptiveLimit, call: Callable[[], Awaitable[Any]], *, resend: bool = False
+    ) -> Any:
+        """One try (``resend``: the last one timed out; ``AdaptiveLimit.acquire``): wait for
+        a slot, send, give the slot back with what the try showed. A
         timeout the gate says to send again is marked ``sent_behind``; one that shows the
         server hung (``AdaptiveLimit.release``), and any call made after, raises the
         hung-server ``CompletionTimeout`` (``unanswered``)."""
         from wai_exp.llm.concurrency import ServerUnanswered
 
         try:
-            admission = await gate.acquire()
+            admission = await gate.acquire(resend=resend)
         except ServerUnanswered as hung:
             raise self.unanswered(gate, hung) from hung
         try:
