@@ -1219,7 +1219,10 @@ def summarize(outcome: RunOutcome) -> str:
     if kept is not None and kept.result is not None:
         m = kept.result.metrics
         of = f" of {int(m['rows_in'])}" if "rows_in" in m else ""
-        out.append(f"rows kept: {int(m['rows_kept'])}{of} ({kept.name})")
+        why = kept.result.report.get("kept_none_because") if not m["rows_kept"] else None
+        out.append(
+            f"rows kept: {int(m['rows_kept'])}{of} ({kept.name})" + (f": {why}" if why else "")
+        )
     else:
         out.append(f"rows kept: not measured ({_missing(outcome, 'selection')})")
     if outcome.gate == "refused":

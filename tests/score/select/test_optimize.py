@@ -119,6 +119,21 @@ def test_group_signal_ungraded_note():
     assert s["n_graded"] == 0 and "grade" in s["note"]
 
 
+def test_group_signal_names_what_is_wrong_with_graded_rows():
+    # Every ask unanimous: the rows are graded, and the note says so in counts.
+    same = group_signal(ask("a", [1, 1, 1]) + ask("b", [1, 1]) + ask("c", [0, 0]))
+    assert not same["has_signal"]
+    assert same["note"] == (
+        "every ask has the same reward on all its graded rollouts (2 all pass, 1 all fail), "
+        "so no ask carries a within-ask contrast for a grouped update"
+    )
+    # Graded with partial scores: "grade the rows" would not fix it; a 0/1 judge does.
+    partial = group_signal(ask("a", [0.7, 0.2]) + ask("b", [0.9, 0.4]))
+    assert "grade the rows" not in partial["note"]
+    assert "4 of 4 rows carry a partial reward" in partial["note"] and "0/1" in partial["note"]
+    assert group_signal([])["note"] == "no rows: nothing to measure"
+
+
 # --- next_round ------------------------------------------------------------------------
 
 

@@ -52,7 +52,22 @@ def preference_rows(
     )
     paired = {id(p[side]) for p in pairs for side in ("chosen", "rejected")}
     kept = [r for r in rows if id(r) in paired]
-    return kept, {**report, "mode": "preference", "n_pairs": len(pairs), "rows_kept": len(kept)}
+    report = {**report, "mode": "preference", "n_pairs": len(pairs), "rows_kept": len(kept)}
+    if not pairs:
+        report["kept_none_because"] = _no_pair_because(report, sel)
+    return kept, report
+
+
+def _no_pair_because(report: dict[str, Any], sel: SelectionConfig) -> str:
+    """Why no task gave a chosen/rejected pair, from the pair report's task counts."""
+    by = report.get("tasks_by_reason") or {}
+    if not sum(by.values()):
+        return "no rows came in"
+    return (
+        f"no task gives a pair: {by.get('no_valid_rows', 0)} have no judged row, "
+        f"{by.get('single_rollout', 0)} one judged rollout, {by.get('no_contrast', 0)} no two "
+        f"rollouts whose scores differ by selection.min_margin={sel.min_margin:g} or more"
+    )
 
 
 #: Where a selection row without its ``messages`` came from in the stage's input file.
@@ -142,6 +157,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
             f"{ctx.name}: {report['n_pairs']} same-task chosen/rejected pairs from {len(rows)} "
             f"rows ({tasks_kept} of {tasks_in} tasks); the {len(kept)} paired rows go on"
         ]
+        lines += _kept_none_lines(report)
         lines += [f"warning: {w}" for w in report.get("warnings") or []]
         metrics["pairs"] = float(report["n_pairs"])
         return StageResult(rows=kept, report=report, text="\n".join(lines) + "\n", metrics=metrics)
@@ -153,6 +169,15 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         lines.append(
             f"difficulty band [{lo}, {hi}], enforce_band={sel.enforce_band}, order={sel.order}"
         )
+    lines += _kept_none_lines(report)
     for w in report.get("hygiene_warnings") or report.get("warnings") or []:
         lines.append(f"warning: {w}")
     return StageResult(rows=kept, report=report, text="\n".join(lines) + "\n", metrics=metrics)
+
+
+def _kept_none_lines(report: dict[str, Any]) -> list[str]:
+    """The report.txt line saying why the selection is empty (the closing summary prints
+    ``kept_none_because`` beside "rows kept: 0")."""
+    why = report.get("kept_none_because")
+    warned = any(why in str(w) for w in report.get("hygiene_warnings") or ()) if why else False
+    return [f"kept no rows: {why}"] if why and not warned else []

@@ -121,10 +121,27 @@ def group_signal(
     # are then found by the list, without keying the rows again).
     rows = checked_row_list(rows) or list(rows)
     stats = group_stats(rows)
-    return _signal_from_stats(stats, len(rows), lo, hi)
+    # No binary reward: the note says whether the rows were graded at all.
+    partial = 0 if int(stats.k.sum()) else partial_rewards(rows)
+    return signal_from_stats(stats, len(rows), lo, hi, partial=partial)
 
 
-def _signal_from_stats(stats: Any, n_rows: int, lo: float, hi: float) -> dict[str, Any]:
+def partial_rewards(rows: Sequence[Mapping[str, Any]]) -> int:
+    """How many rows carry a reward strictly between 0 and 1 (graded, but never a pass or a
+    fail to the binary rules)."""
+    n = 0
+    for row in rows:
+        reward = reward_under(row)
+        n += reward is not None and 0.0 < reward < 1.0
+    return n
+
+
+def signal_from_stats(
+    stats: Any, n_rows: int, lo: float, hi: float, *, partial: int = 0
+) -> dict[str, Any]:
+    """``group_signal``'s report from ``group_stats`` already computed over ``n_rows`` rows,
+    ``partial`` of them graded with a reward strictly between 0 and 1 (it words the note when
+    no row has a binary reward)."""
     k, npass, rate = stats.k, stats.n_pass, stats.pass_rate
     grouped = k >= 2
     unanimous = unanimous_mask(stats, 2)
@@ -135,13 +152,9 @@ def _signal_from_stats(stats: Any, n_rows: int, lo: float, hi: float) -> dict[st
     n_grouped = int(grouped.sum())
     rows_in_mixed = int(k[mixed].sum())
     graded_k = k[k > 0]
-    note = ""
-    if n_graded == 0:
-        note = "no row carries a 0/1 reward: grade the rows before measuring signal"
-    elif n_grouped == 0:
-        note = "every ask has one graded rollout: simulate with repeats >= 2 to measure contrast"
-    elif not mixed.any():
-        note = "every grouped ask is unanimous: no within-ask contrast for a grouped update"
+    all_pass = int((unanimous & (npass == k)).sum())
+    all_fail = int((unanimous & (npass == 0)).sum())
+    note = _signal_note(n_rows, n_graded, n_grouped, int(mixed.sum()), all_pass, all_fail, partial)
     return {
         "n_rows": n_rows,
         "n_graded": n_graded,
@@ -151,8 +164,8 @@ def _signal_from_stats(stats: Any, n_rows: int, lo: float, hi: float) -> dict[st
         "asks_single": int((k == 1).sum()),
         "asks_ungraded": int((k == 0).sum()),
         "mixed": int(mixed.sum()),
-        "all_pass": int((unanimous & (npass == k)).sum()),
-        "all_fail": int((unanimous & (npass == 0)).sum()),
+        "all_pass": all_pass,
+        "all_fail": all_fail,
         "in_band": int(in_band.sum()),
         "out_of_band": int((mixed & ~in_band).sum()),
         "mixed_share": (float(mixed.sum()) / n_grouped) if n_grouped else None,
@@ -167,6 +180,34 @@ def _signal_from_stats(stats: Any, n_rows: int, lo: float, hi: float) -> dict[st
         "has_signal": bool(mixed.any()),
         "note": note,
     }
+
+
+def _signal_note(
+    n_rows: int, n_graded: int, n_grouped: int, mixed: int, all_pass: int, all_fail: int,
+    partial: int,
+) -> str:  # fmt: skip
+    """What keeps the rows from carrying a within-ask signal ("" when some ask mixes)."""
+    if n_rows == 0:
+        return "no rows: nothing to measure"
+    if n_graded == 0 and partial:
+        return (
+            f"no row has a 0/1 reward: {partial} of {n_rows} rows carry a partial reward (not 0 "
+            "or 1), and an ask mixes only passes and fails: have the judge return 0/1 (a "
+            "threshold on its score)"
+        )
+    if n_graded == 0:
+        return (
+            f"no row has a reward: the {n_rows} rows are unjudged (no reward, or the judge "
+            "gave no verdict); grade the rows before measuring signal"
+        )
+    if n_grouped == 0:
+        return "every ask has one graded rollout: simulate with repeats >= 2 to measure contrast"
+    if not mixed:
+        return (
+            f"every ask has the same reward on all its graded rollouts ({all_pass} all pass, "
+            f"{all_fail} all fail), so no ask carries a within-ask contrast for a grouped update"
+        )
+    return ""
 
 
 def _candidate_key(task: Any, prompt_to_key: dict[str, str]) -> tuple[str, dict[str, Any]]:

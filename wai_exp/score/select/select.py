@@ -30,6 +30,8 @@ from wai_exp.score.select.optimize import (
     is_incomplete_junk,
     junk_positions,
     next_round,
+    partial_rewards,
+    signal_from_stats,
 )
 from wai_exp.score.select.trim import (
     binary_rewards,
@@ -252,8 +254,6 @@ def select_for_rl(
 
     # 9. Report.
     kway_after, scan, correlations = _selection_checks(selected, arr, audit, endorsed, warnings)
-    if take.counted < target:
-        warnings.append(_shortfall_warning(take, target))
     rates_sel = np.array([take.rate_of[g] for g in take.chosen], dtype=float)
     report = {
         "rows_in": len(rows),
@@ -293,6 +293,7 @@ def select_for_rl(
         "correlations": correlations,
         "hygiene_warnings": warnings,
     }
+    _closing_notes(report, rows, arr, take, lo, hi)
     return selected, report
 
 
@@ -662,10 +663,78 @@ def _selection_checks(
     return kway_after, scan, correlations
 
 
-def _shortfall_warning(take: _Take, target: int) -> str:
+def _closing_notes(
+    report: dict[str, Any], rows: list[dict[str, Any]], arr: _Arrival, take: _Take, lo: float,
+    hi: float,
+) -> None:  # fmt: skip
+    """Add ``group_signal_in`` (the rows as they arrived), ``kept_none_because`` (None unless
+    the selection is empty) and the shortfall warning to ``report``."""
+    signal_in = _arrival_signal(rows, arr, lo, hi)
+    why_none = None
+    if not report["rows_out"]:
+        why_none = _kept_none_because(
+            len(rows), signal_in, report["prior"], report["out_of_band"], report["gates"],
+            report["dedupe"], lo, hi,
+        )  # fmt: skip
+    report["group_signal_in"] = signal_in
+    report["kept_none_because"] = why_none
+    target = report["target"]
+    if why_none is not None:  # "widen the band" does not help when, say, no ask mixes
+        report["hygiene_warnings"].append(f"no rows for target {target}: {why_none}")
+    elif take.counted < target:
+        report["hygiene_warnings"].append(
+            f"only {take.counted} rows in {len(take.chosen)} usable asks for target {target}: "
+            "simulate more asks or widen the band"
+        )
+
+
+def _arrival_signal(
+    rows: list[dict[str, Any]], arr: _Arrival, lo: float, hi: float
+) -> dict[str, Any]:
+    """``group_signal`` of the rows as they arrived (the arrival stats of step 1)."""
+    partial = 0 if int(arr.stats.k.sum()) else partial_rewards(rows)
+    return signal_from_stats(arr.stats, len(rows), lo, hi, partial=partial)
+
+
+def _kept_none_because(
+    n_rows: int,
+    signal_in: Mapping[str, Any],
+    prior: Mapping[str, Any] | None,
+    band: Mapping[str, Any] | None,
+    gates: Mapping[str, Any],
+    dedupe: Mapping[str, Any] | None,
+    lo: float,
+    hi: float,
+) -> str:
+    """Why an RL selection kept no row: the first step, in the order they run, that left no
+    ask able to carry a within-ask contrast."""
+    if n_rows == 0:
+        return "no rows came in"
+    if not signal_in["has_signal"]:
+        return str(signal_in["note"])
+    if prior is not None and prior["rows_dropped"] == n_rows:
+        return (
+            f"the previous round's rollouts (prior) put every ask outside the band [{lo:g}, "
+            f"{hi:g}]: {prior['dropped_solved']} solved, {prior['dropped_unsolved']} never solved"
+        )
+    if band is not None and band["asks_kept"] == band["asks_unanimous_left"]:
+        return (
+            f"every ask whose rollouts mix passes and fails has its pass rate outside the band "
+            f"[{lo:g}, {hi:g}] ({band['asks_dropped_too_easy']} too easy, "
+            f"{band['asks_dropped_too_hard']} too hard): widen selection.band or set "
+            "selection.enforce_band=false"
+        )
+    if gates["rows_kept"] == 0:
+        d = gates["dropped"]
+        return (
+            f"every row is one no trainer should see ({d['error']} lost, {d['empty']} empty, "
+            f"{d['unjudged']} unjudged)"
+        )
+    dup = (dedupe or {}).get("duplicates_dropped", 0)
     return (
-        f"only {take.counted} rows in {len(take.chosen)} usable asks for target {target}: "
-        "simulate more asks or widen the band"
+        f"no ask still mixes passes and fails once repeated trajectories ({dup} rows) and "
+        "truncated rollouts go: an ask needs two different graded rollouts, one passing and "
+        "one failing; simulate more repeats per ask"
     )
 
 
@@ -688,6 +757,18 @@ def _audit_warnings(audit: dict[str, Any] | None) -> list[str]:
             f"FN_WARN {fn_warn:.0%}): fix the verifier before training on this selection"
         ]
     return []
+
+
+def _sft_none_because(n_rows: int, junk: int, low: int, min_reward: float) -> str:
+    """Why an SFT selection kept no row."""
+    if n_rows == 0:
+        return "no rows came in"
+    if low:
+        return (
+            f"no row reaches min_reward={min_reward:g} (selection.min_reward): {low} rows "
+            f"score below it, {junk} are rows no trainer should see (lost, empty or unjudged)"
+        )
+    return f"every row is one no trainer should see (lost, empty or unjudged): {junk} of {n_rows}"
 
 
 #: A qualifying SFT row: (index, row, ask, behavior signature, reward).
@@ -833,6 +914,8 @@ def select_for_sft(
             "is a pass/fail filter; simulate more completions per prompt (mode=sft gives 4, "
             "or repeats=)"
         )
+    if not picked:
+        report["kept_none_because"] = _sft_none_because(len(rows), junk, low, min_reward)
     if len(picked) < quota:
         report["note"] = f"{len(picked)} rows for target {quota}: " + (
             "one per prompt at most under this rule; use select='top_k_overall' for more"
