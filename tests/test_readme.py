@@ -57,6 +57,27 @@ def test_readme_shows_what_rl_round_prints(tmp_path):
     assert _what_it_says(done.stdout) == documented
 
 
+def test_readme_says_how_sft_round_lays_out_tool_calls_by_default():
+    """The presets table's sft_round row says what the default ``publish.format`` writes for
+    tool-call arguments (objects, or OpenAI's JSON strings) and how to get the other."""
+    import yaml
+
+    from wai_exp.rows.formats.registry import get_format
+
+    default = yaml.safe_load((README.parent / "conf" / "config.yaml").read_text())["publish"]
+    call = {"id": "c1", "type": "function"}
+    call["function"] = {"name": "lookup_order", "arguments": '{"order_id": "ORD-1"}'}
+    record = {"messages": [{"role": "assistant", "content": "", "tool_calls": [call]}]}
+    [out] = get_format(default["format"]).convert("sft", [record])
+    written = out["messages"][0]["tool_calls"][0]["function"]["arguments"]
+    [row] = [ln for ln in README.read_text().splitlines() if ln.startswith("| `sft_round` |")]
+    if isinstance(written, str):
+        assert "JSON strings" in row and "publish.format=trl" in row, row
+    else:
+        assert "as objects" in row and "OpenAI chat" not in row, row
+        assert "publish.format=openai" in row, row
+
+
 def test_readme_presets_table_lists_every_shipped_preset():
     """The presets table names exactly the presets `conf/experiment/` ships."""
     text = README.read_text()

@@ -4,7 +4,9 @@ Needs one ``publish_gate`` stage (a refused gate blocks this stage, so nothing i
 the runner says ``skipped (publish_gate refused)``). Writes into ``<run dir>/<stage>/``:
 
 * ``train.jsonl`` and ``train.parquet``: the records in the trainer's shape (``params.shape``,
-  default from ``selection.mode``): ``sft`` (OpenAI chat ``messages`` + ``tools``),
+  default from ``selection.mode``): ``sft`` (chat ``messages`` + ``tools``; tool-call
+  ``arguments`` are objects under the default ``publish.format=trl``, JSON strings under
+  ``openai``),
   ``preference`` (TRL ``prompt`` / ``chosen`` / ``rejected``, pairs from
   ``build_preference_pairs`` with the ``selection`` options) or ``rl`` (one prompt per task
   with the calibration stamp, and the reward facts under ``reward_model``, away from the
