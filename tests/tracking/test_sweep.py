@@ -265,3 +265,40 @@ def test_pinned_asks_under_an_allocating_policy_say_the_allocation_differs():
     jobs[1]["tasks"] = {**jobs[1]["tasks"], "x0": 1.0}
     jobs[0]["tasks"] = {**jobs[0]["tasks"], "y0": 0.0}
     assert table_notes(per_value_table(jobs), pinned=PIN_KNOB)[0].startswith("task sets differ")
+
+
+def test_a_swept_key_that_changed_nothing_has_compares_paired_interval() -> None:
+    # A sweep over a key the agent ignores: both values score every task alike. The paired
+    # delta's interval was a bootstrap over differences that cannot vary, read as Wilson on
+    # [-1, 1] (+-0.55 on 10 tasks); compare_runs bounds it by the tasks that could differ.
+    from wai_exp.score.stats.stats import compare_runs
+    from wai_exp.tracking.sweep import paired_deltas
+
+    tasks = {f"t{i}": (0.0, 0.0, 2 / 3, 1 / 3, 2 / 3)[i % 5] for i in range(10)}
+    jobs = [
+        _tasked(0, ["agent.style=plain", "seed=0"], tasks),
+        _tasked(1, ["agent.style=terse", "seed=0"], tasks),
+    ]
+    [d] = paired_deltas(jobs)
+    rows = [
+        {"scenario_id": t, "reward": float(j < round(r * 3))} for t, r in tasks.items()
+        for j in range(3)
+    ]  # fmt: skip
+    want = compare_runs(rows, rows)["ci95"]
+    assert d["delta"] == 0.0 and [d["ci_lo"], d["ci_hi"]] == pytest.approx(want)
+    z2 = 1.959963984540054**2
+    assert d["ci_hi"] == pytest.approx(z2 / (10 + z2))  # 0.278
+    assert "none of 10 did" in d["note"]
+
+
+def test_a_small_sweep_values_pass_rate_has_the_small_eval_interval() -> None:
+    # Ten tasks, two seeds: the pooled rates get the interval a single run of ten tasks
+    # gets (Wilson sized by the tasks' spread), not a bootstrap erratic at that size.
+    from wai_exp.score.stats.resample import rate_interval
+
+    tasks = {f"t{i}": (0.0, 0.0, 2 / 3, 1 / 3, 2 / 3)[i % 5] for i in range(10)}
+    jobs = [_tasked(i, ["agent.skill=0.6", f"seed={i}"], tasks) for i in range(2)]
+    row = per_value_table(jobs)["rows"][0]
+    want = rate_interval(list(tasks.values()), 20).interval
+    assert (row["ci_lo"], row["ci_hi"]) == pytest.approx((want.low, want.high))
+    assert want.low > 0.15  # the bootstrap-t gave [0.094, 0.572] around 0.333

@@ -192,19 +192,21 @@ def _nested(sets: Sequence[set[str]]) -> bool:
 
 def _over_tasks(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A value's pass@1 over its tasks, the runs' per-task rates pooled, with the 95%
-    bootstrap interval over those tasks (a single run's method), when every one of its
+    interval over those tasks (a single run's method, ``rate_interval``), when every one of its
     finished runs recorded its tasks; else {} (the t interval over the re-runs stays).
 
     Why: a t interval over 2 seeds has 1 degree of freedom (0.000–1.000 for a 0.4 pass@1);
     the tasks the seeds measured are what the estimate rests on."""
-    from wai_exp.score.stats.resample import bootstrap_mean
+    from wai_exp.score.stats.resample import rate_interval
 
     if not runs or any(not isinstance(r.get("tasks"), Mapping) for r in runs):
         return {}
     means = _task_means(runs)
     if len(means) < 2:
         return {}
-    res = bootstrap_mean(list(means.values()), bounds=(0.0, 1.0))
+    # Each run's rate of a task rests on at least one row: a floor on the rows behind them.
+    measured = sum(len(r["tasks"]) for r in runs)
+    res = rate_interval(list(means.values()), measured)
     if res.interval is None:
         return {}
     lo, hi = (float(x) for x in res.interval)
@@ -255,8 +257,9 @@ def paired_deltas(children: Sequence[Mapping[str, Any]], *, seed: int = 0) -> li
     """Each swept value against the one before it, paired over the tasks both measured.
 
     Per task, a value's pass rate is averaged over its finished re-runs; the delta is the
-    mean over shared tasks of (this value - previous value), with a 95% paired bootstrap
-    interval over those tasks (resampling tasks keeps each pair together). ``verdict`` is
+    mean over shared tasks of (this value - previous value), with compare's 95% paired
+    interval over those tasks (``stats.paired_task_interval``; ``note`` says when every
+    task moved by the same amount and the bootstrap could not vary). ``verdict`` is
     ``compare``'s headline word for it (``delta.paired_headline``: the earlier value as
     before, each value's finished runs as its eval runs). Entries are ``{"values", "vs",
     "n_shared", "delta", "ci_lo", "ci_hi", "n_runs", "verdict", "note"}`` (``n_runs``:
@@ -266,7 +269,7 @@ def paired_deltas(children: Sequence[Mapping[str, Any]], *, seed: int = 0) -> li
     import numpy as np
 
     from wai_exp.score.stats.delta import paired_headline
-    from wai_exp.score.stats.resample import paired_bootstrap
+    from wai_exp.score.stats.stats import paired_task_interval
 
     table = per_value_table(children)
     keys = table["value_keys"]
@@ -301,10 +304,10 @@ def paired_deltas(children: Sequence[Mapping[str, Any]], *, seed: int = 0) -> li
             else:
                 a = np.array([prev["means"][t] for t in shared])
                 b = np.array([means[t] for t in shared])
-                res = paired_bootstrap(a, b, seed=seed, bounds=(-1.0, 1.0))
-                entry["delta"] = float(res.estimate)
-                if res.interval is not None:
-                    entry["ci_lo"], entry["ci_hi"] = (float(x) for x in res.interval)
+                iv, _, entry["note"] = paired_task_interval(a, b, seed=seed)
+                entry["delta"] = float((b - a).mean())
+                if iv is not None:
+                    entry["ci_lo"], entry["ci_hi"] = float(iv.low), float(iv.high)
             ci = None if entry["ci_lo"] is None else (entry["ci_lo"], entry["ci_hi"])
             entry["verdict"] = paired_headline(entry["delta"], ci, *entry["n_runs"])
             out.append(entry)

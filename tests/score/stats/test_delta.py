@@ -690,7 +690,7 @@ def test_a_regression_is_sized_from_the_failure_rate_not_refused() -> None:
 
 def test_a_delta_that_cannot_vary_still_has_an_honest_interval() -> None:
     # Both sides fail every rollout on 6 tasks: every paired difference is 0, and the
-    # bootstrap's [0, 0] would claim certainty. Newcombe from each side's Wilson interval.
+    # bootstrap's [0, 0] would claim certainty.
     before, after = arm(6, 4, 0.0, 1), arm(6, 4, 0.0, 2)
     rep = delta_report(before, after)
     z2 = 1.959963984540054**2
@@ -699,6 +699,23 @@ def test_a_delta_that_cannot_vary_still_has_an_honest_interval() -> None:
     t = rep["metrics"]["pass_at_1"]
     assert t["interval_method"] == "paired_boundary" and "cannot vary" in t["interval_note"]
     assert rep["target_verdict"] == "no_change_detected"
+
+
+def test_a_run_against_itself_on_ten_tasks_is_bounded_by_the_tasks_that_could_differ() -> None:
+    # Ten tasks at 3 repeats with mixed rates, compared with themselves: every paired
+    # difference is 0. Newcombe's interval over the two rates ignored the pairing and gave
+    # +-0.372; the arms can differ on at most Wilson's upper bound for 0 of 10 tasks, by at
+    # most 1 each.
+    rows = [
+        {"scenario_id": f"t{i}", "rollout_index": j, "reward": float(j < c)}
+        for i, c in enumerate((0, 0, 2, 1, 2, 2, 1, 2, 2, 2))
+        for j in range(3)
+    ]
+    t = delta_report(rows, rows)["metrics"]["pass_at_1"]
+    z2 = 1.959963984540054**2
+    assert t["delta"] == 0.0
+    assert t["ci95"] == pytest.approx([-z2 / (10 + z2), z2 / (10 + z2)])  # +-0.278
+    assert "none of 10 did" in t["interval_note"]
 
 
 # ---- one task id, two asks ------------------------------------------------------------

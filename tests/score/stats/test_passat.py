@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wai_exp.score.stats.intervals import wilson_score
 from wai_exp.score.stats.passat import PassAt, as_rows, pass_at, pass_k_estimates, run_config
+from wai_exp.score.stats.resample import SMALL_EVAL_TASKS
 
 
 def group(task: str, passes: int, n: int, **extra: object) -> list[dict]:
@@ -264,7 +266,7 @@ def test_to_dict_keys_lists_and_headroom() -> None:
         "ci_method",
     }  # fmt: skip
     assert isinstance(d["ci95"], list) and len(d["ci95"]) == 2
-    assert d["ci_method"] == "bootstrap"
+    assert d["ci_method"] == "wilson_deff"  # 4 tasks: under SMALL_EVAL_TASKS
     assert d["headroom"] == pytest.approx(p.pass_at_k - p.pass_at_1)
 
 
@@ -452,3 +454,53 @@ def test_a_lost_extension_stays_out_of_a_first_batch_pass_at_1() -> None:
     # a: 1 of 2 in its first batch; b: 2 of 4 with its two lost first-batch rollouts
     assert pa.pass_at_1 == pytest.approx(0.5)
     assert pa.n_rows_pass_at_1 == 4 and pa.n_lost == 3
+
+
+# --------------------------------------------------------------------------------------
+# Small evals: the interval over a handful of tasks
+# --------------------------------------------------------------------------------------
+
+
+def test_ten_tasks_at_three_repeats_get_an_interval_around_their_rate() -> None:
+    # Per-task passes of 3: rates 0, 0, 2/3, 1/3, 2/3, 2/3, 1/3, 2/3, 2/3, 2/3 (mean 0.467).
+    # The bootstrap-t printed [0.006, 0.644]: a lower end near 0 that no task count supports
+    # (resamples holding one repeated rate have almost no spread, so their t is huge).
+    res = pass_at(rows_from([(c, 3) for c in (0, 0, 2, 1, 2, 2, 1, 2, 2, 2)]))
+    assert res.ci_method == "wilson_deff"
+    rates = np.array([0, 0, 2, 1, 2, 2, 1, 2, 2, 2]) / 3
+    # The spread is worth 31.5 trials, more than the 30 rows: capped at the rows.
+    assert rates.mean() * (1 - rates.mean()) / (rates.var(ddof=1) / 10) > 30
+    n_eff = 30 * (1.959963984540054 / 2.2621571627409915) ** 2  # (z / t_9)^2
+    assert res.ci95 == pytest.approx(tuple(wilson_score(rates.mean(), n_eff)))
+    assert res.ci95 == pytest.approx((0.281, 0.662), abs=1e-3)
+
+
+def test_three_of_ten_tasks_passing_every_time_is_not_a_rate_that_could_be_zero() -> None:
+    # The bootstrap (expanded, as a studentized one that cannot studentize falls back to)
+    # printed [0.000, 0.715]: 3 tasks passing 4 of 4 rule a 0% rate out.
+    res = pass_at(rows_from([(4, 4)] * 3 + [(0, 4)] * 7))
+    assert res.ci95 is not None and res.ci95[0] > 0.05
+    assert res.ci95 == pytest.approx((0.087, 0.658), abs=1e-3)
+    assert res.pass_pow_k_ci95 is not None and res.pass_pow_k_ci95[0] > 0.05
+
+
+def test_thirty_tasks_and_more_keep_the_task_bootstrap() -> None:
+    spec = [(c, 4) for c in (4, 3, 2, 4, 1, 3, 4, 2, 3, 4, 0, 4, 3, 2, 4)] * 2
+    res = pass_at(rows_from(spec))
+    assert res.n_groups == SMALL_EVAL_TASKS and res.ci_method == "bootstrap"
+    assert pass_at(rows_from(spec[:-1])).ci_method == "wilson_deff"
+
+
+def test_the_small_eval_interval_covers_the_rate_it_claims_to() -> None:
+    # 1,000 simulated evals of 10 tasks at 3 repeats, task difficulties uniform on
+    # [0.2, 0.8] (true mean 0.5), seeded: the 95% interval must hold the true mean in at
+    # least 93% of them (the study, experiments/bench/bench_small_eval.py, measured 98%).
+    rng = np.random.default_rng(20261206)
+    p = rng.uniform(0.2, 0.8, size=(1000, 10))
+    passes = rng.binomial(3, p)
+    covered = 0
+    for row in passes:
+        res = pass_at(rows_from([(int(c), 3) for c in row]))
+        assert res.ci95 is not None
+        covered += res.ci95[0] <= 0.5 <= res.ci95[1]
+    assert covered >= 930

@@ -25,12 +25,16 @@ from wai_exp.score.stats.resample import (
     noise_band,
     numeric_reward,
     paired_bootstrap,
+    paired_boundary_interval,
+    rate_interval,
     reward_groups,
     sign_flip_test,
     t_quantile,
     unpaired_bootstrap,
     wilson_ci,
+    wilson_design_effect,
     wilson_interval,
+    wilson_score,
     z_quantile,
 )
 
@@ -68,6 +72,52 @@ def test_wilson_ci_is_the_interval_as_a_list() -> None:
     assert wilson_ci(1, 4) == pytest.approx([0.0456, 0.6993], abs=1e-4)
     assert wilson_ci(1, 4) == wilson_interval(1, 4).as_list()
     assert wilson_ci(0, 0) is None
+
+
+def test_wilson_design_effect_on_all_or_nothing_tasks_is_wilson_over_n_minus_one() -> None:
+    # 3 of 10 tasks pass every repeat: the sample variance is 0.3 * 0.7 * 10 / 9, so the
+    # effective size is 9 tasks, shrunk by (z / t_9)^2 because that variance is estimated.
+    x = np.array([1.0] * 3 + [0.0] * 7)
+    n_eff = 9 * (1.959963984540054 / 2.2621571627409915) ** 2
+    z2 = 1.959963984540054**2
+    centre = (0.3 + z2 / (2 * n_eff)) / (1 + z2 / n_eff)
+    half = 1.959963984540054 * math.sqrt(0.21 / n_eff + z2 / (4 * n_eff**2)) / (1 + z2 / n_eff)
+    iv = wilson_design_effect(x, n_trials=40)
+    assert (iv.low, iv.high) == pytest.approx((centre - half, centre + half))
+
+
+def test_wilson_design_effect_is_no_narrower_than_the_rows_behind_it() -> None:
+    # Rates that barely spread would claim more trials than there are rows: capped at them.
+    x = np.array([1.0] * 9 + [0.9])
+    capped = wilson_design_effect(x, n_trials=20)
+    n_eff = 20 * (1.959963984540054 / 2.2621571627409915) ** 2
+    assert (capped.low, capped.high) == pytest.approx(tuple(wilson_score(0.99, n_eff)))
+    assert capped.low < wilson_design_effect(x, n_trials=10_000).low
+
+
+def test_wilson_design_effect_refuses_what_it_cannot_size() -> None:
+    with pytest.raises(ValueError, match="not all equal"):
+        wilson_design_effect([0.5, 0.5, 0.5], n_trials=6)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        wilson_design_effect([0.5, 1.5], n_trials=6)
+
+
+def test_rate_interval_is_a_bootstrap_from_thirty_tasks_and_wilson_below() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.binomial(4, 0.6, size=40) / 4
+    assert rate_interval(x, 160).method == "studentized"
+    assert rate_interval(x[:29], 116).method == "wilson_deff"
+    assert rate_interval(np.zeros(6), 24).method == "wilson_tasks"
+
+
+def test_paired_boundary_of_equal_arms_is_the_share_of_tasks_that_could_differ() -> None:
+    z2 = 1.959963984540054**2
+    for n in (10, 141):
+        iv = paired_boundary_interval(0.467, 0.467, n)
+        assert (iv.low, iv.high) == pytest.approx((-z2 / (n + z2), z2 / (n + z2)))
+    # Unpaired sides, or a constant nonzero difference: Newcombe's interval, wider.
+    assert paired_boundary_interval(0.467, 0.467, 10, n_b=10).high > 0.3
+    assert paired_boundary_interval(0.0, 1.0, 10).low < 1.0
 
 
 def test_t_and_z_quantiles_known_values() -> None:

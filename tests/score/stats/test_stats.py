@@ -127,10 +127,10 @@ def test_identical_runs_show_no_difference() -> None:
     a = arm([1, 2, 3, 4, 0, 2, 3])
     res = compare_runs(a, a)
     # Every paired difference is 0: no resample can differ, yet 7 tasks are not certainty.
-    # The interval is Newcombe's from each run's Wilson interval over the 7 tasks.
-    p = 3.75 / 7
-    lo, hi = wilson_over(p, 7)
-    half = math.sqrt((p - lo) ** 2 + (hi - p) ** 2)
+    # The runs can differ on at most Wilson's upper bound for 0 of 7 tasks, by at most 1
+    # each; Newcombe's interval over the two rates (+-0.43 here) would ignore the pairing.
+    z2 = 1.959963984540054**2
+    half = z2 / (7 + z2)
     assert res["delta"] == 0.0 and res["ci95"] == pytest.approx([-half, half])
     assert res["method"] == "paired_boundary" and "cannot vary" in res["note"]
     assert res["p_value"] == 1.0

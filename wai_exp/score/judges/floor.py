@@ -8,10 +8,10 @@ answer it (no tool call, one polite refusal, ``FLOOR_REPLY``), built from the ta
 ask and situation (``do_nothing_row``), and put to the judge that graded the run.
 
 * ``floor`` is the floor rows' pass@1, computed as pass@1 is (``pass_at``: the mean over
-  tasks, a task bootstrap interval, Wilson over tasks when every task has the same value).
+  tasks and its interval).
 * ``gap`` is pass@1 minus the floor over the tasks both have, with a paired task bootstrap
-  interval (``delta_report``'s verdict method; Newcombe's interval when every task's
-  difference is the same and the bootstrap cannot vary), and ``verdict`` says in words
+  interval (``delta_report``'s verdict method; ``paired_boundary_interval`` when every
+  task's difference is the same and the bootstrap cannot vary), and ``verdict`` says in words
   what that interval says: ``above`` / ``below`` the floor when it excludes 0, ``at`` the
   floor when every task scores the same as the do-nothing reply, ``indistinguishable``
   otherwise.
@@ -43,8 +43,8 @@ from wai_exp.score.stats.passat import (
     pass_at,
 )
 from wai_exp.score.stats.readers import binary_reward
-from wai_exp.score.stats.resample import paired_bootstrap, paired_boundary_interval, reward_groups
-from wai_exp.score.stats.stats import VERDICT_CONTINUITY, VERDICT_METHOD
+from wai_exp.score.stats.resample import reward_groups
+from wai_exp.score.stats.stats import paired_task_interval
 
 __all__ = [
     "FLOOR_MODEL",
@@ -313,18 +313,10 @@ def compare_to_floor(
             notes.append(
                 f"the gap's interval needs >= {MIN_CI_GROUPS} paired tasks, has {len(paired)}"
             )
-        elif diffs.min() == diffs.max():
-            # Every task differs by the same amount: no resample can vary, so the interval
-            # is Newcombe's over the two rates (as delta_report does).
-            iv = paired_boundary_interval(float(a.mean()), float(b.mean()), len(paired))
-            gap_ci = (float(iv.low), float(iv.high))
         else:
-            res = paired_bootstrap(
-                a, b, n_resamples=N_BOOT, seed=_SEED, method=VERDICT_METHOD,
-                continuity=VERDICT_CONTINUITY, bounds=(-1.0, 1.0),
-            )  # fmt: skip
-            if res.interval is not None:
-                gap_ci = (float(res.interval.low), float(res.interval.high))
+            iv, _, _ = paired_task_interval(a, b, n_boot=N_BOOT, seed=_SEED)
+            if iv is not None:
+                gap_ci = (float(iv.low), float(iv.high))
         if not np.any(diffs):
             verdict = "at"
         elif gap_ci is not None:

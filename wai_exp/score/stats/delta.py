@@ -48,6 +48,7 @@ from wai_exp.score.stats.resample import (
     noise_band,
     paired_bootstrap,
     paired_boundary_interval,
+    paired_boundary_words,
     sign_flip_test,
     t_quantile,
     two_proportion_p,
@@ -895,11 +896,7 @@ def _fill_delta(
         )
         entry["ci95"] = iv.as_list()
         entry["interval_method"] = "paired_boundary"
-        entry["interval_note"] = (
-            f"every one of the {n} paired differences is {float(d[0]):+g}: the "
-            "bootstrap cannot vary, so ci95 is Newcombe's interval from each side's "
-            "Wilson interval over tasks"
-        )
+        entry["interval_note"] = paired_boundary_words(float(d[0]), n)
     vals_b = sb.values[:, j][~np.isnan(sb.values[:, j])]
     vals_a = sa.values[:, j][~np.isnan(sa.values[:, j])]
     both = np.concatenate([vals_b, vals_a])

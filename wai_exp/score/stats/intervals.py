@@ -66,10 +66,11 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> Interval | N
     return wilson_score(successes / n, n, level)
 
 
-def wilson_score(p: float, n: int, level: float = 0.95) -> Interval:
-    """The Wilson score interval around a proportion ``p`` in [0, 1] observed over ``n >= 1``
-    trials: the one formula behind ``wilson_interval`` (counts) and
-    ``resample.wilson_over_tasks`` (a mean of bounded task values)."""
+def wilson_score(p: float, n: float, level: float = 0.95) -> Interval:
+    """The Wilson score interval around a proportion ``p`` in [0, 1] observed over ``n > 0``
+    trials: the one formula behind ``wilson_interval`` (counts), ``resample.wilson_over_tasks``
+    (a mean of bounded task values) and ``resample.wilson_design_effect`` (an effective,
+    possibly fractional, ``n``)."""
     z = z_quantile(level)
     z2 = z * z
     denom = 1.0 + z2 / n

@@ -11,10 +11,12 @@ Rows group under ``task_key`` (a task is a situation, not a string). Only binary
   (Chen et al. 2021, arXiv:2107.03374); ``pass@k - pass@1`` is the headroom a grouped RL
   update has to learn from.
 
-Each carries a bootstrap interval over tasks (``None`` under three groups). When every task
-has the same value the bootstrap cannot vary; the interval is then Wilson over tasks
-(``resample.wilson_over_tasks``: 0 of 6 tasks gives [0, 0.39], not [0, 0]) and the note
-says so. Below ``min_k``
+Each carries a bootstrap interval over tasks (``None`` under three groups). Under
+``resample.SMALL_EVAL_TASKS`` (30) tasks a bootstrap of a rate is erratic, and the interval is
+the Wilson interval sized by the tasks' spread instead (``resample.wilson_design_effect``;
+pass@1's ``ci_method`` says ``"wilson_deff"``). When every task has the same value the bootstrap cannot vary; the
+interval is then Wilson over tasks (``resample.wilson_over_tasks``: 0 of 6 tasks gives
+[0, 0.39], not [0, 0]) and the note says so. Below ``min_k``
 repeats the k-way numbers are ``None`` with a note instead of a number too noisy to act on.
 
 An adaptive run (``repeat_policy: split``, the rl default) adds rollouts to a task only
@@ -41,10 +43,11 @@ import numpy as np
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import STEP_KINDS, read_steps
 from wai_exp.score.stats.resample import (
+    BootstrapResult,
     TaskGroups,
     _special,
-    bootstrap_mean,
     group_values,
+    rate_interval,
 )
 
 # as_rows and row_dicts live with the row facts (hack_scan reads them without this module).
@@ -172,8 +175,9 @@ class PassAt:
     n_rows_pass_at_1: int | None = None
     #: Lost rollouts (no row) counted as failed repeats of their task (``pass_at(lost=)``).
     n_lost: int = 0
-    #: How ``ci95`` was computed: ``"bootstrap"`` (over tasks), ``"wilson_tasks"`` (every
-    #: task at the same rate, so the bootstrap cannot vary) or ``None`` (no interval).
+    #: How ``ci95`` was computed: ``"bootstrap"`` (over tasks), ``"wilson_deff"`` (under
+    #: ``SMALL_EVAL_TASKS`` tasks: Wilson sized by the tasks' spread), ``"wilson_tasks"``
+    #: (every task at the same rate, so the bootstrap cannot vary) or ``None`` (no interval).
     ci_method: str | None = None
 
     @property
@@ -239,11 +243,20 @@ class PassAt:
         }
 
 
-def _interval(values: np.ndarray) -> tuple[float, float] | None:
+def _rate_interval(values: np.ndarray, n_trials: int) -> BootstrapResult | None:
     if values.size < MIN_CI_GROUPS:
         return None
-    res = bootstrap_mean(values, n_resamples=N_BOOT, seed=_SEED, bounds=(0.0, 1.0))
-    return None if res.interval is None else (res.interval.low, res.interval.high)
+    return rate_interval(values, n_trials, n_resamples=N_BOOT, seed=_SEED)
+
+
+def _interval(res: BootstrapResult | None) -> tuple[float, float] | None:
+    return None if res is None or res.interval is None else (res.interval.low, res.interval.high)
+
+
+def _ci_method(res: BootstrapResult | None) -> str | None:
+    if res is None or res.interval is None:
+        return None
+    return res.method if res.method.startswith("wilson") else "bootstrap"
 
 
 def _boundary_note(named: list[tuple[str, np.ndarray]]) -> str | None:
@@ -356,7 +369,9 @@ class _KWay:
             return out
         pk_e, ak_e = pk[eligible], ak[eligible]
         out.pow_k, out.at_k = float(pk_e.mean()), float(ak_e.mean())
-        out.pow_ci, out.at_ci = _interval(pk_e), _interval(ak_e)
+        # A task's pass^k or pass@k is one number however many rows it read: n trials at most.
+        pow_res, at_res = _rate_interval(pk_e, pk_e.size), _rate_interval(ak_e, ak_e.size)
+        out.pow_ci, out.at_ci = _interval(pow_res), _interval(at_res)
         out.flat = [(f"pass^{use_k}", pk_e), (f"pass@{use_k}", ak_e)]
         return out
 
@@ -441,7 +456,8 @@ def pass_at(
     ]
     rates1, basis, n_rows1 = _pass1_rates(groups, keys, binary, extension, notes)
     pass1 = float(rates1.mean()) if rates1.size else None
-    ci1 = _interval(rates1)
+    res1 = _rate_interval(rates1, n_rows1)
+    ci1 = _interval(res1)
     flat: list[tuple[str, np.ndarray]] = [("pass@1", rates1)]
     if groups.n_tasks < MIN_CI_GROUPS:
         notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {groups.n_tasks}")
@@ -470,9 +486,7 @@ def pass_at(
         pass_at_1_basis=basis,
         n_rows_pass_at_1=n_rows1 - sum(not x for x in extension[n_real:]),
         n_lost=len(failed),
-        ci_method=None
-        if ci1 is None
-        else ("wilson_tasks" if rates1.min() == rates1.max() else "bootstrap"),
+        ci_method=_ci_method(res1),
     )
 
 

@@ -23,6 +23,7 @@ from scipy import special as _sp  # not scipy.stats: 0.6 s to import for one qua
 from wai_exp.rows.keys import prompt_mismatch, task_key
 from wai_exp.score.stats.passat import ADAPTIVE_REASONS, as_rows, first_batch
 from wai_exp.score.stats.resample import (
+    Interval,
     Method,
     TaskGroups,
     as_generator,
@@ -33,6 +34,7 @@ from wai_exp.score.stats.resample import (
     noise_band,
     paired_bootstrap,
     paired_boundary_interval,
+    paired_boundary_words,
     reward_groups,
     sign_flip_test,
     t_quantile,
@@ -56,6 +58,7 @@ __all__ = [
     "metric_groups",
     "metric_summary",
     "noise_band",
+    "paired_task_interval",
     "run_intervals",
     "stability",
 ]
@@ -244,6 +247,33 @@ def _delta_bounds(ga: TaskGroups, gb: TaskGroups) -> tuple[float, float]:
     return lo, hi
 
 
+def paired_task_interval(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: Any = 0,
+    bounds: tuple[float, float] = (-1.0, 1.0),
+) -> tuple[Interval | None, str, str | None]:
+    """The verdict's interval on ``mean(b - a)`` over paired task rates, its method and note.
+
+    The paired bootstrap a verdict reads (``VERDICT_METHOD``, ``VERDICT_CONTINUITY``,
+    clipped to ``bounds``), or, when every paired difference is the same and no resample
+    can differ, ``paired_boundary_interval`` with a note saying so. ``compare_runs``, the
+    floor's gap and a sweep's paired deltas all answer "did it move" with this.
+    """
+    boot = paired_bootstrap(
+        a, b, n_resamples=n_boot, level=level, seed=seed, bounds=bounds,
+        method=VERDICT_METHOD, continuity=VERDICT_CONTINUITY,
+    )  # fmt: skip
+    d = b - a
+    if d.size and d.min() == d.max():
+        iv = paired_boundary_interval(float(a.mean()), float(b.mean()), d.size, level)
+        return iv, "paired_boundary", paired_boundary_words(float(d[0]), d.size)
+    return boot.interval, "paired_bootstrap", None
+
+
 def _paired(
     ga: Any,
     gb: Any,
@@ -259,26 +289,16 @@ def _paired(
     a_idx, b_idx = idx
     ma = ga.means[[a_idx[k] for k in shared]]
     mb = gb.means[[b_idx[k] for k in shared]]
-    boot = paired_bootstrap(
-        ma, mb, n_resamples=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb),
-        method=VERDICT_METHOD, continuity=VERDICT_CONTINUITY,
-    )  # fmt: skip
+    interval, method, note = paired_task_interval(
+        ma, mb, n_boot=n_boot, level=level, seed=rng, bounds=_delta_bounds(ga, gb)
+    )
     perm = sign_flip_test(mb - ma, n_resamples=n_boot, seed=rng)
-    interval, method = boot.interval, "paired_bootstrap"
-    d = mb - ma
-    if d.min() == d.max():
-        # No resample can differ from another; the tasks agreeing is not certainty.
-        interval = paired_boundary_interval(float(ma.mean()), float(mb.mean()), d.size, level)
-        method = "paired_boundary"
-        notes.append(
-            f"every one of the {d.size} paired differences is {float(d[0]):+g}, so the "
-            "bootstrap cannot vary: ci95 is Newcombe's interval from each run's Wilson "
-            "interval over tasks"
-        )
+    if note:
+        notes.append(note)
     out.update(
         mean_a=float(ma.mean()),
         mean_b=float(mb.mean()),
-        delta=boot.estimate,
+        delta=float((mb - ma).mean()),
         ci95=None if interval is None else interval.as_list(),
         p_value=perm.pvalue,
         p_exact=perm.exact,
