@@ -117,6 +117,17 @@ _MALFORMED = re.compile(r"^malformed([ _-]?(result|response|output))?$", re.I)
 TRANSCRIPT_KEYS: tuple[str, ...] = ("messages", "traj")
 
 
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def spoken(reply: str) -> str:
+    """``reply`` without ``<think>`` blocks and surrounding whitespace: what the person
+    reads (``""`` for a reply that is only a model's reasoning, or nothing)."""
+    if "<think" in reply.lower():
+        reply = _THINK.sub(" ", reply)
+    return reply.strip()
+
+
 def row_messages(row: Mapping[str, Any]) -> Any:
     """The row's chat transcript: the first non-empty value under ``TRANSCRIPT_KEYS``, else
     None. Never raises; the value is returned as it is (``read_steps`` checks its shape)."""

@@ -38,13 +38,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from wai_exp.domain.replies import acknowledges_fault, claims_success, reply_acts
 from wai_exp.domain.tools import is_write_tool
-from wai_exp.rows.reader import read_steps
+from wai_exp.rows.reader import read_steps, spoken
 
 #: Provenance classes that count as ungrounded.
 UNGROUNDED = frozenset({"invented"})
@@ -87,16 +86,6 @@ def final_reply(trajectory: Mapping[str, Any], steps: list[dict[str, Any]] | Non
 
 #: The conduct failure of a rollout with no tool call and no spoken reply.
 EMPTY_REPLY_REASON = "empty reply: no text and no tool call, so the person got nothing"
-
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
-
-
-def spoken(reply: str) -> str:
-    """``reply`` without ``<think>`` blocks and surrounding whitespace: what the person
-    reads (``""`` for a reply that is only a model's reasoning, or nothing)."""
-    if "<think" in reply.lower():
-        reply = _THINK.sub(" ", reply)
-    return reply.strip()
 
 
 def result_text(result: Any) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows import task_key
+from wai_exp.rows.reader import spoken
 from wai_exp.score.grade.grading import final_reply
 from wai_exp.score.stats.resample import binary_reward, wilson_interval
 
@@ -118,7 +119,6 @@ STYLE_MARKERS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 
@@ -126,9 +126,7 @@ def reply_text(row: Mapping[str, Any]) -> str:
     """The reply the user saw, normalized for phrase matching: ``final_text`` (else the last
     non-empty assistant turn) without ``<think>`` blocks, lower case, curly quotes straight,
     whitespace collapsed. ``""`` when the row has no spoken reply."""
-    text = final_reply(row)
-    if "<think" in text.lower():
-        text = _THINK.sub(" ", text)
+    text = spoken(final_reply(row))
     if not text.isascii():  # curly quotes are the only non-ASCII that matters; skip the copy
         text = text.translate(_QUOTES)
     return " ".join(text.lower().split())

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from wai_exp.rows.keys import task_key
-from wai_exp.rows.reader import STEP_KINDS, read_steps
+from wai_exp.rows.reader import STEP_KINDS, read_steps, spoken
 from wai_exp.score.stats.resample import (
     BootstrapResult,
     TaskGroups,
@@ -83,7 +82,6 @@ _SEED = 0
 ADAPTIVE_REASONS = frozenset({"group_split", "verify"})
 #: ``ended_by`` values that mean the model ran out of its token budget.
 _TOKEN_CAP_ENDINGS = frozenset({"max_tokens", "length", "token_cap", "truncated"})
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 
 def pass_k_estimates(n: Any, c: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -522,11 +520,7 @@ def _first_batch_rates(
 
 
 def _answered(text: Any) -> bool:
-    if not isinstance(text, str) or not text:
-        return False
-    if "<think" in text:
-        text = _THINK.sub("", text)
-    return bool(text.strip())
+    return isinstance(text, str) and bool(spoken(text))
 
 
 def _hit_token_cap(row: Mapping[str, Any]) -> bool:
