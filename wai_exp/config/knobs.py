@@ -57,7 +57,8 @@ WRITER_TEMP_LO = 0.45
 WRITER_TEMP_HI = 1.05
 
 #: Embedders the prompt selector can use. Only the dependency-free hashing embedder ships.
-EMBEDDERS = ("hash",)
+EmbedderName = Literal["hash"]
+EMBEDDERS: tuple[str, ...] = typing.get_args(EmbedderName)
 
 SECTIONS = ("experiment", "engine")
 
@@ -127,7 +128,7 @@ OptFloat = Annotated[
     _Kind("float|None", "a number or None"),
 ]
 OptBool = Annotated[Annotated[bool, Strict()] | None, _Kind("bool|None", "True, False or None")]
-Embedder = Annotated[Literal[EMBEDDERS], _Kind("str", "a string")]  # type: ignore[valid-type]
+Embedder = Annotated[EmbedderName, _Kind("str", "a string")]
 Dials = Annotated[dict[str, Any], _Kind("dict", "a dict")]
 
 #: A walk-away chance and a sampling temperature: the numbers inside the composite knobs.

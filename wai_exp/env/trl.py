@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -81,7 +82,8 @@ def _hint(schema: Mapping[str, Any]) -> Any:
     if isinstance(kind, list):  # ["string", "null"]: the first concrete type
         kind = next((k for k in kind if k != "null"), "string")
     if kind == "array" and isinstance(schema.get("items"), Mapping):
-        return list[_hint(schema["items"])]  # type: ignore[misc]
+        # list[<item hint>], built at run time: the item hint is a value, not a static type
+        return types.GenericAlias(list, (_hint(schema["items"]),))
     return _TYPES.get(str(kind), str)
 
 
@@ -126,7 +128,7 @@ def _method(fn: Mapping[str, Any]) -> Callable[..., str]:
     tool.__doc__ = _docstring({**fn, "parameters": {"properties": params}})
     # No return hint: get_json_schema would add a "return" entry the template renders.
     tool.__annotations__ = dict(hints)
-    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]  # inspect.signature reads it; typeshed's functions lack it
         [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         + [
             inspect.Parameter(

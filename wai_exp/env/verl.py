@@ -90,6 +90,14 @@ def play(task: Mapping[str, Any], solution: str | Sequence[Mapping[str, Any]]) -
     return episode
 
 
+def _reward(task: Mapping[str, Any], solution: str) -> float:
+    """The judge's reward for ``solution`` played on ``task``; 0.0 when the judge gives none."""
+    row = play(task, solution).row
+    assert row is not None  # play returns a finished episode, and finishing judges its row
+    reward = row.get("reward")
+    return float(reward) if isinstance(reward, int | float) else 0.0
+
+
 def compute_score(
     data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None
 ) -> float:
@@ -106,8 +114,7 @@ def compute_score(
         "reward_model": {"style": "rule", "ground_truth": ground_truth},
         "extra_info": dict(extra_info),
     }
-    reward = play(record, solution_str).row.get("reward")  # type: ignore[union-attr]
-    return float(reward) if isinstance(reward, int | float) else 0.0
+    return _reward(record, solution_str)
 
 
 def reward_func(
@@ -120,8 +127,7 @@ def reward_func(
     rewards = []
     for query, prompt, label in zip(queries, prompts, labels, strict=True):
         response = query[len(prompt) :] if query.startswith(prompt) else query
-        reward = play({"label": label}, response).row.get("reward")  # type: ignore[union-attr]
-        rewards.append(float(reward) if isinstance(reward, int | float) else 0.0)
+        rewards.append(_reward({"label": label}, response))
     try:
         import torch
     except ImportError:

@@ -256,7 +256,7 @@ class Model:
                 raise self.unanswered(gate, gate.unanswered) from exc
             # sent behind calls of ours (or to a server that may be cold): the lowered
             # limit keeps the next try here
-            exc.sent_behind = fate == "requeue"  # type: ignore[attr-defined]
+            exc.sent_behind = fate == "requeue"  # type: ignore[attr-defined]  # read back by getattr in the resend check
             raise
         except BaseException:
             gate.release(admission)

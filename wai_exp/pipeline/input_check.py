@@ -112,7 +112,7 @@ def model_servers(config: Mapping[str, Any], start_dir: Path) -> dict[str, str]:
         if not isinstance(stage, Mapping) or stage.get("kind") != "simulate":
             continue
         params = dict(stage.get("params") or {})
-        if rows_file(_Context(dict(config), start_dir), params) is not None:  # type: ignore[arg-type]
+        if rows_file(_Context(dict(config), start_dir), params) is not None:
             continue
         agent = {**(config.get("agent") or {}), **(params.get("agent") or {})}
         prov = PROVIDERS.get(str(agent.get("kind")))
@@ -262,7 +262,7 @@ def simulate_problems(
     from wai_exp.simulate.engine import check_inputs
 
     ctx = _Context(dict(config), start_dir)
-    given = rows_file(ctx, params)  # type: ignore[arg-type]
+    given = rows_file(ctx, params)
     if given is not None:
         from wai_exp.rows.load import RowsFileError, load_rows
 
@@ -272,7 +272,7 @@ def simulate_problems(
             return [f"simulate.rows: {exc}"]
         return given_reward_problems(config, rows, report)
     try:
-        kwargs = simulate_kwargs(ctx, params)  # type: ignore[arg-type]
+        kwargs = simulate_kwargs(ctx, params)
         check_inputs(None, **kwargs)
     except (ValueError, TypeError, OSError) as exc:
         return [_with_fix(str(exc), kwargs if "kwargs" in locals() else {})]

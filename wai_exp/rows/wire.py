@@ -160,18 +160,21 @@ def to_wire(row: Mapping[str, Any]) -> Mapping[str, Any]:
     """``row`` with its internal steps written as row-v1 steps and its ``judge_status`` in
     row-v1's words (a shallow copy; ``row`` itself when nothing changes)."""
     steps = row.get("steps")
-    internal = isinstance(steps, list | tuple) and any(
-        isinstance(s, Mapping) and "kind" in s for s in steps
+    internal = (
+        steps
+        if isinstance(steps, list | tuple)
+        and any(isinstance(s, Mapping) and "kind" in s for s in steps)
+        else None
     )
     status = row.get("judge_status")
-    renamed = isinstance(status, str) and status in _STATUS_OUT
-    if not internal and not renamed:
+    renamed = _STATUS_OUT.get(status) if isinstance(status, str) else None
+    if internal is None and renamed is None:
         return row
     out = dict(row)
-    if internal:
-        out["steps"] = wire_steps(steps)  # type: ignore[arg-type]
-    if renamed:
-        out["judge_status"] = _STATUS_OUT[status]  # type: ignore[index]
+    if internal is not None:
+        out["steps"] = wire_steps(internal)
+    if renamed is not None:
+        out["judge_status"] = renamed
     return out
 
 

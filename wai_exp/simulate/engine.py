@@ -1165,7 +1165,7 @@ def _assemble(
         mutations.observer = writer.observe
     sharded = shards is not None and shards.active
     engine = Engine(
-        cfg, ShardedRunner(runner, shards) if sharded else runner,  # type: ignore[arg-type]
+        cfg, ShardedRunner(runner, shards) if sharded else runner,  # type: ignore[arg-type]  # ShardedRunner stands in for a RolloutRunner (__getattr__)
         # a worker's rollout is awaited, whatever the agent is: the pool runs concurrency
         agent_async=sharded or is_async_callable(agent.fn), mutations=mutations,
         done_rows=_done_map(done_rows), on_row=on_row, progress=progress,

@@ -328,7 +328,7 @@ class McpWorld(RolloutWorld):
         self.server.reset()
         # The server keeps its own records: what changed is read off its answers (the
         # checklist grades the tool results when a row carries no record of changes).
-        self.changes = None  # type: ignore[assignment]
+        self.changes = None  # type: ignore[assignment]  # None = no record kept; the base world's is a list
 
     def observed_state(self) -> str:
         """The row's ``world_state``: the state tool's answer (JSON text) when the server

@@ -463,7 +463,7 @@ class ModelWriter:
                     max_string_chars=grammar_ask_chars(budget, len(picked), self.phrasings),
                 )
             )
-            fut.wave = (wave_id, picked, temp, budget)  # type: ignore[attr-defined]
+            fut.wave = (wave_id, picked, temp, budget)  # type: ignore[attr-defined]  # the wave's plan rides on its Future
             self._inflight.append(fut)
             self.stats["waves"] += 1
             self.stats["cards"] += len(picked)
@@ -594,7 +594,7 @@ class ModelWriter:
 
     # -- one wave's reply ----------------------------------------------------------------
     def _collect(self, fut: concurrent.futures.Future[Any]) -> None:
-        wave_id, picked, temp, budget = fut.wave  # type: ignore[attr-defined]
+        wave_id, picked, temp, budget = fut.wave  # type: ignore[attr-defined]  # set by the wave's submit
         kept = 0
         timed_out = False
         try:

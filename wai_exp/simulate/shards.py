@@ -260,7 +260,7 @@ def _primed_unpickler(strings: list[str]) -> pickle.Unpickler:
     for i in range(len(strings)):  # BININT i, BINPERSID, LONG_BINPUT i + 1, POP
         ops.append(b"J" + struct.pack("<i", i) + b"Qr" + struct.pack("<I", i + 1) + b"0")
     unpickler = pickle.Unpickler(io.BytesIO(b"".join(ops) + b"."))  # STOP
-    unpickler.persistent_load = strings.__getitem__  # type: ignore[method-assign]
+    unpickler.persistent_load = strings.__getitem__  # type: ignore[method-assign]  # pickle's per-instance hook; typeshed types it a method
     unpickler.load()
     return unpickler
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 __all__ = [
     "PARENT_RUN_ENV",
@@ -143,7 +143,11 @@ def tracking_settings(cfg_tracking: Mapping[str, Any] | None) -> dict[str, Any]:
     if cfg_tracking is not None and type(cfg_tracking).__module__.startswith("omegaconf"):
         from omegaconf import OmegaConf
 
-        cfg_tracking = OmegaConf.to_container(cfg_tracking, resolve=True)  # type: ignore[assignment]
+        # A Mapping from omegaconf is a DictConfig, which converts to a dict (None for a
+        # None node); to_container's own type also covers lists and scalars.
+        cfg_tracking = cast(
+            "dict[str, Any] | None", OmegaConf.to_container(cfg_tracking, resolve=True)
+        )
     raw = dict(cfg_tracking or {})
     unknown = sorted(set(raw) - set(_DEFAULTS))
     if unknown:

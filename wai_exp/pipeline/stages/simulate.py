@@ -28,7 +28,7 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
 from wai_exp.rows.jsonl import RowAppender
@@ -293,7 +293,21 @@ def resume_rows(partial: Path) -> list[dict[str, Any]]:
     return read_partial(partial).rows
 
 
-def simulate_kwargs(ctx: StageContext, params: dict[str, Any]) -> dict[str, Any]:
+class KwargsSource(Protocol):
+    """What ``simulate_kwargs`` and ``rows_file`` read of a stage context: a ``StageContext``,
+    a worker's ``_ShardContext``, the input check's context before any stage exists."""
+
+    @property
+    def config(self) -> dict[str, Any]: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def start_dir(self) -> Path: ...
+
+
+def simulate_kwargs(ctx: KwargsSource, params: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for ``simulate()`` (without the agent and the resume hooks)."""
     own = ("agent", "tasks_from", "seed_offset", "max_lost_share", "rows", *SHARD_KEYS)
     sim = {**ctx.config.get("simulate", {}), **{k: v for k, v in params.items() if k not in own}}
@@ -346,7 +360,7 @@ def shard_setup(
 ) -> tuple[Any, dict[str, Any]]:
     """``(agent, simulate kwargs)`` inside a worker process: the stage's own, rebuilt from
     its config (a judge, an HTTP client never cross a process boundary)."""
-    kwargs = simulate_kwargs(shard_ctx, params)  # type: ignore[arg-type]
+    kwargs = simulate_kwargs(shard_ctx, params)
     if tasks is not None:
         kwargs["tasks"] = tasks
     agent_cfg = {**shard_ctx.config.get("agent", {}), **(params.get("agent") or {})}
@@ -372,7 +386,7 @@ def shard_spec(
     return ShardSpec(workers=workers, setup=setup, cluster=cluster, ray_address=address)
 
 
-def rows_file(ctx: StageContext, params: dict[str, Any]) -> str | None:
+def rows_file(ctx: KwargsSource, params: dict[str, Any]) -> str | None:
     """The path ``simulate.rows`` (or the stage's ``params.rows``) names, made absolute
     against the start folder; None when the stage simulates."""
     sim = {**(ctx.config.get("simulate") or {}), **params}

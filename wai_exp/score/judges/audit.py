@@ -252,7 +252,8 @@ def _findings(
             notes.append("fn_rate: not measured (no sampled failed row got a verdict)")
         summary = "verifier false-negative rate: not measured"
     else:
-        lo, hi = fn_ci  # type: ignore[misc]
+        assert fn_ci is not None  # _rate measures a rate and its interval together
+        lo, hi = fn_ci
         summary = (
             f"the judge overturned {n_over} of {n_judged} sampled verifier failures: "
             f"fn_rate {fn_rate:.0%} (95% CI {lo:.0%}-{hi:.0%}), about {est:.0f} of "
@@ -271,7 +272,8 @@ def _findings(
                 f"{hi:.0%}: audit a larger sample to rule a bad verifier out"
             )
     if fp_rate is not None:
-        lo, hi = fp_ci  # type: ignore[misc]
+        assert fp_ci is not None  # _rate measures a rate and its interval together
+        lo, hi = fp_ci
         summary += (
             f"; the judge failed {fp_k} of {fp_n} sampled passes: fp_rate {fp_rate:.0%} "
             f"(95% CI {lo:.0%}-{hi:.0%})"

@@ -402,11 +402,12 @@ def _probe_entry(
     verdicts = [binary_reward(res) for _, res in results]
     n = sum(v is not None for v in verdicts)
     passed = sum(v == 1.0 for v in verdicts)
-    shifts = [
-        float(res["reward"]) - float(baselines[i])  # type: ignore[arg-type]
-        for i, res in results
-        if isinstance(res.get("reward"), int | float)
-    ]
+    shifts = []
+    for i, res in results:
+        if isinstance(res.get("reward"), int | float):
+            base = baselines[i]
+            assert base is not None  # _probe_batch mutates graded rows only
+            shifts.append(float(res["reward"]) - float(base))
     entry: dict[str, Any] = {
         "kind": kind,
         "what": what,

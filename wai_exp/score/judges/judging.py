@@ -617,7 +617,7 @@ def _judge_all(
                         results[i] = normalize_judge_result(call(inputs[i]), scale)
                     except Exception as exc:
                         results[i] = _error(exc)
-                return results  # type: ignore[return-value]
+                return _all_judged(results)
 
     async def main() -> None:
         sem = asyncio.Semaphore(concurrency)
@@ -669,7 +669,15 @@ def _judge_all(
 
     if start < n:
         run_coro(main)
-    return results  # type: ignore[return-value]
+    return _all_judged(results)
+
+
+def _all_judged(results: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """``results`` once judging returned: every row's slot holds its result (an error or a
+    timeout is a result too)."""
+    judged = [r for r in results if r is not None]
+    assert len(judged) == len(results), "a row was left without a result"
+    return judged
 
 
 def _tools_called(rows: Iterable[Mapping[str, Any]]) -> set[str]:

@@ -306,9 +306,9 @@ def _writer(value: Any) -> str:
     return w
 
 
-def _group_of(by: str | Callable[[dict], Any]) -> Callable[[Mapping[str, Any]], Any]:
+def _group_of(by: str | Callable[[dict], Any]) -> Callable[[dict[str, Any]], Any]:
     if callable(by):
-        return by  # type: ignore[return-value]
+        return by
     if not isinstance(by, str) or not by:
         raise ValueError(f"by must be a row key, a marker name or a callable; got {by!r}")
 
@@ -1333,8 +1333,8 @@ def _ceiling(before_means: np.ndarray, pair_mask: np.ndarray, rate: float) -> di
 
 def _groups(
     by: str | Callable[[dict], Any],
-    b_rows: Sequence[Mapping[str, Any]],
-    a_rows: Sequence[Mapping[str, Any]],
+    b_rows: Sequence[dict[str, Any]],
+    a_rows: Sequence[dict[str, Any]],
     sb: _Side,
     sa: _Side,
     b_idx: np.ndarray,

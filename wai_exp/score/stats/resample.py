@@ -56,7 +56,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 
@@ -128,7 +128,7 @@ __all__ = [
 
 Seed = int | np.random.Generator | None
 Method = Literal["studentized", "expanded", "percentile", "bca"]
-METHODS: tuple[str, ...] = ("studentized", "expanded", "percentile", "bca")
+METHODS: tuple[str, ...] = get_args(Method)
 
 #: The two-sided 95% normal quantile as the reference docs write it (``1.96 x floor``).
 Z_95 = 1.96
@@ -723,10 +723,10 @@ class BootstrapResult:
     method: str
 
 
-def _check_method(method: str) -> str:
+def _check_method(method: str) -> Method:
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    return method
+    return cast(Method, method)  # METHODS are Method's values
 
 
 def _clip(interval: Interval, bounds: tuple[float, float] | None) -> Interval:
@@ -873,7 +873,7 @@ def bootstrap_columns(
             f"x must be a (tasks x metrics) matrix, NaN where a task lacks a metric; got shape "
             f"{arr.shape}"
         )
-    method = _check_method(method)  # type: ignore[assignment]
+    method = _check_method(method)
     level = _check_level(level)
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1; got {n_resamples}")
