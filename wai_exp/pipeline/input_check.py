@@ -55,31 +55,36 @@ def input_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
 
 def input_notes(config: Mapping[str, Any]) -> list[str]:
     """Warnings about inputs that can run but may not measure what the user means, printed
-    before any work: a ``simulate.execute`` backend with ``world.exists_share`` set under 1.0
-    (tasks planned on a missing record or an action already done, which the backend never
-    sees, while the checklist grades against that plan)."""
+    before any work: ``world.exists_share`` set under 1.0 where a ``simulate.execute`` backend
+    or a ``world=mcp`` server answers the tool calls (tasks planned on a missing record or an
+    action already done, which neither ever sees, while the checklist grades against that
+    plan)."""
     from wai_exp.simulate.world_setup import plan_not_served_note
 
-    share = (config.get("world") or {}).get("exists_share")
+    world = config.get("world") or {}
+    share = world.get("exists_share")
     if share is None or float(share) >= 1.0:
         return []
     stages = ((config.get("pipeline") or {}).get("stages")) or {}
     sim = config.get("simulate") or {}
-    executes = []
+    by_kind: dict[str, list[str]] = {}
     for name, stage in stages.items():
         if not isinstance(stage, Mapping) or stage.get("kind") != "simulate":
             continue
         own = {**sim, **(stage.get("params") or {})}
-        if own.get("execute") and not own.get("rows"):  # a rows file plans nothing
-            executes.append(name)
-    if not executes:
-        return []
+        if own.get("rows"):  # a rows file plans nothing
+            continue
+        blind = "execute" if own.get("execute") else "mcp" if world.get("kind") == "mcp" else None
+        if blind:
+            by_kind.setdefault(blind, []).append(name)
     return [
         plan_not_served_note(
             f"world.exists_share={float(share):g} plans up to {1.0 - float(share):.0%} of "
-            f"the tasks of {', '.join(executes)} with the record missing or the action "
-            "already done"
+            f"the tasks of {', '.join(names)} with the record missing or the action "
+            "already done",
+            blind,
         )
+        for blind, names in by_kind.items()
     ]
 
 

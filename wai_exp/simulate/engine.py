@@ -59,6 +59,7 @@ from wai_exp.simulate.tasks import MutationQueue, Plan, SituationSource, Task, g
 from wai_exp.simulate.world_setup import (
     WorldSetup,
     mcp_tools,
+    plan_blind,
     plan_not_served,
     resolve_spec,
     resolve_world,
@@ -1377,7 +1378,8 @@ def _result(
         engine.warnings.append(
             f"execute= raised on {n} tool calls (first: {first}); the agent saw each as a tool error"
         )
-    if engine.runner.user_execute and (unserved := plan_not_served(engine.rows)):
+    blind = plan_blind(world.options, engine.runner.user_execute)
+    if blind and (unserved := plan_not_served(engine.rows, blind)):
         report["plan_not_served"] = unserved  # the closing summary prints it
         engine.warnings.append(unserved)
     _run_warnings(cfg, engine, report)

@@ -90,48 +90,69 @@ def resolve_world(knobs: Knobs, execute: Callable[[str, dict[str, Any]], Any] | 
     return WorldSetup(cls, options, kwargs)
 
 
+#: What answers the tool calls without seeing the writer's plan, by kind: the name the
+#: warnings give it, and what they call it after.
+_PLAN_BLIND: dict[str, tuple[str, str]] = {
+    "execute": ("simulate.execute", "your backend"),
+    "mcp": ("the world=mcp server", "the server"),
+}
+
+
+def plan_blind(options: Any, execute: bool) -> str | None:
+    """``"execute"`` when a user's ``execute=`` answers the tool calls, ``"mcp"`` for a
+    ``world=mcp`` server, None for the mock world: the first two answer from their own records
+    and never see the writer's plan (``world_state``), which the checklist grades against."""
+    if execute:
+        return "execute"
+    return "mcp" if getattr(options, "kind", "mock") == "mcp" else None
+
+
 def settled_exists_share(options: Any, execute: Any) -> Any:
-    """``options`` with ``exists_share`` set: the user's value when given, else 1.0 under
-    ``execute=`` and the mock world's 0.5 otherwise. A backend of the user's answers from its
-    own records and never sees the writer's plan, so a task planned on a missing record (or an
-    action already done) would be graded against a state the backend did not have. A share
-    under 1.0 given with ``execute=`` is the user's choice, warned about once before work."""
+    """``options`` with ``exists_share`` set: the user's value when given, else 1.0 when the
+    tool calls are answered by something that never sees the writer's plan (``execute=`` or a
+    ``world=mcp`` server, ``plan_blind``) and the mock world's 0.5 otherwise. Such a world
+    answers from its own records, so a task planned on a missing record (or an action already
+    done) would be graded against a state it did not have. A share under 1.0 given for one is
+    the user's choice, warned about once before work."""
     from wai_exp.simulate.world import DEFAULT_EXISTS_SHARE, USER_BACKEND_EXISTS_SHARE
 
+    blind = plan_blind(options, execute is not None)
     share = getattr(options, "exists_share", DEFAULT_EXISTS_SHARE)
     if share is None:
-        share = USER_BACKEND_EXISTS_SHARE if execute is not None else DEFAULT_EXISTS_SHARE
+        share = USER_BACKEND_EXISTS_SHARE if blind else DEFAULT_EXISTS_SHARE
         return options.model_copy(update={"exists_share": share})
-    if execute is not None and share < 1.0 and f"exists_share={share}" not in _WARNED:
+    if blind and share < 1.0 and f"{blind}:exists_share={share}" not in _WARNED:
         import logging
 
-        _WARNED.add(f"exists_share={share}")
+        _WARNED.add(f"{blind}:exists_share={share}")
         logging.getLogger(__name__).warning(
             "%s",
             plan_not_served_note(
                 f"world.exists_share={share:g} plans up to {1.0 - share:.0%} of the tasks "
-                "with the record missing or the action already done"
+                "with the record missing or the action already done",
+                blind,
             ),
         )
     return options
 
 
-def plan_not_served_note(what: str) -> str:
-    """The warning for tasks planned on a state a user's ``execute=`` backend never saw;
-    ``what`` says which tasks (a share before work, counts of rows after)."""
+def plan_not_served_note(what: str, blind: str = "execute") -> str:
+    """The warning for tasks planned on a state the world answering the tool calls never saw
+    (``blind``: a ``plan_blind`` kind); ``what`` says which tasks (a share before work,
+    counts of rows after)."""
+    name, it = _PLAN_BLIND[blind]
     return (
-        f"simulate.execute answers the tool calls, but {what}: your backend never sees that "
-        "plan, and the checklist grades each reply against it, so an agent that reports what "
-        "your backend answered fails there. Leave world.exists_share unset (1.0 under "
-        "simulate.execute; advanced['world']['exists_share'] from Python) or set it to 1.0, "
-        "and replay with simulate.tasks only tasks your backend can serve, unless it serves "
-        "those states"
+        f"{name} answers the tool calls, but {what}: {it} never sees that plan, and the "
+        f"checklist grades each reply against it, so an agent that reports what {it} "
+        "answered fails there. Leave world.exists_share unset (1.0 under simulate.execute "
+        "or world=mcp; advanced['world']['exists_share'] from Python) or set it to 1.0, and "
+        f"replay with simulate.tasks only tasks {it} can serve, unless it serves those states"
     )
 
 
-def plan_not_served(rows: Sequence[Mapping[str, Any]]) -> str | None:
-    """The warning for a finished ``execute=`` run whose rows were planned on a missing
-    record or an action already done (``scenario_dimensions.world_state``), or None."""
+def plan_not_served(rows: Sequence[Mapping[str, Any]], blind: str = "execute") -> str | None:
+    """The warning for a finished run on a ``plan_blind`` world whose rows were planned on a
+    missing record or an action already done (``scenario_dimensions.world_state``), or None."""
     states = Counter(
         str((r.get("scenario_dimensions") or {}).get("world_state") or r.get("world_state"))
         for r in rows
@@ -141,7 +162,8 @@ def plan_not_served(rows: Sequence[Mapping[str, Any]]) -> str | None:
         return None
     return plan_not_served_note(
         f"{missing + done} of {len(rows)} rows were planned with the record missing "
-        f"({missing}) or the action already done ({done})"
+        f"({missing}) or the action already done ({done})",
+        blind,
     )
 
 
