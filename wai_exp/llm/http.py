@@ -531,6 +531,28 @@ def encode_json(payload: Any) -> bytes:
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
 
+def endpoint_url(base_url: str, path: str) -> str:
+    """``path`` (``/chat/completions``) under ``base_url``'s path, its query kept:
+    ``http://h/v1?api_key=K`` -> ``http://h/v1/chat/completions?api_key=K``. Joined on the
+    raw path, so an escaped character in it (``%2F``) stays escaped. A URL httpx cannot
+    parse is joined as text: sending to it raises ``post_json``'s error naming it."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        return base_url.rstrip("/") + path
+    joined = url.raw_path.split(b"?", 1)[0].rstrip(b"/") + path.encode("ascii")
+    query = b"?" + url.query if url.query else b""
+    return str(url.copy_with(raw_path=joined + query))
+
+
+def server_host(base_url: str) -> str:
+    """``host[:port]`` of ``base_url``: no user, password, path or query."""
+    try:
+        return httpx.URL(base_url).netloc.decode("ascii")
+    except httpx.InvalidURL:
+        return base_url.split("//", 1)[-1].split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
+
+
 @functools.lru_cache(maxsize=256)
 def _parsed_url(url: str) -> httpx.URL:
     # httpx parses a str URL on every request; a backend posts to one URL all run long.

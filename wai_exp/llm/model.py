@@ -83,8 +83,10 @@ class Model:
         return self.provider.kind
 
     def url(self, path: str) -> str:
-        """``path`` (``/completions``) under the spec's base URL."""
-        return self.spec.base_url.rstrip("/") + path
+        """``path`` (``/completions``) under the spec's base URL, its query kept."""
+        from wai_exp.llm.http import endpoint_url
+
+        return endpoint_url(self.spec.base_url, path)
 
     def _entry(self) -> tuple[httpx.AsyncClient, ChatBackend]:
         loop = asyncio.get_running_loop()
@@ -268,9 +270,10 @@ class Model:
         """The hung-server error: the server answered none of the run's calls over two
         timeouts, the second of a call sent alone."""
         from wai_exp.llm.concurrency import ServerUnanswered
+        from wai_exp.llm.http import server_host
 
         n = hung.timeouts if isinstance(hung, ServerUnanswered) else 0
-        host = self.spec.base_url.split("//", 1)[-1].split("/", 1)[0]
+        host = server_host(self.spec.base_url)
         return self.late(
             detail=f"the server at {host} has answered none of this run's calls ({n} timed "
             "out, the last one sent alone after an earlier one had): it is hung, or its "

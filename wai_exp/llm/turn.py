@@ -119,10 +119,10 @@ class ChatBackend:
         api_key: str | None = None,
         policy: RetryPolicy | None = None,
     ) -> None:
-        from wai_exp.llm.http import DEFAULT_RETRY
+        from wai_exp.llm.http import DEFAULT_RETRY, endpoint_url
 
         self.client = client
-        self.url = base_url.rstrip("/") + self.PATH
+        self.url = endpoint_url(base_url, self.PATH)
         self.model = model
         self.headers = self.auth_headers(api_key)
         self.policy = policy or DEFAULT_RETRY

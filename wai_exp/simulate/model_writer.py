@@ -271,7 +271,9 @@ class ModelWriter:
         a ``ValueError`` before any rollout runs."""
         import httpx
 
-        url = self.caller.spec.base_url.rstrip("/") + "/models"
+        from wai_exp.llm.http import endpoint_url
+
+        url = endpoint_url(self.caller.spec.base_url, "/models")
         try:
             httpx.get(url, timeout=timeout_s, headers=_auth(self.caller.api_key))
         except httpx.HTTPError as exc:
