@@ -65,6 +65,16 @@ def _warn_before_work(plain: dict[str, Any]) -> None:
     sys.stderr.flush()
 
 
+def _typed_overrides(hc: Any) -> list[str]:
+    """This run's overrides as the user typed them: unresolved, and for a multirun job
+    without the escapes Hydra's sweeper wrote into its values (``http\\://h``)."""
+    from hydra.types import RunMode
+
+    from wai_exp.tracking.sweep import as_typed
+
+    return as_typed(hc.overrides.task, from_sweeper=hc.mode == RunMode.MULTIRUN)
+
+
 def run(cfg: DictConfig) -> int:
     """Validate ``cfg``, run its pipeline and print the summary. Returns the exit status:
     0 done, 1 a stage failed, 2 invalid config, 3 (``pipeline.refusal_exit_code``) the gate
@@ -117,7 +127,7 @@ def run(cfg: DictConfig) -> int:
             run_dir=run_dir,
             start_dir=start_dir,
             tracker=tracker,
-            overrides=list(hc.overrides.task),
+            overrides=_typed_overrides(hc),
             preset=preset,
             typed=typed,
         )

@@ -171,17 +171,6 @@ def _select(config: Any, path: str) -> Any:
     return node
 
 
-def _as_typed(overrides: Any) -> list[str]:
-    """The override strings as the user typed them. Iterating a ListConfig resolves each
-    ``${...}`` in it (``agent.model=${oc.env:MODEL}`` read as ``agent.model=<its value>``,
-    and an unset variable raised), so it is copied unresolved."""
-    if type(overrides).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf
-
-        overrides = OmegaConf.to_container(overrides, resolve=False)
-    return [str(o) for o in overrides or []]
-
-
 class MlflowSweepCallback(Callback):
     """Parent MLflow run for a Hydra multirun; see the module docstring for the hook roles.
 
@@ -226,14 +215,14 @@ class MlflowSweepCallback(Callback):
             prepare_store,
         )
         from wai_exp.tracking.summary import run_name
-        from wai_exp.tracking.sweep import unpinned
+        from wai_exp.tracking.sweep import as_typed, unpinned
 
         exp_id = prepare_store(uri, settings["experiment"])
         client = MlflowClient(tracking_uri=uri)
         preset = _select(config, "hydra.runtime.choices.experiment")
         from wai_exp.domain.secrets import redact_overrides
 
-        overrides = redact_overrides(_as_typed(_select(config, "hydra.overrides.task")))
+        overrides = redact_overrides(as_typed(_select(config, "hydra.overrides.task")))
         sweep_dir_raw = _select(config, "hydra.sweep.dir")
         # Hydra makes the sweep folder relative to the process's cwd (it never chdirs here).
         hydra_cwd = Path(_select(config, "hydra.runtime.cwd") or os.getcwd())
@@ -361,7 +350,7 @@ class MlflowSweepCallback(Callback):
                 "run_name": r.info.run_name,
                 "status": r.info.status,
                 "overrides": r.data.tags.get("wai.overrides", ""),
-                "override_list": _override_list(r.data.tags),
+                "override_list": sweep_mod.override_list(r.data.tags),
                 "metrics": dict(r.data.metrics),
             }
             for r in kids
@@ -540,18 +529,6 @@ def _child_tasks(run: Any) -> dict[str, float] | None:
             if c
         }
     return None
-
-
-def _override_list(tags: Mapping[str, str]) -> list[str]:
-    """A child's overrides as the list it was started with (``wai.override_list``), else the
-    space-joined ``wai.overrides`` split on spaces."""
-    raw = tags.get("wai.override_list")
-    if raw:
-        with contextlib.suppress(ValueError, TypeError):
-            items = json.loads(raw)
-            if isinstance(items, list):
-                return [str(x) for x in items]
-    return [x for x in tags.get("wai.overrides", "").split() if x]
 
 
 def _sweep_note(

@@ -64,7 +64,13 @@ from wai_exp.tracking.summary import (
     run_name,
     split_knobs,
 )
-from wai_exp.tracking.sweep import parse_overrides, unpinned
+from wai_exp.tracking.sweep import (
+    as_parent_typed,
+    override_list,
+    parse_overrides,
+    same_value,
+    unpinned,
+)
 
 log = logging.getLogger(__name__)
 
@@ -684,6 +690,8 @@ class MlflowTracker:
 
         # Overrides carry keys typed on the command line: never into a tag or an artifact.
         overrides = redact_overrides(str(o) for o in overrides)
+        if parent is not None:  # what the sweep's command line set, as typed there
+            overrides = as_parent_typed(overrides, override_list(parent.data.tags))
         self._preset, self._overrides, self._config_hash = preset, overrides, config_hash
         tags: dict[str, str] = {
             "preset": preset or "none",
@@ -1174,8 +1182,8 @@ def _swept_by(parent: Any, overrides: Sequence[str]) -> list[str]:
     line lacks the key (a preset's ``hydra.sweeper.params``); none without a parent."""
     if parent is None:
         return []
-    typed = parse_overrides(parent.data.tags.get("wai.overrides", ""))
-    return [k for k, v in parse_overrides(overrides).items() if typed.get(k) != v]
+    typed = parse_overrides(override_list(parent.data.tags))
+    return [k for k, v in parse_overrides(overrides).items() if not same_value(typed.get(k), v)]
 
 
 def log_traces(job: tuple[Any, ...]) -> int:

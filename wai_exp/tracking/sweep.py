@@ -14,9 +14,12 @@ the spread between skills is the effect being measured.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,12 +29,16 @@ __all__ = [
     "PIN_KNOB",
     "PIN_OVERRIDE",
     "REPLICATE_KEYS",
+    "as_parent_typed",
+    "as_typed",
     "format_table",
+    "override_list",
     "paired_deltas",
     "parent_metrics",
     "parse_overrides",
     "pinned_by",
     "per_value_table",
+    "same_value",
     "seeds_needed",
     "replicate_spread",
     "swept_keys",
@@ -65,6 +72,78 @@ def parse_overrides(overrides: Sequence[str] | str) -> dict[str, str]:
         key, _, value = text.lstrip("+").partition("=")
         out[key] = value
     return out
+
+
+#: A backslash escape Hydra's sweeper writes into a job's unquoted string value (its
+#: grammar's ESC characters), when it writes each job's overrides back as text.
+_HYDRA_ESCAPE = re.compile(r"\\([\\()\[\]{}:=, \t])")
+
+
+def as_typed(overrides: Any, *, from_sweeper: bool = False) -> list[str]:
+    """The override strings as the user typed them. Iterating an OmegaConf ListConfig
+    resolves each ``${...}`` in it (``agent.model=${oc.env:MODEL}`` read as its value, and an
+    unset variable raised), so it is copied unresolved. ``from_sweeper``: a multirun job's
+    overrides, which Hydra's sweeper wrote back with every special character of a string value
+    escaped (``http\\://h``, ``$\\{oc.env\\:X\\}``); those escapes are undone."""
+    if type(overrides).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        overrides = OmegaConf.to_container(overrides, resolve=False)
+    items = [str(o) for o in overrides or []]
+    return [unescaped(o) for o in items] if from_sweeper else items
+
+
+def unescaped(override: str) -> str:
+    """``override`` with Hydra's escapes in its value undone (``a=http\\://h`` ->
+    ``a=http://h``); a quoted value is Hydra's as typed and kept."""
+    key, eq, value = override.partition("=")
+    if not eq or value[:1] in ("'", '"'):
+        return override
+    return key + "=" + _HYDRA_ESCAPE.sub(r"\1", value)
+
+
+def _canonical(value: str | None) -> str | None:
+    """A value as Hydra reads it, for comparing two spellings: escapes undone, ``False`` and
+    ``false`` one, ``0.50`` and ``0.5`` one."""
+    if value is None:
+        return None
+    text = unescaped(f"={value}")[1:]
+    if text.lower() in ("true", "false", "null"):
+        return text.lower()
+    number = _num_text(text)
+    return repr(number) if number is not None else text
+
+
+def same_value(a: str | None, b: str | None) -> bool:
+    """Whether two override values are one value however they were spelled."""
+    return _canonical(a) == _canonical(b)
+
+
+def as_parent_typed(overrides: Sequence[str], parent: Sequence[str]) -> list[str]:
+    """A sweep job's ``overrides`` with each one that sets a key to the value the sweep's
+    command line (``parent``) gave it written as typed there (``seed=1`` stays, Hydra's
+    ``tracking.plots=False`` becomes the typed ``tracking.plots=false``)."""
+    typed = {
+        text.partition("=")[0]: text for text in parent if "=" in text and not text.startswith("~")
+    }
+    out = []
+    for text in overrides:
+        key, _, value = text.partition("=")
+        mine = typed.get(key)
+        out.append(mine if mine is not None and same_value(mine.partition("=")[2], value) else text)
+    return out
+
+
+def override_list(tags: Mapping[str, str]) -> list[str]:
+    """A run's overrides as the list it was started with (``wai.override_list``), else the
+    space-joined ``wai.overrides`` split on spaces."""
+    raw = tags.get("wai.override_list")
+    if raw:
+        with contextlib.suppress(ValueError, TypeError):
+            items = json.loads(raw)
+            if isinstance(items, list):
+                return [str(x) for x in items]
+    return [x for x in tags.get("wai.overrides", "").split() if x]
 
 
 def unpinned(overrides: Sequence[str]) -> list[str]:
