@@ -55,7 +55,7 @@ FORMAT = register_format(
         },
         templates=(
             "checked with TRL's SFT and DPO tokenization through a Qwen2.5-style tool-calling "
-            "template (tests/rows/test_trainer_formats.py); SmolLM2's own template, Phi-3.5's "
+            "template (tests/e2e/test_trainer_formats.py); SmolLM2's own template, Phi-3.5's "
             "and Gemma 3's drop `tool_calls` and `tools`, so pass a tool-rendering "
             "`chat_template` with those models"
         ),
