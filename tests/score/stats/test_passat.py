@@ -98,6 +98,24 @@ def test_default_k_is_smallest_repeated_group_and_short_groups_are_left_out() ->
     assert p.pass_at_1 == pytest.approx((0.5 + 0.5 + 1 + 1) / 4)
 
 
+def test_a_k_that_ungraded_rows_shrank_names_them_not_more_repeats() -> None:
+    # 4 repeats simulated; the judge gave no verdict on one row of two tasks: k fell to 3.
+    rows = rows_from([(2, 4), (3, 4), (1, 4), (4, 4)])
+    rows[0]["reward"] = rows[5]["reward"] = None
+    p = pass_at(rows)
+    assert p.k == 3 and p.pass_pow_k is None
+    assert "repeats>=4" not in p.note
+    assert "2 rows with no 0/1 grade (unjudged, or a partial reward) left 2 of 4 tasks" in p.note
+    assert (
+        "pass k=4 to read pass^4 and pass@4 over the 2 tasks with at least 4 graded repeats"
+        in p.note
+    )
+    # The advice holds: k=4 reads the full tasks and leaves the short ones out.
+    assert pass_at(rows, k=4).n_groups_at_k == 2
+    # Too few simulated, nothing ungraded: the fix is still more repeats.
+    assert "repeats>=4" in pass_at(rows_from([(2, 3), (1, 3), (0, 3)])).note
+
+
 def test_below_min_k_the_k_way_numbers_are_none_with_the_fix() -> None:
     p = pass_at(rows_from([(1, 2), (2, 2), (0, 2)]))
     assert p.k == 2

@@ -328,7 +328,10 @@ class _KWay:
         min_k: int,
         unanimous_short: bool,
         notes: list[str],
+        rows_per_task: np.ndarray | None = None,
     ) -> _KWay:
+        """``rows_per_task``: each task's rows, graded or not (aligned with ``groups.keys``),
+        so a k that rows without a 0/1 grade shrank is named as such."""
         counts, passes = groups.counts, groups.sums
         default_k = _default_k(counts)
         out = cls(int(k) if k is not None else (default_k if default_k is not None else 1))
@@ -340,9 +343,13 @@ class _KWay:
             )
             return out
         if use_k < min_k:
+            why = f"k={use_k} is below min_k={min_k}: pass^k and pass@k are withheld as too noisy "
+            shrunk = _shrunk_note(counts, rows_per_task, use_k, min_k) if k is None else None
             notes.append(
-                f"k={use_k} is below min_k={min_k}: pass^k and pass@k are withheld as too noisy "
-                f"to act on; simulate with repeats>={min_k} (or pass min_k={use_k} to accept it)"
+                why + f"to act on; {shrunk}"
+                if shrunk
+                else why + f"to act on; simulate with repeats>={min_k} (or pass min_k={use_k} "
+                "to accept it)"
             )
             return out
         pk, ak = pass_k_estimates(counts, passes, use_k)
@@ -372,6 +379,43 @@ class _KWay:
         out.pow_ci, out.at_ci = _interval(pow_res), _interval(at_res)
         out.flat = [(f"pass^{use_k}", pk_e), (f"pass@{use_k}", ak_e)]
         return out
+
+
+def _rows_per_task(facts: Any, groups: TaskGroups) -> np.ndarray:
+    """Each graded task's rows, graded or not, in ``groups.keys`` order."""
+    all_keys, all_task = facts.subgroups(np.ones(len(facts.keys), dtype=bool))
+    totals = dict(
+        zip(all_keys, np.bincount(all_task, minlength=len(all_keys)).tolist(), strict=True)
+    )
+    return np.array([totals[key] for key in groups.keys], dtype=float)
+
+
+def _shrunk_note(
+    counts: np.ndarray, rows_per_task: np.ndarray | None, use_k: int, min_k: int
+) -> str | None:
+    """The fix when the default k fell below ``min_k`` because some tasks' rows went
+    ungraded (a judge error, an out-of-range reward), not because too few were simulated;
+    None when the smallest group is short for want of rows."""
+    if rows_per_task is None:
+        return None
+    ungraded = rows_per_task - counts
+    at_k = counts == use_k
+    if not (ungraded[at_k] > 0).any() or rows_per_task[at_k].max() < min_k:
+        return None
+    short = ungraded > 0
+    full = int((counts >= min_k).sum())
+    skip = (
+        f"pass k={min_k} to read pass^{min_k} and pass@{min_k} over the {full} tasks with "
+        f"at least {min_k} graded repeats, or "
+        if full
+        else ""
+    )
+    return (
+        f"k defaults to the fewest graded repeats of any task, and {int(ungraded.sum())} rows "
+        f"with no 0/1 grade (unjudged, or a partial reward) left {int(short.sum())} of "
+        f"{counts.size} tasks short of the rows they were simulated with: grade those rows "
+        f"again, {skip}pass min_k={use_k} to accept k={use_k}"
+    )
 
 
 def _no_binary_note(facts: Any, skipped: int) -> str:
@@ -459,7 +503,7 @@ def pass_at(
     flat: list[tuple[str, np.ndarray]] = [("pass@1", rates1)]
     if groups.n_tasks < MIN_CI_GROUPS:
         notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {groups.n_tasks}")
-    kw = _KWay.of(groups, k, min_k, unanimous_short, notes)
+    kw = _KWay.of(groups, k, min_k, unanimous_short, notes, _rows_per_task(facts, groups))
     use_k = kw.k
     flat += kw.flat
     boundary = _boundary_note(flat)
