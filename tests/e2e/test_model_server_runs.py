@@ -289,3 +289,5 @@ def test_a_conversation_that_outgrows_the_context_ends_there_and_its_row_lands(t
     text = (run / "simulate" / "report.txt").read_text()
     assert "4 of 4 rollouts outgrew the model's context window" in text
     assert "--n_ctx" in text and "agent.max_turns" in text
+    # and the closing summary says it beside the headline, not only the report
+    assert "warning (simulate): 4 of 4 rollouts outgrew the model's context window" in res.stdout

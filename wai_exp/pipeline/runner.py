@@ -935,6 +935,8 @@ class _Run:
                 f"cache: recomputed, the entry was not reused: {stale}\n"
             )
         failure = failure_reason(result)
+        if failure is not None:
+            withhold_rates(result, spec.name, kind.name, failure)
         stage_dir = self.run_dir / spec.name
         rows_record, ids = _write(entry, stage_dir, result)
         n_rows = int(rows_record["lines"])
@@ -1001,6 +1003,29 @@ def failure_reason(result: StageResult) -> str | None:
     warnings = [str(w) for w in report.get("warnings") or [] if w][:1]
     detail = f" ({warnings[0]})" if warnings else ""
     return f"the run stopped because {', '.join(bad)}{detail}"
+
+
+#: Metric names (and their ``_ci_lo``/``_ci_hi``) a failed stage does not report: a rate
+#: over the rows it got to reads as measured and sorts as one in a runs table (a judge whose
+#: in-range answers were all 0 "measures" pass@1 0.000).
+RATE_METRICS = ("pass_at_1", "pass_pow_k", "pass_at_k", "floor", "headroom")
+
+
+def withhold_rates(result: StageResult, stage: str, kind: str, failure: str) -> None:
+    """Drop a failed stage's rate metrics and say why in ``report["headline_not_measured"]``
+    (``<stage> failed: <the failure's first clause>``), which the closing summary and the
+    MLflow description print as pass@1's reason; its report.txt leads with the same line."""
+    rates = [key for key in result.metrics if key.startswith(RATE_METRICS)]
+    if not rates and _headline(kind) != "grading":
+        return
+    for key in rates:
+        del result.metrics[key]
+    why = f"{stage} failed: {failure.split('; ', 1)[0]}"
+    result.report["headline_not_measured"] = why
+    result.text = (
+        f"pass@1: not measured ({why}); the numbers below read only the rows it scored\n"
+        + result.text
+    )
 
 
 def _counts(inputs: Mapping[str, StageResult], ids: frozenset, n_rows: int) -> dict[str, Any]:
@@ -1118,6 +1143,9 @@ def _missing(outcome: RunOutcome, headline: str) -> str:
     if not named:
         return f"no {headline} stage in this pipeline"
     failed = [s.name for s in outcome.stages if s.name in named and s.status == "failed"]
+    said = [why for _, why in _not_measured(outcome)]
+    if said:
+        return "; ".join(said)
     if failed:
         # Its report's note describes rows it never finished (a judge with no verdict leaves
         # rows "unjudged"): the error line is the answer, not that note's advice.
@@ -1129,6 +1157,65 @@ def _missing(outcome: RunOutcome, headline: str) -> str:
     return f"{', '.join(named)} did not finish"
 
 
+#: Stage warnings the closing summary prints at most; the rest are counted, and every one
+#: stays in its stage's report.json (and the MLflow description).
+MAX_SUMMARY_WARNINGS = 8
+
+
+def _lost_line(report: Mapping[str, Any]) -> list[str]:
+    """The lost-rollouts warning the stage's line in the summary carries (none for a failed
+    stage: its error line says it already)."""
+    if report.get("failed_because"):
+        return []
+    return [str(w) for w in report.get("warnings") or () if "rollouts were lost (" in str(w)][:1]
+
+
+def _stage_warning_texts(report: Mapping[str, Any]) -> list[str]:
+    """A stage's warnings in words: its ``warnings`` list, then what its report keeps apart
+    (rewards a rows file carried that the judge disagreed with, vocabulary the checklist did
+    not know, a plan the MCP server never saw)."""
+    texts = [str(w) for w in report.get("warnings") or () if w]
+    replaced = report.get("replaced_rewards")
+    if isinstance(replaced, dict) and replaced.get("disagree"):
+        texts.append(str(replaced["warning"]))
+    texts += [
+        str(report[key]) for key in ("unknown_vocabulary", "plan_not_served") if report.get(key)
+    ]
+    return texts
+
+
+def _warning_lines(outcome: RunOutcome) -> list[str]:
+    """``warning (<stage>): ...`` for every stage warning (unjudged rows, rollouts cut at the
+    context window, a torn rows-file line ...): each changes what the numbers below mean, so
+    it is on the terminal, not only in report.json. Each text once, none the stage lines or
+    the error line show already, at most ``MAX_SUMMARY_WARNINGS``."""
+    shown = {w for s in outcome.stages if s.result is not None for w in _lost_line(s.result.report)}
+    lines: list[str] = []
+    for s in outcome.stages:
+        report = s.result.report if s.result is not None else None
+        if not isinstance(report, dict):
+            continue
+        for text in _stage_warning_texts(report):
+            if text in shown or (outcome.error and text in outcome.error):
+                continue
+            shown.add(text)
+            lines.append(f"warning ({s.name}): {text}")
+    if len(lines) > MAX_SUMMARY_WARNINGS:
+        more = len(lines) - MAX_SUMMARY_WARNINGS
+        lines = lines[:MAX_SUMMARY_WARNINGS]
+        lines.append(f"warning: {more} more in the stages' report.json")
+    return lines
+
+
+def _not_measured(outcome: RunOutcome) -> list[tuple[str, str]]:
+    """(stage, why) for each failed stage whose numbers were withheld (``withhold_rates``)."""
+    return [
+        (s.name, str(s.result.report["headline_not_measured"]))
+        for s in outcome.stages
+        if s.result is not None and s.result.report.get("headline_not_measured")
+    ]
+
+
 def summarize(outcome: RunOutcome) -> str:
     """The closing block a person reads in the terminal."""
     lines = []
@@ -1137,9 +1224,7 @@ def summarize(outcome: RunOutcome) -> str:
         t = f"{s.compute_s:.1f} s" if s.status in ("ran", "refused") and s.compute_s else ""
         lines.append(f"  {s.name:<16} {s.status:<8} {rows:>11} {t:>8}")
         report = s.result.report if s.result is not None else {}
-        if not report.get("failed_because"):  # a failed stage's error line says it already
-            lost = [w for w in report.get("warnings") or () if "rollouts were lost (" in str(w)]
-            lines.extend(f"    {w}" for w in lost[:1])
+        lines.extend(f"    {w}" for w in _lost_line(report))
         resume = report.get("resume")
         if isinstance(resume, dict):  # what a resume cut or did not reuse of its partial file
             lines.extend(f"    resume: {n}" for n in resume.get("notes") or ())
@@ -1155,22 +1240,7 @@ def summarize(outcome: RunOutcome) -> str:
     }[outcome.status]
     out = [f"wai-exp: {head} in {outcome.wall_s:.1f} s", *lines]
 
-    for s in outcome.stages:
-        # What reading a user's rows file found (a torn line, rewards read from text) changes
-        # what every number below means: show it here, not only in report.txt.
-        stage_report = s.result.report if s.result is not None else None
-        if isinstance(stage_report, dict) and stage_report.get("source") == "rows":
-            out += [f"warning ({s.name}): {w}" for w in stage_report.get("warnings") or []]
-        replaced = stage_report.get("replaced_rewards") if isinstance(stage_report, dict) else None
-        if isinstance(replaced, dict) and replaced.get("disagree"):
-            out.append(f"warning ({s.name}): {replaced['warning']}")
-        vocabulary = (
-            stage_report.get("unknown_vocabulary") if isinstance(stage_report, dict) else None
-        )
-        if vocabulary:
-            out.append(f"warning ({s.name}): {vocabulary}")
-        if isinstance(stage_report, dict) and stage_report.get("plan_not_served"):
-            out.append(f"warning ({s.name}): {stage_report['plan_not_served']}")
+    out += _warning_lines(outcome)
     graded_stages = [s for s in outcome.stages if s.result and "pass_at_1" in s.result.metrics]
     for graded in graded_stages:
         res = graded.result
@@ -1204,7 +1274,10 @@ def summarize(outcome: RunOutcome) -> str:
             out.append(f"  pass^k, pass@k: not measured ({note})")
         if res.report.get("lost_line"):  # what lost rollouts did to these numbers
             out.append(f"  {res.report['lost_line']}")
-    if not graded_stages:
+    if graded_stages:
+        # A failed grading stage beside one that finished: its pass@1 is not that one's.
+        out += [f"pass@1 ({name}): not measured ({why})" for name, why in _not_measured(outcome)]
+    else:
         out.append(f"pass@1: not measured ({_missing(outcome, 'grading')})")
     # Report-like stages (compare, eval_variance, report, next_round, user stages) lead with
     # their own headline; show it rather than make the reader open report.txt.

@@ -332,7 +332,13 @@ def describe_run(
         if s.report.get("lost_line"):  # what lost rollouts did to these numbers
             out.append(str(s.report["lost_line"]))
         out.append("")
-    if not graded:
+    # A grading stage that failed logs no rates: the runner said why (withhold_rates).
+    withheld = [(s.name, str(s.report["headline_not_measured"])) for s in stages
+                if s.report.get("headline_not_measured")]  # fmt: skip
+    for name, why in withheld:
+        where = f" ({name})" if graded else ""
+        out += [f"### pass@1{where} not measured ({why})", ""]
+    if not graded and not withheld:
         kinds = {s.kind for s in stages}
         why = "no grading stage finished" if kinds else "no stage finished"
         out.append(f"### pass@1 not measured ({why})")

@@ -1,0 +1,97 @@
+"""The closing summary and the MLflow run say what a run measured: a failed grading stage
+reports no pass@1, and the warnings that change what the headline means reach the terminal."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+from tests.e2e.test_cli import run_dirs, wai
+
+PCT_JUDGE = """
+import zlib
+
+def pct(row):
+    # rates 0-100, outside the reward contract: a 100 is no verdict, a 0 reads as a fail
+    return 0 if zlib.crc32(row["rollout_id"].encode()) % 5 == 0 else 100
+"""
+
+FLAKY_JUDGE = """
+import zlib
+
+def flaky(row):
+    h = zlib.crc32(row["rollout_id"].encode())
+    if h % 6 == 0:  # a judge service that fails now and then, under max_error_share
+        raise ConnectionError("judge service unavailable")
+    return float(h % 5 != 0)
+"""
+
+QUICK_MLFLOW = ("tracking.plots=false", "tracking.traces=0", "tracking.log_rows=false",
+                "tracking.background=false")  # fmt: skip
+
+
+def test_a_failed_grade_reports_pass_at_1_not_measured_and_logs_no_rate(tmp_path):
+    (tmp_path / "userjudge.py").write_text(PCT_JUDGE)
+    res = wai(tmp_path, "+experiment=eval", "judge=callable", "judge.target=userjudge:pct",
+              "simulate.budget=80", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}",
+              *QUICK_MLFLOW)  # fmt: skip
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert (
+        "pass@1: not measured (evaluate failed: the judge could not score 64 of 80 rows, more "
+        "than judge.max_error_share=0.25)\n" in out
+    )
+    # Before: "pass@1: 0.000 95% CI [...]" from the only rows it read (its 0 answers).
+    assert not re.search(r"pass@1[^:\n]*: \d", out) and "floor:" not in out
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        [(run_id, status)] = db.execute("select run_uuid, status from runs").fetchall()
+        metrics = dict(
+            db.execute("select key, value from latest_metrics where run_uuid=?", (run_id,))
+        )
+        [(note,)] = db.execute(
+            "select value from tags where key='mlflow.note.content' and run_uuid=?", (run_id,)
+        ).fetchall()
+    assert status == "FAILED"
+    rates = ("pass_at", "pass_pow", "floor", "headroom")
+    assert not [k for k in metrics if k.split(".")[-1].startswith(rates)], metrics
+    assert metrics["evaluate.unjudged"] == 64.0  # what it did count stays
+    assert "### pass@1 not measured (evaluate failed: the judge could not score 64" in note
+    assert "### pass@1 0" not in note
+    [run] = run_dirs(tmp_path)
+    assert "pass_at_1" not in json.loads((run / "evaluate" / "metrics.json").read_text())
+    report = (run / "evaluate" / "report.txt").read_text()
+    assert report.startswith("pass@1: not measured (evaluate failed: the judge could not score")
+
+
+def test_given_rewards_on_another_scale_fail_the_grade_with_pass_at_1_not_measured(tmp_path):
+    rows = [
+        {"messages": [{"role": "user", "content": f"What is the weather in city {t}?"},
+                      {"role": "assistant", "content": "Sunny."}],
+         "reward": 10 if (t + rep) % 2 else 0}
+        for t in range(8) for rep in range(4)
+    ]  # fmt: skip
+    (tmp_path / "rew10.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = wai(tmp_path, "+experiment=eval", "judge=given", "simulate.rows=rew10.jsonl",
+              "tracking=none")  # fmt: skip
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "pass@1: not measured (evaluate failed: the judge could not score 16 of 32 rows" in (out)
+    assert not re.search(r"pass@1[^:\n]*: \d", out)
+
+
+def test_unjudged_rows_are_warned_about_and_named_as_what_shrank_k(tmp_path):
+    (tmp_path / "userjudge.py").write_text(FLAKY_JUDGE)
+    res = wai(tmp_path, "+experiment=eval", "judge=callable", "judge.target=userjudge:flaky",
+              "simulate.budget=80", "tracking=none")  # fmt: skip
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    [run] = run_dirs(tmp_path)
+    report = json.loads((run / "evaluate" / "report.json").read_text())
+    n = report["judge_status"]["error"]
+    assert 0 < n <= 20 and report["k"] == 3  # 4 repeats simulated; errors left some tasks 3
+    assert f"warning (evaluate): rows the judge did not score (error={n})" in out
+    # Before: "simulate with repeats>=4", though it did simulate 4 repeats.
+    assert "repeats>=4" not in out
+    assert f"{n} rows with no 0/1 grade (unjudged, or a partial reward) left" in out
+    assert "pass k=4 to read pass^4 and pass@4 over the" in out
