@@ -197,3 +197,14 @@ def test_a_rollout_id_written_twice_is_warned_about(tmp_path):
     rows, report = load_rows(path)
     assert len(rows) == 3 and report["repeated_rollout_ids"] == 1
     assert any("'r-1', 2 times" in w for w in report["warnings"])
+
+
+def test_a_byte_order_mark_before_the_first_row_is_not_part_of_it(tmp_path):
+    # PowerShell and Excel write one; it used to make line 1 "not JSON (Unexpected UTF-8 BOM)"
+    line = json.dumps({"messages": [{"role": "user", "content": "hi"},
+                                    {"role": "assistant", "content": "hello"}]})  # fmt: skip
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + f"{line}\n{line}\n".encode())
+    rows, report = load_rows(path)
+    assert report["rows"] == 2 and [r["prompt"] for r in rows] == ["hi", "hi"]
+    assert [r["final_text"] for r in rows] == ["hello", "hello"]

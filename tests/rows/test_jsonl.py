@@ -72,3 +72,19 @@ def test_rows_read_without_sharing_are_the_same_rows(tmp_path):
         fh.write('{"scenario_id": "torn", "rew')
     shared, plain = list(iter_rows(path)), list(iter_rows(path, shared=False))
     assert plain == shared and len(plain) == 5
+
+
+def test_a_byte_order_mark_before_the_first_row_is_skipped(tmp_path):
+    # compare, labels and tasks read a user's file here too; a BOM made line 1 "not a JSON row"
+    import gzip
+
+    rows = [{"rollout_id": f"r{i}", "prompt": f"ask {i}", "final_text": "ok"} for i in range(3)]
+    plain = tmp_path / "plain.jsonl"
+    write_rows(plain, rows)
+    data = plain.read_bytes()
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + data)
+    zipped = tmp_path / "bom.jsonl.gz"
+    zipped.write_bytes(gzip.compress(b"\xef\xbb\xbf" + data))
+    assert read_rows(bom) == read_rows(zipped) == read_rows(plain)
+    assert [r["rollout_id"] for r in read_rows(bom)] == ["r0", "r1", "r2"]

@@ -46,7 +46,7 @@ def read_records(path: Path) -> list[dict[str, Any]] | str:
     if not path.is_file():
         return f"{path} does not exist: pass a publish/train.jsonl of a run with selection=rl"
     records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -125,11 +125,13 @@ def _shared_strings_decoder() -> json.JSONDecoder:
 
 
 def _open_text(path: Path) -> Any:
+    """``path`` as text; a leading byte-order mark (PowerShell, Excel) is skipped, not read
+    as the first row's first character."""
     if path.suffix == ".gz":
         import gzip
 
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8")
+        return gzip.open(path, "rt", encoding="utf-8-sig")
+    return path.open(encoding="utf-8-sig")
 
 
 def iter_rows(path: str | os.PathLike[str], *, shared: bool = True) -> Iterator[dict[str, Any]]:

@@ -159,7 +159,9 @@ def load_rows(
     rows: list[dict[str, Any]] = []
     tally = _Tally()
     try:
-        fh = path.open(encoding="utf-8")
+        # utf-8-sig: PowerShell and Excel start a UTF-8 file with a byte-order mark, which
+        # plain utf-8 hands to the JSON parser as text (the first row "not JSON").
+        fh = path.open(encoding="utf-8-sig")
     except OSError as exc:
         raise RowsFileError(f"{path}: cannot be read ({exc.strerror})") from None
     with fh:

@@ -708,8 +708,9 @@ def _distinctive(vocab: Mapping[str, set[str]]) -> dict[str, set[str]]:
 
 
 def _read_text(path: Path) -> str:
-    """The one I/O in this package: read the suite file ``coverage_gap`` was handed."""
-    return path.read_text(encoding="utf-8")
+    """The one I/O in this package: read the suite file ``coverage_gap`` was handed (a
+    leading byte-order mark skipped)."""
+    return path.read_text(encoding="utf-8-sig")
 
 
 def _asks_from_items(items: Any, where: str) -> list[str]:
