@@ -9,7 +9,7 @@ import contextvars
 import inspect
 import queue
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,7 +151,8 @@ class UserAgent:
     engine runs rollouts (``concurrency``; blocking user code must not hold the event loop);
     an async one is awaited in the loop. What it returns
     becomes a trajectory dict: a ``str`` is the final reply; a dict with ``steps`` or
-    ``messages`` in any shape ``rows.reader.read_steps`` accepts gives internal steps.
+    ``messages`` in any shape ``rows.reader.read_steps`` accepts gives internal steps, read
+    beside the world's record of its ``world.execute`` calls (``steps_beside_recorded``).
 
     Awaiting a call raises ``TypeError`` for any other return type, ``RowShapeError`` for
     steps no shape reads, and whatever the callable raised.
@@ -189,7 +190,8 @@ class UserAgent:
             self.call_times.done(token)
             if server is not None:
                 server.close()
-        return trajectory_of(prompt, out)
+        # Read once the call returned: every world.execute it made has been answered.
+        return trajectory_of(prompt, out, recorded=getattr(world, "steps", None) or ())
 
     def _pool(self) -> _Workers:
         if self._workers is None:
@@ -326,11 +328,21 @@ def context_keys(fn: Any) -> tuple[tuple[str, ...], bool]:
 _TRAJECTORY_KEYS = frozenset({"final_text", "steps", "messages"})
 
 
-def trajectory_of(prompt: str, out: Any) -> dict[str, Any]:
+class TrajectoryConflict(ValueError):
+    """The steps an agent returned and the ``world.execute`` calls it made disagree."""
+
+
+def trajectory_of(
+    prompt: str, out: Any, *, recorded: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
     """What an agent returned, as a trajectory dict: a ``str`` is the final reply; a list of
     OpenAI-style messages (or of steps), or a dict's ``steps`` (else ``messages``), are read
-    into internal steps, and ``final_text`` defaults to the last assistant reply. Raises
-    ``TypeError`` for any other type, ``RowShapeError`` for steps no shape reads."""
+    into internal steps, and ``final_text`` defaults to the last assistant reply.
+
+    ``recorded`` is what the world recorded while the agent ran (``world.execute`` and
+    ``ask_user``); ``steps_beside_recorded`` says which of the two the row's steps are.
+    Raises ``TypeError`` for any other type, ``RowShapeError`` for steps no shape reads,
+    ``TrajectoryConflict`` for returned steps that contradict the world's record."""
     from wai_exp.rows.reader import read_steps
 
     if isinstance(out, str):
@@ -367,4 +379,69 @@ def trajectory_of(prompt: str, out: Any) -> dict[str, Any]:
             last = next((s for s in reversed(steps) if s.get("kind") == "assistant"), None)
             if last is not None and not last.get("tool_calls"):
                 out["final_text"] = str(last.get("content") or "")
+        if recorded:
+            kept = steps_beside_recorded(steps, list(recorded))
+            if kept is None:
+                del out["steps"]  # the engine reads the world's record, as for a str reply
+            else:
+                out["steps"] = kept
     return out
+
+
+def _tool_activity(steps: Sequence[Mapping[str, Any]]) -> bool:
+    return any(s.get("kind") == "tool" or s.get("tool_calls") for s in steps)
+
+
+def _call_of(step: Mapping[str, Any]) -> tuple[Any, Any]:
+    return step.get("name"), step.get("arguments") or {}
+
+
+def steps_beside_recorded(
+    returned: list[dict[str, Any]], recorded: list[Mapping[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """The row's steps when the agent both returned steps and acted through the world:
+    None means the world's record (the engine reads it), else the steps to keep.
+
+    - Returned steps with no tool call carry the reply: the world's record holds the
+      calls and the person's answers, and the reply follows them, the row a str reply
+      gets. Assistant turns before the reply are not placed among the calls (nothing
+      says where they fell); a dialogue with no call made is kept as returned.
+    - Returned tool calls beside no recorded call are the agent's own transcript: kept.
+    - Returned tool calls that are the recorded calls (same tools, same arguments, same
+      order) are one trajectory told twice: the returned turns are kept, each tool step
+      read from the world's record (its result, status and fault: what the checklist and
+      the fault count read), under the returned call id its assistant turn names.
+    - Anything else is two different trajectories, and the row cannot hold both: refused.
+    """
+    made = [s for s in recorded if s.get("kind") == "tool"]
+    if not _tool_activity(returned):
+        turns = [s for s in returned if s.get("kind") in ("assistant", "user")]
+        if not made and len(turns) > 1:
+            return returned  # a dialogue through ask_user alone: its turns are the record
+        return None
+    if not made:
+        return returned
+    said = [s for s in returned if s.get("kind") == "tool"]
+    if [_call_of(s) for s in said] != [_call_of(s) for s in made]:
+        raise TrajectoryConflict(
+            f"the tool calls returned ({_names(said)}) are not the world.execute calls made "
+            f"({_names(made)}); {_FIX}"
+        )
+    twins = iter(made)
+    return [
+        {**next(twins), "tool_call_id": s.get("tool_call_id")} if s.get("kind") == "tool" else s
+        for s in returned
+    ]
+
+
+#: What a conflict's message tells the user to return instead (kept short: the run's closing
+#: summary quotes the first error whole only up to about 300 characters).
+_FIX = (
+    "return the reply alone (a str or one assistant message), or the transcript whose "
+    "tool calls are those world.execute calls, in order"
+)
+
+
+def _names(steps: Sequence[Mapping[str, Any]]) -> str:
+    names = [str(s.get("name")) for s in steps[:5]]
+    return ", ".join(names) + (", ..." if len(steps) > 5 else "") if names else "none"

@@ -5,6 +5,7 @@ code run on a bounded thread pool."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
@@ -301,3 +302,109 @@ def test_a_class_passed_as_the_agent_is_refused_before_work_naming_the_fix():
     ):
         run(Desk)
     assert len(run(Desk()).rows) == 6
+
+
+def _looks_up(world, message):
+    """One world.execute call on the ask's order; its recorded step."""
+    import re
+
+    found = re.search(r"ORD-\d{5}", message)
+    return world.execute("lookup_order", {"order_id": found.group() if found else "ORD-00000"})
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda reply: reply,
+        lambda reply: {"role": "assistant", "content": reply},
+        lambda reply: [{"role": "user", "content": "hi"}, {"role": "assistant", "content": reply}],
+        lambda reply: {"messages": [{"role": "assistant", "content": reply}]},
+        lambda reply: {"steps": [{"kind": "assistant", "content": reply}], "final_text": reply},
+    ],
+    ids=["str", "message", "message_list", "messages_dict", "steps_dict"],
+)
+def test_a_reply_returned_beside_world_execute_calls_keeps_the_calls(shape):
+    # a returned message used to replace the world's record: every lookup gone from the row
+    def agent(message, *, world):
+        step = _looks_up(world, message)
+        return shape(f"Looked up: {step['status']}")
+
+    rows = run(agent, advanced={"seed": 5}).rows
+    assert len(rows) == 6
+    for row in rows:
+        [tool] = [s for s in row["steps"] if s["kind"] == "tool"]
+        assert (
+            tool["name"] == "lookup_order" and row["final_text"] == f"Looked up: {tool['status']}"
+        )
+        assert [s["kind"] for s in row["steps"]] == ["assistant", "tool", "assistant"]
+    base = run(lambda m, *, world: f"Looked up: {_looks_up(world, m)['status']}",
+               advanced={"seed": 5}).rows  # fmt: skip
+    assert [r["steps"] for r in rows] == [r["steps"] for r in base]
+
+
+def test_a_transcript_of_the_calls_made_takes_each_result_from_the_world():
+    # the transcript says every call went fine; the world's record says what happened
+    def agent(message, *, world):
+        step = _looks_up(world, message)
+        call = {"name": "lookup_order", "arguments": json.dumps(step["arguments"])}
+        return [
+            {"role": "assistant", "content": "Checking.",
+             "tool_calls": [{"id": "mine", "type": "function", "function": call}]},
+            {"role": "tool", "tool_call_id": "mine", "content": '{"ok": true}'},
+            {"role": "assistant", "content": "Done."},
+        ]  # fmt: skip
+
+    data = run(agent, budget=24, fault_rate=1.0, advanced={"seed": 2})
+    assert len(data.rows) == 24
+    statuses = set()
+    for row in data.rows:
+        kinds = [s["kind"] for s in row["steps"]]
+        assert kinds == ["assistant", "tool", "assistant"] and row["final_text"] == "Done."
+        tool = row["steps"][1]
+        assert tool["tool_call_id"] == "mine" and row["steps"][0]["content"] == "Checking."
+        assert tool["result"] != {"ok": True}  # the world's answer, not the agent's retelling
+        statuses.add(tool["status"])
+    assert statuses - {"ok"}, statuses  # a fault the world fired stays on its step
+
+
+def test_a_dialogue_returned_beside_world_execute_calls_keeps_the_calls_and_answers():
+    # the lookup and the person's answer from the world's record, the reply from the
+    # transcript: the row the same agent gets returning the reply as a str
+    def act(message, world):
+        _looks_up(world, message)
+        return world.ask_user("What is your order number?")
+
+    def agent(message, *, world):
+        answer = act(message, world)
+        return [
+            {"role": "assistant", "content": "What is your order number?"},
+            {"role": "user", "content": answer or ""},
+            {"role": "assistant", "content": "All done."},
+        ]
+
+    def as_str(message, *, world):
+        act(message, world)
+        return "All done."
+
+    rows = run(agent, advanced={"seed": 4}).rows
+    assert len(rows) == 6 and all(r["final_text"] == "All done." for r in rows)
+    assert all(any(s["kind"] == "tool" for s in r["steps"]) for r in rows)
+    assert any(s["kind"] == "user" for r in rows for s in r["steps"])
+    base = run(as_str, advanced={"seed": 4}).rows
+    assert [r["steps"] for r in rows] == [r["steps"] for r in base]
+
+
+def test_a_dialogue_returned_beside_ask_user_alone_is_kept():
+    # no world.execute call: the returned turns are the only record of where the ask fell
+    def agent(message, *, world):
+        answer = world.ask_user("What is your order number?") or "(no answer)"
+        return [
+            {"role": "assistant", "content": "What is your order number?"},
+            {"role": "user", "content": answer},
+            {"role": "assistant", "content": "Thanks."},
+        ]
+
+    rows = run(agent).rows
+    assert rows and all(
+        [s["kind"] for s in r["steps"]] == ["assistant", "user", "assistant"] for r in rows
+    )
