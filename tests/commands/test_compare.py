@@ -483,3 +483,17 @@ def test_a_compare_run_whose_processes_died_is_marked_killed_by_the_next(tmp_pat
     assert f"pid {gone.stdout.strip()}" in why
     # a comparison has no rows to resume from: it is recorded again
     assert "Run the same `wai-exp compare` command again" in why and "resume" not in why, why
+
+
+def test_the_fixes_printed_are_the_ones_a_cli_user_types(tmp_path: Path, capsys) -> None:
+    """A move on one run a side names re-runs and a floor: as overrides and flags, not as
+    the Python API's simulate(...) / eval_variance(...)."""
+    a = run_dir(tmp_path, "a", arm(0.3, 1, policy="a"))
+    b = run_dir(tmp_path, "b", arm(0.7, 2, policy="b"))
+    main([str(a), str(b), "--no-record"])
+    out = capsys.readouterr().out
+    assert "simulate.runs=3" in out and "--run-std-from <eval_variance report.json>" in out
+    for python in ("simulate(tasks=", "eval_variance(", "data.report()", "balance_rollouts="):
+        assert python not in out
+    # rows with no run report behind them: whether they lost rollouts is not known
+    assert "before: lost rollouts not known (rows from" in out

@@ -25,6 +25,12 @@ resolves against the folder the command ran from (``tracking.resolve_tracking_ur
 is read and checked. A compare run the writer left half-made (it died mid-record) ends
 FAILED, naming the complete run this process then records.
 
+Each arm's lost rollouts (no row: the agent raised or timed out) count as its run counted
+them: the graded stage's ``report.json`` names their tasks (``lost.by_task``), so a run
+that counted them as failures (``simulate.lost_as=failure``) reads the same pass@1 here as
+in its own headline; a line under the verdict says so, or that they are not known (rows
+from elsewhere). Fixes in the warnings are the CLI's (``delta_report(cli=True)``).
+
 Exit status: 0 when the report is ok (no regression, no failed guard, comparable arms), 1
 when it is not, 2 on bad input (the message names the fix).
 """
@@ -169,17 +175,61 @@ def _pick_stage(found: list[str], where: str, stage: str | None) -> str:
     )
 
 
-def _rows_from_path(path: Path, stage: str | None) -> tuple[list[dict[str, Any]], str]:
+class Arm(NamedTuple):
+    """One side as read: its rows, where they came from, and its graded stage's report
+    (None when the rows are not a run's stage: a rows file from elsewhere, pooled runs)."""
+
+    rows: list[dict[str, Any]]
+    src: str
+    report: dict[str, Any] | None
+
+
+def _stage_report(stage_dir: Path) -> dict[str, Any] | None:
+    """The stage's report.json with its lost rollouts' tasks, or None when there is none.
+    A report recorded before the grade stage kept ``lost.by_task`` gets it from the stage
+    it read (the sibling simulate stage whose ``lost`` block counts the same rollouts)."""
+    try:
+        report = json.loads((stage_dir / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict):
+        return None
+    block = report.get("lost")
+    if isinstance(block, dict) and block.get("rollouts") and "by_task" not in block:
+        found = [
+            b["by_task"]
+            for d in sorted(stage_dir.parent.iterdir())
+            if d != stage_dir and (b := _lost_block(d / "report.json"))
+            and b.get("rollouts") == block["rollouts"] and isinstance(b.get("by_task"), dict)
+        ]  # fmt: skip
+        if len(found) == 1:  # two candidates: which one this stage read is not known
+            report["lost"] = {**block, "by_task": found[0]}
+    return report
+
+
+def _lost_block(path: Path) -> dict[str, Any] | None:
+    try:
+        block = json.loads(path.read_text(encoding="utf-8")).get("lost")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return block if isinstance(block, dict) else None
+
+
+def _rows_from_path(path: Path, stage: str | None) -> Arm:
     from wai_exp.rows.jsonl import iter_rows
 
     if path.is_file():
-        return list(iter_rows(path)), str(path)
+        # a stage's own rows.jsonl is that stage; any other file is rows from elsewhere
+        report = _stage_report(path.parent) if path.name == "rows.jsonl" else None
+        return Arm(list(iter_rows(path)), str(path), report)
     if (path / "rows.jsonl").is_file():
-        return list(iter_rows(path / "rows.jsonl")), str(path / "rows.jsonl")
+        return Arm(
+            list(iter_rows(path / "rows.jsonl")), str(path / "rows.jsonl"), _stage_report(path)
+        )
     found = [d.name for d in path.iterdir() if d.is_dir() and (d / "rows.jsonl").is_file()]
     name = _pick_stage(found, f"run dir {path}", stage)
     src = path / name / "rows.jsonl"
-    return list(iter_rows(src)), str(src)
+    return Arm(list(iter_rows(src)), str(src), _stage_report(path / name))
 
 
 def _tracking_uri(given: str | None) -> str:
@@ -197,7 +247,7 @@ def _tracking_uri(given: str | None) -> str:
         raise CompareInputError(f"{where} {uri}: {exc}") from exc
 
 
-def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[dict[str, Any]], str]:
+def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> Arm:
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :].split("?")[0]).exists():
         raise CompareInputError(
             f"{run_id!r} is not a file or directory, and there is no MLflow store at {uri} to "
@@ -231,12 +281,17 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> tuple[list[di
         # read, then removed: a stage's rows can be hundreds of MB
         with tempfile.TemporaryDirectory(prefix="wai-exp-compare-") as dest:
             rows = list(iter_rows(client.download_artifacts(run_id, f"{name}/{files[name]}", dest)))
+            report = None
+            with contextlib.suppress(Exception):  # no report.json: its lost are not known
+                report = _stage_report(
+                    Path(client.download_artifacts(run_id, f"{name}/report.json", dest)).parent
+                )
     except MlflowException as exc:
         raise CompareInputError(
             f"{run_id!r} is not a path and not a run in {uri} ({exc.message}); pass a run dir, a "
             "stage dir, a rows .jsonl, or a run id from that store (--tracking-uri)"
         ) from exc
-    return rows, f"mlflow run {run_id}: {name}/{files[name]}"
+    return Arm(rows, f"mlflow run {run_id}: {name}/{files[name]}", report)
 
 
 def _children(client: Any, parent: Any) -> list[Any]:
@@ -250,9 +305,7 @@ def _children(client: Any, parent: Any) -> list[Any]:
     )
 
 
-def _rows_from_parent(
-    client: Any, parent: Any, stage: str | None, uri: str
-) -> tuple[list[dict[str, Any]], str]:
+def _rows_from_parent(client: Any, parent: Any, stage: str | None, uri: str) -> Arm:
     """The pooled rows of a sweep's children, when they are replicates of one configuration
     (they differ only by seed/replicate); else a ``CompareInputError`` naming the children."""
     from wai_exp.tracking.sweep import REPLICATE_KEYS
@@ -269,9 +322,9 @@ def _rows_from_parent(
         )
     rows: list[dict[str, Any]] = []
     for kid in kids:
-        got, _ = _rows_from_mlflow(kid.info.run_id, stage, uri)
-        rows.extend(got)
-    return rows, f"mlflow sweep {parent.info.run_id}: {len(kids)} replicate runs pooled"
+        rows.extend(_rows_from_mlflow(kid.info.run_id, stage, uri).rows)
+    # pooled runs have no one report: their lost rollouts are not known here
+    return Arm(rows, f"mlflow sweep {parent.info.run_id}: {len(kids)} replicate runs pooled", None)
 
 
 def load_arm(
@@ -281,6 +334,12 @@ def load_arm(
 
     Raises ``CompareInputError`` naming the fix when ``ref`` names no graded rows.
     """
+    arm = read_arm(ref, stage, tracking_uri)
+    return arm.rows, arm.src
+
+
+def read_arm(ref: str, stage: str | None = None, tracking_uri: str | None = None) -> Arm:
+    """``load_arm`` with the graded stage's report (``Arm.report``), for its lost rollouts."""
     path = Path(ref).expanduser()
     if not path.exists() and ":" in ref:
         # RUN_ID:STAGE names one stage of a run (both arms of the delta preset live in one)
@@ -288,12 +347,12 @@ def load_arm(
         if head and tail and "/" not in tail:
             ref, stage, path = head, tail, Path(head).expanduser()
     if path.exists():
-        rows, src = _rows_from_path(path, stage)
+        arm = _rows_from_path(path, stage)
     else:
-        rows, src = _rows_from_mlflow(ref, stage, _tracking_uri(tracking_uri))
-    if not rows:
-        raise CompareInputError(f"{src} holds no rows; point at a stage that produced rows")
-    return rows, src
+        arm = _rows_from_mlflow(ref, stage, _tracking_uri(tracking_uri))
+    if not arm.rows:
+        raise CompareInputError(f"{arm.src} holds no rows; point at a stage that produced rows")
+    return arm
 
 
 #: Replicate keys that change which situations a job draws: jobs that differ in them ran on
@@ -465,8 +524,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # the store is checked now when the report goes there (else only a run id needs it)
         uri = args.tracking_uri if args.no_record else _tracking_uri(args.tracking_uri)
-        before, src_b = load_arm(args.before, args.stage, uri)
-        after, src_a = load_arm(args.after, args.stage, uri)
+        from wai_exp.pipeline.stages.compare import arm_lost
+
+        arm_b = read_arm(args.before, args.stage, uri)
+        arm_a = read_arm(args.after, args.stage, uri)
+        src_b, src_a = arm_b.src, arm_a.src
+        # each arm's lost rollouts count as its run counted them (simulate.lost_as)
+        lost = {
+            "before": arm_lost("before", arm_b.report, src_b),
+            "after": arm_lost("after", arm_a.report, src_a),
+        }
         run_std: Any = args.run_std
         run_std_runs = args.run_std_runs
         floor_warnings: list[str] = []
@@ -478,8 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from wai_exp.score.stats.delta import delta_report, format_delta_report
 
         report = delta_report(
-            before,
-            after,
+            arm_b.rows,
+            arm_a.rows,
             target=args.target,
             must_not_regress=args.must_not_regress,
             markers=args.markers,
@@ -491,7 +558,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             balance_rollouts=args.balance_rollouts,
             alpha=args.alpha,
+            lost={side: got.by_task for side, got in lost.items()},
+            cli=True,
         )
+        report["lost_lines"] = [got.line for got in lost.values() if got.line]
     except (CompareInputError, ValueError, OSError) as exc:
         sys.stderr.write(f"wai-exp compare: {exc}\n")
         return EXIT_BAD_INPUT

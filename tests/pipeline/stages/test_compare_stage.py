@@ -124,14 +124,31 @@ def test_eval_variance_stage_puts_intervals_on_its_headline(tmp_path: Path) -> N
     assert res.text.startswith("eval_variance on pass_at_1: run_std ")
 
 
-def test_an_arm_that_lost_rollouts_is_named_in_the_delta_report(tmp_path: Path) -> None:
-    """Issue 18.1: the delta pairs landed rows only, so an arm's lost rollouts are named."""
-    line = "lost: 8 of 240 rollouts (by task category: issue_refund 8 of 40), counted as failures"
+def test_an_arm_that_lost_rollouts_counts_them_as_its_grade_stage_did(tmp_path: Path) -> None:
+    """Issue 18.1: lost rollouts left no row; the arm's grade report names their tasks
+    (lost.by_task), and the delta counts them as failures, as the arm's pass@1 did."""
+    from wai_exp.score.stats.passat import pass_at
+
+    after_rows = graded(0.7, 2)
+    by_task = {f"t{t}": ["fixed", "fixed"] for t in range(10)}
+    block = {"rollouts": 20, "lost_as": "failure", "counted": True, "by_task": by_task}
     inputs = {
         "grade_before": StageResult(rows=graded(0.3, 1)),
-        "grade_after": StageResult(rows=graded(0.7, 2), report={"lost_line": line}),
+        "grade_after": StageResult(rows=after_rows, report={"lost": block}),
     }
     res = resolve("compare").fn(ctx(tmp_path, "compare", "compare"), {}, inputs)
-    [w] = [w for w in res.report["warnings"] if "lost" in w]
-    assert w.startswith(f"after arm (grade_after) {line}") and "not in it" in w
-    assert res.text.count(f"warning: {w}") == 1
+    own = pass_at(after_rows, lost=by_task).pass_at_1
+    assert res.report["metrics"]["pass_at_1"]["after"] == pytest.approx(own)
+    assert own < pass_at(after_rows).pass_at_1
+    assert res.report["lost_counted"] == {"before": 0, "after": 20}
+    line = "after: 20 lost rollouts counted as failures, as the run did (simulate.lost_as=failure)"
+    assert res.text.count(line) == 1
+    # excluded by the run: left out here too, and said
+    inputs["grade_after"] = StageResult(
+        rows=after_rows, report={"lost": {**block, "lost_as": "excluded", "counted": False}}
+    )
+    res = resolve("compare").fn(ctx(tmp_path, "compare", "compare"), {}, inputs)
+    assert res.report["metrics"]["pass_at_1"]["after"] == pytest.approx(
+        pass_at(after_rows).pass_at_1
+    )
+    assert "after: 20 lost rollouts left out, as the run did" in res.text

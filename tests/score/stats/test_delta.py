@@ -817,3 +817,42 @@ def test_rows_an_adaptive_policy_added_do_not_skew_the_delta() -> None:
     assert metric["before"] == pytest.approx(0.25) and metric["delta"] == pytest.approx(0.0)
     assert rep["target_verdict"] != "regressed"
     assert any("160 row(s) an adaptive policy added" in w for w in rep["warnings"])
+
+
+def test_lost_rollouts_count_as_failed_repeats_as_pass_at_counts_them() -> None:
+    """delta_report(lost=...) reads an arm's pass@1 as pass_at(lost=...) does: the
+    rollouts that left no row are failed repeats of their tasks (one task lost them all)."""
+    from wai_exp.score.stats.passat import pass_at
+
+    rng = np.random.default_rng(3)
+    before = [
+        {"scenario_id": f"t{t}", "reward": float(rng.random() < 0.6), "final_text": "ok"}
+        for t in range(30)
+        for _ in range(4)
+    ]
+    after = [dict(r, reward=float(rng.random() < 0.6)) for r in before]
+    # t0 lost every rollout (no row); t1..t9 lost one each
+    after = [r for r in after if r["scenario_id"] != "t0"]
+    lost_after = {"t0": ["fixed"] * 4, **{f"t{t}": ["fixed"] for t in range(1, 10)}}
+    for t in range(1, 10):
+        after.remove(next(r for r in after if r["scenario_id"] == f"t{t}"))
+    rep = delta_report(before, after, lost={"after": lost_after}, n_boot=500)
+    m = rep["metrics"]["pass_at_1"]
+    assert m["after"] == pytest.approx(pass_at(after, lost=lost_after).pass_at_1)
+    assert m["before"] == pytest.approx(pass_at(before).pass_at_1)
+    assert rep["n_paired_tasks"] == 30 and rep["lost_counted"] == {"before": 0, "after": 13}
+    # the lost rollouts hold their slots: k stays 4 and no unequal-k warning
+    assert rep["config"]["after"]["k"] == 4
+    assert not any("unequal k" in w for w in rep["warnings"])
+    without = delta_report(before, after, n_boot=500)
+    assert without["metrics"]["pass_at_1"]["after"] > m["after"]
+
+
+def test_same_rollouts_on_both_sides_are_named_as_such() -> None:
+    rows = [
+        {"scenario_id": f"t{t}", "reward": float(t % 2), "rollout_id": f"r{t}-{i}"}
+        for t in range(10)
+        for i in range(2)
+    ]
+    rep = delta_report(rows, list(reversed(rows)), n_boot=500)
+    assert any("compares a run's rows with themselves, not a re-run" in w for w in rep["warnings"])

@@ -24,6 +24,10 @@ and the before arm's, each with a Wilson interval, the tie and failure counts an
 position-flip rate. Metrics ``pairwise_after_win_rate`` (+ bounds) and
 ``pairwise_position_flip_rate``.
 
+Each arm's lost rollouts count as its grade stage counted them (``arm_lost``: the
+report's ``lost`` block, ``by_task`` under ``simulate.lost_as=failure``), so the delta's
+pass@1 for an arm equals that arm's own; ``report["lost_lines"]`` says so per arm.
+
 An upstream ``eval_variance`` stage among the needs (any input whose report carries
 ``run_std_by_metric``) supplies ``run_std`` (per metric) and ``run_std_runs`` unless the
 params give them. The seed is the run's ``seed``.
@@ -38,7 +42,7 @@ out (the report says why). Tag ``delta_verdict`` is the headline verdict.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from wai_exp.pipeline.registry import StageContext, StageResult, register
 
@@ -279,18 +283,50 @@ def _pairwise_lines(block: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _lost_warnings(inputs: dict[str, StageResult], before: str, after: str) -> list[str]:
-    """One warning per arm whose grading counted lost rollouts (its report's ``lost_line``):
-    the delta pairs the rows that landed, so those rollouts are not in it."""
-    out = []
-    for side, name in (("before", before), ("after", after)):
-        line = (inputs[name].report or {}).get("lost_line")
-        if line:
-            out.append(
-                f"{side} arm ({name}) {line}; this delta pairs the rows that landed, so the "
-                "lost rollouts are not in it: read the arm's pass@1 for them"
-            )
-    return out
+class ArmLost(NamedTuple):
+    """What an arm's lost rollouts are in a compare: ``by_task`` (``pass_at``'s ``lost``)
+    to count as failed rows, or None; and the line that says so, or None (nothing lost)."""
+
+    by_task: dict[str, list[str | None]] | None
+    line: str | None
+
+
+def arm_lost(side: str, report: Any, where: str | None = None) -> ArmLost:
+    """How the run behind one arm counted its lost rollouts, from its graded stage's
+    ``report`` (grade.py's ``lost`` block), so the compare counts them the same way.
+    ``report`` None: the rows came from elsewhere (``where``), so their lost rollouts, if
+    any, cannot be known; the line says so."""
+    if not isinstance(report, dict):
+        return ArmLost(
+            None,
+            f"{side}: lost rollouts not known (rows from {where or 'elsewhere'}, not a run's "
+            "graded stage): only its rows are scored; a run that lost rollouts and counted "
+            "them as failures reads lower in its own pass@1",
+        )
+    block = report.get("lost")
+    if not isinstance(block, dict) or not block.get("rollouts"):
+        return ArmLost(None, None)
+    n, how = int(block["rollouts"]), block.get("lost_as")
+    if not block.get("counted"):
+        return ArmLost(
+            None, f"{side}: {n} lost rollouts left out, as the run did (simulate.lost_as={how})"
+        )
+    by_task = block.get("by_task")
+    if not isinstance(by_task, dict) or sum(len(v) for v in by_task.values()) != n:
+        return ArmLost(
+            None,
+            f"{side}: {n} lost rollouts not counted: the run counted them as failures "
+            f"(simulate.lost_as={how}; its pass@1 {_num(report.get('pass_at_1'))}) but its "
+            "report does not name their tasks; only its rows are scored",
+        )
+    return ArmLost(
+        {str(k): list(v) for k, v in by_task.items()},
+        f"{side}: {n} lost rollouts counted as failures, as the run did (simulate.lost_as={how})",
+    )
+
+
+def _num(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, int | float) else "not recorded"
 
 
 @register("compare", reads=("seed", "judge"))
@@ -321,11 +357,19 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         n_runs = variance.report.get("n_runs")
         if "run_std_runs" not in kwargs and isinstance(n_runs, int) and n_runs >= 2:
             kwargs["run_std_runs"] = n_runs
+    lost = {
+        "before": arm_lost("before", inputs[before].report),
+        "after": arm_lost("after", inputs[after].report),
+    }
     report = delta_report(
-        list(inputs[before].rows), list(inputs[after].rows), seed=ctx.seed, **kwargs
+        list(inputs[before].rows),
+        list(inputs[after].rows),
+        seed=ctx.seed,
+        lost={side: got.by_task for side, got in lost.items()},
+        **kwargs,
     )
     report["arms"] = {"before": before, "after": after}
-    report["warnings"] = list(report.get("warnings") or []) + _lost_warnings(inputs, before, after)
+    report["lost_lines"] = [got.line for got in lost.values() if got.line]
     # The headline leads: the run summary prints each report stage's first line, so the
     # verdict is what a reader sees at the end of the run; the arms follow the block.
     text = format_delta_report(report) + f"\narms: before {before}, after {after}\n"

@@ -11,7 +11,8 @@ that could not be measured is left out of the metrics; the report's ``note`` say
 
 Rollouts the upstream simulate stage lost left no row; its report's ``lost`` block names
 their tasks. Under ``simulate.lost_as=failure`` (the default) each is a failed repeat of its
-task in pass@1 / pass^k / pass@k; the report keeps the block's counts under ``lost`` and the
+task in pass@1 / pass^k / pass@k; the report keeps the block under ``lost`` (with
+``by_task``, which ``compare`` reads to count them the same way) and the
 sentence the summary and the MLflow description print under ``lost_line`` (metric
 ``rollouts_lost``). The rows stay the judged rows only: nothing lost reaches a dataset.
 """
@@ -388,8 +389,8 @@ def judge_rows(
         "conduct_only_rows": conduct_only_rows(graded),
     }
     if lost:
-        # Without by_task (one entry per task): the counts and the line say what it did.
-        report["lost"] = {k: v for k, v in lost.items() if k != "by_task"}
+        # by_task kept: a compare of this run counts its lost rollouts as this stage did
+        report["lost"] = dict(lost)
         report["lost_line"] = lost_sentence(lost)
     model = getattr(judge, "model", None)
     who = str(name) + (f" ({model})" if model else "")

@@ -29,6 +29,7 @@ Verdicts, in the order a reader needs them:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -38,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from wai_exp.rows.keys import prompt_mismatch, task_key
-from wai_exp.score.stats.passat import RowT, as_rows, first_batch, run_config_with_keys
+from wai_exp.score.stats.passat import RowT, as_rows, first_batch, lost_rows, run_config_with_keys
 from wai_exp.score.stats.resample import (
     as_generator,
     binary_reward,
@@ -86,6 +87,35 @@ SITUATIONS_MIN_PAIRED_SHARE = 0.5
 COMPARED_SETTINGS: tuple[str, ...] = ("k", "temperature", "max_tokens", "judge_version")
 #: Writers that are not a model: template situations, seeds, replays of either.
 _NON_MODEL_WRITERS = frozenset({"", "template", "templates", "seeds", "seed", "offline"})
+
+#: The fixes the warnings name, as a Python caller writes them, and as a ``wai-exp`` user
+#: types them (``delta_report(cli=True)``): one table, so each phrase has both forms.
+PIN_TASKS = "simulate(tasks=...)"
+RERUN_EACH = "simulate(tasks=..., runs=3)"
+RUN_STD = "run_std=eval_variance(...)['run_std_by_metric']"
+RUN_STD_OF = "eval_variance(...)['run_std_by_metric']"
+RUN_STD_RUNS = "run_std_runs=eval_variance(...)['n_runs']"
+N_RUNS = "eval_variance(...)['n_runs']"
+LOST_BY = "data.report()['rollouts_lost_by']"
+BALANCE = "balance_rollouts=True"
+CLI_FIXES: tuple[tuple[str, str], ...] = (
+    (f"{RUN_STD} with {RUN_STD_RUNS}", "--run-std-from <eval_variance report.json>"),
+    (PIN_TASKS, "simulate.tasks=<before run>/simulate/rows.jsonl"),
+    (RERUN_EACH, "simulate.tasks=<before run>/simulate/rows.jsonl simulate.runs=3"),
+    (RUN_STD, "--run-std-from <eval_variance report.json>"),
+    (RUN_STD_OF, "--run-std-from <eval_variance report.json>"),
+    (RUN_STD_RUNS, "--run-std-runs N (--run-std-from reads it)"),
+    (N_RUNS, "the eval_variance report's n_runs (--run-std-from reads it)"),
+    (LOST_BY, "'rollouts_lost_by' in the run's simulate/report.json"),
+    (BALANCE, "--balance-rollouts"),
+)
+
+
+def cli_words(text: str) -> str:
+    """``text`` with each Python-API fix it names in the form ``wai-exp compare`` takes."""
+    for python, cli in CLI_FIXES:
+        text = text.replace(python, cli)
+    return text
 
 
 def _metric_name(metric: str) -> str:
@@ -364,6 +394,8 @@ def delta_report(
     ceiling_pass_rate: float = CEILING_PASS_RATE,
     answered_gap_points: float = ANSWERED_GAP_POINTS,
     answered_alpha: float = ANSWERED_P_MAX,
+    lost: Mapping[str, Mapping[str, Sequence[str | None]] | None] | None = None,
+    cli: bool = False,
 ) -> dict[str, Any]:
     """Compare ``after`` to ``before`` on pass@1 and every shared marker, paired by task.
 
@@ -383,10 +415,20 @@ def delta_report(
     Each task reads its fixed first batch: rows an adaptive policy added (``first_batch``)
     are left out, with a warning per arm.
 
+    ``lost`` (``{"before": ..., "after": ...}``, each as ``pass_at``'s ``lost``: ``{task key:
+    the selection_reason of each lost rollout}``) counts an arm's rollouts that left no row
+    as failed repeats of their task in pass@1, as that run's own ``pass_at`` did under
+    ``simulate.lost_as=failure``; ``lost_counted`` (given ``lost``) says how many each side
+    counted. They carry no marker, setting, reply or prompt, so only pass@1 reads them.
+    ``cli=True`` names each fix in a warning as ``wai-exp compare`` takes it (``CLI_FIXES``).
+
     Raises ``ValueError`` when ``alpha``/``power``/``n_boot``/``run_std_runs`` are out of
     range, when ``target`` or ``proxy`` is on neither side, or when a side has no rows.
     """
-    _check_settings(alpha, power, n_boot, run_std_runs)
+    try:
+        _check_settings(alpha, power, n_boot, run_std_runs)
+    except ValueError as exc:
+        raise ValueError(cli_words(str(exc)) if cli else str(exc)) from None
     b_rows, a_rows = _both_sides(before, after)
     level = 1.0 - alpha
     warnings: list[str] = []
@@ -396,7 +438,10 @@ def delta_report(
         _metric_name(proxy) if proxy is not None else None,
         [_metric_name(m) for m in must_not_regress],
     )
-    arms = _Arms.read(b_rows, a_rows, markers, names, balance_rollouts, seed, warnings)
+    lost_b, lost_a = (lost_rows((lost or {}).get(side)) for side in ("before", "after"))
+    arms = _Arms.read(
+        (b_rows, lost_b), (a_rows, lost_a), markers, names, balance_rollouts, seed, warnings
+    )
     tm, j_target, pair, sb, sa = arms.tm, arms.j_target, arms.pair, arms.sb, arms.sa
 
     # ---- per-metric deltas, one shared bootstrap, noise floors ---------------------------
@@ -444,6 +489,13 @@ def delta_report(
     # ---- assemble -----------------------------------------------------------------------
     verdicts = _Verdicts(target_verdict, over_optimized, guards_failed, not_comparable)
     report = _report(names, arms, metric_out, noise, verdicts, comp, ceiling, sizing)
+    if cli:
+        warnings = [cli_words(w) for w in warnings]
+        report["not_comparable"] = [cli_words(c) for c in report["not_comparable"]]
+        if sizing["sizing"].get("warning"):
+            sizing["sizing"]["warning"] = cli_words(sizing["sizing"]["warning"])
+    if lost is not None:
+        report["lost_counted"] = {"before": arms.n_lost[0], "after": arms.n_lost[1]}
     return {
         **report,
         "groups": groups,
@@ -483,18 +535,26 @@ class _Arms:
     j_target: int
     pair: _Pairing
     balanced: Any
+    #: (before, after): the lost rollouts read as failed rows, after the first batch
+    n_lost: tuple[int, int] = (0, 0)
 
     @classmethod
     def read(
         cls,
-        b_rows: list[dict[str, Any]],
-        a_rows: list[dict[str, Any]],
+        before: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+        after: tuple[list[dict[str, Any]], list[dict[str, Any]]],
         markers: Sequence[str] | None,
         names: _Names,
         balance_rollouts: bool,
         seed: int,
         warnings: list[str],
     ) -> _Arms:
+        """Each side is (rows, lost rollouts as reward-0 rows). The lost ones go through
+        the balance and the first batch with the rows, then sit after them in the side's
+        values: ``b_rows``/``a_rows`` stay the real rows, for every check that reads a
+        row's settings, reply, prompt or writer."""
+        lost_ids = {id(r) for r in (*before[1], *after[1])}
+        b_rows, a_rows = before[0] + before[1], after[0] + after[1]
         balanced = None
         if balance_rollouts:  # before reading values
             b_rows, a_rows, balanced = _balance(b_rows, a_rows, seed)
@@ -505,14 +565,28 @@ class _Arms:
             for name, n in (("before", b_added), ("after", a_added))
             if n
         ]
-        sb, sa = _Side(b_rows), _Side(a_rows)
+        b_rows, b_lost = _split_lost(b_rows, lost_ids)
+        a_rows, a_lost = _split_lost(a_rows, lost_ids)
+        sb, sa = _Side(b_rows + b_lost), _Side(a_rows + a_lost)
         named = [names.target, names.proxy, *names.guards]
         metrics, marker_list = _metrics(sb, sa, markers, named, warnings)
         tm = _TaskMeans.of(sb, sa, metrics)
         j_target = metrics.index(names.target)
         _check_target(tm, metrics, names.target, names.proxy, marker_list)
         pair = _Pairing.over(tm, j_target, warnings)
-        return cls(b_rows, a_rows, sb, sa, metrics, tm, j_target, pair, balanced)
+        return cls(
+            b_rows, a_rows, sb, sa, metrics, tm, j_target, pair, balanced,
+            (len(b_lost), len(a_lost)),
+        )  # fmt: skip
+
+
+def _split_lost(
+    rows: list[dict[str, Any]], lost_ids: set[int]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the real rows, the lost rollouts' rows), each in its order."""
+    if not lost_ids:
+        return rows, []
+    return [r for r in rows if id(r) not in lost_ids], [r for r in rows if id(r) in lost_ids]
 
 
 @dataclass
@@ -681,7 +755,7 @@ def _check_settings(alpha: float, power: float, n_boot: int, run_std_runs: int |
     if run_std_runs is not None and run_std_runs < 2:
         raise ValueError(
             f"run_std_runs={run_std_runs}: a re-run spread needs at least 2 runs; pass "
-            "eval_variance(...)['n_runs'] or leave it None"
+            f"{N_RUNS} or leave it None"
         )
 
 
@@ -852,8 +926,8 @@ def _metric_entry(
             entry["noise_note"] = "no_replicate_floor"
             warnings.append(
                 f"{m}: no re-run floor for this metric (run_std lacks it); its verdict "
-                "rests on the task interval alone. Pass eval_variance(...)"
-                "['run_std_by_metric'] from re-runs that carry it"
+                f"rests on the task interval alone. Pass {RUN_STD_OF} from re-runs that "
+                "carry it"
             )
         else:
             entry["noise_band"] = noise_band(
@@ -931,9 +1005,8 @@ def _unreplicated_warning(target_name: str, n_before: int, n_after: int) -> str:
     return (
         f"{target_name} moved, but with {n_before} evaluation run(s) before and "
         f"{n_after} after and no run_std there is no re-run floor: one evaluation is a "
-        "draw, not a distribution. Evaluate each arm with runs=3 "
-        "(simulate(tasks=..., runs=3)) or pass run_std=eval_variance(...)"
-        "['run_std_by_metric'] with run_std_runs=eval_variance(...)['n_runs']"
+        f"draw, not a distribution. Evaluate each arm with runs=3 ({RERUN_EACH}) or pass "
+        f"{RUN_STD} with {RUN_STD_RUNS}"
     )
 
 
@@ -1000,9 +1073,12 @@ def _configs(
     disagree on."""
     # run_config's rule, handed the task keys this report already read (no second pass)
     configs = {
-        "before": run_config_with_keys(b_rows, None, sb.keys),
-        "after": run_config_with_keys(a_rows, None, sa.keys),
+        "before": run_config_with_keys(b_rows, None, sb.keys[: len(b_rows)]),
+        "after": run_config_with_keys(a_rows, None, sa.keys[: len(a_rows)]),
     }
+    for side, rows, keys in (("before", b_rows, sb.keys), ("after", a_rows, sa.keys)):
+        if len(keys) > len(rows):  # lost rollouts counted: they hold their tasks' slots
+            configs[side].update(_group_shape(keys))
     configs["before"]["eval_runs"] = sb.n_runs
     configs["after"]["eval_runs"] = sa.n_runs
     cb, ca = configs["before"], configs["after"]
@@ -1024,12 +1100,34 @@ def _configs(
             "different system prompts, so the delta includes the prompt change"
         )
     pv_b, pv_a = cb.get("policy_version"), ca.get("policy_version")
-    if pv_b is not None and pv_b == pv_a:
+    if _same_rollouts(b_rows, a_rows):
+        warnings.append(
+            f"both sides are the same {len(b_rows)} rollouts (the same rollout ids): this "
+            "compares a run's rows with themselves, not a re-run and not a trained policy "
+            "with its base, so every delta is 0 by construction"
+        )
+    elif pv_b is not None and pv_b == pv_a:
         warnings.append(
             f"both sides are policy version {pv_b!r}: this compares the policy with itself "
             "(a re-run), not a trained policy with its base"
         )
     return configs
+
+
+def _group_shape(keys: list[str]) -> dict[str, Any]:
+    """``n_tasks`` and ``k`` (the smallest group of two or more, run_config's rule)."""
+    sizes = Counter(keys)
+    repeated = [n for n in sizes.values() if n >= 2]
+    return {"n_tasks": len(sizes), "k": min(repeated) if repeated else None}
+
+
+def _same_rollouts(b_rows: list[dict[str, Any]], a_rows: list[dict[str, Any]]) -> bool:
+    """Both sides hold the same rollouts: every row has a rollout id and the ids agree."""
+    if len(b_rows) != len(a_rows):
+        return False
+    ids_b = sorted(str(r.get("rollout_id") or "") for r in b_rows)
+    ids_a = sorted(str(r.get("rollout_id") or "") for r in a_rows)
+    return bool(ids_b) and "" not in ids_b and ids_b == ids_a
 
 
 def _writers_check(
@@ -1057,7 +1155,7 @@ def _writers_check(
             f"situations: only {pair.share:.0%} of tasks are on both sides ({pair.n_paired} of "
             f"{pair.n_either}); the arms drew different situation sets from {who}, so the delta "
             "over the few that pair is between two evals. Pin the after arm to the before "
-            "run's tasks (simulate(tasks=...)) or compare per tier with dataset_report"
+            f"run's tasks ({PIN_TASKS}) or compare per tier with dataset_report"
         )
     elif not same_writer:
         warnings.append(
@@ -1073,8 +1171,7 @@ def _prompts_cause(prompts: Mapping[str, Any]) -> str:
         f"prompts: {prompts['n_mismatched']} of {prompts['n_checked']} paired tasks carry "
         f"different prompts on the two sides (task {ex['task']}: before {ex['a']!r}, after "
         f"{ex['b']!r}); one task id names two different asks, so their delta compares "
-        "different questions. Run the after arm on the before run's tasks "
-        "(simulate(tasks=...))"
+        f"different questions. Run the after arm on the before run's tasks ({PIN_TASKS})"
     )
 
 
@@ -1097,9 +1194,9 @@ def _unequal_k_warning(
         f"unequal k: before has k={k_b} rollouts per task (fewest {kmin_b}), after "
         f"k={k_a} (fewest {kmin_a}); {n_short} of {n_paired} paired tasks differ. Rows "
         "lost at random only widen the interval; rows lost for a reason (timeouts on hard "
-        "tasks, empty replies on long ones) bias the short arm. Check data.report()"
-        "['rollouts_lost_by'] and re-run the short arm on its short tasks"
-        + ("" if balance_rollouts else " (balance_rollouts=True trims to one k)")
+        f"tasks, empty replies on long ones) bias the short arm. Check {LOST_BY} and "
+        "re-run the short arm on its short tasks"
+        + ("" if balance_rollouts else f" ({BALANCE} trims to one k)")
     )
 
 
@@ -1235,7 +1332,7 @@ def _floors(
             rule = f"within_noise when |delta| <= {z:.2f} x floor x sqrt(1/{n_b} + 1/{n_a})"
             warnings.append(
                 "run_std given without run_std_runs: the band uses 1.96 as if the floor were "
-                "the eval's exact spread; pass run_std_runs=eval_variance(...)['n_runs'] so it "
+                f"the eval's exact spread; pass {RUN_STD_RUNS} so it "
                 "uses the t quantile for a floor estimated from few re-runs"
             )
         return floors, "given", {m: df for m in metrics}, n_a, n_b, rule
@@ -1346,6 +1443,9 @@ def _groups(
     level: float,
 ) -> tuple[dict[str, Any], list[str]]:
     get = _group_of(by)
+    # Lost rollouts (after the rows in a side's values) carry no group: left out here.
+    b_idx, a_idx = b_idx[: len(b_rows)], a_idx[: len(a_rows)]
+    vals_b, vals_a = sb.values[: len(b_rows)], sa.values[: len(a_rows)]
     raw_b, raw_a = [get(r) for r in b_rows], [get(r) for r in a_rows]
     if isinstance(by, str) and all(v is None for v in (*raw_b, *raw_a)):
         keys = sorted({str(k) for r in (*b_rows, *a_rows) for k in r})
@@ -1361,8 +1461,8 @@ def _groups(
     down: list[str] = []
     for g in sorted(set(gb.tolist()) | set(ga.tolist())):
         mb, ma = gb == g, ga == g
-        cb, meb = _task_means(b_idx[mb], sb.values[mb][:, [j]], n_tasks)
-        ca, mea = _task_means(a_idx[ma], sa.values[ma][:, [j]], n_tasks)
+        cb, meb = _task_means(b_idx[mb], vals_b[mb][:, [j]], n_tasks)
+        ca, mea = _task_means(a_idx[ma], vals_a[ma][:, [j]], n_tasks)
         pm = (cb[:, 0] > 0) & (ca[:, 0] > 0)
         n = int(pm.sum())
         entry: dict[str, Any] = {"n_paired": n, "before": None, "after": None, "delta": None}
@@ -1372,7 +1472,7 @@ def _groups(
             entry.update(before=float(x.mean()), after=float(y.mean()), delta=float((y - x).mean()))
             if n >= 2:
                 # clipped like the headline: to what the group's row values allow
-                vb, va = sb.values[mb, j], sa.values[ma, j]
+                vb, va = vals_b[mb, j], vals_a[ma, j]
                 vb, va = vb[~np.isnan(vb)], va[~np.isnan(va)]
                 res = paired_bootstrap(
                     x, y, n_resamples=n_boot, level=level, seed=seed,
@@ -1543,6 +1643,8 @@ def format_delta_report(report: dict[str, Any]) -> str:
     ]
     if report["not_comparable"]:
         lines.append("NOT COMPARABLE: " + " | ".join(report["not_comparable"]))
+    # what each arm's lost rollouts are in these numbers (the caller knows where they came from)
+    lines += [str(line) for line in report.get("lost_lines") or ()]
     width = max(len(m) for m in report["metrics"])
     for name, m in report["metrics"].items():
         ci = m["ci95"]
