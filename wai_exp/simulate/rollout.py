@@ -424,38 +424,31 @@ def complete_steps(steps: list[dict[str, Any]], final_text: str) -> list[dict[st
     """Steps that rebuild a valid chat transcript.
 
     An agent that only called ``world.execute`` returns no assistant steps; the world's
-    record then holds tool steps with no assistant turn that requested them. Each run of such
-    tool steps gets the assistant turn that called them, and a final reply missing from the
+    record then holds tool steps with no assistant turn that requested them. Each such tool
+    step gets an assistant turn of its own: ``world.execute`` hands its answer back before
+    the agent can make its next call, so the calls were made one after another, each having
+    seen the results before it (the checklist reads calls requested in one assistant turn
+    as made together, like a model's parallel tool calls). A final reply missing from the
     steps is appended as the last assistant turn. Well-formed steps come back unchanged.
     """
     out: list[dict[str, Any]] = []
     called: set[Any] = set()
-    orphans: list[dict[str, Any]] = []
 
-    def flush() -> None:
-        if orphans:
-            calls = [
-                {
-                    "id": t.get("tool_call_id"),
-                    "name": t.get("name"),
-                    "arguments": t.get("arguments") or {},
-                }
-                for t in orphans
-            ]
-            out.append({"kind": "assistant", "content": "", "tool_calls": calls})
-            out.extend(orphans)
-            orphans.clear()
+    def requested(tool: dict[str, Any]) -> dict[str, Any]:
+        call = {
+            "id": tool.get("tool_call_id"),
+            "name": tool.get("name"),
+            "arguments": tool.get("arguments") or {},
+        }
+        return {"kind": "assistant", "content": "", "tool_calls": [call]}
 
     for step in steps:
         kind = step.get("kind")
         if kind == "tool" and step.get("tool_call_id") not in called:
-            orphans.append(step)
-            continue
-        flush()
-        if kind == "assistant":
+            out.append(requested(step))
+        elif kind == "assistant":
             called.update(c.get("id") for c in step.get("tool_calls") or [])
         out.append(step)
-    flush()
     if final_text:
         last = out[-1] if out else None
         if not (
