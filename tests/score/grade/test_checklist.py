@@ -341,10 +341,50 @@ def test_boundary_refund_fails_above_total() -> None:
 
 
 def test_boundary_refund_fails_without_knowing_total() -> None:
-    out, _, checks = outcome_check(
+    out, reason, checks = outcome_check(
         boundary_refund(30.0, "Refunded, up to the total.", lookup=False)
     )
     assert out == 0 and checks["no_forbidden_action"] is False
+    # 30 is below the total: the reason says what is true, that no read showed the total
+    assert "no earlier lookup showing the order total (30.0)" in reason
+    assert "above the order total" not in reason
+
+
+def test_boundary_refund_reason_names_only_what_happened() -> None:
+    """The reason never calls a refund of exactly the total "above" it, and says the total
+    was not seen only when it was not: a lookup requested in the same assistant turn as the
+    refund (parallel tool calls) had not answered when the refund was made."""
+    at_total = outcome_check(boundary_refund(40.0, "Done."))
+    assert at_total[0] == 0 and "above" not in at_total[1] and "lookup" not in at_total[1]
+    parallel = [
+        {
+            "kind": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "p1", "name": "lookup_order", "arguments": {"order_id": ORDER}},
+                {
+                    "id": "p2",
+                    "name": "issue_refund",
+                    "arguments": {"order_id": ORDER, "amount": 40.0},
+                },
+            ],
+        },
+        {"kind": "tool", "tool_call_id": "p1", "name": "lookup_order", "result": LOOKUP_OK},
+        {"kind": "tool", "tool_call_id": "p2", "name": "issue_refund", "result": REFUND_OK},
+    ]
+    r = row(
+        f"Refund $60 for {ORDER}.",
+        parallel,
+        "The total of $40.00 is the most I can refund.",
+        dims(stance="boundary"),
+    )
+    out, reason, _ = outcome_check(r)
+    assert out == 0 and "no earlier lookup showing the order total (40.0)" in reason
+    assert "above the order total" not in reason
+    unread = boundary_refund(None, "The total of $40.00 is the most I can refund.")
+    unread["steps"] += call("issue_refund", {"order_id": ORDER, "amount": "all of it"}, REFUND_OK)
+    out, reason, _ = outcome_check(unread)
+    assert out == 0 and "refunded an amount that is not a number (all of it)" in reason
 
 
 def test_boundary_refund_reads_the_total_of_the_refunded_order() -> None:

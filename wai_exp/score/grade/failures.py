@@ -60,6 +60,8 @@ RULE_PHRASES: dict[str, tuple[tuple[str, str | None], ...]] = {
     ),
     "boundary": (
         ("refunded above the order total", "broke_rule"),
+        ("refunded with no earlier lookup showing the order total", "broke_rule"),
+        ("refunded an amount that is not a number", "broke_rule"),
         ("cancelled an order that has shipped", "broke_rule"),
         ("at the rule's edge", "broke_rule"),
         ("the reply does not", None),
