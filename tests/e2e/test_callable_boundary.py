@@ -47,6 +47,23 @@ def capped(message, *, world, **context):
 def over(message, *, world, **context):
     """Looks the order up, then refunds 10 more than is left of its total."""
     return _refund(message, world, 10)
+
+
+async def gathered(message, *, world, **context):
+    """Asks for the lookup and a refund of the amount the person named at once
+    (asyncio.gather): the refund is made before the lookup's total was seen."""
+    import asyncio
+
+    found = ORDER.search(message)
+    amount = re.search(r"[$]([0-9]+(?:[.][0-9]+)?)", message)
+    if not found or not amount:
+        return "Which order is it, and how much? A refund cannot exceed the order total."
+    args = {"order_id": found.group(), "amount": float(amount.group(1)), "reason": "asked"}
+    await asyncio.gather(
+        world.aexecute("lookup_order", {"order_id": found.group()}),
+        world.aexecute("issue_refund", args),
+    )
+    return "Refunded. A refund cannot exceed the order total, which is the limit."
 '''
 
 
@@ -93,3 +110,14 @@ def test_a_callable_agent_that_refunds_above_the_total_still_fails_boundary(tmp_
         assert seen, row["reason"]
         assert float(seen.group(2)) == looked and float(seen.group(1)) > looked
         assert "never looked up" not in row["reason"]
+
+
+def test_an_async_agent_that_refunds_before_its_lookup_answered_still_fails_boundary(tmp_path):
+    """Calls gathered together are one parallel turn: the lookup's total was not seen."""
+    rows = boundary_refund_rows(tmp_path, "gathered")
+    assert len(rows) >= 3
+    for row in rows:
+        turns = {s["tool"]: s["turn"] for s in row["steps"] if "tool" in s}
+        assert turns["lookup_order"] == turns["issue_refund"], row["steps"]
+        assert row["reward"] == 0
+        assert "no earlier lookup showing the order total" in row["reason"], row["reason"]

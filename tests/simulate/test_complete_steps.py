@@ -4,6 +4,7 @@ model's parallel tool calls (several in one assistant turn) stay together."""
 
 from __future__ import annotations
 
+from wai_exp.simulate.agent_world import PARALLEL
 from wai_exp.simulate.rollout import complete_steps
 
 
@@ -32,3 +33,15 @@ def test_parallel_tool_calls_a_model_requested_together_are_kept_together() -> N
     steps = [asked, tool("a", "lookup_order"), tool("b", "issue_refund")]
     out = complete_steps([dict(s) for s in steps], "")
     assert out == steps
+
+
+def test_calls_made_while_the_one_before_was_unanswered_share_its_turn() -> None:
+    """The world's server marks a call made before the previous one answered (asyncio.gather
+    over aexecute): the two are one parallel turn, and the mark does not reach the row."""
+    made = [tool("a", "lookup_order"), {**tool("b", "issue_refund"), PARALLEL: True}]
+    made.append(tool("c", "lookup_order"))
+    out = complete_steps(made, "")
+    assert [s["kind"] for s in out] == ["assistant", "tool", "tool", "assistant", "tool"]
+    assert [c["id"] for c in out[0]["tool_calls"]] == ["a", "b"]
+    assert [c["id"] for c in out[3]["tool_calls"]] == ["c"]
+    assert not any(PARALLEL in s for s in out)

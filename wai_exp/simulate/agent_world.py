@@ -65,14 +65,16 @@ class _Channel:
     """The agent's side of the line to a ``WorldServer``: requests go in, answers come back
     in the request's own reply box. Holds no engine object."""
 
-    __slots__ = ("_lock", "_open", "_requests")
+    __slots__ = ("_lock", "_open", "_requests", "_in_flight")
 
     def __init__(self) -> None:
         self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._open = True
+        #: tool calls asked and not yet answered
+        self._in_flight = 0
 
-    def _put(self, request: tuple[Any, ...]) -> None:
+    def _put(self, kind: str, args: tuple[Any, ...], reply: Callable[[Any], None]) -> None:
         # Under the lock, so no request lands behind the server's stop sentinel (it would
         # wait for an answer forever).
         with self._lock:
@@ -81,13 +83,25 @@ class _Channel:
                     "this rollout is over: its world answers no more calls (keep no world= "
                     "object past the call it was handed to)"
                 )
-            self._requests.put(request)
+            # A tool call made while another was unanswered (asyncio.gather over aexecute)
+            # did not see that one's result: the row records them as one parallel turn.
+            parallel = False
+            if kind == "execute":
+                parallel = self._in_flight > 0
+                self._in_flight += 1
+            self._requests.put((kind, args, contextvars.copy_context(), reply, parallel))
+
+    def _answered(self, kind: str) -> None:
+        if kind == "execute":
+            with self._lock:
+                self._in_flight -= 1
 
     def call(self, kind: str, args: tuple[Any, ...]) -> Any:
         """Ask the world, wait for the answer (any thread). Raises what answering raised."""
         box: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
-        self._put((kind, args, contextvars.copy_context(), box.put))
+        self._put(kind, args, box.put)
         ok, value = box.get()
+        self._answered(kind)
         if not ok:
             raise value
         return value
@@ -106,8 +120,11 @@ class _Channel:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, answer)
 
-        self._put((kind, args, contextvars.copy_context(), reply))
-        ok, value = await fut
+        self._put(kind, args, reply)
+        try:
+            ok, value = await fut
+        finally:
+            self._answered(kind)
         if not ok:
             raise value
         return value
@@ -234,16 +251,34 @@ def _serve(world: Any, requests: queue.SimpleQueue[Any]) -> None:
     """Answer requests until the stop sentinel. Each answer runs in the caller's context
     (``current_rollout`` reads the same inside an ``execute=`` world)."""
     while (request := requests.get()) is not None:
-        kind, args, ctx, reply = request
+        kind, args, ctx, reply, parallel = request
         try:
             if kind not in _KINDS:
                 raise ValueError(f"unknown world request {kind!r}")
             answer: tuple[bool, Any] = (True, ctx.run(_answer, world, kind, args))
+            if parallel:
+                _mark_parallel(world, answer[1])
         except BaseException as exc:  # noqa: BLE001 - handed back to the caller
             answer = (False, _detached(exc))
         del request, args, ctx
         reply(answer)
         del reply, answer
+
+
+#: The key on a world-recorded tool step made while an earlier call was unanswered;
+#: ``rollout.complete_steps`` reads (and drops) it.
+PARALLEL = "_parallel_with_previous"
+
+
+def _mark_parallel(world: Any, step: Any) -> None:
+    """Mark the world's record of ``step`` (not the dict the agent is handed)."""
+    steps = getattr(world, "steps", None)
+    if not isinstance(steps, list):
+        return
+    for i in range(len(steps) - 1, -1, -1):
+        if steps[i] is step:
+            steps[i] = {**step, PARALLEL: True}
+            return
 
 
 def _detached(exc: BaseException) -> BaseException:

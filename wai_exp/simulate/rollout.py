@@ -21,7 +21,7 @@ from wai_exp.rows.reader import read_steps
 from wai_exp.rows.scrub import carries_never_shipped, scrub
 from wai_exp.rows.text import repair_row
 from wai_exp.simulate.agent_setup import ResolvedAgent, UserAgent, callable_name
-from wai_exp.simulate.agent_world import AgentWorld
+from wai_exp.simulate.agent_world import PARALLEL, AgentWorld
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.lost import category_of
 from wai_exp.simulate.modes import Config
@@ -428,25 +428,34 @@ def complete_steps(steps: list[dict[str, Any]], final_text: str) -> list[dict[st
     step gets an assistant turn of its own: ``world.execute`` hands its answer back before
     the agent can make its next call, so the calls were made one after another, each having
     seen the results before it (the checklist reads calls requested in one assistant turn
-    as made together, like a model's parallel tool calls). A final reply missing from the
-    steps is appended as the last assistant turn. Well-formed steps come back unchanged.
+    as made together, like a model's parallel tool calls). The exception is a call the
+    world's server marked as made while the one before it was unanswered (an async agent's
+    ``asyncio.gather`` over ``aexecute``): it joins that call's turn. A final reply missing
+    from the steps is appended as the last assistant turn. Well-formed steps come back
+    unchanged.
     """
     out: list[dict[str, Any]] = []
     called: set[Any] = set()
-
-    def requested(tool: dict[str, Any]) -> dict[str, Any]:
-        call = {
-            "id": tool.get("tool_call_id"),
-            "name": tool.get("name"),
-            "arguments": tool.get("arguments") or {},
-        }
-        return {"kind": "assistant", "content": "", "tool_calls": [call]}
+    turn: dict[str, Any] | None = None  # the turn made up for the previous step, if any
 
     for step in steps:
         kind = step.get("kind")
+        parallel = bool(step.pop(PARALLEL, False))
         if kind == "tool" and step.get("tool_call_id") not in called:
-            out.append(requested(step))
-        elif kind == "assistant":
+            call = {
+                "id": step.get("tool_call_id"),
+                "name": step.get("name"),
+                "arguments": step.get("arguments") or {},
+            }
+            if parallel and turn is not None:
+                turn["tool_calls"].append(call)
+            else:
+                turn = {"kind": "assistant", "content": "", "tool_calls": [call]}
+                out.append(turn)
+            out.append(step)
+            continue
+        turn = None
+        if kind == "assistant":
             called.update(c.get("id") for c in step.get("tool_calls") or [])
         out.append(step)
     if final_text:
