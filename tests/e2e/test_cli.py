@@ -50,7 +50,11 @@ def test_rl_round_records_in_mlflow_and_an_identical_rerun_is_cached(tmp_path):
         and "publish gate: passed" in out
     )
     # rl_round adds rollouts where a group split: the headline reads the fixed first batch
-    assert re.search(r"^pass@1: [0-9.]+ .*, from the fixed first batch of every task$", out, re.M)
+    assert re.search(
+        r"^pass@1: [0-9.]+ .*, from the fixed first batch of every task \(pass\^k and pass@k too\)$",
+        out,
+        re.M,
+    )
     assert "mlflow ui --backend-store-uri sqlite:///" + str(tmp_path.resolve() / "mlflow.db") in out
     [run1] = run_dirs(tmp_path)
     for stage in ("simulate", "grade", "optimize", "publish_gate"):

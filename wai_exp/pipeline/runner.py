@@ -1253,7 +1253,9 @@ def summarize(outcome: RunOutcome) -> str:
         ci = _fmt_ci(m.get("pass_at_1_ci_lo"), m.get("pass_at_1_ci_hi"))
         # An adaptive run's headline reads each task's fixed first batch: say so.
         first = res.report.get("pass_at_1_basis") == "first_batch"
-        basis = ", from the fixed first batch of every task" if first else ""
+        basis = (
+            ", from the fixed first batch of every task (pass^k and pass@k too)" if first else ""
+        )
         if res.report.get("ci_method") == "wilson_tasks":
             # every task at one rate: the bootstrap cannot vary, so say which interval it is
             ci += " (Wilson over tasks: every task has the same rate)"

@@ -310,7 +310,7 @@ def describe_run(
         basis = ""
         if s.report.get("pass_at_1_basis") == "first_batch":
             # An adaptive run: the headline reads each task's fixed first batch (unbiased).
-            basis = ", from the fixed first batch of every task"
+            basis = ", from the fixed first batch of every task (pass^k and pass@k too)"
         out.append(
             f"### pass@1{where} {_fmt(finite_float(m['pass_at_1']))} "
             f"({_interval(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}){over}{basis}"

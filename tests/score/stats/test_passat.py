@@ -522,3 +522,41 @@ def test_the_small_eval_interval_covers_the_rate_it_claims_to() -> None:
         assert res.ci95 is not None
         covered += res.ci95[0] <= 0.5 <= res.ci95[1]
     assert covered >= 930
+
+
+def _split_policy_rows(p: float, n_tasks: int, seed: int) -> list[dict]:
+    """rl's split policy: 4 rollouts a task, 4 more (``group_split``) where the 4 split."""
+    rng = np.random.default_rng(seed)
+    rows: list[dict] = []
+    for t in range(n_tasks):
+        first = (rng.random(4) < p).astype(float)
+        rows += [{"scenario_id": f"t{t}", "reward": r} for r in first]
+        if 0 < first.sum() < 4:
+            more = (rng.random(4) < p).astype(float)
+            rows += [
+                {"scenario_id": f"t{t}", "reward": r, "selection_reason": "group_split"}
+                for r in more
+            ]
+    return rows
+
+
+def test_pass_k_under_the_split_policy_reads_the_first_batch() -> None:
+    # Extra rollouts go only where the first 4 split, so C(c, 4) / C(n, 4) over all rows is
+    # skewed: at p = 0.5 it averaged 0.107 where p^4 is 0.0625. The first batch is unbiased.
+    res = pass_at(_split_policy_rows(0.5, 4000, seed=11))
+    assert res.pass_at_1_basis == "first_batch" and res.k == 4
+    assert res.pass_pow_k == pytest.approx(0.5**4, abs=0.012)
+    assert res.pass_at_k == pytest.approx(1 - 0.5**4, abs=0.012)
+    assert "as pass^4 and pass@4 are" in str(res)
+
+
+def test_pass_k_under_the_split_policy_counts_each_task_once_from_its_first_four() -> None:
+    rows = [{"scenario_id": "a", "reward": r} for r in (1.0, 1.0, 1.0, 0.0)]
+    rows += [{"scenario_id": "a", "reward": 1.0, "selection_reason": "group_split"}] * 4
+    rows += [{"scenario_id": "b", "reward": 1.0}] * 4
+    rows += [{"scenario_id": "c", "reward": 0.0}] * 4
+    res = pass_at(rows)
+    # a: 3 of its first 4 (all 8 rows would give C(7,4)/C(8,4) = 0.5 to pass^4)
+    assert res.pass_pow_k == pytest.approx((0 + 1 + 0) / 3)
+    assert res.pass_at_k == pytest.approx((1 + 1 + 0) / 3)
+    assert res.n_groups_at_k == 3

@@ -23,8 +23,8 @@ An adaptive run (``repeat_policy: split``, the rl default) adds rollouts to a ta
 where its first ones disagreed. Whether a task got more rows then depends on its own
 outcomes, so the mean over all its rows is pulled toward 0 and 1 (at p = 0.7 with 4 + 4
 rollouts it reads 0.733). When any row is such an extension (``selection_reason`` in
-``ADAPTIVE_REASONS``), pass@1 and its interval are read from the fixed first batch of every
-task instead, which is unbiased, and the printed line says so.
+``ADAPTIVE_REASONS``), pass@1, pass^k, pass@k and their intervals are read from the fixed
+first batch of every task instead, which is unbiased, and the printed line says so.
 """
 
 from __future__ import annotations
@@ -191,8 +191,9 @@ class PassAt:
         if self.pass_at_1_basis == "first_batch":
             added = self.n_rows - (self.n_rows_pass_at_1 or 0)
             first += (
-                f" (from the fixed first batch of every task, {self.n_rows_pass_at_1} rows; the "
-                f"{added} added where a group split are left out: they skew the rate)"
+                f" (from the fixed first batch of every task, {self.n_rows_pass_at_1} rows, as "
+                f"pass^{k} and pass@{k} are; the {added} added where a group split are left "
+                "out: they skew the rates)"
             )
         parts = [
             first,
@@ -285,25 +286,32 @@ def lost_rows(lost: Mapping[str, Sequence[str | None]] | None) -> list[dict[str,
     ]
 
 
-def _pass1_rates(
+def _basis_groups(
     groups: TaskGroups,
     keys: list[Any],
     binary: np.ndarray,
     extension: list[bool],
     notes: list[str],
-) -> tuple[np.ndarray, str, int]:
-    """Per-task pass@1 rates, their basis and row count: each task's first batch when an
-    adaptive policy extended some tasks, else every graded row."""
+) -> tuple[TaskGroups, str]:
+    """The groups pass@1, pass^k and pass@k read, and their basis: each task's first batch
+    when an adaptive policy extended some tasks, else every graded row. A task gets more
+    rows only where its first ones split, so counts over all its rows are skewed toward a
+    split: pass^k and pass@k too, not pass@1 alone (at p = 0.5, 4 then 8 rows when the 4
+    split, C(c, 4) / C(n, 4) over all rows averages 0.107 where p^4 is 0.0625)."""
     if not any(extension):
-        return groups.means, "all_rows", groups.n_rows
-    rewards = [None if b != b else b for b in binary.tolist()]  # NaN: not binary-graded
-    rates1, n_rows1 = _first_batch_rates(keys, rewards, extension)
-    if rates1.size < groups.n_tasks:
+        return groups, "all_rows"
+    picked = [
+        (key, b)
+        for key, b, ext in zip(keys, binary.tolist(), extension, strict=True)
+        if b == b and not ext  # NaN: not binary-graded
+    ]
+    first = group_values([k for k, _ in picked], np.fromiter((b for _, b in picked), float))
+    if first.n_tasks < groups.n_tasks:
         notes.append(
-            f"pass@1 reads the first batch of each task; {groups.n_tasks - rates1.size} "
+            f"pass@1 reads the first batch of each task; {groups.n_tasks - first.n_tasks} "
             "task(s) have no graded first-batch row and are left out of it"
         )
-    return rates1, "first_batch", n_rows1
+    return first, "first_batch"
 
 
 @dataclass
@@ -496,14 +504,17 @@ def pass_at(
         isinstance(r, str) and r in ADAPTIVE_REASONS
         for r in (row.get("selection_reason") for row in (*row_list, *failed))
     ]
-    rates1, basis, n_rows1 = _pass1_rates(groups, keys, binary, extension, notes)
+    basis_groups, basis = _basis_groups(groups, keys, binary, extension, notes)
+    rates1, n_rows1 = basis_groups.means, basis_groups.n_rows
     pass1 = float(rates1.mean()) if rates1.size else None
     res1 = _rate_interval(rates1, n_rows1)
     ci1 = _interval(res1)
     flat: list[tuple[str, np.ndarray]] = [("pass@1", rates1)]
     if groups.n_tasks < MIN_CI_GROUPS:
         notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {groups.n_tasks}")
-    kw = _KWay.of(groups, k, min_k, unanimous_short, notes, _rows_per_task(facts, groups))
+    # A first batch has no "rows it was simulated with" to compare: no shrunk-k advice there.
+    per_task = _rows_per_task(facts, groups) if basis == "all_rows" else None
+    kw = _KWay.of(basis_groups, k, min_k, unanimous_short, notes, per_task)
     use_k = kw.k
     flat += kw.flat
     boundary = _boundary_note(flat)
@@ -544,23 +555,6 @@ def first_batch(rows: list[RowT]) -> tuple[list[RowT], int]:
         if not (type(r := row.get("selection_reason")) is str and r in ADAPTIVE_REASONS)
     ]
     return (rows, 0) if len(kept) == len(rows) else (kept, len(rows) - len(kept))
-
-
-def _first_batch_rates(
-    keys: list[str], rewards: list[float | None], extension: list[bool]
-) -> tuple[np.ndarray, int]:
-    """(per-task pass rates over the graded rows no adaptive policy added, their row count).
-    Every task opens with the same fixed batch whatever its outcomes, so these rates are
-    unbiased where the rates over all rows are not."""
-    picked = [
-        (key, r)
-        for key, r, ext in zip(keys, rewards, extension, strict=True)
-        if r is not None and not ext
-    ]
-    if not picked:
-        return np.empty(0), 0
-    found = group_values([k for k, _ in picked], np.fromiter((r for _, r in picked), float))
-    return found.sums / found.counts, len(picked)
 
 
 def _answered(text: Any) -> bool:
