@@ -54,7 +54,9 @@ def test_a_compare_run_starts_when_the_command_did(start_dir: Path) -> None:
     run_id = res.stdout.split("MLflow run:")[1].split()[0]
     run = MlflowClient(tracking_uri=f"sqlite:///{start_dir / 'mlflow.db'}").get_run(run_id)
     # Before: the run began when the store was reached, after importing MLflow (2-10 s on).
-    assert began * 1000 - 2000 <= run.info.start_time <= (began + 1.0) * 1000, (
+    # Now it is the command's start; 2 s of slack for the interpreter's start on a loaded
+    # machine (1.06 s was seen with the suite and other jobs sharing 2 cores).
+    assert began * 1000 - 2000 <= run.info.start_time <= (began + 2.0) * 1000, (
         run.info.start_time - began * 1000
     )
     assert run.info.end_time >= run.info.start_time

@@ -21,6 +21,9 @@ from wai_exp.score.stats.stats import (
     marker_names,
     marker_summary,
     metric_summary,
+    noise_band,
+    rollout_std,
+    run_intervals,
     stability,
 )
 
@@ -393,3 +396,52 @@ def test_rows_an_adaptive_policy_added_are_left_out_of_summary_and_compare() -> 
     cmp = compare_runs(first + added, first)
     assert cmp["delta"] == pytest.approx(0.0) and cmp["verdict"] == "no_difference_detected"
     assert "run a: 120 row(s) an adaptive policy added" in cmp["note"]
+
+
+def _rerun(rates: list[int], k: int, run: int) -> list[dict]:
+    """One eval run: task t passes ``rates[t]`` of its ``k`` rows."""
+    return [
+        {"scenario_id": f"t{t}", "reward": float(j < c), "lineage": {"eval_run": run}}
+        for t, c in enumerate(rates)
+        for j in range(k)
+    ]
+
+
+def test_three_runs_that_land_on_one_number_are_not_a_stable_eval() -> None:
+    # 10 tasks at 4 rows: every run totals 20 of 40, but the tasks themselves moved (each
+    # task's count changes between runs). The sd of the three means is 0; the rollouts'
+    # own noise says a re-run moves pass@1 by about 0.07. Before, this read run_std 0,
+    # band +-0, "stable", and a delta floored on it called any difference real.
+    runs = [
+        _rerun([4, 0, 2, 2, 3, 1, 2, 2, 1, 3], 4, 0),
+        _rerun([2, 2, 4, 0, 1, 3, 3, 1, 2, 2], 4, 1),
+        _rerun([0, 4, 1, 3, 2, 2, 1, 3, 3, 1], 4, 2),
+    ]
+    rep = eval_variance(*runs)
+    assert rep["run_std"] == 0.0 and eval_variance(*runs[:2])["run_std"] == 0.0
+    # pooled per task over 12 rows: c (n - c) / (n (n - 1)), then / 4 rows, / 10^2 tasks
+    pooled = [6, 6, 7, 5, 6, 6, 6, 6, 6, 6]
+    var = sum(c * (12 - c) / (12 * 11) / 4 for c in pooled) / 100
+    assert rep["rollout_std"] == pytest.approx(math.sqrt(var))
+    assert rep["run_std_by_metric"]["pass_at_1"] == pytest.approx(math.sqrt(var))
+    assert rep["noise_band"] == pytest.approx(noise_band(math.sqrt(var)))
+    assert rep["stability"] != "stable"
+    assert any("agreed by chance" in n for n in rep["notes"])
+    mean_ci, sd_ci = run_intervals(rep)
+    assert sd_ci is not None and sd_ci[0] > 0 and mean_ci is not None and mean_ci[1] > mean_ci[0]
+
+
+def test_rollout_std_is_what_re_runs_spread_by_on_average() -> None:
+    # 30 tasks of fixed difficulty, 4 rows a run, 3 runs, 400 times: the mean squared
+    # spread of the run means matches the rollout prediction's mean square within 10%.
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.1, 0.9, size=30)
+    measured, predicted, floored = [], [], 0
+    for _ in range(400):
+        runs = [_rerun(list(rng.binomial(4, p)), 4, r) for r in range(3)]
+        measured.append(eval_variance(*runs)["run_std"] ** 2)
+        predicted.append(rollout_std(runs) ** 2)
+        floored += eval_variance(*runs)["rollout_std"] is not None
+    assert np.mean(measured) == pytest.approx(np.mean(predicted), rel=0.1)
+    # Only spreads under the chi-square's 2.5% point are floored: about 2.5% of honest runs.
+    assert floored <= 25

@@ -34,14 +34,21 @@ def format_eval_variance(report: dict[str, Any]) -> str:
     def f(x: Any) -> str:
         return "n/a" if x is None else f"{x:.4f}"
 
+    floor = report.get("rollout_std")
+    below = floor is not None and report["run_std"] is not None
+    # The runs agreed far more than their rollouts allow: the band and word use the rollouts'.
+    by_floor = f" (rollouts alone give {f(floor)}: the runs agreed by chance)" if below else ""
     lines = [
         f"eval_variance on {report['metric']}: run_std {f(report['run_std'])} over "
-        f"{report['n_runs']} runs (mean {f(report['mean'])}), re-run band "
+        f"{report['n_runs']} runs{by_floor} (mean {f(report['mean'])}), re-run band "
         f"+-{f(report['noise_band'])}, stability {report.get('stability') or 'n/a'}"
     ]
     if report.get("run_std_ci95"):
         lo, hi = report["run_std_ci95"]
-        lines.append(f"  run_std 95% CI [{f(lo)}, {f(hi)}] (chi-square, df={report['n_runs'] - 1})")
+        of = f" of {f(floor)}" if below else ""
+        lines.append(
+            f"  run_std 95% CI{of} [{f(lo)}, {f(hi)}] (chi-square, df={report['n_runs'] - 1})"
+        )
     for label, mean in zip(report["runs"], report["means"], strict=False):
         lines.append(f"  run {label}: {f(mean)}")
     for name, sd in (report.get("run_std_by_metric") or {}).items():

@@ -59,6 +59,7 @@ __all__ = [
     "metric_summary",
     "noise_band",
     "paired_task_interval",
+    "rollout_std",
     "run_intervals",
     "stability",
 ]
@@ -553,6 +554,54 @@ def _run_means(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return means
 
 
+def rollout_std(run_rows: Sequence[Sequence[Mapping[str, Any]]]) -> float | None:
+    """The sd of a run's pass@1 that its rollouts' own noise predicts, from the rows.
+
+    Each task's rows are draws at its rate, estimated pooled over every run (unbiased:
+    ``c (n - c) / (n (n - 1))`` from ``n`` rows with ``c`` passes); a run's pass@1 is a mean
+    of task rates over its ``k`` rows each, so its variance is ``sum(p (1 - p) / k) / T^2``
+    over its ``T`` tasks, averaged over runs. A re-run on the same tasks moves at least this
+    much, so a measured spread below it (three runs that land on one number by chance) is
+    not the eval's stability. ``None`` when no row has a binary reward.
+    """
+    per_run: list[tuple[np.ndarray, np.ndarray]] = []
+    keys: list[str] = []
+    for rows in run_rows:
+        graded = [(task_key(r), b) for r in rows if (b := binary_reward(r)) is not None]
+        per_run.append(
+            (np.array([k for k, _ in graded], dtype=object), np.array([b for _, b in graded]))
+        )
+        keys += [k for k, _ in graded]
+    if not keys:
+        return None
+    uniq, _ = factorize(keys)
+    index = {k: i for i, k in enumerate(uniq)}
+    n_all = np.zeros(len(uniq))
+    c_all = np.zeros(len(uniq))
+    counts = []
+    for run_keys, vals in per_run:
+        codes = np.fromiter((index[k] for k in run_keys), dtype=np.intp, count=len(run_keys))
+        n = np.bincount(codes, minlength=len(uniq)).astype(float)
+        n_all += n
+        c_all += np.bincount(codes, weights=vals, minlength=len(uniq))
+        counts.append(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var_task = np.where(n_all > 1, c_all * (n_all - c_all) / (n_all * (n_all - 1)), 0.0)
+    variances = []
+    for n in counts:
+        seen = n > 0
+        if seen.any():
+            variances.append(float((var_task[seen] / n[seen]).sum()) / int(seen.sum()) ** 2)
+    return math.sqrt(float(np.mean(variances))) if variances else None
+
+
+def _implausibly_low(run_std: float, floor: float, n_runs: int) -> bool:
+    """Whether ``n_runs`` runs spread less than the rollouts' own ``floor`` sd allows at the
+    2.5% level: ``(n - 1) s^2 / floor^2`` under the chi-square's lower 2.5% point."""
+    df = n_runs - 1
+    return run_std * run_std * df < floor * floor * float(_sp.chdtri(df, 0.975))
+
+
 def eval_variance(
     *runs: Sequence[dict] | Any,
     metric: str = PASS_AT_1,
@@ -571,8 +620,11 @@ def eval_variance(
     ``n_stray_rows`` (rows of a single list that name no run while others do: left out, and
     a note says how many; when no row names a run they are the one run),
     ``stability`` (``STABILITY_BANDS`` label of run_std in points; ``NO_SIGNAL`` when every
-    run scored 0, or every run 1, on every task), ``stability_points``
-    and ``notes``. Raises ``ValueError`` when no rows are given.
+    run scored 0, or every run 1, on every task), ``stability_points``, ``rollout_std``
+    (pass@1 only, else ``None``: the sd the rollouts' own noise gives a re-run,
+    ``rollout_std()``, set when the measured ``run_std`` is far below it (under the
+    chi-square's 2.5% point): the runs agreed by chance, and pass@1's ``run_std_by_metric``,
+    ``noise_band``, ``stability`` and ``run_intervals`` use it, with a note) and ``notes``. Raises ``ValueError`` when no rows are given.
     """
     name = _metric_name(metric)
     notes: list[str] = []
@@ -636,6 +688,20 @@ def eval_variance(
             f"delta_report so its band uses the t quantile at df={n_runs - 1}"
         )
     label = stability(run_std)
+    floor = rollout_std(run_rows) if name == PASS_AT_1 else None
+    if run_std is not None and floor is not None and _implausibly_low(run_std, floor, n_runs):
+        # Re-runs that agree far more than their own rollouts allow: a chance, not a stable
+        # eval. The floor a delta reads, and the word, take the spread the rollouts give.
+        notes.append(
+            f"run_std {run_std:.4f} over {n_runs} runs is far below the {floor:.4f} that the "
+            "rollouts' own noise gives a re-run (each task's rate redrawn over its rows; "
+            "p < 0.025): the runs agreed by chance; run_std_by_metric, the band, the interval "
+            f"and the stability word use {floor:.4f}"
+        )
+        by_metric[PASS_AT_1] = floor
+        label = stability(floor)
+    else:
+        floor = None
     if run_std == 0.0 and measured and all(m in (0.0, 1.0) for m in measured):
         # Every row of every run at the same end of the scale: the runs agree because nothing
         # can vary, which says nothing about how far a re-run would move a real pass rate.
@@ -651,7 +717,8 @@ def eval_variance(
         "means": means,
         "mean": float(np.mean(measured)) if measured else None,
         "run_std": run_std,
-        "noise_band": noise_band(run_std),
+        "rollout_std": floor,
+        "noise_band": noise_band(run_std if floor is None else floor),
         "run_std_by_metric": by_metric,
         "n_runs": n_runs,
         "n_stray_rows": n_stray,
@@ -669,12 +736,14 @@ def run_intervals(report: Mapping[str, Any]) -> tuple[list[float] | None, list[f
     """95% intervals ``(mean_ci95, run_std_ci95)`` for an ``eval_variance`` report.
 
     The first is on the runs' mean (t over the run means), the second on ``run_std``
-    (chi-square on the sample variance). With ``n`` runs the sd has ``n - 1`` degrees of
+    (chi-square on the sample variance; both from ``rollout_std`` when the report set it). With ``n`` runs the sd has ``n - 1`` degrees of
     freedom, so from three runs its interval is wide (about 0.52x to 6.3x the estimate): the
     honest size of "rough". Returns ``(None, None)`` below two runs, when ``run_std`` is
     None or when some run has no mean. Never raises on a report ``eval_variance`` returned.
     """
     sd, n = report.get("run_std"), int(report.get("n_runs") or 0)
+    if sd is not None and (floor := report.get("rollout_std")) is not None:
+        sd = max(sd, floor)  # far below what rollouts alone give a re-run: agreed by chance
     means = [m for m in report.get("means", []) if m is not None]
     if sd is None or n < 2 or len(means) != n:
         return None, None
