@@ -75,6 +75,37 @@ def _gate_report(inputs: dict[str, StageResult]) -> dict[str, Any]:
     return report
 
 
+def _refuse_unreplayable(records: list[dict[str, Any]], rows_file: Any, fmt: str) -> None:
+    """Raise ``ValueError`` naming the fix when an RL record's situation lacks what
+    ``wai_exp.env.reset`` rebuilds its world from: the reward function the card of ``fmt``
+    names would raise on every such record, at training time instead of now."""
+    from wai_exp.env.task import REQUIRED
+
+    missing: Counter[str] = Counter()
+    n_bad = 0
+    for record in records:
+        truth = (record.get("reward_model") or {}).get("ground_truth") or {}
+        situation = truth.get("situation") if isinstance(truth, dict) else None
+        lacks = [
+            k for k in REQUIRED if not isinstance(situation, dict) or situation.get(k) in (None, "")
+        ]
+        missing.update(lacks)
+        n_bad += bool(lacks)
+    if not n_bad:
+        return
+    source = f"rows read from {rows_file} (simulate.rows)" if rows_file else "the rows"
+    raise ValueError(
+        f"publish.format={fmt}: {n_bad} of {len(records)} RL records have no replayable "
+        "situation (missing "
+        f"{', '.join(f'{k!r} in {n}' for k, n in sorted(missing.items()))}): {source} did not "
+        "record the task's hidden state and seed, so the reward function this format names "
+        "(wai_exp/env/verl.py) cannot rebuild the world to score a rollout. Publish RL records "
+        "from a wai-exp simulate run, publish these rows as SFT or preference data "
+        "(+experiment=sft_round, or selection.mode=sft / preference), or use "
+        "publish.format=trl / openai with a reward function of your own. Nothing was published."
+    )
+
+
 def _tools_and_system(ctx: StageContext) -> tuple[list[dict[str, Any]], str | None]:
     """The agent's tools (function-calling shape) and system prompt, from ``simulate.spec``.
 
@@ -500,6 +531,8 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     records, export_report = build_records(
         shape, rows, sel, tools, system_prompt, world_dials(ctx.config)
     )
+    if shape == "rl" and fmt.replays:
+        _refuse_unreplayable(records, (ctx.config.get("simulate") or {}).get("rows"), fmt.name)
     records = fmt.records(shape, records)
 
     out_dir = ctx.run_dir / ctx.name

@@ -25,5 +25,6 @@ FORMAT = register_format(
         },
         templates="OpenRLHF renders `prompt` with the policy tokenizer's own chat template",
         shapes=("rl",),
+        replays=True,
     )
 )

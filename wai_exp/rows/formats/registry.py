@@ -22,13 +22,16 @@ class TrainerFormat:
     ``convert(shape, records)`` returns the records in this format (it may add or rename
     columns, never drop a record silently). ``trainers`` names, per shape, the trainers the
     card says the file is for; ``templates`` says which chat templates the layout was
-    checked with (the card prints it)."""
+    checked with (the card prints it). ``replays`` is True when the card names wai-exp's
+    reward function (``wai_exp.env.verl``) for the RL records: it scores a rollout by
+    rebuilding the record's situation, so every record must carry one that replays."""
 
     name: str
     convert: Callable[[str, Records], Records]
     trainers: Mapping[str, str]
     templates: str = ""
     shapes: tuple[str, ...] = field(default=("sft", "preference", "rl"))
+    replays: bool = False
 
     def records(self, shape: str, records: Records) -> Records:
         """``records`` (of ``shape``) in this format; raises ``ValueError`` naming the fix
