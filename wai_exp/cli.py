@@ -17,7 +17,8 @@ everything else is a Hydra run
   writes its overrides and config into ``<run dir>/.hydra/`` before any of our code runs;
   this way the raw key never reaches those files (the run still sees the real value);
 * reads every override with Hydra's grammar, so one it cannot read or one giving several
-  values without ``-m`` exits 2 naming the fix (Hydra's own answer exits 1).
+  values without ``-m`` exits 2 naming the fix (Hydra's own answer exits 1); so does a
+  ``+key=value`` on a key the composed config already has (:func:`refuse_adding_existing_keys`).
 
 It starts no tracking writer: ``commands.run`` does, once the config is checked.
 """
@@ -29,6 +30,7 @@ import re
 import sys
 from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from wai_exp.commands import START_DIR_ENV
 
@@ -104,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # have started it for nothing (commands.run starts it once the config is checked).
     from wai_exp.commands.run import app
 
+    refuse_adding_existing_keys()
     sys.argv = [sys.argv[0] if sys.argv else "wai-exp", *options_first(args)]
     app()
 
@@ -283,6 +286,52 @@ def override_grammar_problem(args: Sequence[str]) -> str | None:
             if "." in key and "(" not in value:  # a value, not a group option or a function
                 one += f" (a list is written {key}=[{value}], text with commas {key}='{value}')"
             return f"{text!r} gives several values: add -m to run one job per value, or {one}"
+    return None
+
+
+def refuse_adding_existing_keys() -> None:
+    """Make ``+key=value`` on a key the composed config already has exit 2 naming both fixes.
+
+    Only Hydra's composition knows which keys exist (the experiment, the chosen agent and any
+    ``--config-dir`` decide), so the check wraps the step where Hydra applies the overrides:
+    its own refusal there is printed as raw text with a hint about ``HYDRA_FULL_ERROR`` and
+    exits 1. A ``SystemExit`` passes Hydra's error reporting, which catches only ``Exception``;
+    a sweep job hitting it is composed by the sweep check before any job runs."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.errors import ConfigCompositionException
+
+    apply = ConfigLoaderImpl._apply_overrides_to_config
+    if getattr(apply, "_wai_exp_checked", False):
+        return
+
+    def checked(overrides: list[Any], cfg: Any) -> None:
+        try:
+            apply(overrides, cfg)
+        except ConfigCompositionException as exc:
+            problem = _existing_key_problem(overrides, str(exc))
+            if problem is None:
+                raise
+            sys.stderr.write(f"wai-exp: invalid override:\n  - {problem}\n")
+            sys.stderr.flush()
+            sys.exit(EXIT_INVALID_CONFIG)
+
+    checked._wai_exp_checked = True  # type: ignore[attr-defined]
+    ConfigLoaderImpl._apply_overrides_to_config = staticmethod(checked)  # type: ignore[method-assign]
+
+
+def _existing_key_problem(overrides: Sequence[Any], message: str) -> str | None:
+    """The sentence for Hydra's "Could not append to config" ``message``: the key, the
+    override without its ``+`` and with a second one; None for any other composition error."""
+    if not message.startswith("Could not append to config."):
+        return None
+    for override in overrides:
+        line = override.input_line or ""
+        if override.is_add() and f"'{override.key_or_group}'" in message and line:
+            key = override.key_or_group
+            return (
+                f"{key} already exists: drop the '+' ({line[1:]}), or use '++' to "
+                f"add-or-override (+{line})"
+            )
     return None
 
 

@@ -140,6 +140,23 @@ CASES: dict[str, tuple[list[str], dict[str, str], list[str]]] = {
         {},
         ["cannot read 'simulate.budget=choice(8,'", "close every bracket"],
     ),
+    # Old code: Hydra's "Could not append to config. An item is already at 'seed'" and its
+    # HYDRA_FULL_ERROR hint, exit 1 (and a writer started).
+    "a + on a key the config has": (
+        ["+seed=0"],
+        {},
+        ["seed already exists: drop the '+' (seed=0), or use '++' to add-or-override (++seed=0)"],
+    ),
+    "a + on a key the chosen agent has": (
+        ["agent=ollama", "+agent.temperature=0"],
+        {},
+        ["agent.temperature already exists: drop the '+' (agent.temperature=0)"],
+    ),
+    "a + on a key the config has, in a sweep": (
+        ["-m", "seed=0,1", "+simulate.budget=8"],
+        {},
+        ["simulate.budget already exists: drop the '+' (simulate.budget=8)"],
+    ),
 }  # fmt: skip
 
 

@@ -80,6 +80,30 @@ def test_given_rewards_on_another_scale_fail_the_grade_with_pass_at_1_not_measur
     assert not re.search(r"pass@1[^:\n]*: \d", out)
 
 
+def test_the_scale_the_refusal_names_parses_on_the_command_line(tmp_path):
+    """The fix is typed as the refusal writes it, with the rows' own range (0-10) put in.
+    Old text: judge.scale=(lo, hi), which the override grammar cannot read (exit 2)."""
+    rows = [
+        {"messages": [{"role": "user", "content": f"What is the weather in city {t}?"},
+                      {"role": "assistant", "content": "Sunny."}],
+         "reward": 10 if (t + rep) % 2 else 0}
+        for t in range(8) for rep in range(4)
+    ]  # fmt: skip
+    (tmp_path / "rew10.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ("+experiment=eval", "judge=given", "simulate.rows=rew10.jsonl", "tracking=none")
+    res = wai(tmp_path, *base)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    named = re.search(r"(judge\.scale=\S+) \(", out)
+    assert named, out
+    assert "(lo, hi)" not in out  # Python's tuple, which no override reads
+    fix = named.group(1).replace("lo", "0").replace("hi", "10")
+    res = wai(tmp_path, *base, fix)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, (fix, out)
+    assert re.search(r"pass@1[^:\n]*: 0\.", out), out
+
+
 def test_unjudged_rows_are_warned_about_and_named_as_what_shrank_k(tmp_path):
     (tmp_path / "userjudge.py").write_text(FLAKY_JUDGE)
     res = wai(tmp_path, "+experiment=eval", "judge=callable", "judge.target=userjudge:flaky",

@@ -572,8 +572,8 @@ _FORMAT_FIX = (
 
 #: The same for a judge that is code (a callable, the rows' own reward).
 _CONTRACT_FIX = (
-    "return a reward in [0, 1], true/false or PASS/FAIL, or set judge.scale=(lo, hi) for "
-    "a judge that rates on another scale"
+    "return a reward in [0, 1], true/false or PASS/FAIL, or give a judge that rates on "
+    "another scale its range, judge.scale=[lo,hi] (quoted for the shell: 'judge.scale=[1,5]')"
 )
 
 

@@ -138,7 +138,7 @@ def _number(
         return _result((x - lo) / (hi - lo), "ok", None, meta)
     if not 0.0 <= x <= 1.0:
         return _invalid(
-            f"reward {x:g} is outside [0, 1]; pass scale=(lo, hi) if the judge rates on another scale",
+            f"reward {x:g} is outside [0, 1]; a judge rating on another scale needs its range",
             raw,
             meta,
         )
