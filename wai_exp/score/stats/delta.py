@@ -458,15 +458,10 @@ def delta_report(
     }
 
     # ---- verdicts on the target, the proxy and the guards --------------------------------
-    unreplicated = floor_source == "none"
     t = metric_out[names.target]
-    target_verdict = _target_verdict(t["verdict"], unreplicated)
-    if unreplicated and t["verdict"] in ("improved", "regressed"):
-        warnings.append(_unreplicated_warning(names.target, sb.n_runs, sa.n_runs))
-    over_optimized = _over_optimized(
-        metric_out, names.target, names.proxy, target_verdict, warnings
+    verdicts = _verdicts(
+        metric_out, names, floor_source == "none", (sb, sa), warnings, not_comparable
     )
-    guards_failed = _guards_failed(metric_out, names.guards, warnings)
 
     # ---- comparability, groups, sizing ----------------------------------------------------
     comp = _comparability(
@@ -476,24 +471,13 @@ def delta_report(
     ceiling = _ceiling(tm.b_means[:, j_target], pair.both, ceiling_pass_rate)
     if ceiling is not None:
         warnings.append(ceiling["reason"])
-    groups: dict[str, Any] | None = None
-    groups_down: list[str] = []
-    if by is not None:
-        groups, groups_down = _groups(
-            by, arms.b_rows, arms.a_rows, sb, sa, tm.b_idx, tm.a_idx, tm.n_tasks, j_target,
-            n_boot, seed, level,
-        )  # fmt: skip
-        warnings += [_group_down_warning(g, groups[g], names.target) for g in groups_down]
+    groups, groups_down = _by_groups(by, arms, names.target, (n_boot, seed, level), warnings)
     sizing = _k_sizing(arms, t, power, alpha, balance_rollouts, warnings)
 
     # ---- assemble -----------------------------------------------------------------------
-    verdicts = _Verdicts(target_verdict, over_optimized, guards_failed, not_comparable)
     report = _report(names, arms, metric_out, noise, verdicts, comp, ceiling, sizing)
     if cli:
-        warnings = [cli_words(w) for w in warnings]
-        report["not_comparable"] = [cli_words(c) for c in report["not_comparable"]]
-        if sizing["sizing"].get("warning"):
-            sizing["sizing"]["warning"] = cli_words(sizing["sizing"]["warning"])
+        warnings = _in_cli_words(warnings, report, sizing["sizing"])
     if lost is not None:
         report["lost_counted"] = {"before": arms.n_lost[0], "after": arms.n_lost[1]}
     return {
@@ -510,6 +494,53 @@ def delta_report(
         "seed": seed,
         "warnings": warnings,
     }
+
+
+def _by_groups(
+    by: str | Callable[[dict], Any] | None,
+    arms: _Arms,
+    target: str,
+    boot: tuple[int, int, float],
+    warnings: list[str],
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The target compared within each ``by`` group, and the groups that dropped (warned)."""
+    if by is None:
+        return None, []
+    tm = arms.tm
+    groups, down = _groups(
+        by, arms.b_rows, arms.a_rows, arms.sb, arms.sa, tm.b_idx, tm.a_idx, tm.n_tasks,
+        arms.j_target, *boot,
+    )  # fmt: skip
+    warnings += [_group_down_warning(g, groups[g], target) for g in down]
+    return groups, down
+
+
+def _verdicts(
+    metric_out: dict[str, dict[str, Any]],
+    names: _Names,
+    unreplicated: bool,
+    sides: tuple[_Side, _Side],
+    warnings: list[str],
+    not_comparable: list[str],
+) -> _Verdicts:
+    """The target's verdict, over-optimization and failed guards; ``not_comparable`` is
+    shared, filled by the comparability checks that run after."""
+    t = metric_out[names.target]
+    target_verdict = _target_verdict(t["verdict"], unreplicated)
+    if unreplicated and t["verdict"] in ("improved", "regressed"):
+        warnings.append(_unreplicated_warning(names.target, sides[0].n_runs, sides[1].n_runs))
+    over = _over_optimized(metric_out, names.target, names.proxy, target_verdict, warnings)
+    guards_failed = _guards_failed(metric_out, names.guards, warnings)
+    return _Verdicts(target_verdict, over, guards_failed, not_comparable)
+
+
+def _in_cli_words(warnings: list[str], report: dict[str, Any], sizing: dict[str, Any]) -> list[str]:
+    """The warnings in the words a command-line user types; the report's causes and the
+    sizing warning rewritten in place."""
+    report["not_comparable"] = [cli_words(c) for c in report["not_comparable"]]
+    if sizing.get("warning"):
+        sizing["warning"] = cli_words(sizing["warning"])
+    return [cli_words(w) for w in warnings]
 
 
 @dataclass

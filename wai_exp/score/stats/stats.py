@@ -602,6 +602,48 @@ def _implausibly_low(run_std: float, floor: float, n_runs: int) -> bool:
     return run_std * run_std * df < floor * floor * float(_sp.chdtri(df, 0.975))
 
 
+def _run_count_note(n_runs: int) -> str:
+    """What ``n_runs`` re-runs can say about the spread, and the fix."""
+    if n_runs < 2:
+        return (
+            f"{n_runs} run(s): a spread needs at least two, so run_std is None; re-run the eval "
+            "(simulate(runs=3)) to measure it"
+        )
+    if n_runs < MIN_RUNS_FOR_DISTRIBUTION:
+        return (
+            f"{n_runs} runs is a difference, not a distribution: run_std is rough; use 3 or "
+            f"more runs and pass run_std_runs={n_runs} to delta_report so its band uses the t "
+            "quantile"
+        )
+    return (
+        f"run_std from {n_runs} runs is itself an estimate: pass run_std_runs={n_runs} to "
+        f"delta_report so its band uses the t quantile at df={n_runs - 1}"
+    )
+
+
+def _chance_floor(
+    run_std: float | None,
+    run_rows: Sequence[Sequence[Mapping[str, Any]]],
+    n_runs: int,
+    notes: list[str],
+) -> float | None:
+    """``rollout_std`` when the runs spread far less than it (a note says so), else None.
+
+    Re-runs that agree far more than their own rollouts allow are a chance, not a stable
+    eval: the floor a delta reads, and the stability word, take the spread the rollouts give.
+    """
+    floor = rollout_std(run_rows)
+    if run_std is None or floor is None or not _implausibly_low(run_std, floor, n_runs):
+        return None
+    notes.append(
+        f"run_std {run_std:.4f} over {n_runs} runs is far below the {floor:.4f} that the "
+        "rollouts' own noise gives a re-run (each task's rate redrawn over its rows; "
+        "p < 0.025): the runs agreed by chance; run_std_by_metric, the band, the interval "
+        f"and the stability word use {floor:.4f}"
+    )
+    return floor
+
+
 def eval_variance(
     *runs: Sequence[dict] | Any,
     metric: str = PASS_AT_1,
@@ -671,37 +713,11 @@ def eval_variance(
     }
     for metric_name in sorted(shared - {PASS_AT_1}):
         by_metric[metric_name] = sd([m[metric_name] for m in per_run])
-    if n_runs < 2:
-        notes.append(
-            f"{n_runs} run(s): a spread needs at least two, so run_std is None; re-run the eval "
-            "(simulate(runs=3)) to measure it"
-        )
-    elif n_runs < MIN_RUNS_FOR_DISTRIBUTION:
-        notes.append(
-            f"{n_runs} runs is a difference, not a distribution: run_std is rough; use 3 or "
-            f"more runs and pass run_std_runs={n_runs} to delta_report so its band uses the t "
-            "quantile"
-        )
-    else:
-        notes.append(
-            f"run_std from {n_runs} runs is itself an estimate: pass run_std_runs={n_runs} to "
-            f"delta_report so its band uses the t quantile at df={n_runs - 1}"
-        )
-    label = stability(run_std)
-    floor = rollout_std(run_rows) if name == PASS_AT_1 else None
-    if run_std is not None and floor is not None and _implausibly_low(run_std, floor, n_runs):
-        # Re-runs that agree far more than their own rollouts allow: a chance, not a stable
-        # eval. The floor a delta reads, and the word, take the spread the rollouts give.
-        notes.append(
-            f"run_std {run_std:.4f} over {n_runs} runs is far below the {floor:.4f} that the "
-            "rollouts' own noise gives a re-run (each task's rate redrawn over its rows; "
-            "p < 0.025): the runs agreed by chance; run_std_by_metric, the band, the interval "
-            f"and the stability word use {floor:.4f}"
-        )
+    notes.append(_run_count_note(n_runs))
+    floor = _chance_floor(run_std, run_rows, n_runs, notes) if name == PASS_AT_1 else None
+    if floor is not None:
         by_metric[PASS_AT_1] = floor
-        label = stability(floor)
-    else:
-        floor = None
+    label = stability(run_std if floor is None else floor)
     if run_std == 0.0 and measured and all(m in (0.0, 1.0) for m in measured):
         # Every row of every run at the same end of the scale: the runs agree because nothing
         # can vary, which says nothing about how far a re-run would move a real pass rate.
