@@ -12,12 +12,12 @@ Rows group under ``task_key`` (a task is a situation, not a string). Only binary
   update has to learn from.
 
 Each carries a bootstrap interval over tasks (``None`` under three groups). Under
-``resample.SMALL_EVAL_TASKS`` (30) tasks a bootstrap of a rate is erratic, and the interval is
-the Wilson interval sized by the tasks' spread instead (``resample.wilson_design_effect``;
-pass@1's ``ci_method`` says ``"wilson_deff"``). When every task has the same value the bootstrap cannot vary; the
-interval is then Wilson over tasks (``resample.wilson_over_tasks``: 0 of 6 tasks gives
-[0, 0.39], not [0, 0]) and the note says so. Below ``min_k``
-repeats the k-way numbers are ``None`` with a note instead of a number too noisy to act on.
+``resample.SMALL_EVAL_TASKS`` (30) tasks a bootstrap of a rate is erratic, and the interval
+is the Wilson interval sized by the tasks' spread instead (``resample.wilson_design_effect``;
+pass@1's ``ci_method`` says ``"wilson_deff"``). When every task has the same value the
+bootstrap cannot vary; the interval is then Wilson over tasks (``resample.wilson_over_tasks``:
+0 of 6 tasks gives [0, 0.39], not [0, 0]) and the note says so. Below ``min_k`` repeats the
+k-way numbers are ``None`` with a note instead of a number too noisy to act on.
 
 An adaptive run (``repeat_policy: split``, the rl default) adds rollouts to a task only
 where its first ones disagreed. Whether a task got more rows then depends on its own
@@ -297,7 +297,7 @@ def _basis_groups(
     when an adaptive policy extended some tasks, else every graded row. A task gets more
     rows only where its first ones split, so counts over all its rows are skewed toward a
     split: pass^k and pass@k too, not pass@1 alone (at p = 0.5, 4 then 8 rows when the 4
-    split, C(c, 4) / C(n, 4) over all rows averages 0.107 where p^4 is 0.0625)."""
+    split, C(c, 4) / C(n, 4) over all rows averages about 0.105 where p^4 is 0.0625)."""
     if not any(extension):
         return groups, "all_rows"
     picked = [

@@ -666,7 +666,8 @@ def eval_variance(
     (pass@1 only, else ``None``: the sd the rollouts' own noise gives a re-run,
     ``rollout_std()``, set when the measured ``run_std`` is far below it (under the
     chi-square's 2.5% point): the runs agreed by chance, and pass@1's ``run_std_by_metric``,
-    ``noise_band``, ``stability`` and ``run_intervals`` use it, with a note) and ``notes``. Raises ``ValueError`` when no rows are given.
+    ``noise_band``, ``stability`` and ``run_intervals`` use it, with a note) and
+    ``notes``. Raises ``ValueError`` when no rows are given.
     """
     name = _metric_name(metric)
     notes: list[str] = []
@@ -752,9 +753,9 @@ def run_intervals(report: Mapping[str, Any]) -> tuple[list[float] | None, list[f
     """95% intervals ``(mean_ci95, run_std_ci95)`` for an ``eval_variance`` report.
 
     The first is on the runs' mean (t over the run means), the second on ``run_std``
-    (chi-square on the sample variance; both from ``rollout_std`` when the report set it). With ``n`` runs the sd has ``n - 1`` degrees of
-    freedom, so from three runs its interval is wide (about 0.52x to 6.3x the estimate): the
-    honest size of "rough". Returns ``(None, None)`` below two runs, when ``run_std`` is
+    (chi-square on the sample variance; both from ``rollout_std`` when the report set it).
+    With ``n`` runs the sd has ``n - 1`` degrees of freedom, so from three runs its interval
+    is wide (about 0.52x to 6.3x the estimate): the honest size of "rough". Returns ``(None, None)`` below two runs, when ``run_std`` is
     None or when some run has no mean. Never raises on a report ``eval_variance`` returned.
     """
     sd, n = report.get("run_std"), int(report.get("n_runs") or 0)
