@@ -442,6 +442,11 @@ class TemplateWriter:
             for k, v in want.items():  # one pass per key; the grid's order is kept
                 i = keys.index(k)
                 pool = [c for c in pool if c[i] in v]
+            # A world state the share rules out (missing and already_done at
+            # exists_share=1.0, the default where a server or backend answers) stays out of a
+            # failing row's siblings too, unless the focus itself asks for it.
+            if "world_state" not in want:
+                pool = [c for c in pool if self._ws_weight(c[2]) > 0] or pool
             if pool:
                 return pool[rng.randrange(len(pool))]
         buckets = self._buckets
