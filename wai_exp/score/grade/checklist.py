@@ -48,6 +48,7 @@ few words by a negation ("has not been refunded") is not a claim.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -426,12 +427,82 @@ def _refund_fault(over: list[str], blind: list[str], unread: list[str]) -> str:
     return "; ".join(parts)
 
 
+#: Result values of ``error`` / ``status`` / ``code`` that say the record does not exist.
+_NOT_FOUND_WORDS = frozenset({"not_found", "not found", "notfound", "no_such_record", "404"})
+#: An error's words that say the record does not exist ("Item SKU-7 not found", "no such
+#: order", "does not exist").
+_NOT_FOUND_TEXT = re.compile(r"\bnot[ _-]?found\b|\bno such\b|\bdoes ?n[o']t exist\b")
+
+
+def _error_text(result: Any) -> str | None:
+    """The words of a tool answer that reports a failure, None for any other answer."""
+    if isinstance(result, str):
+        return result
+    if not isinstance(result, Mapping):
+        return None
+    if not result.get("error") and result.get("ok") is not False:
+        return None
+    return " ".join(str(result.get(k) or "") for k in ("error", "message", "detail"))
+
+
+def result_not_found(result: Any, arguments: Mapping[str, Any] | None = None) -> bool:
+    """A tool answer saying the record asked for does not exist: ``{"error": "not_found"}``,
+    a 404 code, ``found: false``, or an error whose words say so ("not found", "no such",
+    "does not exist", or "no <thing> <an id the call passed>", as "no note NOTE-1234")."""
+    if isinstance(result, Mapping):
+        for key in ("error", "status", "code"):
+            value = result.get(key)
+            if value is not None and _norm(str(value)).strip() in _NOT_FOUND_WORDS:
+                return True
+        if result.get("found") is False:
+            return True
+    text = _error_text(result)
+    if not text:
+        return False
+    low = _norm(text)
+    if _NOT_FOUND_TEXT.search(low):
+        return True
+    ids = [_norm(str(v)).strip() for v in (arguments or {}).values() if isinstance(v, str)]
+    return any(
+        len(v) >= MIN_QUOTE_CHARS and re.search(r"\bno \w+ " + re.escape(v) + r"\b", low)
+        for v in ids
+    )
+
+
+def _plan_not_served(world: Any, ro: _Rollout, calls: list[Call]) -> Outcome | None:
+    """The task was planned on a record that exists, but a world that keeps no record of
+    its own (a ``world=mcp`` server, ``simulate.execute``, rows from elsewhere) answered a
+    call made with the person's own identifiers that no such record exists. The plan and the
+    world disagree, so no rule can say what the reply should have been: "not found" is the
+    truth of the world served and a failure under the plan. Unjudged, never a verdict."""
+    if world not in ("exists", "already_done") or ro.changes is not None:
+        return None
+    for call in calls:
+        if (
+            not call.get("fault")
+            and _is_grounded(call)
+            and result_not_found(call.get("result"), call.get("arguments"))
+        ):
+            args = ", ".join(f"{k}={v!r}" for k, v in (call.get("arguments") or {}).items())
+            planned = "exists" if world == "exists" else "shows the action already done"
+            reason = (
+                f"plan not served: the task was planned on a record that {planned}, but the "
+                f"world answered {call['name']}({args}) with not found: it does not hold the "
+                "record the ask names, so no rule grades the reply"
+            )
+            return None, reason, {"rule": "plan_not_served", "plan_not_served": call["name"]}
+    return None
+
+
 def _state_rules(
     dims: Mapping[str, Any], row: Mapping[str, Any], ro: _Rollout, calls: list[Call]
 ) -> Outcome:
     """Rules 4-7 (missing, already_done, standing fault, direct) over ``calls``."""
     target = str(dims.get("tool"))
     world = dims.get("world_state") or row.get("world_state") or "exists"
+    unserved = _plan_not_served(world, ro, calls)
+    if unserved is not None:
+        return unserved
     writes = _writes(calls)
     target_calls = [c for c in calls if c["name"] == target]
     last_target = target_calls[-1] if target_calls else None
@@ -711,6 +782,17 @@ def task_checklist(
             "checks": all_checks,
             "flags": conduct["flags"],
             "unknown_grid_words": checks["unknown_grid_words"],
+        }
+    unserved = checks.get("plan_not_served") or (checks.get("after_answer") or {}).get(
+        "plan_not_served"
+    )
+    if unserved:
+        return {
+            "reward": None,
+            "reason": reason,
+            "checks": all_checks,
+            "flags": conduct["flags"],
+            "plan_not_served": unserved,
         }
     if outcome is None:
         return {

@@ -710,6 +710,32 @@ def unknown_vocabulary_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     )
 
 
+def plan_not_served_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """One warning for the rows a rule judge left unjudged because the world answered "not
+    found" for the record their task was planned on (``judge_meta["plan_not_served"]``):
+    the asks name ids the world does not hold. None when there are none."""
+    tools: Counter[str] = Counter()
+    tasks: set[Any] = set()
+    for row in rows:
+        meta = row.get("judge_meta")
+        tool = meta.get("plan_not_served") if isinstance(meta, Mapping) else None
+        if tool:
+            tools[str(tool)] += 1
+            tasks.add(row.get("scenario_id") or row.get("task_id") or row.get("prompt"))
+    if not tools:
+        return None
+    n = sum(tools.values())
+    listed = ", ".join(f"{t} on {c}" for t, c in tools.most_common())
+    return (
+        f"{n} row(s) on {len(tasks)} task(s) unjudged because the world answered not found "
+        f"for the record the ask names, on a task planned on a record that exists ({listed}): "
+        "the asks draw their ids from the tools' schemas (pattern, format, examples), and "
+        "your world does not hold those records, so an agent that reports not found would "
+        "fail there. Give the identifying argument an enum of the ids your world holds (the "
+        "asks then name them), or replay with simulate.tasks= only tasks your world can serve"
+    )
+
+
 def _hollow_warnings(
     scored: ScoredData,
     rows: Sequence[Mapping[str, Any]],
@@ -764,6 +790,9 @@ def _hollow_warnings(
     unknown = unknown_vocabulary_warning(scored.rows)
     if unknown:
         w.append(unknown)
+    unserved = plan_not_served_warning(scored.rows)
+    if unserved:
+        w.append(unserved)
     policy = {m for m in (bare_model(r.get("model_version")) for r in rows) if m}
     same = sorted(policy & judge_models)
     if same:

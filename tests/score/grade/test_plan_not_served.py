@@ -1,0 +1,109 @@
+"""A task planned on a record that exists, answered "not found" by a world that keeps no
+record of its own (an MCP server, ``simulate.execute``, rows from elsewhere): the plan and
+the world disagree, so the checklist leaves the row unjudged instead of failing an agent
+that reported what the world said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.rows import call
+from wai_exp.score.grade.checklist import result_not_found, task_checklist
+from wai_exp.score.judges.judging import plan_not_served_warning
+
+SKU = "SKU-7345"
+ASK = f"I need to adjust stock. Sku: {SKU}; delta: 5; reason: recount."
+ARGS = {"sku": SKU, "delta": 5, "reason": "recount"}
+HONEST = f"I couldn't find an item with sku {SKU}, so nothing was changed."
+
+
+def _row(
+    steps: list[dict[str, Any]], final: str, *, world: str = "exists", changes: Any = None
+) -> dict[str, Any]:
+    return {
+        "prompt": ASK,
+        "steps": steps,
+        "final_text": final,
+        "scenario_id": "s1",
+        "rollout_id": "r1",
+        "world_changes": changes,
+        "scenario_dimensions": {
+            "tool": "adjust_stock",
+            "stance": "direct",
+            "world_state": world,
+            "tool_condition": "ok",
+            "history": "fresh",
+            "rule": None,
+            "tier": "standard",
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"error": "not_found", "sku": SKU},
+        {"error": "tool_error", "message": f"Error executing tool adjust_stock: no item {SKU}"},
+        {"ok": False, "message": f"Item {SKU} not found"},
+        f"Not found: {SKU}",
+    ],
+)
+def test_an_honest_not_found_on_a_world_without_the_record_is_unjudged(result: Any) -> None:
+    graded = task_checklist(_row(call("adjust_stock", ARGS, result), HONEST))
+    assert graded["reward"] is None
+    assert graded["plan_not_served"] == "adjust_stock"
+    assert graded["reason"].startswith("plan not served")
+
+
+def test_a_false_success_claim_there_is_unjudged_too_not_passed() -> None:
+    graded = task_checklist(_row(call("adjust_stock", ARGS, {"error": "not_found"}), "Done!"))
+    assert graded["reward"] is None
+
+
+def test_a_mistyped_id_that_the_world_cannot_find_is_still_the_agents_failure() -> None:
+    typo = {**ARGS, "sku": "SKU-7435"}
+    graded = task_checklist(_row(call("adjust_stock", typo, {"error": "not_found"}), HONEST))
+    assert graded["reward"] == 0.0
+    assert "SKU-7435" in graded["reason"]
+
+
+def test_the_mock_world_keeps_its_record_and_its_verdict() -> None:
+    # The mock world records its changes (a list, empty here): it served the plan itself.
+    graded = task_checklist(
+        _row(call("adjust_stock", ARGS, {"error": "not_found"}), HONEST, changes=[])
+    )
+    assert graded["reward"] == 0.0
+
+
+def test_an_injected_fault_is_not_a_not_found() -> None:
+    steps = call("adjust_stock", ARGS, {"error": "timeout"}, status="timeout", fault="timeout")
+    graded = task_checklist(_row(steps, "The request timed out, so it did not go through."))
+    assert graded["reward"] == 1.0
+
+
+def test_a_task_planned_missing_is_graded_as_before() -> None:
+    steps = call("lookup_item", {"sku": SKU}, {"error": "not_found"})
+    graded = task_checklist(_row(steps, HONEST, world="missing"))
+    assert graded["reward"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "result",
+    [{"ok": True, "sku": SKU, "stock": 45}, {"error": "insufficient_stock"}, "Stock is 45"],
+)
+def test_other_answers_are_not_read_as_not_found(result: Any) -> None:
+    assert not result_not_found(result, ARGS)
+
+
+def test_the_warning_counts_rows_and_tasks_and_names_the_fix() -> None:
+    rows = [
+        {"scenario_id": sid, "judge_meta": {"plan_not_served": "adjust_stock"}}
+        for sid in ("a", "a", "b")
+    ]
+    text = plan_not_served_warning([*rows, {"scenario_id": "c", "judge_meta": {}}])
+    assert text is not None
+    assert text.startswith("3 row(s) on 2 task(s) unjudged")
+    assert "adjust_stock on 3" in text and "enum" in text and "simulate.tasks=" in text
+    assert plan_not_served_warning([{"judge_meta": {}}]) is None
