@@ -11,7 +11,9 @@
 ``environment_factory(records)`` returns an environment class with one method per tool of the
 published records (TRL reads each method's signature and docstring into the tool schema it
 renders into the prompt, so the policy sees the same schemas ``simulate``'s agent saw: name,
-description, each parameter's type, description and ``enum``, and which are required).
+description, each parameter's type, description and ``enum``, and which are required; a
+limit TRL's schema has no field for, ``minimum``/``maximum``, lengths, ``pattern``,
+``format``, is said in words in the parameter's description).
 TRL builds one instance per rollout and calls ``reset(**row)`` with the dataset row: the
 instance opens a ``wai_exp.env`` episode of that record. Each tool call the policy makes is
 one ``Episode.step`` (TRL calls tools one at a time), answered by the record's mock world,
@@ -91,6 +93,32 @@ def _one_line(text: Any) -> str:
     return " ".join(str(text or "").split())
 
 
+#: Schema keywords ``get_json_schema`` cannot carry, said in words in the description so
+#: the policy still sees the limit a boundary task is graded on.
+_LIMIT_WORDS: tuple[tuple[str, str], ...] = (
+    ("minimum", "at least {}"),
+    ("exclusiveMinimum", "more than {}"),
+    ("maximum", "at most {}"),
+    ("exclusiveMaximum", "less than {}"),
+    ("minLength", "at least {} characters"),
+    ("maxLength", "at most {} characters"),
+    ("minItems", "at least {} items"),
+    ("maxItems", "at most {} items"),
+    ("pattern", "matching {}"),
+    ("format", "format {}"),
+)
+
+
+def _limits(schema: Mapping[str, Any]) -> str:
+    """``schema``'s limits in words (``" (at least 1; at most 4)"``), "" when it has none."""
+    said = [
+        words.format(schema[key])
+        for key, words in _LIMIT_WORDS
+        if isinstance(schema.get(key), int | float | str) and not isinstance(schema[key], bool)
+    ]
+    return f" ({'; '.join(said)})" if said else ""
+
+
 def _docstring(fn: Mapping[str, Any]) -> str:
     """A Google-style docstring ``get_json_schema`` reads back into ``fn``'s schema."""
     params = (fn.get("parameters") or {}).get("properties") or {}
@@ -98,7 +126,7 @@ def _docstring(fn: Mapping[str, Any]) -> str:
     if params:
         lines.append("Args:")
         for name, schema in params.items():
-            desc = _one_line(schema.get("description")) or name
+            desc = (_one_line(schema.get("description")) or name) + _limits(schema)
             if isinstance(schema.get("enum"), list):
                 desc += f" (choices: {json.dumps(schema['enum'])})"
             lines.append(f"    {name}: {desc}")
