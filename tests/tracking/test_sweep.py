@@ -302,3 +302,60 @@ def test_a_small_sweep_values_pass_rate_has_the_small_eval_interval() -> None:
     want = rate_interval(list(tasks.values()), 20).interval
     assert (row["ci_lo"], row["ci_hi"]) == pytest.approx((want.low, want.high))
     assert want.low > 0.15  # the bootstrap-t gave [0.094, 0.572] around 0.333
+
+
+# -- pass^k and pass@k carry their intervals (newuser2 #16) ---------------------------------
+
+
+def _k_job(i, overrides, pow_k, k=4, ci=None, tasks=None):
+    """A child with its pass^k (``ci``: the run's own interval) and, optionally, its tasks'
+    pass^k estimates as the callback reads them from the run's rows."""
+    job = _job(i, overrides, 0.5)
+    job["metrics"]["pass_pow_k"] = pow_k
+    if ci is not None:
+        job["metrics"].update(pass_pow_k_ci_lo=ci[0], pass_pow_k_ci_hi=ci[1])
+    return {**job, "k": k, **({"tasks_pass_pow_k": tasks} if tasks is not None else {})}
+
+
+def test_one_run_per_value_shows_its_own_pass_pow_k_interval_named_by_k():
+    table = per_value_table(
+        [_k_job(0, ["agent.skill=0.6"], 0.3, ci=(0.1, 0.5)), _k_job(1, ["agent.skill=0.9"], 0.6)]
+    )
+    low, high = table["rows"]
+    assert (low["pass_pow_k"], low["pass_pow_k_ci_lo"], low["pass_pow_k_ci_hi"]) == (0.3, 0.1, 0.5)
+    assert low["k"] == 4 and low["pass_pow_k_why"] is None
+    text = format_table(table)
+    assert "pass^4  95% CI" in text and "0.300   0.100–0.500" in text, text
+    # measured without an interval: the cell says so and the line under the table says why
+    assert high["pass_pow_k"] == 0.6 and high["pass_pow_k_ci_lo"] is None
+    from wai_exp.tracking.sweep import table_notes
+
+    assert "pass^4 of agent.skill:0.9: interval not measured (its one run recorded none)" in (
+        table_notes(table)
+    )
+
+
+def test_two_runs_pool_their_tasks_pass_pow_k_and_take_the_interval_over_tasks():
+    from wai_exp.score.stats.resample import rate_interval
+
+    a = _k_job(0, ["agent.skill=0.6", "seed=0"], 0.5, tasks={"a": 1.0, "b": 0.0, "c": 0.5})
+    b = _k_job(1, ["agent.skill=0.6", "seed=1"], 1 / 3, tasks={"a": 0.0, "d": 1.0, "e": 0.0})
+    [row] = per_value_table([a, b])["rows"]
+    # per task over the runs: a 0.5, b 0, c 0.5, d 1, e 0 -> 2.0 / 5
+    assert row["pass_pow_k"] == pytest.approx(0.4)
+    iv = rate_interval([0.5, 0.0, 0.5, 1.0, 0.0], 5).interval
+    assert (row["pass_pow_k_ci_lo"], row["pass_pow_k_ci_hi"]) == pytest.approx((iv.low, iv.high))
+    # two tasks: a number, and the reason there is no interval
+    c = _k_job(2, ["agent.skill=0.6", "seed=0"], 1.0, tasks={"a": 1.0})
+    d = _k_job(3, ["agent.skill=0.6", "seed=1"], 0.0, tasks={"b": 0.0})
+    [few] = per_value_table([c, d])["rows"]
+    assert few["pass_pow_k"] == 0.5 and few["pass_pow_k_ci_lo"] is None
+    assert few["pass_pow_k_why"].startswith("an interval over 2 tasks measures nothing")
+
+
+def test_runs_of_different_k_are_not_averaged_into_one_pass_pow_k():
+    a = _k_job(0, ["seed=0"], 0.5, k=4, ci=(0.3, 0.7))
+    b = _k_job(1, ["seed=1"], 0.2, k=8, ci=(0.1, 0.4))
+    [row] = per_value_table([a, b])["rows"]
+    assert row["pass_pow_k"] is None and row["pass_pow_k_why"] == "its runs drew different k (4, 8)"
+    assert "pass^k  95% CI" in format_table(per_value_table([a, b]))

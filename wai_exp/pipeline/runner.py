@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from wai_exp.config.models import CacheConfig, PipelineConfig, RootConfig
-from wai_exp.domain.secrets import redact_text, register_config_secrets
+from wai_exp.domain.secrets import redact_overrides, redact_text, register_config_secrets
 from wai_exp.pipeline import cache as cache_mod
 from wai_exp.pipeline import reads as reads_mod
 from wai_exp.pipeline import stop
@@ -64,6 +64,7 @@ from wai_exp.rows.partial import PartialRowsDamaged
 from wai_exp.score.grade.checklist import conduct_only_note
 from wai_exp.tracking import NullTracker
 from wai_exp.tracking.store_errors import describe_store_error
+from wai_exp.tracking.summary import run_headline
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -439,7 +440,7 @@ def run_pipeline(
         outcome.error = redact_text(f"tracking could not start: {why}")
         atomic_write_text(run_dir / "error.log", redact_text(traceback.format_exc()))
         outcome.wall_s = time.perf_counter() - t_run
-        _write_run_files(outcome, chash)
+        _write_run_files(outcome, chash, overrides)
         return outcome
     outcome.run_id = getattr(tracker, "run_id", None)
     outcome.ui_command = getattr(tracker, "ui_command", None)
@@ -492,7 +493,7 @@ def run_pipeline(
     outcome.ui_command = getattr(tracker, "ui_command", None) or outcome.ui_command
     outcome.wall_s = time.perf_counter() - t_run
     outcome.tracking_s = tracker.seconds
-    _write_run_files(outcome, chash)
+    _write_run_files(outcome, chash, overrides)
     return outcome
 
 
@@ -1067,7 +1068,7 @@ def row_counts(out: StageOutcome) -> dict[str, float]:
     return metrics
 
 
-def _write_run_files(outcome: RunOutcome, chash: str) -> None:
+def _write_run_files(outcome: RunOutcome, chash: str, overrides: Sequence[str] = ()) -> None:
     compute = sum(s.compute_s for s in outcome.stages)
     timings = {
         "wall_s": round(outcome.wall_s, 4),
@@ -1096,7 +1097,16 @@ def _write_run_files(outcome: RunOutcome, chash: str) -> None:
                 "gate_reason": outcome.gate_reason,
                 "config_hash": chash,
                 "run_id": outcome.run_id,
-                "stages": {s.name: {"status": s.status, "key": s.key} for s in outcome.stages},
+                "stages": {
+                    s.name: {"status": s.status, "key": s.key, "kind": s.kind}
+                    for s in outcome.stages
+                },
+                # What a sweep's table reads of a job when nothing recorded it in MLflow
+                # (tracking=none): what the job was asked to run, and its answer.
+                "overrides": redact_overrides(list(overrides)),
+                "headline": run_headline(
+                    [(s.kind, s.result.metrics) for s in outcome.stages if s.result is not None]
+                ),
             },
         )
     except OSError as exc:  # the run's own result matters more than its bookkeeping

@@ -26,6 +26,12 @@ runs (the same process for the basic launcher, a worker for joblib/submitit/Ray)
   finished children all the same, prints the table, and ends the parent FAILED with the
   failed jobs and their errors, so a sweep never leaves a RUNNING run behind.
 
+With ``tracking=none`` there is no parent run, but the sweep still ends with its table:
+``on_multirun_end`` (or the ``atexit`` hook) reads the jobs' run folders
+(``tracking.sweep_jobs``) and builds the table, the paired deltas and the re-run spread with
+the same functions (``sweep.sweep_answer``, ``sweep.summary_lines``), then prints them and
+writes ``<sweep dir>/sweep/per_value.csv`` and its JSON siblings.
+
 MLflow is imported only when a sweep with tracking on starts: Hydra instantiates callbacks on
 every start, single runs and ``--help`` included.
 """
@@ -186,6 +192,8 @@ class MlflowSweepCallback(Callback):
         self.jobs_failed = 0
         self.overrides: list[str] = []
         self.summary: str | None = None
+        #: tracking=none: the table is built from the jobs' run folders
+        self.unrecorded = False
         self._ended = False
         self._set_env = False
 
@@ -199,6 +207,7 @@ class MlflowSweepCallback(Callback):
             return
         settings = tracking_settings(tracking)
         if settings["kind"] != "mlflow":
+            self._start_unrecorded(config)
             return
         # The folder the command was typed in: the CLI records it before Hydra runs (the
         # same one the jobs' trackers resolve the store from); Hydra's runtime.cwd otherwise.
@@ -259,8 +268,51 @@ class MlflowSweepCallback(Callback):
             )
         log.info("MLflow sweep parent run %s in %s", self.parent_run_id, uri)
 
+    def _start_unrecorded(self, config: Any) -> None:
+        """tracking=none: no parent run, but the sweep still ends with its table, built from
+        the jobs' run folders (``sweep_jobs``) by the code that builds it from child runs."""
+        from wai_exp.domain.secrets import redact_overrides
+        from wai_exp.tracking.sweep import as_typed
+
+        sweep_dir_raw = _select(config, "hydra.sweep.dir")
+        if not sweep_dir_raw:
+            return
+        hydra_cwd = Path(_select(config, "hydra.runtime.cwd") or os.getcwd())
+        self.sweep_dir = (hydra_cwd / str(sweep_dir_raw)).resolve()
+        self.overrides = redact_overrides(as_typed(_select(config, "hydra.overrides.task")))
+        self.unrecorded = True
+        self._ended = False
+        atexit.register(self._atexit)
+
+    def _finish_unrecorded(self, *, failed: bool = False) -> None:
+        """The table of a sweep nothing recorded: on the terminal, and as files in
+        ``<sweep dir>/sweep/``."""
+        from wai_exp.tracking import sweep as sweep_mod
+        from wai_exp.tracking.sweep_jobs import folder_jobs, write_tables
+
+        self._ended = True
+        with contextlib.suppress(Exception):
+            atexit.unregister(self._atexit)
+        assert self.sweep_dir is not None  # set with unrecorded
+        jobs = folder_jobs(self.sweep_dir)
+        answer = sweep_mod.sweep_answer(jobs, self.overrides)
+        done = [j for j in jobs if j["status"] == "FINISHED"]
+        error = (
+            _folder_failures(jobs, self.jobs_failed) if failed or len(done) < len(jobs) else None
+        )
+        lines = sweep_mod.summary_lines(answer, len(jobs), len(done), error)
+        try:
+            where = f"tables: {write_tables(answer, self.sweep_dir)}"
+        except OSError as exc:
+            where = f"tables not written ({exc})"
+        print("\n".join([*lines, f"{where} (tracking=none: nothing recorded in MLflow)"]),
+              flush=True)  # fmt: skip
+
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         """Aggregate the children into the parent, log the run table, end it FINISHED."""
+        if self.unrecorded and not self._ended:
+            self._finish_unrecorded()
+            return
         if self.parent_run_id is None or self._ended:
             return
         from mlflow import MlflowClient
@@ -356,10 +408,11 @@ class MlflowSweepCallback(Callback):
             for r in kids
         ]
         jobs = [
-            {**row, "overrides": row["override_list"], "tasks": _child_tasks(r)}
+            {**row, "overrides": row["override_list"], **_child_tasks(r)}
             for row, r in zip(table, kids, strict=True)
         ]
-        per_value, spread, paired, notes = _answer(jobs, self.overrides)
+        answer = sweep_mod.sweep_answer(jobs, self.overrides)
+        per_value, spread, paired = answer["per_value"], answer["spread"], answer["paired"]
         only_replicates = not per_value["value_keys"]
         finished = [row["metrics"] for row in table if row["status"] == "FINISHED"]
         aggregate = aggregate_metrics(finished, replicates=only_replicates)
@@ -405,7 +458,7 @@ class MlflowSweepCallback(Callback):
             if fig is not None:
                 client.log_figure(pid, fig, "sweep/pass_at_1_by_value.png")
         n_failed = sum(1 for row in table if row["status"] != "FINISHED")
-        note = _sweep_note(per_value, spread, len(table), n_failed, self.overrides, notes)
+        note = _sweep_note(per_value, spread, len(table), n_failed, self.overrides, answer["notes"])
         client.log_batch(
             pid,
             tags=[
@@ -422,23 +475,8 @@ class MlflowSweepCallback(Callback):
         self._ended = True
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
-        floor = (
-            f"re-run spread (replicates only): run_std {spread['run_std']:.3f}, noise band "
-            f"±{spread['noise_band']:.3f}"
-            if spread["run_std"] is not None
-            else f"re-run spread: not measured ({spread['note']})"
-        )
-        self.summary = "\n".join(
-            [
-                f"wai-exp sweep: {len(finished)} of {len(table)} jobs finished; "
-                f"swept: {', '.join(per_value['swept']) or 'nothing'}",
-                *([f"error: {error}"] if error else []),
-                sweep_mod.format_table(per_value),
-                *notes,
-                floor,
-                f"MLflow parent run: {pid}",
-            ]
-        )
+        lines = sweep_mod.summary_lines(answer, len(table), len(finished), error)
+        self.summary = "\n".join([*lines, f"MLflow parent run: {pid}"])
         return aggregate
 
     def _failure(self, client: Any) -> str:
@@ -462,6 +500,10 @@ class MlflowSweepCallback(Callback):
         """The sweep ended without on_multirun_end (a job failed, or a crash): the finished
         children are still aggregated and the table printed, and the parent ends FAILED
         naming the failed jobs and their errors."""
+        if self.unrecorded and not self._ended:
+            with contextlib.suppress(Exception):
+                self._finish_unrecorded(failed=True)
+            return
         if self.parent_run_id is None or self._ended:
             return
         with contextlib.suppress(Exception):
@@ -485,50 +527,32 @@ class MlflowSweepCallback(Callback):
         self._ended = True
 
 
-def _answer(
-    jobs: Sequence[Mapping[str, Any]], overrides: Sequence[str]
-) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], list[str]]:
-    """The sweep's answer from its children: the per-value table, the re-run spread over
-    replicates, the paired deltas between adjacent values, and the lines under the table."""
-    from wai_exp.tracking import sweep as sweep_mod
-
-    per_value = sweep_mod.per_value_table(jobs)
-    paired = sweep_mod.paired_deltas(jobs)
-    notes = sweep_mod.table_notes(
-        per_value, paired, sweep_mod.seeds_needed(per_value),
-        pinned=sweep_mod.pinned_by(overrides),
-    )  # fmt: skip
-    return per_value, sweep_mod.replicate_spread(jobs), paired, notes
+def _folder_failures(jobs: Sequence[Mapping[str, Any]], counted: int) -> str:
+    """Which jobs did not finish and why, from their run folders (``counted``: the jobs
+    this process saw fail, some of which may have left no folder)."""
+    failed = [j for j in jobs if j["status"] != "FINISHED"]
+    lines = [f"{max(counted, len(failed))} of {max(len(jobs), counted)} jobs failed"]
+    for j in failed[:5]:
+        why = j.get("error") or "it never returned (no run.json)"
+        lines.append(f"{' '.join(j['overrides']) or j['run_dir']}: {str(why)[:300]}")
+    if len(failed) > 5:
+        lines.append(f"... and {len(failed) - 5} more (see their run.json)")
+    return "; ".join(lines)
 
 
-def _child_tasks(run: Any) -> dict[str, float] | None:
-    """A child's per-task pass rates from its graded stage's rows in its run folder (the
-    ``wai.run_dir`` tag; the folder is on this machine for every launcher that shares the
-    disk), or None when the folder or the rows are not there."""
-    from wai_exp.score.stats.passat import first_batch
-    from wai_exp.score.stats.resample import reward_groups
+def _child_tasks(run: Any) -> dict[str, Any]:
+    """A child's per-task numbers (``sweep_jobs.graded_tasks``) from its graded stage's rows
+    in its run folder (the ``wai.run_dir`` tag; the folder is on this machine for every
+    launcher that shares the disk); {} when the folder or the rows are not there."""
     from wai_exp.tracking.mlflow_tracker import GRADED_KINDS
+    from wai_exp.tracking.sweep_jobs import graded_tasks
 
     tags = run.data.tags
     run_dir = tags.get("wai.run_dir")
     stages = [
         k[: -len(".kind")] for k, v in tags.items() if k.endswith(".kind") and v in GRADED_KINDS
     ]
-    if not run_dir or not stages:
-        return None
-    with contextlib.suppress(OSError, ValueError):
-        path = Path(run_dir) / sorted(stages)[0] / "rows.jsonl"
-        with path.open(encoding="utf-8") as fh:
-            rows = [json.loads(line) for line in fh if line.strip()]
-        # The fixed first batch of every task, as pass@1 and compare read it: rows an
-        # adaptive policy added where a task split would skew its rate.
-        groups = reward_groups(first_batch(rows)[0])
-        return {
-            str(k): float(s / c)
-            for k, s, c in zip(groups.keys, groups.sums, groups.counts, strict=True)
-            if c
-        }
-    return None
+    return graded_tasks(run_dir, stages) if run_dir else {}
 
 
 def _sweep_note(
@@ -551,7 +575,8 @@ def _sweep_note(
         "",
         "Intervals: over a value's tasks (its runs' per-task pass rates pooled, 95% "
         "bootstrap) when its runs recorded them, else a 95% t interval over its re-runs; one "
-        "run: that run's own 95% interval.",
+        "run: that run's own 95% interval. pass^k and pass@k the same way, each task's "
+        "estimate at the runs' k averaged over its runs.",
         "",
         *(f"- {line}" for line in notes),
         *([""] if notes else []),

@@ -61,6 +61,8 @@ from wai_exp.tracking.summary import (
     StageNote,
     describe_run,
     headline_metrics,
+    headline_stage,
+    keeps_rows,
     run_name,
     split_knobs,
 )
@@ -841,13 +843,13 @@ class MlflowTracker:
         headline: list[Any] = []
         batch: list[Any] = []
         keys = DELTA_HEADLINE_KEYS if self._delta_run else HEADLINE_KEYS
-        if keys[0][1] in values and not self._headlined and (kind == "compare") == self._delta_run:
+        if headline_stage(kind, values, self._delta_run) and not self._headlined:
             # The answer under short names, ahead of every stage's own metrics (held until
             # now): the run page and the metric charts lead with it (a before/after run's is
             # its delta).
             self._headlined = True
             headline = [Metric(k, v, now, 0) for k, v in headline_metrics(values, keys).items()]
-        if kind == "optimize" or ("rows_kept" in values and kind != "simulate"):
+        if keeps_rows(kind, values):
             kept = metric_value(values.get("rows_kept"))
             if kept is not None:
                 batch.append(Metric("rows_kept", kept, now, 0))

@@ -26,6 +26,9 @@ __all__ = [
     "StageNote",
     "describe_run",
     "headline_metrics",
+    "headline_stage",
+    "keeps_rows",
+    "run_headline",
     "run_name",
     "shorten_override",
     "split_knobs",
@@ -166,6 +169,33 @@ def headline_metrics(
         v = finite_float(stage_metrics.get(key))
         if v is not None:
             out[short] = v
+    return out
+
+
+def headline_stage(kind: str, values: Mapping[str, Any], delta_run: bool) -> bool:
+    """Whether a stage's metrics hold the run's answer: a before/after run's (``delta_run``,
+    one with a compare stage) is its compare stage's delta, any other run's a pass@1."""
+    keys = DELTA_HEADLINE_KEYS if delta_run else HEADLINE_KEYS
+    return keys[0][1] in values and (kind == "compare") == delta_run
+
+
+def keeps_rows(kind: str, values: Mapping[str, Any]) -> bool:
+    """Whether a stage's ``rows_kept`` is the run's rows kept (simulate's counts rows made)."""
+    return kind == "optimize" or ("rows_kept" in values and kind != "simulate")
+
+
+def run_headline(stages: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, float]:
+    """The run's answer under short names, as the tracker logs it on the run, from its
+    stages' ``(kind, metrics)`` in pipeline order: the first headline stage's (see
+    :func:`headline_stage`) and the last selecting stage's ``rows_kept``."""
+    delta_run = any(kind == "compare" for kind, _ in stages)
+    keys = DELTA_HEADLINE_KEYS if delta_run else HEADLINE_KEYS
+    first = next((v for kind, v in stages if headline_stage(kind, v, delta_run)), None)
+    out = headline_metrics(first, keys) if first is not None else {}
+    for kind, values in stages:
+        kept = finite_float(values.get("rows_kept"))
+        if keeps_rows(kind, values) and kept is not None:
+            out["rows_kept"] = kept
     return out
 
 

@@ -40,6 +40,8 @@ __all__ = [
     "per_value_table",
     "same_value",
     "seeds_needed",
+    "summary_lines",
+    "sweep_answer",
     "replicate_spread",
     "swept_keys",
     "table_csv",
@@ -58,6 +60,8 @@ PIN_OVERRIDE = f"{PIN_KNOB}=0"
 HEADLINE = "pass_at_1"
 #: How a value's interval over its re-runs is named (``seeds_needed`` sizes only these).
 T_INTERVAL = "95% t interval"
+#: The k-way metrics a row carries with their intervals, and how the table heads them.
+K_WAY = ("pass_pow_k", "pass_at_k")
 
 
 def parse_overrides(overrides: Sequence[str] | str) -> dict[str, str]:
@@ -247,9 +251,12 @@ def per_value_table(
                 if lo is not None
                 else "one run, no interval",
             )
-        for extra in ("pass_pow_k", "pass_at_k", "rows_kept"):
-            xs = [v for v in (finite_float(r["metrics"].get(extra)) for r in runs) if v is not None]
-            row[extra] = sum(xs) / len(xs) if xs else None
+        for name in K_WAY:
+            row.update(_k_way(runs, name))
+        xs = [
+            v for v in (finite_float(r["metrics"].get("rows_kept")) for r in runs) if v is not None
+        ]
+        row["rows_kept"] = sum(xs) / len(xs) if xs else None
         rows.append(row)
     shared = _intersection([t for t in task_sets.values() if t is not None])
     return {
@@ -260,6 +267,76 @@ def per_value_table(
         "shared_tasks": None if shared is None or len(task_sets) < 2 else len(shared),
         "nested": _nested([t for t in task_sets.values() if t is not None]),
     }
+
+
+def _k_way(runs: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any]:
+    """A value's ``name`` (``pass_pow_k`` or ``pass_at_k``) with its 95% interval: the one
+    run's own, or over the tasks its runs measured (each task's estimate averaged over the
+    runs: the way pass@1 pools seeds), else a t interval over the re-runs. ``<name>_why``
+    says why the number or its interval is not measured; ``k`` is the runs' k."""
+    out: dict[str, Any] = {name: None, f"{name}_ci_lo": None, f"{name}_ci_hi": None}
+    ks = sorted({int(r["k"]) for r in runs if finite_float(r.get("k")) is not None})
+    out["k"] = ks[0] if len(ks) == 1 else None
+    vals = [v for v in (finite_float(r["metrics"].get(name)) for r in runs) if v is not None]
+    if not vals:
+        said = next((str(r["k_note"]) for r in runs if r.get("k_note")), None)
+        return {**out, f"{name}_why": said or "no run measured it"}
+    if len(ks) > 1:
+        return {**out, f"{name}_why": f"its runs drew different k ({', '.join(map(str, ks))})"}
+    if len(vals) == 1:
+        m = next(r["metrics"] for r in runs if finite_float(r["metrics"].get(name)) is not None)
+        lo, hi = finite_float(m.get(f"{name}_ci_lo")), finite_float(m.get(f"{name}_ci_hi"))
+        why = None if lo is not None and hi is not None else "its one run recorded none"
+        return {**out, name: vals[0], f"{name}_ci_lo": lo, f"{name}_ci_hi": hi, f"{name}_why": why}
+    return {**out, **_k_way_pooled(runs, name, vals)}
+
+
+def _k_way_pooled(
+    runs: Sequence[Mapping[str, Any]], name: str, vals: Sequence[float]
+) -> dict[str, Any]:
+    """Two or more runs of one value: over their tasks when every run recorded its per-task
+    estimates (``tasks_<name>``), else the mean of the runs with a t interval over them."""
+    from wai_exp.score.stats.resample import rate_interval
+
+    field = f"tasks_{name}"
+    if all(isinstance(r.get(field), Mapping) for r in runs):
+        means = _task_means(runs, field)
+        if not means:
+            return {name: None, f"{name}_why": "no task had k graded repeats"}
+        mean = sum(means.values()) / len(means)
+        if len(means) < _min_tasks():
+            return {name: mean, f"{name}_why": _few_tasks(len(means))}
+        # A task's estimate is one number however many rows it read, as a single run counts it.
+        res = rate_interval(list(means.values()), len(means))
+        if res.interval is not None:
+            lo, hi = (float(x) for x in res.interval)
+            return {name: float(res.estimate), f"{name}_ci_lo": lo, f"{name}_ci_hi": hi,
+                    f"{name}_why": None}  # fmt: skip
+    from scipy import stats
+
+    mean = sum(vals) / len(vals)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
+    half = float(stats.t.ppf(0.975, len(vals) - 1)) * sd / math.sqrt(len(vals))
+    return {
+        name: mean,
+        f"{name}_ci_lo": max(0.0, mean - half),
+        f"{name}_ci_hi": min(1.0, mean + half),
+        f"{name}_why": None,
+    }
+
+
+def _min_tasks() -> int:
+    """Fewest tasks a rate's interval is computed over, as a single run's report has it."""
+    from wai_exp.score.stats.passat import MIN_CI_GROUPS
+
+    return MIN_CI_GROUPS
+
+
+def _few_tasks(n: int) -> str:
+    return (
+        f"an interval over {n} task{'s' if n != 1 else ''} measures nothing (it needs >= "
+        f"{_min_tasks()}): run more tasks"
+    )
 
 
 def _nested(sets: Sequence[set[str]]) -> bool:
@@ -322,11 +399,12 @@ def _task_counts(
     return {"n_tasks": len(mine), "n_shared": len(mine.intersection(*known))}
 
 
-def _task_means(runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Per task, its pass rate averaged over the value's runs that measured it."""
+def _task_means(runs: Sequence[Mapping[str, Any]], field: str = "tasks") -> dict[str, float]:
+    """Per task, its pass rate (or the estimate ``field`` holds) averaged over the value's
+    runs that measured it."""
     acc: dict[str, list[float]] = {}
     for r in runs:
-        for task, v in (r.get("tasks") or {}).items():
+        for task, v in (r.get(field) or {}).items():
             if (f := finite_float(v)) is not None:
                 acc.setdefault(str(task), []).append(f)
     return {t: sum(v) / len(v) for t, v in acc.items()}
@@ -392,6 +470,45 @@ def paired_deltas(children: Sequence[Mapping[str, Any]], *, seed: int = 0) -> li
             out.append(entry)
         prev = {"values": row["values"], "means": means, "n_runs": row["n_measured"]}
     return out
+
+
+def sweep_answer(jobs: Sequence[Mapping[str, Any]], overrides: Sequence[str]) -> dict[str, Any]:
+    """The sweep's answer from its jobs (children as the module docstring has them):
+    ``per_value`` (the table), ``spread`` (the re-run spread over replicates), ``paired``
+    (deltas between adjacent values) and ``notes`` (the lines under the table). Whatever
+    recorded the jobs (MLflow child runs, or only their run folders), this is the one path
+    from jobs to the table and the words under it."""
+    per_value = per_value_table(jobs)
+    paired = paired_deltas(jobs)
+    notes = table_notes(per_value, paired, seeds_needed(per_value), pinned=pinned_by(overrides))
+    return {
+        "per_value": per_value,
+        "spread": replicate_spread(jobs),
+        "paired": paired,
+        "notes": notes,
+    }
+
+
+def summary_lines(
+    answer: Mapping[str, Any], n_jobs: int, n_finished: int, error: str | None = None
+) -> list[str]:
+    """The sweep's summary for the terminal: how many jobs finished, what was swept, the
+    table, the lines under it and the re-run spread (or why it was not measured)."""
+    per_value, spread = answer["per_value"], answer["spread"]
+    floor = (
+        f"re-run spread (replicates only): run_std {spread['run_std']:.3f}, noise band "
+        f"±{spread['noise_band']:.3f}"
+        if spread["run_std"] is not None
+        else f"re-run spread: not measured ({spread['note']})"
+    )
+    return [
+        f"wai-exp sweep: {n_finished} of {n_jobs} jobs finished; "
+        f"swept: {', '.join(per_value['swept']) or 'nothing'}",
+        *([f"error: {error}"] if error else []),
+        format_table(per_value),
+        *answer["notes"],
+        floor,
+    ]
 
 
 def seeds_needed(table: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -536,8 +653,10 @@ def _cell(v: Any, digits: int = 3) -> str:
     return f"{f:.{digits}f}" if not float(f).is_integer() or digits == 0 else f"{f:g}"
 
 
-def _ci(row: Mapping[str, Any]) -> str:
-    lo, hi = finite_float(row.get("ci_lo")), finite_float(row.get("ci_hi"))
+def _ci(row: Mapping[str, Any], name: str | None = None) -> str:
+    """A row's interval on pass@1, or on ``name`` (``pass_pow_k``/``pass_at_k``)."""
+    pre = f"{name}_" if name else ""
+    lo, hi = finite_float(row.get(f"{pre}ci_lo")), finite_float(row.get(f"{pre}ci_hi"))
     return "not measured" if lo is None or hi is None else f"{lo:.3f}–{hi:.3f}"
 
 
@@ -607,6 +726,7 @@ def table_notes(
             f"paired delta {what}: {d['delta']:+.3f} (95% CI {ci} over {d['n_shared']} paired "
             f"tasks{pooled}): {d.get('verdict')}"
         )
+    lines += _unmeasured_lines(table)
     for n in needed:
         what = f"{_value_label(n['values'])} vs {','.join(map(str, n['vs'].values()))}"
         if n.get("n_needed") is None:
@@ -620,68 +740,78 @@ def table_notes(
     return lines
 
 
+def _k_label(table: Mapping[str, Any], name: str) -> str:
+    """``pass^4`` when every row drew one k, else ``pass^k``."""
+    ks = {r.get("k") for r in table["rows"] if r.get(name) is not None}
+    k = next(iter(ks)) if len(ks) == 1 and None not in ks else "k"
+    return ("pass^" if name == "pass_pow_k" else "pass@") + str(k)
+
+
+def _head(table: Mapping[str, Any]) -> list[str]:
+    keys = table["value_keys"] or ["jobs"]
+    head = [*keys, "runs", "pass@1", "95% CI", *_tasks_head(table)]
+    for name in K_WAY:
+        head += [_k_label(table, name), "95% CI"]
+    return [*head, "rows kept"]
+
+
+def _cells(table: Mapping[str, Any], row: Mapping[str, Any]) -> list[str]:
+    """One row of the per-value table: each pass metric beside its interval."""
+    vals = [str(row["values"].get(k, "")) for k in table["value_keys"]] or ["all"]
+    cells = [*vals, str(row["n_runs"]), _cell(row["mean"]), _ci(row), *_tasks_cell(table, row)]
+    for name in K_WAY:
+        cells += [_cell(row.get(name)), _ci(row, name)]
+    kept = row.get("rows_kept")
+    return [*cells, "—" if kept is None else f"{kept:.0f}"]
+
+
+def _unmeasured_lines(table: Mapping[str, Any]) -> list[str]:
+    """Why a k-way number or its interval is missing from the table, per value."""
+    lines = []
+    for row in table["rows"]:
+        for name in K_WAY:
+            why = row.get(f"{name}_why")
+            if why and row.get("mean") is not None:
+                what = "interval not measured" if row.get(name) is not None else "not measured"
+                lines.append(
+                    f"{_k_label(table, name)} of {_value_label(row['values'])}: {what} ({why})"
+                )
+    return lines
+
+
 def table_markdown(table: Mapping[str, Any]) -> str:
     """The per-value table as a markdown table (for the parent run's description)."""
-    keys = table["value_keys"] or ["(all jobs)"]
-    head = [*keys, "runs", "pass@1", "95% CI", *_tasks_head(table)]
-    head += ["pass^k", "pass@k", "rows kept"]
+    head = _head(table)
+    if not table["value_keys"]:
+        head[0] = "(all jobs)"
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in table["rows"]:
-        vals = [row["values"].get(k, "") for k in table["value_keys"]] or ["all"]
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    *vals,
-                    str(row["n_runs"]),
-                    _cell(row["mean"]),
-                    _ci(row),
-                    *_tasks_cell(table, row),
-                    _cell(row["pass_pow_k"]),
-                    _cell(row["pass_at_k"]),
-                    _cell(row["rows_kept"], 0) if row["rows_kept"] is not None else "—",
-                ]
-            )
-            + " |"
-        )
+    lines += ["| " + " | ".join(_cells(table, row)) + " |" for row in table["rows"]]
     return "\n".join(lines)
 
 
 def format_table(table: Mapping[str, Any]) -> str:
     """The per-value table as fixed-width text for the terminal."""
-    keys = table["value_keys"] or ["jobs"]
-    head = [*keys, "runs", "pass@1", "95% CI", *_tasks_head(table)]
-    head += ["pass^k", "pass@k", "rows kept"]
-    body = []
-    for row in table["rows"]:
-        vals = [row["values"].get(k, "") for k in table["value_keys"]] or ["all"]
-        body.append(
-            [
-                *vals,
-                str(row["n_runs"]),
-                _cell(row["mean"]),
-                _ci(row),
-                *_tasks_cell(table, row),
-                _cell(row["pass_pow_k"]),
-                _cell(row["pass_at_k"]),
-                "—" if row["rows_kept"] is None else f"{row['rows_kept']:.0f}",
-            ]
-        )
+    head = _head(table)
+    body = [_cells(table, row) for row in table["rows"]]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(fmt.format(*r) for r in [head, *body])
+    return "\n".join(fmt.format(*r).rstrip() for r in [head, *body])
+
+
+#: The k-way columns of the CSV: each metric, then its interval's bounds.
+_K_WAY_COLUMNS = tuple(f"{n}{end}" for n in K_WAY for end in ("", "_ci_lo", "_ci_hi"))
 
 
 def table_csv(table: Mapping[str, Any]) -> str:
     """The per-value table as CSV: the value keys, then n_runs, pass_at_1 (mean), ci_lo,
-    ci_hi, interval, n_tasks, n_shared, pass_pow_k, pass_at_k, rows_kept, run_ids
-    (space-separated)."""
+    ci_hi, interval, n_tasks, n_shared, k, pass_pow_k and pass_at_k each with its ci_lo and
+    ci_hi, rows_kept, run_ids (space-separated)."""
     buf = io.StringIO()
     w = csv.writer(buf)
     keys = table["value_keys"]
     w.writerow(
         [*keys, "n_runs", "pass_at_1", "ci_lo", "ci_hi", "interval", "n_tasks", "n_shared",
-         "pass_pow_k", "pass_at_k", "rows_kept", "run_ids"]
+         "k", *_K_WAY_COLUMNS, "rows_kept", "run_ids"]
     )  # fmt: skip
     for row in table["rows"]:
         w.writerow(
@@ -691,7 +821,8 @@ def table_csv(table: Mapping[str, Any]) -> str:
                 *("" if row[k] is None else repr(row[k]) for k in ("mean", "ci_lo", "ci_hi")),
                 row["interval"],
                 *("" if row.get(k) is None else row[k] for k in ("n_tasks", "n_shared")),
-                *("" if row[k] is None else repr(row[k]) for k in ("pass_pow_k", "pass_at_k", "rows_kept")),
+                "" if row.get("k") is None else row["k"],
+                *("" if row.get(k) is None else repr(row[k]) for k in (*_K_WAY_COLUMNS, "rows_kept")),
                 " ".join(row["run_ids"]),
             ]
         )  # fmt: skip
