@@ -119,3 +119,16 @@ def test_unjudged_rows_are_warned_about_and_named_as_what_shrank_k(tmp_path):
     assert "repeats>=4" not in out
     assert f"{n} rows with no 0/1 grade (unjudged, or a partial reward) left" in out
     assert "pass k=4 to read pass^4 and pass@4 over the" in out
+
+
+def test_an_interval_not_measured_over_too_few_tasks_says_why_and_what_to_do(tmp_path):
+    """'pass@1: 1.000  interval not measured over 1 tasks' gave no reason; the floor line
+    beside it did ('needs >= 3 tasks')."""
+    res = wai(tmp_path, "+experiment=eval", "tracking=none", "simulate.budget=4")
+    assert res.returncode == 0, res.stdout + res.stderr
+    [head] = [line for line in res.stdout.splitlines() if line.startswith("pass@1:")]
+    assert head.startswith("pass@1: 1.000  interval not measured: 1 task;"), head
+    assert "fewer than 3 give no spread between tasks" in head and "over 1 tasks" not in head
+    assert "run more tasks: a larger simulate.budget" in head
+    [k_way] = [line for line in res.stdout.splitlines() if line.startswith("  pass^4:")]
+    assert k_way == "  pass^4: 1.000  pass@4: 1.000  (intervals not measured, as for pass@1)"

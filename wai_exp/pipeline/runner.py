@@ -1113,6 +1113,22 @@ def _write_run_files(outcome: RunOutcome, chash: str, overrides: Sequence[str] =
         sys.stderr.write(f"wai-exp: could not write run.json/timings.json: {exc}\n")
 
 
+def _too_few_tasks(n_tasks: Any) -> str | None:
+    """Why a rate has no interval when the run has too few tasks for one, and what to do;
+    None when it has enough (or does not say how many)."""
+    from wai_exp.score.stats.passat import MIN_CI_GROUPS
+
+    if not isinstance(n_tasks, int) or n_tasks >= MIN_CI_GROUPS:
+        return None
+    tasks = f"{n_tasks} task" + ("" if n_tasks == 1 else "s")
+    return (
+        f"{tasks}; an interval is over tasks, and fewer than {MIN_CI_GROUPS} give no spread "
+        "between tasks to size it by, so it would measure nothing; run more tasks: a larger "
+        "simulate.budget (rows = tasks x repeats), or more situations in simulate.tasks / "
+        "simulate.rows"
+    )
+
+
 def _fmt_ci(lo: Any, hi: Any) -> str:
     if lo is None or hi is None:
         return "interval not measured"
@@ -1261,6 +1277,9 @@ def summarize(outcome: RunOutcome) -> str:
         over = f" over {n} tasks" if n is not None else ""
         which = f" ({graded.name})" if len(graded_stages) > 1 else ""
         ci = _fmt_ci(m.get("pass_at_1_ci_lo"), m.get("pass_at_1_ci_hi"))
+        few = _too_few_tasks(n)
+        if few and "pass_at_1_ci_lo" not in m:
+            ci, over = f"interval not measured: {few}", ""
         # An adaptive run's headline reads each task's fixed first batch: say so.
         first = res.report.get("pass_at_1_basis") == "first_batch"
         basis = (
@@ -1278,9 +1297,11 @@ def summarize(outcome: RunOutcome) -> str:
             # Each with its interval: a bare 0.000 over a handful of tasks reads as measured.
             pow_ci = _fmt_ci(m.get("pass_pow_k_ci_lo"), m.get("pass_pow_k_ci_hi"))
             at_ci = _fmt_ci(m.get("pass_at_k_ci_lo"), m.get("pass_at_k_ci_hi"))
-            out.append(
-                f"  pass^{k}: {m['pass_pow_k']:.3f}  {pow_ci}  pass@{k}: {m['pass_at_k']:.3f}  {at_ci}"
-            )
+            line = f"  pass^{k}: {m['pass_pow_k']:.3f}  {pow_ci}  pass@{k}: {m['pass_at_k']:.3f}  {at_ci}"
+            if few and "pass_pow_k_ci_lo" not in m and "pass_at_k_ci_lo" not in m:
+                why = ", as for pass@1" if "pass_at_1_ci_lo" not in m else f": {few}"
+                line = f"  pass^{k}: {m['pass_pow_k']:.3f}  pass@{k}: {m['pass_at_k']:.3f}  (intervals not measured{why})"
+            out.append(line)
         else:
             note = res.report.get("note") or "not enough repeats per task"
             out.append(f"  pass^k, pass@k: not measured ({note})")
