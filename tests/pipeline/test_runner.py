@@ -566,7 +566,9 @@ def test_progress_pace_waits_for_three_items_then_gives_rate_and_time_left():
     """'1/600 rows judged 0.2/s' read like the stage's pace; it was its warm-up."""
     from wai_exp.pipeline.runner import _pace
 
-    assert _pace(1, 600, 5.0) == "  (rate after 3)"
+    # before it: how long the stage has run, never a number that reads as a rate
+    assert _pace(0, 8, 130.0) == "  running 2m10s; rate after the first 3 rows"
+    assert _pace(1, 600, 5.0, "rows judged") == "  running 5s; rate after the first 3 rows judged"
     assert _pace(10, 600, 50.0) == "  1 per 5.0 s  ~49m10s left"
     assert _pace(300, 600, 100.0) == "  3.0/s  ~1m40s left"
     assert _pace(600, 600, 100.0) == "  6.0/s"

@@ -164,7 +164,7 @@ class ProgressLine:
         total = info.get("total")
         unit = info.get("unit", "rows")
         text = f"  {self.label}  {done}" + (f"/{total}" if total else "") + f" {unit}"
-        text += _pace(done, total, now - self.t0)
+        text += _pace(done, total, now - self.t0, unit)
         extra = info.get("note")
         if extra:
             text += f"  {extra}"
@@ -187,10 +187,12 @@ class ProgressLine:
 _PACE_MIN_DONE = 3
 
 
-def _pace(done: int, total: int | None, elapsed: float) -> str:
-    """``  4.2/s  ~2m10s left``, ``  1 per 6.5 s  ~1h05m left``, or ``  (rate after 3)``."""
+def _pace(done: int, total: int | None, elapsed: float, unit: str = "rows") -> str:
+    """``  4.2/s  ~2m10s left``, ``  1 per 6.5 s  ~1h05m left``, or, before the rate means
+    anything, how long the stage has run: ``  running 2m10s; rate after the first 3 rows``
+    (a bare "(rate after 3)" beside "0/8 rows" read as a rate of 3)."""
     if done < _PACE_MIN_DONE or elapsed <= 0:
-        return f"  (rate after {_PACE_MIN_DONE})"
+        return f"  running {_duration(elapsed)}; rate after the first {_PACE_MIN_DONE} {unit}"
     rate = done / elapsed
     out = f"  {rate:.1f}/s" if rate >= 1 else f"  1 per {1 / rate:.1f} s"
     if total and done < total:
