@@ -73,3 +73,28 @@ def test_eval_variance_preset_measures_a_floor(tmp_path: Path) -> None:
     report = json.loads((run / "eval_variance" / "report.json").read_text())
     assert report["n_runs"] == 3 and report["run_std"] is not None
     assert "pass_at_1" in report["run_std_by_metric"]
+
+
+def test_eval_variance_reports_one_runs_pass_pow_k_over_the_pooled_runs(tmp_path: Path) -> None:
+    """4 repeats x 3 runs printed pass^12, comparable with no single run's pass^4. k is one
+    run's repeats; each task's 12 rows stay pooled, an unbiased pass^4 (checked by hand)."""
+    import math
+
+    proc = subprocess.run(
+        [WAI_EXP, "+experiment=eval_variance", "tracking=none", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [line] = [x for x in proc.stdout.splitlines() if x.startswith("  pass^")]
+    assert line.startswith("  pass^4: ") and "pass@4: " in line and "pass^12" not in line, line
+    assert "(k=4, one run's repeats; each task's rows from the 3 runs are pooled" in line
+    report = json.loads((tmp_path / "run" / "grade" / "report.json").read_text())
+    assert report["k"] == 4
+    by_task: dict[str, list[int]] = {}
+    for raw in (tmp_path / "run" / "grade" / "rows.jsonl").read_text().splitlines():
+        row = json.loads(raw)
+        by_task.setdefault(row["scenario_id"], []).append(int(row["reward"]))
+    assert {len(v) for v in by_task.values()} == {12}
+    by_hand = sum(math.comb(sum(v), 4) / math.comb(12, 4) for v in by_task.values()) / len(by_task)
+    assert report["pass_pow_k"] == pytest.approx(by_hand)
+    assert f"pass^4: {by_hand:.3f}" in line

@@ -1115,6 +1115,21 @@ def _write_run_files(outcome: RunOutcome, chash: str, overrides: Sequence[str] =
         sys.stderr.write(f"wai-exp: could not write run.json/timings.json: {exc}\n")
 
 
+def _k_way_line(m: Mapping[str, Any], report: Mapping[str, Any], few: str | None) -> str:
+    """pass^k and pass@k, each with its interval (a bare 0.000 over a handful of tasks reads
+    as measured), or why neither has one; under runs=N, what k is."""
+    k = report.get("k")
+    pow_ci = _fmt_ci(m.get("pass_pow_k_ci_lo"), m.get("pass_pow_k_ci_hi"))
+    at_ci = _fmt_ci(m.get("pass_at_k_ci_lo"), m.get("pass_at_k_ci_hi"))
+    line = f"  pass^{k}: {m['pass_pow_k']:.3f}  {pow_ci}  pass@{k}: {m['pass_at_k']:.3f}  {at_ci}"
+    if few and "pass_pow_k_ci_lo" not in m and "pass_at_k_ci_lo" not in m:
+        why = ", as for pass@1" if "pass_at_1_ci_lo" not in m else f": {few}"
+        line = f"  pass^{k}: {m['pass_pow_k']:.3f}  pass@{k}: {m['pass_at_k']:.3f}  (intervals not measured{why})"
+    if report.get("k_basis"):  # runs=N: what k is, and that the runs are pooled
+        line += f"  ({report['k_basis']})"
+    return line
+
+
 def _too_few_tasks(n_tasks: Any) -> str | None:
     """Why a rate has no interval when the run has too few tasks for one, and what to do;
     None when it has enough (or does not say how many)."""
@@ -1294,16 +1309,8 @@ def summarize(outcome: RunOutcome) -> str:
         if conduct := res.report.get("conduct_only_rows"):
             out.append("  " + conduct_only_note(conduct, int(res.report["n_rows"])))
         out.extend(_floor_lines(m, res.report.get("floor"), n))
-        k = res.report.get("k")
         if "pass_pow_k" in m and "pass_at_k" in m:
-            # Each with its interval: a bare 0.000 over a handful of tasks reads as measured.
-            pow_ci = _fmt_ci(m.get("pass_pow_k_ci_lo"), m.get("pass_pow_k_ci_hi"))
-            at_ci = _fmt_ci(m.get("pass_at_k_ci_lo"), m.get("pass_at_k_ci_hi"))
-            line = f"  pass^{k}: {m['pass_pow_k']:.3f}  {pow_ci}  pass@{k}: {m['pass_at_k']:.3f}  {at_ci}"
-            if few and "pass_pow_k_ci_lo" not in m and "pass_at_k_ci_lo" not in m:
-                why = ", as for pass@1" if "pass_at_1_ci_lo" not in m else f": {few}"
-                line = f"  pass^{k}: {m['pass_pow_k']:.3f}  pass@{k}: {m['pass_at_k']:.3f}  (intervals not measured{why})"
-            out.append(line)
+            out.append(_k_way_line(m, res.report, few))
         else:
             note = res.report.get("note") or "not enough repeats per task"
             out.append(f"  pass^k, pass@k: not measured ({note})")

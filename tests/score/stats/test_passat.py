@@ -560,3 +560,18 @@ def test_pass_k_under_the_split_policy_counts_each_task_once_from_its_first_four
     assert res.pass_pow_k == pytest.approx((0 + 1 + 0) / 3)
     assert res.pass_at_k == pytest.approx((1 + 1 + 0) / 3)
     assert res.n_groups_at_k == 3
+
+
+def test_per_run_k_is_one_runs_repeats_when_rows_come_from_several_runs():
+    from wai_exp.score.stats.passat import per_run_k
+
+    def row(task, run, reward=1.0):
+        return {"scenario_id": task, "reward": reward, "lineage": {"eval_run": run}}
+
+    three = [row(t, r) for t in ("a", "b") for r in range(3) for _ in range(4)]
+    assert per_run_k(three) == (4, 3)
+    # a task one run gave 3 graded rows: the smallest group within a run, as pass_at's default
+    assert per_run_k([*three[:-1], row("b", 2, None)]) == (3, 3)
+    # one run, or rows that name none: pass_at's own default applies
+    assert per_run_k([row("a", 0) for _ in range(4)]) == (None, 1)
+    assert per_run_k([{"scenario_id": "a", "reward": 1.0}] * 4) == (None, 0)

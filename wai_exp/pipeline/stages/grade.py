@@ -24,14 +24,17 @@ import inspect
 import itertools
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wai_exp.config.models import JudgeConfig
+from wai_exp.config.models import JudgeConfig, PassAtOptions
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, input_rows, register
 from wai_exp.pipeline.stored_rows import RowSink, StoredRows
 from wai_exp.rows.keys import without_fields
 from wai_exp.score.grade.checklist import conduct_only_note, conduct_only_rows
 from wai_exp.simulate.lost import lost_sentence
+
+if TYPE_CHECKING:  # passat imports numpy; the stage imports it when it grades
+    from wai_exp.score.stats.passat import PassAt
 
 #: Environment variable naming the judge model when ``judge.model`` is null.
 JUDGE_ENV = "WAI_EXP_JUDGE"
@@ -302,12 +305,35 @@ def pass_at_metrics(pa: Any) -> dict[str, float]:
     return m
 
 
+def _pass_at(
+    graded: list[dict[str, Any]], opts: PassAtOptions, lost: dict[str, Any] | None
+) -> tuple[PassAt, str | None]:
+    """pass@k of the graded rows as ``judge.pass_at`` asks, and what k is when rows of
+    runs=N re-runs set it: one run's repeats over the pooled rows (pass^4 for 4 repeats x 3
+    runs, not pass^12, which no single run of the eval measures)."""
+    from wai_exp.score.stats.passat import pass_at, per_run_k
+
+    run_k, n_runs = per_run_k(graded) if opts.k is None else (None, 0)
+    pa = pass_at(
+        graded,
+        k=opts.k if run_k is None else run_k,
+        min_k=opts.min_k,
+        unanimous_short=opts.unanimous_short,
+        lost=lost["by_task"] if lost and lost.get("counted") else None,
+    )
+    if run_k is None or pa.pass_pow_k is None:
+        return pa, None
+    return pa, (
+        f"k={run_k}, one run's repeats; each task's rows from the {n_runs} runs are pooled "
+        "into each estimate; judge.pass_at.k= sets another k"
+    )
+
+
 def judge_rows(
     ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult], source: str
 ) -> StageResult:
     """Shared by ``grade`` and ``evaluate``: judge, then pass@k over the judged rows."""
     from wai_exp.score.judges.judging import unknown_vocabulary_warning
-    from wai_exp.score.stats.passat import pass_at
 
     stored = next(iter(inputs.values())).rows if len(inputs) == 1 else None
     # Rows the runner kept on disk are read here in batches, for this stage alone: each
@@ -350,15 +376,8 @@ def judge_rows(
     del rows  # the judge returned copies; the inputs can go before pass@k is computed
     # Batched, these are light copies (no transcript): the rows themselves are in `written`.
     graded = list(scored.rows)
-    opts = typed.pass_at
     lost = _lost_block(upstream)
-    pa = pass_at(
-        graded,
-        k=opts.k,
-        min_k=opts.min_k,
-        unanimous_short=opts.unanimous_short,
-        lost=lost["by_task"] if lost and lost.get("counted") else None,
-    )
+    pa, k_basis = _pass_at(graded, typed.pass_at, lost)
     unjudged = sum(1 for r in graded if r.get("reward") is None)
     statuses: dict[str, int] = {}
     for r in graded:
@@ -388,6 +407,8 @@ def judge_rows(
         "unknown_vocabulary": unknown_vocabulary_warning(graded),
         "conduct_only_rows": conduct_only_rows(graded),
     }
+    if k_basis:
+        report["k_basis"] = k_basis
     if lost:
         # by_task kept: a compare of this run counts its lost rollouts as this stage did
         report["lost"] = dict(lost)

@@ -66,6 +66,7 @@ __all__ = [
     "as_rows",
     "pass_at",
     "pass_k_estimates",
+    "per_run_k",
     "row_dicts",
     "run_config",
 ]
@@ -541,6 +542,32 @@ def pass_at(
         n_lost=len(failed),
         ci_method=_ci_method(res1),
     )
+
+
+def per_run_k(rows: Sequence[Mapping[str, Any]]) -> tuple[int | None, int]:
+    """``(k, runs)`` for rows of one eval run several times (``lineage.eval_run``, what
+    ``simulate(runs=3)`` stamps): ``k`` is the smallest group of two or more graded repeats
+    of a task within one run, the pass^k a single run of the eval measures, and ``runs``
+    the number of runs. ``pass_at`` groups a task's rows over every run, so its default k
+    would be repeats x runs (pass^12 for 4 repeats and 3 runs), comparable with no
+    single run's; ``pass_at(rows, k=k)`` over the pooled rows stays an unbiased pass^k,
+    every draw of k from a task's rows being one. ``(None, runs)`` for one run or none."""
+    from wai_exp.score.stats.readers import binary_reward
+
+    counts: Counter[tuple[str, Any]] = Counter()
+    runs: set[Any] = set()
+    for row in rows:
+        lineage = row.get("lineage")
+        run = lineage.get("eval_run") if isinstance(lineage, Mapping) else None
+        if run is None:
+            continue
+        runs.add(run)
+        if binary_reward(row) is not None:
+            counts[(str(task_key(row)), run)] += 1
+    repeated = [n for n in counts.values() if n >= 2]
+    if len(runs) < 2 or not repeated:
+        return None, len(runs)
+    return min(repeated), len(runs)
 
 
 def first_batch(rows: list[RowT]) -> tuple[list[RowT], int]:
