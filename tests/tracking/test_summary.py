@@ -147,3 +147,19 @@ def test_what_was_not_measured_says_whether_the_pipeline_has_it_or_the_run_ended
     report_only = note([], ["report"])
     assert "**Rows kept:** not measured (no simulate or selection stage)" in report_only
     assert "**Publish gate:** not run in this pipeline" in report_only
+
+
+def test_the_description_says_why_one_task_has_no_interval_and_what_k_is_under_runs():
+    """The MLflow description read 'pass@1 1.000 (interval not measured) over 1 tasks' with
+    no reason, and pass^12 for 4 repeats x 3 runs without saying the runs were pooled."""
+    one = StageNote("evaluate", "evaluate", {"pass_at_1": 1.0}, {"n_groups": 1, "k": 4})
+    note = describe_run([one], preset="eval", overrides=[], config_hash="0" * 16)
+    assert "### pass@1 1.000 (interval not measured: 1 task; an interval is over tasks" in note
+    assert "run more tasks: a larger simulate.budget" in note and "over 1 tasks" not in note
+    basis = "k=4, one run's repeats; each task's rows from the 3 runs are pooled"
+    pooled = StageNote(
+        "grade", "grade", {"pass_at_1": 0.7, "pass_pow_k": 0.42, "pass_at_k": 0.94},
+        {"n_groups": 50, "k": 4, "k_basis": basis},
+    )  # fmt: skip
+    note = describe_run([pooled], preset="eval_variance", overrides=[], config_hash="0" * 16)
+    assert f"· pass@4 0.940 (interval not measured) ({basis})" in note

@@ -64,7 +64,7 @@ from wai_exp.rows.partial import PartialRowsDamaged
 from wai_exp.score.grade.checklist import conduct_only_note
 from wai_exp.tracking import NullTracker
 from wai_exp.tracking.store_errors import describe_store_error
-from wai_exp.tracking.summary import run_headline
+from wai_exp.tracking.summary import run_headline, too_few_tasks
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -1130,22 +1130,6 @@ def _k_way_line(m: Mapping[str, Any], report: Mapping[str, Any], few: str | None
     return line
 
 
-def _too_few_tasks(n_tasks: Any) -> str | None:
-    """Why a rate has no interval when the run has too few tasks for one, and what to do;
-    None when it has enough (or does not say how many)."""
-    from wai_exp.score.stats.passat import MIN_CI_GROUPS
-
-    if not isinstance(n_tasks, int) or n_tasks >= MIN_CI_GROUPS:
-        return None
-    tasks = f"{n_tasks} task" + ("" if n_tasks == 1 else "s")
-    return (
-        f"{tasks}; an interval is over tasks, and fewer than {MIN_CI_GROUPS} give no spread "
-        "between tasks to size it by, so it would measure nothing; run more tasks: a larger "
-        "simulate.budget (rows = tasks x repeats), or more situations in simulate.tasks / "
-        "simulate.rows"
-    )
-
-
 def _fmt_ci(lo: Any, hi: Any) -> str:
     if lo is None or hi is None:
         return "interval not measured"
@@ -1294,7 +1278,7 @@ def summarize(outcome: RunOutcome) -> str:
         over = f" over {n} tasks" if n is not None else ""
         which = f" ({graded.name})" if len(graded_stages) > 1 else ""
         ci = _fmt_ci(m.get("pass_at_1_ci_lo"), m.get("pass_at_1_ci_hi"))
-        few = _too_few_tasks(n)
+        few = too_few_tasks(n)
         if few and "pass_at_1_ci_lo" not in m:
             ci, over = f"interval not measured: {few}", ""
         # An adaptive run's headline reads each task's fixed first batch: say so.

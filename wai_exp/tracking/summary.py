@@ -32,6 +32,7 @@ __all__ = [
     "run_name",
     "shorten_override",
     "split_knobs",
+    "too_few_tasks",
 ]
 
 #: Override keys that say where or how a run is recorded, not what it computes.
@@ -221,6 +222,22 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "not measured" if v is None else f"{v:.{digits}f}"
 
 
+def too_few_tasks(n_tasks: Any) -> str | None:
+    """Why a rate has no interval when the run has too few tasks for one, and what to do;
+    None when it has enough (or does not say how many)."""
+    from wai_exp.score.stats.passat import MIN_CI_GROUPS
+
+    if not isinstance(n_tasks, int) or n_tasks >= MIN_CI_GROUPS:
+        return None
+    tasks = f"{n_tasks} task" + ("" if n_tasks == 1 else "s")
+    return (
+        f"{tasks}; an interval is over tasks, and fewer than {MIN_CI_GROUPS} give no spread "
+        "between tasks to size it by, so it would measure nothing; run more tasks: a larger "
+        "simulate.budget (rows = tasks x repeats), or more situations in simulate.tasks / "
+        "simulate.rows"
+    )
+
+
 def _interval(lo: Any, hi: Any) -> str:
     lo, hi = finite_float(lo), finite_float(hi)
     if lo is None or hi is None:
@@ -341,10 +358,10 @@ def describe_run(
         if s.report.get("pass_at_1_basis") == "first_batch":
             # An adaptive run: the headline reads each task's fixed first batch (unbiased).
             basis = ", from the fixed first batch of every task (pass^k and pass@k too)"
-        out.append(
-            f"### pass@1{where} {_fmt(finite_float(m['pass_at_1']))} "
-            f"({_interval(m.get('pass_at_1_ci_lo'), m.get('pass_at_1_ci_hi'))}){over}{basis}"
-        )
+        ci = _interval(m.get("pass_at_1_ci_lo"), m.get("pass_at_1_ci_hi"))
+        if (few := too_few_tasks(n)) and finite_float(m.get("pass_at_1_ci_lo")) is None:
+            ci, over = f"interval not measured: {few}", ""
+        out.append(f"### pass@1{where} {_fmt(finite_float(m['pass_at_1']))} ({ci}){over}{basis}")
         out.extend(_floor_lines(m, s.report.get("floor"), n))
         k = s.report.get("k")
         kk = k if isinstance(k, int) else "k"
@@ -358,6 +375,7 @@ def describe_run(
                 f"({_interval(m.get('pass_pow_k_ci_lo'), m.get('pass_pow_k_ci_hi'))}) · "
                 f"pass@{kk} {_fmt(at_k)} "
                 f"({_interval(m.get('pass_at_k_ci_lo'), m.get('pass_at_k_ci_hi'))})"
+                + (f" ({s.report['k_basis']})" if s.report.get("k_basis") else "")
             )
         if s.report.get("lost_line"):  # what lost rollouts did to these numbers
             out.append(str(s.report["lost_line"]))
