@@ -107,3 +107,13 @@ def test_the_warning_counts_rows_and_tasks_and_names_the_fix() -> None:
     assert text.startswith("3 row(s) on 2 task(s) unjudged")
     assert "adjust_stock on 3" in text and "enum" in text and "simulate.tasks=" in text
     assert plan_not_served_warning([{"judge_meta": {}}]) is None
+
+
+def test_a_typo_echoed_back_by_a_tool_is_still_the_agents_failure() -> None:
+    # The agent's first call mistyped the id; a garbled answer echoed it back, so the second
+    # call's id is "in an earlier tool result", not in the person's words.
+    typo = {**ARGS, "sku": "SKU-7435"}
+    steps = call("adjust_stock", typo, '{"sku": "SKU-7435", "status": "proc')
+    steps += call("adjust_stock", typo, {"error": "not_found"})
+    graded = task_checklist(_row(steps, HONEST))
+    assert graded["reward"] == 0.0

@@ -469,18 +469,27 @@ def result_not_found(result: Any, arguments: Mapping[str, Any] | None = None) ->
     )
 
 
+def _from_the_person(call: Call) -> bool:
+    """No argument of ``call`` came from an earlier tool result: the record it names is the
+    one the person asked about (a tool's echo of the agent's own typo does not count)."""
+    return all(cls not in ("tool", "num_tool") for cls in call_provenance(call).values())
+
+
 def _plan_not_served(world: Any, ro: _Rollout, calls: list[Call]) -> Outcome | None:
     """The task was planned on a record that exists, but a world that keeps no record of
     its own (a ``world=mcp`` server, ``simulate.execute``, rows from elsewhere) answered a
     call made with the person's own identifiers that no such record exists. The plan and the
     world disagree, so no rule can say what the reply should have been: "not found" is the
-    truth of the world served and a failure under the plan. Unjudged, never a verdict."""
+    truth of the world served and a failure under the plan. Unjudged, never a verdict; a
+    rollout with an invented identifier anywhere keeps its rule-6 failure."""
     if world not in ("exists", "already_done") or ro.changes is not None:
         return None
+    if not all(_is_grounded(c) for c in ro.calls):
+        return None  # an invented id fails the task whatever the world holds (rule 6)
     for call in calls:
         if (
             not call.get("fault")
-            and _is_grounded(call)
+            and _from_the_person(call)
             and result_not_found(call.get("result"), call.get("arguments"))
         ):
             args = ", ".join(f"{k}={v!r}" for k, v in (call.get("arguments") or {}).items())
