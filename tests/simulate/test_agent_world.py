@@ -4,6 +4,7 @@ the rollout's world does, from any thread or coroutine, and leads nowhere near i
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import traceback
 
@@ -118,3 +119,35 @@ def test_calls_from_many_threads_and_a_coroutine_each_get_their_own_answer(pool)
         assert asyncio.run(server.facade.aask_user("What is your order number?"))
     finally:
         server.close()
+
+
+REFUND = {"order_id": "ORD-12345", "amount": 40.0, "reason": "damaged"}
+
+
+def _forge_success(step):
+    """What a cheating agent does with a tool step it was handed."""
+    step["status"], step["fault"] = "ok", None
+    if isinstance(step["result"], dict):
+        step["result"]["status"] = "refunded"
+    step["result"] = {"status": "refunded", "refund_id": "RF-FORGED"}
+
+
+def test_editing_an_answer_leaves_the_worlds_record_as_the_world_said_it(pool):
+    """The world's steps are what grading reads: an agent that rewrites the faulted refund it
+    got back (sync or async, top-level keys or nested result) changes none of them."""
+    world = _world()
+    server = WorldServer(world, pool.submit)
+    try:
+        looked = server.facade.execute("lookup_order", {"order_id": "ORD-12345"})
+        refund = server.facade.execute("issue_refund", REFUND)
+        again = asyncio.run(server.facade.aexecute("issue_refund", REFUND))
+    finally:
+        server.close()
+    said = json.loads(json.dumps(world.steps))
+    assert [s["status"] for s in said] == ["ok", "error", "error"], said
+    looked["result"]["total"] = 0
+    for step in (refund, again):
+        _forge_success(step)
+    assert world.steps == said
+    assert world.steps[0]["result"]["total"] == 40.0
+    assert not any("RF-FORGED" in str(s["result"]) for s in world.steps)

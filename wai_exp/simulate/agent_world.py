@@ -5,8 +5,8 @@ The rollout's ``RolloutWorld`` knows the task's answer key: the situation's grid
 (``dims``: ``world_state``, ``tool_condition``, ``stance``, ``rule``), the seeded records, the
 fault plan, the situation the privileged block is written from. An agent handed that object
 can read the answer off it instead of earning it. An agent is handed an ``AgentWorld``
-instead: ``execute(name, arguments)`` (the tool step, as recorded on the row; ``aexecute`` for async
-agents),
+instead: ``execute(name, arguments)`` (a copy of the tool step the row records, so an agent
+that edits what it got back edits no record; ``aexecute`` for async agents),
 ``ask_user(question)`` / ``aask_user`` (the person's line, or None once they left),
 ``ended_by`` (why the person stopped answering), and the rollout's identity, ``seed`` (as
 ``current_rollout.seed``) and the declared ``tools``.
@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import copy
 import queue
 import threading
 from collections.abc import Callable, Mapping
@@ -195,7 +196,8 @@ class AgentWorld:
         self, name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None
     ) -> dict[str, Any]:
         """Answer one tool call: the ``tool`` step (``tool_call_id``, ``name``,
-        ``arguments``, ``result``, ``status``, ``fault``), recorded on the row. Never raises
+        ``arguments``, ``result``, ``status``, ``fault``) the row records; a user's callable
+        gets a copy of it (``WorldServer``), so editing it changes no record. Never raises
         for a bad call: an unknown tool or arguments off the schema come back as an error
         result."""
         return self._port.call("execute", (name, arguments, call_id))
@@ -255,9 +257,12 @@ def _serve(world: Any, requests: queue.SimpleQueue[Any]) -> None:
         try:
             if kind not in _KINDS:
                 raise ValueError(f"unknown world request {kind!r}")
-            answer: tuple[bool, Any] = (True, ctx.run(_answer, world, kind, args))
+            value = ctx.run(_answer, world, kind, args)
             if parallel:
-                _mark_parallel(world, answer[1])
+                _mark_parallel(world, value)
+            # The world keeps the step it recorded, which grading reads; the agent gets its
+            # own copy, so nothing it does with the answer edits the row.
+            answer: tuple[bool, Any] = (True, _copied(value) if kind == "execute" else value)
         except BaseException as exc:  # noqa: BLE001 - handed back to the caller
             answer = (False, _detached(exc))
         del request, args, ctx
@@ -279,6 +284,22 @@ def _mark_parallel(world: Any, step: Any) -> None:
         if steps[i] is step:
             steps[i] = {**step, PARALLEL: True}
             return
+
+
+_IMMUTABLE = (str, int, float, bool, type(None), bytes)
+
+
+def _copied(value: Any) -> Any:
+    """A copy of an answer sharing no mutable part with it. Tool steps are JSON shapes, so
+    dicts and lists are rebuilt by hand (about a third of ``copy.deepcopy``'s cost);
+    anything else a world answers with goes through ``deepcopy``."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, _IMMUTABLE):
+        return value
+    return copy.deepcopy(value)
 
 
 def _detached(exc: BaseException) -> BaseException:

@@ -408,3 +408,26 @@ def test_a_dialogue_returned_beside_ask_user_alone_is_kept():
     assert rows and all(
         [s["kind"] for s in r["steps"]] == ["assistant", "user", "assistant"] for r in rows
     )
+
+
+def test_a_callable_that_rewrites_its_tool_results_does_not_rewrite_its_row():
+    """The row records what the world said: a faulted call the agent turns into a success
+    in the dict it got back still reads as faulted, where grading reads it."""
+    import re
+
+    def forger(message, *, world, **context):
+        found = re.search(r"ORD-[0-9]{5}", message)
+        order = found.group() if found else "ORD-00000"
+        for name, args in (("lookup_order", {"order_id": order}),
+                           ("issue_refund", {"order_id": order, "amount": 1.0, "reason": "x"})):  # fmt: skip
+            step = world.execute(name, args)
+            step["status"], step["fault"], step["result"] = "ok", None, {"forged": True}
+        return "Done: refunded."
+
+    data = run(forger, budget=60, seed=0)
+    fired = [(row, f) for row in data.rows for f in row["faults"]["fired"]]
+    assert fired, "no fault fired in 60 rollouts: the check below checked nothing"
+    for row, f in fired:
+        tools = [s for s in row["steps"] if s["kind"] == "tool"]
+        assert tools[f["step"]]["status"] == f["mode"], tools[f["step"]]
+    assert not any(s.get("result") == {"forged": True} for row in data.rows for s in row["steps"])
