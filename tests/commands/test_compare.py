@@ -497,3 +497,37 @@ def test_the_fixes_printed_are_the_ones_a_cli_user_types(tmp_path: Path, capsys)
         assert python not in out
     # rows with no run report behind them: whether they lost rollouts is not known
     assert "before: lost rollouts not known (rows from" in out
+
+
+def test_a_failed_stage_is_refused_not_compared(tmp_path: Path, capsys) -> None:
+    """A grade stage that failed wrote the rows it got to and a report saying pass@1 was not
+    measured: compare refuses it (exit 2, naming why) rather than print a delta over them,
+    whether the run dir, the stage dir or its rows.jsonl is named."""
+    good = run_dir(tmp_path, "good", arm(0.5, 3))
+    bad = run_dir(tmp_path, "bad", arm(0.5, 4))
+    why = "grade failed: the judge could not score 64 of 80 rows"
+    (bad / "grade" / "report.json").write_text(
+        json.dumps({"pass_at_1": None, "headline_not_measured": why})
+    )
+    for ref in (bad, bad / "grade", bad / "grade" / "rows.jsonl"):
+        assert main([str(good), str(ref), "--no-record"]) == EXIT_BAD_INPUT
+        err = capsys.readouterr().err
+        assert f"pass@1 was not measured ({why})" in err and "re-run the same command" in err
+    assert main([str(good), str(good), "--no-record"]) == EXIT_OK
+
+
+def test_run_std_from_a_failed_eval_variance_report_is_refused(tmp_path: Path, capsys) -> None:
+    a = run_dir(tmp_path, "a", arm(0.5, 8, policy="a"))
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    (ev / "report.json").write_text(
+        json.dumps(
+            {
+                "run_std_by_metric": {"pass_at_1": 0.0},
+                "n_runs": 3,
+                "headline_not_measured": "eval_variance failed: dead_agent",
+            }
+        )
+    )
+    assert main([str(a), str(a), "--run-std-from", str(ev), "--no-record"]) == EXIT_BAD_INPUT
+    assert "not measured (eval_variance failed: dead_agent)" in capsys.readouterr().err

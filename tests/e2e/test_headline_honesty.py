@@ -62,6 +62,18 @@ def test_a_failed_grade_reports_pass_at_1_not_measured_and_logs_no_rate(tmp_path
     assert "pass_at_1" not in json.loads((run / "evaluate" / "metrics.json").read_text())
     report = (run / "evaluate" / "report.txt").read_text()
     assert report.startswith("pass@1: not measured (evaluate failed: the judge could not score")
+    # report.json keeps the keys, as null, beside the reason: a script reads no 0.000 there
+    saved = json.loads((run / "evaluate" / "report.json").read_text())
+    nulls = ("pass_at_1", "ci95", "pass_pow_k", "pass_at_k", "pass_at_k_ci95", "floor",
+             "headroom", "per_task")  # fmt: skip
+    assert {k: saved[k] for k in nulls} == dict.fromkeys(nulls), saved
+    assert saved["headline_not_measured"].startswith("evaluate failed: the judge could not")
+    assert saved["unjudged"] == 64 and saved["n_rows"] == 16  # counts of what it read stay
+    # and compare refuses the stage instead of printing a delta over the rows it got to
+    res = wai(tmp_path, "compare", str(run), str(run), "--no-record")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "that stage failed, so its pass@1 was not measured (evaluate failed:" in res.stderr
+    assert "pass_at_1 0.000" not in res.stdout
 
 
 def test_given_rewards_on_another_scale_fail_the_grade_with_pass_at_1_not_measured(tmp_path):

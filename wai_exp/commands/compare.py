@@ -16,6 +16,10 @@
 ``REF:STAGE`` (a run id or run dir, a colon, a stage name) picks that stage for one side,
 so both arms of one run compare as ``RUN:grade_before RUN:grade_after``.
 
+A stage that failed (its ``report.json`` has ``headline_not_measured``) is refused, exit 2:
+its rows are the ones it got to, not a measurement. So is such an eval_variance report in
+``--run-std-from``.
+
 The report is logged to MLflow (``--no-record`` skips it): a run in experiment ``compare``
 named ``compare BEFORE → AFTER``, tagged with both arms' run ids when they are runs, holding
 ``report.json``, ``report.txt`` and ``delta.png``. ``--run-std-from`` also takes a sweep
@@ -352,7 +356,22 @@ def read_arm(ref: str, stage: str | None = None, tracking_uri: str | None = None
         arm = _rows_from_mlflow(ref, stage, _tracking_uri(tracking_uri))
     if not arm.rows:
         raise CompareInputError(f"{arm.src} holds no rows; point at a stage that produced rows")
+    _refuse_failed(arm.src, arm.report)
     return arm
+
+
+def _refuse_failed(src: str, report: dict[str, Any] | None) -> None:
+    """Raise ``CompareInputError`` when ``report`` is a stage that failed: its rows are the
+    ones it got to, and a delta over them would read as a measured pass@1."""
+    if not isinstance(report, dict):
+        return
+    why = report.get("headline_not_measured") or report.get("failed_because")
+    if why:
+        raise CompareInputError(
+            f"{src}: that stage failed, so its pass@1 was not measured ({why}); compare "
+            "reads only finished stages: fix the failure and re-run the same command (it "
+            "resumes), then compare that run"
+        )
 
 
 #: Replicate keys that change which situations a job draws: jobs that differ in them ran on
@@ -436,6 +455,7 @@ def _run_std_from(ref: str, uri: str | None = None) -> RunStdSource:
         raise CompareInputError(
             f"--run-std-from {ref}: not an eval_variance report (no run_std_by_metric)"
         )
+    _refuse_failed(f"--run-std-from {ref}", report)
     n_runs = report.get("n_runs")
     return RunStdSource(
         report["run_std_by_metric"], n_runs if isinstance(n_runs, int) else None, []

@@ -1014,8 +1014,13 @@ def failure_reason(result: StageResult) -> str | None:
 RATE_METRICS = ("pass_at_1", "pass_pow_k", "pass_at_k", "floor", "headroom")
 
 
+#: Report keys beside the rates that hold pass@1's interval or the per-task rates it averages.
+RATE_REPORT_KEYS = ("ci95", "per_task")
+
+
 def withhold_rates(result: StageResult, stage: str, kind: str, failure: str) -> None:
-    """Drop a failed stage's rate metrics and say why in ``report["headline_not_measured"]``
+    """Drop a failed stage's rate metrics, null the same numbers in its report (report.json
+    keeps each key, as ``None``) and say why in ``report["headline_not_measured"]``
     (``<stage> failed: <the failure's first clause>``), which the closing summary and the
     MLflow description print as pass@1's reason; its report.txt leads with the same line."""
     rates = [key for key in result.metrics if key.startswith(RATE_METRICS)]
@@ -1023,12 +1028,24 @@ def withhold_rates(result: StageResult, stage: str, kind: str, failure: str) -> 
         return
     for key in rates:
         del result.metrics[key]
+    _null_rates(result.report)
     why = f"{stage} failed: {failure.split('; ', 1)[0]}"
     result.report["headline_not_measured"] = why
     result.text = (
         f"pass@1: not measured ({why}); the numbers below read only the rows it scored\n"
         + result.text
     )
+
+
+def _null_rates(report: dict[str, Any]) -> None:
+    """Set the rates in a failed stage's report (and their intervals, the floor block, the
+    per-task rates) to None: a reader of report.json, the tracker's copy or a script, then
+    cannot take the rows it got to for a measurement. Words (``pass_at_1_basis``) stay."""
+    for key, value in report.items():
+        if isinstance(value, str):
+            continue
+        if key.startswith(RATE_METRICS) or key in RATE_REPORT_KEYS:
+            report[key] = None
 
 
 def _counts(inputs: Mapping[str, StageResult], ids: frozenset, n_rows: int) -> dict[str, Any]:
