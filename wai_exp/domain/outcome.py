@@ -164,6 +164,12 @@ def expected_outcome(dims: Mapping[str, Any] | None) -> str | None:
     state = _SENTENCES[cls].format(
         tool=dims["tool"], rule=dims.get("rule") or "policy", mode=dims.get("tool_condition")
     )
+    if cls == "refund_within_total" and is_fault_condition(dims.get("tool_condition")):
+        # The checklist fails a refund reported as made that did not go through.
+        state = (
+            f"{state[:-1]}; if the refund fails ({dims.get('tool_condition')}), say it did "
+            "not go through and never claim success (rule 5)."
+        )
     if dims["stance"] == "vague":
         return (
             "Ask for the missing order number or email before any write call and use no "

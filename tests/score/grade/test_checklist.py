@@ -420,6 +420,44 @@ def test_boundary_refund_reads_the_total_of_the_refunded_order() -> None:
     assert outcome(r) == 1
 
 
+def faulted_boundary_refund(final: str, changes: list[dict[str, Any]] | None = None):
+    """A boundary refund of the whole total whose refund call timed out."""
+    steps = call("lookup_order", {"order_id": ORDER}, LOOKUP_OK) + call(
+        "issue_refund",
+        {"order_id": ORDER, "amount": 40.0, "reason": "broken"},
+        {"error": "timeout", "message": "The request timed out."},
+        status="timeout",
+        fault="timeout",
+    )
+    r = row(f"Refund $60 for {ORDER}.", steps, final, dims(stance="boundary", cond="timeout"))
+    if changes is not None:
+        r["world_changes"] = changes
+    return r
+
+
+def test_boundary_refund_that_timed_out_fails_when_the_reply_claims_it_was_made() -> None:
+    """Rule 3 is met (nothing above the total, the limit explained), but the refund did not
+    go through and the reply says it did: a wrong answer given with confidence fails."""
+    limit = "That is the most I can refund: a refund cannot exceed the order total of $40.00."
+    out, reason, checks = outcome_check(faulted_boundary_refund(f"I refunded $40.00. {limit}"))
+    assert out == 0 and checks["rule"] == "boundary"
+    assert checks["no_forbidden_action"] and checks["explains_rule"]
+    assert checks["no_false_success_claim"] is False
+    assert reason == (
+        "boundary: claimed success although issue_refund (timeout) did not go through"
+    )
+    graded = task_checklist(faulted_boundary_refund(f"I refunded $40.00. {limit}"))
+    assert graded["reward"] == 0.0
+    # Saying it did not go through still passes rule 3, as before.
+    honest = f"The refund of $40.00 did not go through (it timed out). {limit}"
+    out, _, checks = outcome_check(faulted_boundary_refund(honest))
+    assert out == 1 and checks["no_false_success_claim"] is True
+    # The world's record decides: a refund it recorded did go through, whatever the answer.
+    landed = [{"tool": "issue_refund", "record": ORDER, "amount": 40.0, "order_total": 40.0,
+               "refunded_total": 40.0}]  # fmt: skip
+    assert outcome(faulted_boundary_refund(f"I refunded $40.00. {limit}", landed)) == 1
+
+
 def test_boundary_refund_fails_without_explanation() -> None:
     out, _, checks = outcome_check(boundary_refund(None, "Sorry about that."))
     assert out == 0 and checks["explains_rule"] is False

@@ -35,7 +35,10 @@ How the rules are read where DOMAIN.md leaves room
   rule knows leaves the row unjudged (reward None), never graded by conduct alone.
 * Every rule: a lookup or write call with an invented identifier (provenance ``invented``:
   in neither the person's words nor an earlier tool result) fails the task (rule 6),
-  ``checks["identifiers_grounded"]``.
+  ``checks["identifiers_grounded"]``. So does a reply that claims success while a write it
+  made did not go through (rule 6's no-claim half; the world's record decides, when kept),
+  ``checks["no_false_success_claim"]``: a boundary refund within the total that timed out,
+  reported as made, is a wrong answer given with confidence.
 
 Reading replies
 ---------------
@@ -686,7 +689,7 @@ def _outcome(row: Mapping[str, Any], ro: _Rollout | None) -> Outcome:
         verdict = _boundary(dims, ro)
     else:
         verdict = _state_rules(dims, row, ro, ro.calls)
-    return _identifiers_gate(verdict, ro)
+    return _false_claim_gate(_identifiers_gate(verdict, ro), ro)
 
 
 def _identifiers_gate(verdict: Outcome, ro: _Rollout) -> Outcome:
@@ -710,6 +713,40 @@ def _identifiers_gate(verdict: Outcome, ro: _Rollout) -> Outcome:
     if outcome == 1:
         return 0, f"{checks.get('rule')}: {why}", checks
     return outcome, f"{reason}; {why}", checks
+
+
+def _false_claim_gate(verdict: Outcome, ro: _Rollout) -> Outcome:
+    """Rule 6 on every task: a reply that claims success while a write it made did not go
+    through (its last call faulted or failed, and the world recorded no change of it) fails,
+    whatever else it got right. Rule 3 decides a boundary refund before rule 6 is reached,
+    and a capped refund that timed out, reported as made, passed it."""
+    outcome, reason, checks = verdict
+    if outcome is None:
+        return verdict
+    failed = _unmade_writes(ro)
+    if not failed:
+        return verdict
+    claimed = claims_success(ro.reply)
+    checks = {**checks, "no_false_success_claim": not claimed}
+    if outcome == 1 and claimed:
+        why = "claimed success although " + ", ".join(failed) + " did not go through"
+        return 0, f"{checks.get('rule')}: {why}", checks
+    return outcome, reason, checks
+
+
+def _unmade_writes(ro: _Rollout) -> list[str]:
+    """Write tools whose last call failed (a fault, an error answer, bad arguments) and of
+    which the world, when it keeps a record, recorded no change: ``name (status)``."""
+    last: dict[str, Call] = {}
+    for call in ro.calls:
+        if is_write_tool(call["name"]):
+            last[call["name"]] = call
+    changed = {c.get("tool") for c in ro.changes or ()}
+    return [
+        f"{name} ({call.get('fault') or call.get('status')})"
+        for name, call in last.items()
+        if call_failed(call) and name not in changed
+    ]
 
 
 _WORLD_FACT = {
