@@ -57,3 +57,29 @@ def test_verl_publish_of_rows_without_a_situation_is_refused_naming_the_fix(tmp_
     publish = tmp_path / "outputs/run/publish"
     assert not (publish / "train.jsonl").exists()
     assert not (publish / "README.md").exists()
+
+
+def test_trl_and_openai_rl_publish_of_such_rows_says_no_reward_function_ships(tmp_path):
+    """trl / openai RL records need a reward function the user brings: they publish, with a
+    warning and a card that says so. The old card said their ``situation`` is what
+    ``wai_exp.env.reset(record)`` rebuilds the world from, which raises on every one."""
+    (tmp_path / "oa.jsonl").write_text(rows())
+    for fmt in ("trl", "openai"):
+        res = subprocess.run(
+            [WAI_EXP, "+experiment=rl_round", "simulate.rows=oa.jsonl", "judge=given",
+             "tracking=none", f"publish.format={fmt}", f"hydra.run.dir=outputs/{fmt}"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        out = res.stdout + res.stderr
+        assert res.returncode == 0, out[-3000:]
+        assert (
+            "warning (publish): 7 of 7 RL records carry no reward facts and no replayable "
+            "situation (rows read from oa.jsonl (simulate.rows)" in out
+        ), out[-3000:]
+        card = (tmp_path / f"outputs/{fmt}/publish/README.md").read_text()
+        assert "no reward function ships with these records (Reward facts)." in card
+        assert "`wai_exp.env.reset(record)` cannot rebuild a world from it" in card
+        assert "rebuilds the task's mock world" not in card
+        assert "train on them with a reward function of your own" in card
+        report = json.loads((tmp_path / f"outputs/{fmt}/publish/report.json").read_text())
+        assert report["unscorable"] == 7 and report["records"] == 7

@@ -75,10 +75,9 @@ def _gate_report(inputs: dict[str, StageResult]) -> dict[str, Any]:
     return report
 
 
-def _refuse_unreplayable(records: list[dict[str, Any]], rows_file: Any, fmt: str) -> None:
-    """Raise ``ValueError`` naming the fix when an RL record's situation lacks what
-    ``wai_exp.env.reset`` rebuilds its world from: the reward function the card of ``fmt``
-    names would raise on every such record, at training time instead of now."""
+def _unreplayable(records: list[dict[str, Any]]) -> tuple[int, Counter[str]]:
+    """How many RL records have a situation that lacks what ``wai_exp.env.reset`` rebuilds
+    its world from, and which fields they lack (field -> records)."""
     from wai_exp.env.task import REQUIRED
 
     missing: Counter[str] = Counter()
@@ -91,6 +90,14 @@ def _refuse_unreplayable(records: list[dict[str, Any]], rows_file: Any, fmt: str
         ]
         missing.update(lacks)
         n_bad += bool(lacks)
+    return n_bad, missing
+
+
+def _refuse_unreplayable(records: list[dict[str, Any]], rows_file: Any, fmt: str) -> None:
+    """Raise ``ValueError`` naming the fix when an RL record's situation lacks what
+    ``wai_exp.env.reset`` rebuilds its world from: the reward function the card of ``fmt``
+    names would raise on every such record, at training time instead of now."""
+    n_bad, missing = _unreplayable(records)
     if not n_bad:
         return
     source = f"rows read from {rows_file} (simulate.rows)" if rows_file else "the rows"
@@ -287,7 +294,44 @@ def _columns(table: Any) -> list[tuple[str, str]]:
     return [(f.name, str(f.type)) for f in table.schema]
 
 
-def _answer_key_note(shape: str) -> list[str]:
+def _unscorable_warning(n_bad: int, n: int, rows_file: Any) -> str:
+    """The publish warning for RL records no reward function of wai-exp can score."""
+    source = f"rows read from {rows_file} (simulate.rows)" if rows_file else "rows"
+    return (
+        f"{n_bad} of {n} RL records carry no reward facts and no replayable situation "
+        f"({source} recorded no situation cell or seed): wai-exp has no reward function for "
+        "them (wai_exp.env's TRL environment and judge_reward, verl's compute_score and "
+        "OpenRLHF's reward_func raise on them). They are prompts in the difficulty band: "
+        "train with a reward function of your own, or publish the rows as SFT or preference "
+        "data (+experiment=sft_round, or selection.mode=sft / preference)"
+    )
+
+
+def _unscorable_note(n_bad: int, n: int) -> list[str]:
+    """The card's reward section for RL records with no reward facts (rows another tool
+    wrote): what the columns hold, and that the reward function is the user's."""
+    which = "These records" if n_bad == n else f"{n_bad} of these {n} records"
+    return [
+        "",
+        "## Reward facts",
+        "",
+        "The policy sees `prompt` and `tools` only. "
+        f"{which} come from rows another tool wrote (simulate.rows), which recorded no "
+        "situation cell and no seed, so they carry no reward facts: in "
+        "`reward_model.ground_truth`, `outcome`, `ask_back`, `target_tool`, `write_expected` "
+        "and `scenario_dimensions` are null, `judge` names the judge that scored the given "
+        "rows (it cannot score a new rollout), and `situation` holds the ask but no grid cell "
+        "or seed, so `wai_exp.env.reset(record)` cannot rebuild a world from it (it raises; "
+        "its `world` dials are this run's configuration, not a world these rows were made "
+        "in). No reward function ships with these records: wai_exp.env's TRL "
+        "`environment_factory` and `judge_reward`, verl's `compute_score` and OpenRLHF's "
+        "`reward_func` all raise on them. They are the asks whose given rewards put them in "
+        "the difficulty band (`calibration`); train on them with a reward function of your "
+        "own (TRL: `GRPOTrainer(reward_funcs=...)`).",
+    ]
+
+
+def _answer_key_note(shape: str, unscorable: int = 0, records: int = 0) -> list[str]:
     """What the card says about the answer key: never shipped, and on an RL record which
     fields the reward function reads and why the policy must not."""
     from wai_exp.rows.export import REWARD_FACTS
@@ -296,6 +340,8 @@ def _answer_key_note(shape: str) -> list[str]:
         "The teacher's `privileged` block (its hidden state and reference answer) is never in "
         "these files."
     ]
+    if shape == "rl" and unscorable:
+        return lines + _unscorable_note(unscorable, records)
     if shape == "rl":
         facts = ", ".join(f"`{f}`" for f in REWARD_FACTS)
         lines += [
@@ -353,7 +399,13 @@ def _card_header(info: dict[str, Any]) -> list[str]:
         f"Made by wai-exp {info['version']} from run `{info['run_dir']}`, preset "
         f"`{info['preset']}`, config hash `{info['config_hash']}`: simulate, grade, optimize "
         f"(selection mode `{info['selection_mode']}`), publish_gate, publish.",
-        f"Format `{info['format']}` (publish.format), for: {info['trainers']}.",
+        f"Format `{info['format']}` (publish.format), for: {info['trainers']}"
+        + (
+            "; no reward function ships with these records (Reward facts)"
+            if info.get("unscorable")
+            else ""
+        )
+        + ".",
         f"Chat templates: {info['templates']}.",
     ]
     if info.get("rows_file"):
@@ -470,7 +522,8 @@ def _card_files(info: dict[str, Any]) -> list[str]:
         "|---|---|",
     ]
     lines += [f"| `{name}` | `{typ}` |" for name, typ in info["columns"]]
-    lines += ["", *_answer_key_note(info["shape"]), ""]
+    note = _answer_key_note(info["shape"], info.get("unscorable") or 0, info["records"])
+    lines += ["", *note, ""]
     lines += [
         "```python",
         "from datasets import load_dataset",
@@ -531,8 +584,10 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     records, export_report = build_records(
         shape, rows, sel, tools, system_prompt, world_dials(ctx.config)
     )
+    rows_file = (ctx.config.get("simulate") or {}).get("rows")
     if shape == "rl" and fmt.replays:
-        _refuse_unreplayable(records, (ctx.config.get("simulate") or {}).get("rows"), fmt.name)
+        _refuse_unreplayable(records, rows_file, fmt.name)
+    unscorable = _unreplayable(records)[0] if shape == "rl" else 0
     records = fmt.records(shape, records)
 
     out_dir = ctx.run_dir / ctx.name
@@ -570,6 +625,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "completion_world_share": export_report.get("completion_world_share"),
         "format": fmt.name,
         "trainers": fmt.trainers.get(shape, ""),
+        "unscorable": unscorable,
         "templates": fmt.templates,
         "prompt_tokens": prompt_tokens(_publish_config(ctx).get("tokenizer"), records),
         "pass_rates": _pass_rates(rows),
@@ -604,6 +660,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     ]
     if info["skipped"]:
         lines.append(f"  warning: {info['skipped']} left out; see report.json export.skip_reasons")
+    if unscorable:
+        report["warnings"] = [_unscorable_warning(unscorable, len(records), rows_file)]
+        lines.append(f"  warning: {report['warnings'][0]}")
     if rows and not records:
         # An empty dataset that exits 0 reads as a dataset: fail the run and say why.
         first = (export_report.get("skip_reasons") or ["no reason recorded"])[0]
