@@ -53,7 +53,13 @@ from wai_exp.simulate.run_health import (
     failure_summary,
     lost_warning,
 )
-from wai_exp.simulate.shards import ShardedRunner, ShardSpec, WorkerDied, WorkerNotStarted
+from wai_exp.simulate.shards import (
+    ShardedRunner,
+    ShardSpec,
+    WorkerDied,
+    WorkerNotStarted,
+    worker_backlog,
+)
 from wai_exp.simulate.stream import RowStream
 from wai_exp.simulate.tasks import MutationQueue, Plan, SituationSource, Task, group_split
 from wai_exp.simulate.world_setup import (
@@ -161,6 +167,8 @@ class Engine:
         self.shard_count = 1
         #: each worker process's peak resident memory in MB by name, known once they stopped
         self.shard_rss_mb: dict[str, float | None] | None = None
+        #: rollouts each process was given by name (``ShardedRunner.rollouts_by_process``)
+        self.shard_rollouts: dict[str, int] | None = None
         #: each worker process's own model-server limits (``ServerLimits.summary()``) by
         #: name, likewise; None when every rollout ran in this process
         self.shard_limits: dict[str, dict[str, Any] | None] | None = None
@@ -1165,10 +1173,15 @@ def _assemble(
     if writer is not None:
         mutations.observer = writer.observe
     sharded = shards is not None and shards.active
+    is_async = is_async_callable(agent.fn)
+    if sharded:
+        assert shards is not None
+        backlog = None if is_async else worker_backlog(cfg.knobs.concurrency, shards.workers)
+        runner = ShardedRunner(runner, shards, backlog=backlog)  # type: ignore[assignment]  # ShardedRunner stands in for a RolloutRunner (__getattr__)
     engine = Engine(
-        cfg, ShardedRunner(runner, shards) if sharded else runner,  # type: ignore[arg-type]  # ShardedRunner stands in for a RolloutRunner (__getattr__)
+        cfg, runner,
         # a worker's rollout is awaited, whatever the agent is: the pool runs concurrency
-        agent_async=sharded or is_async_callable(agent.fn), mutations=mutations,
+        agent_async=sharded or is_async, mutations=mutations,
         done_rows=_done_map(done_rows), on_row=on_row, progress=progress,
     )  # fmt: skip
     engine.shard_count = max(1, shards.workers) if shards is not None and sharded else 1
@@ -1242,6 +1255,7 @@ async def _run_and_close(
         if sharded is not None:
             await sharded.aclose()
             engine.shard_rss_mb = sharded.peak_rss_mb()
+            engine.shard_rollouts = sharded.rollouts_by_process()
             engine.shard_limits = sharded.server_limits()
         closer = getattr(agent.fn, "aclose", None)
         if closer is not None:

@@ -118,6 +118,8 @@ def build_report(
         # processes (or Ray actors) the rollouts ran on; planning and stops stayed here
         "workers": engine.shard_count,
         "workers_peak_rss_mb": engine.shard_rss_mb,
+        # where the rollouts ran: a sync agent's go to the workers while they keep up
+        "workers_rollouts": engine.shard_rollouts,
     }
 
 

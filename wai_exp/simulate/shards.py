@@ -38,6 +38,7 @@ import signal
 import struct
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -291,6 +292,17 @@ def shard_of(scenario_id: str, shares: Sequence[int]) -> int:
     raise AssertionError("unreachable: slot < sum(shares)")
 
 
+#: Rollouts the stage keeps for itself when its workers run a sync agent: the workers'
+#: queues hold the rest of ``knobs.concurrency`` (``worker_backlog``).
+_STAGE_SLOTS = 2
+
+
+def worker_backlog(concurrency: int, workers: int) -> int:
+    """Each local worker's queue at most when the agent is sync: ``concurrency`` less the
+    stage's ``_STAGE_SLOTS``, split over the workers (at least one each)."""
+    return max(1, -(-(concurrency - _STAGE_SLOTS) // max(1, workers - 1)))
+
+
 def local_shares(workers: int) -> tuple[int, ...]:
     """Each local shard's share of the situations: the stage's own process (shard 0) runs
     rollouts too, as one of the ``workers``, and takes half a worker's share because it also
@@ -539,11 +551,16 @@ class ShardedRunner:
     Locally the stage's process is shard 0 and ``workers - 1`` worker processes are the
     rest (``local_shares``); on Ray every shard is an actor and the stage only plans."""
 
-    def __init__(self, local: Any, spec: ShardSpec) -> None:
+    def __init__(self, local: Any, spec: ShardSpec, *, backlog: int | None = None) -> None:
         self._local = local
         self._spec = spec
+        #: a sync agent's rollouts on local workers: each worker's queue at most (None: an
+        #: async agent's, each situation on its shard by hash: ``worker_backlog``)
+        self._backlog = backlog
         self._shards: list[Any] = []
         self._shares: tuple[int, ...] = ()
+        #: rollouts sent to each shard, by its index (0: the stage's own process)
+        self._sent: Counter[int] = Counter()
         self._own_ray = False  # this stage started a local Ray: it stops it too
         self._health_poll: asyncio.Task[None] | None = None
 
@@ -567,13 +584,36 @@ class ShardedRunner:
         await asyncio.gather(*(s.start(init) for s in workers))
 
     async def run(self, plan: Any) -> Any:
+        shard = self._route(plan)
+        self._sent[shard.index] += 1
+        return await shard.run(plan)
+
+    def _route(self, plan: Any) -> Any:
+        """The shard that runs ``plan``. A row depends only on its plan, so where it runs
+        changes when it lands, never what it is."""
+        if self._backlog is not None and self._spec.cluster == "local":
+            return self._least_queued()
         shard = self._shards[shard_of(plan.task.scenario_id, self._shares)]
         if isinstance(shard, _LocalShard) and shard.starting:
             # A plan sent to a worker still importing would wait there, its slot held:
             # offline the window fills with them at once and the stage idles for the
             # worker's ~0.4 s start. A row depends only on its plan: the stage runs it.
             shard = self._shards[0]
-        return await shard.run(plan)
+        return shard
+
+    def _least_queued(self) -> Any:
+        """For a sync agent: the started worker with the fewest rollouts queued, while that
+        is under ``_backlog``; else the stage's own process. A worker runs a sync agent's
+        rollouts one after another, so what it has in flight is its queue: the stage runs
+        a rollout only when every worker has a full queue, and so takes as much as its
+        planning and landing leave it time for (a fixed third left it the bottleneck
+        offline, its workers idle a sixth of the time)."""
+        best: _LocalShard | None = None
+        for shard in self._shards[1:]:
+            if not shard.starting and (best is None or len(shard.waiting) < len(best.waiting)):
+                best = shard
+        assert self._backlog is not None
+        return best if best is not None and len(best.waiting) < self._backlog else self._shards[0]
 
     async def raise_start_failure(self) -> None:
         """Raise why a worker could not start even when no rollout of its share ran (a
@@ -610,6 +650,13 @@ class ShardedRunner:
         """Each worker's peak resident memory in MB, by name (``worker 1``; None: not
         reported, a Ray actor or a worker that died)."""
         return {f"worker {s.index}": getattr(s, "peak_rss_mb", None) for s in self._processes()}
+
+    def rollouts_by_process(self) -> dict[str, int]:
+        """Rollouts each process was given, by name (``stage``: the stage's own process,
+        absent on Ray, where it runs none; ``worker 1`` ...)."""
+        named = {s.index: "stage" if isinstance(s, _StageShard) else f"worker {s.index}"
+                 for s in self._shards}  # fmt: skip
+        return {name: self._sent[index] for index, name in named.items()}
 
     def server_limits(self) -> dict[str, dict[str, Any] | None]:
         """Each worker's own model-server limits as it reported them on a clean exit
