@@ -69,18 +69,58 @@ def _wait_for(proc: subprocess.Popen, cwd: Path, n_rows: int, n_workers: int) ->
     raise AssertionError(f"fewer than {n_rows} rows streamed in 240 s")
 
 
+#: A user's sync agent (``agent=callable``) that, in the stage's own process, holds its
+#: first rollout until a worker process has imported it: a 600-row run otherwise ends
+#: before a worker has started, and the stage runs every rollout itself.
+DESK = """
+import os
+import re
+import time
+from pathlib import Path
+
+Path(f"imported-{os.getpid()}").touch()
+_first = []
+
+
+def _wait_for_a_worker():
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if [p for p in Path(".").glob("imported-*") if p.name != f"imported-{os.getpid()}"]:
+            time.sleep(0.2)  # its "ready" reaches the stage once the stage's loop runs
+            return
+        time.sleep(0.02)
+
+
+def answer(message, *, world, **context):
+    if not _first:
+        _first.append(True)
+        _wait_for_a_worker()
+    found = re.search(r"ORD-[0-9]{5}", message)
+    if not found:
+        return "Which order is it? Please give me its number."
+    looked = world.execute("lookup_order", {"order_id": found.group()})
+    if looked["status"] != "ok":
+        return f"I could not look {found.group()} up ({looked['status']})."
+    return f"{found.group()} is {looked['result'].get('status', 'on file')}."
+"""
+
+
 def test_rows_are_identical_run_to_run_and_across_worker_counts(tmp_path):
-    budget = "simulate.budget=600"
+    args = ("simulate.budget=600", "agent=callable", "agent.target=desk:answer")
     for name, n in (("a", 2), ("b", 2), ("one", 1)):
         (tmp_path / name).mkdir()  # its own cache: each run simulates
-        res = wai(tmp_path / name, "r", budget, f"simulate.workers={n}")
+        (tmp_path / name / "desk.py").write_text(DESK)
+        res = wai(tmp_path / name, "r", *args, f"simulate.workers={n}")
         assert res.returncode == 0, res.stdout + res.stderr
     two, again, one = (rows(tmp_path / n, "r") for n in ("a", "b", "one"))
     assert len(two) == 600
     assert two == again  # the same seed and worker count: the same rows
     assert two == one  # and the same as one process: the plan does not depend on the count
-    report = json.loads((tmp_path / "a/outputs/r/simulate/report.json").read_text())
-    assert report["workers"] == 2
+    for name in ("a", "b"):
+        report = json.loads((tmp_path / name / "outputs/r/simulate/report.json").read_text())
+        assert report["workers"] == 2
+        ran = report["workers_rollouts"]
+        assert ran["worker 1"] >= 300 and sum(ran.values()) == 600, ran  # rows crossed
 
 
 def test_a_killed_worker_loses_only_its_rollouts_and_the_same_command_resumes(tmp_path):
