@@ -92,3 +92,42 @@ def test_the_builtin_kinds_declare_what_the_runner_used_to_know_by_name():
     }
     simulate = resolve("simulate")
     assert simulate.key_sections is not None and simulate.key_deps is not None
+
+
+EVENTS: list[tuple] = []
+
+
+def _note_prepare(config, params):
+    EVENTS.append(("prepare", config["t_hook"]["rows"], dict(params)))
+
+
+@register("t_prepared", reads=("t_hook",), prepare=_note_prepare)
+def _prepared(ctx, params, inputs):
+    EVENTS.append(("run", ctx.name))
+    return StageResult(rows=[{"rollout_id": "r0"}], text="t_prepared")
+
+
+class _Tracker:
+    """A tracker that notes when the run's tracking starts (MLflow's run start is slow:
+    what a stage prepares overlaps it)."""
+
+    def start(self, **kwargs):
+        EVENTS.append(("tracking starts",))
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def test_a_kinds_prepare_hook_runs_with_its_params_before_tracking_starts(tmp_path):
+    EVENTS.clear()
+    cfg = config()
+    cfg["pipeline"]["stages"] = {"mine": {"kind": "t_prepared", "params": {"workers": 2}}}
+    out = run_pipeline(
+        cfg, run_dir=tmp_path / "r", start_dir=tmp_path, stream=io.StringIO(), tracker=_Tracker()
+    )
+    assert out.stage("mine").status == "ran"
+    assert EVENTS == [
+        ("prepare", "a.jsonl", {"workers": 2}),
+        ("tracking starts",),
+        ("run", "mine"),
+    ]

@@ -26,7 +26,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -114,6 +114,8 @@ KeySections = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 #: ``key_deps(config, params) -> {name: value}``: what else its result depends on that no
 #: section it reads holds (a value resolved from the environment ...), added to its key.
 KeyDeps = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+#: ``prepare(config, params)``: work a stage can start before the run's tracking does.
+Prepare = Callable[[Mapping[str, Any], dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,9 @@ class StageKind:
     #: The closing summary's own line this kind's numbers go to ("grading", "selection" ...);
     #: None = the summary shows the first line of its report text.
     headline: str | None = None
+    #: Called with the run's config and the stage's params before tracking starts, for
+    #: work that can run meanwhile (the simulate stage's worker processes start there).
+    prepare: Prepare | None = None
 
 
 #: kind name -> StageKind, filled by ``register``.
@@ -164,13 +169,15 @@ def register(
     key_sections: KeySections | None = None,
     key_deps: KeyDeps | None = None,
     headline: str | None = None,
+    prepare: Prepare | None = None,
 ) -> Callable[[StageFn], StageFn]:
     """Decorator: register ``fn`` as stage kind ``name``. Returns ``fn`` unchanged.
 
     ``cached=False`` makes the stage run every time (never reused from the cache).
     ``key_sections`` narrows the sections its cache key is made of, ``key_deps`` adds what
     it depends on outside them (both are called with the stage's params); ``headline``
-    names the closing summary's line its numbers go to. Registering a name twice replaces
+    names the closing summary's line its numbers go to; ``prepare(config, params)`` starts
+    what the stage will need while tracking starts. Registering a name twice replaces
     the earlier function (a user may shadow a built-in).
     """
 
@@ -183,6 +190,7 @@ def register(
             key_sections=key_sections,
             key_deps=key_deps,
             headline=headline,
+            prepare=prepare,
         )
         return fn
 

@@ -427,6 +427,9 @@ def run_pipeline(
     outcome = RunOutcome(status="passed", exit_code=EXIT_OK, run_dir=run_dir)
     outcome.planned = {spec.name: kinds[spec.name].name for spec in order}
     outcome.tracked = not isinstance(tracker.inner, NullTracker)
+    for spec in order:
+        if (prepare := kinds[spec.name].prepare) is not None:
+            prepare(config, dict(spec.params))
     try:
         tracker.start(
             config=dict(config),

@@ -29,6 +29,7 @@ file) and stops the stage, so the same command resumes with the same rows.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import io
 import os
@@ -36,6 +37,7 @@ import pickle
 import resource
 import signal
 import struct
+import subprocess
 import sys
 import traceback
 from collections import Counter
@@ -333,6 +335,90 @@ def _slim(plan: Any) -> Any:
 # ---- the parent's side ---------------------------------------------------------------------
 
 
+class _Process:
+    """A worker process (``python -m wai_exp.simulate.shards``) and its pipes. Started with
+    ``subprocess`` rather than asyncio's, so that it can start before the stage's event loop
+    exists (``prestart``) and be taken up by that loop once it runs (``pipes``)."""
+
+    def __init__(self) -> None:
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "wai_exp.simulate.shards"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+        )  # fmt: skip
+        #: what a spare was started under: a stage takes it only if they still hold
+        self.cwd, self.env = os.getcwd(), dict(os.environ)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    async def pipes(self) -> tuple[asyncio.StreamReader, asyncio.WriteTransport]:
+        """Its stdout as a stream and its stdin as a transport, on the running loop."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 30)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        await loop.connect_read_pipe(lambda: protocol, self.popen.stdout)
+        writer, _ = await loop.connect_write_pipe(asyncio.Protocol, self.popen.stdin)
+        return reader, writer
+
+    async def wait(self, timeout: float | None = None) -> int:
+        """Its exit status (negative: the signal that ended it), waited for in a thread."""
+        return await asyncio.wait_for(asyncio.to_thread(self.popen.wait), timeout)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.kill()
+
+    def close_spare(self) -> None:
+        """End a spare no stage took: its stdin closes, so it exits before its setup."""
+        with contextlib.suppress(OSError):
+            assert self.popen.stdin is not None
+            self.popen.stdin.close()
+        try:
+            self.popen.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.popen.wait()
+
+
+#: worker processes started ahead of their stage (``prestart``), oldest first
+_SPARES: list[_Process] = []
+
+
+def prestart(workers: int) -> None:
+    """Start the ``workers - 1`` worker processes of a stage to come now. Each imports all
+    it needs (0.3-1 s of CPU) and waits for its setup, so the stage finds it ready; until a
+    worker is ready the stage runs its rollouts itself. The pipeline calls this before it
+    starts tracking (MLflow takes a second or more to start a run). A spare no stage takes
+    ends with this process (``atexit``), or at once if this process dies (its stdin closes)."""
+    if not _SPARES:
+        atexit.register(_close_spares)
+    while len(_SPARES) < workers - 1:
+        _SPARES.append(_Process())
+
+
+def _take_spare() -> _Process | None:
+    """The oldest spare still running under this folder and environment (one started
+    under another would import another folder's modules or miss a key set since)."""
+    while True:
+        try:
+            proc = _SPARES.pop(0)
+        except IndexError:  # none left (stages in parallel threads take them too)
+            return None
+        if proc.returncode is None and proc.cwd == os.getcwd() and proc.env == os.environ:
+            return proc
+        proc.close_spare()
+
+
+def _close_spares() -> None:
+    while _SPARES:
+        _SPARES.pop().close_spare()
+
+
 class _LocalShard:
     """One worker process and the rollouts in flight on it."""
 
@@ -340,7 +426,9 @@ class _LocalShard:
         self.index = index
         #: the worker's shared strings, as its frames add them
         self.table = _StringTable()
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: _Process | None = None
+        self.stdout: asyncio.StreamReader | None = None
+        self.stdin: asyncio.WriteTransport | None = None
         self.outbox: _Outbox | None = None
         self.waiting: dict[int, asyncio.Future[Any]] = {}
         self.next_id = 0
@@ -361,16 +449,14 @@ class _LocalShard:
         self.tasks: dict[int, tuple[int, Any]] = {}
 
     async def start(self, init: Any) -> None:
-        """Start the worker process and send it its setup, without waiting for it (a
-        worker takes 0.3-1 s to import and build its agent: ``starting``). Raises when
-        ``init`` cannot be pickled (a closure for an agent), before any work."""
+        """Take a spare worker process (``prestart``) or start one, and send it its setup,
+        without waiting for it (a worker takes 0.3-1 s to import and build its agent:
+        ``starting``). Raises when ``init`` cannot be pickled (a closure for an agent),
+        before any work."""
         pickle.dumps(init, protocol=_PROTOCOL)
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "wai_exp.simulate.shards",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        assert self.proc.stdin is not None
-        self.outbox = _Outbox(self.proc.stdin.write, self._unsendable)
+        self.proc = _take_spare() or _Process()
+        self.stdout, self.stdin = await self.proc.pipes()
+        self.outbox = _Outbox(self.stdin.write, self._unsendable)
         self.outbox.put(init)
         self.outbox.flush()  # alone in the first frame, which the worker reads as its setup
         self.reader = asyncio.ensure_future(self._read_loop())
@@ -390,9 +476,9 @@ class _LocalShard:
 
     async def _read(self) -> list[Any]:
         """The worker's next frame ([] once its stdout closed)."""
-        assert self.proc is not None and self.proc.stdout is not None
+        assert self.stdout is not None
         try:
-            return await _read_frame(self.proc.stdout, self.table.decode)
+            return await _read_frame(self.stdout, self.table.decode)
         except (asyncio.IncompleteReadError, ConnectionError):
             return []
 
@@ -489,19 +575,23 @@ class _LocalShard:
 
     async def close(self) -> None:
         proc = self.proc
-        if proc is None or proc.returncode is not None:
+        if proc is None:
             return
         try:
-            assert proc.stdin is not None
-            proc.stdin.close()  # the worker exits at EOF
-            await asyncio.wait_for(proc.wait(), timeout=2.0)
-            if self.reader is not None:
-                await asyncio.wait_for(self.reader, timeout=2.0)  # its last frame: "bye"
+            if proc.returncode is None:
+                assert self.stdin is not None
+                self.stdin.close()  # the worker exits at EOF
+                await proc.wait(timeout=2.0)
+                if self.reader is not None:
+                    await asyncio.wait_for(self.reader, timeout=2.0)  # its last frame: "bye"
         except (TimeoutError, ConnectionError, RuntimeError):
             proc.kill()
             await proc.wait()
-        if self.reader is not None:
-            self.reader.cancel()
+        finally:
+            if self.stdin is not None:
+                self.stdin.close()
+            if self.reader is not None:
+                self.reader.cancel()
 
 
 class _RayShard:
@@ -748,10 +838,14 @@ class _HealthReport:
 
 async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
     outbox = _Outbox(out.write, _unsendable, _StringTable(sample=_row_of).encode)
-    ((setup, cfg, run_id),) = await _read_frame(inp)
     try:
+        # before the setup arrives: a spare (``prestart``) waits with all of this done
         from wai_exp.simulate.engine import shard_runner
 
+        try:
+            ((setup, cfg, run_id),) = await _read_frame(inp)
+        except asyncio.IncompleteReadError:
+            return  # a spare no stage took: its parent closed our stdin
         runner = shard_runner(setup, cfg, run_id)
     except Exception:  # noqa: BLE001 - the parent says why the worker could not start
         outbox.put(("error", traceback.format_exc(limit=5)))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -386,6 +387,18 @@ def shard_spec(
     return ShardSpec(workers=workers, setup=setup, cluster=cluster, ray_address=address)
 
 
+def prestart_workers(config: Mapping[str, Any], params: dict[str, Any]) -> None:
+    """Start the stage's local worker processes now (``simulate.workers`` > 1), while the
+    run's tracking starts: the stage then finds them ready instead of running their share
+    itself for the 0.3-1 s each takes to import (``wai_exp.simulate.shards.prestart``)."""
+    sim = {**(config.get("simulate") or {}), **params}
+    workers, cluster = int(sim.get("workers") or 1), str(sim.get("cluster") or "local")
+    if workers > 1 and cluster == "local" and not sim.get("rows"):
+        from wai_exp.simulate.shards import prestart
+
+        prestart(workers)
+
+
 def rows_file(ctx: KwargsSource, params: dict[str, Any]) -> str | None:
     """The path ``simulate.rows`` (or the stage's ``params.rows``) names, made absolute
     against the start folder; None when the stage simulates."""
@@ -459,6 +472,7 @@ def key_deps(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     key_sections=key_sections,
     key_deps=key_deps,
     headline="rollouts",
+    prepare=prestart_workers,
 )
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Simulate rollouts, streaming each finished row to the partial file; with
