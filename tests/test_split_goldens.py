@@ -643,16 +643,16 @@ EXPECTED: dict[str, str] = {
     "log_stage/rows_file": ("bd309aec3b83b95e2147d2684d46d224c19bcbb563c79d7f5d01f0eb908f60e6"),
     "log_stage/rows_off": ("f0b968448c1ef0bc091b10c687382156231f2fece5103085bb7004b341acf095"),
     "preflight/broken_no_prompt": (
-        "afc1a2f71d29aad47b174193a8a6044a32c2f851b627c522c572c459bd20b382"
+        "f14f875ce158a416a1c5aca5bf4d89d3a3ce0483a412c19cfda7bf2edae6f6d6"
     ),
     "preflight/broken_no_rules": (
-        "34a91d9625ac352a68748e14b4d4c54212b1fb7dcd942d05959d4421686b471f"
+        "288c658d498fd475022156f0286d07c3cc36a6155c996e91862adc8f7aab1610"
     ),
     "preflight/no_tools": ("9e1e7797c95cef45fbdf59659071e376a9e5686f582ae57d52fd8e61f4dee706"),
     "preflight/not_a_list": ("cc8dfb3c7314f1b6f149debf8e1ca8a526237b33e7517cd71eecd4e0986c918f"),
     "preflight/shipped": ("3710aa950000db425c4e2499ec4151ca47611f4bb675dc05e9941b243334fb18"),
     "preflight/writes_only_rules": (
-        "9edfa0d8e5fe07b02a56e2d7b0531abb95adfe280f18c42dc7ebdc3a3b1a067b"
+        "835ad191a259a90af1346df89b81c9aae83b34bb52ba6658d69429613f3c1021"
     ),
     "recommend/bad_mode": ("8bcbec0075f3bea8520f45e8be72f656d4e5bc3ace9ede6205f662feed9fe59e"),
     "recommend/bad_rate": ("660123615bcc5961c6ac6c4833a2bfd8c08949368449fe22e2fb2fed98ddd778"),

@@ -59,10 +59,11 @@ def poor_tools() -> list[dict[str, Any]]:
     ]
 
 
-# Poor spec by hand (generic templates): transfer_funds is a write with key account_id:
-# direct/vague/adversarial x exists/missing/already_done x 12 = 108; close_account has no
-# key argument: no vague, state exists only: direct/adversarial x 12 = 24.
-POOR_CELLS = 108 + 24
+# Poor spec by hand (generic templates): transfer_funds is a write with key account_id that
+# no read tool takes, so no agent could find a missing or done record: state exists only,
+# direct/vague/adversarial x 12 = 36; close_account has no key argument: no vague, state
+# exists only: direct/adversarial x 12 = 24.
+POOR_CELLS = 36 + 24
 
 
 # ---------------------------------------------------------------------------------------
@@ -173,7 +174,7 @@ def test_recommend_sft_arithmetic_on_support_desk() -> None:
 
 def test_recommend_sft_floor_on_small_grid_and_given_target() -> None:
     rec = recommend(poor_tools(), policy="1. Never guess an account id.")
-    # 132 cells x 3 = 396 < 500: the published floor binds; 500 x 2 = 1000 rows / 3.
+    # 60 cells x 3 = 180 < 500: the published floor binds; 500 x 2 = 1000 rows / 3.
     assert rec["cells"] == POOR_CELLS
     assert rec["target"] == 500
     assert rec["situations"] == 334

@@ -385,7 +385,18 @@ class TemplateWriter:
             "write": is_write_tool(name),
             "action": name_words(name),
             "bounded": self._domain.bounded(name),
+            "observable": self._observable(key),
         }
+
+    def _observable(self, key: str | None) -> bool:
+        """A read tool of the spec takes ``key``: an agent can look the record up, so a
+        missing record or an action already done is something it can find out before
+        writing (the checklist's rules 4 and 5 ask exactly that)."""
+        return key is not None and any(
+            not is_write_tool(name)
+            and key in ((fn.get("parameters") or {}).get("properties") or {})
+            for name, fn in self._fns.items()
+        )
 
     def _cells_for(self, tool: str) -> list[tuple[str, str, str, str, str]]:
         write = is_write_tool(tool)
@@ -403,6 +414,10 @@ class TemplateWriter:
             if stance == "boundary":
                 states: tuple[str, ...] = ("exists",)
             elif not has_key:
+                states = ("exists",)
+            elif write and tool not in self._support and not self._generic[tool]["observable"]:
+                # No read tool shows this record: no agent could tell it is missing or
+                # already done without the write the rules forbid, so no such task is posed.
                 states = ("exists",)
             else:
                 states = ("exists", "missing", "already_done") if write else ("exists", "missing")
