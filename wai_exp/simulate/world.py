@@ -223,8 +223,12 @@ class WorldOptions(BaseModel):
         if self.reset_tool and self.reset_command:
             raise ValueError("give world.reset_tool or world.reset_command, not both")
         if self.default_fault_mode not in self.fault_modes:
+            mode, modes = self.default_fault_mode, list(self.fault_modes)
+            fix = f"set world.default_fault_mode={modes[0]}" if modes else "list a fault mode"
             raise ValueError(
-                f"default_fault_mode {self.default_fault_mode!r} is not one of fault_modes {list(self.fault_modes)}"
+                f"default_fault_mode {mode!r} is not one of fault_modes {modes}: {fix} (the "
+                f"mode an ask with no tool_condition of its own plans), or add {mode!r} to "
+                "world.fault_modes"
             )
         return self
 
