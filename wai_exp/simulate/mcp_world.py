@@ -284,7 +284,14 @@ def _plain(result: Any) -> Any:
     if is_error:
         return {"error": "tool_error", "message": text or "the tool reported an error"}
     if structured is not None:
-        # A tool returning a non-object is wrapped by the server as {"result": value}.
+        # A tool returning a non-object is wrapped by the server as {"result": value}; one
+        # returning JSON text (json.dumps of its answer) means the object that text holds.
+        inner = structured.get("result") if len(structured) == 1 else None
+        if isinstance(inner, str):
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(inner)
+                if isinstance(parsed, dict | list):
+                    return parsed
         return structured
     with contextlib.suppress(ValueError):
         return json.loads(text)
