@@ -59,3 +59,33 @@ def test_a_write_a_read_tool_can_look_up_keeps_every_state() -> None:
     states = _states()
     assert {"exists", "missing", "already_done"} <= set(states["renew_loan"])
     assert {"exists", "missing"} <= set(states["lookup_loan"])
+
+
+def test_an_agent_that_looks_up_a_done_record_can_pass_the_task() -> None:
+    from tests.support.rows import call
+    from wai_exp.score.grade.checklist import task_checklist
+    from wai_exp.simulate.world import RolloutWorld
+
+    writer = TemplateWriter(TOOLS, "You are a library desk assistant.", seed=0)
+    sit = next(
+        s
+        for s in writer.next_batch(600)
+        if s.dims["tool"] == "renew_loan"
+        and s.dims["world_state"] == "already_done"
+        and s.dims["stance"] == "direct"
+        and s.dims["tool_condition"] == "ok"
+    )
+    loan = sit.entities["key_value"]
+    seen = RolloutWorld(sit, TOOLS, fault_rate=0.0, seed=0).execute(
+        "lookup_loan", {"loan_id": loan}
+    )["result"]
+    assert seen["status"] == "renew loan already done"
+    row = {
+        "prompt": sit.phrasings[0],
+        "steps": call("lookup_loan", {"loan_id": loan}, seen),
+        "final_text": f"Loan {loan} was already renewed, so I haven't repeated it.",
+        "scenario_dimensions": sit.dims,
+        "world_changes": [],
+    }
+    graded = task_checklist(row)
+    assert graded["reward"] == 1.0, graded["reason"]

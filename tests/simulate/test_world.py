@@ -469,7 +469,8 @@ def test_generic_tools_answer_from_their_schema():
     )
     key = sit.entities["key_value"]
     world = RolloutWorld(sit, tools, fault_rate=0.0, seed=0)
-    assert world.execute("get_booking", {"booking_id": key})["result"]["found"] is True
+    seen = world.execute("get_booking", {"booking_id": key})["result"]
+    assert seen["found"] is True and seen["status"] == "cancel booking already done"
     assert world.execute("cancel_booking", {"booking_id": key})["result"]["error"] == "already_done"
     missing = next(
         s

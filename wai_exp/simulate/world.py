@@ -919,7 +919,12 @@ class RolloutWorld:
             return {"error": "not_found", "message": f"No record found with {key_arg} {key}."}
         if not is_write_tool(name):
             out = {"found": True, **(rec or {}), **a}
-            out.pop("done", None)
+            done = out.pop("done", None)
+            if done and self.target:
+                # What the record shows, as the desk's shows "refunded": an agent that looks
+                # it up can tell the action is done without repeating it (the checklist's
+                # already_done rule asks exactly that).
+                out["status"] = f"{self.target.replace('_', ' ')} already done"
             out.setdefault("status", "active")
             return out
         if rec is not None and rec.get("done"):
