@@ -473,3 +473,36 @@ def test_spares_no_stage_took_end_with_their_process():
         assert len(pids) == 2, out.stdout + out.stderr
         assert all(_gone(pid) for pid in pids), how
         assert "Traceback" not in out.stderr, out.stderr  # a spare leaves quietly
+
+
+def test_a_ctrl_c_while_spares_import_leaves_no_traceback_and_no_process():
+    # A user's Ctrl-C often comes while MLflow starts its run, when the spares are still
+    # importing: the terminal showed each one's KeyboardInterrupt traceback.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import importlib, os, time\n"
+        "shards = importlib.import_module('wai_exp.simulate.shards')\n"
+        "shards.prestart(3)\n"
+        "try:\n"
+        "    print(' '.join(str(p.pid) for p in shards._SPARES), flush=True)\n"
+        "    time.sleep(30)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    time.sleep(0.2)  # the spares are importing (0.3-1 s)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    out, err = proc.communicate(timeout=60)
+    assert "interrupted" in out and len(pids) == 2
+    assert all(_gone(pid) for pid in pids)
+    assert "Traceback" not in err, err

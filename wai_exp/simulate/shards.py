@@ -341,9 +341,12 @@ class _Process:
     exists (``prestart``) and be taken up by that loop once it runs (``pipes``)."""
 
     def __init__(self) -> None:
+        # Its own process group: a terminal's Ctrl-C reaches the stage alone, which closes
+        # the worker's stdin (it exits at EOF) instead of interrupting it mid-write, or a
+        # spare mid-import with a traceback on the terminal.
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "wai_exp.simulate.shards"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, process_group=0,
         )  # fmt: skip
         #: what a spare was started under: a stage takes it only if they still hold
         self.cwd, self.env = os.getcwd(), dict(os.environ)
@@ -921,8 +924,9 @@ async def _worker_main() -> None:
 
 
 if __name__ == "__main__":
-    # Ctrl-C reaches the whole process group: the parent stops its workers itself (closing
-    # their stdin, then killing), so a worker never dies of it mid-write.
+    # A SIGINT sent to the worker itself (its group is its own: ``_Process``) is ignored
+    # too: the parent stops its workers (closing their stdin, then killing), so a worker
+    # never dies of it mid-write.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from wai_exp.domain.gc_tuning import fewer_gc_passes
 
