@@ -820,6 +820,36 @@ class ScriptedAgent:
 
     # -- any other tool ------------------------------------------------------------------
 
+    def _look_first(self, r: _Run, key: str, value: Any) -> None:
+        """Before a write on a spec of your own, the read tool that takes its key, as the desk
+        looks an order up first: a record not found, or one whose action is already done,
+        ends the rollout there without the write (or, by the skill's draw, presses on)."""
+        from wai_exp.simulate.writer import name_words
+
+        reader = next(
+            (
+                name
+                for name, fn in r.schemas.items()
+                if not is_write_tool(name)
+                and key in ((fn.get("parameters") or {}).get("properties") or {})
+            ),
+            None,
+        )
+        if reader is None:
+            return
+        what = f"{name_words(key)} {value}"
+        step = r.call(reader, {key: value}, f"Let me look up {what} first.")
+        problem = _result_problem(step)
+        res = step.get("result")
+        if problem == "not_found":
+            if r.draw("missing_record"):
+                r.final(f"I couldn't find a record with {what}, so I haven't changed anything.")
+            r.mistaken = True  # pressing on as if the lookup found it
+        elif isinstance(res, Mapping) and str(res.get("status", "")).endswith("already done"):
+            if r.draw("no_repeat"):
+                r.final(f"That was already done for {what}, so I haven't repeated it.")
+            r.mistaken = True  # repeating a done action
+
     def _generic(self, r: _Run, tool: str) -> None:
         from wai_exp.simulate.writer import key_arg, name_words
 
@@ -858,6 +888,8 @@ class ScriptedAgent:
                 f"I'm sorry, I can't {action} like that: the {name_words(arg)} must be {limit}. "
                 "I can go ahead within that limit if you like."
             )
+        if is_write_tool(tool) and key in args:
+            self._look_first(r, key, args[key])
         step = r.call(tool, args, f"Calling {tool}.")
         problem = _result_problem(step)
         res = step.get("result")
