@@ -1356,7 +1356,7 @@ def _result(
     elapsed: float,
 ) -> SimulationData:
     """The ``SimulationData`` of a finished run: rows, report, metadata and warnings."""
-    mix, mix_warning = tier_mix(cfg, engine.per_run_tiers, len(engine.rows))
+    mix, mix_warning = tier_mix(cfg, engine.per_run_tiers, engine.rows)
     if mix_warning:
         engine.warnings.append(mix_warning)
     inputs = {

@@ -33,35 +33,66 @@ def knobs_read_by(engine: Engine) -> frozenset[str]:
     return KNOBS_READ | {k.name for k in KNOBS if k.reads == "model_writer"}
 
 
+#: One-sided chance below which a drawn hard share that fell short of ``hard_share`` is
+#: reported: a shortfall a fair draw gives more often than this is sampling, not a skew.
+TIER_MIX_ALPHA = 0.05
+
+
+def _fresh_task_tiers(rows: list[dict[str, Any]]) -> dict[Any, str]:
+    """The tier of each task the writer drew afresh in the first run: the draws
+    ``hard_share`` governs. A task's k repeats are one draw, and a failing row's siblings
+    (the mutation arm) follow their parent's cell, not the mix."""
+    tiers: dict[Any, str] = {}
+    for r in rows:
+        if r.get("arm") != "fresh" or (r.get("lineage") or {}).get("eval_run", 0):
+            continue
+        tier = (r.get("scenario_dimensions") or {}).get("tier")
+        if tier is not None:
+            tiers.setdefault(r.get("scenario_id"), str(tier))
+    return tiers
+
+
 def tier_mix(
-    cfg: Config, per_run_tiers: list[Counter[str]], n_rows: int
+    cfg: Config, per_run_tiers: list[Counter[str]], rows: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], str | None]:
-    """``report["search"]["tier_mix"]`` and a warning when the drawn hard share fell more
-    than ``tier_mix_tolerance`` under ``hard_share`` (None otherwise)."""
+    """``report["search"]["tier_mix"]`` and a warning when the hard share of the freshly
+    drawn tasks fell more than ``tier_mix_tolerance`` under ``hard_share`` and a fair draw of
+    that many tasks would fall that short less than ``TIER_MIX_ALPHA`` of the time (None
+    otherwise)."""
+    from scipy.special import bdtr  # binomial lower tail
+
     from wai_exp.domain.dimensions import HARD_TIERS
 
     knobs, hs = cfg.knobs, cfg.hard_share
     tier_counts: Counter[str] = Counter()
     for c in per_run_tiers:
         tier_counts.update(c)
+    n_rows = len(rows)
     hard_rows = sum(v for k, v in tier_counts.items() if k in HARD_TIERS)
     drawn_hard = hard_rows / n_rows if n_rows else None
+    fresh = _fresh_task_tiers(rows)
+    hard_tasks = sum(t in HARD_TIERS for t in fresh.values())
     mix: dict[str, Any] = {
         "counts": dict(sorted(tier_counts.items())),
         "hard_share_asked": hs,
         "hard_share_drawn": drawn_hard,
+        "fresh_tasks": len(fresh),
+        "hard_share_drawn_tasks": hard_tasks / len(fresh) if fresh else None,
     }
     if cfg.runs > 1:
         mix["per_run"] = [dict(sorted(c.items())) for c in per_run_tiers]
     warning = None
-    if (
-        drawn_hard is not None
-        and n_rows >= knobs.tier_mix_min_rows
-        and drawn_hard < hs - knobs.tier_mix_tolerance
-    ):
+    share = mix["hard_share_drawn_tasks"]
+    if share is None or n_rows < knobs.tier_mix_min_rows or share >= hs - knobs.tier_mix_tolerance:
+        return mix, warning
+    chance = float(bdtr(hard_tasks, len(fresh), hs))
+    mix["shortfall_chance"] = chance
+    if chance < TIER_MIX_ALPHA:
         warning = (
-            f"the drawn hard share {drawn_hard:.2f} is more than {knobs.tier_mix_tolerance} below hard_share={hs} "
-            "(advanced tier_mix_tolerance)"
+            f"the drawn hard share {share:.2f} ({hard_tasks} of {len(fresh)} freshly drawn "
+            f"tasks) is more than {knobs.tier_mix_tolerance} below hard_share={hs}, further "
+            f"than a fair draw falls {TIER_MIX_ALPHA:.0%} of the time (p={chance:.3f}; "
+            "advanced tier_mix_tolerance)"
         )
     return mix, warning
 
