@@ -368,6 +368,13 @@ def shard_setup(
     return build_agent(agent_cfg, kwargs["seed"], kwargs.get("timeout")), kwargs
 
 
+def _where(config: Mapping[str, Any], params: dict[str, Any]) -> tuple[dict[str, Any], int, str]:
+    """The stage's simulate section (its params over the config's), and where its rollouts
+    run: ``simulate.workers`` and ``simulate.cluster``."""
+    sim = {**(config.get("simulate") or {}), **params}
+    return sim, int(sim.get("workers") or 1), str(sim.get("cluster") or "local")
+
+
 def shard_spec(
     ctx: StageContext, params: dict[str, Any], tasks: list[dict[str, Any]] | None
 ) -> Any:
@@ -375,8 +382,7 @@ def shard_spec(
     ``simulate.ray.address``), or None when its rollouts run in this process."""
     from wai_exp.simulate.shards import ShardSpec
 
-    sim = {**(ctx.config.get("simulate") or {}), **params}
-    workers, cluster = int(sim.get("workers") or 1), str(sim.get("cluster") or "local")
+    sim, workers, cluster = _where(ctx.config, params)
     if workers <= 1 and cluster == "local":
         return None
     config = json.loads(json.dumps(ctx.config, default=str))  # plain data, for pickling
@@ -391,8 +397,7 @@ def prestart_workers(config: Mapping[str, Any], params: dict[str, Any]) -> None:
     """Start the stage's local worker processes now (``simulate.workers`` > 1), while the
     run's tracking starts: the stage then finds them ready instead of running their share
     itself for the 0.3-1 s each takes to import (``wai_exp.simulate.shards.prestart``)."""
-    sim = {**(config.get("simulate") or {}), **params}
-    workers, cluster = int(sim.get("workers") or 1), str(sim.get("cluster") or "local")
+    sim, workers, cluster = _where(config, params)
     if workers > 1 and cluster == "local" and not sim.get("rows"):
         from wai_exp.simulate.shards import prestart
 
