@@ -1176,7 +1176,8 @@ def _assemble(
     is_async = is_async_callable(agent.fn)
     if sharded:
         assert shards is not None
-        backlog = None if is_async else worker_backlog(cfg.knobs.concurrency, shards.workers)
+        by_queue = not is_async and shards.cluster == "local"  # see ShardedRunner._route
+        backlog = worker_backlog(cfg.knobs.concurrency, shards.workers) if by_queue else None
         runner = ShardedRunner(runner, shards, backlog=backlog)  # type: ignore[assignment]  # ShardedRunner stands in for a RolloutRunner (__getattr__)
     engine = Engine(
         cfg, runner,

@@ -376,16 +376,14 @@ class _Process:
         with contextlib.suppress(ProcessLookupError):
             self.popen.kill()
 
-    def close_spare(self) -> None:
-        """End a spare no stage took: its stdin closes, so it exits before its setup."""
-        with contextlib.suppress(OSError):
-            assert self.popen.stdin is not None
-            self.popen.stdin.close()
-        try:
-            self.popen.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            self.popen.wait()
+    def discard(self) -> None:
+        """End a spare no stage took, at once: it has done nothing but import, and waiting
+        for it to read its stdin's end could hold the stage's loop while it imports."""
+        self.kill()
+        self.popen.wait()
+        for pipe in (self.popen.stdin, self.popen.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 #: worker processes started ahead of their stage (``prestart``), oldest first
@@ -398,8 +396,8 @@ def prestart(workers: int) -> None:
     worker is ready the stage runs its rollouts itself. The pipeline calls this before it
     starts tracking (MLflow takes a second or more to start a run). A spare no stage takes
     ends with this process (``atexit``), or at once if this process dies (its stdin closes)."""
-    if not _SPARES:
-        atexit.register(_close_spares)
+    atexit.unregister(_close_spares)  # once, however many stages prestart
+    atexit.register(_close_spares)
     while len(_SPARES) < workers - 1:
         _SPARES.append(_Process())
 
@@ -414,12 +412,12 @@ def _take_spare() -> _Process | None:
             return None
         if proc.returncode is None and proc.cwd == os.getcwd() and proc.env == os.environ:
             return proc
-        proc.close_spare()
+        proc.discard()
 
 
 def _close_spares() -> None:
     while _SPARES:
-        _SPARES.pop().close_spare()
+        _SPARES.pop().discard()
 
 
 class _LocalShard:
@@ -648,7 +646,7 @@ class ShardedRunner:
         self._local = local
         self._spec = spec
         #: a sync agent's rollouts on local workers: each worker's queue at most (None: an
-        #: async agent's, each situation on its shard by hash: ``worker_backlog``)
+        #: async agent's, or on Ray: each situation on its shard by hash; ``worker_backlog``)
         self._backlog = backlog
         self._shards: list[Any] = []
         self._shares: tuple[int, ...] = ()
@@ -684,8 +682,8 @@ class ShardedRunner:
     def _route(self, plan: Any) -> Any:
         """The shard that runs ``plan``. A row depends only on its plan, so where it runs
         changes when it lands, never what it is."""
-        if self._backlog is not None and self._spec.cluster == "local":
-            return self._least_queued()
+        if self._backlog is not None:
+            return self._least_queued(self._backlog)
         shard = self._shards[shard_of(plan.task.scenario_id, self._shares)]
         if isinstance(shard, _LocalShard) and shard.starting:
             # A plan sent to a worker still importing would wait there, its slot held:
@@ -694,9 +692,9 @@ class ShardedRunner:
             shard = self._shards[0]
         return shard
 
-    def _least_queued(self) -> Any:
+    def _least_queued(self, backlog: int) -> Any:
         """For a sync agent: the started worker with the fewest rollouts queued, while that
-        is under ``_backlog``; else the stage's own process. A worker runs a sync agent's
+        is under ``backlog``; else the stage's own process. A worker runs a sync agent's
         rollouts one after another, so what it has in flight is its queue: the stage runs
         a rollout only when every worker has a full queue, and so takes as much as its
         planning and landing leave it time for (a fixed third left it the bottleneck
@@ -705,8 +703,7 @@ class ShardedRunner:
         for shard in self._shards[1:]:
             if not shard.starting and (best is None or len(shard.waiting) < len(best.waiting)):
                 best = shard
-        assert self._backlog is not None
-        return best if best is not None and len(best.waiting) < self._backlog else self._shards[0]
+        return best if best is not None and len(best.waiting) < backlog else self._shards[0]
 
     async def raise_start_failure(self) -> None:
         """Raise why a worker could not start even when no rollout of its share ran (a
@@ -747,9 +744,10 @@ class ShardedRunner:
     def rollouts_by_process(self) -> dict[str, int]:
         """Rollouts each process was given, by name (``stage``: the stage's own process,
         absent on Ray, where it runs none; ``worker 1`` ...)."""
-        named = {s.index: "stage" if isinstance(s, _StageShard) else f"worker {s.index}"
-                 for s in self._shards}  # fmt: skip
-        return {name: self._sent[index] for index, name in named.items()}
+        return {
+            "stage" if isinstance(s, _StageShard) else f"worker {s.index}": self._sent[s.index]
+            for s in self._shards
+        }
 
     def server_limits(self) -> dict[str, dict[str, Any] | None]:
         """Each worker's own model-server limits as it reported them on a clean exit
