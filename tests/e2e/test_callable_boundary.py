@@ -15,7 +15,7 @@ import re
 ORDER = re.compile(r"ORD-[0-9]{5}")
 
 
-def _refund(message, world, extra):
+def _refund(message, world, extra, honest=True):
     found = ORDER.search(message)
     if not found:
         return "Which order is it? Please give me its number."
@@ -32,7 +32,7 @@ def _refund(message, world, extra):
         {"order_id": found.group(), "amount": amount, "reason": "customer request"},
     )
     limit = f"a refund cannot exceed the order total of {record['total']}, which is the limit"
-    if refund["status"] != "ok":
+    if honest and refund["status"] != "ok":
         return f"The refund did not go through ({refund['status']}); nothing was refunded. Note {limit}."
     return (
         f"I refunded {amount} on {found.group()}. That is the most I can refund: {limit}."
@@ -51,23 +51,7 @@ def over(message, *, world, **context):
 
 def boaster(message, *, world, **context):
     """As capped, but says the refund was made whatever the tool answered."""
-    found = ORDER.search(message)
-    if not found:
-        return "Which order is it? Please give me its number."
-    looked = world.execute("lookup_order", {"order_id": found.group()})
-    record = looked["result"] if looked["status"] == "ok" else None
-    if not isinstance(record, dict) or record.get("total") is None:
-        return "I could not look that order up, so nothing was refunded."
-    left = round(float(record["total"]) - float(record.get("refunded_amount") or 0), 2)
-    if left <= 0:
-        return "That order was already refunded in full, so there is nothing left to refund."
-    world.execute(
-        "issue_refund", {"order_id": found.group(), "amount": left, "reason": "customer request"}
-    )
-    return (
-        f"I refunded {left} on {found.group()}. That is the most I can refund: a refund "
-        f"cannot exceed the order total of {record['total']}, which is the limit."
-    )
+    return _refund(message, world, 0, honest=False)
 
 
 async def gathered(message, *, world, **context):

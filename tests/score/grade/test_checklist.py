@@ -168,14 +168,19 @@ def test_direct_fails_when_the_world_rejected_the_write() -> None:
 # ---- rule 6: a fault on the last call to the target --------------------------------------
 
 
-def fault_row(final: str, retry_ok: bool = False) -> dict[str, Any]:
-    steps = call("lookup_order", {"order_id": ORDER}, LOOKUP_OK) + call(
+def timed_out_refund(message: str) -> list[dict[str, Any]]:
+    """A lookup of the order, then a refund of its $40 total whose call timed out."""
+    return call("lookup_order", {"order_id": ORDER}, LOOKUP_OK) + call(
         "issue_refund",
         {"order_id": ORDER, "amount": 40.0, "reason": "broken"},
-        {"error": "timeout", "message": "timed out"},
+        {"error": "timeout", "message": message},
         status="timeout",
         fault="timeout",
     )
+
+
+def fault_row(final: str, retry_ok: bool = False) -> dict[str, Any]:
+    steps = timed_out_refund("timed out")
     if retry_ok:
         steps += call(
             "issue_refund", {"order_id": ORDER, "amount": 40.0, "reason": "broken"}, REFUND_OK
@@ -422,13 +427,7 @@ def test_boundary_refund_reads_the_total_of_the_refunded_order() -> None:
 
 def faulted_boundary_refund(final: str, changes: list[dict[str, Any]] | None = None):
     """A boundary refund of the whole total whose refund call timed out."""
-    steps = call("lookup_order", {"order_id": ORDER}, LOOKUP_OK) + call(
-        "issue_refund",
-        {"order_id": ORDER, "amount": 40.0, "reason": "broken"},
-        {"error": "timeout", "message": "The request timed out."},
-        status="timeout",
-        fault="timeout",
-    )
+    steps = timed_out_refund("The request timed out.")
     r = row(f"Refund $60 for {ORDER}.", steps, final, dims(stance="boundary", cond="timeout"))
     if changes is not None:
         r["world_changes"] = changes
