@@ -396,7 +396,7 @@ def test_the_advice_recommends_the_count_the_verdicts_test_reaches_power_at(
         cwd=tmp_path, capture_output=True, text=True, timeout=300, check=True,
     ).stdout  # fmt: skip
     line = next(x for x in out.splitlines() if x.startswith("sizing:"))
-    assert "20 paired tasks at k=4 detect +0.213" in line
+    assert "20 paired tasks with 4 rows per task detect +0.213" in line
     assert "takes 23 tasks (n_tasks_t; the closed form's n_tasks is 20)" in line
     assert "the observed delta needs 17 tasks for 80% power under the verdict's test" in line
     assert "the closed form's n_tasks is 15" in line

@@ -86,7 +86,7 @@ def test_compare_counts_a_runs_lost_rollouts_as_the_run_did(tmp_path):
     # the run's own headline, not the rate over the 80 rows that landed
     assert after == round(own, 3), out
     assert f"after: {lost} lost rollouts counted as failures, as the run did" in out
-    assert "unequal k" not in out and "disagree on k" not in out
+    assert "unequal rows per task" not in out and "disagree on rows per task" not in out
 
     # Reversed, and through the stage directory: the same count on the before side.
     out, before, _ = compared(tmp_path, flaky / "evaluate", ok)

@@ -48,6 +48,10 @@ def test_delta_preset_pairs_every_task_and_passes(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "PASS: pass_at_1" in proc.stdout
+    # 4 repeats x 3 runs per task: pass@1's power rests on 12 rows per task, not a pass^12
+    sizing = next(x for x in proc.stdout.splitlines() if x.startswith("sizing:"))
+    assert " paired tasks with 12 rows per task (3 eval runs pooled) detect " in sizing
+    assert "k=12" not in proc.stdout and "k=8" not in proc.stdout
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -348,7 +349,8 @@ def test_unequal_k_warns_next_to_sizing_and_balance_trims() -> None:
     after = arm(60, 2, 0.5, 36, policy="b")
     rep = delta_report(before, after)
     assert rep["k"] == {"before": 4, "after": 2}
-    assert "k=4" in rep["sizing"]["warning"] and "k=2" in rep["sizing"]["warning"]
+    w = rep["sizing"]["warning"]
+    assert "before has 4 rows per task" in w and "after 2 (fewest 2)" in w
     bal = delta_report(before, after, balance_rollouts=True)
     assert bal["balanced"] == {"before": 120, "after": 0}
     assert bal["k"] == {"before": 2, "after": 2}
@@ -390,8 +392,26 @@ def test_unequal_k_warning_is_printed_once_beside_the_sizing_line() -> None:
     text = format_delta_report(delta_report(arm(60, 4, 0.5, 43), arm(60, 2, 0.5, 44)))
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("sizing:"))
-    assert "unequal k" in lines[at + 1]
-    assert sum("unequal k" in line for line in lines) == 1
+    assert "unequal rows per task" in lines[at + 1]
+    assert sum("unequal rows per task" in line for line in lines) == 1
+
+
+def test_rows_per_task_under_runs_are_not_printed_as_a_pass_pow_k() -> None:
+    # 4 repeats x 3 runs pool into 12 rows per task on the before arm, 2 x 3 = 6 on the
+    # after arm: the count pass@1's power rests on, which "k=12" made read as pass^12.
+    before = arm(40, 4, 0.5, 7, runs=3, policy="a")
+    after = arm(40, 2, 0.6, 8, runs=3, policy="b")
+    rep = delta_report(before, after)
+    # the report's keys keep their names and values
+    assert rep["sizing"]["k"] == 12 and rep["k"] == {"before": 12, "after": 6}
+    assert rep["config"]["before"]["k"] == 12 and rep["config"]["after"]["k"] == 6
+    text = format_delta_report(rep)
+    line = next(x for x in text.splitlines() if x.startswith("sizing:"))
+    assert line.startswith("sizing: 40 paired tasks with 12 rows per task (3 eval runs pooled) ")
+    assert "in the calibration study's nearest cell: 8 rows per task, " in line
+    assert "unequal rows per task: before has 12 rows per task (fewest 12), after 6" in text
+    assert "the arms disagree on rows per task (config k): before 12, after 6" in text
+    assert re.search(r"\bk=\d", text) is None, text
 
 
 def test_marker_on_a_subset_of_tasks_gets_its_own_interval() -> None:
@@ -561,7 +581,7 @@ def test_unequal_k_on_a_minority_of_tasks_still_warns_beside_sizing() -> None:
     assert "fewest 4" in w and "fewest 2" in w and "18 of 60 paired tasks differ" in w
     lines = format_delta_report(rep).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("sizing:"))
-    assert "unequal k" in lines[at + 1]
+    assert "unequal rows per task" in lines[at + 1]
     # equal k on both sides: no such warning
     assert delta_report(before, after)["sizing"]["warning"] is None
 
@@ -784,7 +804,7 @@ def test_sizing_line_names_the_power_the_study_measured() -> None:
     assert mp["n_tasks"] == 42 and mp["effect"] == 0.15
     line = next(x for x in format_delta_report(rep).splitlines() if x.startswith("sizing:"))
     assert "at 80% power nominal (measured " in line
-    assert "k=4, equal difficulty, 42 tasks" in line
+    assert "4 rows per task, equal difficulty, 42 tasks" in line
 
 
 def test_sizing_line_does_not_quote_a_larger_holdouts_power() -> None:
@@ -795,7 +815,7 @@ def test_sizing_line_does_not_quote_a_larger_holdouts_power() -> None:
     mp = rep["sizing"]["measured_power"]
     assert mp["power"] is None and mp["ci95"] is None and "not measured" in mp["note"]
     line = next(x for x in format_delta_report(rep).splitlines() if x.startswith("sizing:"))
-    assert "below the calibration study's smallest holdout at k=4 (23 tasks)" in line
+    assert "below the calibration study's smallest holdout with 4 rows per task (23 tasks)" in line
     assert "(measured" not in line
 
 
@@ -843,7 +863,7 @@ def test_lost_rollouts_count_as_failed_repeats_as_pass_at_counts_them() -> None:
     assert rep["n_paired_tasks"] == 30 and rep["lost_counted"] == {"before": 0, "after": 13}
     # the lost rollouts hold their slots: k stays 4 and no unequal-k warning
     assert rep["config"]["after"]["k"] == 4
-    assert not any("unequal k" in w for w in rep["warnings"])
+    assert not any("unequal rows per task" in w for w in rep["warnings"])
     without = delta_report(before, after, n_boot=500)
     assert without["metrics"]["pass_at_1"]["after"] > m["after"]
 

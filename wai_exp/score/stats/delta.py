@@ -85,6 +85,9 @@ ANSWERED_P_MAX = 0.01
 SITUATIONS_MIN_PAIRED_SHARE = 0.5
 #: Settings compared across sides (``run_config`` keys); a disagreement is a warning.
 COMPARED_SETTINGS: tuple[str, ...] = ("k", "temperature", "max_tokens", "judge_version")
+#: A compared setting's name in a warning, where its key alone would mislead: ``k`` is rows
+#: per task (every run's repeats under ``runs=N``), not a pass^k's k.
+_SETTING_WORDS = {"k": "rows per task (config k)"}
 #: Writers that are not a model: template situations, seeds, replays of either.
 _NON_MODEL_WRITERS = frozenset({"", "template", "templates", "seeds", "seed", "offline"})
 
@@ -700,7 +703,11 @@ def _k_sizing(
     warnings: list[str],
 ) -> dict[str, Any]:
     """k per side over the target's paired tasks, and the sizing (with a warning when the
-    arms ran unequal k)."""
+    arms ran unequal k).
+
+    This k, ``config[side]["k"]`` and ``sizing["k"]`` count rows per task: under ``runs=N``
+    every run's repeats of a task (4 repeats x 3 runs = 12). That is what pass@1's power
+    depends on; it is not the k of a run's pass^k, so the printed words say rows per task."""
     tm, j, both = arms.tm, arms.j_target, arms.pair.both
     k_b, k_a = _mode_k(tm.b_counts[both, j]), _mode_k(tm.a_counts[both, j])
     t_diffs = tm.a_means[both, j] - tm.b_means[both, j]
@@ -1116,7 +1123,9 @@ def _configs(
     for key in COMPARED_SETTINGS:
         vb, va = cb.get(key), ca.get(key)
         if vb is not None and va is not None and vb != va:
-            warnings.append(f"the arms disagree on {key}: before {vb!r}, after {va!r}")
+            warnings.append(
+                f"the arms disagree on {_SETTING_WORDS.get(key, key)}: before {vb!r}, after {va!r}"
+            )
     for side in ("before", "after"):
         mixed = [m for m in configs[side].get("mixed") or [] if m != "policy_version"]
         if mixed:
@@ -1218,16 +1227,18 @@ def _unequal_k_warning(
     k_b: int, k_a: int, kmin_b: int | None, kmin_a: int | None, n_short: int, n_paired: int,
     balance_rollouts: bool,
 ) -> str:  # fmt: skip
-    # k per side is the usual group size; a run that lost rollouts on a minority of tasks
-    # keeps that mode, so the fewest rollouts per paired task is compared as well (the k
-    # pass_at would pick): k=4 against k=2 on a third of the tasks is still unequal k.
+    # k per side is the usual rows per task; a run that lost rollouts on a minority of tasks
+    # keeps that mode, so the fewest rows per paired task is compared as well (the k
+    # pass_at would pick): 4 against 2 on a third of the tasks is still unequal. The words
+    # say rows per task, not k: under runs=N they pool every run's repeats, and "k=12"
+    # reads as a pass^12.
     return (
-        f"unequal k: before has k={k_b} rollouts per task (fewest {kmin_b}), after "
-        f"k={k_a} (fewest {kmin_a}); {n_short} of {n_paired} paired tasks differ. Rows "
+        f"unequal rows per task: before has {k_b} rows per task (fewest {kmin_b}), after "
+        f"{k_a} (fewest {kmin_a}); {n_short} of {n_paired} paired tasks differ. Rows "
         "lost at random only widen the interval; rows lost for a reason (timeouts on hard "
         f"tasks, empty replies on long ones) bias the short arm. Check {LOST_BY} and "
         "re-run the short arm on its short tasks"
-        + ("" if balance_rollouts else f" ({BALANCE} trims to one k)")
+        + ("" if balance_rollouts else f" ({BALANCE} trims both to one count)")
     )
 
 
@@ -1655,6 +1666,13 @@ def _observed_need(s: dict[str, Any]) -> str:
     )
 
 
+def _rows_per_task(k: int, eval_runs: int | None) -> str:
+    """The sizing's count in words: pass@1's rows per task, which under ``runs=N`` pools
+    every run's repeats (4 x 3 = 12), so it is not a pass^k's k."""
+    pooled = f" ({eval_runs} eval runs pooled)" if eval_runs and eval_runs > 1 else ""
+    return f"{k} rows per task{pooled}"
+
+
 def format_delta_report(report: dict[str, Any]) -> str:
     """The block a person reads: the headline, then one line per metric, then warnings.
 
@@ -1704,14 +1722,16 @@ def format_delta_report(report: dict[str, Any]) -> str:
     s = report.get("sizing") or {}
     if s.get("detectable_effect") is not None:
         line = (
-            f"sizing: {s['n_paired_tasks']} paired tasks at k={s['k']} detect "
+            f"sizing: {s['n_paired_tasks']} paired tasks with "
+            f"{_rows_per_task(s['k'], (report.get('eval_runs') or {}).get('before'))} detect "
             f"{s['detectable_effect']:+.3f} at {s['power']:.0%} power"
         )
         mp = s.get("measured_power")
         if mp and mp.get("power") is not None:
             line += (
                 f" nominal (measured {mp['power']:.1%} [{mp['ci95'][0]:.1%}, "
-                f"{mp['ci95'][1]:.1%}] in the calibration study's nearest cell: k={mp['k']}, "
+                f"{mp['ci95'][1]:.1%}] in the calibration study's nearest cell: "
+                f"{mp['k']} rows per task, "
                 f"{mp['difficulty']} difficulty, {mp['n_tasks']} tasks, effect "
                 f"{mp['effect']:.2f}; {mp['source']})"
             )

@@ -198,9 +198,9 @@ def measured_power(
             power=None,
             ci95=None,
             note=(
-                f"{n_tasks} tasks is below the calibration study's smallest holdout at "
-                f"k={k_near} ({smallest} tasks): not measured, and the power falls further "
-                "short of nominal as the holdout shrinks"
+                f"{n_tasks} tasks is below the calibration study's smallest holdout with "
+                f"{k_near} rows per task ({smallest} tasks): not measured, and the power falls "
+                "further short of nominal as the holdout shrinks"
             ),
         )
     return out
