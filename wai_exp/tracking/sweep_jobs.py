@@ -29,16 +29,19 @@ def graded_tasks(run_dir: str | Path, stages: Sequence[str]) -> dict[str, Any]:
     """Per-task numbers of a run from the first of its graded ``stages`` (by name) in
     ``run_dir``: ``tasks`` (each task's pass rate), and when the run measured pass^k,
     ``k`` and ``tasks_pass_pow_k`` / ``tasks_pass_at_k`` (each task's unbiased estimate at
-    that k, tasks with k graded repeats only), else ``k_note`` (the report's reason).
-    Every number reads each task's fixed first batch, as pass@1 and ``compare`` do: rows an
-    adaptive policy added where a task split would skew it. {} when the rows are not there.
+    that k, for the tasks the run's pass^k counted), else ``k_note`` (the report's reason).
+    They follow the run's own headline (``passat.task_estimates`` with the arguments its
+    report records): lost rollouts it counted are failed repeats, ``unanimous_short``
+    imputes, and an adaptive run reads each task's fixed first batch, so a sweep pooling
+    them never reads better than its runs do. {} when the rows are not there.
     """
     if not stages:
         return {}
+    from wai_exp.rows.jsonl import read_rows
+
     stage_dir = Path(run_dir) / sorted(stages)[0]
     with contextlib.suppress(OSError, ValueError):
-        with (stage_dir / "rows.jsonl").open(encoding="utf-8") as fh:
-            rows = [json.loads(line) for line in fh if line.strip()]
+        rows = read_rows(stage_dir / "rows.jsonl")
         return {**_task_numbers(rows, _report(stage_dir))}
     return {}
 
@@ -52,30 +55,32 @@ def _report(stage_dir: Path) -> dict[str, Any]:
 
 
 def _task_numbers(rows: list[dict[str, Any]], report: Mapping[str, Any]) -> dict[str, Any]:
-    from wai_exp.score.stats.passat import first_batch, pass_k_estimates
-    from wai_exp.score.stats.resample import reward_groups
+    from wai_exp.score.stats.passat import task_estimates
 
-    groups = reward_groups(first_batch(rows)[0])
-    keys = [str(k) for k in groups.keys]
-    out: dict[str, Any] = {
-        "tasks": {
-            k: float(s / c) for k, s, c in zip(keys, groups.sums, groups.counts, strict=True) if c
-        }
-    }
     k = report.get("k")
-    if report.get("pass_pow_k") is None or not isinstance(k, int) or k < 1:
+    args = _pass_at_args(report)
+    measured = report.get("pass_pow_k") is not None and isinstance(k, int) and k >= 1
+    if measured:
+        # the k the run's pass^k was read at (under runs=N, one run's repeats), as it was
+        args.update(k=k, min_k=k)
+    est = task_estimates(rows, **args)
+    out: dict[str, Any] = {"tasks": est.pass_at_1}
+    if not measured:
         out["k_note"] = report.get("note") or None
         return out
-    pow_k, at_k = pass_k_estimates(groups.counts, groups.sums, k)
-    eligible = groups.counts >= k
-    out["k"] = k
-    out["tasks_pass_pow_k"] = {
-        t: float(v) for t, v, e in zip(keys, pow_k, eligible, strict=True) if e
+    return {**out, "k": k, "tasks_pass_pow_k": est.pass_pow_k, "tasks_pass_at_k": est.pass_at_k}
+
+
+def _pass_at_args(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What a graded stage's ``pass_at`` counted beyond its rows, from its report: the lost
+    rollouts it counted as failures (``lost.by_task`` under ``simulate.lost_as=failure``)
+    and ``judge.pass_at.unanimous_short`` (``pass_at_options``)."""
+    lost, options = report.get("lost"), report.get("pass_at_options")
+    by_task = lost.get("by_task") if isinstance(lost, Mapping) and lost.get("counted") else None
+    return {
+        "lost": by_task if isinstance(by_task, Mapping) else None,
+        "unanimous_short": bool(isinstance(options, Mapping) and options.get("unanimous_short")),
     }
-    out["tasks_pass_at_k"] = {
-        t: float(v) for t, v, e in zip(keys, at_k, eligible, strict=True) if e
-    }
-    return out
 
 
 def folder_job(run_dir: Path) -> dict[str, Any]:

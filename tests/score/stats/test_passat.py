@@ -575,3 +575,32 @@ def test_per_run_k_is_one_runs_repeats_when_rows_come_from_several_runs():
     # one run, or rows that name none: pass_at's own default applies
     assert per_run_k([row("a", 0) for _ in range(4)]) == (None, 1)
     assert per_run_k([{"scenario_id": "a", "reward": 1.0}] * 4) == (None, 0)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"k": 4, "lost": {"t1": ["fixed", "fixed"], "gone": ["fixed"] * 4}},
+        {"k": 4, "unanimous_short": True},
+        {"k": 4, "unanimous_short": True, "lost": {"t2": ["initial"]}},
+    ],
+)
+def test_task_estimates_average_to_the_headline_they_come_from(kwargs: dict) -> None:
+    # Short unanimous groups (t3, t5), a split short one (t4), a lost rollout, and an
+    # adaptive extension of t0: each rule pass_at applies shows in its per-task numbers.
+    from wai_exp.score.stats.passat import task_estimates
+
+    rows = rows_from([(2, 4), (4, 4), (0, 4), (3, 3), (1, 3), (0, 2)], selection_reason="initial")
+    rows += group("t0", 4, 4, selection_reason="group_split")
+    pa, est = pass_at(rows, **kwargs), task_estimates(rows, **kwargs)
+    assert est.k == pa.k
+    assert np.mean(list(est.pass_at_1.values())) == pytest.approx(pa.pass_at_1, abs=1e-12)
+    assert len(est.pass_pow_k) == pa.n_groups_at_k
+    assert np.mean(list(est.pass_pow_k.values())) == pytest.approx(pa.pass_pow_k, abs=1e-12)
+    assert np.mean(list(est.pass_at_k.values())) == pytest.approx(pa.pass_at_k, abs=1e-12)
+    assert est.pass_at_1["t0"] == 0.5  # its first batch, not the 4 passes added after
+    if "lost" in kwargs and "gone" in kwargs["lost"]:
+        assert est.pass_at_1["gone"] == 0.0 and est.pass_at_1["t1"] == pytest.approx(4 / 6)
+    if kwargs.get("unanimous_short"):
+        assert est.pass_pow_k["t3"] == 1.0 and est.pass_pow_k["t5"] == 0.0
+        assert "t4" not in est.pass_pow_k

@@ -409,6 +409,8 @@ def judge_rows(
     }
     if k_basis:
         report["k_basis"] = k_basis
+    # what pass@k was asked for, so a reader of these rows (a sweep pooling runs) counts as it did
+    report["pass_at_options"] = typed.pass_at.model_dump()
     if lost:
         # by_task kept: a compare of this run counts its lost rollouts as this stage did
         report["lost"] = dict(lost)

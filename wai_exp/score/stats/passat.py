@@ -69,6 +69,8 @@ __all__ = [
     "per_run_k",
     "row_dicts",
     "run_config",
+    "task_estimates",
+    "TaskEstimates",
 ]
 
 #: The smallest k tau-bench and tau2-bench report a pass^k on (arXiv:2406.12045, 2506.07982).
@@ -328,6 +330,9 @@ class _KWay:
     n_imputed: int = 0
     #: the per-group estimates behind each number, for the boundary note
     flat: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    #: each counted task's pass^k and pass@k, by task key (``task_estimates``)
+    tasks_pow: dict[str, float] = field(default_factory=dict)
+    tasks_at: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -387,6 +392,9 @@ class _KWay:
         pow_res, at_res = _rate_interval(pk_e, pk_e.size), _rate_interval(ak_e, ak_e.size)
         out.pow_ci, out.at_ci = _interval(pow_res), _interval(at_res)
         out.flat = [(f"pass^{use_k}", pk_e), (f"pass@{use_k}", ak_e)]
+        counted = [key for key, e in zip(groups.keys, eligible.tolist(), strict=True) if e]
+        out.tasks_pow = dict(zip(counted, pk_e.tolist(), strict=True))
+        out.tasks_at = dict(zip(counted, ak_e.tolist(), strict=True))
         return out
 
 
@@ -445,6 +453,106 @@ def _no_binary_note(facts: Any, skipped: int) -> str:
     )
 
 
+@dataclass
+class _Graded:
+    """Rows read into task groups as ``pass_at`` reads them: lost rollouts as failed
+    repeats, and the groups every number is read from (each task's first batch when an
+    adaptive policy extended some)."""
+
+    row_list: list[dict[str, Any]]
+    n_failed: int
+    keys: list[Any]
+    groups: TaskGroups
+    basis_groups: TaskGroups
+    basis: str
+    extension: list[bool]
+    notes: list[str]
+    rows_per_task: np.ndarray | None
+
+    @classmethod
+    def read(
+        cls,
+        rows: Sequence[dict] | Any,
+        k: int | None,
+        min_k: int,
+        lost: Mapping[str, Sequence[str | None]] | None,
+    ) -> _Graded:
+        row_list = as_rows(rows)
+        # The failed rows enter the groups only (run settings are read from the real rows).
+        failed = lost_rows(lost)
+        n_real = len(row_list)
+        if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
+            raise ValueError(
+                f"k must be a positive integer draw size or None for the default; got {k!r}"
+            )
+        if min_k < 1:
+            raise ValueError(f"min_k must be >= 1; got {min_k}")
+        # Keys, rewards and the key codes come from row_facts (read once per row list,
+        # shared with the other checks of a publish_gate); run_config reuses the keys.
+        facts = row_facts([*row_list, *failed] if failed else row_list)
+        binary = facts.binary
+        graded_mask = ~np.isnan(binary)
+        values = binary[graded_mask]
+        task_keys, row_task = facts.subgroups(graded_mask)
+        groups: TaskGroups = TaskGroups(
+            task_keys,
+            np.bincount(row_task, minlength=len(task_keys)).astype(float),
+            np.bincount(row_task, weights=values, minlength=len(task_keys)),
+            row_task, values, n_real + len(failed) - values.size,
+        )  # fmt: skip
+        notes: list[str] = []
+        if groups.n_tasks == 0:
+            notes.append(_no_binary_note(facts, groups.n_skipped))
+            return cls(row_list, len(failed), facts.keys, groups, groups, "all_rows", [], notes,
+                       None)  # fmt: skip
+        extension = [
+            isinstance(r, str) and r in ADAPTIVE_REASONS
+            for r in (row.get("selection_reason") for row in (*row_list, *failed))
+        ]
+        basis_groups, basis = _basis_groups(groups, facts.keys, binary, extension, notes)
+        # A first batch has no "rows it was simulated with" to compare: no shrunk-k advice.
+        per_task = _rows_per_task(facts, groups) if basis == "all_rows" else None
+        return cls(row_list, len(failed), facts.keys, groups, basis_groups, basis, extension,
+                   notes, per_task)  # fmt: skip
+
+    def k_way(self, k: int | None, min_k: int, unanimous_short: bool) -> _KWay:
+        return _KWay.of(self.basis_groups, k, min_k, unanimous_short, self.notes,
+                        self.rows_per_task)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TaskEstimates:
+    """Each task's numbers behind a ``pass_at`` headline, by task key: ``pass_at_1`` (its
+    pass rate on pass@1's basis), ``pass_pow_k`` and ``pass_at_k`` (its unbiased estimate at
+    ``k``, for the tasks those numbers count); ``note`` as ``pass_at``'s."""
+
+    k: int
+    pass_at_1: dict[str, float]
+    pass_pow_k: dict[str, float]
+    pass_at_k: dict[str, float]
+    note: str = ""
+
+
+def task_estimates(
+    rows: Sequence[dict] | Any,
+    k: int | None = None,
+    min_k: int = ROLLOUTS_PER_TASK,
+    unanimous_short: bool = False,
+    lost: Mapping[str, Sequence[str | None]] | None = None,
+) -> TaskEstimates:
+    """The per-task numbers ``pass_at`` with the same arguments averages: lost rollouts
+    count as failed repeats, ``unanimous_short`` imputes, an adaptive run reads its first
+    batch. The mean of each dict is that ``pass_at`` number, so pooling tasks over several
+    runs (a sweep's value) keeps each run's own rules. Raises as ``pass_at`` does."""
+    g = _Graded.read(rows, k, min_k, lost)
+    if g.groups.n_tasks == 0:
+        return TaskEstimates(int(k if k is not None else min_k), {}, {}, {}, "; ".join(g.notes))
+    kw = g.k_way(k, min_k, unanimous_short)
+    return TaskEstimates(
+        kw.k, g.basis_groups.per_task(), kw.tasks_pow, kw.tasks_at, "; ".join(g.notes)
+    )
+
+
 def pass_at(
     rows: Sequence[dict] | Any,
     k: int | None = None,
@@ -467,55 +575,23 @@ def pass_at(
     score at 0 instead of leaving it (``n_lost``). Raises ``ValueError`` for ``k < 1`` or
     ``min_k < 1``.
     """
-    row_list = as_rows(rows)
-    # The failed rows enter the groups only (the run settings below are read from the real rows).
-    failed = lost_rows(lost)
-    n_real = len(row_list)
-    if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
-        raise ValueError(
-            f"k must be a positive integer draw size or None for the default; got {k!r}"
-        )
-    if min_k < 1:
-        raise ValueError(f"min_k must be >= 1; got {min_k}")
-    # Keys, rewards and the key codes come from row_facts (read once per row list, shared
-    # with the other checks of a publish_gate); run_config reuses the keys.
-    facts = row_facts([*row_list, *failed] if failed else row_list)
-    keys = facts.keys
-    binary = facts.binary
-    graded_mask = ~np.isnan(binary)
-    values = binary[graded_mask]
-    task_keys, row_task = facts.subgroups(graded_mask)
-    groups: TaskGroups = TaskGroups(
-        task_keys,
-        np.bincount(row_task, minlength=len(task_keys)).astype(float),
-        np.bincount(row_task, weights=values, minlength=len(task_keys)),
-        row_task, values, n_real + len(failed) - values.size,
-    )  # fmt: skip
-    notes: list[str] = []
+    g = _Graded.read(rows, k, min_k, lost)
+    row_list, groups, notes, n_real = g.row_list, g.groups, g.notes, len(g.row_list)
     if groups.n_tasks == 0:
-        notes.append(_no_binary_note(facts, groups.n_skipped))
         use_k = k if k is not None else min_k
         return PassAt(
             k=int(use_k), pass_at_1=None, pass_pow_k=None, pass_at_k=None, n_groups=0, n_rows=0,
             note="; ".join(notes),
-            config=run_config_with_keys(row_list, int(use_k), keys[:n_real]),
+            config=run_config_with_keys(row_list, int(use_k), g.keys[:n_real]),
         )  # fmt: skip
-
-    extension = [
-        isinstance(r, str) and r in ADAPTIVE_REASONS
-        for r in (row.get("selection_reason") for row in (*row_list, *failed))
-    ]
-    basis_groups, basis = _basis_groups(groups, keys, binary, extension, notes)
-    rates1, n_rows1 = basis_groups.means, basis_groups.n_rows
+    rates1, n_rows1 = g.basis_groups.means, g.basis_groups.n_rows
     pass1 = float(rates1.mean()) if rates1.size else None
     res1 = _rate_interval(rates1, n_rows1)
     ci1 = _interval(res1)
     flat: list[tuple[str, np.ndarray]] = [("pass@1", rates1)]
     if groups.n_tasks < MIN_CI_GROUPS:
         notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {groups.n_tasks}")
-    # A first batch has no "rows it was simulated with" to compare: no shrunk-k advice there.
-    per_task = _rows_per_task(facts, groups) if basis == "all_rows" else None
-    kw = _KWay.of(basis_groups, k, min_k, unanimous_short, notes, per_task)
+    kw = g.k_way(k, min_k, unanimous_short)
     use_k = kw.k
     flat += kw.flat
     boundary = _boundary_note(flat)
@@ -528,18 +604,18 @@ def pass_at(
         pass_pow_k=kw.pow_k,
         pass_at_k=kw.at_k,
         n_groups=groups.n_tasks,
-        n_rows=groups.n_rows - len(failed),
+        n_rows=groups.n_rows - g.n_failed,
         n_groups_at_k=kw.n_at_k,
         n_groups_imputed=kw.n_imputed,
         per_task=groups.per_task(),
         note="; ".join(notes),
-        config=run_config_with_keys(row_list, use_k, keys[:n_real]),
+        config=run_config_with_keys(row_list, use_k, g.keys[:n_real]),
         ci95=ci1,
         pass_pow_k_ci95=kw.pow_ci,
         pass_at_k_ci95=kw.at_ci,
-        pass_at_1_basis=basis,
-        n_rows_pass_at_1=n_rows1 - sum(not x for x in extension[n_real:]),
-        n_lost=len(failed),
+        pass_at_1_basis=g.basis,
+        n_rows_pass_at_1=n_rows1 - sum(not x for x in g.extension[n_real:]),
+        n_lost=g.n_failed,
         ci_method=_ci_method(res1),
     )
 
