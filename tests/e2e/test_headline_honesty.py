@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import uuid
+
+import pytest
 
 from tests.e2e.test_cli import run_dirs, wai
+from tests.e2e.test_launchers import postgres_server  # noqa: F401 - a fixture, found by name
 
 PCT_JUDGE = """
 import zlib
@@ -74,6 +78,30 @@ def test_a_failed_grade_reports_pass_at_1_not_measured_and_logs_no_rate(tmp_path
     assert res.returncode == 2, res.stdout + res.stderr
     assert "that stage failed, so its pass@1 was not measured (evaluate failed:" in res.stderr
     assert "pass_at_1 0.000" not in res.stdout
+
+
+@pytest.mark.slow
+def test_a_failed_grade_draws_no_plot_on_a_tracking_server(tmp_path, postgres_server):  # noqa: F811
+    """A team server on PostgreSQL gets the failed stage's report and rows, and no plot: its
+    histogram drew a mean per-task rate of 0.000 over the judge's 0 answers, the number the
+    run says it did not measure."""
+    from mlflow import MlflowClient
+
+    (tmp_path / "userjudge.py").write_text(PCT_JUDGE)
+    experiment = f"failed-grade-{uuid.uuid4().hex[:8]}"
+    res = wai(tmp_path, "+experiment=eval", "judge=callable", "judge.target=userjudge:pct",
+              "simulate.budget=80", "tracking=mlflow_server", f"tracking.uri={postgres_server}",
+              f"tracking.experiment={experiment}", "tracking.traces=0")  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "pass@1: not measured (evaluate failed: the judge could not score 64 of 80" in res.stdout
+    client = MlflowClient(postgres_server)
+    exp = client.get_experiment_by_name(experiment)
+    [run] = client.search_runs([exp.experiment_id])
+    assert run.info.status == "FAILED"
+    names = {a.path for stage in ("simulate", "evaluate") for a in client.list_artifacts(
+        run.info.run_id, stage)}  # fmt: skip
+    assert {"evaluate/report.json", "evaluate/rows.jsonl.gz", "simulate/report.json"} <= names
+    assert not [n for n in names if n.endswith(".png")], names
 
 
 def test_given_rewards_on_another_scale_fail_the_grade_with_pass_at_1_not_measured(tmp_path):

@@ -191,6 +191,27 @@ def test_full_run_is_recorded(start_dir, tmp_path, graded_rows, write_jsonl):
     assert tracker.run_id in tracker.summary
 
 
+def test_a_grading_stage_that_measured_no_headline_gets_no_plots(
+    start_dir, tmp_path, graded_rows, write_jsonl
+):
+    """A failed grade keeps its rows and report, but no plot: its histogram drew the rates
+    of the rows it got to (a mean per-task rate where pass@1 is "not measured")."""
+    tracker = make_tracker({**IN_PROCESS, "plots": True, "traces": 0}, start_dir)
+    tracker.start({}, [], tmp_path / "run", "eval", "h")
+    rows = write_jsonl(tmp_path / "run" / "graded.jsonl", graded_rows)
+    why = "grade_b failed: the judge could not score 64 of 80 rows"
+    tracker.log_stage("grade_a", kind="grade", report={"k": 4, "pass_at_1": 2 / 3},
+                      rows_path=rows, metrics={"pass_at_1": 2 / 3})  # fmt: skip
+    tracker.log_stage("grade_b", kind="grade",
+                      report={"k": 4, "pass_at_1": None, "headline_not_measured": why},
+                      rows_path=rows, metrics={"unjudged": 64.0})  # fmt: skip
+    tracker.finish("FAILED")
+    arts = _artifacts(_client(start_dir), tracker.run_id)
+    assert "grade_a/pass_rate_hist.png" in arts  # the same rows, measured: plotted
+    assert {"grade_b/report.json", "grade_b/rows.jsonl.gz"} <= arts
+    assert not [a for a in arts if a.startswith("grade_b/") and a.endswith(".png")], arts
+
+
 def test_failed_run_keeps_the_error(start_dir, tmp_path):
     tracker = make_tracker({"kind": "mlflow", "plots": False, "background": False}, start_dir)
     tracker.start({"seed": 1}, [], tmp_path / "run", None, "h")

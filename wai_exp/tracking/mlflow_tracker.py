@@ -816,7 +816,7 @@ class MlflowTracker:
         if text is not None:
             client.log_text(run_id, redact_text(text, keys=False), f"{prefix}/report.txt")
 
-        if self.plots and isinstance(report, Mapping) and "headline_verdict" in report:
+        if self._plots_for(report) and isinstance(report, Mapping) and "headline_verdict" in report:
             self._log_plots(prefix, None, report, values)  # a compare stage: its delta plot
         graded = kind in GRADED_KINDS or "pass_at_1" in values
         if rows is not None and rows_path is None and self.traces > 0 and graded:
@@ -895,7 +895,7 @@ class MlflowTracker:
             rows = FileRows(rows_path)
         if self.log_rows:
             self._log_stage_dataset(prefix, report, rows_path, rows)
-        if self.plots and (kind in GRADED_KINDS or "pass_at_1" in values):
+        if self._plots_for(report) and (kind in GRADED_KINDS or "pass_at_1" in values):
             self._log_plots(prefix, rows_path, report, values)
         if self.traces > 0 and graded:
             self._queue_traces(prefix, rows)
@@ -1100,6 +1100,15 @@ class MlflowTracker:
             self._client.log_batch(self.run_id, metrics=chunk, synchronous=True)
         held, self._held_inputs = self._held_inputs, []
         self._log_inputs(held)
+
+    def _plots_for(self, report: Mapping[str, Any] | None) -> bool:
+        """Whether a stage with this report gets plots: plots are on, and it did not fail
+        with its headline withheld (``headline_not_measured``). Its plots would draw the
+        rates of the rows it got to (a histogram at a mean of 0.000 where no judge verdict
+        was read), the numbers the run says it did not measure."""
+        return self.plots and not (
+            isinstance(report, Mapping) and report.get("headline_not_measured")
+        )
 
     def _log_plots(
         self,
