@@ -77,11 +77,6 @@ def _runner(spec: TaskSpec, policy: str, user_model: str | None = None) -> Any:
     from wai_exp.simulate.world_setup import resolve_world
 
     dials = spec.situation.get("world")
-    if ((dials or {}).get("options") or {}).get("kind", "mock") != "mock":
-        raise EnvError(
-            "this record was made against a real tool server (world=mcp); wai_exp.env plays "
-            "the mock world only: publish from a run with the default world"
-        )
     if user_model:
         from wai_exp.simulate.model_calls import check_model_spec
 

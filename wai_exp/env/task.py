@@ -31,6 +31,40 @@ class EnvError(ValueError):
 
 
 @dataclass(frozen=True)
+class ReplayGaps:
+    """Why ``reset`` cannot rebuild a situation's world (``replay_gaps``): the required
+    fields it lacks, and the world it was made against when that is not the mock world."""
+
+    missing: tuple[str, ...] = ()
+    world: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.missing) or self.world is not None
+
+
+def world_kind(situation: Mapping[str, Any]) -> str:
+    """The kind of world (``world.kind``) a situation's rollouts were played against."""
+    dials = situation.get("world")
+    options = dials.get("options") if isinstance(dials, Mapping) else None
+    kind = options.get("kind") if isinstance(options, Mapping) else None
+    return str(kind or "mock")
+
+
+def replay_gaps(situation: Any) -> ReplayGaps:
+    """What keeps ``reset`` from rebuilding ``situation``'s world (falsy when nothing does):
+    the ``REQUIRED`` fields it lacks (rows another tool wrote), and its world when that is
+    not the mock world (``world=mcp``: the records live on the user's server, which
+    ``wai_exp.env`` does not drive). Publish counts records by the same rule."""
+    if not isinstance(situation, Mapping):
+        return ReplayGaps(missing=REQUIRED)
+    kind = world_kind(situation)
+    return ReplayGaps(
+        missing=tuple(k for k in REQUIRED if situation.get(k) in (None, "")),
+        world=None if kind == "mock" else kind,
+    )
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """What ``reset`` read off a record: the policy's prompt and tools, the situation and
     the reward facts."""
@@ -93,13 +127,7 @@ def read_task(task: Any) -> TaskSpec:
             f"the record's situation is version {situation.get('version')!r}; this wai-exp "
             f"plays version {SITUATION_VERSION}: {_REPUBLISH}"
         )
-    missing = [k for k in REQUIRED if situation.get(k) in (None, "")]
-    if missing:
-        raise EnvError(
-            f"the record's situation has no {', '.join(repr(k) for k in missing)}: the rows it "
-            "was published from did not record them (rows read from another tool's file); "
-            "publish from a wai-exp simulate run instead"
-        )
+    _refuse_gaps(replay_gaps(situation))
     prompt = _json(task.get("prompt"), "prompt")
     if not (isinstance(prompt, list) and prompt and all(isinstance(m, Mapping) for m in prompt)):
         raise EnvError("the record has no `prompt` messages (a list of {role, content})")
@@ -115,6 +143,23 @@ def read_task(task: Any) -> TaskSpec:
         ground_truth=truth,
         task_key=str(task.get("task_key") or situation.get("scenario_id") or ""),
     )
+
+
+def _refuse_gaps(gaps: ReplayGaps) -> None:
+    """Raise ``EnvError`` naming the fix when ``gaps`` keep the world from being rebuilt."""
+    if gaps.missing:
+        raise EnvError(
+            f"the record's situation has no {', '.join(repr(k) for k in gaps.missing)}: the "
+            "rows it was published from did not record them (rows read from another tool's "
+            "file); publish from a wai-exp simulate run instead"
+        )
+    if gaps.world:
+        raise EnvError(
+            f"this record was made against a real tool server (world={gaps.world}); "
+            "wai_exp.env plays the mock world only, and the records the task names live on "
+            "your server: play rollouts against your server and score them with a reward "
+            "function of your own, or publish from a run with the default world"
+        )
 
 
 def _unwrap(task: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -75,28 +75,39 @@ def _gate_report(inputs: dict[str, StageResult]) -> dict[str, Any]:
     return report
 
 
+def _replay_gaps(records: list[dict[str, Any]]) -> list[Any]:
+    """Each RL record's ``wai_exp.env.task.ReplayGaps``: what keeps ``wai_exp.env.reset``
+    from rebuilding its world (the env's own rule, not a copy of it)."""
+    from wai_exp.env.task import replay_gaps
+
+    gaps = []
+    for record in records:
+        truth = (record.get("reward_model") or {}).get("ground_truth") or {}
+        gaps.append(replay_gaps(truth.get("situation") if isinstance(truth, dict) else None))
+    return gaps
+
+
 def _unreplayable(records: list[dict[str, Any]]) -> tuple[int, Counter[str]]:
     """How many RL records have a situation that lacks what ``wai_exp.env.reset`` rebuilds
     its world from, and which fields they lack (field -> records)."""
-    from wai_exp.env.task import REQUIRED
-
     missing: Counter[str] = Counter()
     n_bad = 0
-    for record in records:
-        truth = (record.get("reward_model") or {}).get("ground_truth") or {}
-        situation = truth.get("situation") if isinstance(truth, dict) else None
-        lacks = [
-            k for k in REQUIRED if not isinstance(situation, dict) or situation.get(k) in (None, "")
-        ]
-        missing.update(lacks)
-        n_bad += bool(lacks)
+    for gaps in _replay_gaps(records):
+        missing.update(gaps.missing)
+        n_bad += bool(gaps.missing)
     return n_bad, missing
 
 
+def _served_elsewhere(records: list[dict[str, Any]]) -> Counter[str]:
+    """RL records with every field ``wai_exp.env.reset`` needs but made against a world it
+    does not play (``world=mcp``), by that world's kind."""
+    return Counter(g.world for g in _replay_gaps(records) if g.world and not g.missing)
+
+
 def _refuse_unreplayable(records: list[dict[str, Any]], rows_file: Any, fmt: str) -> None:
-    """Raise ``ValueError`` naming the fix when an RL record's situation lacks what
-    ``wai_exp.env.reset`` rebuilds its world from: the reward function the card of ``fmt``
-    names would raise on every such record, at training time instead of now."""
+    """Raise ``ValueError`` naming the fix when ``wai_exp.env.reset`` cannot rebuild an RL
+    record's world: the reward function the card of ``fmt`` names would raise on every such
+    record, at training time instead of now."""
     n_bad, missing = _unreplayable(records)
     if not n_bad:
         return
@@ -110,6 +121,23 @@ def _refuse_unreplayable(records: list[dict[str, Any]], rows_file: Any, fmt: str
         "from a wai-exp simulate run, publish these rows as SFT or preference data "
         "(+experiment=sft_round, or selection.mode=sft / preference), or use "
         "publish.format=trl / openai with a reward function of your own. Nothing was published."
+    )
+
+
+def _refuse_served_elsewhere(records: list[dict[str, Any]], fmt: str) -> None:
+    """Raise ``ValueError`` naming the fix when RL records were made against a world
+    ``wai_exp.env`` does not play: the reward function ``fmt``'s card names raises on them."""
+    worlds = _served_elsewhere(records)
+    if not worlds:
+        return
+    world = ", ".join(sorted(worlds))
+    raise ValueError(
+        f"publish.format={fmt}: {sum(worlds.values())} of {len(records)} RL records were made "
+        f"against your tool server (world={world}): the reward function this format names "
+        "(wai_exp/env/verl.py) plays the mock world only and cannot replay a task whose "
+        "records live on your server. Use publish.format=trl / openai with a reward function "
+        "of your own that plays your server, or publish the rows as SFT or preference data "
+        "(+experiment=sft_round, or selection.mode=sft / preference). Nothing was published."
     )
 
 
@@ -307,6 +335,21 @@ def _unscorable_warning(n_bad: int, n: int, rows_file: Any) -> str:
     )
 
 
+def _served_elsewhere_warning(worlds: Counter[str], n: int) -> str:
+    """The publish warning for RL records made against a world ``wai_exp.env`` does not
+    play (``world=mcp``): their reward facts are kept, but no reward function ships."""
+    world = ", ".join(sorted(worlds))
+    return (
+        f"{sum(worlds.values())} of {n} RL records were made against your tool server "
+        f"(world={world}): wai_exp.env.reset cannot replay them (it plays the mock world only; "
+        "the records these tasks name live on your server), so wai_exp.env's TRL "
+        "environment_factory and judge_reward raise on them. Their reward facts are kept: "
+        "train with a reward function of your own that plays rollouts against your server (it "
+        "can score a transcript with wai_exp.task_checklist over the record's "
+        "scenario_dimensions), or publish from a run with the default world"
+    )
+
+
 def _unscorable_note(n_bad: int, n: int) -> list[str]:
     """The card's reward section for RL records with no reward facts (rows another tool
     wrote): what the columns hold, and that the reward function is the user's."""
@@ -331,11 +374,11 @@ def _unscorable_note(n_bad: int, n: int) -> list[str]:
     ]
 
 
-def _answer_key_note(shape: str, unscorable: int = 0, records: int = 0) -> list[str]:
+def _answer_key_note(
+    shape: str, unscorable: int = 0, records: int = 0, elsewhere: int = 0
+) -> list[str]:
     """What the card says about the answer key: never shipped, and on an RL record which
     fields the reward function reads and why the policy must not."""
-    from wai_exp.rows.export import REWARD_FACTS
-
     lines = [
         "The teacher's `privileged` block (its hidden state and reference answer) is never in "
         "these files."
@@ -343,30 +386,56 @@ def _answer_key_note(shape: str, unscorable: int = 0, records: int = 0) -> list[
     if shape == "rl" and unscorable:
         return lines + _unscorable_note(unscorable, records)
     if shape == "rl":
-        facts = ", ".join(f"`{f}`" for f in REWARD_FACTS)
-        lines += [
-            "",
-            "## Reward facts",
-            "",
-            "The policy sees `prompt` and `tools` only. `reward_model` (verl's column: "
-            '`{"style": "rule", "ground_truth": {...}}`) is for the reward function and must '
-            "never be rendered into the prompt: it says how the task is scored, and with it "
-            f"the policy would learn the answer instead of the task. `ground_truth` holds {facts}: "
-            "the judge that scored the rows; `outcome`, the rule that decides (`decline`, "
-            "`refund_within_total`, `keep_shipped_order`, `refuse_write`, `not_found`, "
-            "`already_done`, `confirm`, `confirm_or_report_fault`); `ask_back`, whether the "
-            "agent must ask for a missing identifier before any write call; `target_tool`, the "
-            "tool the ask is about; `write_expected` (true: the task is that write call, false: "
-            "no write call may be made, null: allowed but not required, or no rule applies); "
-            "and `scenario_dimensions`, the task's hidden state, which "
-            "`wai_exp.task_checklist` reads to score a new rollout "
-            '(`task_checklist({"scenario_dimensions": ..., "messages": ...})`); and '
-            "`situation` (a JSON string in the Parquet file), what `wai_exp.env.reset(record)` "
-            "rebuilds the task's mock world and simulated person from to play and score a new "
-            "multi-turn rollout: the ask, its grid cell, world state, fault plan and rate, the "
-            "rollout seed, the writer's lineage and the run's world dials. No reference answer.",
-        ]
+        situation = _elsewhere_situation(elsewhere, records) if elsewhere else _replay_situation()
+        lines += ["", "## Reward facts", "", _reward_facts() + situation]
     return lines
+
+
+def _reward_facts() -> str:
+    """The card's words on ``reward_model`` and its facts, up to ``situation``."""
+    from wai_exp.rows.export import REWARD_FACTS
+
+    facts = ", ".join(f"`{f}`" for f in REWARD_FACTS)
+    return (
+        "The policy sees `prompt` and `tools` only. `reward_model` (verl's column: "
+        '`{"style": "rule", "ground_truth": {...}}`) is for the reward function and must '
+        "never be rendered into the prompt: it says how the task is scored, and with it "
+        f"the policy would learn the answer instead of the task. `ground_truth` holds {facts}: "
+        "the judge that scored the rows; `outcome`, the rule that decides (`decline`, "
+        "`refund_within_total`, `keep_shipped_order`, `refuse_write`, `not_found`, "
+        "`already_done`, `confirm`, `confirm_or_report_fault`); `ask_back`, whether the "
+        "agent must ask for a missing identifier before any write call; `target_tool`, the "
+        "tool the ask is about; `write_expected` (true: the task is that write call, false: "
+        "no write call may be made, null: allowed but not required, or no rule applies); "
+        "and `scenario_dimensions`, the task's hidden state, which "
+        "`wai_exp.task_checklist` reads to score a new rollout "
+        '(`task_checklist({"scenario_dimensions": ..., "messages": ...})`); and '
+    )
+
+
+def _replay_situation() -> str:
+    return (
+        "`situation` (a JSON string in the Parquet file), what `wai_exp.env.reset(record)` "
+        "rebuilds the task's mock world and simulated person from to play and score a new "
+        "multi-turn rollout: the ask, its grid cell, world state, fault plan and rate, the "
+        "rollout seed, the writer's lineage and the run's world dials. No reference answer."
+    )
+
+
+def _elsewhere_situation(elsewhere: int, records: int) -> str:
+    """The card's words on ``situation`` for records made against the user's tool server."""
+    which = "These records were" if elsewhere == records else f"{elsewhere} of {records} were"
+    return (
+        "`situation` (a JSON string in the Parquet file): the ask, its grid cell, world state, "
+        "fault plan and rate, the rollout seed, the writer's lineage and the run's world dials. "
+        f"{which} made against your tool server (world=mcp), so `wai_exp.env.reset(record)` "
+        "cannot rebuild their world (it plays the mock world only and raises on them: the "
+        "records these tasks name live on your server). No reward function ships with these "
+        "records: wai_exp.env's TRL `environment_factory` and `judge_reward` raise on them. "
+        "Train on them with a reward function of your own that plays rollouts against your "
+        "server (TRL: `GRPOTrainer(reward_funcs=...)`); it can score a transcript with "
+        "`wai_exp.task_checklist` over the record's `scenario_dimensions`. No reference answer."
+    )
 
 
 def dataset_card(info: dict[str, Any]) -> str:
@@ -402,7 +471,7 @@ def _card_header(info: dict[str, Any]) -> list[str]:
         f"Format `{info['format']}` (publish.format), for: {info['trainers']}"
         + (
             "; no reward function ships with these records (Reward facts)"
-            if info.get("unscorable")
+            if info.get("unscorable") or info.get("unreplayable_world")
             else ""
         )
         + ".",
@@ -522,7 +591,12 @@ def _card_files(info: dict[str, Any]) -> list[str]:
         "|---|---|",
     ]
     lines += [f"| `{name}` | `{typ}` |" for name, typ in info["columns"]]
-    note = _answer_key_note(info["shape"], info.get("unscorable") or 0, info["records"])
+    note = _answer_key_note(
+        info["shape"],
+        info.get("unscorable") or 0,
+        info["records"],
+        sum((info.get("unreplayable_world") or {}).values()),
+    )
     lines += ["", *note, ""]
     lines += [
         "```python",
@@ -587,7 +661,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     rows_file = (ctx.config.get("simulate") or {}).get("rows")
     if shape == "rl" and fmt.replays:
         _refuse_unreplayable(records, rows_file, fmt.name)
+        _refuse_served_elsewhere(records, fmt.name)
     unscorable = _unreplayable(records)[0] if shape == "rl" else 0
+    elsewhere = _served_elsewhere(records) if shape == "rl" else Counter()
     records = fmt.records(shape, records)
 
     out_dir = ctx.run_dir / ctx.name
@@ -626,6 +702,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "format": fmt.name,
         "trainers": fmt.trainers.get(shape, ""),
         "unscorable": unscorable,
+        "unreplayable_world": dict(elsewhere),
         "templates": fmt.templates,
         "prompt_tokens": prompt_tokens(_publish_config(ctx).get("tokenizer"), records),
         "pass_rates": _pass_rates(rows),
@@ -660,9 +737,11 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     ]
     if info["skipped"]:
         lines.append(f"  warning: {info['skipped']} left out; see report.json export.skip_reasons")
-    if unscorable:
-        report["warnings"] = [_unscorable_warning(unscorable, len(records), rows_file)]
-        lines.append(f"  warning: {report['warnings'][0]}")
+    warnings = [_unscorable_warning(unscorable, len(records), rows_file)] if unscorable else []
+    warnings += [_served_elsewhere_warning(elsewhere, len(records))] if elsewhere else []
+    if warnings:
+        report["warnings"] = warnings
+        lines += [f"  warning: {w}" for w in warnings]
     if rows and not records:
         # An empty dataset that exits 0 reads as a dataset: fail the run and say why.
         first = (export_report.get("skip_reasons") or ["no reason recorded"])[0]

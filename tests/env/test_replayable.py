@@ -1,0 +1,89 @@
+"""Which RL records ``wai_exp.env.reset`` can replay: one rule (``env.task.replay_gaps``),
+read by the env when it refuses a record and by publish when it counts, warns and refuses.
+
+A record made against the user's tool server (``world=mcp``) has every field but a world
+the env does not play: publish's verl / openrlhf refusal and trl / openai warning and card
+say so, as they do for rows another tool wrote."""
+
+from __future__ import annotations
+
+import pytest
+
+from wai_exp.env import EnvError, reset
+from wai_exp.env.task import replay_gaps
+from wai_exp.pipeline.stages import publish
+
+
+def sit(record):
+    return record["reward_model"]["ground_truth"]["situation"]
+
+
+def with_situation(record, situation):
+    truth = {**record["reward_model"]["ground_truth"], "situation": situation}
+    return {**record, "reward_model": {**record["reward_model"], "ground_truth": truth}}
+
+
+def _mcp(record):
+    world = {**sit(record)["world"], "options": {"kind": "mcp", "command": "python srv.py"}}
+    return with_situation(record, {**sit(record), "world": world})
+
+
+MANGLES = {
+    "recorded": lambda r: r,
+    "mcp": _mcp,
+    "no seed": lambda r: with_situation(r, {**sit(r), "seed": None}),
+    "no cell, mcp": lambda r: _mcp(with_situation(r, {**sit(r), "scenario_dimensions": None})),
+}
+
+
+@pytest.mark.parametrize("name", MANGLES)
+def test_publish_counts_as_unreplayable_exactly_what_reset_refuses(run, name):
+    record = MANGLES[name](run[1][0])
+    gaps = replay_gaps(sit(record))
+    try:
+        reset(record)
+        refused = False
+    except EnvError:
+        refused = True
+    assert bool(gaps) == refused == (name != "recorded")
+    n_missing = publish._unreplayable([record])[0]
+    served = publish._served_elsewhere([record])
+    assert (n_missing, dict(served)) == {
+        "recorded": (0, {}),
+        "mcp": (0, {"mcp": 1}),
+        "no seed": (1, {}),
+        "no cell, mcp": (1, {}),
+    }[name]
+
+
+def test_reset_refuses_an_mcp_record_before_building_a_world_naming_what_to_do(run):
+    with pytest.raises(EnvError) as info:
+        reset(_mcp(run[1][0]))
+    said = str(info.value)
+    assert "world=mcp" in said and "mock world only" in said
+    assert "reward function of your own" in said and "default world" in said
+
+
+@pytest.mark.parametrize("fmt", ["verl", "openrlhf"])
+def test_verl_and_openrlhf_refuse_mcp_records_naming_the_fix(run, fmt):
+    records = [_mcp(r) for r in run[1][:3]] + run[1][3:5]
+    publish._refuse_unreplayable(records, None, fmt)  # every field is there
+    with pytest.raises(ValueError) as info:
+        publish._refuse_served_elsewhere(records, fmt)
+    said = str(info.value)
+    assert f"publish.format={fmt}: 3 of 5 RL records were made against your tool server" in said
+    assert "(world=mcp)" in said and "publish.format=trl / openai" in said
+    assert "Nothing was published" in said
+    publish._refuse_served_elsewhere(run[1][3:5], fmt)
+
+
+def test_the_card_of_mcp_records_never_says_reset_rebuilds_them():
+    note = "\n".join(publish._answer_key_note("rl", 0, 5, 5))
+    assert "rebuilds the task's mock world" not in note
+    assert "`wai_exp.env.reset(record)` cannot rebuild their world" in note
+    assert "No reward function ships with these records" in note
+    assert "These records were made against your tool server (world=mcp)" in note
+    some = "\n".join(publish._answer_key_note("rl", 0, 5, 2))
+    assert "2 of 5 were made against your tool server" in some
+    mock = "\n".join(publish._answer_key_note("rl", 0, 5, 0))
+    assert "rebuilds the task's mock world" in mock and "tool server" not in mock
