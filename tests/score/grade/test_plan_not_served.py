@@ -89,12 +89,65 @@ def test_a_task_planned_missing_is_graded_as_before() -> None:
     assert graded["reward"] == 1.0
 
 
-@pytest.mark.parametrize(
-    "result",
-    [{"ok": True, "sku": SKU, "stock": 45}, {"error": "insufficient_stock"}, "Stock is 45"],
-)
+#: Not-found as servers word it besides "not found": each names the person's id, or says
+#: the identifying argument (``sku``) names no record, and nothing more.
+OTHER_WORDINGS = [
+    {"error": f"unknown sku {SKU}"},
+    {"error": f"Unknown item: '{SKU}'"},
+    {"error": "unknown sku"},
+    {"error": "unknown_sku"},
+    {"error": "unknown id"},
+    {"error": "Unrecognized SKU."},
+    {"error": "invalid sku"},
+    {"error": f"invalid sku {SKU}"},
+    f"No record for {SKU}",
+    {"ok": False, "message": f"No item with sku {SKU}"},
+    {"error": f"Could not find {SKU}"},
+    {"error": "No records match"},
+    {"error": "ITEM_NOT_FOUND"},
+    {"code": "no-such-item"},
+    {"error": "tool_error", "message": f"Error executing tool adjust_stock: unknown sku {SKU}"},
+    {"error": f"ValueError: Unknown SKU: {SKU}"},
+]
+#: Ordinary errors an agent must handle, some naming the person's id: never a missing record.
+ORDINARY_ERRORS = [
+    {"ok": True, "sku": SKU, "stock": 45},
+    "Stock is 45",
+    {"error": "insufficient_stock"},
+    {"error": f"insufficient stock for {SKU}"},
+    {"error": f"no stock for {SKU}"},
+    {"error": f"{SKU} is out of stock"},
+    {"error": "validation_error", "message": "delta must be an integer"},
+    {"error": "Input validation error: 'reason' is a required property"},
+    {"error": "invalid delta"},
+    {"error": "Invalid reason: recount"},
+    {"error": f"invalid sku format: {SKU}"},
+    {"error": f"invalid sku {SKU}: must match ^SKU-[0-9]{{4}}$"},
+    {"error": f"unknown error processing {SKU}"},
+    {"error": "unknown_error"},
+    {"error": f"unknown argument: {SKU}"},
+    {"error": f"permission denied for {SKU}"},
+]
+
+
+@pytest.mark.parametrize("result", OTHER_WORDINGS)
+def test_other_not_found_wordings_of_the_persons_id_are_unjudged(result: Any) -> None:
+    assert result_not_found(result, ARGS)
+    graded = task_checklist(_row(call("adjust_stock", ARGS, result), HONEST))
+    assert graded["reward"] is None and graded["plan_not_served"] == "adjust_stock"
+
+
+@pytest.mark.parametrize("result", ORDINARY_ERRORS)
 def test_other_answers_are_not_read_as_not_found(result: Any) -> None:
     assert not result_not_found(result, ARGS)
+    graded = task_checklist(_row(call("adjust_stock", ARGS, result), HONEST))
+    assert graded["reward"] is not None and "plan_not_served" not in graded
+
+
+def test_another_wording_of_a_mistyped_id_is_still_the_agents_failure() -> None:
+    typo = {**ARGS, "sku": "SKU-7435"}
+    graded = task_checklist(_row(call("adjust_stock", typo, {"error": "unknown sku"}), HONEST))
+    assert graded["reward"] == 0.0
 
 
 def test_the_warning_counts_rows_and_tasks_and_names_the_fix() -> None:

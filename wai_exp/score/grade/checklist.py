@@ -430,45 +430,155 @@ def _refund_fault(over: list[str], blind: list[str], unread: list[str]) -> str:
     return "; ".join(parts)
 
 
-#: Result values of ``error`` / ``status`` / ``code`` that say the record does not exist.
-_NOT_FOUND_WORDS = frozenset({"not_found", "not found", "notfound", "no_such_record", "404"})
-#: An error's words that say the record does not exist ("Item SKU-7 not found", "no such
-#: order", "does not exist").
-_NOT_FOUND_TEXT = re.compile(r"\bnot[ _-]?found\b|\bno such\b|\bdoes ?n[o']t exist\b")
+#: Result codes (``error`` / ``status`` / ``code``, spaces and hyphens read as ``_``) that
+#: say the record does not exist: "not_found", "ITEM_NOT_FOUND", "no_such_order", "404".
+_NOT_FOUND_CODE = re.compile(
+    r"(?:\w+_)?(?:not_?found|does_?not_?exist|no_such_\w+|non_?existent)|404"
+)
+#: An error's words that say the record does not exist, whatever it names: "Item SKU-7 not
+#: found", "no such order", "does not exist", "could not find", "no record for that sku".
+_NOT_FOUND_TEXT = re.compile(
+    r"\bnot[ _-]?found\b|\bno such\b|\bdoes ?n[o']t exist\b|\bno longer exists?\b"
+    r"|\b(?:could ?n[o']t|can ?n[o']t|cannot|unable to|failed to) (?:find|locate)\b"
+    r"|\bnon-?existent\b|\bno (?:matching )?(?:records?|entry|entries|results?)\b"
+)
+#: Nouns after "no ... for <id>" that say nothing is held for it ("no record for SKU-7");
+#: "no stock for SKU-7" is a shortfall, not a missing record.
+_HELD = r"(?:records?|entry|entries|data|matches|match|results?|information|info)"
+#: Words naming a failure or a circumstance, not the record: "unknown error processing
+#: SKU-7" and "invalid format SKU-7" are not the record missing.
+_NOT_A_THING = frozenset(
+    [
+        "error",
+        "failure",
+        "exception",
+        "problem",
+        "issue",
+        "fault",
+        "processing",
+        "while",
+        "when",
+        "for",
+        "on",
+        "in",
+        "at",
+        "to",
+        "from",
+        "during",
+        "format",
+        "type",
+        "length",
+        "pattern",
+        "value",
+        "syntax",
+        "character",
+        "characters",
+        "argument",
+        "parameter",
+        "field",
+        "key",
+        "tool",
+        "option",
+    ]
+)
+#: Words an unknown / unrecognised record is called by.
+_UNKNOWN = r"(?:unknown|unrecogni[sz]ed)"
+#: How a runtime wraps a tool's own error words ("Error executing tool x: ", "ValueError: ").
+_ERROR_PREFIX = re.compile(r"^(?:error executing tool [\w.-]+: ?)?(?:\w*(?:error|exception): ?)?")
+_QUOTE = "['\"`]?"
 
 
-def _error_text(result: Any) -> str | None:
-    """The words of a tool answer that reports a failure, None for any other answer."""
+def _error_parts(result: Any) -> list[str]:
+    """The words of a tool answer that reports a failure, each field apart (``error``,
+    ``message``, ``detail``), lower-cased with ``_`` read as a space; [] for any other."""
     if isinstance(result, str):
-        return result
+        texts = [result]
+    elif isinstance(result, Mapping) and (result.get("error") or result.get("ok") is False):
+        texts = [str(result.get(k)) for k in ("error", "message", "detail") if result.get(k)]
+    else:
+        return []
+    return [_words(t) for t in texts]
+
+
+def _words(text: str) -> str:
+    """``text`` lower-cased, ``_`` read as a space, runs of spaces as one."""
+    return " ".join(_norm(text).replace("_", " ").split())
+
+
+def _not_found_code(result: Any) -> bool:
+    """``result``'s ``error`` / ``status`` / ``code`` is a not-found code, or ``found`` is
+    false."""
     if not isinstance(result, Mapping):
-        return None
-    if not result.get("error") and result.get("ok") is not False:
-        return None
-    return " ".join(str(result.get(k) or "") for k in ("error", "message", "detail"))
+        return False
+    if result.get("found") is False:
+        return True
+    for key in ("error", "status", "code"):
+        value = result.get(key)
+        code = re.sub(r"[\s-]+", "_", _norm(str(value)).strip()) if value is not None else ""
+        if code and _NOT_FOUND_CODE.fullmatch(code):
+            return True
+    return False
+
+
+def _names_the_id_as_missing(part: str, ids: Sequence[str]) -> bool:
+    """``part`` says the record of an id the call passed is not held: "no note NOTE-1",
+    "no record for SKU-7", "no item with sku SKU-7", "unknown sku SKU-7", or the whole part
+    "invalid sku SKU-7" (an invalid id with more said is a validation failure)."""
+    for v in ids:
+        ident = _QUOTE + re.escape(v) + _QUOTE + r"(?![\w-])"
+        found = (
+            re.search(rf"\bno \w+ {ident}", part)
+            or re.search(
+                rf"\bno \w+(?: \w+)? (?:with|matching|named|called|by)(?: \w+){{0,2}}:? {ident}",
+                part,
+            )
+            or re.search(rf"\bno {_HELD}(?: found)? (?:for|of)(?: \w+){{0,2}}:? {ident}", part)
+        )
+        if found:
+            return True
+        for pattern in (
+            rf"\b{_UNKNOWN}((?: \w+){{0,3}}):? {ident}",
+            rf"^invalid((?: \w+){{0,2}}):? {ident}[.!]?$",
+        ):
+            match = re.search(pattern, _ERROR_PREFIX.sub("", part))
+            if match and not _NOT_A_THING.intersection(match.group(1).split()):
+                return True
+    return False
+
+
+def _names_the_key_as_unknown(part: str, keys: Sequence[str]) -> bool:
+    """The whole of ``part`` says an identifying argument of the call names no record:
+    "unknown sku", "Invalid order id", "unknown id"."""
+    things = {*keys, "id", "identifier"}
+    things |= {f"{k} {suffix}" for k in keys for suffix in ("id", "identifier", "number", "code")}
+    match = re.fullmatch(rf"(?:{_UNKNOWN}|invalid) (.+?)[.!]?", _ERROR_PREFIX.sub("", part))
+    return match is not None and match.group(1) in things
 
 
 def result_not_found(result: Any, arguments: Mapping[str, Any] | None = None) -> bool:
-    """A tool answer saying the record asked for does not exist: ``{"error": "not_found"}``,
-    a 404 code, ``found: false``, or an error whose words say so ("not found", "no such",
-    "does not exist", or "no <thing> <an id the call passed>", as "no note NOTE-1234")."""
-    if isinstance(result, Mapping):
-        for key in ("error", "status", "code"):
-            value = result.get(key)
-            if value is not None and _norm(str(value)).strip() in _NOT_FOUND_WORDS:
-                return True
-        if result.get("found") is False:
-            return True
-    text = _error_text(result)
-    if not text:
-        return False
-    low = _norm(text)
-    if _NOT_FOUND_TEXT.search(low):
+    """A tool answer saying the record asked for does not exist: a not-found code
+    (``{"error": "not_found"}``, ``ITEM_NOT_FOUND``, 404), ``found: false``, words that say
+    so whatever they name ("not found", "no such", "does not exist", "could not find"), or
+    words that say it of an id the call passed ("no note NOTE-1234", "unknown sku SKU-7",
+    "no record for SKU-7") or of its identifying argument as a whole answer ("unknown sku",
+    "invalid order id"). An identifying argument is a string with a digit or an ``@`` in it;
+    an error that says more ("invalid sku format", "insufficient stock for SKU-7") is not a
+    missing record."""
+    if _not_found_code(result):
         return True
-    ids = [_norm(str(v)).strip() for v in (arguments or {}).values() if isinstance(v, str)]
+    parts = _error_parts(result)
+    if any(_NOT_FOUND_TEXT.search(p) for p in parts):
+        return True
+    args = {
+        _words(str(k)): _words(v)
+        for k, v in (arguments or {}).items()
+        if isinstance(v, str) and len(v.strip()) >= MIN_QUOTE_CHARS
+    }
+    ids = [v for v in args.values() if "@" in v or any(ch.isdigit() for ch in v)]
+    keys = [k for k, v in args.items() if v in ids]
     return any(
-        len(v) >= MIN_QUOTE_CHARS and re.search(r"\bno \w+ " + re.escape(v) + r"\b", low)
-        for v in ids
+        _names_the_id_as_missing(p, ids) or (keys and _names_the_key_as_unknown(p, keys))
+        for p in parts
     )
 
 
