@@ -75,3 +75,13 @@ def test_a_skewed_draw_is_warned_about_with_its_counts_and_chance() -> None:
     _, warning = _mix(_rows(30, 70))
     assert warning is not None
     assert "0.30 (30 of 100 freshly drawn tasks)" in warning and "p=0.000" in warning
+
+
+def test_the_tolerance_knob_says_both_tests_the_warning_makes() -> None:
+    # The knob table (docs/KNOBS.md, conf/knobs/default.yaml) is where a user reads why the
+    # warning did or did not fire: it must name the fair-draw test, not the distance alone.
+    from wai_exp.simulate.report import TIER_MIX_ALPHA
+
+    said = Knobs.model_fields["tier_mix_tolerance"].description or ""
+    assert "freshly drawn tasks" in said
+    assert f"a fair draw of that many tasks falls that short under {TIER_MIX_ALPHA:.0%}" in said

@@ -64,6 +64,10 @@ SECTIONS = ("experiment", "engine")
 
 
 _CONV = "convention, untested."
+#: One-sided chance below which a drawn hard share that fell short of ``hard_share`` is
+#: reported (``simulate.report.tier_mix``): a shortfall a fair draw gives more often than
+#: this is sampling, not a skew.
+TIER_MIX_ALPHA = 0.05
 
 #: What reads a knob, and so where setting it shows. Labels starting ``rows`` change the
 #: offline rows (under the named condition); every other label leaves the rows identical.
@@ -350,7 +354,11 @@ class Knobs(BaseModel):
         0.1,
         ge=0.0,
         le=1.0,
-        description="How far below hard_share the drawn hard share may land before the run says so.",
+        description=(
+            "How far below hard_share the hard share of the freshly drawn tasks may land "
+            "before the run says so; it warns only when, further, a fair draw of that many "
+            f"tasks falls that short under {TIER_MIX_ALPHA:.0%} of the time (binomial)."
+        ),
         json_schema_extra=_exp("report", _CONV),
     )
     stop_grace: Float = Field(

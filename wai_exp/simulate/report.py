@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from wai_exp.config.knobs import Knobs, knobs_read, patience_table
+from wai_exp.config.knobs import TIER_MIX_ALPHA, Knobs, knobs_read, patience_table
 from wai_exp.domain.secrets import redact
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.lost import lost_summary
@@ -31,11 +31,6 @@ def knobs_read_by(engine: Engine) -> frozenset[str]:
     from wai_exp.config.knobs import KNOBS
 
     return KNOBS_READ | {k.name for k in KNOBS if k.reads == "model_writer"}
-
-
-#: One-sided chance below which a drawn hard share that fell short of ``hard_share`` is
-#: reported: a shortfall a fair draw gives more often than this is sampling, not a skew.
-TIER_MIX_ALPHA = 0.05
 
 
 def _fresh_task_tiers(rows: list[dict[str, Any]]) -> dict[Any, str]:
