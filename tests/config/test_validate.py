@@ -394,3 +394,21 @@ def test_sweep_tasks_is_same_by_default_and_takes_only_same_or_own(base):
     cfg["sweep"] = {"task": "own"}
     [p] = problems(cfg)
     assert p.startswith("sweep.task: unknown key 'task'. Did you mean 'tasks'?")
+
+
+def _composed(*overrides: str) -> dict:
+    with initialize_config_module(version_base="1.3", config_module="wai_exp.conf"):
+        cfg = compose(config_name="config", overrides=["+experiment=rl_round", *overrides])
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+@pytest.mark.parametrize("fmt", ["verl", "openrlhf"])
+def test_a_replaying_format_on_an_mcp_world_is_refused_before_any_work(fmt):
+    # Their cards name wai-exp's reward function, which replays each task on the mock world:
+    # every RL record of a run against the user's server would be refused at publish.
+    mcp = ("world=mcp", "world.command=python -m my_server")
+    [said] = problems(_composed(f"publish.format={fmt}", *mcp))
+    assert f"publish.format: {fmt!r} names wai-exp's reward function" in said
+    assert "world=mcp" in said and "publish.format=trl / openai" in said
+    validate_config(_composed("publish.format=trl", *mcp))
+    validate_config(_composed(f"publish.format={fmt}"))

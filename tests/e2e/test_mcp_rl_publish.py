@@ -4,7 +4,7 @@
 ``wai_exp.env.reset`` plays the mock world only, so it refuses these records: the trl
 publish says so (a warning naming what to do, ``unreplayable_world`` in report.json, a card
 that never claims the env rebuilds them) and keeps the reward facts, which still score a
-transcript; verl, whose card names wai-exp's reward function, refuses to publish them.
+transcript; verl, whose card names wai-exp's reward function, is refused before any work.
 Old code: the trl card said ``wai_exp.env.reset(record)`` rebuilds each task's world, with
 no warning, and verl published records its ``compute_score`` raises on."""
 
@@ -78,11 +78,11 @@ def test_trl_publish_of_mcp_records_says_the_env_cannot_replay_them(tmp_path: Pa
     assert _same_reward_from_the_facts(records, read_rows(tmp_path / "trl/grade/rows.jsonl"))
 
 
-def test_verl_publish_of_mcp_records_is_refused_naming_the_fix(tmp_path: Path) -> None:
+def test_verl_publish_of_mcp_records_is_refused_before_work_naming_the_fix(tmp_path: Path) -> None:
     res = _run(tmp_path, "verl")
     out = res.stdout + res.stderr
-    assert res.returncode != 0, out[-3000:]
-    assert "RL records were made against your tool server (world=mcp)" in out, out[-3000:]
+    assert res.returncode == 2, out[-3000:]
+    assert "publish.format: 'verl' names wai-exp's reward function" in out, out[-3000:]
+    assert "world=mcp plays your tool server" in out
     assert "publish.format=trl / openai with a reward function of your own" in out
-    assert not (tmp_path / "verl/publish/train.jsonl").exists()
-    assert not (tmp_path / "verl/publish/README.md").exists()
+    assert "simulate: running" not in out and not (tmp_path / "verl").exists()

@@ -31,6 +31,7 @@ def sections() -> Sections:
         tracking_keys=tuple(_DEFAULTS),
         tracking_check=tracking_settings,
         publish_formats={name: fmt.shapes for name, fmt in FORMATS.items()},
+        replaying_formats=tuple(name for name, fmt in FORMATS.items() if fmt.replays),
     )
 
 

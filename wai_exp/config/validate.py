@@ -72,6 +72,9 @@ class Sections:
     #: The registered trainer formats (``wai_exp.rows.formats``), or a mapping of each to
     #: the record shapes it writes (``verl``: rl only); empty = unchecked.
     publish_formats: Sequence[str] | Mapping[str, Sequence[str]] = field(default_factory=tuple)
+    #: The formats whose card names wai-exp's reward function, which replays each record's
+    #: task on the mock world (``verl``, ``openrlhf``); empty = unchecked.
+    replaying_formats: Sequence[str] = field(default_factory=tuple)
 
     def world_fields(self) -> list[str]:
         """The world model's field names (empty without a model)."""
@@ -728,28 +731,49 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _format_shape_problems(cfg: Mapping[str, Any], fmt: str, shapes: Sequence[str]) -> list[str]:
-    """``publish.format`` against the shape each publish stage writes (its ``params.shape``,
-    else ``selection.mode``): ``verl`` and ``openrlhf`` write RL records only."""
+def _published_shapes(cfg: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``(stage name, shape)`` of each publish stage: its ``params.shape``, else
+    ``selection.mode``."""
     selection = cfg.get("selection")
     if not isinstance(selection, Mapping):
         selection = {}
     stages = (cfg.get("pipeline") or {}).get("stages") or {}
-    problems = []
+    out = []
     for name, stage in stages.items() if isinstance(stages, Mapping) else ():
         if not isinstance(stage, Mapping) or stage.get("kind") != "publish":
             continue
         params = stage.get("params")
         if not isinstance(params, Mapping):
             params = {}
-        shape = params.get("shape") or selection.get("mode")
-        if isinstance(shape, str) and shape not in shapes:
-            problems.append(
-                f"publish.format: {fmt!r} writes {' and '.join(shapes)} records, but stage "
-                f"{name!r} publishes {shape!r} records; use selection=rl "
-                "(+experiment=rl_round), or publish.format=trl for sft and preference"
-            )
-    return problems
+        out.append((str(name), params.get("shape") or selection.get("mode")))
+    return out
+
+
+def _format_shape_problems(cfg: Mapping[str, Any], fmt: str, shapes: Sequence[str]) -> list[str]:
+    """``publish.format`` against the shape each publish stage writes (its ``params.shape``,
+    else ``selection.mode``): ``verl`` and ``openrlhf`` write RL records only."""
+    return [
+        f"publish.format: {fmt!r} writes {' and '.join(shapes)} records, but stage "
+        f"{name!r} publishes {shape!r} records; use selection=rl "
+        "(+experiment=rl_round), or publish.format=trl for sft and preference"
+        for name, shape in _published_shapes(cfg)
+        if isinstance(shape, str) and shape not in shapes
+    ]
+
+
+def _format_world_problems(cfg: Mapping[str, Any], fmt: str) -> list[str]:
+    """A format whose reward function replays the mock world, publishing RL records of a
+    run against another world (``world=mcp``): every record would be refused at publish."""
+    world = cfg.get("world")
+    kind = world.get("kind") if isinstance(world, Mapping) else None
+    if kind in (None, "mock") or not any(s == "rl" for _, s in _published_shapes(cfg)):
+        return []
+    return [
+        f"publish.format: {fmt!r} names wai-exp's reward function (wai_exp/env/verl.py), which "
+        f"replays each task on the mock world, but world={kind} plays your tool server, whose "
+        "records it cannot rebuild; use publish.format=trl / openai with a reward function of "
+        "your own that plays your server, or selection=sft / preference (+experiment=sft_round)"
+    ]
 
 
 def validate_config(cfg: Mapping[str, Any], sections: Sections = NO_SECTIONS) -> models.RootConfig:
@@ -784,6 +808,8 @@ def validate_config(cfg: Mapping[str, Any], sections: Sections = NO_SECTIONS) ->
         )
     elif fmt is not None and isinstance(sections.publish_formats, Mapping):
         problems.extend(_format_shape_problems(cfg, fmt, sections.publish_formats[fmt]))
+    if fmt is not None and fmt in sections.replaying_formats:
+        problems.extend(_format_world_problems(cfg, fmt))
     if problems:
         raise ConfigError(problems)
     assert root is not None
