@@ -87,3 +87,18 @@ def test_the_card_of_mcp_records_never_says_reset_rebuilds_them():
     assert "2 of 5 were made against your tool server" in some
     mock = "\n".join(publish._answer_key_note("rl", 0, 5, 0))
     assert "rebuilds the task's mock world" in mock and "tool server" not in mock
+
+
+def test_serve_env_refuses_records_reset_would_refuse_before_serving(run, tmp_path):
+    import json
+
+    from wai_exp.commands.serve_env import read_records
+
+    path = tmp_path / "train.jsonl"
+    good = run[1][:2]
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*good, _mcp(run[1][2])]))
+    said = read_records(path)
+    assert isinstance(said, str) and said.startswith(f"{path}:3 cannot be played")
+    assert "world=mcp" in said and "default world" in said
+    path.write_text("".join(json.dumps(r) + "\n" for r in good))
+    assert read_records(path) == good

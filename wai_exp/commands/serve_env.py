@@ -58,10 +58,25 @@ def read_records(path: Path) -> list[dict[str, Any]] | str:
                 f"{path}:{n} is not an RL record (no reward_model): publish with "
                 "selection=rl, e.g. `wai-exp serve-env +experiment=rl_round`"
             )
+        unplayable = _unplayable(record)
+        if unplayable:
+            return f"{path}:{n} cannot be played: {unplayable}"
         records.append(record)
     if not records:
         return f"{path} holds no records: the run published nothing (see its publish gate)"
     return records
+
+
+def _unplayable(record: dict[str, Any]) -> str | None:
+    """Why ``wai_exp.env.reset`` would refuse ``record`` (its own check, run before the
+    server starts rather than on every client's reset), or None."""
+    from wai_exp.env.task import EnvError, read_task
+
+    try:
+        read_task(record)
+    except EnvError as exc:
+        return str(exc)
+    return None
 
 
 def _run(overrides: list[str]) -> Path | int:
