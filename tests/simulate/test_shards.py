@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
+
+import pytest
 
 from wai_exp.simulate.engine import simulate
 from wai_exp.simulate.shards import ShardSpec, local_shares, shard_of
@@ -239,20 +242,28 @@ def test_a_worker_that_cannot_start_fails_the_run_naming_why(caplog):
     assert said.startswith("WorkerNotStarted") and "my_agents" in said, said
 
 
-def test_rows_a_worker_sends_over_many_frames_come_back_equal_and_sharing_their_keys():
-    from wai_exp.simulate.rollout import Outcome
-    from wai_exp.simulate.shards import _row_of, _StringTable
+def _codec() -> tuple[Any, Any]:
+    """A worker's frame encoder and the stage's decoder."""
+    from wai_exp.rows.jsonl import StringSharer
+    from wai_exp.simulate.shards import _decoder, _FrameCodec, _row_of
 
-    rows = simulate(**{**KW, "budget": 120}).rows
-    sender, receiver = _StringTable(sample=_row_of), _StringTable()
+    return _FrameCodec(sample=_row_of).encode, _decoder(StringSharer())
+
+
+def test_rows_a_worker_sends_over_many_frames_come_back_equal_and_sharing_their_keys():
+    rows = simulate(**{**KW, "budget": 120}).trajectories
+    encode, decode = _codec()
     frames = [
-        [(i, "ok", Outcome(row=row)) for i, row in enumerate(rows[start : start + 8], start)]
+        [(i, "ok", row, None, 0.5) for i, row in enumerate(rows[start : start + 8], start)]
         for start in range(0, len(rows), 8)
     ]
-    got = [receiver.decode(sender.encode(frame)) for frame in frames]
+    bodies = [encode(frame) for frame in frames]
+    got = [decode(body) for body in bodies]
 
-    assert [out.row for frame in got for _, _, out in frame] == rows
-    first, last = got[0][0][2].row, got[-1][-1][2].row
+    assert {body[:1] for body in bodies} == {b"m"}  # rows of plain types go by marshal
+    assert [msg[2] for frame in got for msg in frame] == rows
+    assert all(msg[3:] == (None, 0.5) for frame in got for msg in frame)
+    first, last = got[0][0][2], got[-1][-1][2]
     # each key a later frame's row holds is the object the first frame's row holds (as the
     # rows of one process share it), not a copy of its own
     shared = [k for k in last if k in first]
@@ -264,24 +275,24 @@ def test_rows_a_worker_sends_over_many_frames_come_back_equal_and_sharing_their_
 def test_a_worker_frame_with_a_message_that_cannot_be_pickled_still_goes_with_its_rows():
     import asyncio
 
-    from wai_exp.simulate.rollout import Outcome
-    from wai_exp.simulate.shards import _HEADER, _Outbox, _row_of, _StringTable, _unsendable
+    from wai_exp.simulate.shards import _HEADER, _Outbox, _unsendable
 
     row = simulate(**{**KW, "budget": 4}).rows[0]
-    sender, receiver = _StringTable(sample=_row_of), _StringTable()
+    encode, decode = _codec()
 
     async def main() -> list:
         sent: list[bytes] = []
-        outbox = _Outbox(sent.append, _unsendable, sender.encode)
-        outbox.put((1, "ok", Outcome(row=row)))
-        outbox.put((2, "ok", Outcome(row={**row, "agent_object": lambda: None})))
+        outbox = _Outbox(sent.append, _unsendable, encode)
+        outbox.put((1, "ok", row, None, 0.1))
+        outbox.put((2, "ok", {**row, "agent_object": lambda: None}, None, 0.1))
         outbox.flush()
-        outbox.put((3, "ok", Outcome(row=row)))
+        outbox.put((3, "ok", row, None, 0.1))
         outbox.flush()
-        return [receiver.decode(frame[_HEADER.size :]) for frame in sent]
+        return [decode(frame[_HEADER.size :]) for frame in sent]
 
     first, second = asyncio.run(main())
-    assert first[0][2].row == row and first[1][1] == "error" and second[0][2].row == row
+    assert first[0][2] == row and first[1][1] == "error" and second[0][2] == row
+    assert "cannot be sent" in first[1][2]
 
 
 def held_setup(gate: str, kwargs: dict) -> tuple[None, dict]:
@@ -323,15 +334,12 @@ class Label(str):
     """A user's own string type in a row (an enum-like label from their agent)."""
 
 
-def test_rows_shaped_by_a_users_agent_cross_the_string_table_as_they_were():
-    # What a user's agent may leave in its rows: its own str subclass, int and tuple keys,
-    # bytes, a text past the table's length limit shared by every row, equal texts that
-    # are separate objects, and a string the worker shares with nothing else.
-    from wai_exp.simulate.rollout import Outcome
-    from wai_exp.simulate.shards import _row_of, _StringTable
-
+@pytest.mark.parametrize("label", [Label("escalate"), "escalate"], ids=["str subclass", "str"])
+def test_rows_shaped_by_a_users_agent_cross_to_the_stage_as_they_were(label: str):
+    # What a user's agent may leave in its rows: its own str subclass (which marshal does
+    # not take: the frame is pickled), int and tuple keys, bytes, a long text shared by
+    # every row, equal texts that are separate objects, a string shared with nothing else.
     long_text = "policy " * 1000  # 7,000 characters, one object in every row
-    label = Label("escalate")
 
     def row(i: int) -> dict:
         return {
@@ -343,16 +351,20 @@ def test_rows_shaped_by_a_users_agent_cross_the_string_table_as_they_were():
             "note\udcff": "lone surrogate kept as it is",
         }
 
-    sender, receiver = _StringTable(sample=_row_of), _StringTable()
+    encode, decode = _codec()
     frames = [
-        [(i, "ok", Outcome(row=row(i))) for i in range(start, start + 8)] for start in (0, 8, 16)
+        [(i, "ok", row(i), None, 0.0) for i in range(start, start + 8)] for start in (0, 8, 16)
     ]
-    got = [receiver.decode(sender.encode(frame)) for frame in frames]
+    bodies = [encode(frame) for frame in frames]
+    got = [decode(body) for body in bodies]
 
-    rows = [out.row for frame in got for _, _, out in frame]
+    assert {body[:1] for body in bodies} == {b"p" if type(label) is Label else b"m"}
+    rows = [msg[2] for frame in got for msg in frame]
     assert rows == [row(i) for i in range(24)]
-    assert all(type(r["label"]) is Label for r in rows)
+    assert all(type(r["label"]) is type(label) for r in rows)
     assert all(r[("tool", "lookup")]["raw"] == b"\x00\xff" for r in rows)
+    if type(label) is str:  # marshalled: the long text is one object in the stage too
+        assert len({id(r[("tool", "lookup")]["text"]) for r in rows}) == 1
 
 
 def model_setup(spec: str, kwargs: dict) -> tuple[str, dict]:
@@ -506,3 +518,61 @@ def test_a_ctrl_c_while_spares_import_leaves_no_traceback_and_no_process():
     assert "interrupted" in out and len(pids) == 2
     assert all(_gone(pid) for pid in pids)
     assert "Traceback" not in err, err
+
+
+def never_ending_setup(kwargs: dict) -> tuple[None, dict]:
+    """A worker whose interpreter cannot end: its agent's module left a thread running that
+    never returns (a user's own pool or logger may)."""
+    import threading
+    import time
+
+    threading.Thread(target=time.sleep, args=(3600,)).start()
+    return None, dict(kwargs)
+
+
+def test_the_stage_reports_without_waiting_for_its_worker_to_exit_and_kills_one_that_cannot():
+    # A worker that has said its last frame takes 0.2-0.4 s to tear its interpreter down;
+    # the stage waited for it before writing its report, with the other core idle.
+    import importlib
+
+    shards = importlib.import_module("wai_exp.simulate.shards")
+    before = set(shards._CLOSING)
+    two = simulate(
+        shards=ShardSpec(workers=2, setup=functools.partial(never_ending_setup, KW)), **KW
+    )
+    # its last frame came: its peak memory is in the report, yet it has not exited
+    assert two.report()["workers_peak_rss_mb"]["worker 1"] > 0
+    [worker] = shards._CLOSING - before
+    assert worker.returncode is None
+    assert _gone(worker.pid, within=shards._EXIT_WAIT_S + 5)  # killed, not left behind
+
+
+def slow_answer(seconds: float, message: str, **_: object) -> str:
+    """A user's sync agent that takes ``seconds`` a rollout."""
+    import time
+
+    time.sleep(seconds)
+    return "I cannot help with that."
+
+
+def slow_announcing_setup(flag: str, kwargs: dict) -> tuple[Any, dict]:
+    """``announcing_setup`` with ``slow_answer`` at 0.1 s a rollout for its agent."""
+    return functools.partial(slow_answer, 0.1), announcing_setup(flag, kwargs)[1]
+
+
+def test_the_clock_abandons_rollouts_still_on_a_worker_and_the_run_ends_with_its_rows(tmp_path):
+    flag = str(tmp_path / "worker-started")
+    kw = {**KW, "budget": 10_000, "time_budget": 3.0, "advanced": {"stop_grace": 0.05}}
+    data = simulate(
+        functools.partial(slow_answer, 0.1),
+        shards=ShardSpec(workers=2, setup=functools.partial(slow_announcing_setup, flag, kw)),
+        on_row=_holding_first_landing(flag),
+        **kw,
+    )
+    report = data.report()
+    assert report["stopped_because"] == "time_budget"
+    assert report["workers_rollouts"]["worker 1"] > 0
+    # the worker's queue held more than the grace let finish: those were abandoned, not
+    # waited for; every rollout that came back landed, and none counts twice
+    assert report["rollouts_abandoned"] > 0
+    assert len(data.rows) + report["rollouts_abandoned"] <= sum(report["workers_rollouts"].values())

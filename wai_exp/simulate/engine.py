@@ -29,7 +29,7 @@ import json
 import statistics
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -536,8 +536,20 @@ class Engine:
         self._maybe_progress()
         return int(novel)
 
-    async def _rollout(self, plan: Plan) -> Outcome:
-        out = await self.runner.run(plan)
+    def launch(self, plan: Plan) -> Awaitable[Outcome]:
+        """Start ``plan``'s rollout: a coroutine to run as a task, or, for a rollout sent to a
+        worker process (``ShardedRunner.launch``), the future its outcome is set on. A
+        worker's rollout needs no task of its own: a task and its wake-up cost the stage ~7
+        µs a row, a sixth of what taking a row from a worker costs it."""
+        launch = getattr(self.runner, "launch", None)
+        return launch(plan) if launch is not None else self.runner.run(plan)
+
+    async def _rollout(self, plan: Plan, started: Awaitable[Outcome]) -> Outcome:
+        return self.ran(plan, await started)
+
+    def ran(self, plan: Plan, out: Outcome) -> Outcome:
+        """A finished rollout's outcome as the run counts it: its row goes to ``on_row``
+        (a row that cannot be written is lost; a disk that fails stops the run)."""
         if out.row is None:
             self._live_lost += 1
             self._maybe_progress()
@@ -618,14 +630,16 @@ class Engine:
 
 
 class _Slot:
-    """One planned rollout in the pool: its plan, its task once started, its outcome."""
+    """One planned rollout in the pool: its plan, its task once started (a task, or the
+    future a worker's outcome is set on), its outcome or the error it raised."""
 
-    __slots__ = ("plan", "task", "outcome", "done")
+    __slots__ = ("plan", "task", "outcome", "error", "done")
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        self.task: asyncio.Task[Outcome] | None = None
+        self.task: asyncio.Future[Outcome] | None = None
         self.outcome: Outcome | None = None
+        self.error: BaseException | None = None
         self.done = False
 
 
@@ -641,7 +655,7 @@ class _Pool:
         self.conc = conc
         self.pending: deque[_Slot] = deque()
         self.waiting: deque[_Slot] = deque()
-        self.running: set[asyncio.Task[Outcome]] = set()
+        self.running: set[asyncio.Future[Outcome]] = set()
         self.wake = asyncio.Event()
         self.stopped: str | None = None
         self.loop = asyncio.get_running_loop()
@@ -677,12 +691,27 @@ class _Pool:
                 self._give_back()
                 return
             slot = self.waiting.popleft()
-            task = asyncio.ensure_future(eng._rollout(slot.plan))
-            slot.task = task
-            self.running.add(task)
-            task.add_done_callback(partial(self._finished, slot))
+            started = eng.launch(slot.plan)
+            if isinstance(started, asyncio.Future):
+                slot.task = started
+                started.add_done_callback(partial(self._returned, slot))
+            else:
+                slot.task = asyncio.ensure_future(eng._rollout(slot.plan, started))
+                slot.task.add_done_callback(partial(self._finished, slot))
+            self.running.add(slot.task)
 
-    def _finished(self, slot: _Slot, task: asyncio.Task[Outcome]) -> None:
+    def _returned(self, slot: _Slot, fut: asyncio.Future[Outcome]) -> None:
+        """A worker's rollout is back: the run counts its outcome here (``Engine.ran``), as
+        a task's rollout does before its task ends."""
+        if not fut.cancelled():
+            try:
+                slot.outcome = self.engine.ran(slot.plan, fut.result())
+            except Exception as exc:  # noqa: BLE001 - raised where the slot lands, as a task's
+                slot.error = exc
+            slot.task = None  # what landing reads is on the slot now
+        self._finished(slot, fut)
+
+    def _finished(self, slot: _Slot, task: asyncio.Future[Outcome]) -> None:
         self.running.discard(task)
         slot.done = True
         self.wake.set()
@@ -711,11 +740,11 @@ class _Pool:
             asyncio.get_running_loop().call_later(left + grace, self._abandon)
 
     def _abandon(self) -> None:
-        if not self.running:
+        # Only what cancelling stops: a rollout that finished in this same pass of the loop
+        # (its landing callback not yet run) lands, and is not counted as abandoned too.
+        n = sum(task.cancel() for task in list(self.running))
+        if not n:
             return
-        n = len(self.running)
-        for task in list(self.running):
-            task.cancel()
         self.engine.abandoned += n
         self.engine.warnings.append(
             f"{n} rollouts were still running {self.engine.knobs.stop_grace}s after the "
@@ -733,6 +762,8 @@ class _Pool:
         """The oldest planned rollout and its outcome (None: not run, or abandoned).
         Re-raises an error the rollout itself raised (the runner records agent errors)."""
         slot = self.pending.popleft()
+        if slot.error is not None:
+            raise slot.error
         if slot.task is not None and not slot.task.cancelled():
             return slot.plan, slot.task.result()
         return slot.plan, slot.outcome
