@@ -560,9 +560,26 @@ def slow_announcing_setup(flag: str, kwargs: dict) -> tuple[Any, dict]:
     return functools.partial(slow_answer, 0.1), announcing_setup(flag, kwargs)[1]
 
 
+def _spare_ready() -> None:
+    """Start the worker of the next stage and wait (up to 60 s) until it has imported all
+    it needs: its event loop waits for its setup. A cold worker under load can take longer
+    to start than a short run's clock."""
+    import importlib
+    import time
+    from pathlib import Path
+
+    shards = importlib.import_module("wai_exp.simulate.shards")
+    shards.prestart(2)
+    wchan = Path(f"/proc/{shards._SPARES[-1].pid}/wchan")
+    deadline = time.monotonic() + 60
+    while wchan.read_text() != "do_epoll_wait" and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def test_the_clock_abandons_rollouts_still_on_a_worker_and_the_run_ends_with_its_rows(tmp_path):
     flag = str(tmp_path / "worker-started")
     kw = {**KW, "budget": 10_000, "time_budget": 3.0, "advanced": {"stop_grace": 0.05}}
+    _spare_ready()
     data = simulate(
         functools.partial(slow_answer, 0.1),
         shards=ShardSpec(workers=2, setup=functools.partial(slow_announcing_setup, flag, kw)),
