@@ -5,6 +5,7 @@ and the rows are the ones one process gives."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import pytest
@@ -29,6 +30,12 @@ def test_the_stage_runs_its_shards_on_a_local_ray_with_the_same_rows(tmp_path):
     assert rows(tmp_path / "ray", "r") == rows(tmp_path / "one", "r")
     report = json.loads((tmp_path / "ray/outputs/r/simulate/report.json").read_text())
     assert report["workers"] == 2 and report["rows_new"] == 200
+    # The same command again reuses the stage: Ray's own session files (object spilling),
+    # which the stage's process reads, are not among its inputs.
+    again = wai(tmp_path / "ray", "r2", "simulate.budget=200", "simulate.workers=2",
+                "simulate.cluster=ray")  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert re.search(r"simulate\s+cached\s+200 rows", again.stdout), again.stdout
 
 
 def test_a_hung_model_server_is_named_on_the_progress_line_when_only_ray_actors_call_it(

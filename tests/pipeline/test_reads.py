@@ -69,6 +69,25 @@ def test_a_file_looked_for_and_missing_must_stay_missing(tmp_path):
     assert "exists now" in reads.changed(snap)
 
 
+def test_rays_session_files_are_not_inputs(tmp_path, monkeypatch):
+    # simulate.cluster=ray: the stage's process reads Ray's object-spill files, which change
+    # while it runs and are new in every session. Recorded, they made every Ray stage
+    # "not stable": never reused from the cache, never resumed after a Ctrl-C.
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "raytmp"))
+    session = tmp_path / "raytmp/ray/session_2026-12-06_08-35-47_549585_22339"
+    session.mkdir(parents=True)
+    spill = session / "ray_spilled_objects_9a057a58"
+    spill.write_bytes(b"\0" * 8)
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("be brief")
+    with reads.record() as rec:
+        spill.read_bytes()
+        prompt.read_text()
+    snap = reads.snapshot(rec)
+    assert str(spill) not in snap["files"]
+    assert str(prompt) in snap["files"] and reads.changed(snap) is None
+
+
 def test_a_file_that_changed_while_the_stage_ran_never_matches(tmp_path):
     data = tmp_path / "moving.txt"
     data.write_text("before")

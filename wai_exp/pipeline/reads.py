@@ -19,8 +19,9 @@ recompute, never a stale reuse.
 
 Not recorded: the standard library, site-packages, the interpreter's prefixes and wai-exp
 itself (its digest is in every key), the run folder and the cache (the stage's own outputs),
-``/proc``, ``/sys``, ``/dev``, compiled ``.pyc`` files, and files the stage also wrote (its
-scratch, not its input). What the key cannot see (what a network service answered, what a
+``/proc``, ``/sys``, ``/dev``, Ray's temp folder (``simulate.cluster=ray``: the stage's
+process reads Ray's object-spill files, new in every Ray session), compiled ``.pyc`` files,
+and files the stage also wrote (its scratch, not its input). What the key cannot see (what a network service answered, what a
 subprocess or a C extension read, a file it read and then rewrote) is listed as ``unseen``
 so the run can say so when it reuses the stage.
 """
@@ -31,6 +32,7 @@ import contextlib
 import contextvars
 import os
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -172,10 +174,28 @@ def _install() -> None:
             _installed = True
 
 
+def _ray_temp_root() -> str:
+    """Where a Ray started on this machine keeps its sessions (Ray's own default: the
+    folder ``RAY_TMPDIR`` names, else ``TMPDIR`` on Linux, else ``/tmp``; then ``ray``).
+    Ray is not imported: a stage that does not use it must not pay for it."""
+    if "RAY_TMPDIR" in os.environ:
+        base = os.environ["RAY_TMPDIR"]
+    elif sys.platform.startswith("linux") and "TMPDIR" in os.environ:
+        base = os.environ["TMPDIR"]
+    elif sys.platform.startswith(("linux", "darwin")):
+        base = "/tmp"
+    else:
+        base = tempfile.gettempdir()
+    return os.path.join(base, "ray")
+
+
 def _default_excluded() -> tuple[str, ...]:
     from wai_exp.pipeline.deps import _excluded_roots
 
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *_SYSTEM_ROOTS}
+    # A Ray stage's process reads Ray's object-spill files, which change while it runs:
+    # recorded, they would make every Ray stage "not stable", never reused nor resumed.
+    roots.add(_ray_temp_root())
     out: set[str] = set(_excluded_roots())
     for root in roots:
         if root and root != os.sep:
