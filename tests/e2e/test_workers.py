@@ -123,6 +123,45 @@ def test_rows_are_identical_run_to_run_and_across_worker_counts(tmp_path):
         assert ran["worker 1"] >= 100 and sum(ran.values()) == 600, ran  # rows crossed
 
 
+#: ``DESK`` whose replies, in a worker process only, start with ``hint.txt`` read at call
+#: time: as a prompt or data file an agent opens per situation can be one no rollout of the
+#: stage's own process opened.
+HINTED = DESK.replace(
+    "def answer(message, *, world, **context):\n",
+    "def answer(message, *, world, **context):\n"
+    "    if sys.argv[0].endswith('shards.py'):\n"
+    "        return Path('hint.txt').read_text() + _answer(message, world=world)\n"
+    "    return _answer(message, world=world)\n\n\n"
+    "def _answer(message, *, world, **context):\n",
+).replace("import re\n", "import re\nimport sys\n")
+
+
+def test_a_file_only_a_worker_read_is_an_input_of_the_stage(tmp_path):
+    # The stage's cache record lists what it read; its workers' reads are merged into it.
+    # Before, a file only a worker process opened was missed: edited, the stage was still
+    # reused, its rows made from the old text.
+    (tmp_path / "desk.py").write_text(HINTED)
+    (tmp_path / "hint.txt").write_text("Hello. ")
+    args = ("simulate.budget=600", "agent=callable", "agent.target=desk:answer",
+            "simulate.workers=2")  # fmt: skip
+    first = wai(tmp_path, "r1", *args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    report = json.loads((tmp_path / "outputs/r1/simulate/report.json").read_text())
+    assert report["workers_rollouts"]["worker 1"] >= 100, report["workers_rollouts"]
+    assert not list((tmp_path / "outputs/.cache").glob("simulate-*/worker-reads"))  # merged
+    (tmp_path / "hint.txt").write_text("Hi!!! ")
+    for seen in tmp_path.glob("imported-*"):
+        seen.unlink()  # the next run's stage waits for its own worker again
+    second = wai(tmp_path, "r2", *args)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "hint.txt, which the stage read, has changed since" in second.stdout, second.stdout
+    report = json.loads((tmp_path / "outputs/r2/simulate/report.json").read_text())
+    assert report["workers_rollouts"]["worker 1"] >= 100, report["workers_rollouts"]
+    replies = [json.loads(r)["final_text"] for r in rows(tmp_path, "r2")]
+    assert any(r.startswith("Hi!!! ") for r in replies)
+    assert not any(r.startswith("Hello. ") for r in replies)
+
+
 def test_a_killed_worker_loses_only_its_rollouts_and_the_same_command_resumes(tmp_path):
     args = ("simulate.budget=4000", "simulate.workers=3", "knobs.concurrency=64")
     proc = subprocess.Popen(

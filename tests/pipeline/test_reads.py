@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -153,6 +154,38 @@ def test_reads_in_a_thread_without_the_stage_context_are_recorded(tmp_path):
         t.start()
         t.join()
     assert str(data) in reads.snapshot(rec)["files"]
+
+
+def test_a_worker_processs_reads_are_merged_into_the_stages_record(tmp_path):
+    # simulate.workers: rollouts run in other processes, whose reads the stage's audit hook
+    # cannot see. Each worker spools them (a line as each file is first opened, so a worker
+    # killed mid-run has said them); the stage merges them before its snapshot.
+    hint, scratch, spooled = tmp_path / "hint.txt", tmp_path / "scratch.txt", tmp_path / "spool"
+    hint.write_text("be brief")
+    worker = (
+        "import sys; from pathlib import Path; from wai_exp.pipeline import reads\n"
+        "reads.spool(Path(sys.argv[1]) / 'host-1.jsonl')\n"
+        "Path(sys.argv[2]).read_text(); Path(sys.argv[3]).write_text('x')\n"
+        "Path(sys.argv[3]).read_text()\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", worker, spooled, hint, scratch], check=False)
+    assert ran.returncode == 0
+    with reads.record() as rec:
+        pass
+    assert reads.merge_spools(rec, spooled) == 1
+    snap = reads.snapshot(rec)
+    assert snap["files"][str(hint)] == {"bytes": 8, "sha256": deps.file_sha256(hint)}
+    assert str(scratch) not in snap["files"]  # the worker wrote it: its scratch, not an input
+    assert not spooled.exists()
+    hint.write_text("be long!")
+    assert "hint.txt, which the stage read, has changed since" in reads.changed(snap)
+
+
+def test_a_worker_that_spooled_nothing_is_named_as_unseen():
+    with reads.record() as rec:
+        rec.on_unseen("worker", "1 of 2 worker processes")
+    note = reads.unseen_note(reads.snapshot(rec))
+    assert "what its workers read on another machine (1 of 2 worker processes)" in note
 
 
 def test_network_and_subprocess_are_named_as_unseen(tmp_path):

@@ -28,9 +28,12 @@ so the run can say so when it reuses the stage.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
+import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -353,9 +356,100 @@ def unseen_note(reads: Mapping[str, Any] | None) -> str | None:
         parts.append(f"what a subprocess read ({', '.join(unseen['subprocess'])})")
     if unseen.get("rewritten"):
         parts.append(f"files it read and then rewrote ({', '.join(unseen['rewritten'])})")
+    if unseen.get("worker"):
+        parts.append(f"what its workers read on another machine ({', '.join(unseen['worker'])})")
     if not parts:
         return None
     return (
         f"the cache cannot see {' or '.join(parts)}; "
         "set cache.enabled=false (or change cache.salt) if those changed"
     )
+
+
+# ---- a simulate worker's reads (simulate.workers, simulate.cluster=ray) ----------------------
+
+#: The folder of a cache entry where its stage's worker processes spool their reads.
+SPOOL_DIR = "worker-reads"
+
+
+@dataclass
+class _Spool(Recorder):
+    """A whole process's reads (a simulate worker or a Ray actor), each also written to
+    ``fd`` as a JSON line when first seen: a worker killed mid-run has already said what it
+    read. The stage's process merges the lines into its own record (``merge_spools``)."""
+
+    fd: int = -1
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: the modules this process had before it started spooling (``_spool_modules``)
+    before: frozenset[str] = frozenset()
+
+    def on_open(self, path: str, writes: bool) -> None:
+        if self.skip(path):
+            return
+        new = path not in (self.written if writes else self.opened)
+        super().on_open(path, writes)
+        if new:
+            self._say({"path": path, "writes": writes, "first": self.opened.get(path)})
+
+    def on_unseen(self, kind: str, what: str) -> None:
+        super().on_unseen(kind, what)
+        self._say({"unseen": kind, "what": what})
+
+    def _say(self, line: dict[str, Any]) -> None:
+        data = (json.dumps(line) + "\n").encode()
+        with self.lock, contextlib.suppress(OSError):
+            os.write(self.fd, data)
+
+
+def spool(path: str | Path) -> None:
+    """Record every read of this process from now on into ``path`` (a worker of a stage
+    whose cache entry holds it: ``SPOOL_DIR``). Its rollouts run in this process, so the
+    stage's own record would not see the files its agent opens here: a file only a worker
+    read could change and the stage still be reused. Nothing when ``path``'s folder cannot
+    be made (a Ray actor on another machine: the stage names such a worker as unseen)."""
+    global _installed
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        return
+    rec = _Spool(exclude=_default_excluded(), fd=fd, before=frozenset(sys.modules))
+    _install()
+    with _lock:
+        _active.append(rec)
+    atexit.register(_spool_modules, rec)
+
+
+def _spool_modules(rec: _Spool) -> None:
+    """At a clean exit: the source files of user modules this process imported since it
+    started spooling (an agent's import inside a call), as the stage's record lists its own."""
+    rec.modules = set(sys.modules) - rec.before
+    for path in _module_files(rec):
+        rec.on_open(path, False)
+
+
+def merge_spools(rec: Recorder, folder: Path) -> int:
+    """Add the reads the stage's worker processes spooled into ``folder`` to ``rec``, then
+    remove it. Returns how many workers had spooled."""
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    for spooled in files:
+        with contextlib.suppress(OSError):
+            for text in spooled.read_text().splitlines():
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    _merge_line(rec, json.loads(text))
+    shutil.rmtree(folder, ignore_errors=True)
+    return len(files)
+
+
+def _merge_line(rec: Recorder, line: dict[str, Any]) -> None:
+    if "unseen" in line:
+        rec.on_unseen(str(line["unseen"]), str(line["what"]))
+        return
+    path = str(line["path"])
+    if rec.skip(path):
+        return
+    if line["writes"]:
+        rec.written.add(path)
+    elif path not in rec.opened:
+        first = line.get("first")
+        rec.opened[path] = (int(first[0]), int(first[1])) if first else None

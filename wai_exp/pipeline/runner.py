@@ -304,6 +304,19 @@ def _load(entry: Path, hit: cache_mod.Hit) -> StageResult:
     )
 
 
+def _merge_worker_reads(
+    recorder: reads_mod.Recorder, spooled: Path, by_process: Mapping[str, int] | None
+) -> None:
+    """Add what the stage's worker processes read (``reads.spool``) to its own record. A
+    worker that ran rollouts and spooled nothing here (a Ray actor on another machine) read
+    what the key cannot see: named as unseen (``by_process``: the report's
+    ``workers_rollouts``)."""
+    found = reads_mod.merge_spools(recorder, spooled)
+    ran = sum(1 for name, n in (by_process or {}).items() if name != "stage" and n)
+    if ran > found:
+        recorder.on_unseen("worker", f"{ran - found} of {ran} worker processes")
+
+
 def _write(entry: Path, stage_dir: Path, result: StageResult) -> tuple[dict[str, Any], frozenset]:
     """Write the rows once, into the run's stage folder, and the small files into the entry
     (copied to the stage folder). Returns the rows file's record and the rows' ids. Rows a
@@ -880,8 +893,9 @@ class _Run:
             finished.add(name)
             yield out
 
-    def _keep_partial_reads(self, stage: str, key: str, recorder: Any) -> None:
+    def _keep_partial_reads(self, stage: str, key: str, recorder: Any, spooled: Path) -> None:
         if recorder is not None:
+            _merge_worker_reads(recorder, spooled, None)
             self.cache.keep_partial_reads(stage, key, reads_mod.snapshot(recorder))
 
     def compute(
@@ -915,23 +929,26 @@ class _Run:
         _say(self.stream, f"{head}: running{resumed}")
         tc = time.perf_counter()
         recorder: reads_mod.Recorder | None = None
+        spooled = entry / reads_mod.SPOOL_DIR  # what its worker processes read
+        shutil.rmtree(spooled, ignore_errors=True)  # an earlier attempt's
         try:
             with reads_mod.record([self.run_dir, self.cache.root], runs) as recorder:
                 result = _check_result(spec.name, kind.fn(ctx, dict(spec.params), inputs))
             status = "ran"
         except Exception as exc:
             if not _is_gate_refusal(exc):
-                self._keep_partial_reads(spec.name, key, recorder)
+                self._keep_partial_reads(spec.name, key, recorder, spooled)
                 raise
             result = _refusal(spec.name, exc, inputs)
             status = "refused"
         except BaseException:  # interrupted: the next run resumes, if nothing it read changed
-            self._keep_partial_reads(spec.name, key, recorder)
+            self._keep_partial_reads(spec.name, key, recorder, spooled)
             raise
         finally:
             progress.close()
         compute_s = time.perf_counter() - tc
         assert recorder is not None  # record() opened it before the stage ran
+        _merge_worker_reads(recorder, spooled, result.report.get("workers_rollouts"))
         read = reads_mod.snapshot(recorder)
         if stale:
             # The run says why it did not reuse the entry: on the terminal (above), in the

@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from wai_exp.pipeline import reads
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
 from wai_exp.rows.jsonl import RowAppender
 from wai_exp.rows.keys import task_key
@@ -349,18 +352,26 @@ SHARD_KEYS = ("workers", "cluster", "ray")
 
 @dataclass(frozen=True)
 class _ShardContext:
-    """What ``simulate_kwargs`` reads of a ``StageContext``, picklable for a worker."""
+    """What ``simulate_kwargs`` reads of a ``StageContext``, picklable for a worker, and
+    where the worker spools what it reads (``reads.spool``) unless it is the stage's own
+    process (``stage_pid``)."""
 
     config: dict[str, Any]
     seed: int
     start_dir: Path
+    reads_dir: Path | None = None
+    stage_pid: int = 0
 
 
 def shard_setup(
     shard_ctx: _ShardContext, params: dict[str, Any], tasks: list[dict[str, Any]] | None
 ) -> tuple[Any, dict[str, Any]]:
     """``(agent, simulate kwargs)`` inside a worker process: the stage's own, rebuilt from
-    its config (a judge, an HTTP client never cross a process boundary)."""
+    its config (a judge, an HTTP client never cross a process boundary). What the worker
+    reads from here on is spooled for the stage's cache record: an agent's prompt or data
+    file read only in a worker is an input of the stage too."""
+    if shard_ctx.reads_dir is not None and os.getpid() != shard_ctx.stage_pid:
+        reads.spool(shard_ctx.reads_dir / f"{socket.gethostname()}-{os.getpid()}.jsonl")
     kwargs = simulate_kwargs(shard_ctx, params)
     if tasks is not None:
         kwargs["tasks"] = tasks
@@ -386,9 +397,11 @@ def shard_spec(
     if workers <= 1 and cluster == "local":
         return None
     config = json.loads(json.dumps(ctx.config, default=str))  # plain data, for pickling
-    setup = functools.partial(
-        shard_setup, _ShardContext(config, ctx.seed, Path(ctx.start_dir)), dict(params), tasks
-    )
+    shard_ctx = _ShardContext(
+        config, ctx.seed, Path(ctx.start_dir), Path(ctx.partial_path).parent / reads.SPOOL_DIR,
+        os.getpid(),
+    )  # fmt: skip
+    setup = functools.partial(shard_setup, shard_ctx, dict(params), tasks)
     address = (sim.get("ray") or {}).get("address")
     return ShardSpec(workers=workers, setup=setup, cluster=cluster, ray_address=address)
 
