@@ -170,6 +170,24 @@ def test_delta_figure_shows_each_paired_delta_with_its_interval():
     assert delta_figure({"metrics": {}}) is None
 
 
+def test_delta_figure_labels_an_unreplicated_move_as_such():
+    """The plot, titled with an INCONCLUSIVE headline, labelled the delta ``improved``."""
+    from wai_exp.tracking.plots import delta_figure
+
+    report = {
+        "floor_source": "none",
+        "metrics": {
+            "pass_at_1": {"delta": 0.3, "ci95": [0.2, 0.4], "verdict": "improved"},
+            "grounded": {"delta": -0.2, "ci95": [-0.3, -0.1], "verdict": "regressed"},
+        },
+    }
+    ax = delta_figure(report).axes[0]
+    labels = sorted(t.get_text() for t in ax.texts if t.get_text().startswith(("+", "-")))
+    assert labels == ["+0.300 up, unreplicated", "-0.200 down, unreplicated"]
+    colors = sorted(str(line.get_color()) for line in ax.get_lines() if line.get_marker() == "o")
+    assert colors == ["tab:green", "tab:red"]
+
+
 def _rows(n_by_task: dict[str, tuple[int, int]]) -> list[dict]:
     """Rows with ``c`` passes out of ``n`` per task."""
     return [

@@ -402,6 +402,16 @@ def sweep_figure(table: Mapping[str, Any], *, metric_label: str = "pass@1") -> F
     return fig
 
 
+#: A verdict's colour on the delta plot; an unreplicated move keeps its direction's colour,
+#: its label (``verdict_words``) says it is one run a side.
+_VERDICT_COLORS = {
+    "improved": "tab:green",
+    "up, unreplicated": "tab:green",
+    "regressed": "tab:red",
+    "down, unreplicated": "tab:red",
+}
+
+
 def delta_figure(report: Mapping[str, Any], *, title: str = "") -> Figure | None:
     """The paired deltas of a ``delta_report`` (after − before per metric) with their 95%
     intervals, zero marked and the re-run noise band shaded when the report has one. None
@@ -409,12 +419,15 @@ def delta_figure(report: Mapping[str, Any], *, title: str = "") -> Figure | None
     metrics = report.get("metrics") if isinstance(report, Mapping) else None
     if not isinstance(metrics, Mapping):
         return None
+    from wai_exp.score.stats.delta import verdict_words  # loads scipy: only when plotting
+
     items = []
     for name, m in metrics.items():
         if not isinstance(m, Mapping) or _metric(m, "delta") is None:
             continue
         ci = m.get("ci95") or [None, None]
-        items.append((str(name), float(m["delta"]), ci[0], ci[1], m.get("verdict"),
+        items.append((str(name), float(m["delta"]), ci[0], ci[1],
+                      verdict_words(m.get("verdict"), report) if m.get("verdict") else None,
                       _metric(m, "noise_band")))  # fmt: skip
     if not items:
         return None
@@ -424,7 +437,7 @@ def delta_figure(report: Mapping[str, Any], *, title: str = "") -> Figure | None
     ax = fig.add_subplot()
     ys = np.arange(len(items))[::-1]
     for y, (_name, d, lo, hi, verdict, band) in zip(ys, items, strict=True):
-        color = {"improved": "tab:green", "regressed": "tab:red"}.get(str(verdict), "tab:grey")
+        color = _VERDICT_COLORS.get(str(verdict), "tab:grey")
         if lo is not None and hi is not None:
             ax.errorbar(d, y, xerr=[[d - lo], [hi - d]], fmt="o", color=color, capsize=4)
         else:

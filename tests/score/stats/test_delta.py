@@ -245,6 +245,33 @@ def test_one_run_without_run_std_reads_moved_unreplicated() -> None:
     assert any("runs=3" in w for w in rep["warnings"])
 
 
+def _metric_line(text: str, name: str) -> str:
+    return next(line for line in text.splitlines() if line.strip().startswith(f"{name} "))
+
+
+def test_metric_lines_do_not_claim_more_than_an_inconclusive_headline() -> None:
+    """Under ``INCONCLUSIVE (1 eval run a side ...)`` the pass_at_1 line said ``improved``
+    (and a marker's ``regressed``): words the headline withholds. On one run a side a line
+    says which way its interval points and that it is unreplicated; with re-runs a side the
+    same move keeps ``improved``."""
+    marks = {"grounded": 0.9}
+    before = arm(150, 4, 0.3, 14, policy="a", markers=marks)
+    after = arm(150, 4, 0.7, 15, policy="b", markers={"grounded": 0.4})
+    text = format_delta_report(delta_report(before, after))
+    assert text.startswith("INCONCLUSIVE (1 eval run a side")
+    assert "improved" not in text and "regressed" not in text
+    assert _metric_line(text, "pass_at_1").split("]  ")[1].startswith("up, unreplicated")
+    assert _metric_line(text, "grounded").split("]  ")[1].startswith("down, unreplicated")
+    by_group = format_delta_report(delta_report(before, after, by="grounded"))
+    assert "improved" not in by_group and "up, unreplicated" in by_group.split("groups")[1]
+    rep = delta_report(
+        arm(150, 4, 0.3, 1, runs=3, policy="a"), arm(150, 4, 0.7, 2, runs=3, policy="b")
+    )
+    text = format_delta_report(rep)
+    assert text.startswith("PASS") and "unreplicated" not in text
+    assert " improved " in _metric_line(text, "pass_at_1")
+
+
 def test_must_not_regress_failing_fails_the_report() -> None:
     before = arm(150, 4, 0.4, 16, markers={"grounded": 0.9}, runs=3, policy="a")
     after = arm(150, 4, 0.7, 17, markers={"grounded": 0.5}, runs=3, policy="b")

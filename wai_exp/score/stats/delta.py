@@ -15,7 +15,9 @@ Verdicts, in the order a reader needs them:
 
 * per metric: ``improved`` / ``regressed`` (interval at ``1 - alpha`` excludes zero),
   ``no_change`` (it covers zero), ``within_noise`` (the delta is inside the eval's own
-  re-run band, whatever the task interval says), ``insufficient_data``;
+  re-run band, whatever the task interval says), ``insufficient_data``; printed (and
+  plotted) as ``up, unreplicated`` / ``down, unreplicated`` when there is no re-run floor
+  (``verdict_words``), so a line never says more than an ``INCONCLUSIVE`` headline;
 * the target's: ``moved``, ``no_change_detected``, ``within_eval_noise``,
   ``moved_unreplicated`` (up or down on one run per side with no re-run floor: one
   evaluation is a draw, so a drop there is no more confirmed than a gain), ``regressed``;
@@ -67,6 +69,7 @@ __all__ = [
     "delta_report",
     "format_delta_report",
     "paired_headline",
+    "verdict_words",
 ]
 
 PASS_AT_1 = "pass_at_1"
@@ -1673,6 +1676,22 @@ def _rows_per_task(k: int, eval_runs: int | None) -> str:
     return f"{k} rows per task{pooled}"
 
 
+#: A per-metric verdict on one evaluation a side with no re-run floor, in words that say
+#: what its interval says (the arms differ on these tasks) without the claim the
+#: ``INCONCLUSIVE`` headline withholds (that a re-run would find it too).
+_UNREPLICATED_WORDS = {"improved": "up, unreplicated", "regressed": "down, unreplicated"}
+
+
+def verdict_words(verdict: str | None, report: Mapping[str, Any]) -> str:
+    """A metric's (or group's) ``verdict`` as a line prints it: ``improved`` / ``regressed``
+    read ``up, unreplicated`` / ``down, unreplicated`` when ``report`` has no re-run floor
+    (``floor_source`` ``none``: one eval run a side), so no line claims more than the
+    headline does."""
+    if report.get("floor_source") == "none":
+        return _UNREPLICATED_WORDS.get(str(verdict), str(verdict))
+    return str(verdict)
+
+
 def format_delta_report(report: dict[str, Any]) -> str:
     """The block a person reads: the headline, then one line per metric, then warnings.
 
@@ -1706,7 +1725,7 @@ def format_delta_report(report: dict[str, Any]) -> str:
         flag = " *" if name == report["target"] else ""
         lines.append(
             f"  {name:<{width}}  {_fmt_num(m['before'])} -> {_fmt_num(m['after'])}  "
-            f"{_fmt_num(m['delta'], True)} {ci_s}  {m['verdict']}{extra}  "
+            f"{_fmt_num(m['delta'], True)} {ci_s}  {verdict_words(m['verdict'], report)}{extra}  "
             f"(n={m['n_paired']}){flag}"
         )
     if report.get("groups"):
@@ -1715,7 +1734,8 @@ def format_delta_report(report: dict[str, Any]) -> str:
             ci = e["ci95"]
             ci_s = f"[{_fmt_num(ci[0], True)}, {_fmt_num(ci[1], True)}]" if ci else "[no interval]"
             lines.append(
-                f"  {g}: {_fmt_num(e['delta'], True)} {ci_s} {e['verdict']} (n={e['n_paired']})"
+                f"  {g}: {_fmt_num(e['delta'], True)} {ci_s} "
+                f"{verdict_words(e['verdict'], report)} (n={e['n_paired']})"
             )
     if report.get("noise_rule"):
         lines.append(f"noise: {report['noise_rule']}")
