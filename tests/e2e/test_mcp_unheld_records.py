@@ -47,6 +47,10 @@ def test_a_not_found_from_the_server_leaves_the_row_unjudged_and_says_why(tmp_pa
         "the world answered not found" in summary
     )
     assert "enum of the ids your world holds" in summary
+    # pass^k is withheld for the k those rows shrank: its note names the same fix, not
+    # "grade those rows again" (the same rows graded again are unjudged again)
+    assert "grade those rows again" not in out
+    assert f"{len(unserved)} are unjudged because the world answered not found" in summary
 
 
 def test_siblings_of_failing_rows_are_planned_on_records_that_exist(tmp_path: Path) -> None:

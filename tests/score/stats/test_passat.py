@@ -116,6 +116,39 @@ def test_a_k_that_ungraded_rows_shrank_names_them_not_more_repeats() -> None:
     assert "repeats>=4" in pass_at(rows_from([(2, 3), (1, 3), (0, 3)])).note
 
 
+def _unserved(row: dict) -> None:
+    row["reward"] = None
+    row["judge_meta"] = {"plan_not_served": "get_note"}
+
+
+def test_a_k_that_plan_not_served_rows_shrank_names_their_fix_not_grading_again() -> None:
+    """Rows unjudged because the world did not hold the planned record are unjudged again
+    when graded again: the note named "grade those rows again" for them. It names the fix
+    for why they are unjudged, and keeps "grade again" for rows a judge error left."""
+    rows = rows_from([(2, 4), (3, 4), (1, 4), (4, 4)])
+    _unserved(rows[0])
+    _unserved(rows[5])
+    note = pass_at(rows).note
+    assert "grade those rows again" not in note
+    assert "2 are unjudged because the world answered not found" in note
+    assert "enum of the ids your world holds" in note and "simulate.tasks=" in note
+    assert "pass k=4 to read pass^4 and pass@4 over the 2 tasks" in note
+    rows[9]["reward"] = None  # a judge error on a third task: grading again can fix that one
+    note = pass_at(rows).note
+    assert "2 are unjudged because the world answered not found" in note
+    assert "1 is unjudged: grade those rows again" in note
+    rows[9]["reward"] = 0.5  # a partial score: grading again returns it again
+    assert "1 carries a partial reward: have the judge return 0/1" in pass_at(rows).note
+
+
+def test_no_binary_rows_for_want_of_the_planned_record_names_that_fix() -> None:
+    rows = [{"scenario_id": t, "reward": 1.0} for t in "ab"]
+    for r in rows:
+        _unserved(r)
+    note = pass_at(rows).note
+    assert "grade the rows" not in note and "enum of the ids your world holds" in note
+
+
 def test_below_min_k_the_k_way_numbers_are_none_with_the_fix() -> None:
     p = pass_at(rows_from([(1, 2), (2, 2), (0, 2)]))
     assert p.k == 2

@@ -343,9 +343,11 @@ class _KWay:
         unanimous_short: bool,
         notes: list[str],
         rows_per_task: np.ndarray | None = None,
+        ungraded: Ungraded | None = None,
     ) -> _KWay:
         """``rows_per_task``: each task's rows, graded or not (aligned with ``groups.keys``),
-        so a k that rows without a 0/1 grade shrank is named as such."""
+        so a k that rows without a 0/1 grade shrank is named as such, with the fix for why
+        they have none (``ungraded``)."""
         counts, passes = groups.counts, groups.sums
         default_k = _default_k(counts)
         out = cls(int(k) if k is not None else (default_k if default_k is not None else 1))
@@ -358,7 +360,9 @@ class _KWay:
             return out
         if use_k < min_k:
             why = f"k={use_k} is below min_k={min_k}: pass^k and pass@k are withheld as too noisy "
-            shrunk = _shrunk_note(counts, rows_per_task, use_k, min_k) if k is None else None
+            shrunk = (
+                _shrunk_note(counts, rows_per_task, use_k, min_k, ungraded) if k is None else None
+            )
             notes.append(
                 why + f"to act on; {shrunk}"
                 if shrunk
@@ -407,19 +411,88 @@ def _rows_per_task(facts: Any, groups: TaskGroups) -> np.ndarray:
     return np.array([totals[key] for key in groups.keys], dtype=float)
 
 
+#: The fix for rows a rule judge left unjudged because the world answered "not found" for
+#: the record their task was planned on: the same rows graded again are unjudged again.
+PLAN_NOT_SERVED_FIX = (
+    "give the identifying argument an enum of the ids your world holds (the asks then name "
+    "them), or replay with simulate.tasks= only tasks your world can serve"
+)
+
+
+@dataclass(frozen=True)
+class Ungraded:
+    """Rows with no 0/1 grade, by why: each reason has its own fix, and only ``other``
+    (a judge error, no verdict) is fixed by grading the rows again."""
+
+    unserved: int = 0  # judge_meta.plan_not_served: the world did not hold the planned record
+    unknown_words: int = 0  # judge_meta.unknown_grid_words: a situation the judge cannot read
+    partial: int = 0  # a reward that is neither 0 nor 1
+    other: int = 0
+
+    @classmethod
+    def of(cls, rows: Sequence[Mapping[str, Any]], facts: Any) -> Ungraded:
+        """Count ``rows`` (aligned with the first ``len(rows)`` of ``facts``) by why."""
+        why: Counter[str] = Counter()
+        reward = facts.reward_under("reward")
+        for i in np.flatnonzero(np.isnan(facts.binary[: len(rows)])).tolist():
+            meta = rows[i].get("judge_meta")
+            meta = meta if isinstance(meta, Mapping) else {}
+            if meta.get("plan_not_served"):
+                why["unserved"] += 1
+            elif meta.get("unknown_grid_words"):
+                why["unknown_words"] += 1
+            else:
+                why["partial" if reward[i] == reward[i] else "other"] += 1
+        return cls(**why)
+
+    def fixes(self) -> str:
+        """The fix for each reason present; ``grade those rows again`` alone when every row
+        is unjudged for a reason grading again can change."""
+        parts = []
+        if self.unserved:
+            parts.append(
+                f"{_are(self.unserved)} unjudged because the world answered not found for the "
+                "record the ask names (judge_meta.plan_not_served), which grading again does "
+                f"not change: {PLAN_NOT_SERVED_FIX}"
+            )
+        if self.unknown_words:
+            parts.append(
+                f"{_are(self.unknown_words)} unjudged for grid words the judge does not "
+                "understand (judge_meta.unknown_grid_words; docs/DOMAIN.md lists the ones it "
+                "does)"
+            )
+        if self.partial:
+            parts.append(
+                f"{self.partial} {'carries' if self.partial == 1 else 'carry'} a partial "
+                "reward: have the judge return 0/1 (a threshold on its score)"
+            )
+        if self.other:
+            parts.append(f"{_are(self.other)} unjudged: grade those rows again" if parts else
+                         "grade those rows again")  # fmt: skip
+        return "; ".join(parts)
+
+
+def _are(n: int) -> str:
+    return f"{n} {'is' if n == 1 else 'are'}"
+
+
 def _shrunk_note(
-    counts: np.ndarray, rows_per_task: np.ndarray | None, use_k: int, min_k: int
+    counts: np.ndarray,
+    rows_per_task: np.ndarray | None,
+    use_k: int,
+    min_k: int,
+    ungraded: Ungraded | None = None,
 ) -> str | None:
     """The fix when the default k fell below ``min_k`` because some tasks' rows went
     ungraded (a judge error, an out-of-range reward), not because too few were simulated;
     None when the smallest group is short for want of rows."""
     if rows_per_task is None:
         return None
-    ungraded = rows_per_task - counts
+    missing = rows_per_task - counts
     at_k = counts == use_k
-    if not (ungraded[at_k] > 0).any() or rows_per_task[at_k].max() < min_k:
+    if not (missing[at_k] > 0).any() or rows_per_task[at_k].max() < min_k:
         return None
-    short = ungraded > 0
+    short = missing > 0
     full = int((counts >= min_k).sum())
     skip = (
         f"pass k={min_k} to read pass^{min_k} and pass@{min_k} over the {full} tasks with "
@@ -427,25 +500,26 @@ def _shrunk_note(
         if full
         else ""
     )
+    fixes = (ungraded or Ungraded(other=1)).fixes()
     return (
-        f"k defaults to the fewest graded repeats of any task, and {int(ungraded.sum())} rows "
+        f"k defaults to the fewest graded repeats of any task, and {int(missing.sum())} rows "
         f"with no 0/1 grade (unjudged, or a partial reward) left {int(short.sum())} of "
-        f"{counts.size} tasks short of the rows they were simulated with: grade those rows "
-        f"again, {skip}pass min_k={use_k} to accept k={use_k}"
+        f"{counts.size} tasks short of the rows they were simulated with: {fixes}; or "
+        f"{skip}pass min_k={use_k} to accept k={use_k}"
     )
 
 
-def _no_binary_note(facts: Any, skipped: int) -> str:
-    """Why no row counts for pass@k, and the fix: rows never graded, or graded with partial
-    scores (a judge's 0.9 / 0.1), which "grade the rows" would not fix."""
-    partial = int(
-        np.count_nonzero(~np.isnan(facts.reward_under("reward")) & np.isnan(facts.binary))
-    )
-    if partial:
+def _no_binary_note(ungraded: Ungraded, skipped: int) -> str:
+    """Why no row counts for pass@k, and the fix: rows never graded, graded with partial
+    scores (a judge's 0.9 / 0.1), or left unjudged by a rule judge for a reason of the
+    world's (``Ungraded.fixes``), which "grade the rows" would not fix."""
+    if ungraded.unserved or ungraded.unknown_words:
+        return f"no binary-graded rows: of {skipped} rows, {ungraded.fixes()}"
+    if ungraded.partial:
         return (
-            f"no binary-graded rows: {partial} of {skipped} rows carry a partial reward (not 0 "
-            "or 1), and pass@k counts a row only as passed or failed: have the judge return 0/1 "
-            "(a threshold on its score) to read pass@k, or read the mean reward"
+            f"no binary-graded rows: {ungraded.partial} of {skipped} rows carry a partial "
+            "reward (not 0 or 1), and pass@k counts a row only as passed or failed: have the "
+            "judge return 0/1 (a threshold on its score) to read pass@k, or read the mean reward"
         )
     return (
         f"no binary-graded rows ({skipped} rows unjudged or partial): grade the rows "
@@ -468,6 +542,7 @@ class _Graded:
     extension: list[bool]
     notes: list[str]
     rows_per_task: np.ndarray | None
+    ungraded: Ungraded | None = None
 
     @classmethod
     def read(
@@ -501,8 +576,9 @@ class _Graded:
             row_task, values, n_real + len(failed) - values.size,
         )  # fmt: skip
         notes: list[str] = []
+        ungraded = Ungraded.of(row_list, facts)
         if groups.n_tasks == 0:
-            notes.append(_no_binary_note(facts, groups.n_skipped))
+            notes.append(_no_binary_note(ungraded, groups.n_skipped))
             return cls(row_list, len(failed), facts.keys, groups, groups, "all_rows", [], notes,
                        None)  # fmt: skip
         extension = [
@@ -513,11 +589,11 @@ class _Graded:
         # A first batch has no "rows it was simulated with" to compare: no shrunk-k advice.
         per_task = _rows_per_task(facts, groups) if basis == "all_rows" else None
         return cls(row_list, len(failed), facts.keys, groups, basis_groups, basis, extension,
-                   notes, per_task)  # fmt: skip
+                   notes, per_task, ungraded)  # fmt: skip
 
     def k_way(self, k: int | None, min_k: int, unanimous_short: bool) -> _KWay:
         return _KWay.of(self.basis_groups, k, min_k, unanimous_short, self.notes,
-                        self.rows_per_task)  # fmt: skip
+                        self.rows_per_task, self.ungraded)  # fmt: skip
 
 
 @dataclass(frozen=True)
