@@ -412,3 +412,26 @@ def test_a_replaying_format_on_an_mcp_world_is_refused_before_any_work(fmt):
     assert "world=mcp" in said and "publish.format=trl / openai" in said
     validate_config(_composed("publish.format=trl", *mcp))
     validate_config(_composed(f"publish.format={fmt}"))
+
+
+def test_a_shared_mcp_server_with_resets_over_several_processes_is_refused():
+    # Rollouts take turns on a world=mcp server with a reset or a state read, but each
+    # rollout process keeps its own turns: two processes on the one server at world.url
+    # reset it inside each other's rollouts (108 of 400 rows recorded a state holding
+    # another rollout's calls with simulate.workers=2, none with 1).
+    url = ("world=mcp", "world.url=http://127.0.0.1:8000/mcp", "world.reset_tool=reset")
+    [said] = problems(_composed(*url, "simulate.workers=2"))
+    assert said.startswith("world.url with world.reset_tool: rollouts take turns")
+    assert "simulate.workers=2 runs them on several processes" in said
+    assert "Use simulate.workers=1" in said and "world.command" in said
+    [said] = problems(_composed(*url[:2], "world.state_tool=state", "simulate.cluster=ray"))
+    assert said.startswith("world.url with world.state_tool") and "simulate.cluster=ray" in said
+    cmd = ("world=mcp", "world.command=python -m my_server")
+    [said] = problems(_composed(*cmd, "world.reset_command='sh reset.sh'", "simulate.workers=3"))
+    assert (
+        said.startswith("world.reset_command: ") and "world.reset_tool with world.command" in said
+    )
+    # Each process starts and resets its own server; one process takes its own turns.
+    validate_config(_composed(*cmd, "world.reset_tool=reset", "simulate.workers=2"))
+    validate_config(_composed(*url, "simulate.workers=1"))
+    validate_config(_composed(*url[:2], "simulate.workers=2"))  # no reset: no turns

@@ -226,3 +226,14 @@ def test_a_bad_worker_count_or_cluster_is_refused_before_any_work(tmp_path):
     assert not (tmp_path / "outputs/.cache").exists() or not list(
         (tmp_path / "outputs/.cache").glob("simulate-*/partial.jsonl")
     )
+
+
+def test_workers_sharing_one_reset_mcp_server_are_refused_before_any_work(tmp_path):
+    (tmp_path / "keep").write_text("")  # a refused run removes an empty folder it started in
+    res = wai(tmp_path, "r", "world=mcp", "world.url=http://127.0.0.1:9/mcp",
+              "world.reset_tool=reset", "simulate.workers=2")  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    said = res.stdout + res.stderr
+    assert "world.url with world.reset_tool: rollouts take turns" in said
+    assert "Use simulate.workers=1" in said
+    assert not (tmp_path / "outputs/.cache").exists()

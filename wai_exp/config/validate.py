@@ -653,6 +653,61 @@ def world_problems(world: Mapping[str, Any], world_model: type[BaseModel]) -> li
     return []
 
 
+def _rollout_processes(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(where it is set, the setting)`` for the simulate section and each stage whose
+    params run rollouts on several processes (``workers`` > 1, or ``cluster: ray``)."""
+    sim = cfg.get("simulate")
+    if not isinstance(sim, Mapping):
+        sim = {}
+    out = [("simulate", sim.get("workers"), sim.get("cluster"))]
+    stages = (cfg.get("pipeline") or {}).get("stages") or {}
+    for name, stage in stages.items() if isinstance(stages, Mapping) else ():
+        params = stage.get("params") if isinstance(stage, Mapping) else None
+        if isinstance(params, Mapping) and ("workers" in params or "cluster" in params):
+            where = f"pipeline.stages.{name}.params"
+            out.append((where, params.get("workers", out[0][1]), params.get("cluster", out[0][2])))
+    return [
+        (where, f"{where}.cluster=ray" if cluster == "ray" else f"{where}.workers={workers}")
+        for where, workers, cluster in out
+        if (isinstance(workers, int) and workers > 1) or cluster == "ray"
+    ]
+
+
+def shared_world_problems(cfg: Mapping[str, Any]) -> list[str]:
+    """``world=mcp`` with a reset or a state read runs one rollout at a time on its server:
+    a turn each rollout process keeps for itself. Over several processes
+    (``simulate.workers``, Ray actors) their turns overlap where they share what is reset:
+    the one server at ``world.url``, or whatever ``world.reset_command`` resets. Each
+    process's reset lands inside another's rollout and rows record each other's state.
+    With ``world.command`` and a reset tool, each process resets its own server."""
+    world = cfg.get("world")
+    sim = cfg.get("simulate")
+    if not isinstance(world, Mapping) or world.get("kind") != "mcp":
+        return []
+    if isinstance(sim, Mapping) and sim.get("rows"):
+        return []  # rows read from a file: no rollout runs
+    shared = []
+    if world.get("url") and (world.get("reset_tool") or world.get("state_tool")):
+        what = "reset_tool" if world.get("reset_tool") else "state_tool"
+        shared.append(
+            (f"world.url with world.{what}", "the one server at world.url",
+             "world.command (each process starts its own server and resets it)")
+        )  # fmt: skip
+    if world.get("reset_command"):
+        shared.append(
+            ("world.reset_command", "what the command resets",
+             "world.reset_tool with world.command (each process resets its own server)")
+        )  # fmt: skip
+    return [
+        f"{setting}: rollouts take turns on the server only within one process, and "
+        f"{runs} runs them on several processes sharing {what}: one process's reset would "
+        "land inside another's rollout (rows would record each other's state). Use "
+        f"{where}.workers=1 with {where}.cluster=local, or {fix}"
+        for setting, what, fix in shared
+        for where, runs in _rollout_processes(cfg)
+    ]
+
+
 def tracking_problems(tracking: Mapping[str, Any], sections: Sections) -> list[str]:
     """Problem lines for the ``tracking`` section: unknown keys (with the closest valid one),
     else what ``sections.tracking_check`` (``tracking_settings``) refuses (a file-store URI
@@ -799,6 +854,7 @@ def validate_config(cfg: Mapping[str, Any], sections: Sections = NO_SECTIONS) ->
     if isinstance(tracking, Mapping):
         problems.extend(tracking_problems(tracking, sections))
     problems.extend(stage_param_problems(cfg))
+    problems.extend(shared_world_problems(cfg))
     fmt = root.publish.format if root is not None else None
     if fmt is not None and sections.publish_formats and fmt not in sections.publish_formats:
         names = sorted(sections.publish_formats)
