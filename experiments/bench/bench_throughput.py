@@ -13,6 +13,9 @@ Issue 9 item 7: at ``concurrency`` C the ideal is ``C / 0.050`` calls per second
   (writer, world, rows), counted at the server;
 * ``workers=2``: the same with its rollouts on two processes, the stage's own and one worker
   (``simulate.workers``, issue 22); its CPU ms per call adds the worker's CPU to the stage's.
+  ``prestarted``: the worker process is started 2 s before the cell's clock, as the console
+  script starts it while MLflow starts its run (``shards.prestart``); otherwise it starts
+  with the stage, and the stage runs its rollouts alone for the 0.5-1 s the worker imports.
 
 The stub (``serve``) is raw asyncio in its own process: it reads each request's body, waits
 exactly ``delay`` seconds (``loop.call_later``) and answers a chat completion. Its answers
@@ -364,11 +367,17 @@ def measure(
             ("wai_exp.llm.http client", lambda: asyncio.run(_httpx_client(url, concurrency, duration))),
             ("wai_exp.simulate(agent='vllm:...')", lambda: _simulate(url, concurrency, duration)),
             ("wai_exp.simulate(..., workers=2)", lambda: _simulate(url, concurrency, duration, 2)),
+            ("wai_exp.simulate(..., workers=2, prestarted)", lambda: _simulate(url, concurrency, duration, 2)),
         ]  # fmt: skip
         if only:
             cells = [c for c in cells if c[0].startswith("server") or any(w in c[0] for w in only)]
         ceiling = None
         for label, fn in cells:
+            if label.endswith("prestarted)"):
+                from wai_exp.simulate.shards import prestart
+
+                prestart(2)
+                time.sleep(2.0)
             before = stub.stats(reset=True)["count"]
             samples: list[tuple[float, int]] = []
             sampler = _Sampler(stub, samples)

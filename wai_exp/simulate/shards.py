@@ -14,8 +14,8 @@ worker count, byte for byte once ``timing`` is removed.
 Locally (``cluster: local``) the stage's own process is shard 0 and runs a share of the
 rollouts itself, on its own runner; ``workers - 1`` worker processes (``python -m
 wai_exp.simulate.shards``) run the rest, spoken to over their stdin/stdout in frames (one
-length-prefixed pickled list of messages per pass of the event loop), from the parent's event
-loop. A parent that only planned, received and landed spent two thirds of the CPU a row that
+length-prefixed list of messages per pass of the event loop: pickled to a worker, marshalled
+from it, ``_FrameCodec``), from the parent's event loop. A parent that only planned, received and landed spent two thirds of the CPU a row that
 one process spends making it, so two workers beside it ran slower than one process. On Ray
 (``cluster: ray``, on ``ray.address``) every shard is an actor. Each shard builds its own agent,
 world and judge from a picklable ``setup`` (the pipeline's config, re-read in the worker),
@@ -110,12 +110,12 @@ class WorkerDied(RuntimeError):
 
 class _Outbox:
     """Messages to the other side of a pipe. The messages queued in one pass of the event
-    loop go out as one frame: one pickled list, one write (at most ``_FRAME_MAX`` messages).
-    A write per message cost a system call per rollout each way; and one pickle over a
+    loop go out as one frame: one encoded list, one write (at most ``_FRAME_MAX`` messages).
+    A write per message cost a system call per rollout each way; and one encoding over a
     frame's rows writes each key and shared text once (the system prompt in ``messages``, a
-    situation's hidden state), so unpickling a row takes half the time it took alone (20.7 ->
-    ~11 µs, the collector off). ``encode`` turns a frame's messages into its body
-    (``_FrameCodec.encode`` on a worker)."""
+    situation's hidden state), so decoding a row takes half the time it took alone.
+    ``encode`` turns a frame's messages into its body (a pickle; ``_FrameCodec.encode`` on a
+    worker)."""
 
     def __init__(
         self,
