@@ -29,7 +29,7 @@ import json
 import statistics
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -536,16 +536,14 @@ class Engine:
         self._maybe_progress()
         return int(novel)
 
-    def launch(self, plan: Plan) -> Awaitable[Outcome]:
-        """Start ``plan``'s rollout: a coroutine to run as a task, or, for a rollout sent to a
+    def launch(self, plan: Plan) -> asyncio.Future[Outcome]:
+        """Start ``plan``'s rollout: a task running it here, or, for a rollout sent to a
         worker process (``ShardedRunner.launch``), the future its outcome is set on. A
         worker's rollout needs no task of its own: a task and its wake-up cost the stage ~7
         µs a row, a sixth of what taking a row from a worker costs it."""
         launch = getattr(self.runner, "launch", None)
-        return launch(plan) if launch is not None else self.runner.run(plan)
-
-    async def _rollout(self, plan: Plan, started: Awaitable[Outcome]) -> Outcome:
-        return self.ran(plan, await started)
+        started = launch(plan) if launch is not None else self.runner.run(plan)
+        return started if isinstance(started, asyncio.Future) else asyncio.ensure_future(started)
 
     def ran(self, plan: Plan, out: Outcome) -> Outcome:
         """A finished rollout's outcome as the run counts it: its row goes to ``on_row``
@@ -631,7 +629,8 @@ class Engine:
 
 class _Slot:
     """One planned rollout in the pool: its plan, its task once started (a task, or the
-    future a worker's outcome is set on), its outcome or the error it raised."""
+    future a worker's outcome is set on), its outcome (None: not run, or abandoned) or the
+    error it raised."""
 
     __slots__ = ("plan", "task", "outcome", "error", "done")
 
@@ -691,28 +690,19 @@ class _Pool:
                 self._give_back()
                 return
             slot = self.waiting.popleft()
-            started = eng.launch(slot.plan)
-            if isinstance(started, asyncio.Future):
-                slot.task = started
-                started.add_done_callback(partial(self._returned, slot))
-            else:
-                slot.task = asyncio.ensure_future(eng._rollout(slot.plan, started))
-                slot.task.add_done_callback(partial(self._finished, slot))
+            slot.task = eng.launch(slot.plan)
             self.running.add(slot.task)
-
-    def _returned(self, slot: _Slot, fut: asyncio.Future[Outcome]) -> None:
-        """A worker's rollout is back: the run counts its outcome here (``Engine.ran``), as
-        a task's rollout does before its task ends."""
-        if not fut.cancelled():
-            try:
-                slot.outcome = self.engine.ran(slot.plan, fut.result())
-            except Exception as exc:  # noqa: BLE001 - raised where the slot lands, as a task's
-                slot.error = exc
-            slot.task = None  # what landing reads is on the slot now
-        self._finished(slot, fut)
+            slot.task.add_done_callback(partial(self._finished, slot))
 
     def _finished(self, slot: _Slot, task: asyncio.Future[Outcome]) -> None:
+        """A rollout is back (or was cancelled): the run counts its outcome now
+        (``Engine.ran``); an error it raised is raised where it lands (``pop``)."""
         self.running.discard(task)
+        if not task.cancelled():
+            try:
+                slot.outcome = self.engine.ran(slot.plan, task.result())
+            except Exception as exc:  # noqa: BLE001 - raised in plan order, by ``pop``
+                slot.error = exc
         slot.done = True
         self.wake.set()
         # The freed slot takes the next planned rollout now, not after the run loop wakes:
@@ -764,8 +754,6 @@ class _Pool:
         slot = self.pending.popleft()
         if slot.error is not None:
             raise slot.error
-        if slot.task is not None and not slot.task.cancelled():
-            return slot.plan, slot.task.result()
         return slot.plan, slot.outcome
 
     async def drain(self) -> None:
