@@ -435,3 +435,13 @@ def test_a_shared_mcp_server_with_resets_over_several_processes_is_refused():
     validate_config(_composed(*cmd, "world.reset_tool=reset", "simulate.workers=2"))
     validate_config(_composed(*url, "simulate.workers=1"))
     validate_config(_composed(*url[:2], "simulate.workers=2"))  # no reset: no turns
+
+
+@pytest.mark.parametrize("fmt", ["verl", "openrlhf"])
+def test_a_replaying_format_on_a_users_own_backend_is_refused_before_any_work(fmt):
+    # The mock world the reward function replays is not the backend that answered the calls.
+    [said] = problems(_composed(f"publish.format={fmt}", "simulate.execute=my_shop:execute"))
+    assert f"publish.format: {fmt!r} names wai-exp's reward function" in said
+    assert "simulate.execute answers the tool calls from your backend" in said
+    assert "publish.format=trl / openai" in said and "plays your backend" in said
+    validate_config(_composed("publish.format=trl", "simulate.execute=my_shop:execute"))

@@ -28,9 +28,18 @@ def _mcp(record):
     return with_situation(record, {**sit(record), "world": world})
 
 
+def _execute(record):
+    """As ``world_dials`` records a run whose tool calls the user's ``simulate.execute``
+    answered: the mock world's options are there, but no mock world served a call."""
+    return with_situation(
+        record, {**sit(record), "world": {**sit(record)["world"], "execute": True}}
+    )
+
+
 MANGLES = {
     "recorded": lambda r: r,
     "mcp": _mcp,
+    "execute": _execute,
     "no seed": lambda r: with_situation(r, {**sit(r), "seed": None}),
     "no cell, mcp": lambda r: _mcp(with_situation(r, {**sit(r), "scenario_dimensions": None})),
 }
@@ -51,6 +60,7 @@ def test_publish_counts_as_unreplayable_exactly_what_reset_refuses(run, name):
     assert (n_missing, dict(served)) == {
         "recorded": (0, {}),
         "mcp": (0, {"mcp": 1}),
+        "execute": (0, {"execute": 1}),
         "no seed": (1, {}),
         "no cell, mcp": (1, {}),
     }[name]
@@ -62,6 +72,40 @@ def test_reset_refuses_an_mcp_record_before_building_a_world_naming_what_to_do(r
     said = str(info.value)
     assert "world=mcp" in said and "mock world only" in said
     assert "reward function of your own" in said and "default world" in said
+
+
+def test_reset_refuses_a_record_a_users_own_backend_answered_naming_it(run):
+    """Such a record replayed on the mock world: the env answered lookup_order with a mock
+    order (another total, items and email) where the user's backend had answered, so the
+    policy trained on a world the rows never saw and the card said reset rebuilds it."""
+    with pytest.raises(EnvError) as info:
+        reset(_execute(run[1][0]))
+    said = str(info.value)
+    assert "your own backend (simulate.execute)" in said and "mock world only" in said
+    assert "live on your backend" in said and "a run without simulate.execute" in said
+    assert "world=" not in said
+
+
+def test_publish_words_records_a_users_backend_answered_by_that_backend(run):
+    records = [_execute(r) for r in run[1][:3]]
+    with pytest.raises(ValueError) as info:
+        publish._refuse_served_elsewhere(records, "verl")
+    said = str(info.value)
+    assert "3 of 3 RL records were made against your own backend (simulate.execute)" in said
+    assert "records live on your backend" in said and "world=" not in said
+    warning = publish._served_elsewhere_warning(publish._served_elsewhere(records), 3)
+    assert warning.startswith("3 of 3 RL records were made against your own backend")
+    note = "\n".join(publish._answer_key_note("rl", 0, 3, {"execute": 3}))
+    assert "rebuilds the task's mock world" not in note
+    assert "These records were made against your own backend (simulate.execute)" in note
+
+
+def test_world_dials_say_whether_a_users_backend_answered_not_which(run):
+    config = {"world": {"kind": "mock"}, "simulate": {"execute": "/home/me/shop.py:execute"},
+              "knobs": {}}  # fmt: skip
+    dials = publish.world_dials(config)
+    assert dials["execute"] is True and "/home/me" not in str(dials)
+    assert "execute" not in publish.world_dials({"world": {"kind": "mock"}, "knobs": {}})
 
 
 @pytest.mark.parametrize("fmt", ["verl", "openrlhf"])
@@ -78,14 +122,14 @@ def test_verl_and_openrlhf_refuse_mcp_records_naming_the_fix(run, fmt):
 
 
 def test_the_card_of_mcp_records_never_says_reset_rebuilds_them():
-    note = "\n".join(publish._answer_key_note("rl", 0, 5, 5))
+    note = "\n".join(publish._answer_key_note("rl", 0, 5, {"mcp": 5}))
     assert "rebuilds the task's mock world" not in note
     assert "`wai_exp.env.reset(record)` cannot rebuild their world" in note
     assert "No reward function ships with these records" in note
     assert "These records were made against your tool server (world=mcp)" in note
-    some = "\n".join(publish._answer_key_note("rl", 0, 5, 2))
+    some = "\n".join(publish._answer_key_note("rl", 0, 5, {"mcp": 2}))
     assert "2 of 5 were made against your tool server" in some
-    mock = "\n".join(publish._answer_key_note("rl", 0, 5, 0))
+    mock = "\n".join(publish._answer_key_note("rl", 0, 5, {}))
     assert "rebuilds the task's mock world" in mock and "tool server" not in mock
 
 

@@ -816,18 +816,31 @@ def _format_shape_problems(cfg: Mapping[str, Any], fmt: str, shapes: Sequence[st
     ]
 
 
-def _format_world_problems(cfg: Mapping[str, Any], fmt: str) -> list[str]:
-    """A format whose reward function replays the mock world, publishing RL records of a
-    run against another world (``world=mcp``): every record would be refused at publish."""
+def _served_elsewhere(cfg: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(what answers the tool calls, where its records live) when it is not the mock world
+    (``world=mcp``, or the user's own ``simulate.execute``); None for the mock world."""
+    sim = cfg.get("simulate")
+    if isinstance(sim, Mapping) and sim.get("execute"):
+        return "simulate.execute answers the tool calls from your backend", "your backend"
     world = cfg.get("world")
     kind = world.get("kind") if isinstance(world, Mapping) else None
-    if kind in (None, "mock") or not any(s == "rl" for _, s in _published_shapes(cfg)):
+    if kind in (None, "mock"):
+        return None
+    return f"world={kind} plays your tool server", "your server"
+
+
+def _format_world_problems(cfg: Mapping[str, Any], fmt: str) -> list[str]:
+    """A format whose reward function replays the mock world, publishing RL records of a
+    run against another world (``_served_elsewhere``): every record would be refused at
+    publish."""
+    served = _served_elsewhere(cfg)
+    if served is None or not any(s == "rl" for _, s in _published_shapes(cfg)):
         return []
     return [
         f"publish.format: {fmt!r} names wai-exp's reward function (wai_exp/env/verl.py), which "
-        f"replays each task on the mock world, but world={kind} plays your tool server, whose "
-        "records it cannot rebuild; use publish.format=trl / openai with a reward function of "
-        "your own that plays your server, or selection=sft / preference (+experiment=sft_round)"
+        f"replays each task on the mock world, but {served[0]}, whose records it cannot "
+        f"rebuild; use publish.format=trl / openai with a reward function of your own that "
+        f"plays {served[1]}, or selection=sft / preference (+experiment=sft_round)"
     ]
 
 

@@ -42,9 +42,38 @@ class ReplayGaps:
         return bool(self.missing) or self.world is not None
 
 
+#: ``world_kind`` of a situation whose tool calls the user's own ``simulate.execute`` answered.
+EXECUTE_WORLD = "execute"
+
+
+@dataclass(frozen=True)
+class OtherWorld:
+    """How a message names a world ``wai_exp.env`` does not play (``other_world``)."""
+
+    made_against: str  # what the records were made against
+    holder: str  # where the records the tasks name live
+    instead: str  # a run whose records the env can replay
+
+
+def other_world(kind: str) -> OtherWorld:
+    """The words for records made against world ``kind`` (a ``world_kind`` that is not
+    ``mock``): the user's MCP server, or the user's own ``simulate.execute`` backend."""
+    if kind == EXECUTE_WORLD:
+        return OtherWorld(
+            "your own backend (simulate.execute)", "your backend", "a run without simulate.execute"
+        )
+    return OtherWorld(
+        f"your tool server (world={kind})", "your server", "a run with the default world"
+    )
+
+
 def world_kind(situation: Mapping[str, Any]) -> str:
-    """The kind of world (``world.kind``) a situation's rollouts were played against."""
+    """The kind of world a situation's rollouts were played against: ``world.kind``, or
+    ``execute`` when the user's own ``simulate.execute`` answered the tool calls (the mock
+    world's options are still recorded then, but no mock world served a call)."""
     dials = situation.get("world")
+    if isinstance(dials, Mapping) and dials.get(EXECUTE_WORLD):
+        return EXECUTE_WORLD
     options = dials.get("options") if isinstance(dials, Mapping) else None
     kind = options.get("kind") if isinstance(options, Mapping) else None
     return str(kind or "mock")
@@ -53,8 +82,9 @@ def world_kind(situation: Mapping[str, Any]) -> str:
 def replay_gaps(situation: Any) -> ReplayGaps:
     """What keeps ``reset`` from rebuilding ``situation``'s world (falsy when nothing does):
     the ``REQUIRED`` fields it lacks (rows another tool wrote), and its world when that is
-    not the mock world (``world=mcp``: the records live on the user's server, which
-    ``wai_exp.env`` does not drive). Publish counts records by the same rule."""
+    not the mock world (``world=mcp`` or ``simulate.execute``: the records live on the
+    user's server or backend, which ``wai_exp.env`` does not drive; the mock world it plays
+    instead answers with records of its own). Publish counts records by the same rule."""
     if not isinstance(situation, Mapping):
         return ReplayGaps(missing=REQUIRED)
     kind = world_kind(situation)
@@ -154,11 +184,12 @@ def _refuse_gaps(gaps: ReplayGaps) -> None:
             "file); publish from a wai-exp simulate run instead"
         )
     if gaps.world:
+        other = other_world(gaps.world)
         raise EnvError(
-            f"this record was made against a real tool server (world={gaps.world}); "
-            "wai_exp.env plays the mock world only, and the records the task names live on "
-            "your server: play rollouts against your server and score them with a reward "
-            "function of your own, or publish from a run with the default world"
+            f"this record was made against {other.made_against}; wai_exp.env plays the mock "
+            f"world only, and the records the task names live on {other.holder}: play rollouts "
+            f"against {other.holder} and score them with a reward function of your own, or "
+            f"publish from {other.instead}"
         )
 
 

@@ -32,8 +32,9 @@ import hashlib
 import json
 import os
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wai_exp.config.models import SelectionConfig
 from wai_exp.domain.files import atomic_write
@@ -42,6 +43,9 @@ from wai_exp.pipeline.stages.optimize import selection
 from wai_exp.rows.formats import get_format
 from wai_exp.rows.jsonl import atomic_write_text
 from wai_exp.rows.keys import task_key
+
+if TYPE_CHECKING:
+    from wai_exp.env.task import OtherWorld
 
 FILES = {"jsonl": "train.jsonl", "parquet": "train.parquet", "card": "README.md"}
 #: Published files are read by a trainer that may run as another user (mkstemp makes 0600).
@@ -100,7 +104,7 @@ def _unreplayable(records: list[dict[str, Any]]) -> tuple[int, Counter[str]]:
 
 def _served_elsewhere(records: list[dict[str, Any]]) -> Counter[str]:
     """RL records with every field ``wai_exp.env.reset`` needs but made against a world it
-    does not play (``world=mcp``), by that world's kind."""
+    does not play (``world=mcp``, ``simulate.execute``), by that world's kind."""
     return Counter(g.world for g in _replay_gaps(records) if g.world and not g.missing)
 
 
@@ -130,15 +134,24 @@ def _refuse_served_elsewhere(records: list[dict[str, Any]], fmt: str) -> None:
     worlds = _served_elsewhere(records)
     if not worlds:
         return
-    world = ", ".join(sorted(worlds))
+    other = _other_world(worlds)
     raise ValueError(
         f"publish.format={fmt}: {sum(worlds.values())} of {len(records)} RL records were made "
-        f"against your tool server (world={world}): the reward function this format names "
+        f"against {other.made_against}: the reward function this format names "
         "(wai_exp/env/verl.py) plays the mock world only and cannot replay a task whose "
-        "records live on your server. Use publish.format=trl / openai with a reward function "
-        "of your own that plays your server, or publish the rows as SFT or preference data "
-        "(+experiment=sft_round, or selection.mode=sft / preference). Nothing was published."
+        f"records live on {other.holder}. Use publish.format=trl / openai with a reward "
+        f"function of your own that plays {other.holder}, or publish the rows as SFT or "
+        "preference data (+experiment=sft_round, or selection.mode=sft / preference). Nothing "
+        "was published."
     )
+
+
+def _other_world(worlds: Mapping[str, int]) -> OtherWorld:
+    """The words (``wai_exp.env.task.OtherWorld``) for the world the records were made
+    against; a run plays one world, so every such record names the same one."""
+    from wai_exp.env.task import other_world
+
+    return other_world(sorted(worlds)[0])
 
 
 def _tools_and_system(ctx: StageContext) -> tuple[list[dict[str, Any]], str | None]:
@@ -166,12 +179,16 @@ SECRET_WORLD_KEYS = frozenset({"env", "headers"})
 def world_dials(config: dict[str, Any]) -> dict[str, Any]:
     """The run's world dials an RL record's ``situation.world`` keeps, so ``wai_exp.env``
     rebuilds the same world and person: the ``world`` group (``WorldOptions`` fields) and
-    the person's knobs."""
+    the person's knobs, and ``execute: true`` when the user's own ``simulate.execute``
+    answered the tool calls (no mock world served them, so ``reset`` cannot replay them)."""
     knobs = config.get("knobs") or {}
     # An MCP server's env values and headers are secrets: never in a published file.
     options = {k: v for k, v in (config.get("world") or {}).items() if k not in SECRET_WORLD_KEYS}
+    # Whether, not which: the target can be a path on the user's machine.
+    execute = {"execute": True} if (config.get("simulate") or {}).get("execute") else {}
     return {
         "options": options,
+        **execute,
         **{k: knobs.get(k) for k in ("patience", "avg_turns", "user_temperature") if k in knobs},
     }
 
@@ -337,16 +354,17 @@ def _unscorable_warning(n_bad: int, n: int, rows_file: Any) -> str:
 
 def _served_elsewhere_warning(worlds: Counter[str], n: int) -> str:
     """The publish warning for RL records made against a world ``wai_exp.env`` does not
-    play (``world=mcp``): their reward facts are kept, but no reward function ships."""
-    world = ", ".join(sorted(worlds))
+    play (``world=mcp``, ``simulate.execute``): their reward facts are kept, but no reward
+    function ships."""
+    other = _other_world(worlds)
     return (
-        f"{sum(worlds.values())} of {n} RL records were made against your tool server "
-        f"(world={world}): wai_exp.env.reset cannot replay them (it plays the mock world only; "
-        "the records these tasks name live on your server), so wai_exp.env's TRL "
-        "environment_factory and judge_reward raise on them. Their reward facts are kept: "
-        "train with a reward function of your own that plays rollouts against your server (it "
-        "can score a transcript with wai_exp.task_checklist over the record's "
-        "scenario_dimensions), or publish from a run with the default world"
+        f"{sum(worlds.values())} of {n} RL records were made against {other.made_against}: "
+        "wai_exp.env.reset cannot replay them (it plays the mock world only; the records these "
+        f"tasks name live on {other.holder}), so wai_exp.env's TRL environment_factory and "
+        "judge_reward raise on them. Their reward facts are kept: train with a reward function "
+        f"of your own that plays rollouts against {other.holder} (it can score a transcript "
+        "with wai_exp.task_checklist over the record's scenario_dimensions), or publish from "
+        f"{other.instead}"
     )
 
 
@@ -375,7 +393,7 @@ def _unscorable_note(n_bad: int, n: int) -> list[str]:
 
 
 def _answer_key_note(
-    shape: str, unscorable: int = 0, records: int = 0, elsewhere: int = 0
+    shape: str, unscorable: int = 0, records: int = 0, elsewhere: Mapping[str, int] | None = None
 ) -> list[str]:
     """What the card says about the answer key: never shipped, and on an RL record which
     fields the reward function reads and why the policy must not."""
@@ -422,19 +440,22 @@ def _replay_situation() -> str:
     )
 
 
-def _elsewhere_situation(elsewhere: int, records: int) -> str:
-    """The card's words on ``situation`` for records made against the user's tool server."""
-    which = "These records were" if elsewhere == records else f"{elsewhere} of {records} were"
+def _elsewhere_situation(elsewhere: Mapping[str, int], records: int) -> str:
+    """The card's words on ``situation`` for records made against the user's tool server
+    or backend (``elsewhere``: records by world kind)."""
+    n, other = sum(elsewhere.values()), _other_world(elsewhere)
+    which = "These records were" if n == records else f"{n} of {records} were"
     return (
         "`situation` (a JSON string in the Parquet file): the ask, its grid cell, world state, "
         "fault plan and rate, the rollout seed, the writer's lineage and the run's world dials. "
-        f"{which} made against your tool server (world=mcp), so `wai_exp.env.reset(record)` "
-        "cannot rebuild their world (it plays the mock world only and raises on them: the "
-        "records these tasks name live on your server). No reward function ships with these "
+        f"{which} made against {other.made_against}, so `wai_exp.env.reset(record)` cannot "
+        "rebuild their world (it plays the mock world only and raises on them: the records "
+        f"these tasks name live on {other.holder}). No reward function ships with these "
         "records: wai_exp.env's TRL `environment_factory` and `judge_reward` raise on them. "
-        "Train on them with a reward function of your own that plays rollouts against your "
-        "server (TRL: `GRPOTrainer(reward_funcs=...)`); it can score a transcript with "
-        "`wai_exp.task_checklist` over the record's `scenario_dimensions`. No reference answer."
+        f"Train on them with a reward function of your own that plays rollouts against "
+        f"{other.holder} (TRL: `GRPOTrainer(reward_funcs=...)`); it can score a transcript "
+        "with `wai_exp.task_checklist` over the record's `scenario_dimensions`. No reference "
+        "answer."
     )
 
 
@@ -595,7 +616,7 @@ def _card_files(info: dict[str, Any]) -> list[str]:
         info["shape"],
         info.get("unscorable") or 0,
         info["records"],
-        sum((info.get("unreplayable_world") or {}).values()),
+        info.get("unreplayable_world"),
     )
     lines += ["", *note, ""]
     lines += [
