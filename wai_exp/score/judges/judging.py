@@ -724,6 +724,8 @@ def plan_not_served_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
             tasks.add(row.get("scenario_id") or row.get("task_id") or row.get("prompt"))
     if not tools:
         return None
+    from wai_exp.score.stats.passat import PLAN_NOT_SERVED_FIX  # lazy: scipy lives there
+
     n = sum(tools.values())
     listed = ", ".join(f"{t} on {c}" for t, c in tools.most_common())
     return (
@@ -731,8 +733,7 @@ def plan_not_served_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
         f"for the record the ask names, on a task planned on a record that exists ({listed}): "
         "the asks draw their ids from the tools' schemas (pattern, format, examples), and "
         "your world does not hold those records, so an agent that reports not found would "
-        "fail there. Give the identifying argument an enum of the ids your world holds (the "
-        "asks then name them), or replay with simulate.tasks= only tasks your world can serve"
+        f"fail there. {PLAN_NOT_SERVED_FIX[0].upper()}{PLAN_NOT_SERVED_FIX[1:]}"
     )
 
 
