@@ -176,6 +176,8 @@ def test_a_killed_worker_loses_only_its_rollouts_and_the_same_command_resumes(tm
     assert f"pid {victim}" in out + err
     kept = _partial_rows(tmp_path)
     assert 300 <= kept < 4000
+    # how to resume is said where it holds: the cache keeps the rows (see below, disabled)
+    assert f"re-run the same command to resume ({kept} finished rows kept in" in out + err
 
     back = wai(tmp_path, "r2", *args)
     assert back.returncode == 0, back.stdout + back.stderr

@@ -653,6 +653,36 @@ def test_summary_of_a_grade_with_no_row_judged_says_so_not_that_it_did_not_finis
     assert "did not finish" not in text.split("rows kept")[0]
 
 
+@pytest.mark.parametrize("cache", ["true", "false"])
+def test_a_stage_that_fails_mid_run_says_how_to_resume_only_where_its_rows_are_kept(
+    tmp_path, monkeypatch, cache
+):
+    # A simulate worker that died said "run the same command to resume" from inside the
+    # engine, also with cache.enabled=false, where the next run simulates every row again.
+    from wai_exp.simulate import engine
+
+    cfg = composed("+experiment=rl_round", "simulate.budget=120", "tracking=none",
+                   f"cache.enabled={cache}")  # fmt: skip
+    cfg["pipeline"]["stages"] = {"simulate": {"kind": "simulate"}}
+    real_land = engine.Engine._land
+    count = {"n": 0}
+
+    def failing_land(self, plan, res):
+        count["n"] += 1
+        if count["n"] > 50:
+            raise RuntimeError("a worker went away")
+        return real_land(self, plan, res)
+
+    monkeypatch.setattr(engine.Engine, "_land", failing_land)
+    out, _ = run(cfg, tmp_path, "r1")
+    assert out.status == "failed" and "RuntimeError: a worker went away" in out.error
+    if cache == "true":
+        assert "; re-run the same command to resume (" in out.error, out.error
+        assert "finished rows kept in" in out.error
+    else:
+        assert "resume" not in out.error, out.error
+
+
 def test_a_full_disk_stops_simulate_naming_it_not_as_lost_rollouts(tmp_path, monkeypatch):
     """Issue 25 item 6: every row write failing on a full cache disk read as '1882 lost'
     rollouts of the agent. Now the run stops at the first failed write, naming the disk."""

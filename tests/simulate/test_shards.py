@@ -37,9 +37,10 @@ def test_two_workers_give_the_rows_of_one_process_to_the_last_group():
     assert len(_rows(two)) == 200
     assert _rows(two) == _rows(one)
     assert two.report()["workers"] == 2 and one.report()["workers"] == 1
-    # the worker process says how much memory it peaked at (the 1.5 GB target is per process)
+    # each process says how much memory it peaked at (the 1.5 GB target is per process)
     peaks = two.report()["workers_peak_rss_mb"]
-    assert list(peaks) == ["worker 1"] and 0 < peaks["worker 1"] < 1536
+    assert list(peaks) == ["stage", "worker 1"] and 0 < peaks["worker 1"] < 1536
+    assert peaks["stage"] > 0
 
 
 def test_a_situation_has_one_shard_and_the_stage_takes_half_a_workers_share():
@@ -173,15 +174,39 @@ def test_three_processes_give_the_rows_of_one():
     one = simulate(**KW)
     three = simulate(shards=ShardSpec(workers=3, setup=functools.partial(setup, KW)), **KW)
     assert _rows(three) == _rows(one)
-    assert list(three.report()["workers_peak_rss_mb"]) == ["worker 1", "worker 2"]
+    assert list(three.report()["workers_peak_rss_mb"]) == ["stage", "worker 1", "worker 2"]
 
 
-def test_a_setup_that_cannot_be_pickled_is_refused_before_any_work():
-    import pytest
+class LockedAgent:
+    """A user's agent object holding a lock (as an HTTP client or a cache does)."""
 
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.RLock()
+
+    def __call__(self, message: str) -> str:
+        with self.lock:
+            return "I cannot help with that."
+
+
+@pytest.mark.parametrize("kind", ["lambda setup", "agent holding a lock"])
+def test_a_setup_that_cannot_be_pickled_is_refused_before_any_work_naming_the_fix(kind: str):
+    from wai_exp.simulate.shards import same_arguments
+
+    agent = LockedAgent()
+    setup = (
+        (lambda: (None, {}))
+        if kind == "lambda setup"
+        else functools.partial(same_arguments, agent, KW)
+    )
     seen: list[dict] = []
-    with pytest.raises(Exception, match="pickle|local object"):
-        simulate(shards=ShardSpec(workers=2, setup=lambda: (None, {})), on_row=seen.append, **KW)
+    with pytest.raises(TypeError) as err:
+        simulate(agent, shards=ShardSpec(workers=2, setup=setup), on_row=seen.append, **KW)
+    said = str(err.value)
+    assert said.startswith("simulate workers: the shards' setup cannot be sent"), said
+    assert "RLock" in said or "lambda" in said, said  # pickle's own reason, kept
+    assert "module's top level" in said  # and the fix
     assert seen == []
 
 
@@ -593,3 +618,64 @@ def test_the_clock_abandons_rollouts_still_on_a_worker_and_the_run_ends_with_its
     # waited for; every rollout that came back landed, and none counts twice
     assert report["rollouts_abandoned"] > 0
     assert len(data.rows) + report["rollouts_abandoned"] <= sum(report["workers_rollouts"].values())
+
+
+def flushing_setup(path: str, kwargs: dict) -> tuple[None, dict]:
+    """A worker whose agent's module flushes a log at exit, taking half a second."""
+    import atexit
+    import time
+    from pathlib import Path
+
+    def flush() -> None:
+        time.sleep(0.5)
+        Path(path).write_text("flushed")
+
+    atexit.register(flush)
+    return None, dict(kwargs)
+
+
+def test_a_workers_own_exit_handlers_finish_when_the_stages_process_exits_first(tmp_path):
+    # The stage no longer waits for a closed worker to exit; a process that ends right
+    # after its stage still gives the worker its exit time before killing it.
+    import subprocess
+    import sys
+
+    log = tmp_path / "agent.log"
+    script = (
+        "import functools, importlib\n"
+        "from wai_exp.simulate.engine import simulate\n"
+        "from wai_exp.simulate.shards import ShardSpec\n"
+        "from tests.simulate.test_shards import KW, flushing_setup\n"
+        "importlib.import_module('wai_exp.simulate.shards').prestart(2)  # as the console script\n"
+        f"setup = functools.partial(flushing_setup, {str(log)!r}, KW)\n"
+        "simulate(shards=ShardSpec(workers=2, setup=setup), **KW)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert log.read_text() == "flushed"
+
+
+def importing_setup(folder: str, kwargs: dict) -> tuple[Any, dict]:
+    """A worker whose agent is a user's module that fails as it is imported."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, folder)
+    return importlib.import_module("my_desk").answer, dict(kwargs)
+
+
+def test_a_worker_whose_agent_module_fails_to_import_names_the_users_file_and_line(tmp_path):
+    # The worker sent the outermost frames of its traceback, all wai-exp's own: the user
+    # saw "OSError: Address already in use" and nothing of where.
+    (tmp_path / "my_desk.py").write_text(
+        "import os\n\nraise OSError('Address already in use')\n\n\ndef answer(message):\n"
+        "    return 'ok'\n"
+    )
+    setup = functools.partial(importing_setup, str(tmp_path), KW)
+    with pytest.raises(Exception) as err:
+        simulate(shards=ShardSpec(workers=2, setup=setup), **KW)
+    said = str(err.value)
+    assert "could not start" in said and "Address already in use" in said, said
+    assert 'my_desk.py", line 3' in said, said

@@ -542,7 +542,11 @@ def _failure_words(exc: BaseException, where: str, state: Any, stopped: list[str
         return f"{where}stopped: {exc}, then re-run the same command to resume" + (
             f" ({kept})" if kept else ""
         )
-    return f"{where}failed: {type(exc).__name__}: {exc}"
+    # A stage that failed mid-run kept its finished rows for the next run (a worker that
+    # died, a bug): say so where the cache will reuse them.
+    kept = _kept_rows(state, stopped) if state.cache.enabled else ""
+    resume = f"; re-run the same command to resume ({kept})" if kept else ""
+    return f"{where}failed: {type(exc).__name__}: {exc}{resume}"
 
 
 def _sequential(

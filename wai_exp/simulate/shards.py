@@ -40,6 +40,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -103,8 +104,7 @@ class WorkerDied(RuntimeError):
         self.index, self.detail, self.in_flight = index, detail, in_flight
         super().__init__(
             f"simulate worker {index} ({detail}) died with {in_flight} rollouts in flight; "
-            "the rows that landed are kept in the stage's partial.jsonl: run the same command "
-            "to resume (finished rows are reused, not re-run)"
+            "the rollouts other processes had finished landed first"
         )
 
 
@@ -260,6 +260,21 @@ async def _read_frame(
     return msgs
 
 
+def _check_picklable(init: tuple[Any, ...]) -> None:
+    """Refuse, naming the fix, a setup that cannot reach a worker process (its agent or
+    keyword arguments hold a closure, a lambda, a lock or an open client)."""
+    try:
+        pickle.dumps(init, protocol=_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - whatever pickle raises, the setup cannot go
+        raise TypeError(
+            f"simulate workers: the shards' setup cannot be sent to a worker process "
+            f"({type(exc).__name__}: {exc}). Each worker builds its own agent from the setup, "
+            "so the agent must be picklable: a model spec string, or a function or class "
+            "defined at a module's top level (not a lambda, a closure or an object holding a "
+            "lock or an open client; build those inside the agent on its first call)"
+        ) from exc
+
+
 def same_arguments(agent: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """A ``setup`` for a Python caller: ``functools.partial(same_arguments, agent, kwargs)``
     with a picklable agent (a model spec string, a module-level function) and kwargs."""
@@ -333,6 +348,8 @@ class _Process:
         )  # fmt: skip
         #: what a spare was started under: a stage takes it only if they still hold
         self.cwd, self.env = os.getcwd(), dict(os.environ)
+        #: when it must have exited once its stage closed it (``reap``)
+        self.exit_by = 0.0
 
     @property
     def pid(self) -> int:
@@ -368,12 +385,14 @@ class _Process:
         said goodbye takes 0.2-0.4 s to tear its interpreter down: the stage writes its
         report meanwhile instead of waiting. Not in the event loop's executor, whose
         shutdown would wait for it all the same."""
+        self.exit_by = time.monotonic() + _EXIT_WAIT_S
         _CLOSING.add(self)
-        threading.Thread(target=self._wait_or_kill, daemon=True).start()
+        threading.Thread(target=self.wait_or_kill, daemon=True).start()
 
-    def _wait_or_kill(self) -> None:
+    def wait_or_kill(self) -> None:
+        """Wait for its exit until ``exit_by`` (``reap``), then kill it."""
         try:
-            self.popen.wait(_EXIT_WAIT_S)
+            self.popen.wait(max(0.0, self.exit_by - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.kill()
             self.popen.wait()
@@ -424,12 +443,13 @@ def _take_spare() -> _Process | None:
 
 
 def _close_spares() -> None:
-    """At exit: end the spares no stage took, and the closed workers still exiting (none
-    outlives the stage's process)."""
+    """At exit: end the spares no stage took, and give the closed workers still exiting
+    what is left of their ``_EXIT_WAIT_S`` (an agent's own exit handlers may be flushing)
+    before they are killed: none outlives the stage's process."""
     while _SPARES:
         _SPARES.pop().discard()
     for proc in list(_CLOSING):
-        proc.kill()
+        proc.wait_or_kill()
 
 
 class _LocalShard:
@@ -469,7 +489,7 @@ class _LocalShard:
         without waiting for it (a worker takes 0.3-1 s to import and build its agent:
         ``starting``). Raises when ``init`` cannot be pickled (a closure for an agent),
         before any work."""
-        pickle.dumps(init, protocol=_PROTOCOL)
+        _check_picklable(init)
         self.proc = _take_spare() or _Process()
         self.stdout, self.stdout_transport, self.stdin = await self.proc.pipes()
         self.outbox = _Outbox(self.stdin.write, self._unsendable)
@@ -626,6 +646,8 @@ class _RayShard:
         self.index, self.actor, self.share = index, actor, share
         #: the early warning its agent's model calls gave when last asked (``ShardedRunner``)
         self.health: str | None = None
+        #: the actor's peak resident memory, MB, asked for as it closes (None: no answer)
+        self.peak_rss_mb: float | None = None
 
     def launch(self, plan: Any) -> Awaitable[Any]:
         return self._run(plan)
@@ -636,12 +658,17 @@ class _RayShard:
         try:
             out = await self.actor.run.remote(_slim(plan))
         except ray.exceptions.RayActorError as exc:
+            if exc.actor_init_failed:  # its setup raised (the agent's module, its config)
+                text = f"simulate worker {self.index} (a Ray actor) could not start: {exc}"
+                raise WorkerNotStarted(text) from exc
             raise WorkerDied(self.index, f"Ray actor: {type(exc).__name__}", 1) from exc
         return _shared(out, self.share)
 
     async def close(self) -> None:
         import ray
 
+        with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
+            self.peak_rss_mb = await asyncio.wait_for(self.actor.peak_rss_mb.remote(), 5.0)
         ray.kill(self.actor)
 
 
@@ -769,9 +796,11 @@ class ShardedRunner:
         return [s for s in self._shards if not isinstance(s, _StageShard)]
 
     def peak_rss_mb(self) -> dict[str, float | None]:
-        """Each worker's peak resident memory in MB, by name (``worker 1``; None: not
-        reported, a Ray actor or a worker that died)."""
-        return {f"worker {s.index}": getattr(s, "peak_rss_mb", None) for s in self._processes()}
+        """Peak resident memory in MB of the stage's own process (``stage``: its peak so
+        far, earlier stages of the same process included) and of each worker or Ray actor
+        (``worker 1`` ...; None: it did not report, it died)."""
+        workers = {f"worker {s.index}": s.peak_rss_mb for s in self._processes()}
+        return {"stage": _peak_rss_mb(), **workers}
 
     def rollouts_by_process(self) -> dict[str, int]:
         """Rollouts each process was given, by name (``stage``: the stage's own process,
@@ -832,6 +861,9 @@ class _RayWorker:
 
         return agent_warning(self.runner, self.cfg)
 
+    def peak_rss_mb(self) -> float:
+        return _peak_rss_mb()
+
 
 def _row_of(msg: tuple[Any, ...]) -> Any:
     """The row a worker's message carries (None: it carries none): an ``Outcome`` crosses
@@ -882,7 +914,8 @@ async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
             return  # a spare no stage took: its parent closed our stdin
         runner = shard_runner(setup, cfg, run_id)
     except Exception:  # noqa: BLE001 - the parent says why the worker could not start
-        outbox.put(("error", traceback.format_exc(limit=5)))
+        # the innermost frames: where the user's agent module or setup failed
+        outbox.put(("error", traceback.format_exc(limit=-8)))
         outbox.flush()
         await out.drain()
         return
