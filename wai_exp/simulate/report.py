@@ -54,8 +54,6 @@ def tier_mix(
     drawn tasks fell more than ``tier_mix_tolerance`` under ``hard_share`` and a fair draw of
     that many tasks would fall that short less than ``TIER_MIX_ALPHA`` of the time (None
     otherwise)."""
-    from scipy.special import bdtr  # binomial lower tail
-
     from wai_exp.domain.dimensions import HARD_TIERS
 
     knobs, hs = cfg.knobs, cfg.hard_share
@@ -80,6 +78,9 @@ def tier_mix(
     share = mix["hard_share_drawn_tasks"]
     if share is None or n_rows < knobs.tier_mix_min_rows or share >= hs - knobs.tier_mix_tolerance:
         return mix, warning
+    # Imported only here: scipy's import (0.3-0.4 s) was the end of every simulate stage.
+    from scipy.special import bdtr  # binomial lower tail
+
     chance = float(bdtr(hard_tasks, len(fresh), hs))
     mix["shortfall_chance"] = chance
     if chance < TIER_MIX_ALPHA:
