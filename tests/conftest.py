@@ -1,8 +1,11 @@
-"""Settings every test process shares (xdist workers included)."""
+"""Settings and fixtures every test process shares (xdist workers included)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import pytest
 
 
 def pytest_configure() -> None:
@@ -10,3 +13,16 @@ def pytest_configure() -> None:
     # would otherwise start MLflow's job runner: seven huey consumer processes, each importing
     # mlflow (about 25 s of CPU on 2 cores) for GenAI jobs wai-exp never submits.
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+
+
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty SQLite MLflow store, migrated once per process: copy it to where a test's
+    store goes. MLflow creates its schema on first use (2-5 s); a copy opens in milliseconds
+    and holds what that first use makes (shared/NOTES-hydra-mlflow.md)."""
+    from mlflow import MlflowClient
+
+    folder = tmp_path_factory.mktemp("mlflow-template")
+    db = folder / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{db}").search_experiments()
+    return db

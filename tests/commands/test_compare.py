@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,11 @@ from wai_exp.rows.jsonl import write_rows
 
 
 @pytest.fixture(autouse=True)
-def _own_store(tmp_path: Path, monkeypatch) -> None:
-    """compare logs its report to ./mlflow.db by default: keep that inside the test's folder."""
+def _own_store(tmp_path: Path, monkeypatch, migrated_db: Path) -> None:
+    """compare logs its report to ./mlflow.db by default: keep that inside the test's folder.
+    The store there is a copy of an empty migrated one, so no test waits on MLflow's schema
+    creation."""
+    shutil.copyfile(migrated_db, tmp_path / "mlflow.db")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
 
@@ -307,11 +311,14 @@ def test_a_writer_that_dies_leaves_the_recording_to_the_command(
     assert cmp.info.status == "FINISHED"
 
 
-def test_no_record_leaves_mlflow_alone(tmp_path: Path, capsys) -> None:
+def test_no_record_leaves_mlflow_alone(tmp_path: Path, capsys, monkeypatch) -> None:
+    bare = tmp_path / "bare"  # a folder with no store in it (the test's own holds one)
+    bare.mkdir()
+    monkeypatch.chdir(bare)
     a = run_dir(tmp_path, "a", arm(0.3, 1))
     b = run_dir(tmp_path, "b", arm(0.6, 2))
     assert main([str(a), str(b), "--no-record"]) in (EXIT_OK, EXIT_NOT_OK)
-    assert not (tmp_path / "mlflow.db").exists()
+    assert not (bare / "mlflow.db").exists()
 
 
 def test_a_sweep_parent_is_an_arm_only_when_its_jobs_are_replicates(tmp_path: Path, capsys) -> None:

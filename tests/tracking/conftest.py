@@ -1,8 +1,5 @@
-"""Shared fixtures: one migrated SQLite MLflow store per session, copied per test.
-
-MLflow creates its schema on first use (about 2 s); copying an already-migrated file
-makes each store-backed test cost milliseconds instead (shared/NOTES-hydra-mlflow.md).
-"""
+"""Shared fixtures: a start folder holding a copy of the session's migrated SQLite MLflow
+store (``migrated_db``, tests/conftest.py), and graded rows."""
 
 from __future__ import annotations
 
@@ -11,16 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from mlflow import MlflowClient
-
-    folder = tmp_path_factory.mktemp("mlflow-template")
-    db = folder / "mlflow.db"
-    MlflowClient(tracking_uri=f"sqlite:///{db}").search_experiments()
-    return db
 
 
 @pytest.fixture
