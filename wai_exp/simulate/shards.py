@@ -304,10 +304,11 @@ def worker_backlog(concurrency: int, workers: int) -> int:
 
 
 def local_shares(workers: int) -> tuple[int, ...]:
-    """Each local shard's share of the situations: the stage's own process (shard 0) runs
-    rollouts too, as one of the ``workers``, and takes half a worker's share because it also
-    plans, lands, stops and reports for all of them (offline, an even split left the
-    stage's process the bottleneck: docs/SCALE.md)."""
+    """Each local shard's share of the situations an async agent's rollouts are hashed by
+    (a sync agent's go by queue: ``ShardedRunner._least_queued``): the stage's own process
+    (shard 0) runs rollouts too, as one of the ``workers``, and takes half a worker's share
+    because it also plans, lands, stops and reports for all of them. Over HTTP at c=128 an
+    even split measured within the spread of this one (workers-crossing-2026-12-06.md)."""
     return (1, *(2,) * (workers - 1))
 
 
