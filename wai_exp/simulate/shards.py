@@ -15,8 +15,9 @@ Locally (``cluster: local``) the stage's own process is shard 0 and runs a share
 rollouts itself, on its own runner; ``workers - 1`` worker processes (``python -m
 wai_exp.simulate.shards``) run the rest, spoken to over their stdin/stdout in frames (one
 length-prefixed list of messages per pass of the event loop: pickled to a worker, marshalled
-from it, ``_FrameCodec``), from the parent's event loop. A parent that only planned, received and landed spent two thirds of the CPU a row that
-one process spends making it, so two workers beside it ran slower than one process. On Ray
+from it, ``_FrameCodec``), from the parent's event loop. A parent that only planned,
+received and landed spent two thirds of the CPU a row that one process spends making it, so
+two workers beside it ran slower than one process. On Ray
 (``cluster: ray``, on ``ray.address``) every shard is an actor. Each shard builds its own agent,
 world and judge from a picklable ``setup`` (the pipeline's config, re-read in the worker),
 so nothing unpicklable (HTTP clients, open servers) crosses a process boundary.
@@ -737,6 +738,8 @@ class ShardedRunner:
         return shard.launch(plan)
 
     async def run(self, plan: Any) -> Any:
+        # The RolloutRunner interface this stands in for: without it ``__getattr__`` would
+        # hand out the stage's own runner's ``run``, and a caller's rollouts would not move.
         return await self.launch(plan)
 
     def _route(self, plan: Any) -> Any:
@@ -926,8 +929,8 @@ async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
 
     async def one(rid: int, plan: Any) -> None:
         try:
-            out = await runner.run(plan)
-            outbox.put((rid, "ok", out.row, out.lost, out.seconds))
+            done = await runner.run(plan)
+            outbox.put((rid, "ok", done.row, done.lost, done.seconds))
         except Exception as exc:  # noqa: BLE001 - the engine re-raises it for that rollout
             outbox.put((rid, "error", f"{type(exc).__name__}: {exc}"))
 
