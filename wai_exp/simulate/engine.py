@@ -662,6 +662,10 @@ class _Pool:
             self.loop.call_later(max(0.0, engine.deadline - time.monotonic()), self.wake.set)
         #: set by the loop's tick (``Engine.tick_s``), cleared by the loop that read it
         self.ticked = False
+        #: the clock's grace ran out and running rollouts were cancelled (``_abandon``);
+        #: ``abandoned`` counts those that ended cancelled
+        self.abandoning = False
+        self.abandoned = 0
         self._beat = self.loop.call_later(engine.tick_s(), self._tick)
 
     def _tick(self) -> None:
@@ -698,7 +702,9 @@ class _Pool:
         """A rollout is back (or was cancelled): the run counts its outcome now
         (``Engine.ran``); an error it raised is raised where it lands (``pop``)."""
         self.running.discard(task)
-        if not task.cancelled():
+        if task.cancelled():
+            self.abandoned += self.abandoning
+        else:
             try:
                 slot.outcome = self.engine.ran(slot.plan, task.result())
             except Exception as exc:  # noqa: BLE001 - raised in plan order, by ``pop``
@@ -730,16 +736,12 @@ class _Pool:
             asyncio.get_running_loop().call_later(left + grace, self._abandon)
 
     def _abandon(self) -> None:
-        # Only what cancelling stops: a rollout that finished in this same pass of the loop
-        # (its landing callback not yet run) lands, and is not counted as abandoned too.
-        n = sum(task.cancel() for task in list(self.running))
-        if not n:
-            return
-        self.engine.abandoned += n
-        self.engine.warnings.append(
-            f"{n} rollouts were still running {self.engine.knobs.stop_grace}s after the "
-            "time budget ran out and were abandoned (advanced stop_grace)."
-        )
+        # Counted as each ends cancelled (``_finished``), not here: a rollout that finished
+        # in this same pass of the loop, or whose agent's own wait swallowed the
+        # cancellation (Python 3.11's ``wait_for``), lands, and is not abandoned as well.
+        self.abandoning = True
+        for task in list(self.running):
+            task.cancel()
 
     def head_done(self) -> bool:
         return bool(self.pending) and self.pending[0].done
@@ -763,6 +765,12 @@ class _Pool:
         await asyncio.gather(*self.running, return_exceptions=True)
 
     def cancel_all(self) -> None:
+        if self.abandoned:
+            self.engine.abandoned += self.abandoned
+            self.engine.warnings.append(
+                f"{self.abandoned} rollouts were still running {self.engine.knobs.stop_grace}s "
+                "after the time budget ran out and were abandoned (advanced stop_grace)."
+            )
         self._beat.cancel()
         self.waiting.clear()  # a cancelled rollout's callback must start nothing more
         for task in self.running:
