@@ -162,6 +162,48 @@ def test_a_file_only_a_worker_read_is_an_input_of_the_stage(tmp_path):
     assert not any(r.startswith("Hello. ") for r in replies)
 
 
+#: ``DESK`` whose replies, in a worker process only, start with a greeting from a module it
+#: imports by name at call time (the cache key's scan of the agent's imports cannot see
+#: it): loaded from its bytecode, it is recorded only at the worker's exit.
+GREETED = DESK.replace(
+    "def answer(message, *, world, **context):\n",
+    "def answer(message, *, world, **context):\n"
+    "    if sys.argv[0].endswith('shards.py'):\n"
+    "        import importlib\n\n"
+    "        greeting = importlib.import_module('greet' + 'ing')  # no static import to see\n"
+    "        return greeting.TEXT + _answer(message, world=world)\n"
+    "    return _answer(message, world=world)\n\n\n"
+    "def _answer(message, *, world, **context):\n",
+).replace("import re\n", "import re\nimport sys\n")
+
+
+def test_a_module_only_a_worker_imported_is_an_input_of_the_stage(tmp_path):
+    # The stage does not wait for a closed worker to exit, but the stage's record must
+    # still have what the worker spools at its exit (the modules it imported): the simulate
+    # stage waits for its workers' exit before the runner reads the record.
+    import py_compile
+
+    (tmp_path / "desk.py").write_text(GREETED)
+    # its own exit handler (a log's flush) runs before the worker says what it imported
+    module = 'import atexit\nimport time\n\natexit.register(time.sleep, 1.0)\nTEXT = "Hello. "\n'
+    (tmp_path / "greeting.py").write_text(module)
+    py_compile.compile(str(tmp_path / "greeting.py"))  # loaded from bytecode: no open()
+    args = ("simulate.budget=600", "agent=callable", "agent.target=desk:answer",
+            "simulate.workers=2")  # fmt: skip
+    first = wai(tmp_path, "r1", *args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    report = json.loads((tmp_path / "outputs/r1/simulate/report.json").read_text())
+    assert report["workers_rollouts"]["worker 1"] >= 100, report["workers_rollouts"]
+    (tmp_path / "greeting.py").write_text(module.replace("Hello. ", "Hi!!! "))
+    for seen in tmp_path.glob("imported-*"):
+        seen.unlink()
+    second = wai(tmp_path, "r2", *args)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "greeting.py, which the stage read, has changed since" in second.stdout, second.stdout
+    replies = [json.loads(r)["final_text"] for r in rows(tmp_path, "r2")]
+    assert any(r.startswith("Hi!!! ") for r in replies)
+
+
 def test_a_killed_worker_loses_only_its_rollouts_and_the_same_command_resumes(tmp_path):
     args = ("simulate.budget=4000", "simulate.workers=3", "knobs.concurrency=64")
     proc = subprocess.Popen(

@@ -444,14 +444,21 @@ def _take_spare() -> _Process | None:
         proc.discard()
 
 
-def _close_spares() -> None:
-    """At exit: end the spares no stage took, and give the closed workers still exiting
-    what is left of their ``_EXIT_WAIT_S`` (an agent's own exit handlers may be flushing)
-    before they are killed: none outlives the stage's process."""
-    while _SPARES:
-        _SPARES.pop().discard()
+def wait_for_closed_workers() -> None:
+    """Wait until every worker a stage of this process closed has exited, killing any still
+    running when its ``_EXIT_WAIT_S`` is up: what a worker does at its exit is then done
+    (an agent's own exit handlers; the stage cache's record of the modules it imported,
+    ``pipeline/reads.spool``, which the stage reads once its rows are in)."""
     for proc in list(_CLOSING):
         proc.wait_or_kill()
+
+
+def _close_spares() -> None:
+    """At exit: end the spares no stage took, and let the closed workers still exiting
+    finish (``wait_for_closed_workers``): none outlives the stage's process."""
+    while _SPARES:
+        _SPARES.pop().discard()
+    wait_for_closed_workers()
 
 
 class _LocalShard:

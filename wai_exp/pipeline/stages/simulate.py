@@ -526,10 +526,19 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         )  # fmt: skip
 
     with RowAppender(ctx.partial_path) as appender:
-        data = simulate(
-            agent=agent, done_rows=done, on_row=appender.append, progress=progress,
-            shards=shard_spec(ctx, params, kwargs.get("tasks") if pinned else None), **kwargs,
-        )  # fmt: skip
+        try:
+            data = simulate(
+                agent=agent, done_rows=done, on_row=appender.append, progress=progress,
+                shards=shard_spec(ctx, params, kwargs.get("tasks") if pinned else None),
+                **kwargs,
+            )  # fmt: skip
+        finally:
+            from wai_exp.simulate.shards import wait_for_closed_workers
+
+            # simulate() returns without waiting for its workers' exit (0.2-0.4 s of
+            # teardown, overlapped with its report); what they spool for the cache record
+            # at exit must be in before the runner reads it.
+            wait_for_closed_workers()
     # The engine's own rows, not ``data.rows`` (a scrubbed copy of every row): the runner
     # scrubs each row as it writes it, so the stage never holds two copies.
     rows = data.trajectories
