@@ -457,7 +457,7 @@ def _gone(pid: int, within: float = 10.0) -> bool:
     while time.monotonic() < deadline:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # reaped before or while read
             return True
         if state == "Z":
             return True
