@@ -97,3 +97,56 @@ def test_bad_spec_file_errors(tmp_path):
         load_agent_spec({"system_prompt": "x"})
     with pytest.raises(ValueError, match="unknown keys \\['tool'\\]"):
         load_agent_spec({"system_prompt": "x", "tools": [], "tool": []})
+
+
+def _spec_with(name: str = "pay_bill", **amount: object) -> dict:
+    schema = {"type": "number", **amount}
+    return {
+        "system_prompt": "1. Never pay more than the open balance.",
+        "tools": [
+            {
+                "name": name,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"amount": schema},
+                    "required": ["amount"],
+                },
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        (_spec_with("pay bill"), r"tools\[0\] \(pay bill\): tool names may hold only.*'pay_bill'"),
+        (_spec_with("billing.pay"), r"rename it, e.g. 'billing_pay'"),
+        (_spec_with("p" * 65), r"at most 64"),
+        (_spec_with(pattern="^BW-(\\d{6}$"), r"'amount' has pattern .*not a regular expression"),
+        (_spec_with(enum=[]), r"'amount' has enum \[\]: an enum is a non-empty list"),
+        (_spec_with(minimum=3000, maximum=2000), r"minimum 3000 and maximum 2000: no value"),
+        (_spec_with(exclusiveMinimum=5, maximum=5), r"exclusiveMinimum 5 and maximum 5"),
+        (_spec_with(minLength=4, maxLength=2), r"minLength 4 and maxLength 2"),
+    ],
+)
+def test_a_spec_no_model_api_or_call_could_use_is_refused_naming_the_fix(spec, says, tmp_path):
+    """A tool name OpenAI and Anthropic refuse (HTTP 400 on the first call, mid-run), a
+    pattern that is no regex, an empty enum and bounds no value meets are refused as the
+    spec loads, before any work, naming the tool, the argument and the fix; from a file, the
+    file too."""
+    with pytest.raises(ValueError, match=says):
+        load_agent_spec(spec)
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match=rf"agent spec {path}: tools\[0\]"):
+        load_agent_spec(path)
+
+
+def test_usable_bounds_patterns_and_ecma_only_escapes_still_load():
+    for amount in (
+        {"minimum": 1, "maximum": 1},
+        {"minimum": 1, "maximum": 2000, "pattern": "^\\d+$"},
+        {"pattern": "^\\p{L}+$"},  # ECMA-262's Unicode class: Python's re lacks it
+        {"enum": [5, 10]},
+    ):
+        assert load_agent_spec(_spec_with(**amount)).tool_names == ["pay_bill"]

@@ -12,6 +12,7 @@ The package ships one spec, ``support_desk`` (``specs/support_desk.json``, descr
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,80 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]]:
     return out
 
 
+#: The tool names OpenAI's and Anthropic's APIs accept: a model backend refuses any other
+#: name with an HTTP 400 on its first call, after the run has started.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+#: (lower, upper, exclusive) bounds of one JSON-schema property: no value is valid when the
+#: lower is above the upper, or at it when either bound is exclusive.
+_BOUNDS = (
+    ("minimum", "maximum", False),
+    ("exclusiveMinimum", "maximum", True),
+    ("minimum", "exclusiveMaximum", True),
+    ("exclusiveMinimum", "exclusiveMaximum", True),
+    ("minLength", "maxLength", False),
+    ("minItems", "maxItems", False),
+)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _argument_problem(arg: str, schema: Mapping[str, Any]) -> str | None:
+    """Why no value of argument ``arg`` can satisfy ``schema`` (or the schema is not one a
+    model API takes), naming the fix; None when it is usable."""
+    pattern = schema.get("pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str):
+            return f"argument {arg!r} has a pattern that is not a string ({pattern!r}): write it as a regex string"
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            # Escapes only ECMA-262 knows (\p{L}) are left to the schema's own dialect.
+            if not str(exc).startswith("bad escape"):
+                return (
+                    f"argument {arg!r} has pattern {pattern!r}, which is not a regular "
+                    f"expression ({exc}): fix the pattern or drop it"
+                )
+    if "enum" in schema:
+        enum = schema["enum"]
+        if not isinstance(enum, list) or not enum:
+            return (
+                f"argument {arg!r} has enum {enum!r}: an enum is a non-empty list of the "
+                "values allowed; list them or drop enum"
+            )
+    for low, high, exclusive in _BOUNDS:
+        lo, hi = schema.get(low), schema.get(high)
+        if _is_number(lo) and _is_number(hi) and (lo >= hi if exclusive else lo > hi):
+            return (
+                f"argument {arg!r} has {low} {lo} and {high} {hi}: no value is valid; "
+                "fix the bounds"
+            )
+    return None
+
+
+def check_spec_tools(tools: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse tools (already normalised) that a model API would refuse or that no call can
+    satisfy: a name outside letters, digits, ``_`` and ``-`` (at most 64), a pattern that is
+    not a regex, an empty enum, a lower bound above its upper bound. Raises ``ValueError``
+    naming the tool, the argument and the fix."""
+    for index, tool in enumerate(tools):
+        fn = tool["function"]
+        name = fn["name"]
+        where = f"tools[{index}] ({name})"
+        if not _TOOL_NAME.fullmatch(name):
+            fixed = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")[:64] or "tool"
+            raise ValueError(
+                f"{where}: tool names may hold only letters, digits, '_' and '-' (at most 64), "
+                f"as OpenAI's and Anthropic's APIs require; rename it, e.g. {fixed!r}"
+            )
+        for arg, schema in (fn["parameters"].get("properties") or {}).items():
+            problem = _argument_problem(arg, schema)
+            if problem:
+                raise ValueError(f"{where}: {problem}")
+
+
 class AgentSpec(BaseModel):
     """One agent spec: a name, the policy system prompt and the tools (OpenAI shape)."""
 
@@ -200,6 +275,8 @@ def load_agent_spec(path_or_name: str | Path | Mapping[str, Any] | None = None) 
     if not isinstance(data["system_prompt"], str):
         raise ValueError(f"agent spec {source}: system_prompt must be a string")
     try:
-        return AgentSpec(name=str(name), system_prompt=data["system_prompt"], tools=data["tools"])
+        tools = normalize_tools(data["tools"])
+        check_spec_tools(tools)
     except ValueError as exc:
-        raise ValueError(f"agent spec {source}: {exc}") from exc
+        raise ValueError(f"agent spec {source}: {exc}") from None
+    return AgentSpec(name=str(name), system_prompt=data["system_prompt"], tools=tools)
