@@ -249,6 +249,28 @@ def test_hollow_run_warnings() -> None:
     assert not any("no rollout called a tool" in w for w in used.warnings)
 
 
+def test_partial_rewards_left_out_of_the_pass_rates_are_warned_about() -> None:
+    """pass@k counts only 0/1 verdicts: a judge that gives partial credit (documented as a
+    reward in [0, 1]) must hear that its partial rows, and the tasks that have no other row,
+    are not in the headline, not read a pass@1 over the rest as the agent's rate."""
+    rows = make_rows(8)
+    for i, row in enumerate(rows):
+        row["scenario_id"], row["rollout_index"] = f"task-{i // 2}", i % 2
+
+    def judge(row: dict[str, Any]) -> float:
+        # tasks 0 and 1: a partial score on every row; tasks 2 and 3: one fail, one 0.5
+        return 0.5 if row["scenario_id"] in ("task-0", "task-1") or row["rollout_index"] else 0.0
+
+    scored = run_judge(rows, judge)
+    assert scored.counts == {"ok": 8}
+    (warning,) = [w for w in scored.warnings if "partial reward" in w]
+    assert warning.startswith("6 of 8 rows carry a partial reward (between 0 and 1)")
+    assert "the other 2 rows, and 2 of 4 tasks have no 0/1 row" in warning
+    assert warning.endswith("have the judge return 0/1 (a threshold on its score)")
+    assert scored.pass_at.n_groups == 2
+    assert not any("partial" in w for w in run_judge(rows, lambda r: 1).warnings)
+
+
 def test_self_judged_warning() -> None:
     class Judge:
         model = "vllm:Qwen/Qwen3-4B@https://host/v1"

@@ -54,6 +54,7 @@ from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import check_rows, read_steps
 from wai_exp.rows.rowlist import RowList
 from wai_exp.score.grade.grading import declared_names
+from wai_exp.score.stats.readers import binary_reward, numeric_reward
 
 #: Every ``judge_status`` a scored row can carry.
 JUDGE_STATUSES: tuple[str, ...] = ("ok", "invalid_result", "error", "timeout", "abstain")
@@ -710,6 +711,38 @@ def unknown_vocabulary_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     )
 
 
+def partial_reward_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """One warning for rows whose reward is strictly between 0 and 1: pass@1, pass^k and
+    pass@k count only 0/1 verdicts, so the headline reads the other rows, and a task with no
+    0/1 row at all drops out of it; None when no row has a partial reward."""
+    partial = 0
+    tasks: set[str] = set()
+    binary_tasks: set[str] = set()
+    for row in rows:
+        key = task_key(row)
+        tasks.add(key)
+        if binary_reward(row) is not None:
+            binary_tasks.add(key)
+        elif numeric_reward(row) is not None:
+            partial += 1
+    if not partial:
+        return None
+    counted = len(rows) - partial
+    left_out = len(tasks) - len(binary_tasks)
+    dropped = (
+        f", and {left_out} of {len(tasks)} tasks have no 0/1 row, so they are left out of "
+        "those rates"
+        if left_out
+        else ""
+    )
+    return (
+        f"{partial} of {len(rows)} rows {'carries' if partial == 1 else 'carry'} a partial "
+        "reward (between 0 and 1): pass@1, "
+        f"pass^k and pass@k count only 0/1 verdicts, so they read at most the other "
+        f"{counted} rows{dropped}; have the judge return 0/1 (a threshold on its score)"
+    )
+
+
 def plan_not_served_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     """One warning for the rows a rule judge left unjudged because the world answered "not
     found" for the record their task was planned on (``judge_meta["plan_not_served"]``):
@@ -788,6 +821,9 @@ def _hollow_warnings(
                 + ") keep reward=None; they are counted here and left out of pass rates, "
                 "never counted as failures"
             )
+    partial = partial_reward_warning(scored.rows)
+    if partial:
+        w.append(partial)
     unknown = unknown_vocabulary_warning(scored.rows)
     if unknown:
         w.append(unknown)
