@@ -144,8 +144,8 @@ _BOUNDS = (
 )
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _argument_problem(arg: str, schema: Mapping[str, Any]) -> str | None:
@@ -172,11 +172,11 @@ def _argument_problem(arg: str, schema: Mapping[str, Any]) -> str | None:
                 "values allowed; list them or drop enum"
             )
     for low, high, exclusive in _BOUNDS:
-        lo, hi = schema.get(low), schema.get(high)
-        if _is_number(lo) and _is_number(hi) and (lo >= hi if exclusive else lo > hi):
+        lo, hi = _number(schema.get(low)), _number(schema.get(high))
+        if lo is not None and hi is not None and (lo >= hi if exclusive else lo > hi):
             return (
-                f"argument {arg!r} has {low} {lo} and {high} {hi}: no value is valid; "
-                "fix the bounds"
+                f"argument {arg!r} has {low} {schema[low]} and {high} {schema[high]}: no value "
+                "is valid; fix the bounds"
             )
     return None
 
