@@ -653,12 +653,25 @@ def _ground_truth(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _tools_of(row: Mapping[str, Any], default: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tools a row declares itself (an OpenAI / TRL line carries ``tools``), scrubbed;
-    else ``default`` (the agent spec's)."""
+    """The tools a row declares itself (an OpenAI / TRL line carries ``tools``), scrubbed, in
+    the function-calling shape; else ``default`` (the agent spec's)."""
     own = row.get("tools")
     if isinstance(own, list | tuple) and own and all(isinstance(t, Mapping) for t in own):
-        return [scrub(dict(t)) for t in own]
+        return [function_shape(scrub(dict(t))) for t in own]
     return default
+
+
+def function_shape(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """``tool`` as ``{"type": "function", "function": {...}}``: a bare ``{"name",
+    "description", "parameters"}`` dict (inspect_ai's, and Anthropic's with
+    ``input_schema``) is wrapped, since OpenAI's fine-tuning files and the chat templates
+    that read ``tool.function`` take only the wrapped shape; any other dict is kept as is."""
+    if isinstance(tool.get("function"), Mapping) or not isinstance(tool.get("name"), str):
+        return dict(tool)
+    fn = {k: v for k, v in tool.items() if k not in ("type", "input_schema")}
+    if "parameters" not in fn and isinstance(tool.get("input_schema"), Mapping):
+        fn["parameters"] = tool["input_schema"]
+    return {"type": "function", "function": fn}
 
 
 def _calibration_value(field: str, value: Any) -> Any:
