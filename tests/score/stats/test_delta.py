@@ -903,3 +903,21 @@ def test_same_rollouts_on_both_sides_are_named_as_such() -> None:
     ]
     rep = delta_report(rows, list(reversed(rows)), n_boot=500)
     assert any("compares a run's rows with themselves, not a re-run" in w for w in rep["warnings"])
+
+
+def test_tasks_whose_rows_on_one_side_carry_no_pass_fail_are_not_called_absent() -> None:
+    """A task the after file holds, all of whose rows carry a partial reward, has no pass@1
+    there: it is dropped from the pairing like a task the file lacks, and the warning says
+    which it is, so a reader does not go looking for tasks that are in the file."""
+
+    def rows(task: str, rewards: list[float]) -> list[dict]:
+        return [{"scenario_id": task, "reward": r, "final_text": "ok"} for r in rewards]
+
+    before = [r for t in "abcde" for r in rows(t, [1.0, 0.0, 1.0, 1.0])]
+    after = [r for t in "abc" for r in rows(t, [1.0, 1.0, 0.0, 1.0])] + rows("d", [0.6] * 4)
+    rep = delta_report(before, after, n_boot=200, seed=0)
+    assert rep["n_paired_tasks"] == 3 and rep["n_unpaired_tasks"] == 2
+    (warning,) = [w for w in rep["warnings"] if "one side only" in w]
+    assert warning.startswith("2 task(s) are measured on one side only (2 before, 0 after)")
+    assert "1 of them have rows on the other side too (1 after, 0 before)" in warning
+    assert "a partial reward or an unjudged row carries none" in warning

@@ -908,13 +908,31 @@ class _Pairing:
         n_either = int((on_b | on_a).sum())
         n_unpaired = n_either - n_paired
         if n_unpaired:
-            warnings.append(
-                f"{n_unpaired} task(s) are on one side only ({int((on_b & ~on_a).sum())} "
-                f"before, {int((on_a & ~on_b).sum())} after) and were dropped from the paired "
-                "comparison"
-            )
+            warnings.append(_unpaired_warning(tm, on_b, on_a, n_unpaired))
         share = n_paired / n_either if n_either else 0.0
         return cls(on_b & on_a, n_paired, n_either, n_unpaired, share)
+
+
+def _unpaired_warning(tm: _TaskMeans, on_b: np.ndarray, on_a: np.ndarray, n: int) -> str:
+    """Why ``n`` tasks measured on one side were dropped: the other side has no row of the
+    task, or has rows whose target value is missing (a partial reward or an unjudged row
+    carries no pass@1), which a reader must not mistake for an absent task."""
+    has_b = np.bincount(tm.b_idx, minlength=tm.n_tasks) > 0
+    has_a = np.bincount(tm.a_idx, minlength=tm.n_tasks) > 0
+    only_b, only_a = on_b & ~on_a, on_a & ~on_b
+    text = (
+        f"{n} task(s) are measured on one side only ({int(only_b.sum())} before, "
+        f"{int(only_a.sum())} after) and were dropped from the paired comparison"
+    )
+    unread_a, unread_b = int((only_b & has_a).sum()), int((only_a & has_b).sum())
+    if unread_a or unread_b:
+        text += (
+            f"; {unread_a + unread_b} of them have rows on the other side too "
+            f"({unread_a} after, {unread_b} before), none carrying the target (for pass@1, "
+            "a partial reward or an unjudged row carries none: grade both sides with a judge "
+            "that returns 0/1)"
+        )
+    return text
 
 
 @dataclass
