@@ -69,3 +69,19 @@ def test_sft_rows_calling_an_undeclared_tool_stop_at_the_gate_counted(tmp_path):
     assert "rows that declare their tools call a tool absent from them" in res.stdout
     assert "calls ['refund_order']" in res.stdout
     assert not (tmp_path / "outputs/run/publish/train.jsonl").exists()
+
+
+def test_demonstrations_calling_tools_with_none_declared_are_left_out_and_said(tmp_path):
+    """Rows another tool wrote without ``tools`` (and no simulate.spec): their tool calls
+    were published with ``tools: []``, a demonstration of tools the model is never given,
+    and the closing summary said nothing of what the records lacked."""
+    lines = rows().splitlines()
+    bare = [json.dumps({k: v for k, v in json.loads(x).items() if k != "tools"}) for x in lines]
+    (tmp_path / "mixed.jsonl").write_text("\n".join(lines[:20] + bare[20:]) + "\n")
+    res = sft(tmp_path, "mixed.jsonl")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    records = [json.loads(x) for x in (tmp_path / "outputs/run/publish/train.jsonl").open()]
+    assert records and all(r["tools"] for r in records)
+    summary = res.stdout[res.stdout.index("wai-exp: done") :]
+    assert "warning (publish): " in summary
+    assert "but declares no tools" in summary and "simulate.spec" in summary

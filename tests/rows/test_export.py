@@ -32,6 +32,11 @@ TOOLS = [
 ]
 
 
+def declaring(*names: str) -> list[dict]:
+    """Tools that declare ``names``: a demonstration is published only with the tools it calls."""
+    return [{"type": "function", "function": {"name": n, "parameters": {}}} for n in names]
+
+
 def openai_row(rid: str = "r1", reward: float = 1.0, reply: str = "It shipped.") -> dict:
     """A row as an OpenAI-style logger writes it: messages with tool_calls, dict arguments
     on one call (some SDKs keep them parsed), a privileged block a judge used."""
@@ -208,7 +213,9 @@ def test_conversation_of_a_row_with_nothing_to_say_raises():
 
 
 def test_a_transcript_that_ends_on_the_users_goodbye_is_published_up_to_the_last_reply():
-    records, report = sft_records([tau_record(1, 0, 1.0, reply="Cancelled.")])
+    records, report = sft_records(
+        [tau_record(1, 0, 1.0, reply="Cancelled.")], declaring("cancel_pending_order")
+    )
     assert report["skipped"] == 0
     messages = records[0]["messages"]
     assert messages[-1] == {
@@ -280,11 +287,29 @@ def test_a_trl_row_without_call_ids_is_published_with_ids_that_pair():
             {"role": "assistant", "content": "Done!"},
         ]
     }
-    [record], report = sft_records([row])
+    [record], report = sft_records([{**row, "tools": declaring("control_light")}])
     assert report["skipped"] == 0
     call = record["messages"][1]["tool_calls"][0]
     assert call["id"] and record["messages"][2]["tool_call_id"] == call["id"]
     check_conversation(record["messages"])
+
+
+def test_a_demonstration_that_calls_tools_with_none_declared_is_left_out_naming_the_fix():
+    """Rows another tool wrote without ``tools``, published with no spec: an SFT record or a
+    preference pair whose messages call a tool with ``tools: []`` teaches calls to a tool
+    the model is never given; a conversation without calls still goes out."""
+    chat = {
+        "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    }
+    records, report = sft_records([openai_row(), chat])
+    assert [[m["content"] for m in r["messages"]] for r in records] == [["Hi", "Hello"]]
+    assert report["skipped"] == 1 and report["undeclared_tools"] == 1
+    assert "calls ['lookup_order'] but declares no tools" in report["skip_reasons"][0]
+    assert "simulate.spec" in report["skip_reasons"][0]
+    pair = {"chosen": openai_row(), "rejected": openai_row("r2", 0.0, "No idea.")}
+    records, report = preference_records([pair])
+    assert records == [] and "declares no tools" in report["skip_reasons"][0]
+    assert len(sft_records([openai_row()], TOOLS)[0]) == 1
 
 
 def test_content_blocks_are_published_as_text_and_anthropic_tool_use_as_tool_calls():
@@ -320,7 +345,7 @@ def test_content_blocks_are_published_as_text_and_anthropic_tool_use_as_tool_cal
             {"role": "assistant", "content": [{"type": "text", "text": "It shipped."}]},
         ]
     }
-    records, report = sft_records([parts, anthropic])
+    records, report = sft_records([parts, anthropic], declaring("lookup_order"))
     assert report["skipped"] == 0
     first, second = (r["messages"] for r in records)
     assert [(m["role"], m["content"]) for m in first] == [

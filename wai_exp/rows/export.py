@@ -344,6 +344,9 @@ def sft_records(
                     f"{sorted(tool_names(own_tools))}: a demonstration of a tool the "
                     "model is not given; declare the tool or drop the row"
                 )
+            if calls_without_tools(messages, own_tools):
+                undeclared += 1
+                raise ConversationError(no_tools_reason(messages))
         except ConversationError as exc:
             reasons.append(f"{row.get('rollout_id') or task_key(row)[:60]!r}: {exc}")
             continue
@@ -442,6 +445,29 @@ def undeclared_calls(messages: Sequence[Mapping[str, Any]], tools: Sequence[Any]
     return sorted(called - declared)
 
 
+def calls_without_tools(messages: Sequence[Mapping[str, Any]], tools: Sequence[Any]) -> bool:
+    """Whether ``messages`` call a tool while ``tools`` declares none: a demonstration of
+    calls to tools the trained model's prompt never offers."""
+    return not tool_names(tools) and any(m.get("tool_calls") for m in messages)
+
+
+def no_tools_reason(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Why a demonstration that calls tools with none declared is left out, and the fix."""
+    called = sorted(
+        {
+            str(call_parts(call)[0])
+            for m in messages
+            for call in (m.get("tool_calls") or ())
+            if isinstance(call, Mapping)
+        }
+    )
+    return (
+        f"calls {called} but declares no tools (the row has no `tools`, and no agent spec "
+        "gave them): a trainer would teach calls to tools the model is never given; add "
+        "the tools to the rows, or pass the spec that declares them (simulate.spec)"
+    )
+
+
 def preference_records(
     pairs: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] = (),
@@ -478,6 +504,9 @@ def preference_records(
         try:
             c_msgs = _renumbered(conversation(chosen, system_prompt))
             r_msgs = _renumbered(conversation(rejected, system_prompt))
+            for msgs in (c_msgs, r_msgs):
+                if calls_without_tools(msgs, _tools_of(chosen, tool_list)):
+                    raise ConversationError(no_tools_reason(msgs))
         except ConversationError as exc:
             reasons.append(f"{pair.get('task_key')}: {exc}")
             continue

@@ -339,6 +339,15 @@ def _columns(table: Any) -> list[tuple[str, str]]:
     return [(f.name, str(f.type)) for f in table.schema]
 
 
+def _left_out_warning(skipped: int, first: str) -> str:
+    """Rows left out for a reason in the rows themselves (a malformed conversation, calls to
+    tools none declares), with the first: the closing summary prints it, since a dataset
+    short of the gated rows for a reason the user can fix reads as complete."""
+    return (
+        f"{skipped} left out of the records (first: {first}); see report.json export.skip_reasons"
+    )
+
+
 def _unscorable_warning(n_bad: int, n: int, rows_file: Any) -> str:
     """The publish warning for RL records no reward function of wai-exp can score."""
     source = f"rows read from {rows_file} (simulate.rows)" if rows_file else "rows"
@@ -756,9 +765,11 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         f"-> {out_dir}",
         f"  files: {FILES['jsonl']}, {FILES['parquet']}, {FILES['card']}; digest {digest[:16]}",
     ]
-    if info["skipped"]:
+    reasons = export_report.get("skip_reasons") or []
+    warnings = [_left_out_warning(info["skipped"], reasons[0])] if records and reasons else []
+    if info["skipped"] and not warnings:
         lines.append(f"  warning: {info['skipped']} left out; see report.json export.skip_reasons")
-    warnings = [_unscorable_warning(unscorable, len(records), rows_file)] if unscorable else []
+    warnings += [_unscorable_warning(unscorable, len(records), rows_file)] if unscorable else []
     warnings += [_served_elsewhere_warning(elsewhere, len(records))] if elsewhere else []
     if warnings:
         report["warnings"] = warnings
