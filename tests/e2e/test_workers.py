@@ -6,6 +6,7 @@ rollouts on N processes: the stage's own and N - 1 worker processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -49,12 +50,16 @@ def _partial_rows(cwd: Path) -> int:
 
 
 def _workers_of(pid: int) -> list[int]:
-    """The worker processes the run started (its children running the shard module)."""
+    """The worker processes the run started (its children running the shard module). A
+    process that ends between the listing and the read is not one: reading a reaped pid's
+    file raises FileNotFoundError, or ProcessLookupError when it is reaped mid-read."""
     out = []
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-        if b"wai_exp.simulate.shards" in cmdline:
-            out.append(int(child))
+    with contextlib.suppress(OSError):  # the run itself has ended: its caller says so
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        for child in children:
+            with contextlib.suppress(OSError):
+                if b"wai_exp.simulate.shards" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    out.append(int(child))
     return out
 
 
@@ -253,9 +258,11 @@ def test_one_ctrl_c_stops_the_parent_and_every_worker(tmp_path):
 
 
 def _state(pid: int) -> str:
+    """Process ``pid``'s state letter; "Z" once it is reaped, including while its stat is
+    read (the read then raises ProcessLookupError, not FileNotFoundError)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return "Z"
 
 

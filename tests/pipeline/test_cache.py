@@ -94,7 +94,6 @@ def test_copy_outputs_places_every_present_file_as_a_copy_not_a_link(tmp_path):
 
 def test_lock_makes_a_second_holder_wait(tmp_path):
     import threading
-    import time
 
     cache = StageCache(tmp_path)
     k = key()
@@ -103,7 +102,7 @@ def test_lock_makes_a_second_holder_wait(tmp_path):
     inside = threading.Event()
 
     def second():
-        inside.wait(5)
+        inside.wait(30)
         with cache.lock("grade", k, on_wait=waited.set):
             order.append("second")
 
@@ -111,9 +110,11 @@ def test_lock_makes_a_second_holder_wait(tmp_path):
     t.start()
     with cache.lock("grade", k):
         inside.set()
-        time.sleep(0.3)  # the second holder reaches the lock while this one holds it
+        # held until the second holder has found it taken, not for a fixed time: a second
+        # thread that got no CPU for that long would find the lock free and never wait
+        waited.wait(30)
         order.append("first")
-    t.join(5)
+    t.join(30)
     assert order == ["first", "second"] and waited.is_set()
 
 
