@@ -17,12 +17,18 @@ def pytest_configure() -> None:
 
 @pytest.fixture(scope="session")
 def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An empty SQLite MLflow store, migrated once per process: copy it to where a test's
-    store goes. MLflow creates its schema on first use (2-5 s); a copy opens in milliseconds
-    and holds what that first use makes (shared/NOTES-hydra-mlflow.md)."""
+    """An empty SQLite MLflow store, made once per process: copy it to where a test's store
+    goes. MLflow creates its schema on first use (2-5 s); a copy opens in milliseconds and
+    holds what that first use makes (shared/NOTES-hydra-mlflow.md). It starts, as a new
+    store in a run does, from the migrated schema kept in the user's cache (made once per
+    MLflow version; test_tracking_waits checks it is MLflow's newest revision), so no test
+    process runs the migrations; MLflow's first use then adds its Default experiment."""
     from mlflow import MlflowClient
+
+    from wai_exp.tracking.mlflow_tracker import seed_sqlite_store
 
     folder = tmp_path_factory.mktemp("mlflow-template")
     db = folder / "mlflow.db"
+    seed_sqlite_store(db)  # left to MLflow's migrations where no template can be kept
     MlflowClient(tracking_uri=f"sqlite:///{db}").search_experiments()
     return db
