@@ -263,3 +263,31 @@ def test_a_refused_gate_publishes_nothing_and_says_so(tmp_path):
     assert "publish: skipped (publish_gate refused)" in res.stderr
     folder = tmp_path / "run" / "publish"
     assert not (folder / "train.jsonl").exists() and not (folder / "train.parquet").exists()
+
+
+def test_the_card_of_a_users_own_domain_sizes_its_own_prompt_not_the_shipped_desks(tmp_path):
+    """Without publish.tokenizer, the card said "The shipped system prompt with its tool
+    schemas is about 1,000 tokens" for any domain: a fact about the desk, not these records.
+    It gives the first record's own prompt and schema sizes instead."""
+    spec = {
+        "name": "tiny",
+        "system_prompt": "You run a tiny desk. Rules:\n1. Look a ticket up before closing it.",
+        "tools": [
+            {"name": "get_ticket", "description": "Read a ticket.", "parameters": {
+                "type": "object", "properties": {"ticket_id": {"type": "string",
+                "pattern": "^TK-\\d{4}$"}}, "required": ["ticket_id"]}},
+            {"name": "close_ticket", "description": "Close a ticket.", "parameters": {
+                "type": "object", "properties": {"ticket_id": {"type": "string",
+                "pattern": "^TK-\\d{4}$"}}, "required": ["ticket_id"]}},
+        ],
+    }  # fmt: skip
+    (tmp_path / "tiny.json").write_text(json.dumps(spec))
+    res = publish(tmp_path, "rl_round", "simulate.spec=tiny.json", "simulate.budget=320")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    folder = tmp_path / "run" / "publish"
+    card = (folder / "README.md").read_text()
+    assert "shipped system prompt" not in card
+    first = json.loads((folder / "train.jsonl").read_text().splitlines()[0])
+    text = "".join(m["content"] for m in first["prompt"])
+    schema = json.dumps(first["tools"], sort_keys=True)
+    assert f"prompt is {len(text):,} characters of messages and {len(schema):,} of tool" in card

@@ -475,7 +475,7 @@ def dataset_card(info: dict[str, Any]) -> str:
         *_card_counts(info),
         *_card_pass_rates(info["pass_rates"]),
         *_card_gate(info["gate"]),
-        *_card_prompt_length(info.get("prompt_tokens")),
+        *_card_prompt_length(info.get("prompt_tokens"), info.get("prompt_chars")),
         *_card_files(info),
     ]
     return "\n".join(lines)
@@ -585,23 +585,46 @@ def _card_gate(gate: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _card_prompt_length(tokens: dict[str, Any] | None) -> list[str]:
-    """The first prompt's token count, which the trainer's max_length must exceed."""
-    return [
-        "",
-        "## Prompt length",
-        "",
-        (
+def _card_prompt_length(tokens: dict[str, Any] | None, chars: dict[str, int] | None) -> list[str]:
+    """The first prompt's token count, which the trainer's max_length must exceed; without a
+    tokenizer, its size in characters (these records' own, not the shipped desk's)."""
+    if tokens:
+        said = (
             f"The first record's prompt is {tokens['total']} tokens of `{tokens['tokenizer']}` "
             f"({tokens['text']} of messages, {tokens['tools']} of tool schemas) before the chat "
             "template's own; set the trainer's `max_length` above it, or every completion "
             "token is truncated away."
-            if tokens
-            else "not measured (set publish.tokenizer to a tokenizer folder or .gguf file). "
-            "The shipped system prompt with its tool schemas is about 1,000 tokens: at "
-            "`max_length=512` every completion token would be truncated away."
-        ),
-    ]
+        )
+    else:
+        said = "not measured (set publish.tokenizer to a tokenizer folder or .gguf file)."
+        if chars:
+            total = chars["text"] + chars["tools"]
+            said += (
+                f" The first record's prompt is {chars['text']:,} characters of messages and "
+                f"{chars['tools']:,} of tool schemas (JSON), roughly {total // 4:,} to "
+                f"{total // 3:,} tokens at the 3 to 4 characters a token tokenizers give "
+                "English and JSON; set the trainer's `max_length` above it, or every "
+                "completion token is truncated away."
+            )
+    return ["", "## Prompt length", "", said]
+
+
+def prompt_chars(records: list[dict[str, Any]]) -> dict[str, int] | None:
+    """The first record's prompt in characters: the opening messages' text and the tool
+    schemas as JSON, what ``prompt_tokens`` counts in tokens. None without records."""
+    if not records:
+        return None
+    text, schema = _opening(records[0])
+    return {"text": len(text), "tools": len(schema)}
+
+
+def _opening(first: dict[str, Any]) -> tuple[str, str]:
+    """A record's opening text (its prompt messages) and its tools as the JSON train.jsonl has."""
+    opening = first.get("prompt") or (first.get("messages") or [])[:2]
+    if isinstance(opening, str):
+        opening = [{"content": opening}]
+    text = "".join(str(m.get("content") or "") for m in opening)
+    return text, json.dumps(first.get("tools") or [], sort_keys=True)
 
 
 def _card_files(info: dict[str, Any]) -> list[str]:
@@ -655,12 +678,7 @@ def prompt_tokens(tokenizer: str | None, records: list[dict[str, Any]]) -> dict[
         tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     else:
         tok = AutoTokenizer.from_pretrained(str(path))
-    first = records[0]
-    opening = first.get("prompt") or (first.get("messages") or [])[:2]
-    if isinstance(opening, str):
-        opening = [{"content": opening}]
-    text = "".join(str(m.get("content") or "") for m in opening)
-    schema = json.dumps(first.get("tools") or [], sort_keys=True)  # as train.jsonl has it
+    text, schema = _opening(records[0])
     n_text, n_tools = len(tok(text)["input_ids"]), len(tok(schema)["input_ids"])
     return {
         "tokenizer": str(path.name),
@@ -735,6 +753,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "unreplayable_world": dict(elsewhere),
         "templates": fmt.templates,
         "prompt_tokens": prompt_tokens(_publish_config(ctx).get("tokenizer"), records),
+        "prompt_chars": prompt_chars(records),
         "pass_rates": _pass_rates(rows),
         "gate": {
             k: gate.get(k) for k in ("verdict", "band", "n_rows", "n_graded", "checks", "warnings")
