@@ -14,6 +14,7 @@ from wai_exp.rows.export import (
     preference_records,
     rl_records,
     sft_records,
+    world_dials,
 )
 
 TOOLS = [
@@ -461,3 +462,28 @@ def test_a_pass_fail_verdict_another_tool_wrote_is_published_as_the_reward_metri
     row = {**openai_row(), "reward": verdict}
     [rec], _ = sft_records([row], TOOLS)
     assert rec["reward"] == reward_under(row) == reward
+
+
+def test_an_rl_records_situation_keeps_the_world_its_row_was_made_under():
+    """A row records its world (``lineage.world``); the publishing run's dials stand in only
+    for a row that records none (another tool's), never over the row's own."""
+    made = {"options": {"kind": "mcp", "command": "python srv.py"}, "patience": "normal"}
+    publishing = {"options": {"kind": "mock"}, "patience": "low"}
+    own = {**openai_row(), "lineage": {"run_id": "first", "world": made}}
+    [record], _ = rl_records([own], TOOLS, world=publishing)
+    assert record["reward_model"]["ground_truth"]["situation"]["world"] == made
+    [record], _ = rl_records([openai_row()], TOOLS, world=publishing)
+    assert record["reward_model"]["ground_truth"]["situation"]["world"] == publishing
+
+
+def test_world_dials_keep_no_secret_and_say_whether_a_backend_answered_not_which():
+    world = {"kind": "mcp", "url": "http://127.0.0.1:9/mcp", "env": {"TOKEN": "s3cret-1"},
+             "headers": {"Authorization": "Bearer s3cret-2"}}  # fmt: skip
+    dials = world_dials(world, {"patience": "normal", "concurrency": 8}, execute=True)
+    assert "s3cret" not in json.dumps(dials)
+    assert dials == {
+        "options": {"kind": "mcp", "url": "http://127.0.0.1:9/mcp"},
+        "execute": True,
+        "patience": "normal",
+    }
+    assert "execute" not in world_dials(None, {}, execute=False)

@@ -786,7 +786,7 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _published_shapes(cfg: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def published_shapes(cfg: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """``(stage name, shape)`` of each publish stage: its ``params.shape``, else
     ``selection.mode``."""
     selection = cfg.get("selection")
@@ -811,7 +811,7 @@ def _format_shape_problems(cfg: Mapping[str, Any], fmt: str, shapes: Sequence[st
         f"publish.format: {fmt!r} writes {' and '.join(shapes)} records, but stage "
         f"{name!r} publishes {shape!r} records; use selection=rl "
         "(+experiment=rl_round), or publish.format=trl for sft and preference"
-        for name, shape in _published_shapes(cfg)
+        for name, shape in published_shapes(cfg)
         if isinstance(shape, str) and shape not in shapes
     ]
 
@@ -834,7 +834,7 @@ def _format_world_problems(cfg: Mapping[str, Any], fmt: str) -> list[str]:
     run against another world (``_served_elsewhere``): every record would be refused at
     publish."""
     served = _served_elsewhere(cfg)
-    if served is None or not any(s == "rl" for _, s in _published_shapes(cfg)):
+    if served is None or not any(s == "rl" for _, s in published_shapes(cfg)):
         return []
     return [
         f"publish.format: {fmt!r} names wai-exp's reward function (wai_exp/env/verl.py), which "

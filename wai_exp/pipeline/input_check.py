@@ -11,6 +11,7 @@ folder, a cache entry or an MLflow run exists.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,7 +276,9 @@ def simulate_problems(
             rows, report = load_rows(given)
         except RowsFileError as exc:
             return [f"simulate.rows: {exc}"]
-        return given_reward_problems(config, rows, report)
+        return given_reward_problems(config, rows, report) + rows_world_problems(
+            config, rows, given
+        )
     try:
         kwargs = simulate_kwargs(ctx, params)
         check_inputs(None, **kwargs)
@@ -305,6 +308,36 @@ def given_reward_problems(
         f"its {len(rows)} rows holds a number ({why}); grade the rows with a judge "
         "(judge=checklist, judge=conduct, judge=llm judge.model=...), or write a reward in "
         "[0, 1] on each row"
+    ]
+
+
+def rows_world_problems(
+    config: Mapping[str, Any], rows: list[dict[str, Any]], path: str
+) -> list[str]:
+    """A format whose reward function replays the mock world (``verl``, ``openrlhf``),
+    publishing RL records of rows (``simulate.rows``) that were made against another world
+    (``world=mcp``, ``simulate.execute``; the world a row records, ``lineage.world``): publish
+    would refuse every such record, after grading. The rule is ``wai_exp.env``'s, applied to
+    the situation each row's record would carry."""
+    from wai_exp.config.validate import published_shapes
+    from wai_exp.env.task import other_world, replay_gaps
+    from wai_exp.rows.export import situation_of
+    from wai_exp.rows.formats import FORMATS
+
+    fmt = str((config.get("publish") or {}).get("format") or "")
+    replays = fmt in FORMATS and FORMATS[fmt].replays
+    if not replays or not any(s == "rl" for _, s in published_shapes(config)):
+        return []
+    worlds = Counter(g.world for g in map(replay_gaps, map(situation_of, rows)) if g.world)
+    if not worlds:
+        return []
+    other = other_world(sorted(worlds)[0])
+    return [
+        f"publish.format: {fmt!r} names wai-exp's reward function (wai_exp/env/verl.py), which "
+        f"replays each task on the mock world, but {sum(worlds.values())} of {len(rows)} rows "
+        f"in {path} (simulate.rows) were made against {other.made_against}, whose records it "
+        f"cannot rebuild; use publish.format=trl / openai with a reward function of your own "
+        f"that plays {other.holder}, or selection=sft / preference (+experiment=sft_round)"
     ]
 
 

@@ -68,8 +68,8 @@ REWARD_FACTS = (
 SITUATION_VERSION = 1
 #: What an RL record's ``situation`` holds: everything ``wai_exp.env.reset`` needs to rebuild
 #: the task's world and person, and nothing of the answer key (no ``reference``, no
-#: ``privileged``). ``world`` is the run's world dials (``WorldOptions`` fields and the
-#: person's ``patience`` / ``avg_turns`` / ``user_temperature``), None when not known.
+#: ``privileged``). ``world`` is the world dials the rows were made under (``world_dials``),
+#: None when not known.
 SITUATION_FIELDS = (
     "version",
     "scenario_id",
@@ -83,6 +83,28 @@ SITUATION_FIELDS = (
     "lineage",
     "world",
 )
+
+
+#: ``world`` keys that hold secrets (``world=mcp``'s server env and headers).
+SECRET_WORLD_KEYS = frozenset({"env", "headers"})
+#: The simulated person's knobs a situation's world is rebuilt with.
+PERSON_KNOBS = ("patience", "avg_turns", "user_temperature")
+
+
+def world_dials(
+    world: Mapping[str, Any] | None, knobs: Mapping[str, Any], execute: bool
+) -> dict[str, Any]:
+    """The world dials a rollout was made under, as a row's ``lineage.world`` and an RL
+    record's ``situation.world`` keep them: the ``world`` group (``WorldOptions`` fields, no
+    secret), the person's knobs (``PERSON_KNOBS`` found in ``knobs``) and ``execute: true``
+    when the user's own ``simulate.execute`` answered the tool calls (whether, not which:
+    the target can be a path on the user's machine)."""
+    options = {k: v for k, v in (world or {}).items() if k not in SECRET_WORLD_KEYS}
+    return {
+        "options": options,
+        **({"execute": True} if execute else {}),
+        **{k: knobs[k] for k in PERSON_KNOBS if k in knobs},
+    }
 
 
 class ConversationError(ValueError):
@@ -578,8 +600,8 @@ def rl_records(
     there and nowhere else, and the reference sentence nowhere. ``task_key``,
     ``scenario_id`` and ``data_source`` name the task; ``calibration`` keeps the selection's
     stamp (``CALIBRATION_FIELDS``); ``n_rollouts`` counts the task's rows. The ground
-    truth's ``situation`` (``situation_of``, with ``world``, the run's world dials) is what
-    ``wai_exp.env.reset`` plays a new rollout from. No ``privileged`` block at any depth. Returns ``(records, report)`` as ``sft_records`` does (``rows_in``
+    truth's ``situation`` (``situation_of``; ``world``, the run's world dials, stands in for
+    rows that do not record their own) is what ``wai_exp.env.reset`` plays a new rollout from. No ``privileged`` block at any depth. Returns ``(records, report)`` as ``sft_records`` does (``rows_in``
     counts rows, ``skipped`` tasks). Never raises.
     """
     tool_list = [scrub(dict(t)) for t in tools]
@@ -632,8 +654,10 @@ def situation_of(
     """The ``situation`` block of an RL record (``SITUATION_FIELDS``) from the task's first
     row: the ask, its grid cell, world state, the fault plan and the rate it fired at, the
     rollout's seed and the writer's lineage (which draws the world's records again), plus
-    the run's ``world`` dials. The ask is the row's ``prompt``, else ``ask`` (the opening user
-    turn of its transcript). The teacher's block never: ``faults`` keeps the plan and
+    the world dials the row was made under (``lineage.world``), else ``world`` (the dials of
+    the run publishing it): a row read from an earlier run's file keeps the world it was
+    played against. The ask is the row's ``prompt``, else ``ask`` (the opening user turn of
+    its transcript). The teacher's block never: ``faults`` keeps the plan and
     rate, not what fired (the new rollout fires its own), and no ``reference``."""
     faults = row.get("faults")
     if not isinstance(faults, Mapping):
@@ -644,6 +668,9 @@ def situation_of(
     if not isinstance(lineage, Mapping):
         lineage = {}
     writer = lineage.get("writer")
+    own = lineage.get("world")
+    if isinstance(own, Mapping):
+        world = own
     dims = row.get("scenario_dimensions")
     seed = row.get("seed")
     return scrub(

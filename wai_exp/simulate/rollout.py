@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from wai_exp.llm.concurrency import CALL_PRIORITY
+from wai_exp.rows.export import PERSON_KNOBS, world_dials
 from wai_exp.rows.model import SCHEMA_VERSION, ended_by_term, messages_from_steps
 from wai_exp.rows.reader import read_steps
 from wai_exp.rows.scrub import carries_never_shipped, scrub
@@ -73,6 +75,16 @@ class RolloutRunner:
         self.world_setup = world
         #: with ``execute=`` the user's world answers tools: no fault schedule to record
         self.user_execute = user_execute
+        # What a row says it was played against, so a later run reading it (simulate.rows)
+        # publishes it under this world, not its own. A fault builder (a callable, from the
+        # Python API) by its name.
+        self.world_dials = json.dumps(
+            world_dials(
+                cfg.knobs.world, {k: getattr(cfg.knobs, k) for k in PERSON_KNOBS}, user_execute
+            ),
+            sort_keys=True,
+            default=callable_name,
+        )
         self.grader = grader
         self.grader_name = None if grader is None else callable_name(grader)
         model = getattr(grader, "model", None)
@@ -326,6 +338,7 @@ class RolloutRunner:
             "replayed": task.replayed_from is not None or plan.eval_run > 0,
             "replayed_from_run": replayed_from,
             "writer": dict(task.writer_lineage) if task.writer_lineage else None,
+            "world": json.loads(self.world_dials),  # a copy of its own for each row
         }
 
     def reuse(self, done: dict[str, Any]) -> dict[str, Any]:

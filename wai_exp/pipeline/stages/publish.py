@@ -172,25 +172,14 @@ def _tools_and_system(ctx: StageContext) -> tuple[list[dict[str, Any]], str | No
     return [dict(t) for t in loaded.tools], loaded.system_prompt
 
 
-#: ``world`` keys that hold secrets (``world=mcp``'s server env and headers).
-SECRET_WORLD_KEYS = frozenset({"env", "headers"})
-
-
 def world_dials(config: dict[str, Any]) -> dict[str, Any]:
-    """The run's world dials an RL record's ``situation.world`` keeps, so ``wai_exp.env``
-    rebuilds the same world and person: the ``world`` group (``WorldOptions`` fields) and
-    the person's knobs, and ``execute: true`` when the user's own ``simulate.execute``
-    answered the tool calls (no mock world served them, so ``reset`` cannot replay them)."""
-    knobs = config.get("knobs") or {}
-    # An MCP server's env values and headers are secrets: never in a published file.
-    options = {k: v for k, v in (config.get("world") or {}).items() if k not in SECRET_WORLD_KEYS}
-    # Whether, not which: the target can be a path on the user's machine.
-    execute = {"execute": True} if (config.get("simulate") or {}).get("execute") else {}
-    return {
-        "options": options,
-        **execute,
-        **{k: knobs.get(k) for k in ("patience", "avg_turns", "user_temperature") if k in knobs},
-    }
+    """The run's world dials (``wai_exp.rows.export.world_dials`` of its ``world`` group,
+    knobs and ``simulate.execute``): what an RL record's ``situation.world`` keeps for rows
+    that do not record the world they were made under (another tool's rows)."""
+    from wai_exp.rows.export import world_dials as dials
+
+    execute = bool((config.get("simulate") or {}).get("execute"))
+    return dials(config.get("world"), config.get("knobs") or {}, execute)
 
 
 def build_records(
@@ -445,7 +434,8 @@ def _replay_situation() -> str:
         "`situation` (a JSON string in the Parquet file), what `wai_exp.env.reset(record)` "
         "rebuilds the task's mock world and simulated person from to play and score a new "
         "multi-turn rollout: the ask, its grid cell, world state, fault plan and rate, the "
-        "rollout seed, the writer's lineage and the run's world dials. No reference answer."
+        "rollout seed, the writer's lineage and the world dials the rows were made under. No "
+        "reference answer."
     )
 
 
@@ -456,7 +446,8 @@ def _elsewhere_situation(elsewhere: Mapping[str, int], records: int) -> str:
     which = "These records were" if n == records else f"{n} of {records} were"
     return (
         "`situation` (a JSON string in the Parquet file): the ask, its grid cell, world state, "
-        "fault plan and rate, the rollout seed, the writer's lineage and the run's world dials. "
+        "fault plan and rate, the rollout seed, the writer's lineage and the world dials the rows "
+        "were made under. "
         f"{which} made against {other.made_against}, so `wai_exp.env.reset(record)` cannot "
         "rebuild their world (it plays the mock world only and raises on them: the records "
         f"these tasks name live on {other.holder}). No reward function ships with these "
