@@ -603,7 +603,7 @@ EXPECTED: dict[str, str] = {
         "6fbdeb2e40b33ce2d9db927415ce6134b539b88f699c55f6dfae6e7e790d4fb7"
     ),
     "card/preference_share": ("8b6013152a89e6c31776431c64449f69438d36a2cc0bf74b1077b3e71fb24bdb"),
-    "card/rl": ("4b67bb485acdab208deb52f3bc6204caca676ac426f22eb4de5d30ced4df0460"),
+    "card/rl": ("68724fdb47f29d1579e7fdaa008b1c29f54627bc515d87482f60824193e9256a"),
     "card/sft_rows_file_no_judge": (
         "328d49e093268f9cf913439f0fd419a7aef55ff9c61e10213fd99ace59dc99aa"
     ),

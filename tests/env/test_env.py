@@ -65,7 +65,7 @@ def test_an_rl_record_carries_what_reset_needs_and_never_the_answer_key(run):
         assert s["world_state"] == row["world_state"]
         assert s["faults"] == {"planned": row["faults"]["planned"], "rate": row["faults"]["rate"]}
         assert s["lineage"]["writer"] == row["lineage"]["writer"]
-        assert s["world"]["options"]["fault_modes"]
+        assert s["world"] == row["lineage"]["world"]  # the world the row was played in
         text = json.dumps(record)
         assert "privileged" not in text and "hidden_state" not in text
         reference = privileged_context(row["scenario_dimensions"], row["faults"]).get("reference")
