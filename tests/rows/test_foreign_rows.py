@@ -208,3 +208,23 @@ def test_a_byte_order_mark_before_the_first_row_is_not_part_of_it(tmp_path):
     rows, report = load_rows(path)
     assert report["rows"] == 2 and [r["prompt"] for r in rows] == ["hi", "hi"]
     assert [r["final_text"] for r in rows] == ["hello", "hello"]
+
+
+def test_the_trackers_gzipped_rows_artifact_loads_as_the_rows_file_it_was(tmp_path):
+    """MLflow holds each stage's rows as ``<stage>/rows.jsonl.gz`` (ROWS.md lists it among
+    the rows files wai-exp writes), and ``compare`` reads it; ``simulate.rows`` and
+    ``simulate.tasks`` refused it as "not UTF-8 text (a binary file?)"."""
+    from wai_exp.tracking.mlflow_tracker import gzip_file
+
+    plain = tmp_path / "rows.jsonl"
+    write_lines(
+        plain, [json.dumps(openai_line(f"#W{i}", {"order_id": f"#W{i}"})) + "\n" for i in range(3)]
+    )
+    gzip_file(plain, tmp_path / "rows.jsonl.gz")
+    rows, report = load_rows(tmp_path / "rows.jsonl.gz")
+    want, _ = load_rows(plain)
+    assert report["rows"] == 3
+    assert [r["steps"] for r in rows] == [r["steps"] for r in want]
+    (tmp_path / "plain.jsonl.gz").write_text(plain.read_text())
+    with pytest.raises(RowsFileError, match="ends in .gz but it is not a whole gzip file"):
+        load_rows(tmp_path / "plain.jsonl.gz")

@@ -124,9 +124,10 @@ def _shared_strings_decoder() -> json.JSONDecoder:
     return json.JSONDecoder(object_hook=hook)
 
 
-def _open_text(path: Path) -> Any:
-    """``path`` as text; a leading byte-order mark (PowerShell, Excel) is skipped, not read
-    as the first row's first character."""
+def open_text(path: Path) -> Any:
+    """``path`` as text, read through gzip when it ends in ``.gz`` (the tracker's
+    ``<stage>/rows.jsonl.gz``); a leading byte-order mark (PowerShell, Excel) is skipped,
+    not read as the first row's first character."""
     if path.suffix == ".gz":
         import gzip
 
@@ -148,7 +149,7 @@ def iter_rows(path: str | os.PathLike[str], *, shared: bool = True) -> Iterator[
     path = Path(path)
     decode = _shared_strings_decoder().decode if shared else json.loads
     # Line by line: a large file is never held whole in memory.
-    with _open_text(path) as fh:
+    with open_text(path) as fh:
         for i, line in enumerate(fh, start=1):
             if not line.strip():
                 continue

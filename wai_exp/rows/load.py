@@ -23,6 +23,7 @@ damage that is skipped, and the report says so (``torn_last_line`` and a warning
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from collections import Counter
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wai_exp.rows.jsonl import open_text
 from wai_exp.rows.reader import (
     TRANSCRIPT_KEYS,
     RowShapeError,
@@ -161,7 +163,7 @@ def load_rows(
     try:
         # utf-8-sig: PowerShell and Excel start a UTF-8 file with a byte-order mark, which
         # plain utf-8 hands to the JSON parser as text (the first row "not JSON").
-        fh = path.open(encoding="utf-8-sig")
+        fh = open_text(path)
     except OSError as exc:
         raise RowsFileError(f"{path}: cannot be read ({exc.strerror})") from None
     with fh:
@@ -175,6 +177,11 @@ def load_rows(
                     break
                 if value is not None:
                     rows.append(_count_row(path, line_no, value, tally))
+        except (gzip.BadGzipFile, EOFError) as exc:
+            raise RowsFileError(
+                f"{path}: its name ends in .gz but it is not a whole gzip file ({exc}); "
+                f"point {param} at the file unzipped, or drop the .gz from a plain JSONL name"
+            ) from None
         except UnicodeDecodeError:
             raise RowsFileError(
                 f"{path}: not UTF-8 text (a binary file?); a rows file is JSON Lines in UTF-8: "
