@@ -85,3 +85,23 @@ def test_run_names_leave_the_pin_out() -> None:
     pin_tasks(cfg)
     task = [str(o) for o in cfg.hydra.overrides.task]
     assert run_name("eval", unpinned(task), prefix="sweep") == "sweep eval agent.skill=0.6,0.9"
+
+
+@pytest.mark.parametrize(
+    "swept",
+    ["world.exists_share=0.5,1.0", "simulate.spec=a.json,b.json", "simulate.hard_share=0.2,0.8"],
+)
+def test_a_key_that_changes_the_draws_is_not_promised_the_same_tasks(swept: str) -> None:
+    """A sweep over world.exists_share ran 48 shared of 200 tasks per value, after the line
+    had said "every value runs the same tasks per seed": the pin stops failing rows from
+    steering, but a key the writer reads still changes the draws. The line names the key
+    and where to read the overlap, and how to pin the tasks."""
+    line = pin_tasks(_multirun("+experiment=eval", swept, "seed=0,1"))
+    assert line is not None and "knobs.writer_context_parents=0" in line
+    assert "every value runs the same tasks" not in line
+    assert f"{swept.split('=')[0]} can change what the writer draws" in line
+    assert "simulate.tasks=" in line
+    judged = pin_tasks(
+        _multirun("+experiment=eval", "judge=checklist,conduct", "agent.skill=0.6,0.9")
+    )
+    assert judged is not None and judged.startswith("every value runs the same tasks per seed")

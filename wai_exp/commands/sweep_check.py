@@ -61,6 +61,11 @@ class ValidateSweepCallback(Callback):
         sys.exit(EXIT_INVALID_CONFIG)
 
 
+#: Swept keys that cannot change the asks a seed draws (who answers, who grades, what is
+#: kept): with the pin, every value of such a sweep runs the same tasks per seed.
+_DRAW_NEUTRAL = ("agent", "judge", "selection", "publish", "tracking", "name")
+
+
 class PinTasksCallback(Callback):
     """Give every value of a sweep the same tasks (``pin_tasks``); registered after
     ``ValidateSweepCallback`` and before the MLflow parent run, which records the override."""
@@ -113,9 +118,17 @@ def pin_tasks(config: Any) -> str | None:
         )
     with read_write(task):
         task.append(PIN_OVERRIDE)
+    drawing = [k for k in keys if k not in REPLICATE_KEYS and not k.startswith(_DRAW_NEUTRAL)]
+    if not drawing:
+        return (
+            f"every value runs the same tasks per seed: added {PIN_KNOB}=0 to each job "
+            "(failing rows do not steer later asks); sweep.tasks=own keeps each job's steering"
+        )
     return (
-        f"every value runs the same tasks per seed: added {PIN_KNOB}=0 to each job (failing "
-        "rows do not steer later asks); sweep.tasks=own keeps each job's steering"
+        f"added {PIN_KNOB}=0 to each job (failing rows do not steer later asks), but "
+        f"{', '.join(drawing)} can change what the writer draws, so the values' task sets may "
+        "still differ: the table says how many tasks every value shared; pin them with "
+        "simulate.tasks=<a run's simulate/rows.jsonl>"
     )
 
 
