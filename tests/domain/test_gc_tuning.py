@@ -192,3 +192,26 @@ def test_a_process_that_froze_objects_itself_is_left_alone():
     finally:
         gc.unfreeze()
     assert theirs and rows
+
+
+def test_a_runs_report_reads_its_rows_frozen_and_the_collector_has_them_back_after(
+    monkeypatch,
+):
+    # The collector's first full pass once the rows are handed back walks every one (0.4 s
+    # at 20,000 rows): the report's own allocations started it inside the stage.
+    import importlib
+
+    engine = importlib.import_module("wai_exp.simulate.engine")
+    seen = []
+    build = engine.build_report
+
+    def watched(*args, **kwargs):
+        seen.append(gc.get_freeze_count())
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "build_report", watched)
+    gc.unfreeze()  # what an earlier test in this process froze
+    data = simulate(budget=1_200, seed=0)
+    assert len(data.rows) == 1_200
+    assert seen and seen[0] > 0  # frozen while the report was built
+    assert gc.get_freeze_count() == 0

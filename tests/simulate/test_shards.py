@@ -694,3 +694,18 @@ def test_a_worker_whose_agent_module_fails_to_import_names_the_users_file_and_li
     said = str(err.value)
     assert "could not start" in said and "Address already in use" in said, said
     assert 'my_desk.py", line 3' in said, said
+
+
+def test_a_spare_loads_its_model_transport_before_its_setup_arrives():
+    # A model agent's first calls on a worker waited while it imported aiohttp and read the
+    # TLS store (0.15-0.2 s, every rollout started with them waiting): a spare has the time.
+    import importlib
+    from pathlib import Path
+
+    shards = importlib.import_module("wai_exp.simulate.shards")
+    try:
+        _spare_ready()
+        maps = Path(f"/proc/{shards._SPARES[-1].pid}/maps").read_text()
+    finally:
+        shards._close_spares()
+    assert "/aiohttp/_http_parser" in maps

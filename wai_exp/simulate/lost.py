@@ -45,9 +45,13 @@ def category_of(dims: Mapping[str, Any] | None) -> str:
 
 
 def lost_summary(
-    rows: Sequence[Mapping[str, Any]], lost: Sequence[Mapping[str, Any]], lost_as: str
+    dims: Sequence[Mapping[str, Any] | None],
+    scenario_ids: Sequence[Any],
+    lost: Sequence[Mapping[str, Any]],
+    lost_as: str,
 ) -> dict[str, Any]:
-    """The ``lost`` report block of a run's ``rows`` and ``lost`` records.
+    """The ``lost`` report block of a run's rows, given as each row's
+    ``scenario_dimensions`` and ``scenario_id``, and its ``lost`` records.
 
     ``lost_as``; ``rollouts`` (lost) of ``attempted`` (rows + lost); ``by_category``:
     ``{category: {"lost": n, "attempted": m}}`` for every category attempted;
@@ -55,7 +59,7 @@ def lost_summary(
     tasks have no row at all; ``by_task``: ``{task key: the selection_reason of each lost
     rollout}`` (what ``pass_at(lost=)`` reads); ``counted``: whether pass@k counts them
     (``lost_as == "failure"``)."""
-    attempted = Counter(category_of(r.get("scenario_dimensions")) for r in rows)
+    attempted = Counter(map(category_of, dims))
     lost_n: Counter[str] = Counter()
     by_task: dict[str, list[str | None]] = {}
     for rec in lost:
@@ -73,7 +77,7 @@ def lost_summary(
         "attempted": sum(attempted.values()),
         "by_category": by_category,
         "all_lost": sorted(c for c, n in lost_n.items() if n == attempted[c]),
-        "tasks_all_lost": len(set(by_task) - {str(r.get("scenario_id")) for r in rows}),
+        "tasks_all_lost": len(set(by_task) - set(map(str, scenario_ids))),
         "by_task": by_task,
     }
 

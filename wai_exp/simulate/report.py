@@ -4,15 +4,15 @@ stopped, and the search statistics (tier mix, coverage, mixed rate, mutations)."
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from wai_exp.config.knobs import TIER_MIX_ALPHA, Knobs, knobs_read, patience_table
 from wai_exp.domain.secrets import redact
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.lost import lost_summary
 from wai_exp.simulate.modes import Config
-from wai_exp.simulate.tasks import group_split
+from wai_exp.simulate.tasks import split_of
 
 if TYPE_CHECKING:  # the engine imports this module
     from wai_exp.simulate.engine import Engine
@@ -33,27 +33,74 @@ def knobs_read_by(engine: Engine) -> frozenset[str]:
     return KNOBS_READ | {k.name for k in KNOBS if k.reads == "model_writer"}
 
 
-def _fresh_task_tiers(rows: list[dict[str, Any]]) -> dict[Any, str]:
+class RowFacts(NamedTuple):
+    """What the report reads of a run's rows, one list per field in row order, taken in one
+    pass (``row_facts``). A pass over the rows per report block cost 0.4 s at the end of a
+    23,000-row run against a local server (a row a worker sent is read back from scattered
+    memory: every pass missed the cache on every row); the blocks now count these lists."""
+
+    arm: list[Any]
+    #: (scenario_id, phrasing_index, eval_run): the repeat group a row belongs to
+    group: list[tuple[Any, Any, Any]]
+    reward: list[Any]
+    signature: list[Any]
+    ended_by: list[Any]
+    ended_by_raw: list[Any]
+    dims: list[Mapping[str, Any]]
+    usage: list[Mapping[str, Any]]
+    model_version: list[Any]
+    user_model: list[Any]
+    label_source: list[Any]
+
+
+def row_facts(rows: Sequence[Mapping[str, Any]]) -> RowFacts:
+    """The ``RowFacts`` of ``rows`` (missing fields read as None, missing mappings as {})."""
+    if not rows:
+        return RowFacts(*([] for _ in RowFacts._fields))
+    return RowFacts(*map(list, zip(*map(_facts_of, rows), strict=True)))
+
+
+def _facts_of(r: Mapping[str, Any]) -> tuple[Any, ...]:
+    get = r.get
+    return (
+        get("arm"),
+        (get("scenario_id"), get("phrasing_index"), (get("lineage") or {}).get("eval_run")),
+        get("reward"),
+        get("behavior_signature"),
+        get("ended_by"),
+        get("ended_by_raw"),
+        get("scenario_dimensions") or {},
+        get("usage") or {},
+        get("model_version"),
+        get("user_model"),
+        get("label_source"),
+    )
+
+
+def _fresh_task_tiers(facts: RowFacts) -> dict[Any, str]:
     """The tier of each task the writer drew afresh in the first run: the draws
     ``hard_share`` governs. A task's k repeats are one draw, and a failing row's siblings
     (the mutation arm) follow their parent's cell, not the mix."""
     tiers: dict[Any, str] = {}
-    for r in rows:
-        if r.get("arm") != "fresh" or (r.get("lineage") or {}).get("eval_run", 0):
+    for arm, (sid, _, eval_run), dims in zip(facts.arm, facts.group, facts.dims, strict=True):
+        if arm != "fresh" or eval_run:
             continue
-        tier = (r.get("scenario_dimensions") or {}).get("tier")
+        tier = dims.get("tier")
         if tier is not None:
-            tiers.setdefault(r.get("scenario_id"), str(tier))
+            tiers.setdefault(sid, str(tier))
     return tiers
 
 
 def tier_mix(
-    cfg: Config, per_run_tiers: list[Counter[str]], rows: list[dict[str, Any]]
+    cfg: Config,
+    per_run_tiers: list[Counter[str]],
+    rows: Sequence[Mapping[str, Any]],
+    facts: RowFacts | None = None,
 ) -> tuple[dict[str, Any], str | None]:
     """``report["search"]["tier_mix"]`` and a warning when the hard share of the freshly
     drawn tasks fell more than ``tier_mix_tolerance`` under ``hard_share`` and a fair draw of
     that many tasks would fall that short less than ``TIER_MIX_ALPHA`` of the time (None
-    otherwise)."""
+    otherwise). ``facts``: the rows' ``row_facts`` when the caller has them."""
     from wai_exp.domain.dimensions import HARD_TIERS
 
     knobs, hs = cfg.knobs, cfg.hard_share
@@ -63,7 +110,7 @@ def tier_mix(
     n_rows = len(rows)
     hard_rows = sum(v for k, v in tier_counts.items() if k in HARD_TIERS)
     drawn_hard = hard_rows / n_rows if n_rows else None
-    fresh = _fresh_task_tiers(rows)
+    fresh = _fresh_task_tiers(facts if facts is not None else row_facts(rows))
     hard_tasks = sum(t in HARD_TIERS for t in fresh.values())
     mix: dict[str, Any] = {
         "counts": dict(sorted(tier_counts.items())),
@@ -97,6 +144,7 @@ def build_report(
     cfg: Config,
     engine: Engine,
     *,
+    facts: RowFacts,
     mix: dict[str, Any],
     inputs: Mapping[str, Any],
     world: dict[str, Any],
@@ -104,14 +152,15 @@ def build_report(
 ) -> dict[str, Any]:
     """The report dict of a finished run.
 
-    ``engine`` is the scheduler after the run (rows, counters, stop reasons); ``inputs``
+    ``engine`` is the scheduler after the run (rows, counters, stop reasons), ``facts`` its
+    rows' ``row_facts``; ``inputs``
     holds what the run was given: ``tasks_info``, ``trace_info``, ``replay`` (the pinned
     tasks or None), ``agent_model``, ``spec_name``, ``tools``, ``system_prompt``, ``run_id``;
     ``world`` is the dumped ``WorldOptions``.
     """
     from wai_exp.domain.dimensions import DIMENSION_KEYS
 
-    rows, n_rows = engine.rows, len(engine.rows)
+    n_rows = len(engine.rows)
     return {
         **_parameters(cfg),
         "dimensions": list(DIMENSION_KEYS),
@@ -120,14 +169,14 @@ def build_report(
             "no arm weights: each writer batch is the pending mutations of failing rows (at most "
             "writer_context_parents), then fresh draws; seeds from traces= run first"
         ),
-        "arms": dict(sorted(Counter(str(r.get("arm")) for r in rows).items())),
-        **_sources(cfg, engine, inputs),
+        "arms": dict(sorted(Counter(map(str, facts.arm)).items())),
+        **_sources(cfg, engine, inputs, facts),
         **_person_and_world(cfg, world),
-        **_outcome(engine),
-        **token_totals(cfg, rows),
+        **_outcome(engine, facts),
+        **token_totals(cfg, engine.rows, facts.usage),
         **model_concurrency(engine),
-        "search": _search(cfg, engine, mix, DIMENSION_KEYS),
-        "grade": grade_entry(cfg, engine),
+        "search": _search(cfg, engine, mix, DIMENSION_KEYS, facts),
+        "grade": grade_entry(cfg, engine, facts),
         "knobs_not_read": sorted(set(Knobs.model_fields) - knobs_read_by(engine)),
         "knobs_not_read_note": (
             "recorded and validated, but nothing in this run read them"
@@ -174,9 +223,11 @@ def _parameters(cfg: Config) -> dict[str, Any]:
     }
 
 
-def _sources(cfg: Config, engine: Engine, inputs: Mapping[str, Any]) -> dict[str, Any]:
+def _sources(
+    cfg: Config, engine: Engine, inputs: Mapping[str, Any], facts: RowFacts
+) -> dict[str, Any]:
     """Where asks came from and who answered, wrote and judged them."""
-    rows, replay = engine.rows, inputs["replay"]
+    replay = inputs["replay"]
     tasks_info, trace_info = inputs["tasks_info"], inputs["trace_info"]
     return {
         "tasks": tasks_info["tasks"],
@@ -193,8 +244,8 @@ def _sources(cfg: Config, engine: Engine, inputs: Mapping[str, Any]) -> dict[str
             if engine.writer is not None
             else "template"
         ),
-        "agent_model": agent_model_of(rows, inputs["agent_model"]),
-        "user_model": engine.runner.user_model if any(r.get("user_model") for r in rows) else None,
+        "agent_model": agent_model_of(facts.model_version, inputs["agent_model"]),
+        "user_model": engine.runner.user_model if any(facts.user_model) else None,
         "user_model_configured": engine.runner.user_model,
         "spec": inputs["spec_name"],
         "tools": [t["function"]["name"] for t in inputs["tools"]],
@@ -273,12 +324,10 @@ def _person_and_world(cfg: Config, world: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _outcome(engine: Engine) -> dict[str, Any]:
+def _outcome(engine: Engine, facts: RowFacts) -> dict[str, Any]:
     """Why the run stopped and what landed, was reused, graded or lost."""
-    rows = engine.rows
-    group_sizes = Counter(
-        (r["scenario_id"], r.get("phrasing_index"), r["lineage"]["eval_run"]) for r in rows
-    )
+    group_sizes = Counter(facts.group)
+    scenario_ids = [g[0] for g in facts.group]
     return {
         "stopped_because": engine.stop_reason,
         "stopped_because_per_run": [p["stopped_because"] for p in engine.per_run],
@@ -286,18 +335,18 @@ def _outcome(engine: Engine) -> dict[str, Any]:
         # window, the window and growth knobs); None when it did not fire
         "saturation": engine.plateau,
         "per_run": engine.per_run,
-        "rows": len(rows),
+        "rows": len(facts.group),
         "rows_new": engine.new_rows,
         "rows_reused": engine.reused,
-        "rows_graded": sum(1 for r in rows if r.get("reward") is not None),
+        "rows_graded": sum(x is not None for x in facts.reward),
         "rollouts_lost": len(engine.lost),
         "rollouts_lost_by": dict(sorted(engine.lost_by.items())),
         # per task category, and how pass@k counts them (simulate.lost_as)
-        "lost": lost_summary(rows, engine.lost, engine.cfg.lost_as),
+        "lost": lost_summary(facts.dims, scenario_ids, engine.lost, engine.cfg.lost_as),
         "rollouts_abandoned": engine.abandoned,
         # rows whose conversation outgrew the model's context window (ended_by truncated)
-        "rollouts_cut_at_context": sum(1 for r in rows if r.get("ended_by_raw") == "context_full"),
-        "scenarios": len({r["scenario_id"] for r in rows}),
+        "rollouts_cut_at_context": facts.ended_by_raw.count("context_full"),
+        "scenarios": len(set(scenario_ids)),
         "group_sizes": dict(sorted(Counter(group_sizes.values()).items())),
     }
 
@@ -387,21 +436,24 @@ def concurrency_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def token_totals(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def token_totals(
+    cfg: Config, rows: list[dict[str, Any]], usage: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     """``usage``: input and output tokens summed over the rows whose server reported them
-    (None when none did: unmeasured, not 0); ``logprobs_captured`` under ``logprobs=``:
-    agent turns, and those the server returned logprobs for."""
-    inp = [(r.get("usage") or {}).get("input_tokens") for r in rows]
-    out = [(r.get("usage") or {}).get("output_tokens") for r in rows]
+    (None when none did: unmeasured, not 0), from each row's ``usage`` (``RowFacts``);
+    ``logprobs_captured`` under ``logprobs=``: agent turns, and those the server returned
+    logprobs for."""
+    inp = [u.get("input_tokens") for u in usage]
+    out = [u.get("output_tokens") for u in usage]
     counted = [i for i, o in zip(inp, out, strict=True) if i is not None or o is not None]
-    usage = None
+    totals = None
     if counted:
-        usage = {
+        totals = {
             "input_tokens": int(sum(v for v in inp if v is not None)),
             "output_tokens": int(sum(v for v in out if v is not None)),
             "rows_counted": len(counted),
         }
-    result: dict[str, Any] = {"usage": usage}
+    result: dict[str, Any] = {"usage": totals}
     if cfg.logprobs:
         turns = [s for r in rows for s in r.get("steps") or () if s.get("kind") == "assistant"]
         result["logprobs_captured"] = {
@@ -414,17 +466,16 @@ def token_totals(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _search(
-    cfg: Config, engine: Engine, mix: dict[str, Any], dimension_keys: Any
+    cfg: Config, engine: Engine, mix: dict[str, Any], dimension_keys: Any, facts: RowFacts
 ) -> dict[str, Any]:
-    rows = engine.rows
     return {
         "tier_mix": mix,
-        "ended_on_question": sum(1 for r in rows if r.get("ended_by") == "user_left"),
-        **followups(cfg, rows),
+        "ended_on_question": facts.ended_by.count("user_left"),
+        **followups(cfg, facts.ended_by),
         **idle_on_verdicts(cfg, engine),
         "coverage": len(engine.coverage),
-        "mixed_rate": mixed_rate(rows, cfg.knobs.smoothing_alpha, engine.thr),
-        "dimension_counts": dimension_counts(rows, dimension_keys),
+        "mixed_rate": mixed_rate(facts, cfg.knobs.smoothing_alpha, engine.thr),
+        "dimension_counts": dimension_counts(facts.dims, dimension_keys),
         # Under unique_situations a template draw repeating one of the run's situations is
         # rejected; a batch short of them bounces (offline_bounce_limit rounds, seeds
         # offline_bounce_stride apart) before it is accepted short.
@@ -435,25 +486,33 @@ def _search(
     }
 
 
-def dimension_counts(rows: list[dict[str, Any]], keys: Any) -> dict[str, dict[str, int]]:
-    """Rows per value of each scenario dimension in ``keys`` (values as text, in order).
-    Each row's dimensions are read once, not once a key: a pass over every row per key cost
-    the end of a run against a local server ~25 µs a row (0.8 s at 32,000 rows), each pass
-    missing the cache on every row."""
-    dims = [r.get("scenario_dimensions") or {} for r in rows]
-    return {key: dict(sorted(Counter([str(d.get(key)) for d in dims]).items())) for key in keys}
+def dimension_counts(
+    dims: Sequence[Mapping[str, Any]], keys: Sequence[str]
+) -> dict[str, dict[str, int]]:
+    """Rows per value of each scenario dimension in ``keys`` (values as text, in order), from
+    each row's ``scenario_dimensions`` (``RowFacts.dims``), each read once."""
+    try:  # a run's rows share a few hundred combinations: each is made text once
+        combos = Counter(tuple(map(d.get, keys)) for d in dims)
+    except TypeError:  # an unhashable value (a row another tool wrote): its text, row by row
+        combos = Counter(tuple(str(d.get(key)) for key in keys) for d in dims)
+    counts: dict[str, Counter[str]] = {key: Counter() for key in keys}
+    for combo, n in combos.items():
+        for key, value in zip(keys, combo, strict=True):
+            counts[key][str(value)] += n
+    return {key: dict(sorted(c.items())) for key, c in counts.items()}
 
 
-def followups(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def followups(cfg: Config, ended_by: Sequence[Any]) -> dict[str, Any]:
     """``followups_missed``: rows that ended on the agent's question with nobody answering
-    (the person walked away, or was out of turns); ``followups_starved`` when those are at
-    least ``followup_starved_min`` and at least rows / ``followup_starved_divisor``."""
-    missed = sum(1 for r in rows if r.get("ended_by") in ("user_left", "max_turns"))
+    (the person walked away, or was out of turns), from each row's ``ended_by``;
+    ``followups_starved`` when those are at least ``followup_starved_min`` and at least
+    rows / ``followup_starved_divisor``."""
+    missed = ended_by.count("user_left") + ended_by.count("max_turns")
     knobs = cfg.knobs
-    starved = missed >= knobs.followup_starved_min and missed >= len(rows) / int(
+    starved = missed >= knobs.followup_starved_min and missed >= len(ended_by) / int(
         knobs.followup_starved_divisor
     )
-    return {"followups_missed": missed, "followups_starved": bool(rows) and starved}
+    return {"followups_missed": missed, "followups_starved": bool(ended_by) and starved}
 
 
 def idle_on_verdicts(cfg: Config, engine: Engine) -> dict[str, Any]:
@@ -483,24 +542,23 @@ def idle_on_verdicts(cfg: Config, engine: Engine) -> dict[str, Any]:
     return {"idle_on_verdicts": share, "idle_on_verdicts_note": note}
 
 
-def grade_entry(cfg: Config, engine: Engine) -> dict[str, Any] | None:
+def grade_entry(cfg: Config, engine: Engine, facts: RowFacts) -> dict[str, Any] | None:
     """``report["grade"]``: who graded the rows as they landed (``grade=`` or ``grader=``)
     and the verdict counts; None when neither was given. Counts only: pass@1 with its
     interval is ``data.pass_at``."""
     runner = engine.runner
     if cfg.grade is None and runner.grader is None:
         return None
-    rows, thr = engine.rows, engine.thr
-    rewards = [r.get("reward") for r in rows]
-    judged = [x for x in rewards if isinstance(x, int | float)]
+    thr = engine.thr
+    judged = [x for x in facts.reward if isinstance(x, int | float)]
     return {
         "by": "grade" if cfg.grade is not None else "grader",
         "kind": cfg.grade,
         "judge_name": "conduct_grade" if cfg.grade is not None else runner.grader_name,
         "judge_model": None if cfg.grade is not None else runner.grader_model,
-        "label_source": "conduct" if cfg.grade is not None else _label_source(rows),
+        "label_source": "conduct" if cfg.grade is not None else _label_source(facts.label_source),
         "rows_graded": len(judged),
-        "unjudged": len(rows) - len(judged),
+        "unjudged": len(facts.reward) - len(judged),
         "passed": sum(1 for x in judged if x >= thr),
         "failed": sum(1 for x in judged if x < thr),
         "pass_threshold": thr,
@@ -508,8 +566,8 @@ def grade_entry(cfg: Config, engine: Engine) -> dict[str, Any] | None:
     }
 
 
-def _label_source(rows: list[dict[str, Any]]) -> str | None:
-    kinds = sorted({str(r["label_source"]) for r in rows if r.get("label_source")})
+def _label_source(sources: Sequence[Any]) -> str | None:
+    kinds = sorted({str(s) for s in sources if s})
     return ", ".join(kinds) if kinds else None
 
 
@@ -523,32 +581,29 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def agent_model_of(rows: list[dict[str, Any]], fallback: str) -> str:
-    """The model the rows say answered (what the agent reported), else the agent's name."""
-    versions = sorted({str(r.get("model_version")) for r in rows if r.get("model_version")})
+def agent_model_of(model_versions: Sequence[Any], fallback: str) -> str:
+    """The model the rows say answered (each row's ``model_version``: what the agent
+    reported), else the agent's name."""
+    versions = sorted({str(v) for v in model_versions if v})
     if len(versions) == 1:
         return versions[0]
     return ", ".join(versions) if versions else fallback
 
 
-def mixed_rate(rows: list[dict[str, Any]], alpha: float, thr: float) -> dict[str, Any]:
+def mixed_rate(facts: RowFacts, alpha: float, thr: float) -> dict[str, Any]:
     """Share of repeat groups (same ask, same run, 2+ rollouts) that split, Laplace-smoothed
     ``(mixed + a) / (groups + 2a)``. A group splits on reward when graded, else on behaviour
-    signature."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        key = (
-            r.get("scenario_id"),
-            r.get("phrasing_index"),
-            (r.get("lineage") or {}).get("eval_run"),
-        )
-        groups.setdefault(key, []).append(r)
+    signature (``tasks.split_of``)."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, key in enumerate(facts.group):
+        groups.setdefault(key, []).append(i)
+    rewards, signatures = facts.reward, facts.signature
     n = mixed = 0
     for g in groups.values():
         if len(g) < 2:
             continue
         n += 1
-        mixed += group_split(g, thr)
+        mixed += split_of([rewards[i] for i in g], [signatures[i] for i in g], thr)
     return {
         "groups": n,
         "mixed": mixed,

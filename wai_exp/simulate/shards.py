@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wai_exp.llm.http import send_requests_first
+from wai_exp.llm.http import send_requests_first, warm_up
 from wai_exp.rows.jsonl import StringSharer
 from wai_exp.simulate.ids import stable_hash
 from wai_exp.simulate.rollout import Outcome
@@ -340,12 +340,12 @@ class _Process:
     ``subprocess`` rather than asyncio's, so that it can start before the stage's event loop
     exists (``prestart``) and be taken up by that loop once it runs (``pipes``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, spare: bool = False) -> None:
         # Its own process group: a terminal's Ctrl-C reaches the stage alone, which closes
         # the worker's stdin (it exits at EOF) instead of interrupting it mid-write, or a
         # spare mid-import with a traceback on the terminal.
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "wai_exp.simulate.shards"],
+            [sys.executable, "-m", "wai_exp.simulate.shards", *([_SPARE_ARG] if spare else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, process_group=0,
         )  # fmt: skip
         #: what a spare was started under: a stage takes it only if they still hold
@@ -411,6 +411,8 @@ class _Process:
                 pipe.close()
 
 
+#: what a worker started ahead of its stage is told (``prestart``): it has time to spare
+_SPARE_ARG = "--spare"
 #: worker processes started ahead of their stage (``prestart``), oldest first
 _SPARES: list[_Process] = []
 #: worker processes closed by their stage and not yet exited (``_Process.reap``)
@@ -428,7 +430,7 @@ def prestart(workers: int) -> None:
     atexit.unregister(_close_spares)  # once, however many stages prestart
     atexit.register(_close_spares)
     while len(_SPARES) < workers - 1:
-        _SPARES.append(_Process())
+        _SPARES.append(_Process(spare=True))
 
 
 def _take_spare() -> _Process | None:
@@ -913,11 +915,17 @@ class _HealthReport:
             self.check()
 
 
-async def _serve(inp: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
+async def _serve(
+    inp: asyncio.StreamReader, out: asyncio.StreamWriter, *, spare: bool = False
+) -> None:
     outbox = _Outbox(out.write, _unsendable, _FrameCodec(sample=_row_of).encode)
     try:
-        # before the setup arrives: a spare (``prestart``) waits with all of this done
+        # before the setup arrives: a spare (``prestart``) waits with all of this done, its
+        # model transport included (a model agent's first calls wait on it otherwise)
         from wai_exp.simulate.engine import shard_runner
+
+        if spare:
+            warm_up()
 
         try:
             ((setup, cfg, run_id),) = await _read_frame(inp)
@@ -995,7 +1003,7 @@ async def _worker_main() -> None:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(inp), sys.stdin.buffer)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, frames)
     out = asyncio.StreamWriter(transport, protocol, None, loop)
-    await _serve(inp, out)
+    await _serve(inp, out, spare=_SPARE_ARG in sys.argv[1:])
     await out.drain()
 
 

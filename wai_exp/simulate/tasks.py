@@ -5,7 +5,7 @@ order, and ``MutationQueue`` the sibling asks of rows that failed."""
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -331,8 +331,21 @@ class MutationQueue:
 def group_split(rows: list[dict[str, Any]], thr: float, *, by_reward: bool = True) -> bool:
     """True when a repeat group split: rewards on both sides of ``thr`` when any row is
     graded (and ``by_reward``), else more than one behaviour signature."""
+    return split_of(
+        [r.get("reward") for r in rows],
+        [r.get("behavior_signature") for r in rows],
+        thr,
+        by_reward=by_reward,
+    )
+
+
+def split_of(
+    rewards: Sequence[Any], signatures: Sequence[Any], thr: float, *, by_reward: bool = True
+) -> bool:
+    """``group_split`` of a group given as its rows' rewards (None: unjudged) and behaviour
+    signatures."""
     if by_reward:
-        rewards = [r["reward"] for r in rows if r.get("reward") is not None]
-        if rewards:
-            return any(x >= thr for x in rewards) and any(x < thr for x in rewards)
-    return len({r.get("behavior_signature") for r in rows}) > 1
+        judged = [x for x in rewards if x is not None]
+        if judged:
+            return any(x >= thr for x in judged) and any(x < thr for x in judged)
+    return len(set(signatures)) > 1
