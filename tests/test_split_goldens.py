@@ -608,7 +608,7 @@ EXPECTED: dict[str, str] = {
         "328d49e093268f9cf913439f0fd419a7aef55ff9c61e10213fd99ace59dc99aa"
     ),
     "card/sft_rows_file_no_tokens": (
-        "51cb06f510939fc3d8dec39ac33c7244ef054062a260a2b47f397981559590d0"
+        "29798cbe3ab646df915a1d47b25815bbf79055bb741ab5926a33febedf3b3cd2"
     ),
     "judge_pairs/bad_concurrency": (
         "dc0cfbdd4beedde8738d8ec92b3585a758fb95aa2918e9b44b1536abb8c505a4"
