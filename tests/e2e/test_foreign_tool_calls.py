@@ -85,3 +85,26 @@ def test_demonstrations_calling_tools_with_none_declared_are_left_out_and_said(t
     summary = res.stdout[res.stdout.index("wai-exp: done") :]
     assert "warning (publish): " in summary
     assert "but declares no tools" in summary and "simulate.spec" in summary
+
+
+def test_rl_prompts_whose_rows_declare_no_tools_are_said_to_offer_none(tmp_path):
+    """rl_round on rows another tool wrote without ``tools`` (no simulate.spec) published
+    prompts with ``tools: []`` although the rows called tools: a policy trained on them can
+    call nothing, and only the missing reward facts were warned about."""
+    lines = []
+    for i in range(40):
+        row = json.loads(rows().splitlines()[i])
+        row.update(task_id=f"t{i % 10}", reward=float(i % 4 < 2))
+        lines.append(row)
+    (tmp_path / "with.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    bare = [{k: v for k, v in r.items() if k != "tools"} for r in lines]
+    (tmp_path / "bare.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bare))
+    said = "RL records offer the policy no tools, though their rows called cancel_order"
+    for name, warned in (("bare.jsonl", True), ("with.jsonl", False)):
+        res = subprocess.run(
+            [WAI_EXP, "+experiment=rl_round", f"simulate.rows={name}", "judge=given",
+             "tracking=none", f"hydra.run.dir=outputs/{name}"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        assert (said in res.stdout) is warned, res.stdout[-3000:]

@@ -337,6 +337,33 @@ def _left_out_warning(skipped: int, first: str) -> str:
     )
 
 
+def _no_tools_warning(records: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[str]:
+    """RL records whose prompt offers no tool while their rows called tools (rows another tool
+    wrote without ``tools``, and no ``simulate.spec``): a policy trained on them cannot call
+    any. Demonstrations of that kind are left out by ``sft_records``; an RL prompt is kept,
+    so the run says it."""
+    bare = sum(1 for r in records if "prompt" in r and not r.get("tools"))
+    if not bare:
+        return []
+    called = sorted(
+        {
+            str(s.get("name"))
+            for row in rows
+            for s in row.get("steps") or ()
+            if isinstance(s, Mapping) and s.get("kind") == "tool" and s.get("name")
+        }
+    )
+    if not called:
+        return []
+    shown = ", ".join(called[:5]) + (" ..." if len(called) > 5 else "")
+    return [
+        f"{bare} of {len(records)} RL records offer the policy no tools, though their rows "
+        f"called {shown}: the rows declare no `tools` and no agent spec gave them, so a "
+        "policy trained on these prompts cannot call a tool; add the tools to the rows, or "
+        "pass the spec that declares them (simulate.spec)"
+    ]
+
+
 def _unscorable_warning(n_bad: int, n: int, rows_file: Any) -> str:
     """The publish warning for RL records no reward function of wai-exp can score."""
     source = f"rows read from {rows_file} (simulate.rows)" if rows_file else "rows"
@@ -781,6 +808,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         lines.append(f"  warning: {info['skipped']} left out; see report.json export.skip_reasons")
     warnings += [_unscorable_warning(unscorable, len(records), rows_file)] if unscorable else []
     warnings += [_served_elsewhere_warning(elsewhere, len(records))] if elsewhere else []
+    warnings += _no_tools_warning(records, rows)
     if warnings:
         report["warnings"] = warnings
         lines += [f"  warning: {w}" for w in warnings]
