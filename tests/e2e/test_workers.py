@@ -131,14 +131,21 @@ def test_rows_are_identical_run_to_run_and_across_worker_counts(tmp_path):
 #: ``DESK`` whose replies, in a worker process only, start with ``hint.txt`` read at call
 #: time: as a prompt or data file an agent opens per situation can be one no rollout of the
 #: stage's own process opened.
-HINTED = DESK.replace(
-    "def answer(message, *, world, **context):\n",
-    "def answer(message, *, world, **context):\n"
-    "    if sys.argv[0].endswith('shards.py'):\n"
-    "        return Path('hint.txt').read_text() + _answer(message, world=world)\n"
-    "    return _answer(message, world=world)\n\n\n"
-    "def _answer(message, *, world, **context):\n",
-).replace("import re\n", "import re\nimport sys\n")
+def _in_a_worker_only(prefix: str) -> str:
+    """``DESK`` whose ``answer``, in a worker process only, runs ``prefix`` (code lines that
+    end by setting ``head``) and starts its reply with ``head``."""
+    return DESK.replace(
+        "def answer(message, *, world, **context):\n",
+        "def answer(message, *, world, **context):\n"
+        "    if sys.argv[0].endswith('shards.py'):\n"
+        f"{prefix}"
+        "        return head + _answer(message, world=world)\n"
+        "    return _answer(message, world=world)\n\n\n"
+        "def _answer(message, *, world, **context):\n",
+    ).replace("import re\n", "import re\nimport sys\n")
+
+
+HINTED = _in_a_worker_only("        head = Path('hint.txt').read_text()\n")
 
 
 def test_a_file_only_a_worker_read_is_an_input_of_the_stage(tmp_path):
@@ -170,16 +177,10 @@ def test_a_file_only_a_worker_read_is_an_input_of_the_stage(tmp_path):
 #: ``DESK`` whose replies, in a worker process only, start with a greeting from a module it
 #: imports by name at call time (the cache key's scan of the agent's imports cannot see
 #: it): loaded from its bytecode, it is recorded only at the worker's exit.
-GREETED = DESK.replace(
-    "def answer(message, *, world, **context):\n",
-    "def answer(message, *, world, **context):\n"
-    "    if sys.argv[0].endswith('shards.py'):\n"
+GREETED = _in_a_worker_only(
     "        import importlib\n\n"
-    "        greeting = importlib.import_module('greet' + 'ing')  # no static import to see\n"
-    "        return greeting.TEXT + _answer(message, world=world)\n"
-    "    return _answer(message, world=world)\n\n\n"
-    "def _answer(message, *, world, **context):\n",
-).replace("import re\n", "import re\nimport sys\n")
+    "        head = importlib.import_module('greet' + 'ing').TEXT  # no static import to see\n"
+)
 
 
 def test_a_module_only_a_worker_imported_is_an_input_of_the_stage(tmp_path):
