@@ -303,6 +303,33 @@ def test_valid_stage_params_pass(base):
     assert validate_config(cfg)
 
 
+def test_an_arm_agent_for_another_kind_is_refused_before_any_work():
+    # The delta preset's arms carry the scripted agent's skill and model_version; laid over
+    # agent=callable they failed simulate_before mid-run with a bare pydantic error.
+    with initialize_config_module(version_base="1.3", config_module="wai_exp.conf"):
+        cfg = compose(
+            config_name="config",
+            overrides=["+experiment=delta", "agent=callable", "agent.target=my_agent:answer"],
+        )
+    ps = problems(OmegaConf.to_container(cfg, resolve=True))
+    for arm in ("simulate_before", "simulate_after"):
+        for key in ("skill", "model_version"):
+            assert any(
+                p.startswith(f"pipeline.stages.{arm}.params.agent.{key}: unknown key")
+                and "Valid keys: factory, kind, kwargs, target" in p
+                and "agent=callable" in p
+                for p in ps
+            ), ps
+    assert len(ps) == 4, ps
+
+
+def test_an_arm_agent_that_fits_its_kind_passes(base):
+    cfg = copy.deepcopy(base)
+    cfg["agent"] = {"kind": "callable", "target": "my_agent:answer"}
+    cfg["pipeline"]["stages"]["simulate"]["params"] = {"agent": {"target": "my_agent:other"}}
+    assert validate_config(cfg)
+
+
 def test_precheck_names_a_missing_group_option(tmp_path):
     [p] = check_override_keys(["+experiment=rl_rnd"])
     assert p.startswith(

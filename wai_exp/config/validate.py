@@ -774,6 +774,8 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"{'.'.join(where)}.agent: expected a mapping laid over the agent section"
             )
+        elif isinstance(params.get("agent"), Mapping):
+            problems.extend(_arm_agent_problems(cfg, where, params["agent"]))
         pinned = params.get("tasks_from")
         if pinned is not None and pinned not in (stage.get("needs") or []):
             problems.append(
@@ -784,6 +786,34 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
         if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int)):
             problems.append(f"{'.'.join(where)}.seed_offset: expected an integer, got {offset!r}")
     return problems
+
+
+def _arm_agent_problems(
+    cfg: Mapping[str, Any], where: Sequence[str], arm: Mapping[str, Any]
+) -> list[str]:
+    """A simulate stage's ``params.agent`` laid over the ``agent`` section, checked against
+    the model of the kind it ends up as, so a preset's arm written for one agent kind (the
+    delta preset's ``skill``/``model_version`` for the scripted agent) is refused before any
+    stage runs rather than failing the stage. Only keys the arm itself sets are reported."""
+    merged = {**dict(cfg.get("agent") or {}), **arm}
+    kind = str(merged.get("kind", "scripted"))
+    try:
+        model = models.AGENT_BY_KIND[kind]
+    except KeyError:
+        return []  # an unknown kind is the agent section's own problem
+    try:
+        model.model_validate(merged)
+    except ValidationError as exc:
+        prefix = [*where, "agent"]
+        keys = list(_model_keys(model))
+        own = [".".join([*prefix, str(k)]) for k in arm]
+        return [
+            f"{p} (agent={kind}; set this arm's keys for your agent, or remove one with "
+            f"'~{'.'.join(prefix)}.KEY')"
+            for p in pydantic_problems(exc, prefix=prefix, flat_keys=keys)
+            if any(p.startswith(o) for o in own)
+        ]
+    return []
 
 
 def published_shapes(cfg: Mapping[str, Any]) -> list[tuple[str, Any]]:
