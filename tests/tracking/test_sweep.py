@@ -359,3 +359,27 @@ def test_runs_of_different_k_are_not_averaged_into_one_pass_pow_k():
     [row] = per_value_table([a, b])["rows"]
     assert row["pass_pow_k"] is None and row["pass_pow_k_why"] == "its runs drew different k (4, 8)"
     assert "pass^k  95% CI" in format_table(per_value_table([a, b]))
+
+
+def test_seeds_that_drew_their_own_tasks_are_not_called_a_re_run_floor():
+    from wai_exp.tracking.sweep import summary_lines, sweep_answer
+
+    # A deterministic agent over seed=0,1,2 of an unpinned eval: each seed wrote its own
+    # asks, so the three pass@1 differ by which tasks were drawn, not by any re-run noise.
+    drawn = [
+        _tasked(i, [f"seed={i}"], {f"s{i}t{j}": float(j % (2 + i) == 0) for j in range(50)})
+        for i in range(3)
+    ]
+    spread = replicate_spread(drawn)
+    assert spread["run_std"] > 0 and spread["tasks_differ"] is True
+    text = "\n".join(summary_lines(sweep_answer(drawn, ["seed=0,1,2"]), 3, 3))
+    assert "re-run spread" not in text
+    assert "seed-to-seed spread (each replicate drew its own tasks" in text
+    # Replicates on one pinned task set keep the re-run wording.
+    pinned = [
+        _tasked(i, [f"seed={i}"], {f"t{j}": float((j + i) % 3 == 0) for j in range(50)})
+        for i in range(3)
+    ]
+    assert replicate_spread(pinned)["tasks_differ"] is False
+    text = "\n".join(summary_lines(sweep_answer(pinned, ["seed=0,1,2"]), 3, 3))
+    assert "re-run spread (replicates only): run_std" in text

@@ -582,8 +582,14 @@ def _sweep_note(
         *([""] if notes else []),
     ]
     if spread.get("run_std") is not None:
+        label = (
+            "**Seed-to-seed spread** (jobs differing only by seed/replicate, each on its own "
+            "tasks: task sampling and re-run noise together)"
+            if spread.get("tasks_differ")
+            else "**Re-run spread** (jobs differing only by seed/replicate)"
+        )
         lines.append(
-            f"**Re-run spread** (jobs differing only by seed/replicate): run_std "
+            f"{label}: run_std "
             f"{spread['run_std']:.3f}, noise band ±{spread['noise_band']:.3f} "
             f"(±{spread['noise_band_t']:.3f} with the t quantile, df {spread['df']})"
         )

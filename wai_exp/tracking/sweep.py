@@ -496,7 +496,7 @@ def summary_lines(
     table, the lines under it and the re-run spread (or why it was not measured)."""
     per_value, spread = answer["per_value"], answer["spread"]
     floor = (
-        f"re-run spread (replicates only): run_std {spread['run_std']:.3f}, noise band "
+        f"{spread_label(spread)}: run_std {spread['run_std']:.3f}, noise band "
         f"±{spread['noise_band']:.3f}"
         if spread["run_std"] is not None
         else f"re-run spread: not measured ({spread['note']})"
@@ -509,6 +509,19 @@ def summary_lines(
         *answer["notes"],
         floor,
     ]
+
+
+def spread_label(spread: Mapping[str, Any]) -> str:
+    """What the replicate spread measured. Replicates that drew different tasks (each seed
+    writes its own asks) spread by task sampling as well as re-run noise: calling that a
+    re-run floor would tell a deterministic agent its eval moves on a re-run."""
+    if spread.get("tasks_differ"):
+        return (
+            "seed-to-seed spread (each replicate drew its own tasks: task sampling and re-run "
+            "noise together, not a same-task re-run floor; +experiment=eval_variance measures "
+            "that)"
+        )
+    return "re-run spread (replicates only)"
 
 
 def seeds_needed(table: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -608,11 +621,15 @@ def replicate_spread(
     table = per_value_table(children, metric=metric)
     done = [c for c in children if c.get("status", "FINISHED") == "FINISHED"]
     groups: dict[tuple[str, ...], list[float]] = {}
+    task_sets: dict[tuple[str, ...], set[frozenset[str]]] = {}
     for c in done:
         p = parse_overrides(c.get("overrides") or [])
         v = finite_float(c["metrics"].get(metric))
         if v is not None:
-            groups.setdefault(tuple(p.get(k, "") for k in table["value_keys"]), []).append(v)
+            group = tuple(p.get(k, "") for k in table["value_keys"])
+            groups.setdefault(group, []).append(v)
+            if c.get("tasks"):
+                task_sets.setdefault(group, set()).add(frozenset(map(str, c["tasks"])))
     ss, df, used, n_runs = 0.0, 0, 0, 0
     for vals in groups.values():
         if len(vals) < 2:
@@ -631,6 +648,7 @@ def replicate_spread(
         "noise_band": None,
         "noise_band_t": None,
         "note": None,
+        "tasks_differ": any(len(sets) > 1 for sets in task_sets.values()),
     }
     if df == 0:
         out["note"] = (
