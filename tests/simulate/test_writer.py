@@ -329,3 +329,28 @@ def test_an_exact_repeat_within_a_run_gets_its_own_id():
     assert repeat == f"{sit.scenario_id}-2"
     assert again.next_situation().scenario_id == sit.scenario_id
     assert again._content_id(*twin) == repeat
+
+
+def test_an_integer_reference_id_is_the_key_and_its_range_is_no_boundary():
+    """``cancel_booking(booking_ref: integer 100000..999999)``: the ref identifies the booking,
+    so a vague ask leaves it out; its range is the id's format, so no boundary ask goes past
+    it ("booking ref: 1094563 ... at most 999999" names no booking, it asks no exception).
+    A bounded amount beside it still gets its boundary asks."""
+    ref = {"type": "integer", "minimum": 100000, "maximum": 999999}
+    tools = [
+        {"name": "get_booking", "parameters": {"type": "object",
+         "properties": {"booking_ref": ref}, "required": ["booking_ref"]}},
+        {"name": "cancel_booking", "parameters": {"type": "object",
+         "properties": {"booking_ref": ref}, "required": ["booking_ref"]}},
+        {"name": "refund_booking", "parameters": {"type": "object",
+         "properties": {"booking_ref": ref, "amount": {"type": "number", "maximum": 500}},
+         "required": ["booking_ref", "amount"]}},
+    ]  # fmt: skip
+    w = TemplateWriter(tools, "1. Look a booking up first.", seed=0)
+    stances = {t: {c[1] for c in w.grid if c[0] == t} for t in ("cancel_booking", "refund_booking")}
+    assert "vague" in stances["cancel_booking"] and "boundary" not in stances["cancel_booking"]
+    assert "boundary" in stances["refund_booking"]
+    states = {c[2] for c in w.grid if c[0] == "cancel_booking"}
+    assert states == {"exists", "missing", "already_done"}  # get_booking shows the record
+    asks = [s for s in w.next_batch(300) if s.dims["stance"] == "boundary"]
+    assert asks and all(s.entities["bound"]["arg"] == "amount" for s in asks)

@@ -484,6 +484,10 @@ class ToolDomain:
         fn = self.fns[tool]
         props = _props(fn)
         for arg in (fn.get("parameters") or {}).get("required") or ():
+            if is_id_name(arg):
+                # An id's range is its format (booking_ref 100000..999999): a value past it
+                # names no record, it is not a limit a person can ask to go past.
+                continue
             schema = props.get(arg) or {}
             typ = _type(schema)
             hi = schema.get("maximum", schema.get("exclusiveMaximum"))

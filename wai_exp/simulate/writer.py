@@ -278,14 +278,17 @@ def name_words(name: str) -> str:
 
 def key_arg(fn: Mapping[str, Any]) -> str | None:
     """The required argument that identifies what a tool acts on (an id, else an email, a
-    number/code/key, else the first string), or ``None`` when no required argument fits."""
+    number/code/key/reference or ``*_ref``, else the first string), or ``None`` when no required argument fits."""
     params = fn.get("parameters") or {}
     required = list(params.get("required") or [])
     props = params.get("properties") or {}
     for pick in (
         lambda a: a.lower().endswith("id"),
         lambda a: "email" in a.lower(),
-        lambda a: any(w in a.lower() for w in ("number", "code", "key", "reference")),
+        lambda a: (
+            any(w in a.lower() for w in ("number", "code", "key", "reference"))
+            or a.lower().endswith("_ref")
+        ),
         lambda a: (props.get(a) or {}).get("type", "string") == "string",
     ):
         for arg in required:
