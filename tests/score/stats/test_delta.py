@@ -589,6 +589,20 @@ def test_each_group_interval_is_compare_runs_on_that_groups_rows() -> None:
         assert got["ci95"] == pytest.approx(ref["ci95"], abs=1e-12)
 
 
+def test_rows_per_task_that_differ_only_by_eval_runs_are_not_blamed_on_lost_rollouts() -> None:
+    # runs=3 x 4 repeats against runs=1 x 4: nothing was lost, so the warning must not send
+    # the user to rollouts_lost_by or --balance-rollouts after a cause that is not there.
+    rep = delta_report(arm(40, 4, 0.5, 71, runs=3, policy="a"), arm(40, 4, 0.6, 72, policy="b"))
+    assert rep["k"] == {"before": 12, "after": 4}
+    w = rep["sizing"]["warning"]
+    assert w.startswith("unequal rows per task by design: before pools 3 eval run(s) (12 rows")
+    assert "4 a run on both sides: no rollout was lost" in w
+    assert "lost for a reason" not in w and "trims both" not in w
+    # a runs=3 arm that also lost rollouts keeps the lost-rollout warning
+    short = arm(40, 4, 0.5, 73, runs=3, policy="a")[1:]
+    assert "lost for a reason" in delta_report(short, arm(40, 4, 0.6, 74))["sizing"]["warning"]
+
+
 def test_unequal_k_on_a_minority_of_tasks_still_warns_beside_sizing() -> None:
     # The after arm lost half its rollouts on 18 of 60 tasks: its usual k is still 4, but
     # its fewest is 2, which is the k pass_at would use. The sizing line must say so.

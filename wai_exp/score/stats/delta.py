@@ -721,8 +721,11 @@ def _k_sizing(
     kmin_b, kmin_a = _min_k(tm.b_counts[both, j]), _min_k(tm.a_counts[both, j])
     if k_b is not None and k_a is not None and (k_b != k_a or kmin_b != kmin_a):
         n_short = int((tm.b_counts[both, j] != tm.a_counts[both, j]).sum())
-        sizing["warning"] = _unequal_k_warning(
-            k_b, k_a, kmin_b, kmin_a, n_short, arms.pair.n_paired, balance_rollouts
+        runs = (arms.sb.n_runs, arms.sa.n_runs)
+        sizing["warning"] = _runs_k_warning((k_b, k_a), (kmin_b, kmin_a), runs) or (
+            _unequal_k_warning(
+                k_b, k_a, kmin_b, kmin_a, n_short, arms.pair.n_paired, balance_rollouts
+            )
         )
         warnings.append(sizing["warning"])
     return {
@@ -1241,6 +1244,25 @@ def _group_down_warning(g: str, e: Mapping[str, Any], target_name: str) -> str:
         f"group {g}: {target_name} dropped {_fmt_num(e['delta'], True)} "
         f"[{_fmt_num(e['ci95'][0], True)}, {_fmt_num(e['ci95'][1], True)}] while the "
         "headline is read over every group"
+    )
+
+
+def _runs_k_warning(
+    k: tuple[int, int], kmin: tuple[int | None, int | None], runs: tuple[int, int]
+) -> str | None:
+    """The unequal-rows warning when the eval runs explain it: every task has the same rows
+    per run on both sides (runs=3 x 4 repeats against runs=1 x 4), so nothing was lost and
+    the lost-rollout advice would send the user after a cause that is not there. None when
+    the runs do not explain the counts."""
+    (k_b, k_a), (n_b, n_a) = k, runs
+    per_run = {k_b / n_b, k_a / n_a}
+    if n_b == n_a or len(per_run) != 1 or kmin != k:
+        return None
+    return (
+        f"unequal rows per task by design: before pools {n_b} eval run(s) ({k_b} rows per "
+        f"task), after {n_a} ({k_a}), {int(k_b / n_b)} a run on both sides: no rollout was "
+        "lost, and each task's pass rate is a mean over its own rows, so the paired "
+        "interval holds"
     )
 
 
