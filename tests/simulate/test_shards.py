@@ -434,6 +434,9 @@ def test_a_workers_warning_about_its_model_server_reaches_the_stages_progress_li
     kw = {"budget": 30, "seed": 0, "timeout": 2.0,
           "advanced": {"concurrency": 2, "progress_every_s": 0.1}}  # fmt: skip
     notes: list[str] = []
+    # the worker must be up before the stage's own rollouts (0.2 s each) finish the budget:
+    # a cold worker under load took longer, and the stage ran every rollout itself
+    _spare_ready()
     with scripted_server(hang) as url:
         setup = functools.partial(model_setup, f"vllm:served-model@{url}", kw)
         try:
