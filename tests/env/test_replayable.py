@@ -42,13 +42,15 @@ MANGLES = {
     "execute": _execute,
     "no seed": lambda r: with_situation(r, {**sit(r), "seed": None}),
     "no cell, mcp": lambda r: _mcp(with_situation(r, {**sit(r), "scenario_dimensions": None})),
+    "no tools": lambda r: {**r, "tools": []},
+    "no tools, mcp": lambda r: _mcp({**r, "tools": []}),
 }
 
 
 @pytest.mark.parametrize("name", MANGLES)
 def test_publish_counts_as_unreplayable_exactly_what_reset_refuses(run, name):
     record = MANGLES[name](run[1][0])
-    gaps = replay_gaps(sit(record))
+    gaps = replay_gaps(sit(record), record["tools"])
     try:
         reset(record)
         refused = False
@@ -57,12 +59,15 @@ def test_publish_counts_as_unreplayable_exactly_what_reset_refuses(run, name):
     assert bool(gaps) == refused == (name != "recorded")
     n_missing = publish._unreplayable([record])[0]
     served = publish._served_elsewhere([record])
-    assert (n_missing, dict(served)) == {
-        "recorded": (0, {}),
-        "mcp": (0, {"mcp": 1}),
-        "execute": (0, {"execute": 1}),
-        "no seed": (1, {}),
-        "no cell, mcp": (1, {}),
+    toolless = publish._toolless([record])
+    assert (n_missing, dict(served), toolless) == {
+        "recorded": (0, {}, 0),
+        "mcp": (0, {"mcp": 1}, 0),
+        "execute": (0, {"execute": 1}, 0),
+        "no seed": (1, {}, 0),
+        "no cell, mcp": (1, {}, 0),
+        "no tools": (0, {}, 1),
+        "no tools, mcp": (0, {"mcp": 1}, 0),  # the world is the gap tools would not fix
     }[name]
 
 
@@ -146,3 +151,70 @@ def test_serve_env_refuses_records_reset_would_refuse_before_serving(run, tmp_pa
     assert "world=mcp" in said and "default world" in said
     path.write_text("".join(json.dumps(r) + "\n" for r in good))
     assert read_records(path) == good
+
+
+def test_reset_refuses_a_record_with_no_tools_naming_the_spec_to_publish_with(run):
+    with pytest.raises(EnvError) as info:
+        reset({**run[1][0], "tools": []})
+    said = str(info.value)
+    assert said.startswith("the record has no `tools`: the world answers only declared tools")
+    assert "simulate.rows without simulate.spec" in said
+    assert "simulate.spec=support_desk for rows of a run on the shipped support desk" in said
+
+
+def test_a_record_with_no_tools_and_another_world_is_refused_for_its_world(run):
+    """Tools would not make it playable: the message names the gap that would remain."""
+    with pytest.raises(EnvError, match="made against your tool server"):
+        reset(_mcp({**run[1][0], "tools": []}))
+
+
+@pytest.mark.parametrize("fmt", ["verl", "openrlhf"])
+def test_verl_and_openrlhf_refuse_records_with_no_tools_naming_the_shipped_spec(run, fmt):
+    rows, records = run
+    bare = [{**r, "tools": []} for r in records[:3]] + records[3:5]
+    with pytest.raises(ValueError) as info:
+        publish._refuse_toolless(bare, rows, fmt)
+    said = str(info.value)
+    assert said.startswith(f"publish.format={fmt}: 3 of 5 RL records have no `tools`")
+    assert (
+        "Pass simulate.spec=support_desk (the rows' system prompt is that shipped spec's)" in said
+    )
+    assert said.endswith("Nothing was published.")
+    publish._refuse_toolless(records[3:5], rows, fmt)
+
+
+def test_the_shipped_spec_is_named_only_when_every_row_ran_under_its_prompt(run):
+    rows = run[0][:4]
+    assert publish.shipped_spec_of(rows) == "support_desk"
+    other = {**rows[0], "lineage": {**rows[0]["lineage"], "system_prompt_sha": "0" * 64}}
+    assert publish.shipped_spec_of([other, *rows[1:]]) is None
+    assert publish.shipped_spec_of([other]) is None
+    assert publish.shipped_spec_of([{"messages": []}]) is None  # another tool's row
+
+
+def test_the_warning_and_card_for_records_with_no_tools_say_reset_refuses_them(run):
+    rows = run[0]
+    [said] = publish._no_tools_warning(3, 5, rows, 3)
+    assert said.startswith("3 of 5 RL records offer the policy no tools, though their rows")
+    assert "wai_exp.env.reset and the reward functions built on it refuse them" in said
+    assert said.endswith("(simulate.spec=support_desk: the rows' system prompt is that "
+                         "shipped spec's)")  # fmt: skip
+    # Another tool's rows with no situation: the missing reward facts are said elsewhere.
+    [foreign] = publish._no_tools_warning(3, 5, rows, 0)
+    assert "wai_exp.env.reset" not in foreign and foreign.endswith("(simulate.spec)")
+    assert publish._no_tools_warning(0, 5, rows, 0) == []
+    note = "\n".join(publish._no_tools_note(5, 5))
+    assert "These records have an empty `tools` list" in note and "raises on them" in note
+    assert publish._no_tools_note(0, 5) == []
+
+
+def test_serve_env_refuses_records_with_no_tools_before_serving(run, tmp_path):
+    import json
+
+    from wai_exp.commands.serve_env import read_records
+
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [run[1][0], {**run[1][1], "tools": []}]))
+    said = read_records(path)
+    assert isinstance(said, str) and said.startswith(f"{path}:2 cannot be played")
+    assert "has no `tools`" in said and "simulate.spec=" in said

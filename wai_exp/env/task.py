@@ -32,14 +32,32 @@ class EnvError(ValueError):
 
 @dataclass(frozen=True)
 class ReplayGaps:
-    """Why ``reset`` cannot rebuild a situation's world (``replay_gaps``): the required
-    fields it lacks, and the world it was made against when that is not the mock world."""
+    """Why ``reset`` cannot play a record (``replay_gaps``): the situation's required
+    fields it lacks, the world it was made against when that is not the mock world, and
+    whether it declares no tools (the world answers only declared tools)."""
 
     missing: tuple[str, ...] = ()
     world: str | None = None
+    no_tools: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.missing) or self.world is not None
+        return bool(self.missing) or self.world is not None or self.no_tools
+
+    @property
+    def tools_only(self) -> bool:
+        """No tools is the only gap: the record plays once it is given its tools (with
+        another gap too, ``reset`` names that one, which tools would not fix)."""
+        return self.no_tools and not self.missing and self.world is None
+
+
+#: Why a record with no tools cannot be played, and the fix (what publish refuses before then).
+NO_TOOLS_FIX = (
+    "the world answers only declared tools, so every call the policy makes would be refused. "
+    "The rows it was published from carry no `tools` and the publishing run named no agent "
+    "spec to give them (simulate.rows without simulate.spec); publish them again with "
+    "simulate.spec=<the spec they were made with> (simulate.spec=support_desk for rows of "
+    "a run on the shipped support desk), or write each row's `tools`"
+)
 
 
 #: ``world_kind`` of a situation whose tool calls the user's own ``simulate.execute`` answered.
@@ -79,18 +97,23 @@ def world_kind(situation: Mapping[str, Any]) -> str:
     return str(kind or "mock")
 
 
-def replay_gaps(situation: Any) -> ReplayGaps:
-    """What keeps ``reset`` from rebuilding ``situation``'s world (falsy when nothing does):
-    the ``REQUIRED`` fields it lacks (rows another tool wrote), and its world when that is
-    not the mock world (``world=mcp`` or ``simulate.execute``: the records live on the
-    user's server or backend, which ``wai_exp.env`` does not drive; the mock world it plays
-    instead answers with records of its own). Publish counts records by the same rule."""
+def replay_gaps(situation: Any, tools: Any) -> ReplayGaps:
+    """What keeps ``reset`` from playing a record with ``situation`` and ``tools`` (falsy
+    when nothing does): the ``REQUIRED`` fields the situation lacks (rows another tool
+    wrote), its world when that is not the mock world (``world=mcp`` or
+    ``simulate.execute``: the records live on the user's server or backend, which
+    ``wai_exp.env`` does not drive; the mock world it plays instead answers with records of
+    its own), and no tools (rows that carry none, published with no agent spec to give
+    them: every call the policy makes would be refused). Publish and its check before any
+    work count records by the same rule."""
+    no_tools = not (isinstance(tools, list) and tools)
     if not isinstance(situation, Mapping):
-        return ReplayGaps(missing=REQUIRED)
+        return ReplayGaps(missing=REQUIRED, no_tools=no_tools)
     kind = world_kind(situation)
     return ReplayGaps(
         missing=tuple(k for k in REQUIRED if situation.get(k) in (None, "")),
         world=None if kind == "mock" else kind,
+        no_tools=no_tools,
     )
 
 
@@ -157,13 +180,11 @@ def read_task(task: Any) -> TaskSpec:
             f"the record's situation is version {situation.get('version')!r}; this wai-exp "
             f"plays version {SITUATION_VERSION}: {_REPUBLISH}"
         )
-    _refuse_gaps(replay_gaps(situation))
+    tools = _json(task.get("tools"), "tools")
+    _refuse_gaps(replay_gaps(situation, tools))
     prompt = _json(task.get("prompt"), "prompt")
     if not (isinstance(prompt, list) and prompt and all(isinstance(m, Mapping) for m in prompt)):
         raise EnvError("the record has no `prompt` messages (a list of {role, content})")
-    tools = _json(task.get("tools"), "tools")
-    if not (isinstance(tools, list) and tools):
-        raise EnvError("the record has no `tools`: the world answers only declared tools")
     return TaskSpec(
         prompt=[
             {"role": str(m.get("role")), "content": str(m.get("content") or "")} for m in prompt
@@ -191,6 +212,8 @@ def _refuse_gaps(gaps: ReplayGaps) -> None:
             f"against {other.holder} and score them with a reward function of your own, or "
             f"publish from {other.instead}"
         )
+    if gaps.no_tools:  # last: with the gaps above, tools alone would not make it playable
+        raise EnvError(f"the record has no `tools`: {NO_TOOLS_FIX}")
 
 
 def _unwrap(task: Mapping[str, Any]) -> Mapping[str, Any]:

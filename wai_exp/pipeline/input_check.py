@@ -276,8 +276,10 @@ def simulate_problems(
             rows, report = load_rows(given)
         except RowsFileError as exc:
             return [f"simulate.rows: {exc}"]
-        return given_reward_problems(config, rows, report) + rows_world_problems(
-            config, rows, given
+        return (
+            given_reward_problems(config, rows, report)
+            + rows_world_problems(config, rows, given)
+            + rows_tools_problems(config, rows, given, start_dir)
         )
     try:
         kwargs = simulate_kwargs(ctx, params)
@@ -311,6 +313,54 @@ def given_reward_problems(
     ]
 
 
+def _replays_rl(config: Mapping[str, Any]) -> str | None:
+    """``publish.format`` when its reward function replays each RL task on the mock world
+    (``verl``, ``openrlhf``) and a publish stage writes RL records; else None."""
+    from wai_exp.config.validate import published_shapes
+    from wai_exp.rows.formats import FORMATS
+
+    fmt = str((config.get("publish") or {}).get("format") or "")
+    replays = fmt in FORMATS and FORMATS[fmt].replays
+    if not replays or not any(s == "rl" for _, s in published_shapes(config)):
+        return None
+    return fmt
+
+
+def rows_tools_problems(
+    config: Mapping[str, Any], rows: list[dict[str, Any]], path: str, start_dir: Path
+) -> list[str]:
+    """A replaying format (``verl``, ``openrlhf``) publishing RL records of rows
+    (``simulate.rows``) that carry no ``tools`` and lack nothing else ``wai_exp.env``
+    needs (``ReplayGaps.tools_only``; other gaps are named by their own checks), with no ``simulate.spec`` to give them: publish would refuse every such
+    record, after grading. The rule is ``wai_exp.env``'s
+    (``replay_gaps``), applied to the tools each row's record would carry
+    (``rows.export.tools_of``: the row's own, else the spec's, as publish gives them)."""
+    fmt = _replays_rl(config)
+    if fmt is None:
+        return []
+    from wai_exp.env.task import replay_gaps
+    from wai_exp.pipeline.stages.publish import (
+        no_tools_problem,
+        shipped_spec_of,
+        spec_tools_and_system,
+    )
+    from wai_exp.rows.export import situation_of, tools_of
+
+    try:
+        spec_tools = spec_tools_and_system(config, start_dir)[0]
+    except (OSError, ValueError):
+        return []  # a spec that does not load is its own problem, not a missing tool
+    gaps = (replay_gaps(situation_of(r), tools_of(r, spec_tools)) for r in rows)
+    n_bad = sum(g.tools_only for g in gaps)
+    if not n_bad:
+        return []
+    count = f"{n_bad} of {len(rows)} rows in {path} (simulate.rows) have"
+    return [
+        f"publish.format: {fmt!r} publishes RL records for wai-exp's reward function "
+        f"(wai_exp/env/verl.py), but {no_tools_problem(count, shipped_spec_of(rows))}"
+    ]
+
+
 def rows_world_problems(
     config: Mapping[str, Any], rows: list[dict[str, Any]], path: str
 ) -> list[str]:
@@ -319,16 +369,14 @@ def rows_world_problems(
     (``world=mcp``, ``simulate.execute``; the world a row records, ``lineage.world``): publish
     would refuse every such record, after grading. The rule is ``wai_exp.env``'s, applied to
     the situation each row's record would carry."""
-    from wai_exp.config.validate import published_shapes
     from wai_exp.env.task import other_world, replay_gaps
-    from wai_exp.rows.export import situation_of
-    from wai_exp.rows.formats import FORMATS
+    from wai_exp.rows.export import situation_of, tools_of
 
-    fmt = str((config.get("publish") or {}).get("format") or "")
-    replays = fmt in FORMATS and FORMATS[fmt].replays
-    if not replays or not any(s == "rl" for _, s in published_shapes(config)):
+    fmt = _replays_rl(config)
+    if fmt is None:
         return []
-    worlds = Counter(g.world for g in map(replay_gaps, map(situation_of, rows)) if g.world)
+    gaps = (replay_gaps(situation_of(r), tools_of(r, [])) for r in rows)
+    worlds = Counter(g.world for g in gaps if g.world)
     if not worlds:
         return []
     other = other_world(sorted(worlds)[0])

@@ -348,7 +348,7 @@ def sft_records(
     undeclared = 0
     flagged: list[str] = []
     for row in rows:
-        own_tools = _tools_of(row, tool_list)
+        own_tools = tools_of(row, tool_list)
         failed = conduct_failures(row)
         if failed:
             # A demonstration the grader itself flagged (an invented email with reward 1.0):
@@ -527,7 +527,7 @@ def preference_records(
             c_msgs = _renumbered(conversation(chosen, system_prompt))
             r_msgs = _renumbered(conversation(rejected, system_prompt))
             for msgs in (c_msgs, r_msgs):
-                if calls_without_tools(msgs, _tools_of(chosen, tool_list)):
+                if calls_without_tools(msgs, tools_of(chosen, tool_list)):
                     raise ConversationError(no_tools_reason(msgs))
         except ConversationError as exc:
             reasons.append(f"{pair.get('task_key')}: {exc}")
@@ -553,7 +553,7 @@ def preference_records(
                 "prompt": c_msgs[:n],
                 "chosen": c_msgs[n:],
                 "rejected": r_msgs[n:],
-                "tools": _tools_of(chosen, tool_list),
+                "tools": tools_of(chosen, tool_list),
                 "task_key": str(pair.get("task_key") or task_key(chosen)),
                 "chosen_score": finite_float(pair.get("chosen_score")),
                 "rejected_score": finite_float(pair.get("rejected_score")),
@@ -627,7 +627,7 @@ def rl_records(
         records.append(
             {
                 "prompt": _prompt(messages, n),
-                "tools": _tools_of(first, tool_list),
+                "tools": tools_of(first, tool_list),
                 "task_key": key,
                 "scenario_id": _str(first.get("scenario_id")),
                 "data_source": "wai-exp",
@@ -708,7 +708,7 @@ def _ground_truth(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tools_of(row: Mapping[str, Any], default: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def tools_of(row: Mapping[str, Any], default: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The tools a row declares itself (an OpenAI / TRL line carries ``tools``), scrubbed, in
     the function-calling shape; else ``default`` (the agent spec's)."""
     own = row.get("tools")

@@ -87,7 +87,8 @@ def _replay_gaps(records: list[dict[str, Any]]) -> list[Any]:
     gaps = []
     for record in records:
         truth = (record.get("reward_model") or {}).get("ground_truth") or {}
-        gaps.append(replay_gaps(truth.get("situation") if isinstance(truth, dict) else None))
+        situation = truth.get("situation") if isinstance(truth, dict) else None
+        gaps.append(replay_gaps(situation, record.get("tools")))
     return gaps
 
 
@@ -115,7 +116,7 @@ def _refuse_unreplayable(records: list[dict[str, Any]], rows_file: Any, fmt: str
     n_bad, missing = _unreplayable(records)
     if not n_bad:
         return
-    source = f"rows read from {rows_file} (simulate.rows)" if rows_file else "the rows"
+    source = _rows_source(rows_file)
     raise ValueError(
         f"publish.format={fmt}: {n_bad} of {len(records)} RL records have no replayable "
         "situation (missing "
@@ -126,6 +127,58 @@ def _refuse_unreplayable(records: list[dict[str, Any]], rows_file: Any, fmt: str
         "(+experiment=sft_round, or selection.mode=sft / preference), or use "
         "publish.format=trl / openai with a reward function of your own. Nothing was published."
     )
+
+
+def _toolless(records: list[dict[str, Any]]) -> int:
+    """RL records that ``wai_exp.env.reset`` refuses for want of ``tools`` alone (its world
+    answers only declared tools); records it refuses for more are counted by that."""
+    return sum(g.tools_only for g in _replay_gaps(records))
+
+
+def no_tools_problem(count: str, spec: str | None) -> str:
+    """Why RL records with no tools cannot be trained on, and the fix. ``count`` opens the
+    sentence ("6 of 6 RL records from ... have"); ``spec`` names the shipped spec whose
+    system prompt the rows ran under (``shipped_spec_of``), when one does."""
+    fix = f"simulate.spec={spec}" if spec else "simulate.spec=<the spec they were made with>"
+    return (
+        f"{count} no `tools` and no agent spec gives them (simulate.rows without "
+        "simulate.spec): wai_exp.env.reset, and the reward functions built on it (verl's "
+        "compute_score, OpenRLHF's reward_func, TRL's environment_factory), refuse a task "
+        "with no tools, since its world answers only declared tools. Pass "
+        + fix
+        + (" (the rows' system prompt is that shipped spec's)" if spec else "")
+        + ", or write each row's `tools`"
+    )
+
+
+def shipped_spec_of(rows: list[dict[str, Any]]) -> str | None:
+    """The shipped agent spec whose system prompt every row ran under
+    (``lineage.system_prompt_sha``), or None: a hint for the fix, never a guess that
+    publishes (a spec of the user's may share the prompt and not the tools)."""
+    from wai_exp.simulate.ids import prompt_sha
+    from wai_exp.simulate.spec import builtin_specs, load_agent_spec
+
+    shas = {(r.get("lineage") or {}).get("system_prompt_sha") for r in rows}
+    if len(shas) != 1 or None in shas:
+        return None
+    sha = shas.pop()
+    return next(
+        (n for n in builtin_specs() if prompt_sha(load_agent_spec(n).system_prompt) == sha), None
+    )
+
+
+def _rows_source(rows_file: Any) -> str:
+    return f"rows read from {rows_file} (simulate.rows)" if rows_file else "the rows"
+
+
+def _refuse_toolless(records: list[dict[str, Any]], rows: list[dict[str, Any]], fmt: str) -> None:
+    """Raise ``ValueError`` naming the fix when RL records have no tools: the reward
+    function ``fmt`` names would refuse each one at training time instead of now."""
+    n_bad = _toolless(records)
+    if n_bad:
+        count = f"{n_bad} of {len(records)} RL records have"
+        problem = no_tools_problem(count, shipped_spec_of(rows))
+        raise ValueError(f"publish.format={fmt}: {problem}. Nothing was published.")
 
 
 def _refuse_served_elsewhere(records: list[dict[str, Any]], fmt: str) -> None:
@@ -154,20 +207,23 @@ def _other_world(worlds: Mapping[str, int]) -> OtherWorld:
     return other_world(sorted(worlds)[0])
 
 
-def _tools_and_system(ctx: StageContext) -> tuple[list[dict[str, Any]], str | None]:
+def spec_tools_and_system(
+    config: Mapping[str, Any], start_dir: Path
+) -> tuple[list[dict[str, Any]], str | None]:
     """The agent's tools (function-calling shape) and system prompt, from ``simulate.spec``.
 
-    Rows read from a file (``simulate.rows``) with no ``simulate.spec`` get neither: they
-    were not made with the shipped support desk, so its tools and system prompt would be
-    another agent's; such rows carry their own (``tools``, a system message)."""
+    Rows read from a file (``simulate.rows``) with no ``simulate.spec`` get neither: the
+    shipped support desk may not be what made them, so its tools and system prompt could
+    be another agent's; such rows carry their own (``tools``, a system message) or have
+    none (``no_tools_problem``)."""
     from wai_exp.simulate.spec import load_agent_spec
 
-    sim = ctx.config.get("simulate") or {}
+    sim = config.get("simulate") or {}
     spec = sim.get("spec")
     if sim.get("rows") and not spec:
         return [], None
-    if spec and not Path(str(spec)).is_absolute() and (ctx.start_dir / str(spec)).exists():
-        spec = str(ctx.start_dir / str(spec))
+    if spec and not Path(str(spec)).is_absolute() and (start_dir / str(spec)).exists():
+        spec = str(start_dir / str(spec))
     loaded = load_agent_spec(spec)
     return [dict(t) for t in loaded.tools], loaded.system_prompt
 
@@ -337,14 +393,12 @@ def _left_out_warning(skipped: int, first: str) -> str:
     )
 
 
-def _no_tools_warning(records: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[str]:
-    """RL records whose prompt offers no tool while their rows called tools (rows another tool
-    wrote without ``tools``, and no ``simulate.spec``): a policy trained on them cannot call
-    any. Demonstrations of that kind are left out by ``sft_records``; an RL prompt is kept,
-    so the run says it."""
-    bare = sum(1 for r in records if "prompt" in r and not r.get("tools"))
-    if not bare:
-        return []
+def _no_tools_warning(bare: int, n: int, rows: list[dict[str, Any]], toolless: int) -> list[str]:
+    """``bare`` of ``n`` RL records whose prompt offers no tool (rows without ``tools``, and
+    no ``simulate.spec``): a policy trained on them cannot call any, and
+    ``wai_exp.env.reset`` refuses them (``toolless``: those that lack nothing else, which
+    the spec would make playable). Demonstrations of that kind are left out by
+    ``sft_records``; an RL prompt is kept, so the run says it."""
     called = sorted(
         {
             str(s.get("name"))
@@ -353,15 +407,31 @@ def _no_tools_warning(records: list[dict[str, Any]], rows: list[dict[str, Any]])
             if isinstance(s, Mapping) and s.get("kind") == "tool" and s.get("name")
         }
     )
-    if not called:
+    if not bare or not (called or toolless):
         return []
     shown = ", ".join(called[:5]) + (" ..." if len(called) > 5 else "")
+    spec = shipped_spec_of(rows) if toolless else None
     return [
-        f"{bare} of {len(records)} RL records offer the policy no tools, though their rows "
-        f"called {shown}: the rows declare no `tools` and no agent spec gave them, so a "
-        "policy trained on these prompts cannot call a tool; add the tools to the rows, or "
-        "pass the spec that declares them (simulate.spec)"
+        f"{bare} of {n} RL records offer the policy no tools"
+        + (f", though their rows called {shown}" if called else "")
+        + ": the rows declare no `tools` and no agent spec gave them, so a policy trained on "
+        "these prompts cannot call a tool"
+        + (
+            ", and wai_exp.env.reset and the reward functions built on it refuse them (its "
+            "world answers only declared tools)"
+            if toolless
+            else ""
+        )
+        + "; add the tools to the rows, or pass the spec that declares them (simulate.spec"
+        + (f"={spec}: the rows' system prompt is that shipped spec's" if spec else "")
+        + ")"
     ]
+
+
+def _bare(records: list[dict[str, Any]]) -> int:
+    """RL records (the ``rl`` shape, before a format moves ``tools``) whose ``tools`` are
+    empty: the policy is offered no tool."""
+    return sum(1 for r in records if not r.get("tools"))
 
 
 def _unscorable_warning(n_bad: int, n: int, rows_file: Any) -> str:
@@ -414,6 +484,21 @@ def _unscorable_note(n_bad: int, n: int) -> list[str]:
         "`reward_func` all raise on them. They are the asks whose given rewards put them in "
         "the difficulty band (`calibration`); train on them with a reward function of your "
         "own (TRL: `GRPOTrainer(reward_funcs=...)`).",
+    ]
+
+
+def _no_tools_note(n_bad: int, n: int) -> list[str]:
+    """The card's words on RL records with no tools: nothing can play them."""
+    if not n_bad:
+        return []
+    which = "These records have" if n_bad == n else f"{n_bad} of these {n} records have"
+    return [
+        "",
+        f"{which} an empty `tools` list: the rows they come from declare no `tools` and no "
+        "agent spec (simulate.spec) gave them. The policy is offered no tool, and "
+        "`wai_exp.env.reset(record)` raises on them (its world answers only declared "
+        "tools), so no reward function ships with them. Add the tools to the rows, or "
+        "publish them again with simulate.spec=<the spec they were made with>.",
     ]
 
 
@@ -519,7 +604,7 @@ def _card_header(info: dict[str, Any]) -> list[str]:
         f"Format `{info['format']}` (publish.format), for: {info['trainers']}"
         + (
             "; no reward function ships with these records (Reward facts)"
-            if info.get("unscorable") or info.get("unreplayable_world")
+            if info.get("unscorable") or info.get("unreplayable_world") or info.get("no_tools")
             else ""
         )
         + ".",
@@ -668,6 +753,7 @@ def _card_files(info: dict[str, Any]) -> list[str]:
         info["records"],
         info.get("unreplayable_world"),
     )
+    note += _no_tools_note(info.get("no_tools") or 0, info["records"])
     lines += ["", *note, ""]
     lines += [
         "```python",
@@ -719,7 +805,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     gate = _gate_report(inputs)
     sel = selection(ctx, {k: v for k, v in params.items() if k != "shape"})
     shape = _shape(sel, params)
-    tools, system_prompt = _tools_and_system(ctx)
+    tools, system_prompt = spec_tools_and_system(ctx.config, ctx.start_dir)
     fmt = get_format(str(params.get("format") or _publish_config(ctx).get("format") or "trl"))
     records, export_report = build_records(
         shape, rows, sel, tools, system_prompt, world_dials(ctx.config)
@@ -727,8 +813,11 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     rows_file = (ctx.config.get("simulate") or {}).get("rows")
     if shape == "rl" and fmt.replays:
         _refuse_unreplayable(records, rows_file, fmt.name)
+        _refuse_toolless(records, rows, fmt.name)
         _refuse_served_elsewhere(records, fmt.name)
     unscorable = _unreplayable(records)[0] if shape == "rl" else 0
+    toolless = _toolless(records) if shape == "rl" else 0
+    bare = _bare(records) if shape == "rl" else 0
     elsewhere = _served_elsewhere(records) if shape == "rl" else Counter()
     records = fmt.records(shape, records)
 
@@ -769,6 +858,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "trainers": fmt.trainers.get(shape, ""),
         "unscorable": unscorable,
         "unreplayable_world": dict(elsewhere),
+        "no_tools": bare,
         "templates": fmt.templates,
         "prompt_tokens": prompt_tokens(_publish_config(ctx).get("tokenizer"), records),
         "prompt_chars": prompt_chars(records),
@@ -808,7 +898,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         lines.append(f"  warning: {info['skipped']} left out; see report.json export.skip_reasons")
     warnings += [_unscorable_warning(unscorable, len(records), rows_file)] if unscorable else []
     warnings += [_served_elsewhere_warning(elsewhere, len(records))] if elsewhere else []
-    warnings += _no_tools_warning(records, rows)
+    warnings += _no_tools_warning(bare, len(records), rows, toolless)
     if warnings:
         report["warnings"] = warnings
         lines += [f"  warning: {w}" for w in warnings]
