@@ -330,6 +330,19 @@ def test_an_arm_agent_that_fits_its_kind_passes(base):
     assert validate_config(cfg)
 
 
+def test_a_model_spec_as_the_agent_option_is_refused_with_the_three_keys():
+    # docs/MODELS.md's spec "<provider>:<model>[@<base url>]" typed as agent= was Hydra's
+    # "Could not find 'agent/vllm:smollm2@http://...'" with no fix, URL (and key) echoed.
+    [p] = check_override_keys(["agent=vllm:smollm2@http://u:SECRET@127.0.0.1:8000/v1"])
+    assert p == (
+        "agent=vllm:smollm2@...: agent= picks an option of the agent group, not a model spec; "
+        "write it as agent=vllm agent.model=smollm2 agent.base_url=<the URL after @>"
+    )
+    [p] = check_override_keys(["agent=ollama:llama3.2:1b"])
+    assert p.endswith("write it as agent=ollama agent.model=llama3.2:1b")
+    assert check_override_keys(["agent=vllm", "agent.model=smollm2"]) == []
+
+
 def test_precheck_names_a_missing_group_option(tmp_path):
     [p] = check_override_keys(["+experiment=rl_rnd"])
     assert p.startswith(

@@ -359,6 +359,10 @@ def check_override_keys(argv: Sequence[str], sections: Sections = NO_SECTIONS) -
         if len(parts) == 1 and parts[0] in GROUPS:
             # A group selection. Sweeps list options with commas; anything fancier (glob,
             # choice, range) and a custom hydra.searchpath are left to Hydra.
+            spec = _model_spec_problem(prefix, parts[0], value)
+            if spec:
+                problems.append(spec)
+                continue
             if searchpath or not _PLAIN_OPTIONS.match(value):
                 continue
             options = group_options(parts[0], config_dirs)
@@ -454,6 +458,27 @@ def _stage_problem(
     return (
         f"pipeline.stages.{name}: no stage {name!r} in pipeline {chosen!r}.{hint} Stages: "
         f"{', '.join(sorted(stages))}; to add a stage, write +pipeline.stages.{name}.kind=<kind>"
+    )
+
+
+def _model_spec_problem(prefix: str, group: str, value: str) -> str | None:
+    """``agent=vllm:m@url``: a model spec (docs/MODELS.md) typed where the agent group wants
+    an option, which Hydra refuses as a missing file with no fix. The fix is three keys;
+    the URL is never echoed (it may carry a key: ``user:KEY@host``, ``?api_key=``)."""
+    if group != "agent" or ":" not in value:
+        return None
+    from wai_exp.domain.providers import PROVIDERS
+
+    provider, _, rest = value.partition(":")
+    if provider not in PROVIDERS or not rest:
+        return None
+    cut = min((i for i in (rest.find("@http://"), rest.find("@https://")) if i >= 0), default=-1)
+    model = rest[:cut] if cut >= 0 else rest
+    url = " agent.base_url=<the URL after @>" if cut >= 0 else ""
+    return (
+        f"{prefix}agent={provider}:{model}{'@...' if cut >= 0 else ''}: agent= picks an option "
+        f"of the agent group, not a model spec; write it as {prefix}agent={provider} "
+        f"agent.model={model}{url}"
     )
 
 
