@@ -331,20 +331,23 @@ def test_an_exact_repeat_within_a_run_gets_its_own_id():
     assert again._content_id(*twin) == repeat
 
 
-def test_an_integer_reference_id_is_the_key_and_its_range_is_no_boundary():
+@pytest.mark.parametrize("name", ["booking_ref", "bookingRef"])
+def test_an_integer_reference_id_is_the_key_and_its_range_is_no_boundary(name):
     """``cancel_booking(booking_ref: integer 100000..999999)``: the ref identifies the booking,
     so a vague ask leaves it out; its range is the id's format, so no boundary ask goes past
     it ("booking ref: 1094563 ... at most 999999" names no booking, it asks no exception).
-    A bounded amount beside it still gets its boundary asks."""
+    A bounded amount beside it still gets its boundary asks. The key and the boundary read
+    one rule of what names an id, so a camelCase ``bookingRef`` (an MCP server's schema) is
+    a key as well, not an id without boundaries that no vague ask leaves out."""
     ref = {"type": "integer", "minimum": 100000, "maximum": 999999}
     tools = [
         {"name": "get_booking", "parameters": {"type": "object",
-         "properties": {"booking_ref": ref}, "required": ["booking_ref"]}},
+         "properties": {name: ref}, "required": [name]}},
         {"name": "cancel_booking", "parameters": {"type": "object",
-         "properties": {"booking_ref": ref}, "required": ["booking_ref"]}},
+         "properties": {name: ref}, "required": [name]}},
         {"name": "refund_booking", "parameters": {"type": "object",
-         "properties": {"booking_ref": ref, "amount": {"type": "number", "maximum": 500}},
-         "required": ["booking_ref", "amount"]}},
+         "properties": {name: ref, "amount": {"type": "number", "maximum": 500}},
+         "required": [name, "amount"]}},
     ]  # fmt: skip
     w = TemplateWriter(tools, "1. Look a booking up first.", seed=0)
     stances = {t: {c[1] for c in w.grid if c[0] == t} for t in ("cancel_booking", "refund_booking")}

@@ -29,7 +29,7 @@ from typing import Any
 
 from wai_exp.domain.dimensions import HISTORIES, STANCES, TIER_OF_STANCE, TIERS
 from wai_exp.domain.rules import parse_rules
-from wai_exp.domain.tool_values import ToolDomain, words
+from wai_exp.domain.tool_values import ToolDomain, is_id_name, words
 from wai_exp.domain.tools import ID_ARG, is_support_tool, is_write_tool
 from wai_exp.simulate.spec import normalize_tools
 from wai_exp.simulate.world import (
@@ -278,7 +278,8 @@ def name_words(name: str) -> str:
 
 def key_arg(fn: Mapping[str, Any]) -> str | None:
     """The required argument that identifies what a tool acts on (an id, else an email, a
-    number/code/key/reference or ``*_ref``, else the first string), or ``None`` when no required argument fits."""
+    number/code/key/reference or one whose last word names an id (``is_id_name``: ``booking_ref``,
+    ``bookingRef``), else the first string), or ``None`` when no required argument fits."""
     params = fn.get("parameters") or {}
     required = list(params.get("required") or [])
     props = params.get("properties") or {}
@@ -286,8 +287,7 @@ def key_arg(fn: Mapping[str, Any]) -> str | None:
         lambda a: a.lower().endswith("id"),
         lambda a: "email" in a.lower(),
         lambda a: (
-            any(w in a.lower() for w in ("number", "code", "key", "reference"))
-            or a.lower().endswith("_ref")
+            any(w in a.lower() for w in ("number", "code", "key", "reference")) or is_id_name(a)
         ),
         lambda a: (props.get(a) or {}).get("type", "string") == "string",
     ):
