@@ -214,3 +214,26 @@ def test_user_model_none_is_the_agents_own_model_on_a_model_backend():
         assert template.degraded == [] and template.report()["user_model"] == "template"
     own = wai.simulate(_asks_for_pin, budget=4, seed=0, advanced={"patience": "endless"})
     assert {r.get("user_model") for r in own.rows} == {"template"} and own.degraded == []
+
+
+def test_an_agent_out_of_its_own_turns_while_calling_tools_missed_no_follow_up():
+    # SmolLM2 at agent.max_turns=4 called tools four times and stopped: ended_by max_turns,
+    # last step a tool answer. The report told 10 of 13 such rows "ended on the agent's
+    # question with nobody answering" and advised more patience.
+    from types import SimpleNamespace
+
+    from wai_exp.simulate.report import followups, row_facts
+
+    tool_v1 = {"tool": "search_orders", "arguments": {}, "result": [], "status": "ok"}
+    tool_internal = {"kind": "tool", "content": "[]"}
+    question = {"text": "What is your order number?", "turn": 2}
+    rows = [
+        *({"ended_by": "max_turns", "steps": [question, tool_v1]} for _ in range(5)),
+        *({"ended_by": "max_turns", "steps": [tool_internal]} for _ in range(5)),
+        {"ended_by": "max_turns", "steps": [tool_v1, question]},
+        {"ended_by": "user_left", "steps": [{"kind": "assistant", "content": "PIN?"}]},
+    ]
+    facts = row_facts(rows)
+    cfg = SimpleNamespace(knobs=SimpleNamespace(followup_starved_min=2, followup_starved_divisor=4))
+    got = followups(cfg, facts.ended_by, facts.ends_on_tool)
+    assert got == {"followups_missed": 2, "followups_starved": False}

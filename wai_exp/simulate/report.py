@@ -51,6 +51,9 @@ class RowFacts(NamedTuple):
     model_version: list[Any]
     user_model: list[Any]
     label_source: list[Any]
+    #: the conversation's last step is a tool call's answer (the agent's own loop ran out),
+    #: not a line of text: a ``max_turns`` row that ends so left no question unanswered
+    ends_on_tool: list[bool]
 
 
 def row_facts(rows: Sequence[Mapping[str, Any]]) -> RowFacts:
@@ -74,7 +77,16 @@ def _facts_of(r: Mapping[str, Any]) -> tuple[Any, ...]:
         get("model_version"),
         get("user_model"),
         get("label_source"),
+        _ends_on_tool(get("steps")),
     )
+
+
+def _ends_on_tool(steps: Any) -> bool:
+    """Whether ``steps`` (internal or row-v1) end on a tool step."""
+    if not isinstance(steps, list) or not steps or not isinstance(steps[-1], Mapping):
+        return False
+    last = steps[-1]
+    return last.get("kind") == "tool" or ("kind" not in last and "tool" in last)
 
 
 def _fresh_task_tiers(facts: RowFacts) -> dict[Any, str]:
@@ -470,7 +482,7 @@ def _search(
     return {
         "tier_mix": mix,
         "ended_on_question": facts.ended_by.count("user_left"),
-        **followups(cfg, facts.ended_by),
+        **followups(cfg, facts.ended_by, facts.ends_on_tool),
         **idle_on_verdicts(cfg, engine),
         "coverage": len(engine.coverage),
         "mixed_rate": mixed_rate(facts, cfg.knobs.smoothing_alpha, engine.thr),
@@ -501,12 +513,19 @@ def dimension_counts(
     return {key: dict(sorted(c.items())) for key, c in counts.items()}
 
 
-def followups(cfg: Config, ended_by: Sequence[Any]) -> dict[str, Any]:
+def followups(
+    cfg: Config, ended_by: Sequence[Any], ends_on_tool: Sequence[bool] = ()
+) -> dict[str, Any]:
     """``followups_missed``: rows that ended on the agent's question with nobody answering
     (the person walked away, or was out of turns), from each row's ``ended_by``;
     ``followups_starved`` when those are at least ``followup_starved_min`` and at least
-    rows / ``followup_starved_divisor``."""
-    missed = ended_by.count("user_left") + ended_by.count("max_turns")
+    rows / ``followup_starved_divisor``. A ``max_turns`` row whose last step is a tool call
+    (``ends_on_tool``) ran out of the agent's own turns while calling tools: it asked
+    nothing, and more patience would not have answered it."""
+    on_tool = list(ends_on_tool) or [False] * len(ended_by)
+    missed = ended_by.count("user_left") + sum(
+        e == "max_turns" and not t for e, t in zip(ended_by, on_tool, strict=True)
+    )
     knobs = cfg.knobs
     starved = missed >= knobs.followup_starved_min and missed >= len(ended_by) / int(
         knobs.followup_starved_divisor
