@@ -255,12 +255,12 @@ def test_rows_that_carry_their_own_tools_are_published_with_them():
     assert rl["tools"] == own
 
 
-@pytest.mark.parametrize("key", ["parameters", "input_schema"])
+@pytest.mark.parametrize("key", ["parameters", "input_schema", "inputSchema"])
 def test_bare_tools_a_row_carries_are_published_in_the_function_calling_shape(key):
-    """inspect_ai and Anthropic log a tool as the bare ``{"name", "description",
-    "parameters" | "input_schema"}`` dict; OpenAI's fine-tuning files (``publish.format=
-    openai``) and templates that read ``tool.function`` take only the wrapped shape, so the
-    records of one file carry one shape, the spec's."""
+    """inspect_ai, Anthropic and an MCP server's ``tools/list`` give a tool as the bare
+    ``{"name", "description", "parameters" | "input_schema" | "inputSchema"}`` dict; OpenAI's
+    fine-tuning files (``publish.format=openai``) and templates that read ``tool.function``
+    take only the wrapped shape, so the records of one file carry one shape, the spec's."""
     schema = TOOLS[0]["function"]["parameters"]
     bare = {"name": "lookup_order", "description": "Look an order up", key: schema}
     row = {**openai_row(), "tools": [bare]}

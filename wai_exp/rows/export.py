@@ -719,15 +719,22 @@ def tools_of(row: Mapping[str, Any], default: list[dict[str, Any]]) -> list[dict
 
 def function_shape(tool: Mapping[str, Any]) -> dict[str, Any]:
     """``tool`` as ``{"type": "function", "function": {...}}``: a bare ``{"name",
-    "description", "parameters"}`` dict (inspect_ai's, and Anthropic's with
-    ``input_schema``) is wrapped, since OpenAI's fine-tuning files and the chat templates
-    that read ``tool.function`` take only the wrapped shape; any other dict is kept as is."""
+    "description", "parameters"}`` dict (inspect_ai's, Anthropic's with ``input_schema``, an
+    MCP ``tools/list`` entry's with ``inputSchema``) is wrapped, since OpenAI's fine-tuning
+    files and the chat templates that read ``tool.function`` take only the wrapped shape;
+    any other dict is kept as is."""
     if isinstance(tool.get("function"), Mapping) or not isinstance(tool.get("name"), str):
         return dict(tool)
-    fn = {k: v for k, v in tool.items() if k not in ("type", "input_schema")}
-    if "parameters" not in fn and isinstance(tool.get("input_schema"), Mapping):
-        fn["parameters"] = tool["input_schema"]
+    fn = {k: v for k, v in tool.items() if k not in ("type", *_SCHEMA_KEYS)}
+    schema = next((tool[k] for k in _SCHEMA_KEYS if isinstance(tool.get(k), Mapping)), None)
+    if "parameters" not in fn and schema is not None:
+        fn["parameters"] = schema
     return {"type": "function", "function": fn}
+
+
+#: Where a bare tool other than OpenAI's keeps its arguments' schema: Anthropic's API and
+#: an MCP server's ``tools/list``.
+_SCHEMA_KEYS = ("input_schema", "inputSchema")
 
 
 def _calibration_value(field: str, value: Any) -> Any:
