@@ -249,6 +249,19 @@ def test_hollow_run_warnings() -> None:
     assert not any("no rollout called a tool" in w for w in used.warnings)
 
 
+def test_a_tool_the_asks_wanted_and_the_agent_never_called_is_not_blamed_on_the_asks() -> None:
+    # SmolLM2 never called cancel_order on 8 of 13 rows whose ask was to cancel; the warning
+    # said "the asks never reach that part of the agent", which the rows contradict.
+    rows = make_rows(4)
+    for r in rows[:3]:
+        r["scenario_dimensions"] = {"tool": "cancel_order"}
+    scored = run_judge(rows, lambda r: 1, tools=["lookup_order", "cancel_order", "reset_password"])
+    [w] = [w for w in scored.warnings if w.startswith("declared tool(s) no rollout called")]
+    assert "never reach" not in w
+    assert "asked for but never called by the agent: cancel_order (3 of 4 rows asked for it)" in w
+    assert w.endswith("no ask targeted reset_password, so this grade says nothing about them")
+
+
 def test_partial_rewards_left_out_of_the_pass_rates_are_warned_about() -> None:
     """pass@k counts only 0/1 verdicts: a judge that gives partial credit (documented as a
     reward in [0, 1]) must hear that its partial rows, and the tasks that have no other row,

@@ -770,6 +770,25 @@ def plan_not_served_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     )
 
 
+def _unused_tools_warning(unused: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
+    """Declared tools no rollout called, told apart by whether any ask targeted them (the
+    row's ``scenario_dimensions.tool``): an ask that wanted a tool the agent never called is
+    the agent's choice, not an ask that never reached that part of it."""
+    aimed = Counter(
+        str((r.get("scenario_dimensions") or {}).get("tool"))
+        for r in rows
+        if isinstance(r.get("scenario_dimensions"), Mapping)
+    )
+    wanted = [f"{t} ({aimed[t]} of {len(rows)} rows asked for it)" for t in unused if aimed[t]]
+    idle = [t for t in unused if not aimed[t]]
+    parts = [f"declared tool(s) no rollout called: {', '.join(unused)}"]
+    if wanted:
+        parts.append(f"asked for but never called by the agent: {', '.join(wanted)}")
+    if idle:
+        parts.append(f"no ask targeted {', '.join(idle)}, so this grade says nothing about them")
+    return "; ".join(parts)
+
+
 def _hollow_warnings(
     scored: ScoredData,
     rows: Sequence[Mapping[str, Any]],
@@ -791,10 +810,7 @@ def _hollow_warnings(
     if declared:
         unused = sorted(declared - called)
         if unused:
-            w.append(
-                f"declared tool(s) no rollout called: {', '.join(unused)}; the asks never "
-                "reach that part of the agent"
-            )
+            w.append(_unused_tools_warning(unused, rows))
     counts = scored.counts
     if counts.get("ok", 0) == 0:
         first = next(
