@@ -55,6 +55,17 @@ def test_calls_close_to_the_timeout_are_warned_about_with_the_fix():
     assert "of the simulate.timeout=1 s limit" in w and "raise simulate.timeout" in w
 
 
+def test_at_concurrency_one_the_advice_does_not_say_lower_the_concurrency():
+    # SmolLM2 at knobs.concurrency=1 was told "or lower knobs.concurrency" on every line.
+    slow = CallTimes()
+    slow.done(slow.start())
+    slow.slowest = 39.0
+    for concurrency, says in ((1, False), (4, True)):
+        note = early_warning(slow, timeout=40, concurrency=concurrency, knob="agent.timeout")
+        assert note and "raise agent.timeout" in note
+        assert ("lower knobs.concurrency" in note) is says, note
+
+
 def test_a_serial_server_is_told_from_one_that_keeps_up():
     def times(durations_and_finish, in_flight):
         t = CallTimes()

@@ -126,14 +126,18 @@ def early_warning(
     if silent >= min(SILENT_WARN_S, NEAR_TIMEOUT_SHARE * timeout if timeout else SILENT_WARN_S):
         # A hung server shows nothing else until the first timeout (300 s at the defaults).
         limit = f" (each is cut off at {knob}={timeout:g} s)" if timeout else ""
+        # At concurrency 1 nothing queues behind this run's own calls: lowering it is no fix.
+        queue = ", or lower knobs.concurrency" if concurrency > 1 else ""
+        hung = "or queueing every request" if concurrency > 1 else "or slow on this request"
         notes.append(
             f"no model call has come back for {silent:.0f} s{limit}: the server may be hung "
-            "or queueing every request; check it, or lower knobs.concurrency"
+            f"{hung}; check it{queue}"
         )
     if timeout and times.slowest >= NEAR_TIMEOUT_SHARE * timeout:
+        queue = ", or lower knobs.concurrency if the server queues requests"
         notes.append(
             f"the slowest call took {times.slowest:.1f} s of the {knob}={timeout:g} s limit: "
-            f"raise {knob}, or lower knobs.concurrency if the server queues requests"
+            f"raise {knob}{queue if concurrency > 1 else ''}"
         )
     par = times.parallelism()
     if par is not None and concurrency > 1:
