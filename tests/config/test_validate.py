@@ -330,6 +330,21 @@ def test_an_arm_agent_that_fits_its_kind_passes(base):
     assert validate_config(cfg)
 
 
+def test_an_arm_that_switches_kind_is_checked_as_the_whole_agent_it_runs(base):
+    # A callable arm over the scripted section passed the check yet failed the stage on the
+    # section's skill/skills/spread/model_version: the arm runs an agent of its own kind.
+    cfg = copy.deepcopy(base)
+    stage = cfg["pipeline"]["stages"]["simulate"]
+    stage["params"] = {"agent": {"kind": "callable", "target": "my_agent:answer"}}
+    assert validate_config(cfg)
+    stage["params"] = {"agent": {"kind": "callable", "skill": 0.5}}
+    ps = problems(cfg)
+    where = "pipeline.stages.simulate.params.agent"
+    assert any(p.startswith(f"{where}.target: required") for p in ps), ps
+    assert any(p.startswith(f"{where}.skill: unknown key") for p in ps), ps
+    assert all("replaces the agent section" in p for p in ps) and len(ps) == 2, ps
+
+
 def test_a_model_spec_as_the_agent_option_is_refused_with_the_three_keys():
     # docs/MODELS.md's spec "<provider>:<model>[@<base url>]" typed as agent= was Hydra's
     # "Could not find 'agent/vllm:smollm2@http://...'" with no fix, URL (and key) echoed.

@@ -14,6 +14,7 @@ from typing import Any
 
 from wai_exp.config import models
 from wai_exp.config import validate as _validate
+from wai_exp.config.arms import arm_agent
 from wai_exp.config.validate import ConfigError, Sections
 
 __all__ = ["ConfigError", "check_override_keys", "import_problems", "sections", "validate_config"]
@@ -53,16 +54,15 @@ def import_problems(cfg: Mapping[str, Any]) -> list[str]:
     nothing recorded), not a stage failing half-way through a run."""
     from wai_exp.pipeline.registry import import_object
 
-    named: list[tuple[str, Any]] = []
-    agent = cfg.get("agent") or {}
-    if agent.get("kind") == "callable":
-        named.append(("agent.target", agent.get("target")))
+    agents = _agent_targets(cfg)
+    named: list[tuple[str, Any]] = [(what, path) for what, path, _ in agents]
     judge = cfg.get("judge") or {}
     if judge.get("kind") == "callable":
         named.append(("judge.target", judge.get("target")))
     execute = (cfg.get("simulate") or {}).get("execute")
     if execute:
         named.append(("simulate.execute", execute))
+    agents_factory = {what: factory for what, _, factory in agents}
     problems = []
     stages = ((cfg.get("pipeline") or {}).get("stages")) or {}
     for name, stage in stages.items():
@@ -85,9 +85,28 @@ def import_problems(cfg: Mapping[str, Any]) -> list[str]:
             continue
         if not callable(obj):
             problems.append(f"{what}: {path!r} is not callable")
-        elif what == "agent.target":
-            problems.extend(_agent_problems(obj, path, bool(agent.get("factory"))))
+        elif what in agents_factory:
+            problems.extend(_agent_problems(obj, path, agents_factory[what]))
     return problems
+
+
+def _agent_targets(cfg: Mapping[str, Any]) -> list[tuple[str, Any, bool]]:
+    """``(where, target, factory)`` of every callable agent a run builds: the agent
+    section's and each simulate arm's own (``params.agent``, as the stage runs it)."""
+    section = cfg.get("agent") or {}
+    found: list[tuple[str, Any, bool]] = []
+    if section.get("kind") == "callable":
+        found.append(("agent.target", section.get("target"), bool(section.get("factory"))))
+    stages = ((cfg.get("pipeline") or {}).get("stages")) or {}
+    for name, stage in stages.items():
+        arm = ((stage or {}).get("params") or {}).get("agent")
+        if (stage or {}).get("kind") != "simulate" or not isinstance(arm, Mapping):
+            continue
+        agent = arm_agent(section, arm)
+        if agent.get("kind") == "callable" and agent.get("target") != section.get("target"):
+            where = f"pipeline.stages.{name}.params.agent.target"
+            found.append((where, agent.get("target"), bool(agent.get("factory"))))
+    return found
 
 
 def _agent_problems(obj: Any, path: Any, factory: bool) -> list[str]:

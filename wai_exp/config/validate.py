@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from wai_exp.config import models
+from wai_exp.config.arms import DEFAULT_KIND, arm_agent, switches_kind
 
 #: Top-level keys whose single-part override selects a config group option (``agent=callable``).
 GROUPS = ("agent", "world", "knobs", "judge", "selection", "pipeline", "tracking", "experiment")
@@ -816,12 +817,14 @@ def stage_param_problems(cfg: Mapping[str, Any]) -> list[str]:
 def _arm_agent_problems(
     cfg: Mapping[str, Any], where: Sequence[str], arm: Mapping[str, Any]
 ) -> list[str]:
-    """A simulate stage's ``params.agent`` laid over the ``agent`` section, checked against
-    the model of the kind it ends up as, so a preset's arm written for one agent kind (the
-    delta preset's ``skill``/``model_version`` for the scripted agent) is refused before any
-    stage runs rather than failing the stage. Only keys the arm itself sets are reported."""
-    merged = {**dict(cfg.get("agent") or {}), **arm}
-    kind = str(merged.get("kind", "scripted"))
+    """A simulate stage's ``params.agent`` as the stage runs it (``arm_agent``), checked
+    against the model of its kind, so a preset's arm written for one agent kind (the delta
+    preset's ``skill``/``model_version`` for the scripted agent) is refused before any stage
+    runs rather than failing the stage. An arm of the section's kind answers for the keys it
+    sets; an arm of another kind is a whole agent and answers for all of them."""
+    switched = switches_kind(cfg.get("agent"), arm)
+    merged = arm_agent(cfg.get("agent"), arm)
+    kind = str(merged.get("kind", DEFAULT_KIND))
     try:
         model = models.AGENT_BY_KIND[kind]
     except KeyError:
@@ -832,11 +835,16 @@ def _arm_agent_problems(
         prefix = [*where, "agent"]
         keys = list(_model_keys(model))
         own = [".".join([*prefix, str(k)]) for k in arm]
+        advice = (
+            "an arm that names another kind replaces the agent section: give it the keys of "
+            "that kind, and only those"
+            if switched
+            else f"set this arm's keys for your agent, or remove one with '~{'.'.join(prefix)}.KEY'"
+        )
         return [
-            f"{p} (agent={kind}; set this arm's keys for your agent, or remove one with "
-            f"'~{'.'.join(prefix)}.KEY')"
+            f"{p} (agent={kind}; {advice})"
             for p in pydantic_problems(exc, prefix=prefix, flat_keys=keys)
-            if any(p.startswith(o) for o in own)
+            if switched or any(p.startswith(o) for o in own)
         ]
     return []
 

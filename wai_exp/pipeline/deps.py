@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from wai_exp.config.arms import arm_agent
 from wai_exp.domain.files import file_sha256
 
 #: Config keys (of ``simulate``, or a stage's params) naming a file the stage reads.
@@ -217,11 +218,8 @@ def code_targets(
     """The dotted paths of the user code a stage runs: a callable agent or judge (from the
     config section or laid over it by the stage's params), ``simulate.execute`` and the
     stage's own ``_target_``."""
-    named: list[str] = []
-    agent = sections.get("agent")
-    if isinstance(agent, Mapping) or isinstance(params.get("agent"), Mapping):
-        merged = {**(agent if isinstance(agent, Mapping) else {}), **(params.get("agent") or {})}
-        named += [t for t in [_callable_target(merged)] if t]
+    agent = _callable_target(arm_agent(sections.get("agent"), params.get("agent")))
+    named: list[str] = [agent] if agent else []
     judge = sections.get("judge")
     if isinstance(judge, Mapping):
         named += [t for t in [_callable_target({**judge, **params})] if t]

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wai_exp.config.arms import arm_agent
+
 
 @dataclass
 class _Context:
@@ -38,7 +40,7 @@ def input_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
         if not isinstance(stage, Mapping) or stage.get("kind") != "simulate":
             continue
         params = dict(stage.get("params") or {})
-        agent_cfg = {**(config.get("agent") or {}), **(params.get("agent") or {})}
+        agent_cfg = arm_agent(config.get("agent"), params.get("agent"))
         problems.extend(
             f"stage {name!r}: {p}" for p in simulate_problems(config, params, start_dir)
         )
@@ -120,7 +122,7 @@ def model_servers(config: Mapping[str, Any], start_dir: Path) -> dict[str, str]:
         params = dict(stage.get("params") or {})
         if rows_file(_Context(dict(config), start_dir), params) is not None:
             continue
-        agent = {**(config.get("agent") or {}), **(params.get("agent") or {})}
+        agent = arm_agent(config.get("agent"), params.get("agent"))
         prov = PROVIDERS.get(str(agent.get("kind")))
         if prov is None:
             continue  # scripted, callable: nothing to reach

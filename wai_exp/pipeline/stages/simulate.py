@@ -12,7 +12,8 @@ stops the stage, naming the disk, instead of counting every later rollout as los
 
 Params (``pipeline.stages.<name>.params``) override single keys of the ``simulate`` section,
 and ``params.agent`` is laid over the ``agent`` section, so one pipeline can simulate two arms
-(e.g. two skills) side by side. ``params.tasks_from: <stage>`` pins the task set to an upstream
+(e.g. two skills) side by side; a ``params.agent`` naming another ``kind`` replaces the section
+(``wai_exp.config.arms.arm_agent``). ``params.tasks_from: <stage>`` pins the task set to an upstream
 simulate stage's rows (``simulate(tasks=...)``: same situations and prompts, its k), and
 ``params.seed_offset: N`` draws this stage's rollouts under ``seed + N``, so a second arm answers
 the same tasks with its own draws.
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from wai_exp.config.arms import arm_agent
 from wai_exp.pipeline import reads
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
 from wai_exp.rows.jsonl import RowAppender
@@ -375,7 +377,7 @@ def shard_setup(
     kwargs = simulate_kwargs(shard_ctx, params)
     if tasks is not None:
         kwargs["tasks"] = tasks
-    agent_cfg = {**shard_ctx.config.get("agent", {}), **(params.get("agent") or {})}
+    agent_cfg = arm_agent(shard_ctx.config.get("agent"), params.get("agent"))
     return build_agent(agent_cfg, kwargs["seed"], kwargs.get("timeout")), kwargs
 
 
@@ -514,7 +516,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     resume = read_partial(ctx.partial_path)
     resume.repair()  # the next append starts after the last row reused
     done = resume.rows
-    agent_cfg = {**ctx.config.get("agent", {}), **(params.get("agent") or {})}
+    agent_cfg = arm_agent(ctx.config.get("agent"), params.get("agent"))
     agent = build_agent(agent_cfg, kwargs["seed"], kwargs.get("timeout"))
     budget = kwargs.get("budget")
 
