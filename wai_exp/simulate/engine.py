@@ -908,23 +908,13 @@ def simulate(
             writer=writer, shards=shards,
         )  # fmt: skip
         engine.server_limits = server_limits(cfg, resolved, user, writer)
-        # The rows stay frozen until the stage has reported and saved them: those only read
-        # them, and the collector's first full pass once they are handed back walks every
-        # one (0.4 s at 20,000 rows), which their allocations would otherwise start here.
-        with landed_rows_frozen() as engine.row_kept:
-            stream = _drive(
-                engine, first, cfg, resolved, [user, writer, llm_grader], output, on_row
-            )
-            data = _result(
+        return _run_to_result(
+            engine, first, cfg, resolved, [user, writer, llm_grader], output, on_row,
+            lambda: _result(
                 cfg, engine, asks, resolved, inputs.spec_name, inputs.tools,
                 inputs.system_prompt, world, run_id, time.monotonic() - t_start,
-            )  # fmt: skip
-            if output is not None:
-                data.save(output)
-            if stream is not None:
-                stream.close(remove=True)  # the saved file holds every row now
-        engine.row_kept = lambda: None  # the freezes ended with the block
-        return data
+            ),
+        )  # fmt: skip
     finally:
         world.close()  # world=mcp: the server stops with the stage
 
@@ -995,6 +985,31 @@ def _resolve_inputs(params: SimulateParams) -> _Inputs:
     if world.server is not None and params.system_prompt is not None:
         sp = params.system_prompt
     return _Inputs(cfg, spec_name, tools, sp, world)
+
+
+def _run_to_result(
+    engine: Engine,
+    first: Any,
+    cfg: Config,
+    resolved: ResolvedAgent,
+    closers: list[Any],
+    output: str | Path | None,
+    on_row: Callable[[dict[str, Any]], Any] | None,
+    result: Callable[[], SimulationData],
+) -> SimulationData:
+    """Run the engine (``_drive``), then build its ``result()`` and save it to ``output``.
+    The rows stay frozen until the stage has reported and saved them: those only read them,
+    and the collector's first full pass once they are handed back walks every one (0.4 s
+    at 20,000 rows), which their allocations would otherwise start here."""
+    with landed_rows_frozen() as engine.row_kept:
+        stream = _drive(engine, first, cfg, resolved, closers, output, on_row)
+        data = result()
+        if output is not None:
+            data.save(output)
+        if stream is not None:
+            stream.close(remove=True)  # the saved file holds every row now
+    engine.row_kept = lambda: None  # the freezes ended with the block
+    return data
 
 
 def _drive(

@@ -792,12 +792,28 @@ def prompt_tokens(tokenizer: str | None, records: list[dict[str, Any]]) -> dict[
     }
 
 
+def _write_records(out_dir: Path, records: list[dict[str, Any]]) -> tuple[Path, Path, str, Any]:
+    """Write ``records`` as JSONL and Parquet under ``out_dir`` (atomically, read-only):
+    both paths, the JSONL's sha256 and the Parquet table."""
+    import pyarrow.parquet as pq
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jsonl_text = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records)
+    jsonl_path = atomic_write_text(out_dir / FILES["jsonl"], jsonl_text)
+    digest = hashlib.sha256(jsonl_text.encode("utf-8")).hexdigest()
+    table = parquet_table(records)
+    parquet_path = out_dir / FILES["parquet"]
+    with atomic_write(parquet_path, "wb") as fh:
+        pq.write_table(table, fh)
+    for path in (jsonl_path, parquet_path):
+        os.chmod(path, FILE_MODE)
+    return jsonl_path, parquet_path, digest, table
+
+
 @register("publish", reads=("selection", "simulate", "publish"), cached=False)
 def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult]) -> StageResult:
     """Write the gated rows in the trainer's shape. Raises ``ValueError`` when the input is
     not a passed gate or the shape is unknown."""
-    import pyarrow.parquet as pq
-
     from wai_exp import __version__
     from wai_exp.pipeline.runner import config_hash
 
@@ -822,17 +838,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     records = fmt.records(shape, records)
 
     out_dir = ctx.run_dir / ctx.name
-    out_dir.mkdir(parents=True, exist_ok=True)
-    jsonl_text = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records)
-    jsonl_path = atomic_write_text(out_dir / FILES["jsonl"], jsonl_text)
-    digest = hashlib.sha256(jsonl_text.encode("utf-8")).hexdigest()
-    table = parquet_table(records)
-    parquet_path = out_dir / FILES["parquet"]
-    with atomic_write(parquet_path, "wb") as fh:
-        pq.write_table(table, fh)
-    for path in (jsonl_path, parquet_path):
-        os.chmod(path, FILE_MODE)
-
+    jsonl_path, parquet_path, digest, table = _write_records(out_dir, records)
     info = {
         "name": ctx.config.get("name") or "wai-exp",
         "shape": shape,
