@@ -68,6 +68,18 @@ def as_transcript(message, *, world):
     return messages + [{"role": "assistant", "content": reply}]
 
 
+def invented(message, *, world):
+    """The calls and their results made up, none through world.execute."""
+    call = {"name": "issue_refund", "arguments": '{"order_id": "ORD-10001", "amount": 50.0}'}
+    return [
+        {"role": "user", "content": message},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "x", "type": "function", "function": call}]},
+        {"role": "tool", "tool_call_id": "x", "content": '{"refunded": 50.0}'},
+        {"role": "assistant", "content": "Refunded 50.0."},
+    ]
+
+
 def other_calls(message, *, world):
     _act(message, world)
     call = {"name": "search_orders", "arguments": '{"email": "a@example.com"}'}
@@ -151,3 +163,17 @@ def test_a_transcript_whose_tool_calls_are_not_the_calls_made_is_refused_naming_
     assert "TrajectoryConflict" in out
     assert "the tool calls returned (search_orders) are not the world.execute calls made" in out
     assert "(lookup_order" in out and "return the reply alone" in out
+
+
+def test_tool_steps_the_world_never_executed_are_marked_and_counted(tmp_path):
+    code, out, rows, graded, p1 = run(tmp_path, "invented")
+    assert code == 0 and p1 is not None, out[-2000:]
+    assert len(rows) == 60
+    for row in rows:
+        [step] = [s for s in row["steps"] if s["kind"] == "tool"]
+        assert (step["name"], step["source"]) == ("issue_refund", "agent")
+        assert row["world_changes"] == []
+    on_disk = json.loads((tmp_path / "out_invented/simulate/rows.jsonl").read_text().split("\n")[0])
+    assert [s.get("source") for s in on_disk["steps"] if "tool" in s] == ["agent"]
+    assert "60 of 60 rows hold 60 tool steps the world never executed" in out
+    assert "publish leaves these rows out of training data" in out

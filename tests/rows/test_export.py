@@ -16,6 +16,7 @@ from wai_exp.rows.export import (
     sft_records,
     world_dials,
 )
+from wai_exp.rows.model import NOT_EXECUTED
 
 TOOLS = [
     {
@@ -92,6 +93,7 @@ def test_sft_record_is_the_openai_chat_shape_with_string_arguments():
         "skipped": 0,
         "skip_reasons": [],
         "undeclared_tools": 0,
+        "not_executed": 0,
         "conduct_failed": 0,
         "conduct_failed_examples": [],
     }
@@ -487,3 +489,26 @@ def test_world_dials_keep_no_secret_and_say_whether_a_backend_answered_not_which
         "patience": "normal",
     }
     assert "execute" not in world_dials(None, {}, execute=False)
+
+
+def _claimed(row: dict) -> dict:
+    """``row`` as simulate writes an agent's own transcript: the tool step no world executed."""
+    return {**row, "steps": [{**s, "source": NOT_EXECUTED} if s["kind"] == "tool" else s
+                             for s in row["steps"]]}  # fmt: skip
+
+
+def test_sft_leaves_out_a_demonstration_whose_tool_results_no_world_executed():
+    rows = [steps_row("real", 1.0, "It shipped."), _claimed(steps_row("claimed", 1.0, "Shipped."))]
+    records, report = sft_records(rows, TOOLS)
+    assert [r["rollout_id"] for r in records] == ["real"]
+    assert report["not_executed"] == 1 and report["skipped"] == 1
+    [reason] = report["skip_reasons"]
+    assert "'claimed'" in reason and "no world executed (lookup_order" in reason
+    assert "world.execute" in reason
+
+
+def test_preference_leaves_out_a_pair_with_a_side_no_world_executed():
+    pair = _pair(steps_row("a", 1.0, "It shipped."), _claimed(steps_row("b", 0.0, "No idea.")))
+    records, report = preference_records([pair], TOOLS)
+    assert records == [] and report["not_executed"] == 1 and report["skipped"] == 1
+    assert "no world executed" in report["skip_reasons"][0]

@@ -32,7 +32,7 @@ from typing import Any
 from wai_exp.domain.numbers import finite_float, reward_number
 from wai_exp.domain.outcome import reward_facts
 from wai_exp.rows.keys import task_key
-from wai_exp.rows.model import messages_from_steps
+from wai_exp.rows.model import NOT_EXECUTED, messages_from_steps, not_executed
 from wai_exp.rows.reader import answer_name, call_parts, read_steps, row_messages
 from wai_exp.rows.scrub import scrub
 
@@ -356,6 +356,7 @@ def sft_records(
             flagged.append(f"{row.get('rollout_id') or task_key(row)[:60]!r}: {', '.join(failed)}")
             continue
         try:
+            unexecuted_check(row)
             messages = conversation(row, system_prompt)
             absent = undeclared_calls(messages, own_tools)
             if absent:
@@ -383,9 +384,24 @@ def sft_records(
         )
     report = _skip_report(len(rows), records, reasons, extra=len(flagged))
     report["undeclared_tools"] = undeclared
+    report["not_executed"] = sum(1 for r in rows if not_executed(r))
     report["conduct_failed"] = len(flagged)
     report["conduct_failed_examples"] = flagged[:10]
     return records, report
+
+
+def unexecuted_check(row: Mapping[str, Any]) -> None:
+    """Raise ``ConversationError`` when ``row`` holds tool steps no world executed: their
+    results are what the agent said a tool answered, and a trainer would learn them as the
+    tool's answers. The row is left out whole (not its results dropped): a call with no
+    answer is no demonstration either."""
+    names = not_executed(row)
+    if names:
+        raise ConversationError(
+            f"{len(names)} tool step(s) no world executed ({', '.join(names[:3])}"
+            f"{', ...' if len(names) > 3 else ''}; source={NOT_EXECUTED!r}): their results "
+            "are the agent's claim, not a tool's answer; make the calls through world.execute"
+        )
 
 
 def conduct_failures(row: Mapping[str, Any]) -> list[str]:
@@ -524,6 +540,8 @@ def preference_records(
             flagged.append(f"{pair.get('task_key')}: chosen side {', '.join(failed)}")
             continue
         try:
+            unexecuted_check(chosen)
+            unexecuted_check(rejected)
             c_msgs = _renumbered(conversation(chosen, system_prompt))
             r_msgs = _renumbered(conversation(rejected, system_prompt))
             for msgs in (c_msgs, r_msgs):
@@ -568,6 +586,9 @@ def preference_records(
         len(pairs), records, reasons, extra=mismatch + len(world_first) + len(flagged)
     )
     report["prompt_mismatch"] = mismatch
+    report["not_executed"] = sum(
+        1 for p in pairs if not_executed(p["chosen"]) or not_executed(p["rejected"])
+    )
     report["world_first_difference"] = len(world_first)
     report["conduct_failed"] = len(flagged)
     report["conduct_failed_examples"] = flagged[:10]

@@ -15,11 +15,29 @@ and the steps (see ``messages_from_steps``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION: Final = "1"
+
+#: A tool step's ``source`` when no world executed it: the agent returned the call and its
+#: result (its own transcript) without making it through ``world.execute``. Its result is
+#: the agent's claim, not a tool's answer. (Other sources: ``server``, ``injected``,
+#: ``engine``, ``person``, set by the MCP world.)
+NOT_EXECUTED: Final = "agent"
+
+
+def not_executed(row: Mapping[str, Any]) -> list[str]:
+    """The names of ``row``'s tool steps no world executed (``source: NOT_EXECUTED``)."""
+    steps = row.get("steps")
+    return [
+        str(s.get("name") or s.get("tool"))
+        for s in (steps if isinstance(steps, list) else ())
+        if isinstance(s, Mapping) and s.get("source") == NOT_EXECUTED
+    ]
+
 
 #: ``ended_by``, one vocabulary for every agent kind: the agent gave its reply (``agent``),
 #: the simulated person walked away on the agent's question (``user_left``), the turn limit

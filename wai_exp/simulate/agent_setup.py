@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from wai_exp.rows.model import NOT_EXECUTED
+
 #: What the engine offers an agent beside the message. A callable takes any subset of these
 #: by name, or all of them through ``**context``.
 CONTEXT_KEYS = ("tools", "system_prompt", "world", "sampling")
@@ -379,13 +381,22 @@ def trajectory_of(
             last = next((s for s in reversed(steps) if s.get("kind") == "assistant"), None)
             if last is not None and not last.get("tool_calls"):
                 out["final_text"] = str(last.get("content") or "")
-        if recorded:
-            kept = steps_beside_recorded(steps, list(recorded))
-            if kept is None:
-                del out["steps"]  # the engine reads the world's record, as for a str reply
-            else:
-                out["steps"] = kept
+        # Every returned tool step is the agent's word until the world's record vouches
+        # for it: ``steps_beside_recorded`` puts the record in place of calls it made.
+        steps = claimed(steps)
+        kept = steps_beside_recorded(steps, list(recorded)) if recorded else steps
+        if kept is None:
+            del out["steps"]  # the engine reads the world's record, as for a str reply
+        else:
+            out["steps"] = kept
     return out
+
+
+def claimed(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``steps`` with each tool step marked ``source: NOT_EXECUTED``: what the agent says a
+    tool answered, which a judge or a trainer reading the row must not take for a tool's
+    answer."""
+    return [{**s, "source": NOT_EXECUTED} if s.get("kind") == "tool" else s for s in steps]
 
 
 def _tool_activity(steps: Sequence[Mapping[str, Any]]) -> bool:
@@ -406,7 +417,8 @@ def steps_beside_recorded(
       calls and the person's answers, and the reply follows them, the row a str reply
       gets. Assistant turns before the reply are not placed among the calls (nothing
       says where they fell); a dialogue with no call made is kept as returned.
-    - Returned tool calls beside no recorded call are the agent's own transcript: kept.
+    - Returned tool calls beside no recorded call are the agent's own transcript: kept,
+      each tool step still marked as the agent's claim (``claimed``).
     - Returned tool calls that are the recorded calls (same tools, same arguments, same
       order) are one trajectory told twice: the returned turns are kept, each tool step
       read from the world's record (its result, status and fault: what the checklist and

@@ -37,6 +37,7 @@ from typing import Any
 
 from wai_exp.domain.gc_tuning import fewer_gc_passes, landed_rows_frozen
 from wai_exp.llm.http import send_requests_first
+from wai_exp.rows.model import NOT_EXECUTED, not_executed
 from wai_exp.simulate.agent_setup import ResolvedAgent, is_async_callable, resolve_agent
 from wai_exp.simulate.data import SimulationData
 from wai_exp.simulate.ids import prompt_sha, short_hash, stable_hash
@@ -1435,6 +1436,9 @@ def _result(
         report["tool_answers"] = {
             k: sources.get(k, 0) for k in ("server", "injected", "engine", "person")
         }
+    if claimed := _claimed_rows(engine.rows):
+        report["rows_with_unexecuted_tool_steps"] = claimed[0]
+        engine.warnings.append(claimed[1])
     if exec_errors := _execute_errors(engine):
         # A raise inside the user's execute= reaches the agent as a tool error only; say so
         # once, with the first error, so a bug in the user's world is not read as a fault.
@@ -1587,4 +1591,20 @@ def same_model_jobs(
         "than real users are; pass simulator= for the writer and user_model= for the user "
         "(another model spec, or False for the template person) to put those jobs on a "
         "different model."
+    )
+
+
+def _claimed_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
+    """``(rows, warning)`` when rows hold tool steps the world never executed (the agent's
+    own transcript, ``rows.model.NOT_EXECUTED``), else None."""
+    names = [not_executed(r) for r in rows]
+    n = sum(1 for found in names if found)
+    if not n:
+        return None
+    steps = sum(len(found) for found in names)
+    return n, (
+        f"{n} of {len(rows)} rows hold {steps} tool steps the world never executed (the "
+        "agent returned the calls and their results without world.execute; marked "
+        f"source={NOT_EXECUTED!r}): their results are the agent's claim, so publish leaves "
+        "these rows out of training data; make the calls through world.execute"
     )

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from tests.support.rows import call
+from wai_exp.rows.model import NOT_EXECUTED
 from wai_exp.score.grade.grading import (
+    NOT_EXECUTED_STATUS,
     behavior_signature,
     conduct_grade,
     contains_token,
@@ -336,3 +338,27 @@ def test_truncated_rollout_is_an_advisory_half_unless_a_rule_broke() -> None:
     assert "truncated" in out["flags"] and out["reason"].startswith("advisory 0.5")
     r["steps"][2]["tool_calls"][0]["arguments"]["order_id"] = "ORD-31337"
     assert conduct_grade(r)["reward"] == 0.0
+
+
+def test_a_tool_step_no_world_executed_gives_no_result_and_grounds_nothing() -> None:
+    # simulate marks the agent's own transcript source="agent": its invented result must not
+    # read as a lookup that answered, nor ground the payment id the refund then uses.
+    call = {"id": "c1", "name": "lookup_order", "arguments": {"order_id": "ORD-1"}}
+    refund = {
+        "id": "c2",
+        "name": "issue_refund",
+        "arguments": {"order_id": "ORD-1", "payment": "PAY-55821"},
+    }
+    steps = [
+        {"kind": "assistant", "content": "", "tool_calls": [call]},
+        {"kind": "tool", "tool_call_id": "c1", "name": "lookup_order", "arguments": call["arguments"],
+         "result": {"payment": "PAY-55821"}, "status": "ok", "fault": None, "source": NOT_EXECUTED},
+        {"kind": "assistant", "content": "", "tool_calls": [refund]},
+    ]  # fmt: skip
+    lookup, _ = tool_calls({"prompt": "Refund ORD-1", "steps": steps})
+    assert (lookup["status"], lookup["result"]) == (NOT_EXECUTED_STATUS, None)
+    assert "PAY-55821" in str(ungrounded_arguments({"prompt": "Refund ORD-1", "steps": steps}))
+    trusted = [steps[0], {**steps[1], "source": "server"}, steps[2]]
+    assert "PAY-55821" not in str(
+        ungrounded_arguments({"prompt": "Refund ORD-1", "steps": trusted})
+    )

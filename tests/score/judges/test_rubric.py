@@ -451,3 +451,21 @@ def test_rubric_judge_asks_for_one_verdict_per_criterion_key_in_its_schema() -> 
     assert schema["properties"]["verdicts"]["required"] == ["says_sorry", "gives_a_date"]
     assert verdict["reward"] == pytest.approx(1.0)
     assert verdict["judge_meta"]["structured_output"] == "json_schema"
+
+
+def test_a_judge_reads_a_tool_step_no_world_executed_as_the_assistants_claim() -> None:
+    from wai_exp.rows.model import NOT_EXECUTED
+    from wai_exp.score.judges.pairwise import render_reply
+    from wai_exp.score.judges.rubric import _transcript
+
+    call = {"id": "c1", "name": "issue_refund", "arguments": {"order_id": "ORD-1"}}
+    answer = {"kind": "tool", "tool_call_id": "c1", "name": "issue_refund",
+              "arguments": call["arguments"], "result": {"refunded": 50.0}, "status": "ok"}  # fmt: skip
+    row = {"prompt": "Refund ORD-1", "final_text": "Refunded.", "steps": [
+        {"kind": "assistant", "content": "", "tool_calls": [call]},
+        {**answer, "source": NOT_EXECUTED},
+        {"kind": "assistant", "content": "Refunded."}]}  # fmt: skip
+    for text in (_transcript(row), render_reply(row)):
+        assert "NOT EXECUTED: the assistant's own claim" in text, text
+    row["steps"][1] = answer
+    assert "NOT EXECUTED" not in _transcript(row) + render_reply(row)

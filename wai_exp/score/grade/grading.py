@@ -43,6 +43,7 @@ from typing import Any
 
 from wai_exp.domain.replies import acknowledges_fault, claims_success, reply_acts
 from wai_exp.domain.tools import is_write_tool
+from wai_exp.rows.model import NOT_EXECUTED
 from wai_exp.rows.reader import read_steps, spoken
 
 #: Provenance classes that count as ungrounded.
@@ -203,6 +204,11 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
                 call = found
                 if not call["arguments"] and isinstance(step.get("arguments"), dict):
                     call["arguments"] = step["arguments"]
+            if step.get("source") == NOT_EXECUTED:
+                # The agent's word for what a tool answered: no check may read it as an
+                # answer, nor ground a reply's value in it.
+                call["status"], call["fault"], call["result"] = NOT_EXECUTED_STATUS, None, None
+                continue
             fault = step.get("fault")
             status = step.get("status") or (fault if fault else "ok")
             call["status"] = str(status)
@@ -214,6 +220,10 @@ def calls_from_steps(prompt: str, steps: list[dict[str, Any]]) -> list[Call]:
             call["result"] = step.get("result")
             context.results.append(step.get("result"))
     return calls
+
+
+#: A call's ``status`` when no world executed it (``rows.model.NOT_EXECUTED``).
+NOT_EXECUTED_STATUS = "not_executed"
 
 
 # ---------------------------------------------------------------------------------------

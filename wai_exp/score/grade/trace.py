@@ -58,6 +58,7 @@ import numpy as np
 from wai_exp.domain.replies import claims_success
 from wai_exp.domain.tools import is_write_tool
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.model import NOT_EXECUTED
 from wai_exp.score.grade.grading import (
     UNGROUNDED,
     Call,
@@ -227,7 +228,7 @@ class _Trace:
         for step in self.steps:
             if step.get("kind") == "user":
                 parts.append(str(step.get("content") or ""))
-            elif step.get("kind") == "tool":
+            elif step.get("kind") == "tool" and step.get("source") != NOT_EXECUTED:
                 parts.append(result_text(step.get("result")))
         for call in self.calls:
             if call.get("result") is not None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from wai_exp.rows.keys import task_key
+from wai_exp.score.judges.rubric import tool_status_text
 from wai_exp.score.stats.resample import wilson_ci
 
 #: A flip rate at or over this is flagged: the judge's answer follows the order.
@@ -491,8 +492,7 @@ def render_reply(row: Mapping[str, Any]) -> str:
             result = step.get("result", step.get("content"))
             text = result if isinstance(result, str) else json.dumps(result, default=str)
             lines.append(
-                f"tool result ({step.get('name')}, {step.get('status', 'ok')}): "
-                f"{text[:RESULT_CHARS]}"
+                f"tool result ({step.get('name')}, {tool_status_text(step)}): {text[:RESULT_CHARS]}"
             )
         elif kind == "user":
             lines.append(f"person: {step.get('content')}")

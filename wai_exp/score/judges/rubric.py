@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from wai_exp.rows.model import NOT_EXECUTED
+
 #: The criterion kinds, in the order the checklist lists them.
 KINDS: tuple[str, ...] = ("hard", "principle", "pitfall")
 #: Words a writer or hand-written rubric may use for a kind (the rubric book's
@@ -553,13 +555,21 @@ def _transcript(row: Mapping[str, Any]) -> str:
         elif kind == "tool":
             result = step.get("result")
             text = result if isinstance(result, str) else json.dumps(result, default=str)
-            lines.append(f"TOOL {step.get('name')} [{step.get('status', 'ok')}]: {text}")
+            lines.append(f"TOOL {step.get('name')} [{tool_status_text(step)}]: {text}")
         elif kind == "user":
             lines.append(f"USER: {step.get('content', '')}")
     final = final_reply(row, steps)
     if final and not any(line == f"ASSISTANT: {final}" for line in lines[-1:]):
         lines.append(f"FINAL REPLY: {final}")
     return "\n".join(lines)
+
+
+def tool_status_text(step: Mapping[str, Any]) -> str:
+    """A tool step's status as a judge reads it: one no world executed says so, so its
+    result is not taken for the ground truth the instructions name."""
+    if step.get("source") == NOT_EXECUTED:
+        return "NOT EXECUTED: the assistant's own claim of a result, no tool ran"
+    return str(step.get("status", "ok"))
 
 
 def _tool_lines(tools: Sequence | None) -> str:
