@@ -631,6 +631,11 @@ def _card_counts(info: dict[str, Any]) -> list[str]:
         f"- left out because the grader's conduct check failed (e.g. an argument not in the "
         f"conversation) although the reward passed: {info['conduct_failed']}",
     ]
+    if info.get("not_executed"):
+        lines.append(
+            "- left out because a tool step in them was never executed by the world (the "
+            f"agent returned the call and its result itself; source=agent): {info['not_executed']}"
+        )
     if info["shape"] == "preference":
         lines += _card_pairs(info)
     return lines
@@ -859,6 +864,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "prompt_mismatch": export_report.get("prompt_mismatch", 0),
         "world_first_difference": export_report.get("world_first_difference", 0),
         "conduct_failed": export_report.get("conduct_failed", 0),
+        "not_executed": export_report.get("not_executed", 0),
         "completion_world_share": export_report.get("completion_world_share"),
         "format": fmt.name,
         "trainers": fmt.trainers.get(shape, ""),

@@ -597,6 +597,8 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         )
         for source, n in answers.items():
             metrics[f"tool_answers_{source}"] = float(n)
+    if claimed := report.get("rows_with_unexecuted_tool_steps"):
+        metrics["rows_with_unexecuted_tool_steps"] = float(claimed)
     if report.get("failure_summary"):
         lines.append(report["failure_summary"])
     warnings = resume.notes() + list(getattr(data, "warnings", []))
