@@ -895,21 +895,9 @@ def test_replaying_a_runs_n_task_set_keeps_its_per_run_k():
 def test_rows_share_the_world_dials_they_record_instead_of_a_copy_each():
     # Each row records the world it was played against (lineage.world): a copy per row held
     # ~2.5 KB of memory under rl_round's world, 250 MB of the stage at 100,000 rows.
-    import sys
+    from tests.support.memory import held_bytes
 
     data = simulate(budget=200, seed=0, mode="rl")
-    seen: set[int] = set()
-    held = 0
-    stack: list[object] = [r["lineage"]["world"] for r in data.trajectories]
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        held += sys.getsizeof(obj)
-        if isinstance(obj, dict):
-            stack += [*obj.keys(), *obj.values()]
-        elif isinstance(obj, list):
-            stack += obj
-    assert "avg_turns" in data.trajectories[0]["lineage"]["world"]  # the dials are recorded
-    assert held < 5_000, held  # once for the run, not once a row
+    worlds = [r["lineage"]["world"] for r in data.trajectories]
+    assert "avg_turns" in worlds[0]  # the dials are recorded
+    assert held_bytes(worlds) < 5_000, held_bytes(worlds)  # once for the run, not once a row

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.memory import held_bytes
 from wai_exp.simulate.engine import simulate
 from wai_exp.simulate.shards import ShardSpec, local_shares, shard_of
 
@@ -63,28 +64,6 @@ def test_a_situation_has_one_shard_and_the_stage_takes_half_a_workers_share():
     assert [shard_of(f"s-{i}", (0, 1)) for i in range(20)] == [1] * 20  # a zero share: none
 
 
-def _held_bytes(rows: list[dict]) -> int:
-    """What ``rows`` hold in memory: every object reachable from them, each counted once
-    (an object two rows share costs once, as it does in the process)."""
-    import sys
-
-    seen: set[int] = set()
-    stack: list[object] = list(rows)
-    total = 0
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        total += sys.getsizeof(obj)
-        if isinstance(obj, dict):
-            stack.extend(obj.keys())
-            stack.extend(obj.values())
-        elif isinstance(obj, list | tuple):
-            stack.extend(obj)
-    return total
-
-
 def announcing_setup(flag: str, kwargs: dict) -> tuple[None, dict]:
     """A worker's setup that leaves ``flag`` behind: the worker is about to say it started."""
     from pathlib import Path
@@ -133,7 +112,7 @@ def test_rows_from_workers_cost_the_parent_no_more_memory_than_its_own(tmp_path)
     assert _rows(two) == _rows(one)
     # most rows crossed from the worker, so twice the memory a row would show here
     assert two.report()["workers_rollouts"]["worker 1"] >= 200
-    own, shipped = _held_bytes(list(one.trajectories)), _held_bytes(list(two.trajectories))
+    own, shipped = held_bytes(list(one.trajectories)), held_bytes(list(two.trajectories))
     assert shipped <= 1.15 * own, (shipped, own)
 
 
