@@ -468,18 +468,17 @@ def _model_spec_problem(prefix: str, group: str, value: str) -> str | None:
     the URL is never echoed (it may carry a key: ``user:KEY@host``, ``?api_key=``)."""
     if group != "agent" or ":" not in value:
         return None
-    from wai_exp.domain.providers import PROVIDERS
+    from wai_exp.domain.providers import split_model_spec
 
-    provider, _, rest = value.partition(":")
-    if provider not in PROVIDERS or not rest:
+    parts = split_model_spec(value)
+    if parts is None:
         return None
-    cut = min((i for i in (rest.find("@http://"), rest.find("@https://")) if i >= 0), default=-1)
-    model = rest[:cut] if cut >= 0 else rest
-    url = " agent.base_url=<the URL after @>" if cut >= 0 else ""
+    provider, model, url = parts
+    base_url = " agent.base_url=<the URL after @>" if url else ""
     return (
-        f"{prefix}agent={provider}:{model}{'@...' if cut >= 0 else ''}: agent= picks an option "
+        f"{prefix}agent={provider}:{model}{'@...' if url else ''}: agent= picks an option "
         f"of the agent group, not a model spec; write it as {prefix}agent={provider} "
-        f"agent.model={model}{url}"
+        f"agent.model={model}{base_url}"
     )
 
 

@@ -95,6 +95,17 @@ def register_provider(
     return provider
 
 
+def split_model_spec(spec: str) -> tuple[str, str, str] | None:
+    """``provider:model[@url]`` as ``(provider, model, url)`` (url ``""`` when none), or None
+    when ``spec`` names no registered provider or no model. The first ``@http(s)://`` starts
+    the URL: a URL may itself hold ``@`` (``user:key@host``)."""
+    provider, sep, rest = spec.partition(":")
+    if not sep or provider not in PROVIDERS or not rest:
+        return None
+    cut = min((i for i in (rest.find("@http://"), rest.find("@https://")) if i >= 0), default=-1)
+    return (provider, rest[:cut], rest[cut + 1 :]) if cut >= 0 else (provider, rest, "")
+
+
 def provider_names() -> tuple[str, ...]:
     """The registered providers' names, in registration order (those installed packages
     register through the ``wai_exp.providers`` entry point included)."""

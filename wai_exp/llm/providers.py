@@ -22,6 +22,7 @@ from wai_exp.domain.providers import (
     Provider,
     provider_names,
     register_provider,
+    split_model_spec,
 )
 from wai_exp.domain.secrets import register_url_secrets
 
@@ -58,14 +59,12 @@ def is_model_spec(value: object) -> bool:
 
 def parse_model_spec(spec: str) -> ModelSpec:
     """Split ``provider:model[@url]``. Raises ``ValueError`` naming the known providers."""
-    provider, sep, rest = spec.partition(":")
-    if not sep or provider not in PROVIDERS or not rest:
+    parts = split_model_spec(spec)
+    if parts is None:
         raise ValueError(
             f"model spec {spec!r} is not <provider>:<model>[@<base url>] with provider one of {sorted(PROVIDERS)}"
         )
-    # The first "@http(s)://" starts the URL: a URL may itself hold "@" (user:key@host).
-    cut = min((i for i in (rest.find("@http://"), rest.find("@https://")) if i >= 0), default=-1)
-    model, url = (rest[:cut], rest[cut + 1 :]) if cut >= 0 else (rest, "")
+    provider, model, url = parts
     base = url or PROVIDERS[provider].default_url()
     register_url_secrets(base)  # user:KEY@host: the request carries KEY as Basic auth
     return ModelSpec(provider, model, base)
