@@ -898,12 +898,19 @@ def _format_world_problems(cfg: Mapping[str, Any], fmt: str) -> list[str]:
     served = _served_elsewhere(cfg)
     if served is None or not any(s == "rl" for _, s in published_shapes(cfg)):
         return []
-    return [
+    return [foreign_world_refusal(fmt, *served)]
+
+
+def foreign_world_refusal(fmt: str, made: str, holder: str) -> str:
+    """The problem line for a replaying format (``verl``, ``openrlhf``) whose RL records were
+    made against another world: ``made`` says what was (a clause), ``holder`` where its
+    records live, which a reward function of the user's own must play."""
+    return (
         f"publish.format: {fmt!r} names wai-exp's reward function (wai_exp/env/verl.py), which "
-        f"replays each task on the mock world, but {served[0]}, whose records it cannot "
-        f"rebuild; use publish.format=trl / openai with a reward function of your own that "
-        f"plays {served[1]}, or selection=sft / preference (+experiment=sft_round)"
-    ]
+        f"replays each task on the mock world, but {made}, whose records it cannot rebuild; "
+        f"use publish.format=trl / openai with a reward function of your own that plays "
+        f"{holder}, or selection=sft / preference (+experiment=sft_round)"
+    )
 
 
 def validate_config(cfg: Mapping[str, Any], sections: Sections = NO_SECTIONS) -> models.RootConfig:

@@ -381,14 +381,14 @@ def rows_world_problems(
     worlds = Counter(g.world for g in gaps if g.world)
     if not worlds:
         return []
+    from wai_exp.config.validate import foreign_world_refusal
+
     other = other_world(sorted(worlds)[0])
-    return [
-        f"publish.format: {fmt!r} names wai-exp's reward function (wai_exp/env/verl.py), which "
-        f"replays each task on the mock world, but {sum(worlds.values())} of {len(rows)} rows "
-        f"in {path} (simulate.rows) were made against {other.made_against}, whose records it "
-        f"cannot rebuild; use publish.format=trl / openai with a reward function of your own "
-        f"that plays {other.holder}, or selection=sft / preference (+experiment=sft_round)"
-    ]
+    made = (
+        f"{sum(worlds.values())} of {len(rows)} rows in {path} (simulate.rows) were made "
+        f"against {other.made_against}"
+    )
+    return [foreign_world_refusal(fmt, made, other.holder)]
 
 
 def _with_fix(message: str, kwargs: Mapping[str, Any]) -> str:
