@@ -30,6 +30,9 @@ measured next to it. Run it alone with ``nice``::
 
     nice python experiments/bench/bench_throughput.py --duration 20 --concurrency 32 128
 
+``--repeat N`` runs every cell N times, in turn, and ends with each cell's median and range:
+this VM's rate drifts by several points between runs minutes apart, so one cell is one draw.
+
 ``python experiments/bench/run.py throughput`` runs the same with ``WAI_BENCH_THROUGHPUT_S``
 seconds per cell (default 20).
 """
@@ -491,6 +494,42 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _spread(rounds: list[list[dict[str, Any]]]) -> str:
+    """Per cell, the median and range of % of ideal (over the cell, and steady) across
+    ``rounds``: on a VM whose rate drifts between runs minutes apart, one cell is one draw."""
+    import statistics
+
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for rows in rounds:
+        for r in rows:
+            by_name.setdefault(r["name"], []).append(r)
+    lines = [
+        f"Across {len(rounds)} rounds (cells run in turn, each round in its own stub):",
+        "",
+        "| cell | c | rounds | % of ideal: median (min-max) | steady %: median (min-max) "
+        "| CPU ms/call: median | rounds >= 85% |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, rs in by_name.items():
+        pct = [r["pct_of_ideal"] for r in rs]
+        steady = [r["steady_pct_of_ideal"] for r in rs if r["steady_pct_of_ideal"] is not None]
+        cpu = [r["cpu_ms_per_call"] for r in rs if r["cpu_ms_per_call"] is not None]
+        lines.append(
+            f"| {name.rsplit(' c=', 1)[0]} | {rs[0]['concurrency']} | {len(rs)} | {_median_range(pct)} "
+            f"| {_median_range(steady)} | {f'{statistics.median(cpu):.3f}' if cpu else 'not measured'} "
+            f"| {sum(p >= 85.0 for p in pct)} of {len(pct)} |"
+        )  # fmt: skip
+    return "\n".join(lines)
+
+
+def _median_range(values: list[float]) -> str:
+    import statistics
+
+    if not values:
+        return "not measured"
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--duration", type=float, default=20.0, help="seconds per cell")
@@ -498,8 +537,19 @@ if __name__ == "__main__":
     p.add_argument("--delay", type=float, default=DELAY_S)
     p.add_argument("--jitter", type=float, default=0.0, help="answer after delay +- jitter s")
     p.add_argument("--only", nargs="*", help="cells to run besides server alone: e.g. simulate")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of every cell, then each cell's median and range",
+    )
     a = p.parse_args()
     print(f"load average (1, 5, 15 min) before: {os.getloadavg()}", flush=True)
-    rows = [r for c in a.concurrency for r in measure(c, a.duration, a.delay, a.jitter, a.only)]
-    print(_table(rows))
+    rounds = []
+    for _ in range(a.repeat):
+        rows = [r for c in a.concurrency for r in measure(c, a.duration, a.delay, a.jitter, a.only)]
+        print(_table(rows), flush=True)
+        rounds.append(rows)
+    if a.repeat > 1:
+        print(_spread(rounds))
     sys.exit(0)
