@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wai_exp.config.arms import arm_agent, switches_kind
+from wai_exp.config.arms import arm_agent, resolved_arm_agent, switches_kind
 
 SCRIPTED = {"kind": "scripted", "skill": 0.85, "spread": 1.5, "model_version": "scripted-v1"}
 
@@ -35,3 +35,18 @@ def test_no_arm_is_the_section_and_the_inputs_are_not_changed():
     assert arm_agent(section, None) == SCRIPTED
     arm_agent(section, {"skill": 0.1})["spread"] = 0.0
     assert section == SCRIPTED
+
+
+def test_the_resolved_agent_is_its_model_with_every_default_filled_in():
+    written = resolved_arm_agent(SCRIPTED, {"kind": "callable", "target": "a:b", "kwargs": {}})
+    assert written == resolved_arm_agent(None, {"kind": "callable", "target": "a:b"})
+    assert written == {"kind": "callable", "target": "a:b", "factory": False, "kwargs": {}}
+    one = resolved_arm_agent({"kind": "scripted", "skill": 1}, None)
+    assert one == resolved_arm_agent({}, {"skill": 1.0})  # no kind: scripted
+    assert one["skills"]["grounding"] is None and one["spread"] == 1.5
+
+
+def test_an_agent_its_model_refuses_is_resolved_as_merged():
+    # the check before any work refuses it; the key must still differ from a valid agent's
+    assert resolved_arm_agent(SCRIPTED, {"skill": 7}) == {**SCRIPTED, "skill": 7}
+    assert resolved_arm_agent(None, {"kind": "nope"}) == {"kind": "nope"}

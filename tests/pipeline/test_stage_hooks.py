@@ -1,5 +1,5 @@
 """What the runner asks of a stage kind it asks through the kind's registration
-(``register(key_sections=, key_deps=, headline=)``), never by its name: a kind of your own
+(``register(key_sections=, key_params=, key_deps=, headline=)``), never by its name: a kind of your own
 gets what ``simulate`` gets (a key narrowed to what it reads, a key that follows a value no
 section holds) and what ``grade`` gets (its numbers in the summary's own line)."""
 
@@ -92,6 +92,28 @@ def test_the_builtin_kinds_declare_what_the_runner_used_to_know_by_name():
     }
     simulate = resolve("simulate")
     assert simulate.key_sections is not None and simulate.key_deps is not None
+    assert simulate.key_params is not None
+
+
+def _without_note(params):
+    return {k: v for k, v in params.items() if k != "note"}
+
+
+@register("t_param_hooked", reads=("t_hook",), key_params=_without_note)
+def _param_hooked(ctx, params, inputs):
+    RUNS.append(ctx.key)
+    return StageResult(rows=[{"rollout_id": "r0"}], text="t_param_hooked")
+
+
+def test_key_params_keeps_a_param_the_kind_does_not_read_out_of_its_key(tmp_path):
+    def params(**p):
+        cfg = config()
+        cfg["pipeline"]["stages"] = {"mine": {"kind": "t_param_hooked", "params": p}}
+        return cfg
+
+    assert run(params(note="a", n=1), tmp_path, "r1").stage("mine").status == "ran"
+    assert run(params(note="b", n=1), tmp_path, "r2").stage("mine").status == "cached"
+    assert run(params(note="b", n=2), tmp_path, "r3").stage("mine").status == "ran"
 
 
 EVENTS: list[tuple] = []

@@ -111,6 +111,9 @@ StageFn = Callable[[StageContext, dict[str, Any], dict[str, StageResult]], Stage
 #: ``key_sections(sections, params) -> sections``: the config sections a stage's cache key
 #: is made of, from those it ``reads`` (a stage reading a file alone keys on that file).
 KeySections = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+#: ``key_params(params) -> params``: the stage params its cache key is made of (a param
+#: ``key_sections`` already put into the key in the form the stage reads it is left out).
+KeyParams = Callable[[dict[str, Any]], dict[str, Any]]
 #: ``key_deps(config, params) -> {name: value}``: what else its result depends on that no
 #: section it reads holds (a value resolved from the environment ...), added to its key.
 KeyDeps = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
@@ -130,6 +133,7 @@ class StageKind:
     #: runs, so those files are this run's.
     cached: bool = True
     key_sections: KeySections | None = None
+    key_params: KeyParams | None = None
     key_deps: KeyDeps | None = None
     #: The closing summary's own line this kind's numbers go to ("grading", "selection" ...);
     #: None = the summary shows the first line of its report text.
@@ -167,6 +171,7 @@ def register(
     reads: tuple[str, ...] | None = None,
     cached: bool = True,
     key_sections: KeySections | None = None,
+    key_params: KeyParams | None = None,
     key_deps: KeyDeps | None = None,
     headline: str | None = None,
     prepare: Prepare | None = None,
@@ -174,8 +179,9 @@ def register(
     """Decorator: register ``fn`` as stage kind ``name``. Returns ``fn`` unchanged.
 
     ``cached=False`` makes the stage run every time (never reused from the cache).
-    ``key_sections`` narrows the sections its cache key is made of, ``key_deps`` adds what
-    it depends on outside them (both are called with the stage's params); ``headline``
+    ``key_sections`` narrows the sections its cache key is made of, ``key_params`` the
+    params, ``key_deps`` adds what it depends on outside them (all are called with the
+    stage's params); ``headline``
     names the closing summary's line its numbers go to; ``prepare(config, params)`` starts
     what the stage will need while tracking starts. Registering a name twice replaces
     the earlier function (a user may shadow a built-in).
@@ -188,6 +194,7 @@ def register(
             reads=tuple(reads) if reads is not None else None,
             cached=cached,
             key_sections=key_sections,
+            key_params=key_params,
             key_deps=key_deps,
             headline=headline,
             prepare=prepare,

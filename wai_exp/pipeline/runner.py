@@ -254,6 +254,13 @@ def _sections(kind_reads: tuple[str, ...] | None, config: Mapping[str, Any]) -> 
     return {k: config.get(k) for k in kind_reads}
 
 
+def _key_params(kind: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The stage params its key is made of: all of them, unless the kind's ``key_params``
+    narrows them."""
+    narrow = getattr(kind, "key_params", None)
+    return narrow(dict(params)) if narrow is not None else params
+
+
 def stage_deps(
     config: Mapping[str, Any],
     sections: Mapping[str, Any],
@@ -755,7 +762,7 @@ class _Run:
         )
         key = cache_mod.stage_key(
             kind.name,
-            spec.params,
+            _key_params(kind, spec.params),
             sections,
             [(n, self.keys[n], self.made.get(n, "")) for n in spec.needs if n in self.keys],
             __version__,

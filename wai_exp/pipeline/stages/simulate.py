@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from wai_exp.config.arms import arm_agent
+from wai_exp.config.arms import arm_agent, resolved_arm_agent
 from wai_exp.pipeline import reads
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
 from wai_exp.rows.jsonl import RowAppender
@@ -430,11 +430,15 @@ def key_sections(sections: dict[str, Any], params: dict[str, Any]) -> dict[str, 
     """The config sections a simulate stage's cache key is made of: all it reads, except
     that a stage reading ``simulate.rows`` depends on that file alone (its bytes enter the
     key as a file digest), so changing the agent, the world, the knobs or the seed does not
-    re-read and re-grade the same rows; and that the ``judge`` section counts only as the
-    judge section a ``simulate.grader`` resolves to (``grader_section``), under ``grader``."""
+    re-read and re-grade the same rows; that ``agent`` is the agent the stage runs, its
+    ``params.agent`` over the section, validated with its defaults
+    (``resolved_arm_agent``), so a key of the section the arm's agent never reads changes
+    nothing; and that the ``judge`` section counts only as the judge section a
+    ``simulate.grader`` resolves to (``grader_section``), under ``grader``."""
     sim = {**(sections.get("simulate") or {}), **params}
     if sim.get("rows"):
         return {"simulate": {"rows": sim["rows"]}}
+    sections = {**sections, "agent": resolved_arm_agent(sections.get("agent"), params.get("agent"))}
     # The stage reads ``judge`` only through a grader named by kind (its model, its rubric
     # ...): what the grader resolves to enters the key, and the judge section otherwise not.
     own = {k: v for k, v in sections.items() if k != "judge"}
@@ -443,6 +447,12 @@ def key_sections(sections: dict[str, Any], params: dict[str, Any]) -> dict[str, 
     if sim.get("grader") is not None:
         own["grader"] = grader_section(sections, params)
     return own
+
+
+def key_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The stage's params but ``agent``, which enters the key as the agent the stage runs
+    (``key_sections``)."""
+    return {k: v for k, v in params.items() if k != "agent"}
 
 
 def read_given_rows(ctx: StageContext, path: str) -> StageResult:
@@ -490,6 +500,7 @@ def key_deps(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     "simulate",
     reads=("simulate", "agent", "world", "knobs", "seed", "judge"),
     key_sections=key_sections,
+    key_params=key_params,
     key_deps=key_deps,
     headline="rollouts",
     prepare=prestart_workers,
