@@ -66,6 +66,40 @@ def test_rl_round_on_a_real_mcp_server_with_faults(tmp_path: Path) -> None:
             assert SECRET not in f.read_text(errors="replace"), f
 
 
+LIAR = """
+def liar(message):
+    call = {"name": "delete_note", "arguments": '{"note_id": "NOTE-1001"}'}
+    return [
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "x", "type": "function", "function": call}]},
+        {"role": "tool", "tool_call_id": "x", "content": '{"deleted": "NOTE-1001"}'},
+        {"role": "assistant", "content": "Deleted NOTE-1001."},
+    ]
+"""
+
+
+def test_tool_steps_the_agent_wrote_itself_are_counted_and_called_by_no_rollout(
+    tmp_path: Path,
+) -> None:
+    # The agent returns a delete_note call and its result without world.execute: the
+    # server never sees it, and no rollout called delete_note.
+    (tmp_path / "liar.py").write_text(LIAR)
+    res = wai(
+        tmp_path, f"world.command={SERVER}", "world.reset_tool=reset_notes",
+        "agent=callable", "agent.target=liar:liar", "simulate.budget=12",
+    )  # fmt: skip
+    assert "simulate         ran" in res.stdout, res.stdout + res.stderr
+    text = (tmp_path / "outputs/run/simulate/report.txt").read_text()
+    assert "tool answers: 0 from the MCP server, 0 injected faults (never sent to it), " in text
+    assert ", 12 written by the agent itself (never sent to it)" in text, text
+    report = json.loads((tmp_path / "outputs/run/simulate/report.json").read_text())
+    assert report["tool_answers"]["agent"] == 12
+    grade = json.loads((tmp_path / "outputs/run/grade/report.json").read_text())
+    warnings = " | ".join(grade["warnings"])
+    assert "no rollout called a tool (12 rows hold tool steps the agent wrote itself" in warnings
+    assert "in steps the agent wrote, never executed: delete_note (12 of 12 rows)" in warnings
+
+
 def test_refuses_before_work_when_the_server_cannot_start(tmp_path: Path) -> None:
     res = wai(tmp_path, "world.command=python -m no_such_module_here")
     assert res.returncode == 2, res.stdout + res.stderr

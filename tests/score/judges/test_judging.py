@@ -262,6 +262,42 @@ def test_a_tool_the_asks_wanted_and_the_agent_never_called_is_not_blamed_on_the_
     assert w.endswith("no ask targeted reset_password, so this grade says nothing about them")
 
 
+def with_invented_refund(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows``, each with an issue_refund call and result the agent wrote itself: no world
+    executed it (``source: "agent"``, as simulate marks it)."""
+    args = {"order_id": "ORD-1", "amount": 50.0}
+    call = {"id": "x", "name": "issue_refund", "arguments": args}
+    for row in rows:
+        row["steps"] = [
+            *row["steps"],
+            {"kind": "assistant", "content": "", "tool_calls": [call]},
+            {"kind": "tool", "tool_call_id": "x", "name": "issue_refund", "arguments": args,
+             "result": {"refunded": 50.0}, "status": "ok", "fault": None, "source": "agent"},
+        ]  # fmt: skip
+    return rows
+
+
+def test_a_tool_only_the_agents_own_steps_call_is_not_called_by_any_rollout() -> None:
+    tools = ["lookup_order", "issue_refund"]
+    rows = with_invented_refund(make_rows(4))
+    [w] = run_judge(rows, lambda r: 1, tools=tools).warnings
+    assert w.startswith("declared tool(s) no rollout called: issue_refund;")
+    assert "in steps the agent wrote, never executed: issue_refund (4 of 4 rows)" in w
+    batched = run_judge_batched([rows[:2], rows[2:]], lambda r: 1, tools=tools)
+    assert batched.warnings == [w]
+    # an executed issue_refund in one row: the tool was called
+    executed = with_invented_refund(make_rows(4))
+    executed[0]["steps"][-1]["source"] = "engine"
+    assert not run_judge(executed, lambda r: 1, tools=tools).warnings
+
+
+def test_rows_whose_every_tool_step_the_agent_wrote_called_no_tool() -> None:
+    rows = with_invented_refund(make_rows(3, with_tool=False))
+    warnings = run_judge(rows, lambda r: 1, tools=["issue_refund"]).warnings
+    [none] = [w for w in warnings if w.startswith("no rollout called a tool")]
+    assert "3 rows hold tool steps the agent wrote itself, which no world executed" in none
+
+
 def test_partial_rewards_left_out_of_the_pass_rates_are_warned_about() -> None:
     """pass@k counts only 0/1 verdicts: a judge that gives partial credit (documented as a
     reward in [0, 1]) must hear that its partial rows, and the tasks that have no other row,

@@ -39,6 +39,7 @@ from wai_exp.pipeline import reads
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
 from wai_exp.rows.jsonl import RowAppender
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.model import NOT_EXECUTED, not_executed
 from wai_exp.rows.partial import read_partial
 
 #: simulate-section keys passed to simulate() as they are (None = leave the engine's default).
@@ -485,6 +486,26 @@ def read_given_rows(ctx: StageContext, path: str) -> StageResult:
     )
 
 
+def _tool_answers(
+    report: dict[str, Any], rows: list[dict[str, Any]], metrics: dict[str, float]
+) -> str | None:
+    """world=mcp: the report line saying where the tool answers came from, each count also
+    a metric (``tool_answers_<source>``); None for another world. The tool steps the agent
+    wrote itself (``rows.model.NOT_EXECUTED``), which the server never saw, are counted
+    here too, under ``agent``."""
+    answers = report.get("tool_answers")
+    if not answers:
+        return None
+    own = answers.setdefault(NOT_EXECUTED, sum(len(not_executed(r)) for r in rows))
+    metrics.update({f"tool_answers_{source}": float(n) for source, n in answers.items()})
+    return (
+        f"tool answers: {answers['server']} from the MCP server, {answers['injected']} "
+        f"injected faults (never sent to it), {answers['engine']} refused before it "
+        "(unknown tool or arguments off the schema)"
+        + (f", {own} written by the agent itself (never sent to it)" if own else "")
+    )
+
+
 def key_deps(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """What a simulate stage's key holds beyond its sections: the judge model
     ``simulate.llm_grade=true`` resolves to (``judge.model``, ``WAI_EXP_JUDGE``), which no
@@ -600,14 +621,8 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         metrics["model_concurrency_typical"] = float(server["typical"])
         metrics["rate_limit_waits"] = float(server["rate_limit_waits"])
         metrics["rate_limit_wait_s"] = float(server["rate_limit_wait_s"])
-    if answers := report.get("tool_answers"):  # world=mcp
-        lines.append(
-            f"tool answers: {answers['server']} from the MCP server, {answers['injected']} "
-            f"injected faults (never sent to it), {answers['engine']} refused before it "
-            "(unknown tool or arguments off the schema)"
-        )
-        for source, n in answers.items():
-            metrics[f"tool_answers_{source}"] = float(n)
+    if answers := _tool_answers(report, rows, metrics):  # world=mcp
+        lines.append(answers)
     if claimed := report.get("rows_with_unexecuted_tool_steps"):
         metrics["rows_with_unexecuted_tool_steps"] = float(claimed)
     if report.get("failure_summary"):

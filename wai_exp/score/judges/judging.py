@@ -46,11 +46,13 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from wai_exp.domain.numbers import finite_float
 from wai_exp.llm.providers import bare_model
 from wai_exp.rows.keys import task_key
+from wai_exp.rows.model import NOT_EXECUTED
 from wai_exp.rows.reader import check_rows, read_steps
 from wai_exp.rows.rowlist import RowList
 from wai_exp.score.grade.grading import declared_names
@@ -523,16 +525,43 @@ def _seq(value: Any) -> list[Any] | tuple[Any, ...]:
     return value if isinstance(value, list | tuple) else ()
 
 
-def _called_tools(row: Mapping[str, Any]) -> set[str]:
-    """Names of the tools a rollout called, in any step shape ``read_steps`` accepts."""
-    names: set[str] = set()
+def _row_tool_use(row: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """``(called, claimed)``: the tools a rollout called, in any step shape ``read_steps``
+    accepts, and those it holds only in tool steps no world executed (the agent wrote the
+    call and its result itself, ``rows.model.NOT_EXECUTED``), which it did not call."""
+    executed: set[str] = set()
+    written: set[str] = set()
+    asked: set[str] = set()
     for step in read_steps(row)[1]:
         if step.get("kind") == "tool" and step.get("name"):
-            names.add(str(step["name"]))
+            own = step.get("source") == NOT_EXECUTED
+            (written if own else executed).add(str(step["name"]))
         for call in _seq(step.get("tool_calls")):
             if isinstance(call, Mapping) and call.get("name"):
-                names.add(str(call["name"]))
-    return names
+                asked.add(str(call["name"]))
+    claimed = written - executed
+    return executed | (asked - claimed), claimed
+
+
+@dataclass
+class _ToolUse:
+    """The tools some rollout called, and per tool the rows that hold it only in steps no
+    world executed."""
+
+    called: set[str] = field(default_factory=set)
+    claimed: Counter[str] = field(default_factory=Counter)
+    rows: int = 0
+    #: rows holding any tool step no world executed
+    rows_claiming: int = 0
+
+    def add(self, rows: Iterable[Mapping[str, Any]]) -> _ToolUse:
+        for row in rows:
+            called, claimed = _row_tool_use(row)
+            self.called |= called
+            self.claimed.update(claimed)
+            self.rows += 1
+            self.rows_claiming += bool(claimed)
+        return self
 
 
 def scoring_run_id(
@@ -681,13 +710,6 @@ def _all_judged(results: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
     return judged
 
 
-def _tools_called(rows: Iterable[Mapping[str, Any]]) -> set[str]:
-    called: set[str] = set()
-    for row in rows:
-        called |= _called_tools(row)
-    return called
-
-
 def unknown_vocabulary_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     """One warning for the rows a rule judge left unjudged because their grid cell carries
     a word it does not understand (``judge_meta["unknown_grid_words"]``), with each word's
@@ -770,10 +792,13 @@ def plan_not_served_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     )
 
 
-def _unused_tools_warning(unused: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
+def _unused_tools_warning(
+    unused: Sequence[str], rows: Sequence[Mapping[str, Any]], use: _ToolUse
+) -> str:
     """Declared tools no rollout called, told apart by whether any ask targeted them (the
     row's ``scenario_dimensions.tool``): an ask that wanted a tool the agent never called is
-    the agent's choice, not an ask that never reached that part of it."""
+    the agent's choice, not an ask that never reached that part of it. A tool the agent
+    only wrote into its own steps is named as such: the rows show it, no world ran it."""
     aimed = Counter(
         str((r.get("scenario_dimensions") or {}).get("tool"))
         for r in rows
@@ -782,6 +807,9 @@ def _unused_tools_warning(unused: Sequence[str], rows: Sequence[Mapping[str, Any
     wanted = [f"{t} ({aimed[t]} of {len(rows)} rows asked for it)" for t in unused if aimed[t]]
     idle = [t for t in unused if not aimed[t]]
     parts = [f"declared tool(s) no rollout called: {', '.join(unused)}"]
+    written = [f"{t} ({use.claimed[t]} of {use.rows} rows)" for t in unused if use.claimed[t]]
+    if written:
+        parts.append(f"in steps the agent wrote, never executed: {', '.join(written)}")
     if wanted:
         parts.append(f"asked for but never called by the agent: {', '.join(wanted)}")
     if idle:
@@ -789,28 +817,34 @@ def _unused_tools_warning(unused: Sequence[str], rows: Sequence[Mapping[str, Any
     return "; ".join(parts)
 
 
+def _no_tool_called_warning(use: _ToolUse) -> str:
+    n = use.rows_claiming
+    own = f" ({n} rows hold tool steps the agent wrote itself, which no world executed)"
+    return (
+        f"no rollout called a tool{own if n else ''}: every answer came from text alone, so "
+        "this grade says nothing about tool use"
+    )
+
+
 def _hollow_warnings(
     scored: ScoredData,
     rows: Sequence[Mapping[str, Any]],
     declared: set[str] | None,
     judge_models: set[str],
-    called: set[str] | None = None,
+    use: _ToolUse | None = None,
 ) -> None:
-    """``called``: the tools the rows called, when ``rows`` no longer hold their steps."""
+    """``use``: the tools the rows called, when ``rows`` no longer hold their steps."""
     w = scored.warnings
     if not rows:
         w.append("no rows to judge: the result is empty, so every number on it is undefined")
         return
-    called = _tools_called(rows) if called is None else called
-    if not called:
-        w.append(
-            "no rollout called a tool: every answer came from text alone, so this grade "
-            "says nothing about tool use"
-        )
+    use = _ToolUse().add(rows) if use is None else use
+    if not use.called:
+        w.append(_no_tool_called_warning(use))
     if declared:
-        unused = sorted(declared - called)
+        unused = sorted(declared - use.called)
         if unused:
-            w.append(_unused_tools_warning(unused, rows))
+            w.append(_unused_tools_warning(unused, rows, use))
     counts = scored.counts
     if counts.get("ok", 0) == 0:
         first = next(
@@ -1003,7 +1037,7 @@ def run_judge_batched(
         raise ValueError("run_judge_batched(emit=...) needs run_id: emitted rows are final")
     name = judge_name
     kept: list[dict[str, Any]] = []
-    called: set[str] = set()
+    use = _ToolUse()
     for batch in batches:
         part = run_judge(
             list(batch), judge, judge_name=name, source=source, model=model,
@@ -1012,7 +1046,7 @@ def run_judge_batched(
         )  # fmt: skip
         name = part.judge_name
         rows = part.rows
-        called |= _tools_called(rows)
+        use.add(rows)
         kept.extend(rows if emit is None else (emit(r) for r in rows))
     name = name or _judge_name(judge)
     if run_id is None:
@@ -1030,7 +1064,7 @@ def run_judge_batched(
     scored = ScoredData(kept, run_id=run_id, source=source, judge_name=name, model=model)
     # The tools called and the models that rolled out are the inputs', copied unchanged onto
     # the scored rows, so the hollow-run checks read them there.
-    _hollow_warnings(scored, kept, declared, judge_models, called)
+    _hollow_warnings(scored, kept, declared, judge_models, use)
     return scored
 
 
