@@ -383,3 +383,23 @@ def test_seeds_that_drew_their_own_tasks_are_not_called_a_re_run_floor():
     assert replicate_spread(pinned)["tasks_differ"] is False
     text = "\n".join(summary_lines(sweep_answer(pinned, ["seed=0,1,2"]), 3, 3))
     assert "re-run spread (replicates only): run_std" in text
+
+
+def test_the_parent_description_names_the_spread_as_the_terminal_does():
+    """The parent run's markdown and the terminal summary say what the replicate spread
+    measured in the same words (``spread_label``): a description that dropped "not a
+    same-task re-run floor" would let a reader in the MLflow UI take it for one."""
+    from wai_exp.tracking.callbacks import _sweep_note
+    from wai_exp.tracking.sweep import spread_label, sweep_answer
+
+    for name in ("s{i}t{j}", "t{j}"):  # each seed its own tasks; one pinned task set
+        jobs = [
+            _tasked(i, [f"seed={i}"], {
+                name.format(i=i, j=j): float((j + i) % 3 == 0) for j in range(50)
+            })
+            for i in range(3)
+        ]  # fmt: skip
+        answer = sweep_answer(jobs, ["seed=0,1,2"])
+        label = spread_label(answer["spread"])
+        note = _sweep_note(answer["per_value"], answer["spread"], 3, 0, ["seed=0,1,2"])
+        assert f"**{label[0].upper()}{label[1:]}**: run_std" in note, note

@@ -565,7 +565,7 @@ def _sweep_note(
 ) -> str:
     """The parent run's markdown description: the per-value table, the lines under it (task
     sets, paired deltas, seeds needed) and the re-run spread."""
-    from wai_exp.tracking.sweep import table_markdown
+    from wai_exp.tracking.sweep import spread_label, table_markdown
 
     swept = ", ".join(f"`{k}`" for k in per_value["swept"]) or "nothing"
     lines = [
@@ -582,14 +582,9 @@ def _sweep_note(
         *([""] if notes else []),
     ]
     if spread.get("run_std") is not None:
-        label = (
-            "**Seed-to-seed spread** (jobs differing only by seed/replicate, each on its own "
-            "tasks: task sampling and re-run noise together)"
-            if spread.get("tasks_differ")
-            else "**Re-run spread** (jobs differing only by seed/replicate)"
-        )
+        label = spread_label(spread)
         lines.append(
-            f"{label}: run_std "
+            f"**{label[0].upper()}{label[1:]}**: run_std "
             f"{spread['run_std']:.3f}, noise band ±{spread['noise_band']:.3f} "
             f"(±{spread['noise_band_t']:.3f} with the t quantile, df {spread['df']})"
         )
