@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -349,6 +350,14 @@ def test_summary_names_unmeasured_numbers(tmp_path):
     assert "publish gate: not run" in text
     assert "MLflow run: run-123" in text and "mlflow ui --backend-store-uri" in text
     assert str(Path(tmp_path / "outputs/r1").resolve()) in text
+
+
+def test_a_stage_of_one_row_is_counted_in_the_singular(tmp_path):
+    out, log = run(config({"src": {"kind": "t_rows", "params": {"n": 1}}}), tmp_path, "r1")
+    assert out.status == "passed"
+    assert re.search(r"src: done in \d+\.\d s \(1 row\)", log), log
+    [line] = [x for x in summarize(out).splitlines() if x.strip().startswith("src ")]
+    assert line.split()[2:4] == ["1", "row"], line
 
 
 def test_summary_of_a_run_that_stopped_before_grading_says_why_numbers_are_missing(tmp_path):

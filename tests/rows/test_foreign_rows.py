@@ -199,6 +199,20 @@ def test_a_rollout_id_written_twice_is_warned_about(tmp_path):
     assert any("'r-1', 2 times" in w for w in report["warnings"])
 
 
+def test_one_odd_row_is_counted_in_the_singular(tmp_path):
+    path = tmp_path / "one_each.jsonl"
+    row = {**openai_line("#W1", "{}"), "rollout_id": "r-1"}
+    lines = [{**row, "reward": True}, {**row, "reward": "nan"}, {**row, "rollout_id": "r-2"}]
+    write_lines(path, [json.dumps(r) + "\n" for r in lines])
+    warnings = load_rows(path)[1]["warnings"]
+    assert any(
+        w.startswith("1 row had a reward that was not a number (1 from bool)") for w in warnings
+    )
+    assert any(w.startswith("1 row with a reward that is no verdict (NaN") for w in warnings)
+    assert any(w.startswith("1 rollout_id on more than one row (first: 'r-1'") for w in warnings)
+    assert not any(" rows " in w.split(":")[0] for w in warnings), warnings
+
+
 def test_a_byte_order_mark_before_the_first_row_is_not_part_of_it(tmp_path):
     # PowerShell and Excel write one; it used to make line 1 "not JSON (Unexpected UTF-8 BOM)"
     line = json.dumps({"messages": [{"role": "user", "content": "hi"},

@@ -403,3 +403,12 @@ def test_the_parent_description_names_the_spread_as_the_terminal_does():
         label = spread_label(answer["spread"])
         note = _sweep_note(answer["per_value"], answer["spread"], 3, 0, ["seed=0,1,2"])
         assert f"**{label[0].upper()}{label[1:]}**: run_std" in note, note
+
+
+def test_a_sweep_of_one_job_has_one_child_run() -> None:
+    from wai_exp.tracking.callbacks import _sweep_note
+    from wai_exp.tracking.sweep import sweep_answer
+
+    answer = sweep_answer([_job(0, ["seed=0"], 0.5)], ["seed=0"])
+    note = _sweep_note(answer["per_value"], answer["spread"], 1, 0, ["seed=0"])
+    assert "\n1 child run.\n" in note, note

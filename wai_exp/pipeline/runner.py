@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from wai_exp.config.models import CacheConfig, PipelineConfig, RootConfig
+from wai_exp.domain.plurals import counted
 from wai_exp.domain.secrets import redact_overrides, redact_text, register_config_secrets
 from wai_exp.pipeline import cache as cache_mod
 from wai_exp.pipeline import reads as reads_mod
@@ -1002,7 +1003,7 @@ class _Run:
         self.last_counts[spec.name] = counts
         self.stored[spec.name] = StoredRows(stage_dir / cache_mod.ROWS, n_rows, ids)
         verdict = "REFUSED" if status == "refused" else "done"
-        _say(self.stream, f"{head}: {verdict} in {compute_s:.1f} s ({n_rows} rows)")
+        _say(self.stream, f"{head}: {verdict} in {compute_s:.1f} s ({counted(n_rows, 'row')})")
         return result, status, compute_s
 
 
@@ -1295,7 +1296,7 @@ def summarize(outcome: RunOutcome) -> str:
     """The closing block a person reads in the terminal."""
     lines = []
     for s in outcome.stages:
-        rows = f"{len(s.result.rows)} rows" if s.result is not None else ""
+        rows = counted(len(s.result.rows), "row") if s.result is not None else ""
         t = f"{s.compute_s:.1f} s" if s.status in ("ran", "refused") and s.compute_s else ""
         lines.append(f"  {s.name:<16} {s.status:<8} {rows:>11} {t:>8}")
         report = s.result.report if s.result is not None else {}

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.jsonl import open_text
 from wai_exp.rows.reader import (
     TRANSCRIPT_KEYS,
@@ -305,18 +306,18 @@ def _warnings(path: Path, tally: _Tally, repeated: dict[str, int]) -> list[str]:
     if tally.read_from:
         said = ", ".join(f"{n} from {how}" for how, n in sorted(tally.read_from.items()))
         warnings.append(
-            f"{sum(tally.read_from.values())} rows had a reward that was not a number ({said}); "
-            "read as numbers"
+            f"{counted(sum(tally.read_from.values()), 'row')} had a reward that was not a number "
+            f"({said}); read as numbers"
         )
     if tally.unreadable:
         warnings.append(
-            f"{tally.unreadable} rows have a reward that is no verdict (NaN, infinity or a word): "
-            "they count as unjudged, never as failures; the value is kept in reward_raw"
+            f"{counted(tally.unreadable, 'row')} with a reward that is no verdict (NaN, infinity "
+            "or a word): counted as unjudged, never as failures; the value is kept in reward_raw"
         )
     if repeated:
         first = next(iter(repeated))
         warnings.append(
-            f"{len(repeated)} rollout_ids appear more than once (first: {first!r}, "
+            f"{counted(len(repeated), 'rollout_id')} on more than one row (first: {first!r}, "
             f"{repeated[first]} times): every copy is counted in pass@k as given, and "
             "publish_gate refuses a selection that keeps two; drop the copies"
         )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wai_exp.domain.files import atomic_write
+from wai_exp.domain.plurals import counted
 
 #: Lines of a damaged middle listed by number in the refusal (the rest are counted).
 _SHOWN = 5
@@ -79,10 +80,9 @@ class PartialRows:
             lines = ", ".join(map(str, self.changed[:_SHOWN]))
             more = f" and {len(self.changed) - _SHOWN} more" if len(self.changed) > _SHOWN else ""
             n = len(self.changed)
-            rows = "1 row" if n == 1 else f"{n} rows"
             differ = "differs" if n == 1 else "differ"
             out.append(
-                f"{rows} in {self.path} (line {lines}{more}) {differ} from the hash recorded "
+                f"{counted(n, 'row')} in {self.path} (line {lines}{more}) {differ} from the hash recorded "
                 "when written (changed since), so not reused: simulated again"
             )
         return out

@@ -21,6 +21,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.domain.plurals import counted
+
 #: What a lost rollout is in pass@1 / pass^k / pass@k (``simulate.lost_as``).
 LOST_AS = ("failure", "excluded")
 
@@ -104,17 +106,18 @@ def lost_sentence(block: Mapping[str, Any] | None) -> str | None:
     if not block or not block.get("rollouts"):
         return None
     gone = int(block.get("tasks_all_lost") or 0)
+    one = gone == 1
     if block.get("counted"):
-        how, tail = "counted as failures in", "score 0"
+        how, tail = "counted as failures in", "scores 0" if one else "score 0"
     else:
-        how, tail = "left out of", "are not in the score"
+        how, tail = "left out of", f"{'is' if one else 'are'} not in the score"
     line = (
         f"lost: {block['rollouts']} of {block['attempted']} rollouts "
         f"(by task category: {category_words(block)}), {how} pass@1, pass^k and pass@k "
         f"(simulate.lost_as={block.get('lost_as')})"
     )
     if gone:
-        line += f"; {gone} tasks lost every rollout and {tail}"
+        line += f"; {counted(gone, 'task')} lost every rollout and {tail}"
     if words := all_lost_words(block):
         line += f"; {words}"
     return line

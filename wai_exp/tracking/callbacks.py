@@ -53,6 +53,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from wai_exp.domain.numbers import finite_float
+from wai_exp.domain.plurals import counted
 from wai_exp.tracking import PARENT_RUN_ENV, resolve_tracking_uri, tracking_settings
 
 log = logging.getLogger(__name__)
@@ -592,7 +593,7 @@ def _sweep_note(
         lines.append(f"**Re-run spread:** not measured — {spread.get('note')}")
     lines += [
         "",
-        f"{n_jobs} child runs" + (f", {n_failed} not finished" if n_failed else "") + ".",
+        counted(n_jobs, "child run") + (f", {n_failed} not finished" if n_failed else "") + ".",
         f"<sub>overrides: {' '.join(overrides) or 'none'}</sub>",
     ]
     return "\n".join(lines) + "\n"

@@ -441,6 +441,17 @@ def test_rows_per_task_under_runs_are_not_printed_as_a_pass_pow_k() -> None:
     assert re.search(r"\bk=\d", text) is None, text
 
 
+def test_one_row_per_task_is_said_in_the_singular() -> None:
+    # simulate.repeats=1 before, 2 after: the sizing, its calibration note and the
+    # unequal-rows warning each count the before arm's one row a task.
+    text = format_delta_report(delta_report(arm(60, 1, 0.4, 1), arm(60, 2, 0.6, 2)))
+    line = next(x for x in text.splitlines() if x.startswith("sizing:"))
+    assert line.startswith("sizing: 60 paired tasks with 1 row per task detect ")
+    assert "smallest holdout with 1 row per task (" in line
+    assert "unequal rows per task: before has 1 row per task (fewest 1), after 2 " in text
+    assert "1 rows" not in text
+
+
 def test_marker_on_a_subset_of_tasks_gets_its_own_interval() -> None:
     from wai_exp.score.stats.resample import paired_bootstrap
 

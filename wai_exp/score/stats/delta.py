@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.keys import prompt_mismatch, task_key
 from wai_exp.score.stats.passat import RowT, as_rows, first_batch, lost_rows, run_config_with_keys
 from wai_exp.score.stats.resample import (
@@ -1276,7 +1277,7 @@ def _unequal_k_warning(
     # say rows per task, not k: under runs=N they pool every run's repeats, and "k=12"
     # reads as a pass^12.
     return (
-        f"unequal rows per task: before has {k_b} rows per task (fewest {kmin_b}), after "
+        f"unequal rows per task: before has {counted(k_b, 'row')} per task (fewest {kmin_b}), after "
         f"{k_a} (fewest {kmin_a}); {n_short} of {n_paired} paired tasks differ. Rows "
         "lost at random only widen the interval; rows lost for a reason (timeouts on hard "
         f"tasks, empty replies on long ones) bias the short arm. Check {LOST_BY} and "
@@ -1713,7 +1714,7 @@ def _rows_per_task(k: int, eval_runs: int | None) -> str:
     """The sizing's count in words: pass@1's rows per task, which under ``runs=N`` pools
     every run's repeats (4 x 3 = 12), so it is not a pass^k's k."""
     pooled = f" ({eval_runs} eval runs pooled)" if eval_runs and eval_runs > 1 else ""
-    return f"{k} rows per task{pooled}"
+    return f"{counted(k, 'row')} per task{pooled}"
 
 
 #: A per-metric verdict on one evaluation a side with no re-run floor, in words that say
@@ -1791,7 +1792,7 @@ def format_delta_report(report: dict[str, Any]) -> str:
             line += (
                 f" nominal (measured {mp['power']:.1%} [{mp['ci95'][0]:.1%}, "
                 f"{mp['ci95'][1]:.1%}] in the calibration study's nearest cell: "
-                f"{mp['k']} rows per task, "
+                f"{counted(mp['k'], 'row')} per task, "
                 f"{mp['difficulty']} difficulty, {mp['n_tasks']} tasks, effect "
                 f"{mp['effect']:.2f}; {mp['source']})"
             )

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from scipy import special as _sp  # not scipy.stats: 0.6 s to import for two quantiles
 
+from wai_exp.domain.plurals import counted
 from wai_exp.score.stats.passat import as_rows
 from wai_exp.score.stats.resample import reward_groups
 
@@ -199,8 +200,8 @@ def measured_power(
             ci95=None,
             note=(
                 f"{n_tasks} tasks is below the calibration study's smallest holdout with "
-                f"{k_near} rows per task ({smallest} tasks): not measured, and the power falls "
-                "further short of nominal as the holdout shrinks"
+                f"{counted(k_near, 'row')} per task ({smallest} tasks): not measured, and the "
+                "power falls further short of nominal as the holdout shrinks"
             ),
         )
     return out
