@@ -377,6 +377,36 @@ def test_a_sweep_parent_is_an_arm_only_when_its_jobs_are_replicates(tmp_path: Pa
     assert "measured no re-run spread" in capsys.readouterr().err
 
 
+def test_a_sweep_parent_whose_seeds_drew_their_own_tasks_says_so(tmp_path: Path, capsys) -> None:
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+
+    def parent(keys: str, n_kids: int) -> str:
+        par = client.create_run(exp, tags={"wai.sweep": "parent", "wai.sweep.keys": keys})
+        for i in range(n_kids):  # each job's tasks are its own: s0t.., s1t..
+            rows = [{**r, "scenario_id": f"s{i}{r['scenario_id']}"} for r in arm(0.5, 30 + i)]
+            path = tmp_path / f"{par.info.run_id}-{i}" / "rows.jsonl"
+            write_rows(path, rows)
+            kid = client.create_run(exp, tags={"mlflow.parentRunId": par.info.run_id})
+            client.log_artifact(kid.info.run_id, str(path), "grade")
+            client.set_terminated(kid.info.run_id, "FINISHED")
+        return par.info.run_id
+
+    single = run_dir(tmp_path, "one", arm(0.5, 3))
+    for keys, n_kids, said in (
+        ("seed", 3, "3 seeds, each on its own tasks, pooled"),
+        ("replicate", 2, "2 replicate runs, each on its own tasks, pooled"),
+        ("seed", 1, "1 replicate run pooled"),
+    ):
+        ref = parent(keys, n_kids)
+        main([ref, str(single), "--tracking-uri", uri, "--no-record"])
+        out = capsys.readouterr().out
+        assert out.splitlines()[0] == f"before: mlflow sweep {ref}: {said}", out
+
+
 def test_the_advice_recommends_the_count_the_verdicts_test_reaches_power_at(
     tmp_path: Path,
 ) -> None:

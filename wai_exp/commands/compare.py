@@ -284,11 +284,11 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> Arm:
 
         # read, then removed: a stage's rows can be hundreds of MB
         with tempfile.TemporaryDirectory(prefix="wai-exp-compare-") as dest:
-            rows = list(iter_rows(client.download_artifacts(run_id, f"{name}/{files[name]}", dest)))
+            rows = list(iter_rows(_download(client, run_id, f"{name}/{files[name]}", dest)))
             report = None
             with contextlib.suppress(Exception):  # no report.json: its lost are not known
                 report = _stage_report(
-                    Path(client.download_artifacts(run_id, f"{name}/report.json", dest)).parent
+                    Path(_download(client, run_id, f"{name}/report.json", dest)).parent
                 )
     except MlflowException as exc:
         raise CompareInputError(
@@ -296,6 +296,25 @@ def _rows_from_mlflow(run_id: str, stage: str | None, uri: str) -> Arm:
             "stage dir, a rows .jsonl, or a run id from that store (--tracking-uri)"
         ) from exc
     return Arm(rows, f"mlflow run {run_id}: {name}/{files[name]}", report)
+
+
+#: MLflow's documented switch (``mlflow.environment_variables``) for the tqdm bar it draws
+#: on stderr for every artifact download: a sweep parent's rows are a dozen small downloads
+#: whose bars buried compare's own lines.
+_PROGRESS_BAR_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+
+
+def _download(client: Any, run_id: str, artifact: str, dest: str) -> str:
+    """``client.download_artifacts`` with MLflow's progress bar off, unless the user set
+    ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR`` themselves."""
+    ours = _PROGRESS_BAR_ENV not in os.environ
+    if ours:
+        os.environ[_PROGRESS_BAR_ENV] = "false"
+    try:
+        return str(client.download_artifacts(run_id, artifact, dest))
+    finally:
+        if ours:
+            del os.environ[_PROGRESS_BAR_ENV]
 
 
 def _children(client: Any, parent: Any) -> list[Any]:
@@ -324,11 +343,25 @@ def _rows_from_parent(client: Any, parent: Any, stage: str | None, uri: str) -> 
             "so its jobs are different configurations, not re-runs of one: compare one child "
             f"run instead. Children: {listed}"
         )
-    rows: list[dict[str, Any]] = []
-    for kid in kids:
-        rows.extend(_rows_from_mlflow(kid.info.run_id, stage, uri).rows)
+    per_kid = [_rows_from_mlflow(kid.info.run_id, stage, uri).rows for kid in kids]
+    rows = [row for kid_rows in per_kid for row in kid_rows]
     # pooled runs have no one report: their lost rollouts are not known here
-    return Arm(rows, f"mlflow sweep {parent.info.run_id}: {len(kids)} replicate runs pooled", None)
+    return Arm(rows, f"mlflow sweep {parent.info.run_id}: {_pooled(per_kid, keys)}", None)
+
+
+def _pooled(per_kid: Sequence[Sequence[dict[str, Any]]], keys: Sequence[str]) -> str:
+    """What a sweep parent's pooled rows are. Seeds that each drew their own tasks pool one
+    eval run a task, however many jobs there were: "3 replicate runs pooled" above a verdict
+    on 1 eval run a side read as a contradiction."""
+    from wai_exp.domain.plurals import counted
+    from wai_exp.rows.keys import task_key
+    from wai_exp.tracking.sweep import drew_own_tasks
+
+    if not drew_own_tasks([map(task_key, rows) for rows in per_kid]):
+        return f"{counted(len(per_kid), 'replicate run')} pooled"
+    seeds = _TASK_DRAWING_KEYS & {k.lstrip("+") for k in keys}
+    jobs = counted(len(per_kid), "seed" if seeds else "replicate run")
+    return f"{jobs}, each on its own tasks, pooled"
 
 
 def load_arm(
@@ -415,9 +448,7 @@ def _run_std_from_parent(ref: str, uri: str) -> RunStdSource:
         )
     n_runs = None
     with contextlib.suppress(Exception), tempfile.TemporaryDirectory(prefix="wai-exp-") as dest:
-        info = json.loads(
-            Path(client.download_artifacts(ref, "sweep/replicates.json", dest)).read_text()
-        )
+        info = json.loads(Path(_download(client, ref, "sweep/replicates.json", dest)).read_text())
         n_runs = int(info.get("n_runs") or 0) or None
     keys = [k for k in run.data.tags.get("wai.sweep.keys", "").split(",") if k]
     warning = _seed_sweep_warning(ref, keys, float(sd))

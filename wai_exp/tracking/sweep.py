@@ -20,7 +20,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from wai_exp.domain.numbers import finite_float
@@ -31,6 +31,7 @@ __all__ = [
     "REPLICATE_KEYS",
     "as_parent_typed",
     "as_typed",
+    "drew_own_tasks",
     "format_table",
     "override_list",
     "paired_deltas",
@@ -40,6 +41,7 @@ __all__ = [
     "per_value_table",
     "same_value",
     "seeds_needed",
+    "spread_label",
     "summary_lines",
     "sweep_answer",
     "replicate_spread",
@@ -511,6 +513,12 @@ def summary_lines(
     ]
 
 
+def drew_own_tasks(task_sets: Iterable[Iterable[Any]]) -> bool:
+    """Whether replicates ran on different tasks (each seed wrote its own asks, unpinned):
+    their spread then holds task sampling, and their pooled rows are one run a task."""
+    return len({frozenset(map(str, tasks)) for tasks in task_sets}) > 1
+
+
 def spread_label(spread: Mapping[str, Any]) -> str:
     """What the replicate spread measured. Replicates that drew different tasks (each seed
     writes its own asks) spread by task sampling as well as re-run noise: calling that a
@@ -621,7 +629,7 @@ def replicate_spread(
     table = per_value_table(children, metric=metric)
     done = [c for c in children if c.get("status", "FINISHED") == "FINISHED"]
     groups: dict[tuple[str, ...], list[float]] = {}
-    task_sets: dict[tuple[str, ...], set[frozenset[str]]] = {}
+    task_sets: dict[tuple[str, ...], list[Iterable[str]]] = {}
     for c in done:
         p = parse_overrides(c.get("overrides") or [])
         v = finite_float(c["metrics"].get(metric))
@@ -629,7 +637,7 @@ def replicate_spread(
             group = tuple(p.get(k, "") for k in table["value_keys"])
             groups.setdefault(group, []).append(v)
             if c.get("tasks"):
-                task_sets.setdefault(group, set()).add(frozenset(map(str, c["tasks"])))
+                task_sets.setdefault(group, []).append(c["tasks"])
     ss, df, used, n_runs = 0.0, 0, 0, 0
     for vals in groups.values():
         if len(vals) < 2:
@@ -648,7 +656,7 @@ def replicate_spread(
         "noise_band": None,
         "noise_band_t": None,
         "note": None,
-        "tasks_differ": any(len(sets) > 1 for sets in task_sets.values()),
+        "tasks_differ": any(map(drew_own_tasks, task_sets.values())),
     }
     if df == 0:
         out["note"] = (
