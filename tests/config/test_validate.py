@@ -343,6 +343,9 @@ def test_an_arm_that_switches_kind_is_checked_as_the_whole_agent_it_runs(base):
     assert any(p.startswith(f"{where}.target: required") for p in ps), ps
     assert any(p.startswith(f"{where}.skill: unknown key") for p in ps), ps
     assert all("replaces the agent section" in p for p in ps) and len(ps) == 2, ps
+    # the way to write it over a preset's arm (delta's scripted skill/model_version)
+    fix = f"over a preset's arm, drop it first: '~{where}' '+{where}={{kind: callable, ...}}')"
+    assert all(p.endswith(fix) for p in ps), ps
 
 
 def test_a_model_spec_as_the_agent_option_is_refused_with_the_three_keys():

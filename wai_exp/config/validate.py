@@ -834,11 +834,13 @@ def _arm_agent_problems(
         prefix = [*where, "agent"]
         keys = list(_model_keys(model))
         own = [".".join([*prefix, str(k)]) for k in arm]
+        arm_key = ".".join(prefix)
         advice = (
             "an arm that names another kind replaces the agent section: give it the keys of "
-            "that kind, and only those"
+            f"that kind, and only those; over a preset's arm, drop it first: '~{arm_key}' "
+            f"'+{arm_key}={{kind: {kind}, ...}}'"
             if switched
-            else f"set this arm's keys for your agent, or remove one with '~{'.'.join(prefix)}.KEY'"
+            else f"set this arm's keys for your agent, or remove one with '~{arm_key}.KEY'"
         )
         return [
             f"{p} (agent={kind}; {advice})"
