@@ -296,6 +296,9 @@ def test_rows_whose_every_tool_step_the_agent_wrote_called_no_tool() -> None:
     warnings = run_judge(rows, lambda r: 1, tools=["issue_refund"]).warnings
     [none] = [w for w in warnings if w.startswith("no rollout called a tool")]
     assert "3 rows hold tool steps the agent wrote itself, which no world executed" in none
+    [one, listed] = run_judge(rows[:1], lambda r: 1, tools=["issue_refund"]).warnings
+    assert "(1 row holds tool steps the agent wrote itself" in one
+    assert "never executed: issue_refund (1 of 1 row)" in listed
 
 
 def test_partial_rewards_left_out_of_the_pass_rates_are_warned_about() -> None:

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wai_exp.domain.numbers import finite_float
+from wai_exp.domain.plurals import counted
 from wai_exp.llm.providers import bare_model
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import NOT_EXECUTED
@@ -807,7 +808,9 @@ def _unused_tools_warning(
     wanted = [f"{t} ({aimed[t]} of {len(rows)} rows asked for it)" for t in unused if aimed[t]]
     idle = [t for t in unused if not aimed[t]]
     parts = [f"declared tool(s) no rollout called: {', '.join(unused)}"]
-    written = [f"{t} ({use.claimed[t]} of {use.rows} rows)" for t in unused if use.claimed[t]]
+    written = [
+        f"{t} ({use.claimed[t]} of {counted(use.rows, 'row')})" for t in unused if use.claimed[t]
+    ]
     if written:
         parts.append(f"in steps the agent wrote, never executed: {', '.join(written)}")
     if wanted:
@@ -819,7 +822,10 @@ def _unused_tools_warning(
 
 def _no_tool_called_warning(use: _ToolUse) -> str:
     n = use.rows_claiming
-    own = f" ({n} rows hold tool steps the agent wrote itself, which no world executed)"
+    hold = "holds" if n == 1 else "hold"
+    own = (
+        f" ({counted(n, 'row')} {hold} tool steps the agent wrote itself, which no world executed)"
+    )
     return (
         f"no rollout called a tool{own if n else ''}: every answer came from text alone, so "
         "this grade says nothing about tool use"
