@@ -1434,7 +1434,7 @@ def _result(
             if s.get("kind") == "tool"
         )
         report["tool_answers"] = {
-            k: sources.get(k, 0) for k in ("server", "injected", "engine", "person")
+            k: sources.get(k, 0) for k in ("server", "injected", "engine", "person", NOT_EXECUTED)
         }
     if claimed := _claimed_rows(engine.rows):
         report["rows_with_unexecuted_tool_steps"] = claimed[0]

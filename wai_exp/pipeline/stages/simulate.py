@@ -39,7 +39,7 @@ from wai_exp.pipeline import reads
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
 from wai_exp.rows.jsonl import RowAppender
 from wai_exp.rows.keys import task_key
-from wai_exp.rows.model import NOT_EXECUTED, not_executed
+from wai_exp.rows.model import NOT_EXECUTED
 from wai_exp.rows.partial import read_partial
 
 #: simulate-section keys passed to simulate() as they are (None = leave the engine's default).
@@ -486,17 +486,14 @@ def read_given_rows(ctx: StageContext, path: str) -> StageResult:
     )
 
 
-def _tool_answers(
-    report: dict[str, Any], rows: list[dict[str, Any]], metrics: dict[str, float]
-) -> str | None:
+def _tool_answers(report: dict[str, Any], metrics: dict[str, float]) -> str | None:
     """world=mcp: the report line saying where the tool answers came from, each count also
     a metric (``tool_answers_<source>``); None for another world. The tool steps the agent
-    wrote itself (``rows.model.NOT_EXECUTED``), which the server never saw, are counted
-    here too, under ``agent``."""
+    wrote itself (``rows.model.NOT_EXECUTED``) never reached the server either."""
     answers = report.get("tool_answers")
     if not answers:
         return None
-    own = answers.setdefault(NOT_EXECUTED, sum(len(not_executed(r)) for r in rows))
+    own = answers.get(NOT_EXECUTED, 0)
     metrics.update({f"tool_answers_{source}": float(n) for source, n in answers.items()})
     return (
         f"tool answers: {answers['server']} from the MCP server, {answers['injected']} "
@@ -621,7 +618,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         metrics["model_concurrency_typical"] = float(server["typical"])
         metrics["rate_limit_waits"] = float(server["rate_limit_waits"])
         metrics["rate_limit_wait_s"] = float(server["rate_limit_wait_s"])
-    if answers := _tool_answers(report, rows, metrics):  # world=mcp
+    if answers := _tool_answers(report, metrics):  # world=mcp
         lines.append(answers)
     if claimed := report.get("rows_with_unexecuted_tool_steps"):
         metrics["rows_with_unexecuted_tool_steps"] = float(claimed)
