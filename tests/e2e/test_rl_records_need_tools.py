@@ -71,7 +71,10 @@ def test_trl_on_rows_with_no_tools_warns_and_serve_env_refuses(first) -> None:
     assert n > 0 and report["no_tools"] == n, report
     assert f"warning (publish): {n} of {n} RL records offer the policy no tools" in out, out
     assert "wai_exp.env.reset and the reward functions built on it refuse them" in out
-    assert "(simulate.spec=support_desk: the rows' system prompt is that shipped spec's)" in out
+    assert (
+        "pass simulate.spec=support_desk (the rows' system prompt is that shipped spec's), or "
+        "write each row's `tools`" in out
+    )
     assert out.count("no `tools`") == 1  # one warning says it, not one per check
     card = (first / "trl0/publish/README.md").read_text()
     assert "no reward function ships with these records (Reward facts)." in card

@@ -159,7 +159,10 @@ def test_reset_refuses_a_record_with_no_tools_naming_the_spec_to_publish_with(ru
     said = str(info.value)
     assert said.startswith("the record has no `tools`: the world answers only declared tools")
     assert "simulate.rows without simulate.spec" in said
-    assert "simulate.spec=support_desk for rows of a run on the shipped support desk" in said
+    assert said.endswith(
+        "to publish them again, pass simulate.spec=<the spec they were made with>, or write "
+        "each row's `tools`"
+    )
 
 
 def test_a_record_with_no_tools_and_another_world_is_refused_for_its_world(run):
@@ -194,18 +197,49 @@ def test_the_shipped_spec_is_named_only_when_every_row_ran_under_its_prompt(run)
 
 def test_the_warning_and_card_for_records_with_no_tools_say_reset_refuses_them(run):
     rows = run[0]
-    [said] = publish._no_tools_warning(3, 5, rows, 3)
+    [said] = publish._no_tools_warning(3, 5, rows, 3, [])
     assert said.startswith("3 of 5 RL records offer the policy no tools, though their rows")
     assert "wai_exp.env.reset and the reward functions built on it refuse them" in said
-    assert said.endswith("(simulate.spec=support_desk: the rows' system prompt is that "
-                         "shipped spec's)")  # fmt: skip
+    assert said.endswith(f"; pass {KNOWN}")
     # Another tool's rows with no situation: the missing reward facts are said elsewhere.
-    [foreign] = publish._no_tools_warning(3, 5, rows, 0)
-    assert "wai_exp.env.reset" not in foreign and foreign.endswith("(simulate.spec)")
-    assert publish._no_tools_warning(0, 5, rows, 0) == []
+    [foreign] = publish._no_tools_warning(3, 5, rows, 0, [])
+    assert "wai_exp.env.reset" not in foreign and foreign.endswith(f"; pass {UNKNOWN}")
+    assert publish._no_tools_warning(0, 5, rows, 0, []) == []
     note = "\n".join(publish._no_tools_note(5, 5))
     assert "These records have an empty `tools` list" in note and "raises on them" in note
     assert publish._no_tools_note(0, 5) == []
+
+
+#: The fix every message about records with no tools ends with: the shipped spec the rows'
+#: system prompt is, when it is one; else the spec they were made with.
+KNOWN = (
+    "simulate.spec=support_desk (the rows' system prompt is that shipped spec's), or write "
+    "each row's `tools`"
+)
+UNKNOWN = "simulate.spec=<the spec they were made with>, or write each row's `tools`"
+
+
+def test_every_message_about_records_with_no_tools_names_the_fix_in_one_wording(run):
+    """The SFT skip reason, publish's warning, refusal and card, the pre-run check's
+    problem and reset's refusal each said the fix in their own words ("add the tools to
+    the rows, or pass the spec that declares them (simulate.spec)", "publish them again
+    with simulate.spec=...", "Pass simulate.spec=..., or write each row's `tools`")."""
+    from wai_exp.rows.export import no_tools_reason
+
+    calls = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "cancel_order", "arguments": "{}"}}
+    ]}]  # fmt: skip
+    assert no_tools_reason(calls).endswith(f"never given; pass {UNKNOWN}")
+    with pytest.raises(EnvError) as info:
+        reset({**run[1][0], "tools": []})
+    assert str(info.value).endswith(f"to publish them again, pass {UNKNOWN}")
+    assert publish.no_tools_problem("3 of 5 RL records have", None).endswith(f". Pass {UNKNOWN}")
+    known = publish.no_tools_problem("3 of 5 RL records have", "support_desk")
+    assert known.endswith(f"tools. Pass {KNOWN}")
+    [said] = publish._no_tools_warning(3, 5, run[0], 3, [])
+    assert said.endswith(f"; pass {KNOWN}")
+    note = "\n".join(publish._no_tools_note(5, 5))
+    assert f"them. Pass {UNKNOWN} when you publish them again." in note
 
 
 def test_serve_env_refuses_records_with_no_tools_before_serving(run, tmp_path):

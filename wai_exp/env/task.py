@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wai_exp.rows.export import SITUATION_VERSION
+from wai_exp.rows.export import SITUATION_VERSION, no_tools_fix
 
 #: The fields of ``situation`` a world cannot be rebuilt without.
 REQUIRED = ("prompt", "scenario_dimensions", "seed")
@@ -54,9 +54,8 @@ class ReplayGaps:
 NO_TOOLS_FIX = (
     "the world answers only declared tools, so every call the policy makes would be refused. "
     "The rows it was published from carry no `tools` and the publishing run named no agent "
-    "spec to give them (simulate.rows without simulate.spec); publish them again with "
-    "simulate.spec=<the spec they were made with> (simulate.spec=support_desk for rows of "
-    "a run on the shipped support desk), or write each row's `tools`"
+    "spec to give them (simulate.rows without simulate.spec); to publish them again, "
+    f"{no_tools_fix()}"
 )
 
 

@@ -501,9 +501,21 @@ def no_tools_reason(messages: Sequence[Mapping[str, Any]]) -> str:
     )
     return (
         f"calls {called} but declares no tools (the row has no `tools`, and no agent spec "
-        "gave them): a trainer would teach calls to tools the model is never given; add "
-        "the tools to the rows, or pass the spec that declares them (simulate.spec)"
+        f"gave them): a trainer would teach calls to tools the model is never given; "
+        f"{no_tools_fix()}"
     )
+
+
+def no_tools_fix(spec: str | None = None, *, opens: bool = False) -> str:
+    """The fix for rows that declare no tools and got none from an agent spec, in the one
+    wording every message about them ends with (``opens``: it starts a sentence). ``spec``:
+    the shipped spec whose system prompt the rows ran under, when one is known."""
+    given = (
+        f"simulate.spec={spec} (the rows' system prompt is that shipped spec's)"
+        if spec
+        else "simulate.spec=<the spec they were made with>"
+    )
+    return f"{'P' if opens else 'p'}ass {given}, or write each row's `tools`"
 
 
 def preference_records(

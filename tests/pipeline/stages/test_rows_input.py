@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.foreign_rows import tau_record
+from tests.support.foreign_rows import openai_line, tau_record
 from wai_exp.pipeline.input_check import input_problems
 from wai_exp.pipeline.runner import run_pipeline, summarize
 from wai_exp.rows.jsonl import read_rows
@@ -201,3 +201,32 @@ def test_rows_read_from_a_file_are_not_read_again_when_the_agent_or_seed_changes
         composed(*common, "seed=7", "agent.skill=0.3", "knobs.concurrency=4"), tmp_path, "r2"
     )
     assert [out.stage(n).status for n in ("simulate", "grade", "optimize")] == ["cached"] * 3
+
+
+def _chat(task: int, trial: int, *, with_tools: bool) -> dict:
+    """An OpenAI fine-tuning line of task ``task``: a call to the cancel_order it declares,
+    or (``with_tools=False``) a reply that calls nothing and declares nothing."""
+    if with_tools:
+        row = openai_line(f"#W{task}", json.dumps({"order_id": f"#W{task}"}))
+    else:
+        row = {"messages": [
+            {"role": "user", "content": f"What are your opening hours? ({task})"},
+            {"role": "assistant", "content": "We are open 9 to 5."},
+        ]}  # fmt: skip
+    row["messages"][-1] = {"role": "assistant", "content": f"Done ({trial})."}  # 4 rollouts
+    return {**row, "task_id": f"t{task}", "reward": float((task + trial) % 2)}
+
+
+def test_rl_records_without_tools_name_only_the_calls_of_their_own_rows(tmp_path):
+    """A mixed file: tasks 0-2 declare cancel_order and call it, tasks 3-5 declare no tool
+    and call none. The toolless records are the last three; their rows called nothing, so
+    no warning may say they did (it read the calls of every row)."""
+    rows = [_chat(t, k, with_tools=t < 3) for t in range(6) for k in range(4)]
+    path = write(tmp_path / "mixed.jsonl", rows)
+    cfg = composed("+experiment=rl_round", f"simulate.rows={path}", "judge=given", "tracking=none")
+    out, _ = run(cfg, tmp_path, "r1")
+    assert out.status == "passed", out.error
+    published = [json.loads(x) for x in (tmp_path / "outputs/r1/publish/train.jsonl").open()]
+    assert sum(not r["tools"] for r in published) == 3 and len(published) == 6
+    report = json.loads((tmp_path / "outputs/r1/publish/report.json").read_text())
+    assert not any("called cancel_order" in w for w in report.get("warnings") or []), report

@@ -139,15 +139,14 @@ def no_tools_problem(count: str, spec: str | None) -> str:
     """Why RL records with no tools cannot be trained on, and the fix. ``count`` opens the
     sentence ("6 of 6 RL records from ... have"); ``spec`` names the shipped spec whose
     system prompt the rows ran under (``shipped_spec_of``), when one does."""
-    fix = f"simulate.spec={spec}" if spec else "simulate.spec=<the spec they were made with>"
+    from wai_exp.rows.export import no_tools_fix
+
     return (
         f"{count} no `tools` and no agent spec gives them (simulate.rows without "
         "simulate.spec): wai_exp.env.reset, and the reward functions built on it (verl's "
         "compute_score, OpenRLHF's reward_func, TRL's environment_factory), refuse a task "
-        "with no tools, since its world answers only declared tools. Pass "
-        + fix
-        + (" (the rows' system prompt is that shipped spec's)" if spec else "")
-        + ", or write each row's `tools`"
+        f"with no tools, since its world answers only declared tools. "
+        f"{no_tools_fix(spec, opens=True)}"
     )
 
 
@@ -393,24 +392,23 @@ def _left_out_warning(skipped: int, first: str) -> str:
     )
 
 
-def _no_tools_warning(bare: int, n: int, rows: list[dict[str, Any]], toolless: int) -> list[str]:
+def _no_tools_warning(
+    bare: int, n: int, rows: list[dict[str, Any]], toolless: int, tools: list[dict[str, Any]]
+) -> list[str]:
     """``bare`` of ``n`` RL records whose prompt offers no tool (rows without ``tools``, and
-    no ``simulate.spec``): a policy trained on them cannot call any, and
+    no ``simulate.spec`` to give ``tools``): a policy trained on them cannot call any, and
     ``wai_exp.env.reset`` refuses them (``toolless``: those that lack nothing else, which
     the spec would make playable). Demonstrations of that kind are left out by
-    ``sft_records``; an RL prompt is kept, so the run says it."""
-    called = sorted(
-        {
-            str(s.get("name"))
-            for row in rows
-            for s in row.get("steps") or ()
-            if isinstance(s, Mapping) and s.get("kind") == "tool" and s.get("name")
-        }
-    )
+    ``sft_records``; an RL prompt is kept, so the run says it. The calls named are those of
+    the rows without tools: in a mixed file the others' calls are not theirs."""
+    from wai_exp.rows.export import no_tools_fix, tools_of
+
+    bare_rows = [r for r in rows if not tools_of(r, tools)]
+    called = _tools_called(bare_rows)
     if not bare or not (called or toolless):
         return []
     shown = ", ".join(called[:5]) + (" ..." if len(called) > 5 else "")
-    spec = shipped_spec_of(rows) if toolless else None
+    spec = shipped_spec_of(bare_rows) if toolless else None
     return [
         f"{bare} of {n} RL records offer the policy no tools"
         + (f", though their rows called {shown}" if called else "")
@@ -422,10 +420,20 @@ def _no_tools_warning(bare: int, n: int, rows: list[dict[str, Any]], toolless: i
             if toolless
             else ""
         )
-        + "; add the tools to the rows, or pass the spec that declares them (simulate.spec"
-        + (f"={spec}: the rows' system prompt is that shipped spec's" if spec else "")
-        + ")"
+        + f"; {no_tools_fix(spec)}"
     ]
+
+
+def _tools_called(rows: list[dict[str, Any]]) -> list[str]:
+    """The tools the rows' tool steps name, sorted."""
+    return sorted(
+        {
+            str(s.get("name"))
+            for row in rows
+            for s in row.get("steps") or ()
+            if isinstance(s, Mapping) and s.get("kind") == "tool" and s.get("name")
+        }
+    )
 
 
 def _bare(records: list[dict[str, Any]]) -> int:
@@ -489,6 +497,8 @@ def _unscorable_note(n_bad: int, n: int) -> list[str]:
 
 def _no_tools_note(n_bad: int, n: int) -> list[str]:
     """The card's words on RL records with no tools: nothing can play them."""
+    from wai_exp.rows.export import no_tools_fix
+
     if not n_bad:
         return []
     which = "These records have" if n_bad == n else f"{n_bad} of these {n} records have"
@@ -497,8 +507,8 @@ def _no_tools_note(n_bad: int, n: int) -> list[str]:
         f"{which} an empty `tools` list: the rows they come from declare no `tools` and no "
         "agent spec (simulate.spec) gave them. The policy is offered no tool, and "
         "`wai_exp.env.reset(record)` raises on them (its world answers only declared "
-        "tools), so no reward function ships with them. Add the tools to the rows, or "
-        "publish them again with simulate.spec=<the spec they were made with>.",
+        f"tools), so no reward function ships with them. {no_tools_fix(opens=True)} when "
+        "you publish them again.",
     ]
 
 
@@ -910,7 +920,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         lines.append(f"  warning: {info['skipped']} left out; see report.json export.skip_reasons")
     warnings += [_unscorable_warning(unscorable, len(records), rows_file)] if unscorable else []
     warnings += [_served_elsewhere_warning(elsewhere, len(records))] if elsewhere else []
-    warnings += _no_tools_warning(bare, len(records), rows, toolless)
+    warnings += _no_tools_warning(bare, len(records), rows, toolless, tools)
     if warnings:
         report["warnings"] = warnings
         lines += [f"  warning: {w}" for w in warnings]
