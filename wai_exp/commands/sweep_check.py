@@ -32,6 +32,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from wai_exp.commands import START_DIR_ENV
+from wai_exp.domain.plurals import counted
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,7 @@ class ValidateSweepCallback(Callback):
         from wai_exp.domain.secrets import redact_text
 
         n = len(problems)
-        lines = [
-            f"wai-exp: {n} job{'s' if n > 1 else ''} of this sweep would be refused; no job ran:"
-        ]
+        lines = [f"wai-exp: {counted(n, 'job')} of this sweep would be refused; no job ran:"]
         for overrides, problem in problems:
             lines.append(f"  job {' '.join(overrides)}:")
             lines.extend(f"    {line}" for line in problem.splitlines())

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from wai_exp.config import models
 from wai_exp.config.arms import DEFAULT_KIND, arm_agent, switches_kind
+from wai_exp.domain.plurals import counted
 
 #: Top-level keys whose single-part override selects a config group option (``agent=callable``).
 GROUPS = ("agent", "world", "knobs", "judge", "selection", "pipeline", "tracking", "experiment")
@@ -44,7 +45,7 @@ class ConfigError(ValueError):
     def render(self) -> str:
         """The message: a count, one ``- problem`` line each, then where to look. Never raises."""
         n = len(self.problems)
-        head = f"invalid config ({n} problem{'s' if n != 1 else ''}):"
+        head = f"invalid config ({counted(n, 'problem')}):"
         body = "\n".join(f"  - {p}" for p in self.problems)
         tail = "Fix the key or value (`wai-exp --help` lists the groups; `wai-exp --cfg job` prints the config)."
         return f"{head}\n{body}\n{tail}"

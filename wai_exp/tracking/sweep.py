@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from wai_exp.domain.numbers import finite_float
+from wai_exp.domain.plurals import counted
 
 __all__ = [
     "PIN_KNOB",
@@ -336,7 +337,7 @@ def _min_tasks() -> int:
 
 def _few_tasks(n: int) -> str:
     return (
-        f"an interval over {n} task{'s' if n != 1 else ''} measures nothing (it needs >= "
+        f"an interval over {counted(n, 'task')} measures nothing (it needs >= "
         f"{_min_tasks()}): run more tasks"
     )
 
