@@ -452,6 +452,19 @@ def test_one_row_per_task_is_said_in_the_singular() -> None:
     assert "1 rows" not in text
 
 
+def test_one_task_one_side_and_one_eval_run_are_said_in_the_singular() -> None:
+    # One eval run before, three after, on 40 shared tasks plus one the after arm alone has:
+    # each count of one was "1 task(s) are", "1 evaluation run(s)" or "1 eval run(s)".
+    before = arm(40, 4, 0.3, 81, policy="a")
+    after = arm(40, 4, 0.9, 82, runs=3, policy="b") + arm(1, 4, 0.5, 83, prefix="x", policy="b")
+    rep = delta_report(before, after)
+    text = format_delta_report(rep)
+    assert "warning: 1 task measured on one side only (0 before, 1 after), dropped from " in text
+    assert "pass_at_1 moved, but with 1 evaluation run before and 3 after and no run_std" in text
+    assert "by design: before pools 1 eval run (4 rows per task), after 3 (12)" in text
+    assert "(s)" not in text
+
+
 def test_marker_on_a_subset_of_tasks_gets_its_own_interval() -> None:
     from wai_exp.score.stats.resample import paired_bootstrap
 
@@ -606,7 +619,7 @@ def test_rows_per_task_that_differ_only_by_eval_runs_are_not_blamed_on_lost_roll
     rep = delta_report(arm(40, 4, 0.5, 71, runs=3, policy="a"), arm(40, 4, 0.6, 72, policy="b"))
     assert rep["k"] == {"before": 12, "after": 4}
     w = rep["sizing"]["warning"]
-    assert w.startswith("unequal rows per task by design: before pools 3 eval run(s) (12 rows")
+    assert w.startswith("unequal rows per task by design: before pools 3 eval runs (12 rows")
     assert "4 a run on both sides: no rollout was lost" in w
     assert "lost for a reason" not in w and "trims both" not in w
     # a runs=3 arm that also lost rollouts keeps the lost-rollout warning
@@ -943,6 +956,6 @@ def test_tasks_whose_rows_on_one_side_carry_no_pass_fail_are_not_called_absent()
     rep = delta_report(before, after, n_boot=200, seed=0)
     assert rep["n_paired_tasks"] == 3 and rep["n_unpaired_tasks"] == 2
     (warning,) = [w for w in rep["warnings"] if "one side only" in w]
-    assert warning.startswith("2 task(s) are measured on one side only (2 before, 0 after)")
-    assert "1 of them have rows on the other side too (1 after, 0 before)" in warning
+    assert warning.startswith("2 tasks measured on one side only (2 before, 0 after), dropped")
+    assert "1 of them with rows on the other side too (1 after, 0 before)" in warning
     assert "a partial reward or an unjudged row carries none" in warning

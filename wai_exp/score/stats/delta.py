@@ -925,13 +925,13 @@ def _unpaired_warning(tm: _TaskMeans, on_b: np.ndarray, on_a: np.ndarray, n: int
     has_a = np.bincount(tm.a_idx, minlength=tm.n_tasks) > 0
     only_b, only_a = on_b & ~on_a, on_a & ~on_b
     text = (
-        f"{n} task(s) are measured on one side only ({int(only_b.sum())} before, "
-        f"{int(only_a.sum())} after) and were dropped from the paired comparison"
+        f"{counted(n, 'task')} measured on one side only ({int(only_b.sum())} before, "
+        f"{int(only_a.sum())} after), dropped from the paired comparison"
     )
     unread_a, unread_b = int((only_b & has_a).sum()), int((only_a & has_b).sum())
     if unread_a or unread_b:
         text += (
-            f"; {unread_a + unread_b} of them have rows on the other side too "
+            f"; {unread_a + unread_b} of them with rows on the other side too "
             f"({unread_a} after, {unread_b} before), none carrying the target (for pass@1, "
             "a partial reward or an unjudged row carries none: grade both sides with a judge "
             "that returns 0/1)"
@@ -1066,7 +1066,7 @@ def _target_verdict(metric_verdict: str, unreplicated: bool) -> str:
 
 def _unreplicated_warning(target_name: str, n_before: int, n_after: int) -> str:
     return (
-        f"{target_name} moved, but with {n_before} evaluation run(s) before and "
+        f"{target_name} moved, but with {counted(n_before, 'evaluation run')} before and "
         f"{n_after} after and no run_std there is no re-run floor: one evaluation is a "
         f"draw, not a distribution. Evaluate each arm with runs=3 ({RERUN_EACH}) or pass "
         f"{RUN_STD} with {RUN_STD_RUNS}"
@@ -1260,8 +1260,8 @@ def _runs_k_warning(
     if n_b == n_a or len(per_run) != 1 or kmin != k:
         return None
     return (
-        f"unequal rows per task by design: before pools {n_b} eval run(s) ({k_b} rows per "
-        f"task), after {n_a} ({k_a}), {int(k_b / n_b)} a run on both sides: no rollout was "
+        f"unequal rows per task by design: before pools {counted(n_b, 'eval run')} ({k_b} rows "
+        f"per task), after {n_a} ({k_a}), {int(k_b / n_b)} a run on both sides: no rollout was "
         "lost, and each task's pass rate is a mean over its own rows, so the paired "
         "interval holds"
     )
