@@ -268,24 +268,28 @@ def override_grammar_problem(args: Sequence[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
+    from wai_exp.domain.secrets import redact_overrides
+
     parser = OverridesParser.create()
     sweep = any(a in ("-m", "--multirun") for a in args)
     for text in hydra_overrides(args):
+        # Quoted as a record shows it: of a URL or a command line no value a rule could miss.
+        shown = redact_overrides([text])[0]
         try:
             [override] = parser.parse_overrides([text])
         except OverrideParseException as exc:
             why = str(exc).split("\n", 1)[0]
             return (
-                f"cannot read {text!r} ({why}): close every bracket and parenthesis, and quote "
+                f"cannot read {shown!r} ({why}): close every bracket and parenthesis, and quote "
                 "a value holding spaces or any of , [ ] ( ) { } = < > (key='a value'); the "
                 f"override grammar: {_GRAMMAR_DOCS}"
             )
         if override.is_sweep_override() and not sweep:
-            key, _, value = text.partition("=")
+            key, _, value = shown.partition("=")
             one = "give it one value"
             if "." in key and "(" not in value:  # a value, not a group option or a function
                 one += f" (a list is written {key}=[{value}], text with commas {key}='{value}')"
-            return f"{text!r} gives several values: add -m to run one job per value, or {one}"
+            return f"{shown!r} gives several values: add -m to run one job per value, or {one}"
     return None
 
 
@@ -383,7 +387,7 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
     Hydra's launch lines name the variable, never the key. Flags, interpolations and values
     with no secret are passed through unchanged.
     """
-    from wai_exp.domain.secrets import SECRET_ENV_PREFIX, is_secret_key, redact_text
+    from wai_exp.domain.secrets import SECRET_ENV_PREFIX
 
     out: list[str] = []
     used = {k for k in environ if k.startswith(SECRET_ENV_PREFIX)}
@@ -410,19 +414,47 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
         else:
             values = value.split(",")  # one value, or the plain sweep a,b,c
         raws = [v.strip()[1:-1] if _quoted(v.strip()) else v.strip() for v in values]
-        if not any(is_secret_key(key) or redact_text(raw) != raw for raw in raws):
+        if not any(_holds_secret(key, raw) for raw in raws):
             out.append(arg)
             continue
         moved = []
         for v, raw in zip(values, raws, strict=True):
-            if not is_secret_key(key) and redact_text(raw) == raw:
+            if not _holds_secret(key, raw):
                 moved.append(v)  # a value of the sweep with no secret stays readable
                 continue
             quote = v.strip()[0] if _quoted(v.strip()) else ""
-            parts = None if is_secret_key(key) else _url_parts_moved(raw, quote, stash)
+            parts = None if _moved_whole(key) else _url_parts_moved(raw, quote, stash)
             moved.append(stash(raw) if parts is None else f"{quote}{parts}{quote}")
         out.append(f"{key}=" + ",".join(moved))
     return out
+
+
+def _holds_secret(key: str, raw: str) -> bool:
+    """``raw``, the value of ``key``, holds what a record would redact: a credential-like
+    key's value, a secret the rule finds in text, a URL's query value or user info, or a
+    command line's flag values (``wai_exp.domain.secrets.redact_setting``)."""
+    from wai_exp.domain.secrets import (
+        is_secret_key,
+        redact_setting,
+        redact_text,
+        url_secret_spans,
+    )
+
+    return (
+        is_secret_key(key)
+        or redact_text(raw) != raw
+        or redact_setting(key, raw) != raw
+        or bool(url_secret_spans(raw))
+    )
+
+
+def _moved_whole(key: str) -> bool:
+    """A value of ``key`` holding a secret is moved whole: a credential-like key's, and a
+    command line's (its words would need the shell's quoting back); of other values only
+    the secrets of their URLs move (:func:`_url_parts_moved`)."""
+    from wai_exp.domain.secrets import is_command_setting, is_secret_key
+
+    return is_secret_key(key) or is_command_setting(key)
 
 
 def _url_parts_moved(raw: str, quote: str, stash: Callable[[str], str]) -> str | None:
@@ -459,9 +491,7 @@ def _move_grammar_secrets(key: str, value: str, stash: Callable[[str], str]) -> 
     (all values for a credential-like key; elsewhere those the redaction rule changes, or
     only the secrets of a URL: :func:`_url_parts_moved`).
     Function names (``choice(``), keyword names (``start=``) and ``null`` stay."""
-    from wai_exp.domain.secrets import is_secret_key, redact_text
-
-    secret_key = is_secret_key(key)
+    whole = _moved_whole(key)
 
     def move(m: re.Match[str]) -> str:
         token, rest = m.group(0), value[m.end() :].lstrip()
@@ -469,10 +499,10 @@ def _move_grammar_secrets(key: str, value: str, stash: Callable[[str], str]) -> 
             return token
         quote = token[0] if _quoted(token) else ""
         raw = token[1:-1] if quote else _HYDRA_ESCAPE.sub(r"\1", token)
-        if not secret_key and redact_text(raw) == raw:
+        if not _holds_secret(key, raw):
             return token
         escaped = not quote and raw != token  # its parts would need Hydra's escapes again
-        parts = None if secret_key or escaped else _url_parts_moved(raw, quote, stash)
+        parts = None if whole or escaped else _url_parts_moved(raw, quote, stash)
         return stash(raw) if parts is None else f"{quote}{parts}{quote}"
 
     return f"{key}=" + _GRAMMAR_VALUE.sub(move, value)

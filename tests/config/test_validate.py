@@ -108,6 +108,40 @@ def test_world_typo_names_world_options_fields(base):
     )
 
 
+def test_a_refused_url_or_world_is_quoted_without_its_query_or_flag_values(base):
+    import secrets
+
+    t1, t2 = "Z" + secrets.token_hex(10), "Z" + secrets.token_hex(10)
+    cfg = copy.deepcopy(base)
+    cfg["agent"] = {"kind": "vllm", "model": "m", "base_url": f"ftp://gpu-box/v1?access={t1}"}
+    cfg["world"] = {**cfg["world"], "kind": "mcp", "command": f"python srv.py --access {t2}",
+                    "url": "http://127.0.0.1:9/mcp"}  # fmt: skip
+    cfg["knobs"]["world"] = cfg["world"]
+    ps = problems(cfg)
+    assert not any(t1 in p or t2 in p or t2[:6] in p for p in ps), ps
+    assert "agent.base_url = 'ftp://gpu-box/v1?access=***redacted***'" in " ".join(ps)
+    assert any(p.startswith("world = {") and "exactly one of" in p for p in ps), ps
+    cfg["agent"]["base_url"] = f"gpu-box/v1?access={t1}"  # the guess quotes the URL back
+    assert "did you mean agent.base_url=http://gpu-box/v1?access=***redacted***" in " ".join(
+        problems(cfg)
+    )
+
+
+def test_a_command_starting_with_an_environment_assignment_is_refused_without_its_value(base):
+    """The line runs without a shell: ``TOKEN=x python srv.py`` would start a program named
+    ``TOKEN=x``, and the failure quoted the whole line."""
+    import secrets
+
+    token = "Z" + secrets.token_hex(10)
+    cfg = copy.deepcopy(base)
+    cfg["world"] = {**cfg["world"], "kind": "mcp", "command": f"MY_TOKEN={token} python srv.py"}
+    cfg["knobs"]["world"] = cfg["world"]
+    [problem] = problems(cfg)
+    assert token not in problem
+    assert problem.startswith("world.command = 'MY_TOKEN=***redacted*** python srv.py'")
+    assert "+world.env.MY_TOKEN=${oc.env:MY_TOKEN}" in problem
+
+
 def test_knobs_seed_must_follow_seed(base):
     cfg = copy.deepcopy(base)
     cfg["knobs"]["seed"] = 5

@@ -112,15 +112,17 @@ def test_only_a_urls_secrets_are_moved_off_the_command_line():
     ], env)  # fmt: skip
     assert moved == [
         "agent.base_url=http://user:${oc.env:WAI_EXP_SECRET_0}@127.0.0.1:8011/v1",
-        "agent.base_url='http://h:8011/v1?api_key=${oc.env:WAI_EXP_SECRET_1}&api-version=1'",
-        "judge.model=vllm:j@https://${oc.env:WAI_EXP_SECRET_2}@h:1/v1,vllm:j@http://h:2/v1",
-        "agent.base_url=choice(http://u:${oc.env:WAI_EXP_SECRET_3}@h/v1,"
-        "'http://u:${oc.env:WAI_EXP_SECRET_4}@h/v1')",
+        # every query value: a server may take its token under any name
+        "agent.base_url='http://h:8011/v1?api_key=${oc.env:WAI_EXP_SECRET_1}"
+        "&api-version=${oc.env:WAI_EXP_SECRET_2}'",
+        "judge.model=vllm:j@https://${oc.env:WAI_EXP_SECRET_3}@h:1/v1,vllm:j@http://h:2/v1",
+        "agent.base_url=choice(http://u:${oc.env:WAI_EXP_SECRET_4}@h/v1,"
+        "'http://u:${oc.env:WAI_EXP_SECRET_5}@h/v1')",
         # a secret outside the URL's parts: the whole value goes
-        "agent.base_url=${oc.env:WAI_EXP_SECRET_5}",
+        "agent.base_url=${oc.env:WAI_EXP_SECRET_6}",
     ]
     assert list(env.values()) == [
-        "unit-pw-0034", "unit-q-0035", "unit-token-0036", "unit-c-0037", "unit-c-0038",
+        "unit-pw-0034", "unit-q-0035", "1", "unit-token-0036", "unit-c-0037", "unit-c-0038",
         "http://u:unit-pw-0039@h/v1/sk-abcdefghijklmnopqrstuv",
     ]  # fmt: skip
     # what Hydra parses and every copy then shows: the server, and no secret
@@ -261,3 +263,97 @@ def test_the_terminal_streams_pass_the_redaction_rule():
     stream.writelines(["a unit-stream-key-0021\n"])
     assert sink.getvalue() == f"Error executing job: ['+k={REDACTED}']\na {REDACTED}\n"
     assert stream.getvalue() == sink.getvalue()  # the rest is the wrapped stream's
+
+
+# -- a URL or command the config names: every value that could be a credential ------------
+
+
+def _token() -> str:
+    """A credential of no shape any rule knows (no key prefix, no credential-like name)."""
+    import secrets
+
+    return "Z" + secrets.token_hex(10)
+
+
+QUERY_NAMES = ("sig", "code", "auth", "X-Amz-Signature", "access", "v")
+
+
+def test_a_recorded_url_keeps_its_server_and_loses_every_query_value_whatever_its_name():
+    for name in QUERY_NAMES:
+        t1, t2 = _token(), _token()
+        url = f"http://127.0.0.1:8123/mcp?{name}={t1}&other={t2}&{t2}"
+        for shown in (
+            redact({"world": {"url": url}})["world"]["url"],
+            redact({"agent": {"base_url": url}}, keys=False)["agent"]["base_url"],
+            redact_overrides([f"world.url='{url}'"])[0],
+        ):
+            assert t1 not in shown and t2 not in shown, shown
+            assert f"http://127.0.0.1:8123/mcp?{name}={REDACTED}&other={REDACTED}" in shown
+    shown = redact({"url": "https://deploy:Zpw1234567@gw.example:8443/v1"})["url"]
+    assert shown == f"https://deploy:{REDACTED}@gw.example:8443/v1"
+
+
+def test_a_recorded_command_keeps_its_program_and_flags_and_loses_their_values():
+    t = [_token() for _ in range(5)]
+    world = {
+        "command": f"/opt/venv/bin/python -m my_server --access {t[0]} --auth={t[1]} -k{t[2]}",
+        "reset_command": f"TOKEN={t[3]} ./scripts/reset.sh {t[4]}",
+    }
+    assert redact({"world": world})["world"] == {
+        "command": f"python -m my_server --access {REDACTED} --auth={REDACTED} -k{REDACTED}",
+        "reset_command": f"TOKEN={REDACTED} reset.sh {REDACTED}",
+    }
+    assert redact_overrides([f"world.command='python srv.py --access {t[0]}'"]) == [
+        f"world.command=python srv.py --access {REDACTED}"
+    ]
+
+
+def test_every_query_value_of_a_config_url_is_scrubbed_from_later_messages():
+    """An HTTP client logs the request line with the base URL's query; a server quotes it."""
+    t1, t2 = _token(), _token()
+    register_config_secrets({
+        "agent": {"base_url": f"http://127.0.0.1:8123/v1?access={t1}"},
+        "judge": {"model": f"vllm:judge@http://127.0.0.1:8124/v1?X-Amz-Signature={t2}"},
+    })  # fmt: skip
+    line = (
+        f'HTTP Request: POST http://127.0.0.1:8123/v1/chat/completions?access={t1} "200 OK"; '
+        f"judge at .../v1?X-Amz-Signature={t2}"
+    )
+    for clean in (redact_text(line), redact_text(line, keys=False)):
+        assert t1 not in clean and t2 not in clean
+        assert "http://127.0.0.1:8123/v1/chat/completions?access=" in clean
+
+
+def test_a_commands_credential_words_are_scrubbed_from_later_messages():
+    t1, t2, t3 = _token(), _token(), _token()
+    register_config_secrets(
+        {"world": {"command": f"TOKEN={t1} python srv.py --api-key {t2} --sig={t3} --port 8123"}}
+    )
+    text = redact_text(f"server said: started with {t1} {t2} {t3} on port 8123", keys=False)
+    assert t1 not in text and t2 not in text and t3 not in text and "port 8123" in text
+
+
+def test_a_url_or_command_with_secrets_is_moved_off_the_command_line():
+    t1, t2, t3 = _token(), _token(), _token()
+    env: dict[str, str] = {}
+    moved = move_secret_overrides([
+        f"world.url='http://127.0.0.1:8123/mcp?access={t1}&X-Amz-Signature={t2}'",
+        f"world.command='python srv.py --auth {t3}'",
+        "world.reset_command='python -m my_server.reset'",
+    ], env)  # fmt: skip
+    assert moved == [
+        "world.url='http://127.0.0.1:8123/mcp?access=${oc.env:WAI_EXP_SECRET_0}"
+        "&X-Amz-Signature=${oc.env:WAI_EXP_SECRET_1}'",
+        "world.command=${oc.env:WAI_EXP_SECRET_2}",  # a command line moves whole
+        "world.reset_command='python -m my_server.reset'",  # nothing to redact: it stays
+    ]
+    assert list(env.values()) == [t1, t2, f"python srv.py --auth {t3}"]
+
+
+def test_an_override_hydra_cannot_read_is_quoted_without_its_values():
+    from wai_exp.cli import override_grammar_problem
+
+    t = _token()
+    problem = override_grammar_problem([f"world.url=http://127.0.0.1:8123/mcp?access={t}"])
+    assert problem is not None and t not in problem
+    assert f"world.url=http://127.0.0.1:8123/mcp?access={REDACTED}" in problem

@@ -491,6 +491,24 @@ def test_world_dials_keep_no_secret_and_say_whether_a_backend_answered_not_which
     assert "execute" not in world_dials(None, {}, execute=False)
 
 
+def test_world_dials_name_the_server_but_no_query_value_or_flag_value_of_it():
+    """Every row keeps its world: a token under any query name or flag stays out of it."""
+    import secrets
+
+    t = ["Z" + secrets.token_hex(10) for _ in range(4)]
+    world = {"kind": "mcp", "url": f"http://127.0.0.1:9/mcp?access={t[0]}&X-Amz-Signature={t[1]}",
+             "command": f"python -m my_server --auth {t[2]}",
+             "reset_command": f"python reset.py --code={t[3]}"}  # fmt: skip
+    options = world_dials(world, {}, execute=False)["options"]
+    assert not any(token in json.dumps(options) for token in t)
+    assert options == {
+        "kind": "mcp",
+        "url": "http://127.0.0.1:9/mcp?access=***redacted***&X-Amz-Signature=***redacted***",
+        "command": "python -m my_server --auth ***redacted***",
+        "reset_command": "python reset.py --code=***redacted***",
+    }
+
+
 def _claimed(row: dict) -> dict:
     """``row`` as simulate writes an agent's own transcript: the tool step no world executed."""
     return {**row, "steps": [{**s, "source": NOT_EXECUTED} if s["kind"] == "tool" else s

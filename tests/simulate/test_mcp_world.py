@@ -157,3 +157,29 @@ def test_a_server_with_only_its_reset_and_state_tools_is_refused() -> None:
     world = WorldSetup(cls=None, options=None, kwargs={}, server=server)
     with pytest.raises(ValueError, match="lists only its reset/state tools"):
         mcp_tools(world, [], None, narrowed=False)
+
+
+def test_a_server_that_cannot_be_reached_or_reset_is_named_without_its_secrets() -> None:
+    """The message names the server as a record does: no query value, no flag value."""
+    import secrets
+    from types import SimpleNamespace
+
+    from wai_exp.simulate.mcp_world import McpServer, McpServerError
+    from wai_exp.simulate.world import WorldOptions
+
+    t1, t2 = "Z" + secrets.token_hex(10), "Z" + secrets.token_hex(10)
+    port = _free_port()
+    options = WorldOptions(kind="mcp", url=f"http://127.0.0.1:{port}/mcp?access={t1}")
+    with pytest.raises(McpServerError) as err:
+        McpServer(options, startup_timeout=20)
+    assert t1 not in str(err.value)
+    assert f"world.url=http://127.0.0.1:{port}/mcp?access=***redacted***" in str(err.value)
+    reset = f"{sys.executable} -c 'import sys; sys.exit(3)' --sig {t2}"
+    stub = SimpleNamespace(options=SimpleNamespace(reset_tool=None, reset_command=reset, cwd=None))
+    with pytest.raises(McpServerError) as err:
+        McpServer.reset(stub)  # type: ignore[arg-type]
+    assert t2 not in str(err.value)
+    assert (
+        "world.reset_command ('python -c ***redacted*** --sig ***redacted***') exited with "
+        "status 3" in str(err.value)
+    )

@@ -135,3 +135,19 @@ def test_chunked_rejects_a_zero_size():
     with pytest.raises(ValueError, match="chunk size"):
         list(chunked([1, 2], 0))
     assert list(chunked([1, 2, 3], 2)) == [[1, 2], [3]]
+
+
+def test_a_urls_query_values_and_a_commands_flag_values_never_become_params():
+    import secrets
+
+    t = ["Z" + secrets.token_hex(10) for _ in range(3)]
+    world = {
+        "url": f"http://127.0.0.1:9/mcp?sig={t[0]}&access={t[1]}",
+        "command": f"python srv.py --access {t[2]}",
+    }
+    shown = {
+        "url": f"http://127.0.0.1:9/mcp?sig={REDACTED}&access={REDACTED}",
+        "command": f"python srv.py --access {REDACTED}",
+    }
+    assert flatten_config({"world": world}) == {f"world.{k}": v for k, v in shown.items()}
+    assert redact_config({"world": world}) == {"world": shown}  # the config.yaml artifact

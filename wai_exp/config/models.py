@@ -29,6 +29,7 @@ from pydantic import (
 
 from wai_exp.domain.judges import judge_names, unknown_judge
 from wai_exp.domain.providers import PROVIDERS, load_plugins, provider_names
+from wai_exp.domain.secrets import redact_url
 
 
 class _Strict(BaseModel):
@@ -289,7 +290,7 @@ class ModelAgentConfig(_Strict):
         if ok:
             return url
         guess = (
-            f" (did you mean agent.base_url=http://{url}?)"
+            f" (did you mean agent.base_url=http://{redact_url(url)}?)"
             if url and "://" not in url and not spaced
             else ""
         )

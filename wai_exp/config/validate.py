@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from wai_exp.config import models
 from wai_exp.config.arms import DEFAULT_KIND, arm_agent, switches_kind
 from wai_exp.domain.plurals import counted
+from wai_exp.domain.secrets import redact_setting, redact_text
 
 #: Top-level keys whose single-part override selects a config group option (``agent=callable``).
 GROUPS = ("agent", "world", "knobs", "judge", "selection", "pipeline", "tracking", "experiment")
@@ -552,8 +553,11 @@ def _path(loc: Sequence[Any]) -> list[str]:
     return out
 
 
-def _fmt_value(value: Any) -> str:
-    text = repr(value)
+def _fmt_value(path: str, value: Any) -> str:
+    """``value`` of the config key ``path`` as a message quotes it: as a record shows it
+    (``wai_exp.domain.secrets.redact_setting``: no URL query value, no command flag value,
+    no credential; a section's too), cut to 60 characters."""
+    text = redact_text(repr(redact_setting(path, value)))
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -602,7 +606,7 @@ def pydantic_problems(
             text = _expected(e)
             if text not in expectations:
                 expectations.append(text)
-        lead = f"{path} = {_fmt_value(value)}" if path else "config"
+        lead = f"{path} = {_fmt_value(path, value)}" if path else "config"
         problems.append(f"{lead}: {'; or '.join(expectations)}")
     return problems
 

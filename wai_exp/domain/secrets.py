@@ -16,6 +16,14 @@ or :func:`redact` (nested data, where a credential-like key hides its value too)
 * the value of every provider key variable present in the environment (``OPENAI_API_KEY``,
   ``ANTHROPIC_API_KEY``, any ``*_API_KEY``/``*_TOKEN``/``*_SECRET``/``*_PASSWORD``), wherever
   it appears - also inside a server's error body that quotes the request's headers;
+* everything of a URL or command line the config names that could carry a credential
+  (:func:`redact_setting`): a token can sit under any query name or flag, so names cannot
+  decide. A value under a URL key (``url``, ``base_url``, ``*_url``, ``uri``) keeps its
+  scheme, user, host, port, path and query names; its password (or a user with no
+  password) and every query value go (:func:`redact_url`). A value under a command key (``command``, ``*_command``) keeps its
+  program, flag names and script file names; every other word goes (:func:`redact_command`).
+  The runner registers every query value of a URL in the config too, so a message or log
+  line that quotes the URL (an HTTP client's request line) loses them as well;
 * any value handed to :func:`register_secret` (the runner registers every secret it finds in
   the resolved config, the value of every variable a ``*_env`` key such as
   ``judge.api_key_env`` names, and the model layer registers every key and URL credential it
@@ -38,6 +46,7 @@ import json
 import logging
 import os
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
@@ -203,16 +212,142 @@ def is_secret_param(name: str) -> bool:
 
 
 def url_secret_spans(text: str) -> list[tuple[int, int]]:
-    """The ``(start, end)`` spans of the secrets inside the URLs of ``text``, in order: a
-    password (``user:PASSWORD@``), a user with no password (``https://TOKEN@``) and the
-    value of a credential-like query parameter (``?api_key=VALUE``). Everything else of a
-    URL (scheme, user, host, port, path, other parameters) is no secret."""
+    """The ``(start, end)`` spans of what may be a credential inside the URLs of ``text``, in
+    order: a password (``user:PASSWORD@``), a user with no password (``https://TOKEN@``) and
+    the value of every query parameter (``?sig=VALUE``, ``?X-Amz-Signature=VALUE``: a
+    server may take its token under any name). Scheme, user, host, port, path and the
+    parameters' names are no secret. An interpolation (``${...}``) names where a value
+    lives: it is no span."""
     if not isinstance(text, str) or "://" not in text:
         return []
     spans = [m.span(3) for m in _URL_CREDS.finditer(text)]
     spans += [m.span(2) for m in _URL_TOKEN_USER.finditer(text)]
-    spans += [m.span(3) for m in _URL_QUERY.finditer(text) if is_secret_param(m.group(2))]
+    for url in _URL.finditer(text):
+        spans += _query_spans(text, url.start(), url.end())
     return sorted(spans)
+
+
+# A URL inside text: a scheme, "://" and everything up to white space or a quote.
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s'\"<>]+")
+_INTERPOLATION = ("${", "$\\{")
+
+
+def _query_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The spans of the query values of the URL ``text[start:end]``: after ``=``, or a whole
+    part with no ``=`` (``?TOKEN``)."""
+    url = text[start:end]
+    query_at = url.find("?")
+    if query_at < 0:
+        return []
+    spans = []
+    at = start + query_at + 1
+    query = url[query_at + 1 :].split("#", 1)[0]
+    for part in query.split("&"):
+        _, eq, value = part.partition("=")
+        offset = at + (len(part) - len(value) if eq else 0)
+        value = value if eq else part
+        if value and not value.startswith(_INTERPOLATION):
+            spans.append((offset, offset + len(value)))
+        at += len(part) + 1
+    return spans
+
+
+#: A config key whose value is a URL the run connects to: :func:`redact_url` records it.
+_URL_SETTING = re.compile(r"^(url|uri|base_url|[a-z0-9_]*_url)$", re.IGNORECASE)
+#: A config key whose value is a command line the run starts: :func:`redact_command`.
+_COMMAND_SETTING = re.compile(r"^(command|[a-z0-9_]*_command)$", re.IGNORECASE)
+#: Words of a command line kept as they are besides its program and flag names: script
+#: files (by their name; the folder is the user's machine) and ``-m``'s module.
+_SCRIPT = re.compile(r"[\w.\-]+\.(py|js|mjs|cjs|ts|sh|rb|pl|jar)$")
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.DOTALL)
+
+
+def _setting_name(key: Any) -> str:
+    return str(key).rsplit(".", 1)[-1].lstrip("+~")
+
+
+def is_command_setting(key: Any) -> bool:
+    """True when the config key ``key`` (or its last dotted segment) holds a command line
+    (``world.command``, ``world.reset_command``)."""
+    return bool(_COMMAND_SETTING.match(_setting_name(key)))
+
+
+def redact_setting(key: Any, value: Any) -> Any:
+    """``value`` as a record may show it under the config key ``key`` (dotted or not): a
+    URL setting through :func:`redact_url`, a command setting through
+    :func:`redact_command`, nested data through :func:`redact`; anything else as it is."""
+    if isinstance(value, Mapping | list | tuple):
+        return redact(value)
+    if not isinstance(value, str):
+        return value
+    if _URL_SETTING.match(_setting_name(key)):
+        return redact_url(value)
+    return redact_command(value) if is_command_setting(key) else value
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (or its user when it has no password: that user is the
+    token) and every query value replaced by ``***redacted***``
+    (``http://user:***redacted***@host:8000/mcp?sig=***redacted***``): a record still says
+    which server, and holds nothing a server could take as a credential, under whatever
+    name. Not a URL: returned as it is."""
+    if not isinstance(url, str):
+        return url
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    host_end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    netloc, tail = rest[:host_end], rest[host_end:]
+    if "@" in netloc:
+        user, colon, _ = netloc.rsplit("@", 1)[0].partition(":")
+        shown = f"{user}:{REDACTED}" if colon else REDACTED  # a user alone is the token
+        netloc = f"{shown}@{netloc.rsplit('@', 1)[1]}"
+    out = f"{scheme}{sep}{netloc}{tail}"
+    spans = _query_spans(out, 0, len(out)) if "?" in tail else []
+    for start, end in reversed(spans):
+        out = out[:start] + REDACTED + out[end:]
+    return out
+
+
+def redact_command(command: str) -> str:
+    """``command`` (a command line, split as a POSIX shell would) with only its program (by
+    name), the names of its flags, script file names and ``-m``'s module kept; every other
+    word (a flag's value, ``--auth X`` or ``--auth=X``, an environment assignment's value,
+    ``TOKEN=X``, any other argument) becomes ``***redacted***``. A line that does not split
+    (an open quote) goes whole. Not a string: returned as it is."""
+    if not isinstance(command, str):
+        return command
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return REDACTED
+    out: list[str] = []
+    program, flag = None, None
+    for word in words:
+        out.append(_command_word(word, program, flag))
+        if program is None and not _ASSIGNMENT.match(word):
+            program = word
+        flag = word if word.startswith("-") and "=" not in word else None
+    return " ".join(out)
+
+
+def _command_word(word: str, program: str | None, flag: str | None) -> str:
+    """One word of :func:`redact_command` as recorded, after ``program`` and ``flag`` (the
+    word before, when it was a flag)."""
+    assignment = _ASSIGNMENT.match(word)
+    if program is None:
+        return f"{assignment.group(1)}={REDACTED}" if assignment else os.path.basename(word)
+    if word.startswith("-") and len(word) > 1:
+        name, eq, _ = word.partition("=")
+        if eq:
+            return f"{name}={REDACTED}"
+        if not word.startswith("--") and len(word) > 2:
+            return f"{word[:2]}{REDACTED}"  # -kVALUE: a short flag with its value
+        return word
+    if (flag == "-m" and _MODULE.match(word)) or _SCRIPT.search(word):
+        return os.path.basename(word)
+    return REDACTED
 
 
 def register_url_secrets(text: Any) -> None:
@@ -237,13 +372,39 @@ def register_env_secret(name: Any) -> None:
         register_secret(os.environ.get(name))
 
 
+def register_command_secrets(command: str) -> None:
+    """Register the words of a command line that are credentials by their name: an
+    environment assignment's value (``TOKEN=X python srv.py``) and the value of a
+    credential-like flag (``--api-key X``, ``--auth=X``, ``--sig X``), so an error or a
+    server's stderr that quotes them loses them too. Other flag values are only left out of
+    records (:func:`redact_command`): a port or a model name is no secret to scrub
+    everywhere."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return
+    flag, started = None, False
+    for word in words:
+        name, eq, value = word.partition("=")
+        assignment = not started and _ASSIGNMENT.match(word)
+        if eq and (assignment or (word.startswith("-") and is_secret_param(name.lstrip("-")))):
+            register_secret(value)
+        elif flag is not None and is_secret_param(flag.lstrip("-")):
+            register_secret(word)
+        started = started or not assignment
+        flag = word if word.startswith("-") and not eq else None
+
+
 def register_config_secrets(config: Any) -> None:
-    """Register every secret in a nested config: values under credential-like keys and the
-    passwords of URLs in any string value."""
+    """Register every secret in a nested config: values under credential-like keys, the
+    credentials of URLs in any string value (:func:`url_secret_spans`) and of command lines
+    (:func:`register_command_secrets`)."""
     if isinstance(config, Mapping):
         for k, v in config.items():
             if is_secret_key(k) and isinstance(v, str):
                 register_secret(v)
+            elif isinstance(v, str) and is_command_setting(k):
+                register_command_secrets(v)
             elif isinstance(k, str) and k.endswith("_env") and is_secret_key(k[:-4]):
                 register_env_secret(v)  # judge.api_key_env: MY_KEY -> the value of $MY_KEY
             else:
@@ -296,8 +457,9 @@ def _query_value(m: re.Match[str]) -> str:
 
 def redact(value: Any, *, keys: bool = True) -> Any:
     """A copy of nested data (dicts, lists, tuples, strings) with every secret redacted:
-    values under credential-like keys (unless ``keys=False``) and secrets inside strings.
-    Other leaves are returned as they are. Never raises."""
+    values under credential-like keys (unless ``keys=False``), URLs and command lines under
+    their keys (:func:`redact_setting`) and secrets inside strings. Other leaves are returned
+    as they are. Never raises."""
     if isinstance(value, str):
         return redact_text(value, keys=keys)
     if isinstance(value, Mapping):
@@ -305,6 +467,8 @@ def redact(value: Any, *, keys: bool = True) -> Any:
         for k, v in value.items():
             if keys and is_secret_key(k) and v is not None and not isinstance(v, Mapping | list):
                 out[k] = REDACTED
+            elif isinstance(v, str):
+                out[k] = redact_text(redact_setting(k, v), keys=keys)
             else:
                 out[k] = redact(v, keys=keys)
         return out
@@ -315,16 +479,26 @@ def redact(value: Any, *, keys: bool = True) -> Any:
 
 def redact_overrides(overrides: Iterable[str]) -> list[str]:
     """Command-line overrides with secret values redacted (``+agent.api_key=***redacted***``,
-    URL passwords, known key values)."""
+    URLs and command lines under their keys as :func:`redact_setting` records them, known
+    key values)."""
     out = []
     for item in overrides:
         item = str(item)
-        key, eq, _ = item.partition("=")
+        key, eq, value = item.partition("=")
         if eq and is_secret_key(key):
             out.append(f"{key}={REDACTED}")
+        elif eq:
+            shown = redact_setting(key, _unquoted(value))
+            out.append(f"{key}={redact_text(value if shown == _unquoted(value) else shown)}")
         else:
             out.append(redact_text(item))
     return out
+
+
+def _unquoted(value: str) -> str:
+    """An override's value without the quotes it was typed in (``'a b'``)."""
+    quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+    return value[1:-1] if quoted else value
 
 
 class RedactingFilter(logging.Filter):

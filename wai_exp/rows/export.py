@@ -31,6 +31,7 @@ from typing import Any
 
 from wai_exp.domain.numbers import finite_float, reward_number
 from wai_exp.domain.outcome import reward_facts
+from wai_exp.domain.secrets import redact_setting
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import NOT_EXECUTED, messages_from_steps, not_executed
 from wai_exp.rows.reader import answer_name, call_parts, read_steps, row_messages
@@ -96,10 +97,15 @@ def world_dials(
 ) -> dict[str, Any]:
     """The world dials a rollout was made under, as a row's ``lineage.world`` and an RL
     record's ``situation.world`` keep them: the ``world`` group (``WorldOptions`` fields, no
-    secret), the person's knobs (``PERSON_KNOBS`` found in ``knobs``) and ``execute: true``
-    when the user's own ``simulate.execute`` answered the tool calls (whether, not which:
-    the target can be a path on the user's machine)."""
-    options = {k: v for k, v in (world or {}).items() if k not in SECRET_WORLD_KEYS}
+    secret: ``env`` and ``headers`` left out, ``url``, ``command`` and ``reset_command`` as
+    ``wai_exp.domain.secrets.redact_setting`` records them, which server but none of its
+    query values or flag values), the person's knobs (``PERSON_KNOBS`` found in ``knobs``)
+    and ``execute: true`` when the user's own ``simulate.execute`` answered the tool calls
+    (whether, not which: the target can be a path on the user's machine). Nothing reads a
+    URL or command back from here: ``wai_exp.env`` replays mock worlds only."""
+    options = {
+        k: redact_setting(k, v) for k, v in (world or {}).items() if k not in SECRET_WORLD_KEYS
+    }
     return {
         "options": options,
         **({"execute": True} if execute else {}),

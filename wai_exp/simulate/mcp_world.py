@@ -24,6 +24,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from wai_exp.domain.secrets import redact_command, redact_url
 from wai_exp.simulate.world import HUMAN_TOOL_NAMES, RolloutWorld
 
 #: The system prompt of a ``world=mcp`` run given no spec: the shipped spec's desk prompt
@@ -150,7 +151,11 @@ class McpServer:
 
     def _why_not(self, exc: BaseException) -> str:
         o = self.options
-        where = f"world.url={o.url}" if o.url else f"world.command={o.command!r}"
+        where = (
+            f"world.url={redact_url(o.url)}"
+            if o.url
+            else f"world.command={redact_command(o.command)!r}"
+        )
         cause = _root(exc)
         tail = self.stderr_tail()
         msg = f"the MCP server ({where}) could not be started or reached: {cause}"
@@ -219,7 +224,7 @@ class McpServer:
         if o.reset_tool:
             self.call(o.reset_tool, {})
         elif o.reset_command:
-            subprocess.run(shlex.split(o.reset_command), check=True, timeout=60, cwd=o.cwd)
+            _run_reset(o.reset_command, o.cwd)
 
     def state(self) -> Any:
         """The server's own account of its state (``world.state_tool``), or None."""
@@ -377,3 +382,17 @@ class McpWorld(RolloutWorld):
 def mcp_world_class(server: McpServer) -> type[McpWorld]:
     """The world class of one stage, bound to its server."""
     return type("McpWorld", (McpWorld,), {"server": server})
+
+
+def _run_reset(command: str, cwd: str | None) -> None:
+    """Run ``world.reset_command``; a failure raises ``McpServerError`` naming the command as
+    a record shows it (``subprocess``'s own message quotes every argument)."""
+    shown = f"world.reset_command ({redact_command(command)!r})"
+    try:
+        subprocess.run(shlex.split(command), check=True, timeout=60, cwd=cwd)
+    except subprocess.CalledProcessError as exc:
+        raise McpServerError(f"{shown} exited with status {exc.returncode}") from None
+    except subprocess.TimeoutExpired:
+        raise McpServerError(f"{shown} did not finish within 60 s") from None
+    except OSError as exc:
+        raise McpServerError(f"{shown} could not start: {exc.strerror}") from None

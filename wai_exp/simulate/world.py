@@ -195,6 +195,22 @@ class WorldOptions(BaseModel):
             return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
         return value
 
+    @field_validator("command", "reset_command")
+    @classmethod
+    def _no_assignment(cls, value: str | None, info: Any) -> str | None:
+        # The line is split and started without a shell, so "TOKEN=x python srv.py" would
+        # try to run a program named "TOKEN=x"; the value is never echoed (it is a secret).
+        first = (value or "").split(maxsplit=1)[:1]
+        name, eq, _ = first[0].partition("=") if first else ("", "", "")
+        if eq and name.isidentifier():
+            raise ValueError(
+                f"starts with an environment assignment ({name}=...), but the command is run "
+                f"without a shell: give the variable as +world.env.{name}=${{oc.env:{name}}} "
+                f"(export {name} first; the value then reaches no file) and world.{info.field_name} "
+                "without it"
+            )
+        return value
+
     @field_validator("price_range")
     @classmethod
     def _prices(cls, value: tuple[float, float]) -> tuple[float, float]:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from wai_exp.domain.secrets import REDACTED, is_secret_key, redact, redact_text
+from wai_exp.domain.secrets import REDACTED, is_secret_key, redact, redact_setting, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,8 @@ def flatten_config(config: Any, *, redact_secrets: bool = True) -> dict[str, str
         if redact_secrets and value is not None and is_secret_key(raw_key):
             text = REDACTED
         else:
+            if redact_secrets:
+                value = redact_setting(raw_key, value)  # a URL's query, a command's flags
             text = format_value(value)
             if redact_secrets:
                 text = redact_text(text)  # a URL's password, a known key's value
