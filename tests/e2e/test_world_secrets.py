@@ -1,0 +1,167 @@
+"""A token inside a URL or a command line the config names, under a name no rule knows
+(``?access=``, ``?X-Amz-Signature=``, ``--access``, ``--auth=``, ``--sig``), never reaches
+a file, the MLflow store or the terminal, while every record still names the server.
+
+Each case runs the console script against a real server (an MCP server over stdio and over
+streamable HTTP, an OpenAI-compatible one on 127.0.0.1) with a random token. Afterwards every
+file under the test folder (rows, report.json, the stage cache, run.json, Hydra's
+``.hydra/``, the run's log, MLflow's artifacts) and a SQL dump of ``mlflow.db`` are searched.
+
+Old code: the world's URL and command went into every row's ``lineage.world``, report.json,
+the params and Hydra's copies as typed; only query names and flags that look like a
+credential (``api_key``, ``sig``, ``auth``) were redacted, never ``?access=`` or a flag's
+value, and the refusals quoted the URL or command whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.scripted_server import chat_reply, scripted_server
+
+WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
+REPO = Path(__file__).resolve().parents[2]
+RUN = ["+experiment=rl_round", "simulate.budget=6", "tracking.uri=sqlite:///mlflow.db"]
+R = "***redacted***"
+
+
+def _token() -> str:
+    """A credential of no shape any rule knows."""
+    return "Z" + secrets.token_hex(10)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(cwd: Path, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    cwd.mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return subprocess.Popen(
+        [WAI_EXP, *args], cwd=cwd, env={**clean, "PYTHONPATH": str(REPO), **(env or {})},
+        text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def _everything(root: Path) -> str:
+    parts = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            parts.append(path.read_bytes().decode("utf-8", "replace"))
+            if path.name == "mlflow.db":
+                with sqlite3.connect(path) as db:
+                    parts.extend(db.iterdump())
+    return "\n".join(parts)
+
+
+@pytest.fixture
+def notes_server() -> Iterator[str]:
+    """An MCP server over streamable HTTP: ``http://127.0.0.1:<port>/mcp``."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.mcp_notes_server", "--http", str(port)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(10)
+
+
+def _lineage_world(root: Path) -> dict[str, Any]:
+    [rows] = [p for p in (root / "outputs").rglob("rows.jsonl") if p.parent.name == "simulate"]
+    first = json.loads(rows.read_text(encoding="utf-8").splitlines()[0])
+    return first["lineage"]["world"]["options"]
+
+
+def _param(root: Path, key: str) -> str:
+    with sqlite3.connect(root / "mlflow.db") as db:
+        return db.execute("select value from params where key = ?", (key,)).fetchone()[0]
+
+
+def test_tokens_in_a_worlds_url_and_command_and_a_model_url_reach_no_record(
+    tmp_path: Path, notes_server: str
+) -> None:
+    t = {name: _token() for name in ("access", "auth", "sig", "url", "amz", "base")}
+    command = f"python -m tests.support.mcp_stock_server --access {t['access']} --auth={t['auth']}"
+    url = f"{notes_server}?access={t['url']}&X-Amz-Signature={t['amz']}"
+    seen: list[str] = []
+
+    def answer(path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        seen.append(path)
+        return 200, chat_reply("Done, I looked it up.")
+
+    with scripted_server(answer) as model_url:
+        runs = {
+            "stdio": _start(tmp_path / "stdio", [
+                *RUN, "world=mcp", f"world.cwd={REPO}", f"world.command='{command}'",
+                f"world.reset_command='python -c pass --sig {t['sig']}'",
+            ]),
+            "http": _start(tmp_path / "http", [*RUN, "world=mcp", f"world.url='{url}'"]),
+            # the provider's URL variable: httpx logs every request line with its query
+            "env": _start(tmp_path / "env", [*RUN, "simulate.budget=4", "agent=openai"], {
+                "OPENAI_BASE_URL": f"{model_url}?access={t['base']}", "OPENAI_API_KEY": "none",
+            }),
+        }  # fmt: skip
+        outputs = {name: p.communicate(timeout=600) for name, p in runs.items()}
+    for name, proc in runs.items():
+        assert proc.returncode in (0, 3), outputs[name][1][-3000:]
+    # the servers got the real values: the stdio one started and answered, the model its key
+    assert f"/v1/chat/completions?access={t['base']}" in seen
+    stdio = _lineage_world(tmp_path / "stdio")
+    assert stdio["command"] == f"python -m tests.support.mcp_stock_server --access {R} --auth={R}"
+    assert stdio["reset_command"] == f"python -c {R} --sig {R}"
+    assert _param(tmp_path / "stdio", "world.command") == stdio["command"]
+    shown = f"{notes_server}?access={R}&X-Amz-Signature={R}"
+    assert _lineage_world(tmp_path / "http")["url"] == shown
+    assert _param(tmp_path / "http", "world.url") == shown
+    everything = _everything(tmp_path) + "".join(o + e for o, e in outputs.values())
+    assert [name for name, token in t.items() if token in everything] == []
+
+
+def test_refusals_quote_a_url_or_command_without_its_values(tmp_path: Path) -> None:
+    """Hydra's grammar, the environment-assignment check, pydantic's URL check and an MCP
+    server that cannot be reached: each refuses before any work and names the setting."""
+    t = {name: _token() for name in ("grammar", "assign", "pydantic", "unreached")}
+    closed = f"http://127.0.0.1:{_free_port()}/mcp"
+    runs = {
+        # unquoted: the '=' of the query is Hydra's grammar error, quoted back
+        "grammar": _start(tmp_path / "grammar", [
+            *RUN, "world=mcp", f"world.url={closed}?access={t['grammar']}"]),
+        "assign": _start(tmp_path / "assign", [
+            *RUN, "world=mcp", f"world.command='MY_TOKEN={t['assign']} python -m my_server'"]),
+        "pydantic": _start(tmp_path / "pydantic", [
+            *RUN, "agent=openai", f"agent.base_url='ftp://gpu-box/v1?access={t['pydantic']}'"]),
+        "unreached": _start(tmp_path / "unreached", [
+            *RUN, "world=mcp", f"world.url='{closed}?access={t['unreached']}'"]),
+    }  # fmt: skip
+    outputs = {name: p.communicate(timeout=300) for name, p in runs.items()}
+    words = {
+        "grammar": f"world.url={closed}?access={R}",
+        "assign": "+world.env.MY_TOKEN=${oc.env:MY_TOKEN}",
+        "pydantic": f"agent.base_url = 'ftp://gpu-box/v1?access={R}'",
+        "unreached": f"world.url={closed}?access={R}) could not be started or reached",
+    }
+    for name, proc in runs.items():
+        assert proc.returncode == 2, outputs[name]
+        assert words[name] in outputs[name][1], outputs[name][1]
+    everything = _everything(tmp_path) + "".join(o + e for o, e in outputs.values())
+    assert [name for name, token in t.items() if token in everything] == []
