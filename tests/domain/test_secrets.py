@@ -291,6 +291,9 @@ def test_a_recorded_url_keeps_its_server_and_loses_every_query_value_whatever_it
             assert f"http://127.0.0.1:8123/mcp?{name}={REDACTED}&other={REDACTED}" in shown
     shown = redact({"url": "https://deploy:Zpw1234567@gw.example:8443/v1"})["url"]
     assert shown == f"https://deploy:{REDACTED}@gw.example:8443/v1"
+    token = _token()
+    shown = redact({"url": f"https://gw.example/cb?state=1#access_token={token}"})["url"]
+    assert shown == f"https://gw.example/cb?state={REDACTED}#{REDACTED}"
 
 
 def test_a_recorded_command_keeps_its_program_and_flags_and_loses_their_values():

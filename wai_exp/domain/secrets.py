@@ -20,10 +20,11 @@ or :func:`redact` (nested data, where a credential-like key hides its value too)
   (:func:`redact_setting`): a token can sit under any query name or flag, so names cannot
   decide. A value under a URL key (``url``, ``base_url``, ``*_url``, ``uri``) keeps its
   scheme, user, host, port, path and query names; its password (or a user with no
-  password) and every query value go (:func:`redact_url`). A value under a command key (``command``, ``*_command``) keeps its
-  program, flag names and script file names; every other word goes (:func:`redact_command`).
-  The runner registers every query value of a URL in the config too, so a message or log
-  line that quotes the URL (an HTTP client's request line) loses them as well;
+  password) and every query value go (:func:`redact_url`). A value under a command key
+  (``command``, ``*_command``) keeps its program, flag names, script file names and
+  ``-m``'s module; every other word goes (:func:`redact_command`). The runner registers
+  every query value of a URL in the config too, so a message or log line that quotes the
+  URL (an HTTP client's request line) loses them as well;
 * any value handed to :func:`register_secret` (the runner registers every secret it finds in
   the resolved config, the value of every variable a ``*_env`` key such as
   ``judge.api_key_env`` names, and the model layer registers every key and URL credential it
@@ -233,13 +234,14 @@ _INTERPOLATION = ("${", "$\\{")
 
 
 def _query_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """The spans of the query values of the URL ``text[start:end]``: after ``=``, or a whole
-    part with no ``=`` (``?TOKEN``)."""
+    """The spans of the query values of the URL ``text[start:end]`` (after ``=``, or a whole
+    part with no ``=``: ``?TOKEN``) and of its fragment (``#access_token=...``)."""
     url = text[start:end]
+    fragment_at = url.find("#")
+    spans = [(start + fragment_at + 1, end)] if 0 <= fragment_at < len(url) - 1 else []
     query_at = url.find("?")
-    if query_at < 0:
-        return []
-    spans = []
+    if query_at < 0 or 0 <= fragment_at < query_at:
+        return spans
     at = start + query_at + 1
     query = url[query_at + 1 :].split("#", 1)[0]
     for part in query.split("&"):
@@ -288,7 +290,7 @@ def redact_setting(key: Any, value: Any) -> Any:
 
 def redact_url(url: str) -> str:
     """``url`` with its password (or its user when it has no password: that user is the
-    token) and every query value replaced by ``***redacted***``
+    token), every query value and its fragment replaced by ``***redacted***``
     (``http://user:***redacted***@host:8000/mcp?sig=***redacted***``): a record still says
     which server, and holds nothing a server could take as a credential, under whatever
     name. Not a URL: returned as it is."""
@@ -304,7 +306,7 @@ def redact_url(url: str) -> str:
         shown = f"{user}:{REDACTED}" if colon else REDACTED  # a user alone is the token
         netloc = f"{shown}@{netloc.rsplit('@', 1)[1]}"
     out = f"{scheme}{sep}{netloc}{tail}"
-    spans = _query_spans(out, 0, len(out)) if "?" in tail else []
+    spans = sorted(_query_spans(out, 0, len(out))) if "?" in tail or "#" in tail else []
     for start, end in reversed(spans):
         out = out[:start] + REDACTED + out[end:]
     return out
