@@ -12,7 +12,8 @@ everything else is a Hydra run
   here the error names the closest valid key and the exit status is 2. This runs before
   mlflow, scipy or even Hydra are imported, so a typo costs well under a second;
 * moves every secret value on the command line (a credential-like key such as
-  ``+agent.api_key=...``, a URL's password or token, a provider key's value) into a process
+  ``+agent.api_key=...``, a URL's password, token or query values, a command line's flag
+  and argument values, a provider key's value) into a process
   environment variable and hands Hydra ``key=${oc.env:WAI_EXP_SECRET_<n>}`` instead. Hydra
   writes its overrides and config into ``<run dir>/.hydra/`` before any of our code runs;
   this way the raw key never reaches those files (the run still sees the real value);
@@ -423,8 +424,7 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
                 moved.append(v)  # a value of the sweep with no secret stays readable
                 continue
             quote = v.strip()[0] if _quoted(v.strip()) else ""
-            parts = None if _moved_whole(key) else _url_parts_moved(raw, quote, stash)
-            moved.append(stash(raw) if parts is None else f"{quote}{parts}{quote}")
+            moved.append(_moved_value(key, raw, quote, stash))
         out.append(f"{key}=" + ",".join(moved))
     return out
 
@@ -448,13 +448,58 @@ def _holds_secret(key: str, raw: str) -> bool:
     )
 
 
-def _moved_whole(key: str) -> bool:
-    """A value of ``key`` holding a secret is moved whole: a credential-like key's, and a
-    command line's (its words would need the shell's quoting back); of other values only
-    the secrets of their URLs move (:func:`_url_parts_moved`)."""
+def _moved_value(
+    key: str, raw: str, quote: str, stash: Callable[[str], str], *, escaped: bool = False
+) -> str:
+    """``raw`` (typed in ``quote``), a value of ``key`` holding a secret, as Hydra gets it: a
+    credential-like key's value moved whole; of a command line only the words a record
+    redacts (:func:`_command_parts_moved`), of another value only the secrets of its URLs
+    (:func:`_url_parts_moved`), so Hydra's copies still name the server; whole when that
+    cannot be done safely (``escaped``: the value needed Hydra's escapes)."""
     from wai_exp.domain.secrets import is_command_setting, is_secret_key
 
-    return is_secret_key(key) or is_command_setting(key)
+    if is_secret_key(key) or escaped:
+        return stash(raw)
+    if is_command_setting(key):
+        words = _command_parts_moved(raw, stash)
+        return stash(raw) if words is None else f'"{words}"'
+    parts = _url_parts_moved(raw, quote, stash)
+    return stash(raw) if parts is None else f"{quote}{parts}{quote}"
+
+
+def _command_parts_moved(raw: str, stash: Callable[[str], str]) -> str | None:
+    """The command line ``raw`` with each part a record redacts (a flag's value, an
+    environment assignment's value, an argument: ``wai_exp.domain.secrets.command_words``)
+    moved by ``stash`` and single-quoted for the shell split that runs it
+    (``python srv.py --auth '${oc.env:WAI_EXP_SECRET_0}'``), the rest shell-quoted as it
+    was. None when that cannot be done safely: a ``"``, ``\\`` or ``$`` (Hydra's or the
+    shell's to read), a ``'`` in a moved part, a secret in a kept word, nothing to move."""
+    import shlex
+
+    from wai_exp.domain.secrets import REDACTED, command_words, redact_text
+
+    words = command_words(raw)
+    if words is None or any(c in raw for c in '"\\$'):
+        return None
+    plan: list[tuple[str, str | None]] = []
+    for word, shown in words:
+        if not shown.endswith(REDACTED):
+            plan.append((word, None))
+            continue
+        prefix = shown[: -len(REDACTED)]
+        secret = word[len(prefix) :]
+        if not word.startswith(prefix) or not secret or "'" in secret:
+            return None
+        plan.append((prefix, secret))
+    kept = [word for word, secret in plan if secret is None]
+    if all(secret is None for _, secret in plan) or any(redact_text(w) != w for w in kept):
+        return None
+    return " ".join(
+        shlex.quote(word)
+        if secret is None
+        else f"{shlex.quote(word) if word else ''}'{stash(secret)}'"
+        for word, secret in plan
+    )
 
 
 def _url_parts_moved(raw: str, quote: str, stash: Callable[[str], str]) -> str | None:
@@ -491,7 +536,6 @@ def _move_grammar_secrets(key: str, value: str, stash: Callable[[str], str]) -> 
     (all values for a credential-like key; elsewhere those the redaction rule changes, or
     only the secrets of a URL: :func:`_url_parts_moved`).
     Function names (``choice(``), keyword names (``start=``) and ``null`` stay."""
-    whole = _moved_whole(key)
 
     def move(m: re.Match[str]) -> str:
         token, rest = m.group(0), value[m.end() :].lstrip()
@@ -502,8 +546,7 @@ def _move_grammar_secrets(key: str, value: str, stash: Callable[[str], str]) -> 
         if not _holds_secret(key, raw):
             return token
         escaped = not quote and raw != token  # its parts would need Hydra's escapes again
-        parts = None if whole or escaped else _url_parts_moved(raw, quote, stash)
-        return stash(raw) if parts is None else f"{quote}{parts}{quote}"
+        return _moved_value(key, raw, quote, stash, escaped=escaped)
 
     return f"{key}=" + _GRAMMAR_VALUE.sub(move, value)
 

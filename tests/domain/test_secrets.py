@@ -347,10 +347,40 @@ def test_a_url_or_command_with_secrets_is_moved_off_the_command_line():
     assert moved == [
         "world.url='http://127.0.0.1:8123/mcp?access=${oc.env:WAI_EXP_SECRET_0}"
         "&X-Amz-Signature=${oc.env:WAI_EXP_SECRET_1}'",
-        "world.command=${oc.env:WAI_EXP_SECRET_2}",  # a command line moves whole
+        # the flag's value, quoted for the shell split that runs the line
+        "world.command=\"python srv.py --auth '${oc.env:WAI_EXP_SECRET_2}'\"",
         "world.reset_command='python -m my_server.reset'",  # nothing to redact: it stays
     ]
-    assert list(env.values()) == [t1, t2, f"python srv.py --auth {t3}"]
+    assert list(env.values()) == [t1, t2, t3]
+
+
+def test_a_command_line_runs_as_typed_with_its_values_moved(monkeypatch):
+    """What Hydra parses and the run resolves splits into the words the user typed; every
+    copy Hydra writes (the overrides as typed) shows the program and flags, no value."""
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    t = [_token() for _ in range(4)]
+    typed = {
+        "world.command": f"npx -y @scope/server-x --api-key {t[0]} --auth={t[1]} -k{t[2]}",
+        "world.reset_command": f"TOKEN={t[3]} python scripts/reset.py --quiet",
+    }
+    env: dict[str, str] = {}
+    moved = move_secret_overrides([f"{k}='{v}'" for k, v in typed.items()], env)
+    parser = OverridesParser.create()
+    for item in moved:
+        key, _, value = item.partition("=")
+        parsed = parser.parse_override(item).value()
+        for name, secret in env.items():
+            monkeypatch.setenv(name, secret)
+        resolved = OmegaConf.create({"v": parsed}).v
+        assert shlex.split(resolved) == shlex.split(typed[key])
+    shown = " ".join(redact_overrides(moved))
+    assert not any(token in shown for token in t)
+    assert f"world.command=npx -y {REDACTED} --api-key {REDACTED} --auth={REDACTED}" in shown
+    assert f"world.reset_command=TOKEN={REDACTED} python reset.py --quiet" in shown
 
 
 def test_an_override_hydra_cannot_read_is_quoted_without_its_values():

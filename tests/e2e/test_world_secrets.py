@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.scripted_server import chat_reply, scripted_server
 
@@ -98,9 +99,15 @@ def _param(root: Path, key: str) -> str:
 
 
 def test_tokens_in_a_worlds_url_and_command_and_a_model_url_reach_no_record(
-    tmp_path: Path, notes_server: str
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, notes_server: str
 ) -> None:
     t = {name: _token() for name in ("access", "auth", "sig", "url", "amz", "base")}
+    # the reset command writes the arguments it got where the search below does not look
+    seen_by_reset = tmp_path_factory.mktemp("reset") / "argv.txt"
+    reset = seen_by_reset.with_name("reset.py")
+    reset.write_text(
+        f"import sys\nopen({str(seen_by_reset)!r}, 'a').write(' '.join(sys.argv[1:]))\n"
+    )
     command = f"python -m tests.support.mcp_stock_server --access {t['access']} --auth={t['auth']}"
     url = f"{notes_server}?access={t['url']}&X-Amz-Signature={t['amz']}"
     seen: list[str] = []
@@ -113,7 +120,7 @@ def test_tokens_in_a_worlds_url_and_command_and_a_model_url_reach_no_record(
         runs = {
             "stdio": _start(tmp_path / "stdio", [
                 *RUN, "world=mcp", f"world.cwd={REPO}", f"world.command='{command}'",
-                f"world.reset_command='python -c pass --sig {t['sig']}'",
+                f"world.reset_command='python {reset} --sig {t['sig']}'",
             ]),
             "http": _start(tmp_path / "http", [*RUN, "world=mcp", f"world.url='{url}'"]),
             # the provider's URL variable: httpx logs every request line with its query
@@ -124,12 +131,20 @@ def test_tokens_in_a_worlds_url_and_command_and_a_model_url_reach_no_record(
         outputs = {name: p.communicate(timeout=600) for name, p in runs.items()}
     for name, proc in runs.items():
         assert proc.returncode in (0, 3), outputs[name][1][-3000:]
-    # the servers got the real values: the stdio one started and answered, the model its key
+    # the real values went where they were meant to: the reset command's, the model's key
     assert f"/v1/chat/completions?access={t['base']}" in seen
+    assert seen_by_reset.read_text(encoding="utf-8").startswith(f"--sig {t['sig']}")
     stdio = _lineage_world(tmp_path / "stdio")
     assert stdio["command"] == f"python -m tests.support.mcp_stock_server --access {R} --auth={R}"
-    assert stdio["reset_command"] == f"python -c {R} --sig {R}"
+    assert stdio["reset_command"] == f"python reset.py --sig {R}"
     assert _param(tmp_path / "stdio", "world.command") == stdio["command"]
+    # Hydra's copy (the command line's values moved, then scrubbed) shows the same
+    [hydra] = (tmp_path / "stdio" / "outputs").rglob(".hydra/config.yaml")
+    world = yaml.safe_load(hydra.read_text(encoding="utf-8"))["world"]
+    assert (world["command"], world["reset_command"]) == (
+        stdio["command"],
+        stdio["reset_command"],
+    )
     shown = f"{notes_server}?access={R}&X-Amz-Signature={R}"
     assert _lineage_world(tmp_path / "http")["url"] == shown
     assert _param(tmp_path / "http", "world.url") == shown

@@ -320,18 +320,26 @@ def redact_command(command: str) -> str:
     (an open quote) goes whole. Not a string: returned as it is."""
     if not isinstance(command, str):
         return command
+    words = command_words(command)
+    return REDACTED if words is None else " ".join(shown for _, shown in words)
+
+
+def command_words(command: str) -> list[tuple[str, str]] | None:
+    """``(word, shown)`` for each word of ``command`` as :func:`redact_command` records it: a
+    ``shown`` ending in ``***redacted***`` replaces the rest of ``word`` after the same
+    prefix (``--auth=``, ``-k``, ``TOKEN=`` or nothing). None when the line does not split."""
     try:
         words = shlex.split(command)
     except ValueError:
-        return REDACTED
-    out: list[str] = []
+        return None
+    out: list[tuple[str, str]] = []
     program, flag = None, None
     for word in words:
-        out.append(_command_word(word, program, flag))
+        out.append((word, _command_word(word, program, flag)))
         if program is None and not _ASSIGNMENT.match(word):
             program = word
         flag = word if word.startswith("-") and "=" not in word else None
-    return " ".join(out)
+    return out
 
 
 def _command_word(word: str, program: str | None, flag: str | None) -> str:
