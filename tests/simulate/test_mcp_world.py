@@ -183,3 +183,16 @@ def test_a_server_that_cannot_be_reached_or_reset_is_named_without_its_secrets()
         "world.reset_command ('python -c ***redacted*** --sig ***redacted***') exited with "
         "status 3" in str(err.value)
     )
+
+
+def test_a_server_with_no_tools_is_named_without_its_commands_values() -> None:
+    """Through the Python API too (no runner registered the config's secrets)."""
+    import secrets
+
+    token = "Z" + secrets.token_hex(10)
+    world = {**STDIO, "command": f"{STDIO['command']} --access {token}",
+             "env": {"NOTES_NO_TOOLS": "1"}}  # fmt: skip
+    with pytest.raises(ValueError, match="lists no tools") as err:
+        simulate(budget=2, advanced={"world": world})
+    assert token not in str(err.value)
+    assert "python -m tests.support.mcp_notes_server --access ***redacted***" in str(err.value)

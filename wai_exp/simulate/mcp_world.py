@@ -35,6 +35,14 @@ MCP_SYSTEM_PROMPT = (
 )
 
 
+def server_setting(options: Any) -> str:
+    """``world.url=...`` or ``world.command='...'`` as a message names the server: as a
+    record shows it (``wai_exp.domain.secrets.redact_setting``), no query or flag value."""
+    if options.url:
+        return f"world.url={redact_url(options.url)}"
+    return f"world.command={redact_command(options.command)!r}"
+
+
 class McpServerError(RuntimeError):
     """The server could not be started or reached, or it went away mid-run."""
 
@@ -151,11 +159,7 @@ class McpServer:
 
     def _why_not(self, exc: BaseException) -> str:
         o = self.options
-        where = (
-            f"world.url={redact_url(o.url)}"
-            if o.url
-            else f"world.command={redact_command(o.command)!r}"
-        )
+        where = server_setting(o)
         cause = _root(exc)
         tail = self.stderr_tail()
         msg = f"the MCP server ({where}) could not be started or reached: {cause}"

@@ -258,26 +258,33 @@ _WARNED: set[str] = set()
 
 def _mcp_world(options: Any, kwargs: dict[str, Any]) -> WorldSetup:
     """Start the stage's MCP server (refusing, as a ValueError naming the fix, when it cannot
-    start or lists no tools); its env values and headers are secrets from here on."""
+    start or lists no tools); its env values and headers, its URL's query values and its
+    commands' credential words are secrets from here on (the Python API's run too)."""
     import importlib.util
 
-    from wai_exp.domain.secrets import register_secret
-    from wai_exp.simulate.mcp_world import McpServer, McpServerError, mcp_world_class
+    from wai_exp.domain.secrets import register_config_secrets, register_secret
+    from wai_exp.simulate.mcp_world import (
+        McpServer,
+        McpServerError,
+        mcp_world_class,
+        server_setting,
+    )
 
     if importlib.util.find_spec("mcp") is None:
         raise ValueError("world=mcp needs the mcp package (its client): pip install 'mcp>=2.3,<3'")
     server_key = options.url or options.command
     for value in [*options.env.values(), *options.headers.values()]:
         register_secret(value)
+    register_config_secrets({k: getattr(options, k) for k in ("url", "command", "reset_command")})
     try:
         server = McpServer(options)
     except McpServerError as exc:
         raise ValueError(str(exc)) from None
     if not server.tools:
         server.close()
-        where = options.url or options.command
         raise ValueError(
-            f"the MCP server ({where}) lists no tools: the agent would have nothing to call; "
+            f"the MCP server ({server_setting(options)}) lists no tools: the agent would have "
+            "nothing to call; "
             "point world.command/world.url at a server that registers tools"
         )
     if not (options.reset_tool or options.reset_command) and server_key not in _WARNED:
