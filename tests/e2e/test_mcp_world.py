@@ -165,3 +165,18 @@ def test_rl_round_over_streamable_http(tmp_path: Path) -> None:
     )
     sources = [s.get("source") for _, s in tool_steps(tmp_path)]
     assert sources.count("server") >= 5 and "injected" in sources, sources
+
+
+def test_a_call_slower_than_call_timeout_is_lost_naming_the_knob(tmp_path: Path) -> None:
+    # every agent tool call takes 3 s; world.call_timeout=1 must end it at 1 s, not later
+    res = wai(
+        tmp_path, f"world.command={SERVER}", "world.reset_tool=reset_notes",
+        "world.call_timeout=1", "+world.env.NOTES_SLOW_S=3", "simulate.fault_rate=0",
+        "simulate.budget=8", "seed=2",
+    )  # fmt: skip
+    out = res.stdout + res.stderr
+    assert "did not answer within world.call_timeout=1 s" in out, out
+    assert "raise world.call_timeout" in out, out
+    rows = tmp_path / "outputs/run/simulate/rows.jsonl"
+    sources = [s.get("source") for _, s in tool_steps(tmp_path)] if rows.exists() else []
+    assert "server" not in sources, sources  # no 3 s answer was taken as within 1 s

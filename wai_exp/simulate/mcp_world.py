@@ -211,7 +211,13 @@ class McpServer:
             self._session.call_tool(name, dict(arguments)), self._loop
         )
         try:
-            result = fut.result(self.call_timeout + 5)
+            result = fut.result(self.call_timeout)
+        except TimeoutError:
+            fut.cancel()
+            self.dead = f"{name} did not answer within world.call_timeout={self.call_timeout:g} s"
+            raise McpServerError(
+                f"{self._gone()}; raise world.call_timeout if the tool is slow, not stuck"
+            ) from None
         except Exception as exc:  # the transport closed under the call: the server is gone
             self.dead = f"{type(exc).__name__}: {_root(exc)}"
             raise McpServerError(self._gone()) from None
