@@ -680,6 +680,16 @@ def world_problems(world: Mapping[str, Any], world_model: type[BaseModel]) -> li
         return pydantic_problems(exc, prefix=("world",), flat_keys=fields)
     except (TypeError, ValueError) as exc:
         return [f"world: {exc}"]
+    # A run gives every ask simulate.fault_rate (the mode's when null), so the world's
+    # fallback rate is never read: a value set there would change nothing, silently.
+    rate = world.get("default_fault_rate")
+    field = world_model.model_fields.get("default_fault_rate")
+    if field is not None and rate is not None and rate != field.default:
+        return [
+            f"world.default_fault_rate={rate}: a run never reads it (every ask's faults fire at "
+            "simulate.fault_rate; null: 0.5, or 0.8 under simulate.mode=rl); set "
+            f"simulate.fault_rate={rate} instead"
+        ]
     return []
 
 
