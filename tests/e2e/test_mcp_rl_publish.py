@@ -71,6 +71,10 @@ def test_trl_publish_of_mcp_records_says_the_env_cannot_replay_them(tmp_path: Pa
     assert "rebuilds the task's mock world" not in card
     assert "`wai_exp.env.reset(record)` cannot rebuild their world" in card
     records = [json.loads(line) for line in (tmp_path / "trl/publish/train.jsonl").open()]
+    # The policy is offered the server's tools (not the shipped desk's), minus the harness's.
+    assert {tuple(t["function"]["name"] for t in r["tools"]) for r in records} == {
+        ("lookup_item", "adjust_stock")
+    }
     for record in records:
         with pytest.raises(EnvError, match="world=mcp"):
             reset(record)

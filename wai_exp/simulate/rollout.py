@@ -310,6 +310,10 @@ class RolloutRunner:
             row["user_model"] = self.user_model
         if raw_end is not None and str(raw_end) != ended_by:
             row["ended_by_raw"] = str(raw_end)  # what the agent said, before the vocabulary
+        if self.world_setup.server is not None:
+            # A world=mcp server's tools are named by no spec: the row keeps them, so
+            # publish offers the policy the tools it was played with, not the shipped desk's.
+            row["tools"] = [dict(t) for t in self.tools]
         row["behavior_signature"] = self._signature(row)
         if self._conduct is not None:
             verdict = self._conduct(row, self.tool_names)
