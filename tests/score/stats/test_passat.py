@@ -141,6 +141,34 @@ def test_a_k_that_plan_not_served_rows_shrank_names_their_fix_not_grading_again(
     assert "1 carries a partial reward: have the judge return 0/1" in pass_at(rows).note
 
 
+def test_a_first_batch_k_that_unjudged_rows_shrank_names_them_not_more_repeats() -> None:
+    """An adaptive run (rl's split): pass^k reads each task's first batch of 4. Two of one
+    task's first 4 were unjudged for want of the planned record, so k fell to 2: the note
+    said "simulate with repeats>=4" (the run had 8), not why the rows are unjudged."""
+    rows = rows_from([(2, 4), (3, 4), (1, 4), (4, 4)])
+    rows += group("t0", 2, 4, selection_reason="group_split")  # t0's first 4 split
+    _unserved(rows[0])
+    _unserved(rows[1])
+    note = pass_at(rows).note
+    assert pass_at(rows).k == 2 and "repeats>=4" not in note, note
+    assert "2 rows with no 0/1 grade (unjudged, or a partial reward) left 1 of 4 tasks" in note
+    assert "2 are unjudged because the world answered not found" in note
+    assert "pass k=4 to read pass^4 and pass@4 over the 3 tasks" in note
+    assert pass_at(rows, k=4).n_groups_at_k == 3  # the advice holds
+
+
+def test_the_shrunk_k_note_counts_its_reasons_over_the_rows_it_counts() -> None:
+    # t0 lost one row's grade; every row of t4 is unjudged, so t4 is not in the numbers.
+    # The note said "1 rows with no 0/1 grade ... left 1 of 4 tasks short ...: 5 are
+    # unjudged because ...": two counts of one thing.
+    rows = rows_from([(2, 4), (3, 4), (1, 4), (4, 4), (0, 4)])
+    for i in (0, 16, 17, 18, 19):
+        _unserved(rows[i])
+    note = pass_at(rows).note
+    assert "1 rows with no 0/1 grade (unjudged, or a partial reward) left 1 of 4 tasks" in note
+    assert "1 is unjudged because the world answered not found" in note, note
+
+
 def test_no_binary_rows_for_want_of_the_planned_record_names_that_fix() -> None:
     rows = [{"scenario_id": t, "reward": 1.0} for t in "ab"]
     for r in rows:

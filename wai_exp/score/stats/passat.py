@@ -402,9 +402,10 @@ class _KWay:
         return out
 
 
-def _rows_per_task(facts: Any, groups: TaskGroups) -> np.ndarray:
-    """Each graded task's rows, graded or not, in ``groups.keys`` order."""
-    all_keys, all_task = facts.subgroups(np.ones(len(facts.keys), dtype=bool))
+def _rows_per_task(facts: Any, groups: TaskGroups, on_basis: np.ndarray) -> np.ndarray:
+    """Each graded task's rows on the basis (``on_basis``), graded or not, in
+    ``groups.keys`` order."""
+    all_keys, all_task = facts.subgroups(on_basis)
     totals = dict(
         zip(all_keys, np.bincount(all_task, minlength=len(all_keys)).tolist(), strict=True)
     )
@@ -430,11 +431,17 @@ class Ungraded:
     other: int = 0
 
     @classmethod
-    def of(cls, rows: Sequence[Mapping[str, Any]], facts: Any) -> Ungraded:
-        """Count ``rows`` (aligned with the first ``len(rows)`` of ``facts``) by why."""
+    def of(
+        cls, rows: Sequence[Mapping[str, Any]], facts: Any, among: np.ndarray | None = None
+    ) -> Ungraded:
+        """Count ``rows`` (aligned with the first ``len(rows)`` of ``facts``) by why; with
+        ``among``, only the rows it marks."""
         why: Counter[str] = Counter()
         reward = facts.reward_under("reward")
-        for i in np.flatnonzero(np.isnan(facts.binary[: len(rows)])).tolist():
+        unjudged = np.isnan(facts.binary[: len(rows)])
+        if among is not None:
+            unjudged &= among[: len(rows)]
+        for i in np.flatnonzero(unjudged).tolist():
             meta = rows[i].get("judge_meta")
             meta = meta if isinstance(meta, Mapping) else {}
             if meta.get("plan_not_served"):
@@ -586,10 +593,14 @@ class _Graded:
             for r in (row.get("selection_reason") for row in (*row_list, *failed))
         ]
         basis_groups, basis = _basis_groups(groups, facts.keys, binary, extension, notes)
-        # A first batch has no "rows it was simulated with" to compare: no shrunk-k advice.
-        per_task = _rows_per_task(facts, groups) if basis == "all_rows" else None
+        # A first batch's rows left without a grade shrink k as much as any: count them.
+        on_basis = ~np.array(extension, dtype=bool)
+        per_task = _rows_per_task(facts, basis_groups, on_basis)
+        # The note's reasons count the rows its count does: those of the tasks it reads.
+        kept = set(basis_groups.keys)
+        counted = on_basis & np.array([key in kept for key in facts.keys], dtype=bool)
         return cls(row_list, len(failed), facts.keys, groups, basis_groups, basis, extension,
-                   notes, per_task, ungraded)  # fmt: skip
+                   notes, per_task, Ungraded.of(row_list, facts, counted))  # fmt: skip
 
     def k_way(self, k: int | None, min_k: int, unanimous_short: bool) -> _KWay:
         return _KWay.of(self.basis_groups, k, min_k, unanimous_short, self.notes,
