@@ -431,9 +431,11 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
 
 def _holds_secret(key: str, raw: str) -> bool:
     """``raw``, the value of ``key``, holds what a record would redact: a credential-like
-    key's value, a secret the rule finds in text, a URL's query value or user info, or a
-    command line's flag values (``wai_exp.domain.secrets.redact_setting``)."""
+    key's value, an entry of ``world.env`` / ``world.headers``, a secret the rule finds in
+    text, a URL's query value or user info, or a command line's flag values
+    (``wai_exp.domain.secrets.redact_setting``)."""
     from wai_exp.domain.secrets import (
+        is_secret_entry,
         is_secret_key,
         redact_setting,
         redact_text,
@@ -442,6 +444,7 @@ def _holds_secret(key: str, raw: str) -> bool:
 
     return (
         is_secret_key(key)
+        or is_secret_entry(key)
         or redact_text(raw) != raw
         or redact_setting(key, raw) != raw
         or bool(url_secret_spans(raw))
@@ -452,13 +455,14 @@ def _moved_value(
     key: str, raw: str, quote: str, stash: Callable[[str], str], *, escaped: bool = False
 ) -> str:
     """``raw`` (typed in ``quote``), a value of ``key`` holding a secret, as Hydra gets it: a
-    credential-like key's value moved whole; of a command line only the words a record
-    redacts (:func:`_command_parts_moved`), of another value only the secrets of its URLs
-    (:func:`_url_parts_moved`), so Hydra's copies still name the server; whole when that
-    cannot be done safely (``escaped``: the value needed Hydra's escapes)."""
-    from wai_exp.domain.secrets import is_command_setting, is_secret_key
+    credential-like key's value and a ``world.env`` / ``world.headers`` entry moved whole;
+    of a command line only the words a record redacts (:func:`_command_parts_moved`), of
+    another value only the secrets of its URLs (:func:`_url_parts_moved`), so Hydra's
+    copies still name the server; whole when that cannot be done safely (``escaped``: the
+    value needed Hydra's escapes)."""
+    from wai_exp.domain.secrets import is_command_setting, is_secret_entry, is_secret_key
 
-    if is_secret_key(key) or escaped:
+    if is_secret_key(key) or is_secret_entry(key) or escaped:
         return stash(raw)
     if is_command_setting(key):
         words = _command_parts_moved(raw, stash)

@@ -390,3 +390,26 @@ def test_an_override_hydra_cannot_read_is_quoted_without_its_values():
     problem = override_grammar_problem([f"world.url=http://127.0.0.1:8123/mcp?access={t}"])
     assert problem is not None and t not in problem
     assert f"world.url=http://127.0.0.1:8123/mcp?access={REDACTED}" in problem
+
+
+def test_every_value_of_world_env_and_headers_is_a_secret_whatever_its_name():
+    """``+world.env.MY_VAR=...`` and ``+world.headers.X-Notes=...`` (names no rule knows)
+    went into Hydra's copies as typed: only credential-like names were moved."""
+    from wai_exp.tracking.params import flatten_config
+
+    t1, t2 = _token(), _token()
+    env: dict[str, str] = {}
+    moved = move_secret_overrides([f"+world.env.MY_VAR={t1}", f"+world.headers.X-Notes={t2}"], env)
+    assert moved == [
+        "+world.env.MY_VAR=${oc.env:WAI_EXP_SECRET_0}",
+        "+world.headers.X-Notes=${oc.env:WAI_EXP_SECRET_1}",
+    ]
+    assert redact_overrides([f"+world.env.MY_VAR={t1}"]) == [f"+world.env.MY_VAR={REDACTED}"]
+    world = {"env": {"MY_VAR": t1}, "headers": {"X-Notes": t2}}
+    assert redact({"world": world})["world"] == {
+        "env": {"MY_VAR": REDACTED},
+        "headers": {"X-Notes": REDACTED},
+    }
+    assert set(flatten_config({"world": world}).values()) == {REDACTED}
+    register_config_secrets({"world": world})
+    assert redact_text(f"{t1} {t2}", keys=False) == f"{REDACTED} {REDACTED}"

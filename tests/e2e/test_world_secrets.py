@@ -1,6 +1,7 @@
 """A token inside a URL or a command line the config names, under a name no rule knows
-(``?access=``, ``?X-Amz-Signature=``, ``--access``, ``--auth=``, ``--sig``), never reaches
-a file, the MLflow store or the terminal, while every record still names the server.
+(``?access=``, ``?X-Amz-Signature=``, ``--access``, ``--auth=``, ``--sig``), or in the MCP
+server's env and headers under such a name (``+world.env.MY_VAR=``), never reaches a file,
+the MLflow store or the terminal, while every record still names the server.
 
 Each case runs the console script against a real server (an MCP server over stdio and over
 streamable HTTP, an OpenAI-compatible one on 127.0.0.1) with a random token. Afterwards every
@@ -101,7 +102,7 @@ def _param(root: Path, key: str) -> str:
 def test_tokens_in_a_worlds_url_and_command_and_a_model_url_reach_no_record(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, notes_server: str
 ) -> None:
-    t = {name: _token() for name in ("access", "auth", "sig", "url", "amz", "base")}
+    t = {name: _token() for name in ("access", "auth", "sig", "url", "amz", "base", "env", "hdr")}
     # the reset command writes the arguments it got where the search below does not look
     seen_by_reset = tmp_path_factory.mktemp("reset") / "argv.txt"
     reset = seen_by_reset.with_name("reset.py")
@@ -121,8 +122,11 @@ def test_tokens_in_a_worlds_url_and_command_and_a_model_url_reach_no_record(
             "stdio": _start(tmp_path / "stdio", [
                 *RUN, "world=mcp", f"world.cwd={REPO}", f"world.command='{command}'",
                 f"world.reset_command='python {reset} --sig {t['sig']}'",
+                f"+world.env.MY_VAR={t['env']}",  # a name no rule knows
             ]),
-            "http": _start(tmp_path / "http", [*RUN, "world=mcp", f"world.url='{url}'"]),
+            "http": _start(tmp_path / "http", [
+                *RUN, "world=mcp", f"world.url='{url}'", f"+world.headers.X-Notes={t['hdr']}",
+            ]),
             # the provider's URL variable: httpx logs every request line with its query
             "env": _start(tmp_path / "env", [*RUN, "simulate.budget=4", "agent=openai"], {
                 "OPENAI_BASE_URL": f"{model_url}?access={t['base']}", "OPENAI_API_KEY": "none",

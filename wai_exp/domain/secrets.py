@@ -269,6 +269,18 @@ def _setting_name(key: Any) -> str:
     return str(key).rsplit(".", 1)[-1].lstrip("+~")
 
 
+#: Config mappings whose every value is a secret, whatever its name: an MCP server's extra
+#: environment and HTTP headers (``world.env``, ``world.headers``).
+SECRET_MAPS = frozenset({"env", "headers"})
+
+
+def is_secret_entry(key: Any) -> bool:
+    """True when the dotted config key ``key`` names an entry of a secret map
+    (``+world.env.MY_VAR``, ``world.headers.X-Notes-Key``)."""
+    parts = str(key).lstrip("+~").split(".")
+    return len(parts) >= 2 and parts[-2] in SECRET_MAPS
+
+
 def is_command_setting(key: Any) -> bool:
     """True when the config key ``key`` (or its last dotted segment) holds a command line
     (``world.command``, ``world.reset_command``)."""
@@ -406,13 +418,16 @@ def register_command_secrets(command: str) -> None:
 
 
 def register_config_secrets(config: Any) -> None:
-    """Register every secret in a nested config: values under credential-like keys, the
-    credentials of URLs in any string value (:func:`url_secret_spans`) and of command lines
-    (:func:`register_command_secrets`)."""
+    """Register every secret in a nested config: values under credential-like keys and in
+    secret maps (:data:`SECRET_MAPS`), the credentials of URLs in any string value
+    (:func:`url_secret_spans`) and of command lines (:func:`register_command_secrets`)."""
     if isinstance(config, Mapping):
         for k, v in config.items():
             if is_secret_key(k) and isinstance(v, str):
                 register_secret(v)
+            elif k in SECRET_MAPS and isinstance(v, Mapping):
+                for value in v.values():
+                    register_secret(value)
             elif isinstance(v, str) and is_command_setting(k):
                 register_command_secrets(v)
             elif isinstance(k, str) and k.endswith("_env") and is_secret_key(k[:-4]):
@@ -467,16 +482,18 @@ def _query_value(m: re.Match[str]) -> str:
 
 def redact(value: Any, *, keys: bool = True) -> Any:
     """A copy of nested data (dicts, lists, tuples, strings) with every secret redacted:
-    values under credential-like keys (unless ``keys=False``), URLs and command lines under
-    their keys (:func:`redact_setting`) and secrets inside strings. Other leaves are returned
-    as they are. Never raises."""
+    values under credential-like keys (unless ``keys=False``), every value of a secret map
+    (:data:`SECRET_MAPS`), URLs and command lines under their keys (:func:`redact_setting`)
+    and secrets inside strings. Other leaves are returned as they are. Never raises."""
     if isinstance(value, str):
         return redact_text(value, keys=keys)
     if isinstance(value, Mapping):
-        out = {}
+        out: dict[Any, Any] = {}
         for k, v in value.items():
             if keys and is_secret_key(k) and v is not None and not isinstance(v, Mapping | list):
                 out[k] = REDACTED
+            elif k in SECRET_MAPS and isinstance(v, Mapping):
+                out[k] = {name: REDACTED if x is not None else None for name, x in v.items()}
             elif isinstance(v, str):
                 out[k] = redact_text(redact_setting(k, v), keys=keys)
             else:
@@ -495,7 +512,7 @@ def redact_overrides(overrides: Iterable[str]) -> list[str]:
     for item in overrides:
         item = str(item)
         key, eq, value = item.partition("=")
-        if eq and is_secret_key(key):
+        if eq and (is_secret_key(key) or is_secret_entry(key)):
             out.append(f"{key}={REDACTED}")
         elif eq:
             shown = redact_setting(key, _unquoted(value))

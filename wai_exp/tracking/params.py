@@ -19,7 +19,14 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from wai_exp.domain.secrets import REDACTED, is_secret_key, redact, redact_setting, redact_text
+from wai_exp.domain.secrets import (
+    REDACTED,
+    is_secret_entry,
+    is_secret_key,
+    redact,
+    redact_setting,
+    redact_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +156,11 @@ def flatten_config(config: Any, *, redact_secrets: bool = True) -> dict[str, str
                 f"{key}_{n}",
             )
             key = f"{key}_{n}"
-        if redact_secrets and value is not None and is_secret_key(raw_key):
+        if (
+            redact_secrets
+            and value is not None
+            and (is_secret_key(raw_key) or is_secret_entry(raw_key))
+        ):
             text = REDACTED
         else:
             if redact_secrets:
