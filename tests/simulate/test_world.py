@@ -541,3 +541,20 @@ def test_a_refund_without_an_amount_refunds_what_is_left():
         "issue_refund", {"order_id": "ORD-10482"}
     )["result"]
     assert res["ok"] and res["amount"] == 99.99 and res["status"] == "refunded"
+
+
+def test_a_refused_world_never_quotes_the_value_it_was_given():
+    """The Python API's refusal is pydantic's text, which quoted the input: a command line
+    with a token (or an env/headers mapping) came back whole in the message."""
+    import secrets
+
+    from wai_exp import simulate
+
+    token = "Z" + secrets.token_hex(10)
+    for world in (
+        {"kind": "mcp", "command": f"TOKEN={token} python -m my_server"},
+        {"kind": "mcp", "command": "python -m my_server", "headers": f"X-Key: {token}"},
+    ):
+        with pytest.raises(ValueError, match=r"advanced\['world'\] is invalid") as err:
+            simulate(budget=2, advanced={"world": world})
+        assert token not in str(err.value) and token not in str(err.value.__cause__)

@@ -121,7 +121,11 @@ class WorldOptions(BaseModel):
     callable ``(tool, arguments, rng) -> result``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    # hide_input_in_errors: a refusal's text never quotes the value given (a command line
+    # or URL may hold a token, env and headers are secrets); .errors() still has it.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, arbitrary_types_allowed=True, hide_input_in_errors=True
+    )
 
     fault_modes: tuple[str, ...] = FAULT_MODES
     """Fault modes a situation may plan on its target tool."""
