@@ -327,6 +327,25 @@ def test_every_query_value_of_a_config_url_is_scrubbed_from_later_messages():
         assert "http://127.0.0.1:8123/v1/chat/completions?access=" in clean
 
 
+def test_a_config_urls_plain_query_words_stay_in_rows_and_messages_elsewhere():
+    """A query value under a name no credential has may be a word (``?profile=support``,
+    Azure's ``?api-version=2024-06-01``): the URL loses it wherever it is quoted, but the
+    same word in a reply or a log line that is not that URL is data, and stays."""
+    token = _token()
+    register_config_secrets({
+        "world": {"url": f"http://127.0.0.1:8123/mcp?profile=support&auth={token}"},
+        "agent": {"base_url": "https://gw.example/openai/v1?api-version=2024-06-01"},
+    })  # fmt: skip
+    reply = f"Thanks for contacting support; your order of 2024-06-01 ships today ({token})."
+    for clean in (redact_text(reply), redact_text(reply, keys=False)):
+        assert (
+            clean
+            == f"Thanks for contacting support; your order of 2024-06-01 ships today ({REDACTED})."
+        )
+    line = "POST https://gw.example/openai/v1/chat/completions?api-version=2024-06-01"
+    assert redact_text(line, keys=False) == line.replace("2024-06-01", REDACTED)
+
+
 def test_a_commands_credential_words_are_scrubbed_from_later_messages():
     t1, t2, t3 = _token(), _token(), _token()
     register_config_secrets(

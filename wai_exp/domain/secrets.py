@@ -379,12 +379,38 @@ def register_url_secrets(text: Any) -> None:
     if not isinstance(text, str) or "://" not in text:
         return
     for start, end in url_secret_spans(text):
-        register_secret(text[start:end])
+        register_secret(_registered_form(text, start, end))
     pairs = [(m.group(2), m.group(3)) for m in _URL_CREDS.finditer(text)]
     pairs += [(m.group(2), "") for m in _URL_TOKEN_USER.finditer(text)]
     for user, password in pairs:
         for u, p in {(user, password), (unquote(user), unquote(password))}:
             register_secret(base64.b64encode(f"{u}:{p}".encode()).decode())
+
+
+def _registered_form(text: str, start: int, end: int) -> str:
+    """What of the URL secret ``text[start:end]`` is scrubbed from every later text: the
+    value alone when it is a credential by its place (a password, a user with no password)
+    or by its parameter's name (``?sig=``, ``?api_key=``); otherwise the value with its name
+    or delimiter (``profile=support``, ``?TOKEN``, ``#frag``). A query value under any other
+    name may be a token, so a URL that quotes it loses it; but it may as well be a word
+    (``?profile=support``, ``?api-version=2024-06-01``), and scrubbing that word alone
+    would rewrite every row and log line that says it."""
+    before = text[start - 1] if start else ""
+    if before in "?&#":
+        return text[start - 1 : end]
+    if before != "=":
+        return text[start:end]  # user:PASSWORD@ or https://TOKEN@
+    name_at = max(text.rfind(c, 0, start - 1) for c in "?&#") + 1
+    name = text[name_at : start - 1]
+    if is_secret_param(name):
+        return text[start:end]
+    _NAMED_PAIRS.add(text[name_at:end])
+    return text[name_at:end]
+
+
+#: ``name=value`` forms registered by :func:`_registered_form`: scrubbed to
+#: ``name=***redacted***``, so a log line still says which parameter it was.
+_NAMED_PAIRS: set[str] = set()
 
 
 def register_env_secret(name: Any) -> None:
@@ -454,7 +480,8 @@ def redact_text(text: str, *, keys: bool = True) -> str:
         text = _MOVED.sub(REDACTED, text)
     for form in _known_forms():
         if form in text:
-            text = text.replace(form, REDACTED)
+            kept = form.partition("=")[0] + "=" if form in _NAMED_PAIRS else ""
+            text = text.replace(form, kept + REDACTED)
     if "://" in text and "@" in text:
         text = _URL_CREDS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
         text = _URL_TOKEN_USER.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
