@@ -29,9 +29,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from wai_exp.commands import START_DIR_ENV
 
@@ -373,6 +373,14 @@ def broken_config_files(args: Sequence[str]) -> list[str]:
     return problems
 
 
+class _Stash(Protocol):
+    """Moves a value into the environment and returns its interpolation: ``credential``
+    picks the variable (``WAI_EXP_SECRET_<n>``, scrubbed from every text) or a value a
+    record only leaves out (``WAI_EXP_HIDDEN_<n>``)."""
+
+    def __call__(self, raw: str, credential: bool = True) -> str: ...
+
+
 def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]) -> list[str]:
     """``args`` with each secret override value moved into ``environ``.
 
@@ -388,16 +396,17 @@ def move_secret_overrides(args: Sequence[str], environ: MutableMapping[str, str]
     Hydra's launch lines name the variable, never the key. Flags, interpolations and values
     with no secret are passed through unchanged.
     """
-    from wai_exp.domain.secrets import SECRET_ENV_PREFIX
+    from wai_exp.domain.secrets import HIDDEN_ENV_PREFIX, SECRET_ENV_PREFIX
 
     out: list[str] = []
-    used = {k for k in environ if k.startswith(SECRET_ENV_PREFIX)}
+    used = {k for k in environ if k.startswith((SECRET_ENV_PREFIX, HIDDEN_ENV_PREFIX))}
 
-    def stash(raw: str) -> str:
+    def stash(raw: str, credential: bool = True) -> str:
+        prefix = SECRET_ENV_PREFIX if credential else HIDDEN_ENV_PREFIX
         n = 0
-        while f"{SECRET_ENV_PREFIX}{n}" in used:
+        while f"{prefix}{n}" in used:
             n += 1
-        name = f"{SECRET_ENV_PREFIX}{n}"
+        name = f"{prefix}{n}"
         used.add(name)
         environ[name] = raw
         return f"${{oc.env:{name}}}"
@@ -451,19 +460,24 @@ def _holds_secret(key: str, raw: str) -> bool:
     )
 
 
-def _moved_value(
-    key: str, raw: str, quote: str, stash: Callable[[str], str], *, escaped: bool = False
-) -> str:
+def _moved_value(key: str, raw: str, quote: str, stash: _Stash, *, escaped: bool = False) -> str:
     """``raw`` (typed in ``quote``), a value of ``key`` holding a secret, as Hydra gets it: a
     credential-like key's value and a ``world.env`` / ``world.headers`` entry moved whole;
     of a command line only the words a record redacts (:func:`_command_parts_moved`), of
     another value only the secrets of its URLs (:func:`_url_parts_moved`), so Hydra's
     copies still name the server; whole when that cannot be done safely (``escaped``: the
     value needed Hydra's escapes)."""
-    from wai_exp.domain.secrets import is_command_setting, is_secret_entry, is_secret_key
+    from wai_exp.domain.secrets import (
+        is_command_setting,
+        is_credential_entry,
+        is_secret_entry,
+        is_secret_key,
+    )
 
-    if is_secret_key(key) or is_secret_entry(key) or escaped:
+    if is_secret_key(key) or escaped:
         return stash(raw)
+    if is_secret_entry(key):
+        return stash(raw, is_credential_entry(key))
     if is_command_setting(key):
         words = _command_parts_moved(raw, stash)
         return stash(raw) if words is None else f'"{words}"'
@@ -471,7 +485,7 @@ def _moved_value(
     return stash(raw) if parts is None else f"{quote}{parts}{quote}"
 
 
-def _command_parts_moved(raw: str, stash: Callable[[str], str]) -> str | None:
+def _command_parts_moved(raw: str, stash: _Stash) -> str | None:
     """The command line ``raw`` with each part a record redacts (a flag's value, an
     environment assignment's value, an argument: ``wai_exp.domain.secrets.command_words``)
     moved by ``stash`` and single-quoted for the shell split that runs it
@@ -480,8 +494,9 @@ def _command_parts_moved(raw: str, stash: Callable[[str], str]) -> str | None:
     shell's to read), a ``'`` in a moved part, a secret in a kept word, nothing to move."""
     import shlex
 
-    from wai_exp.domain.secrets import REDACTED, command_words, redact_text
+    from wai_exp.domain.secrets import REDACTED, command_credentials, command_words, redact_text
 
+    credentials = set(command_credentials(raw))
     words = command_words(raw)
     if words is None or any(c in raw for c in '"\\$'):
         return None
@@ -501,19 +516,19 @@ def _command_parts_moved(raw: str, stash: Callable[[str], str]) -> str | None:
     return " ".join(
         shlex.quote(word)
         if secret is None
-        else f"{shlex.quote(word) if word else ''}'{stash(secret)}'"
+        else f"{shlex.quote(word) if word else ''}'{stash(secret, secret in credentials)}'"
         for word, secret in plan
     )
 
 
-def _url_parts_moved(raw: str, quote: str, stash: Callable[[str], str]) -> str | None:
+def _url_parts_moved(raw: str, quote: str, stash: _Stash) -> str | None:
     """``raw`` with only the secrets of its URLs moved by ``stash`` (a password, a token user,
     a ``?api_key=`` value), so Hydra's copies, the run's params and its messages still show
     scheme, host, port and path (``http://user:${oc.env:WAI_EXP_SECRET_0}@host:8011/v1``).
     None when that cannot be done safely: the rest still holds a secret (the whole value is
     moved then), or the value is unchanged by the redaction rule. ``quote`` is the quote the
     value was typed in (a quote or backslash of that value would need Hydra's escapes)."""
-    from wai_exp.domain.secrets import redact_text, url_secret_spans
+    from wai_exp.domain.secrets import redact_text, url_secret_alone, url_secret_spans
 
     spans = url_secret_spans(raw)
     if not spans or "\\" in raw or (quote and quote in raw):
@@ -524,7 +539,10 @@ def _url_parts_moved(raw: str, quote: str, stash: Callable[[str], str]) -> str |
         redact_text(text) != text for text in rest
     ):
         return None  # overlapping spans, or a secret outside them
-    moved = [stash(raw[a:b]) + tail for (a, b), tail in zip(spans, rest[1:], strict=True)]
+    moved = [
+        stash(raw[a:b], url_secret_alone(raw, a, b)) + tail
+        for (a, b), tail in zip(spans, rest[1:], strict=True)
+    ]
     return rest[0] + "".join(moved)
 
 
@@ -535,7 +553,7 @@ _GRAMMAR_VALUE = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|(?:\\.|[^\s,
 _HYDRA_ESCAPE = re.compile(r"\\(.)")
 
 
-def _move_grammar_secrets(key: str, value: str, stash: Callable[[str], str]) -> str:
+def _move_grammar_secrets(key: str, value: str, stash: _Stash) -> str:
     """``key=value`` with every secret value inside the sweep grammar moved by ``stash``
     (all values for a credential-like key; elsewhere those the redaction rule changes, or
     only the secrets of a URL: :func:`_url_parts_moved`).

@@ -112,14 +112,15 @@ def test_only_a_urls_secrets_are_moved_off_the_command_line():
     ], env)  # fmt: skip
     assert moved == [
         "agent.base_url=http://user:${oc.env:WAI_EXP_SECRET_0}@127.0.0.1:8011/v1",
-        # every query value: a server may take its token under any name
+        # every query value: a server may take its token under any name; one under a name
+        # no credential has goes to a variable only records leave out (a word, maybe)
         "agent.base_url='http://h:8011/v1?api_key=${oc.env:WAI_EXP_SECRET_1}"
-        "&api-version=${oc.env:WAI_EXP_SECRET_2}'",
-        "judge.model=vllm:j@https://${oc.env:WAI_EXP_SECRET_3}@h:1/v1,vllm:j@http://h:2/v1",
-        "agent.base_url=choice(http://u:${oc.env:WAI_EXP_SECRET_4}@h/v1,"
-        "'http://u:${oc.env:WAI_EXP_SECRET_5}@h/v1')",
+        "&api-version=${oc.env:WAI_EXP_HIDDEN_0}'",
+        "judge.model=vllm:j@https://${oc.env:WAI_EXP_SECRET_2}@h:1/v1,vllm:j@http://h:2/v1",
+        "agent.base_url=choice(http://u:${oc.env:WAI_EXP_SECRET_3}@h/v1,"
+        "'http://u:${oc.env:WAI_EXP_SECRET_4}@h/v1')",
         # a secret outside the URL's parts: the whole value goes
-        "agent.base_url=${oc.env:WAI_EXP_SECRET_6}",
+        "agent.base_url=${oc.env:WAI_EXP_SECRET_5}",
     ]
     assert list(env.values()) == [
         "unit-pw-0034", "unit-q-0035", "1", "unit-token-0036", "unit-c-0037", "unit-c-0038",
@@ -346,6 +347,23 @@ def test_a_config_urls_plain_query_words_stay_in_rows_and_messages_elsewhere():
     assert redact_text(line, keys=False) == line.replace("2024-06-01", REDACTED)
 
 
+def test_a_plain_word_moved_off_the_command_line_stays_in_rows(monkeypatch):
+    """The command line moves every query value and flag value out of Hydra's copies; a
+    word among them (``?profile=support``, ``--name supportdesk``, ``NODE_ENV=production``)
+    must not then be scrubbed from every row as the environment's keys are."""
+    token = _token()
+    env: dict[str, str] = {}
+    move_secret_overrides([
+        f"world.url=http://127.0.0.1:8123/mcp?profile=support&sig={token}",
+        "world.command='python srv.py --name supportdesk'",
+        "+world.env.NODE_ENV=production",
+    ], env)  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    reply = f"Our supportdesk team in production: contact support ({token})."
+    assert redact_text(reply, keys=False) == reply.replace(token, REDACTED)
+
+
 def test_a_commands_credential_words_are_scrubbed_from_later_messages():
     t1, t2, t3 = _token(), _token(), _token()
     register_config_secrets(
@@ -364,10 +382,10 @@ def test_a_url_or_command_with_secrets_is_moved_off_the_command_line():
         "world.reset_command='python -m my_server.reset'",
     ], env)  # fmt: skip
     assert moved == [
-        "world.url='http://127.0.0.1:8123/mcp?access=${oc.env:WAI_EXP_SECRET_0}"
-        "&X-Amz-Signature=${oc.env:WAI_EXP_SECRET_1}'",
+        "world.url='http://127.0.0.1:8123/mcp?access=${oc.env:WAI_EXP_HIDDEN_0}"
+        "&X-Amz-Signature=${oc.env:WAI_EXP_SECRET_0}'",
         # the flag's value, quoted for the shell split that runs the line
-        "world.command=\"python srv.py --auth '${oc.env:WAI_EXP_SECRET_2}'\"",
+        "world.command=\"python srv.py --auth '${oc.env:WAI_EXP_SECRET_1}'\"",
         "world.reset_command='python -m my_server.reset'",  # nothing to redact: it stays
     ]
     assert list(env.values()) == [t1, t2, t3]
@@ -411,17 +429,19 @@ def test_an_override_hydra_cannot_read_is_quoted_without_its_values():
     assert f"world.url=http://127.0.0.1:8123/mcp?access={REDACTED}" in problem
 
 
-def test_every_value_of_world_env_and_headers_is_a_secret_whatever_its_name():
+def test_every_value_of_world_env_and_headers_is_left_out_of_records_whatever_its_name():
     """``+world.env.MY_VAR=...`` and ``+world.headers.X-Notes=...`` (names no rule knows)
-    went into Hydra's copies as typed: only credential-like names were moved."""
+    went into Hydra's copies as typed: only credential-like names were moved. Every value
+    is left out of records; only a credential's name makes it scrubbed from every text
+    (``NODE_ENV=production``: a reply saying "production" is data)."""
     from wai_exp.tracking.params import flatten_config
 
     t1, t2 = _token(), _token()
     env: dict[str, str] = {}
     moved = move_secret_overrides([f"+world.env.MY_VAR={t1}", f"+world.headers.X-Notes={t2}"], env)
     assert moved == [
-        "+world.env.MY_VAR=${oc.env:WAI_EXP_SECRET_0}",
-        "+world.headers.X-Notes=${oc.env:WAI_EXP_SECRET_1}",
+        "+world.env.MY_VAR=${oc.env:WAI_EXP_HIDDEN_0}",
+        "+world.headers.X-Notes=${oc.env:WAI_EXP_HIDDEN_1}",
     ]
     assert redact_overrides([f"+world.env.MY_VAR={t1}"]) == [f"+world.env.MY_VAR={REDACTED}"]
     world = {"env": {"MY_VAR": t1}, "headers": {"X-Notes": t2}}
@@ -431,4 +451,15 @@ def test_every_value_of_world_env_and_headers_is_a_secret_whatever_its_name():
     }
     assert set(flatten_config({"world": world}).values()) == {REDACTED}
     register_config_secrets({"world": world})
-    assert redact_text(f"{t1} {t2}", keys=False) == f"{REDACTED} {REDACTED}"
+    assert redact_text(f"{t1} {t2}", keys=False) == f"{t1} {t2}"
+    t3, t4, t5 = _token(), _token(), _token()
+    credentials = {
+        "env": {"GITHUB_TOKEN": t3, "DATABASE_URL": f"postgres://app:{t5}@db/x"},
+        "headers": {"Authorization": f"Bearer {t4}"},
+    }
+    register_config_secrets({"world": credentials})
+    assert t3 not in redact_text(f"{t3} {t4} {t5}", keys=False)
+    assert redact_text(f"{t3} {t4} {t5}", keys=False) == f"{REDACTED} {REDACTED} {REDACTED}"
+    assert move_secret_overrides([f"+world.env.GITHUB_TOKEN={t3}"], {}) == [
+        "+world.env.GITHUB_TOKEN=${oc.env:WAI_EXP_SECRET_0}"
+    ]

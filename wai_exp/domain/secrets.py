@@ -101,9 +101,13 @@ _KEY_VALUE = re.compile(
     # value lives, and ``...`` / ``<your key>`` are a message's placeholders: they stay.
     r"(?![\"']?(?:\*\*\*redacted|bearer\s|\$\\?\{|\.\.\.|<[a-z]))([\"']?)([^\s\"',;}\]]+)"
 )
-# The override rewrite of ``wai_exp.cli`` moves secret values into these variables.
+# The override rewrite of ``wai_exp.cli`` moves secret values into these variables: a
+# credential into ``WAI_EXP_SECRET_<n>`` (scrubbed from every text, as the environment's
+# keys are), a value a record only leaves out into ``WAI_EXP_HIDDEN_<n>`` (a query value or
+# flag value under a name no credential has: it may be a plain word a row must keep).
 SECRET_ENV_PREFIX = "WAI_EXP_SECRET_"
-_MOVED = re.compile(r"\$\{oc\.env:" + SECRET_ENV_PREFIX + r"\d+\}")
+HIDDEN_ENV_PREFIX = "WAI_EXP_HIDDEN_"
+_MOVED = re.compile(r"\$\{oc\.env:(?:" + SECRET_ENV_PREFIX + "|" + HIDDEN_ENV_PREFIX + r")\d+\}")
 
 _registered: set[str] = set()
 
@@ -208,8 +212,14 @@ def _known_forms() -> list[str]:
 
 def is_secret_param(name: str) -> bool:
     """True when a URL query parameter ``name`` carries a credential (``api_key``,
-    ``access_token``, ``key``, ``sig`` ...)."""
-    return is_secret_key(name) or name.lower() in _SECRET_PARAMS
+    ``access_token``, ``key``, ``sig``, ``X-Amz-Signature``, ``X-Amz-Security-Token`` ...)."""
+    last = re.split(r"[-_.]", name.lower())[-1]
+    return is_secret_key(name) or name.lower() in _SECRET_PARAMS or last in _SECRET_PARAM_ENDS
+
+
+#: The last word of a compound query parameter name that makes it a credential's
+#: (``X-Amz-Signature``); not ``key``, which ends plain names too (``sort_key``).
+_SECRET_PARAM_ENDS = frozenset({"sig", "signature", "token", "credential", "secret", "password"})
 
 
 def url_secret_spans(text: str) -> list[tuple[int, int]]:
@@ -279,6 +289,40 @@ def is_secret_entry(key: Any) -> bool:
     (``+world.env.MY_VAR``, ``world.headers.X-Notes-Key``)."""
     parts = str(key).lstrip("+~").split(".")
     return len(parts) >= 2 and parts[-2] in SECRET_MAPS
+
+
+def is_credential_entry(name: Any) -> bool:
+    """True when an entry of a secret map (:data:`SECRET_MAPS`) is a credential by its name:
+    ``GITHUB_TOKEN``, ``BRAVE_API_KEY``, ``Authorization``, ``X-Api-Key``, ``Cookie``."""
+    text = str(name).rsplit(".", 1)[-1].lstrip("+~")
+    return (
+        is_secret_key(text)
+        or bool(_SECRET_ENV.search(text))
+        or text.lower() in _CREDENTIAL_HEADERS
+        or is_secret_key(text.replace("-", "_"))
+    )
+
+
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+def register_map_secrets(entries: Mapping[Any, Any]) -> None:
+    """Register the values of a secret map (``world.env``, ``world.headers``) that are
+    credentials by their name, and the credentials of URLs among the others
+    (``DATABASE_URL=postgres://u:PW@db``). Every value is left out of records by the map's
+    name (:func:`redact`); the others (``NODE_ENV=production``, ``Accept:
+    application/json``) are not scrubbed from every text: a row's reply may say them."""
+    for name, value in entries.items():
+        if not is_credential_entry(name):
+            register_url_secrets(value)
+            continue
+        register_secret(value)
+        scheme = _AUTH_SCHEME.match(value) if isinstance(value, str) else None
+        if scheme:
+            register_secret(scheme.group(1))  # Authorization: Bearer TOKEN: TOKEN alone too
+
+
+_AUTH_SCHEME = re.compile(r"(?i)(?:bearer|basic|token)\s+(\S+)$")
 
 
 def is_command_setting(key: Any) -> bool:
@@ -387,6 +431,19 @@ def register_url_secrets(text: Any) -> None:
             register_secret(base64.b64encode(f"{u}:{p}".encode()).decode())
 
 
+def url_secret_alone(text: str, start: int, end: int) -> bool:
+    """True when the URL secret ``text[start:end]`` (a span of :func:`url_secret_spans`) is a
+    credential by its place (a password, a user with no password) or by its query
+    parameter's name (``?sig=``, ``?api_key=``)."""
+    before = text[start - 1] if start else ""
+    if before in "?&#":
+        return False
+    if before != "=":
+        return True  # user:PASSWORD@ or https://TOKEN@
+    name_at = max(text.rfind(c, 0, start - 1) for c in "?&#") + 1
+    return is_secret_param(text[name_at : start - 1])
+
+
 def _registered_form(text: str, start: int, end: int) -> str:
     """What of the URL secret ``text[start:end]`` is scrubbed from every later text: the
     value alone when it is a credential by its place (a password, a user with no password)
@@ -395,17 +452,13 @@ def _registered_form(text: str, start: int, end: int) -> str:
     name may be a token, so a URL that quotes it loses it; but it may as well be a word
     (``?profile=support``, ``?api-version=2024-06-01``), and scrubbing that word alone
     would rewrite every row and log line that says it."""
-    before = text[start - 1] if start else ""
-    if before in "?&#":
-        return text[start - 1 : end]
-    if before != "=":
-        return text[start:end]  # user:PASSWORD@ or https://TOKEN@
-    name_at = max(text.rfind(c, 0, start - 1) for c in "?&#") + 1
-    name = text[name_at : start - 1]
-    if is_secret_param(name):
+    if url_secret_alone(text, start, end):
         return text[start:end]
-    _NAMED_PAIRS.add(text[name_at:end])
-    return text[name_at:end]
+    if text[start - 1] != "=":
+        return text[start - 1 : end]  # ?TOKEN, #fragment
+    pair = text[max(text.rfind(c, 0, start - 1) for c in "?&#") + 1 : end]
+    _NAMED_PAIRS.add(pair)
+    return pair
 
 
 #: ``name=value`` forms registered by :func:`_registered_form`: scrubbed to
@@ -421,26 +474,34 @@ def register_env_secret(name: Any) -> None:
 
 
 def register_command_secrets(command: str) -> None:
-    """Register the words of a command line that are credentials by their name: an
-    environment assignment's value (``TOKEN=X python srv.py``) and the value of a
-    credential-like flag (``--api-key X``, ``--auth=X``, ``--sig X``), so an error or a
-    server's stderr that quotes them loses them too. Other flag values are only left out of
-    records (:func:`redact_command`): a port or a model name is no secret to scrub
-    everywhere."""
+    """Register the words of a command line that are credentials by their name
+    (:func:`command_credentials`), so an error or a server's stderr that quotes them loses
+    them too. Other flag values are only left out of records (:func:`redact_command`): a
+    port or a model name is no secret to scrub everywhere."""
+    for value in command_credentials(command):
+        register_secret(value)
+
+
+def command_credentials(command: str) -> list[str]:
+    """The words of a command line that are credentials by their name: an environment
+    assignment's value (``TOKEN=X python srv.py``) and the value of a credential-like flag
+    (``--api-key X``, ``--auth=X``, ``--sig X``). A line that does not split: none."""
     try:
         words = shlex.split(command)
     except ValueError:
-        return
+        return []
+    found: list[str] = []
     flag, started = None, False
     for word in words:
         name, eq, value = word.partition("=")
         assignment = not started and _ASSIGNMENT.match(word)
         if eq and (assignment or (word.startswith("-") and is_secret_param(name.lstrip("-")))):
-            register_secret(value)
+            found.append(value)
         elif flag is not None and is_secret_param(flag.lstrip("-")):
-            register_secret(word)
+            found.append(word)
         started = started or not assignment
         flag = word if word.startswith("-") and not eq else None
+    return found
 
 
 def register_config_secrets(config: Any) -> None:
@@ -452,8 +513,7 @@ def register_config_secrets(config: Any) -> None:
             if is_secret_key(k) and isinstance(v, str):
                 register_secret(v)
             elif k in SECRET_MAPS and isinstance(v, Mapping):
-                for value in v.values():
-                    register_secret(value)
+                register_map_secrets(v)
             elif isinstance(v, str) and is_command_setting(k):
                 register_command_secrets(v)
             elif isinstance(k, str) and k.endswith("_env") and is_secret_key(k[:-4]):
@@ -476,7 +536,7 @@ def redact_text(text: str, *, keys: bool = True) -> str:
     """
     if not isinstance(text, str) or not text:
         return text
-    if SECRET_ENV_PREFIX in text:
+    if SECRET_ENV_PREFIX in text or HIDDEN_ENV_PREFIX in text:
         text = _MOVED.sub(REDACTED, text)
     for form in _known_forms():
         if form in text:

@@ -258,11 +258,12 @@ _WARNED: set[str] = set()
 
 def _mcp_world(options: Any, kwargs: dict[str, Any]) -> WorldSetup:
     """Start the stage's MCP server (refusing, as a ValueError naming the fix, when it cannot
-    start or lists no tools); its env values and headers, its URL's query values and its
-    commands' credential words are secrets from here on (the Python API's run too)."""
+    start or lists no tools); its credential-named env values and headers, its URL's query
+    values and its commands' credential words are secrets from here on (the Python API's
+    run too)."""
     import importlib.util
 
-    from wai_exp.domain.secrets import register_config_secrets, register_secret
+    from wai_exp.domain.secrets import register_config_secrets, register_map_secrets
     from wai_exp.simulate.mcp_world import (
         McpServer,
         McpServerError,
@@ -273,8 +274,8 @@ def _mcp_world(options: Any, kwargs: dict[str, Any]) -> WorldSetup:
     if importlib.util.find_spec("mcp") is None:
         raise ValueError("world=mcp needs the mcp package (its client): pip install 'mcp>=2.3,<3'")
     server_key = options.url or options.command
-    for value in [*options.env.values(), *options.headers.values()]:
-        register_secret(value)
+    register_map_secrets(options.env)
+    register_map_secrets(options.headers)
     register_config_secrets({k: getattr(options, k) for k in ("url", "command", "reset_command")})
     try:
         server = McpServer(options)
