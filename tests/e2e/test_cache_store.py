@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+# One worker runs this module, so its costly module fixture (`computed`: a wai-exp run) is
+# made once, not once on each xdist worker.
+pytestmark = pytest.mark.xdist_group("cache_store")
+
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 BASE = ["+experiment=rl_round", "simulate.budget=120", "tracking=none"]
 STAGES = ("simulate", "grade", "optimize", "publish_gate")

@@ -20,6 +20,10 @@ import pytest
 
 from wai_exp.env import EnvError, reset
 
+# One worker runs this module, so its costly module fixture (`first`: a wai-exp run) is
+# made once, not once on each xdist worker.
+pytestmark = pytest.mark.xdist_group("rl_records_need_tools")
+
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 #: What every message about these records names: the tools are missing, and the fix.
 NO_TOOLS = "have no `tools` and no agent spec gives them (simulate.rows without simulate.spec)"

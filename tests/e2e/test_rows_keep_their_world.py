@@ -21,6 +21,10 @@ import pytest
 
 from wai_exp.env import EnvError, reset
 
+# One worker runs this module, so its costly module fixture (`first_runs`: a wai-exp run per
+# world) makes each run once, not once on each xdist worker.
+pytestmark = pytest.mark.xdist_group("rows_keep_their_world")
+
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-stock-secret-5d81c0a9e7"
