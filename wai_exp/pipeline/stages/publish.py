@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from wai_exp.config.models import SelectionConfig
 from wai_exp.domain.files import atomic_write
+from wai_exp.domain.plurals import counted
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
 from wai_exp.pipeline.stages.optimize import selection
 from wai_exp.rows.formats import get_format
@@ -635,7 +636,7 @@ def _card_counts(info: dict[str, Any]) -> list[str]:
         "## Counts",
         "",
         f"- records: {info['records']} ({info['unit']})",
-        f"- gated rows in: {info['rows_in']} over {info['tasks_in']} tasks",
+        f"- gated rows in: {info['rows_in']} over {counted(info['tasks_in'], 'task')}",
         f"- left out in all: {info['skipped']} (not a well-formed conversation, or a reason "
         "below; report.json export.skip_reasons)",
         f"- left out because the grader's conduct check failed (e.g. an argument not in the "
@@ -665,7 +666,7 @@ def _card_pairs(info: dict[str, Any]) -> list[str]:
         "hold the tool answers and user turns that followed it: "
         + (
             f"median {share['median']:.0%} (max {share['max']:.0%}) of a side's characters "
-            f"over {share['sides']} sides"
+            f"over {counted(share['sides'], 'side')}"
             if share.get("median") is not None
             else "not measured (no pairs)"
         )
@@ -678,9 +679,9 @@ def _card_pass_rates(rates: dict[str, Any]) -> list[str]:
     lines = ["", "## Pass-rate spread (per task, from its calibration stamp)", ""]
     if not rates["tasks"]:
         return [*lines, "not measured: no row carries a calibration stamp with a pass rate."]
-    stamped = "; ".join(f"{n} tasks by {src}" for src, n in rates["sources"].items())
+    stamped = "; ".join(f"{counted(n, 'task')} by {src}" for src, n in rates["sources"].items())
     lines.append(
-        f"{rates['tasks']} tasks: min {rates['min']:.3f}, median {rates['median']:.3f}, "
+        f"{counted(rates['tasks'], 'task')}: min {rates['min']:.3f}, median {rates['median']:.3f}, "
         f"max {rates['max']:.3f} (stamped {stamped})."
     )
     lines += ["", "| pass rate | tasks |", "|---|---|"]
@@ -695,12 +696,17 @@ def _card_gate(gate: dict[str, Any]) -> list[str]:
         "## Gate",
         "",
         f"verdict: **{gate['verdict']}**; band {gate.get('band')}; "
-        f"{gate.get('n_rows')} rows, {gate.get('n_graded')} graded.",
+        f"{_rows(gate.get('n_rows'))}, {gate.get('n_graded')} graded.",
     ]
     for name, ok in (gate.get("checks") or {}).items():
         lines.append(f"- {name}: {'ok' if ok else ('not run' if ok is None else 'FAILED')}")
     lines += [f"- warning: {w}" for w in gate.get("warnings") or []]
     return lines
+
+
+def _rows(n: Any) -> str:
+    """``"1 row"``, ``"17 rows"``; a gate report without the count says ``"? rows"``."""
+    return counted(n, "row") if isinstance(n, int) else f"{n} rows"
 
 
 def _card_prompt_length(tokens: dict[str, Any] | None, chars: dict[str, int] | None) -> list[str]:

@@ -1,0 +1,66 @@
+"""The published folder's README (``dataset_card``): its counts read as a person says them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wai_exp.pipeline.stages.publish import dataset_card
+
+_INFO: dict[str, Any] = {
+    "name": "rl_round",
+    "shape": "rl",
+    "version": "0.0.0",
+    "run_dir": "outputs/run",
+    "preset": "rl_round",
+    "config_hash": "abc",
+    "selection_mode": "rl",
+    "format": "trl",
+    "trainers": "TRL GRPOTrainer",
+    "templates": "qwen2.5",
+    "records": 1,
+    "unit": "one per task",
+    "skipped": 0,
+    "conduct_failed": 0,
+    "digest": "0" * 64,
+    "columns": [("prompt", "string")],
+}
+
+
+def test_a_count_of_one_is_singular_on_the_card():
+    """A run whose one gated row's task was stamped by calibrate beside three by
+    select_for_rl read "1 tasks by calibrate" (seen on rl_round, simulate.budget=40)."""
+    rates = {
+        "tasks": 1,
+        "min": 0.25,
+        "median": 0.25,
+        "max": 0.25,
+        "sources": {"select_for_rl, over k=8": 3, "calibrate, over k=4": 1},
+        "histogram": {"0.2-0.3": 1},
+    }
+    gate = {"verdict": "passed", "band": [0.2, 0.8], "n_rows": 1, "n_graded": 1}
+    card = dataset_card({**_INFO, "rows_in": 1, "tasks_in": 1, "pass_rates": rates, "gate": gate})
+    assert "- gated rows in: 1 over 1 task\n" in card
+    assert "1 task: min 0.250" in card
+    assert "(stamped 3 tasks by select_for_rl, over k=8; 1 task by calibrate, over k=4)" in card
+    assert "1 row, 1 graded." in card
+    assert "1 tasks" not in card and "1 rows" not in card
+
+
+def test_a_single_preference_side_is_singular_on_the_card():
+    share = {"median": 0.5, "max": 0.5, "sides": 1}
+    gate = {"verdict": "passed", "n_rows": 2, "n_graded": 2}
+    card = dataset_card(
+        {
+            **_INFO,
+            "shape": "preference",
+            "rows_in": 2,
+            "tasks_in": 1,
+            "prompt_mismatch": 0,
+            "world_first_difference": 0,
+            "completion_world_share": share,
+            "pass_rates": {"tasks": 0},
+            "gate": gate,
+        }
+    )
+    assert "of a side's characters over 1 side." in card
+    assert "- gated rows in: 2 over 1 task\n" in card
