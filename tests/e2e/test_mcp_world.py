@@ -17,10 +17,10 @@ SECRET = "sk-notes-secret-7f3a9c2e41"
 
 
 def wai(
-    cwd: Path, *args: str, env: dict | None = None, timeout: float = 300
+    cwd: Path, *args: str, env: dict | None = None, timeout: float = 300, preset: str = "rl_round"
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [WAI_EXP, "+experiment=rl_round", "world=mcp", f"world.cwd={REPO}", "tracking=none",
+        [WAI_EXP, f"+experiment={preset}", "world=mcp", f"world.cwd={REPO}", "tracking=none",
          "hydra.run.dir=outputs/run", *args],
         cwd=cwd, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **(env or {})},
@@ -180,3 +180,27 @@ def test_a_call_slower_than_call_timeout_is_lost_naming_the_knob(tmp_path: Path)
     rows = tmp_path / "outputs/run/simulate/rows.jsonl"
     sources = [s.get("source") for _, s in tool_steps(tmp_path)] if rows.exists() else []
     assert "server" not in sources, sources  # no 3 s answer was taken as within 1 s
+
+
+def test_the_headline_says_which_tasks_it_left_out_for_want_of_a_judged_row(
+    tmp_path: Path,
+) -> None:
+    """The notes server holds no note until one is made, so a get_note ask's planned record
+    is never served: the checklist judge leaves those rows unjudged, and on seed 0 three
+    tasks have no other row. "over 97 tasks" alone hid them."""
+    res = wai(
+        tmp_path, f"world.command={SERVER}", "world.reset_tool=reset_notes", preset="eval"
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("pass@1:"))
+    assert lines[head].endswith(" over 97 tasks"), lines[head]
+    below = lines[head + 1]
+    assert below.startswith(
+        "  left out: 3 of 100 tasks are not in pass@1, pass^k or pass@k (over 97 tasks): "
+        "none of their rows has a 0/1 grade; of their 12 rows, 12 are unjudged because the "
+        "world answered not found for the record the ask names"
+    ), below
+    assert "give the identifying argument an enum of the ids your world holds" in below
+    report = json.loads((tmp_path / "outputs/run/evaluate/report.json").read_text())
+    assert report["ungraded_tasks_line"] == below.strip()

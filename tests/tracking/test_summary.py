@@ -115,6 +115,15 @@ def test_an_adaptive_runs_pass_at_1_says_it_reads_the_first_batch():
     assert "over 147 tasks, from the fixed first batch of every task" in note
 
 
+def test_the_description_says_which_tasks_the_headline_left_out_under_it():
+    stages = _stages()
+    line = "left out: 2 of 149 tasks are not in pass@1, pass^k or pass@k (over 147 tasks): ..."
+    stages[1].report["ungraded_tasks_line"] = line
+    note = describe_run(stages, preset="eval", overrides=[], config_hash="a" * 16)
+    head = next(i for i, text in enumerate(note.splitlines()) if text.startswith("### pass@1"))
+    assert note.splitlines()[head + 1] == line
+
+
 def test_a_sweep_child_is_named_by_its_swept_values_first():
     """Issue 23 §6: MLflow's runs table shows about 20 characters of a nested run's name, and
     every child of `-m agent.skill=0.6,0.9` read "eval agent.skill=…"."""

@@ -1339,6 +1339,8 @@ def summarize(outcome: RunOutcome) -> str:
             # every task at one rate: the bootstrap cannot vary, so say which interval it is
             ci += " (Wilson over tasks: every task has the same rate)"
         out.append(f"pass@1{which}: {m['pass_at_1']:.3f}  {ci}{over}{basis}")
+        if left_out := res.report.get("ungraded_tasks_line"):
+            out.append(f"  {left_out}")
         if conduct := res.report.get("conduct_only_rows"):
             out.append("  " + conduct_only_note(conduct, int(res.report["n_rows"])))
         out.extend(_floor_lines(m, res.report.get("floor"), n))

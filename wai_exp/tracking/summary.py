@@ -319,6 +319,11 @@ def _gate_lines(
     return out
 
 
+def _said(report: Mapping[str, Any], key: str) -> list[str]:
+    """``report[key]`` as one line, or none when it is empty or absent."""
+    return [str(report[key])] if report.get(key) else []
+
+
 def describe_run(
     stages: Sequence[StageNote],
     *,
@@ -362,6 +367,7 @@ def describe_run(
         if (few := too_few_tasks(n)) and finite_float(m.get("pass_at_1_ci_lo")) is None:
             ci, over = f"interval not measured: {few}", ""
         out.append(f"### pass@1{where} {_fmt(finite_float(m['pass_at_1']))} ({ci}){over}{basis}")
+        out += _said(s.report, "ungraded_tasks_line")  # tasks "over N tasks" leaves out
         out.extend(_floor_lines(m, s.report.get("floor"), n))
         k = s.report.get("k")
         kk = k if isinstance(k, int) else "k"

@@ -334,6 +334,7 @@ def judge_rows(
 ) -> StageResult:
     """Shared by ``grade`` and ``evaluate``: judge, then pass@k over the judged rows."""
     from wai_exp.score.judges.judging import unknown_vocabulary_warning
+    from wai_exp.score.stats.left_out import ungraded_tasks_line
 
     stored = next(iter(inputs.values())).rows if len(inputs) == 1 else None
     # Rows the runner kept on disk are read here in batches, for this stage alone: each
@@ -415,6 +416,8 @@ def judge_rows(
         # by_task kept: a compare of this run counts its lost rollouts as this stage did
         report["lost"] = dict(lost)
         report["lost_line"] = lost_sentence(lost)
+    # Tasks with no 0/1-graded row drop out of "over N tasks": the summaries say how many.
+    report["ungraded_tasks_line"] = ungraded_tasks_line(graded, lost)
     model = getattr(judge, "model", None)
     who = str(name) + (f" ({model})" if model else "")
     _judge_failure(report, graded, typed.max_error_share, who, model=model is not None)
@@ -431,6 +434,7 @@ def judge_rows(
     lines = [
         f"{ctx.name}: judged {n_in} rows with {name} ({unjudged} unjudged, never counted as failures)",
         str(pa),
+        *([report["ungraded_tasks_line"]] if report["ungraded_tasks_line"] else []),
         str(floor),
     ]
     if report["conduct_only_rows"]:

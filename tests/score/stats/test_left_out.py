@@ -1,0 +1,73 @@
+"""``ungraded_tasks_line``: the tasks a pass@1 headline leaves out because none of their
+rows has a 0/1 grade, in words a person reads under "over N tasks"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wai_exp.score.stats.left_out import ungraded_tasks_line
+from wai_exp.score.stats.passat import pass_at
+
+
+def _rows(rewards: dict[str, list[Any]], unserved: set[str] = frozenset()) -> list[dict]:
+    """One row per reward; a task in ``unserved`` has its None rows marked plan_not_served."""
+    rows = []
+    for task, values in rewards.items():
+        for value in values:
+            row: dict[str, Any] = {"scenario_id": task, "reward": value}
+            if value is None and task in unserved:
+                row["judge_meta"] = {"plan_not_served": "get_note"}
+            rows.append(row)
+    return rows
+
+
+GRADED = {"a": [1.0, 0.0], "b": [1.0, 1.0], "c": [0.0, 0.0]}
+
+
+def test_a_task_whose_every_row_is_unjudged_is_named_with_its_count_and_fix():
+    rows = _rows({**GRADED, "d": [None, None]}, unserved={"d"})
+    line = ungraded_tasks_line(rows)
+    assert line is not None
+    assert line.startswith(
+        "left out: 1 of 4 tasks is not in pass@1, pass^k or pass@k (over 3 tasks): none of its "
+        "rows has a 0/1 grade; of its 2 rows, 2 are unjudged because the world answered not "
+        "found for the record the ask names (judge_meta.plan_not_served)"
+    )
+    assert "give the identifying argument an enum" in line
+    assert pass_at(rows).n_groups == 3  # the headline's "over N tasks" is the line's
+
+
+def test_rows_unjudged_for_no_reason_of_the_worlds_say_grade_them_again():
+    line = ungraded_tasks_line(_rows({**GRADED, "d": [None], "e": [None, 0.5]}))
+    assert line is not None
+    assert "2 of 5 tasks are not in pass@1, pass^k or pass@k (over 3 tasks)" in line
+    assert line.endswith(
+        "of their 3 rows, 1 carries a partial reward: have the judge return 0/1 (a threshold "
+        "on its score); 2 are unjudged: grade those rows again"
+    )
+
+
+def test_a_task_that_lost_rollouts_and_left_only_unjudged_rows_says_both():
+    """lost_as=excluded: task d lost one rollout and its other row is unjudged; task z lost
+    every rollout (no row), which the lost line says, so it counts in the total only."""
+    rows = _rows({**GRADED, "d": [None]})
+    lost = {"counted": False, "by_task": {"d": [None], "z": [None, None]}}
+    line = ungraded_tasks_line(rows, lost)
+    assert line is not None
+    assert line.startswith(
+        "left out: 1 of 5 tasks is not in pass@1, pass^k or pass@k (over 3 tasks): none of its "
+        "rows has a 0/1 grade (it also lost rollouts, not counted as failures: "
+        "simulate.lost_as=excluded); "
+        "of its 1 row, 1 is unjudged: grade those rows again"
+    )
+
+
+def test_lost_rollouts_counted_as_failures_keep_their_task_in_the_score():
+    rows = _rows({**GRADED, "d": [None]})
+    lost = {"counted": True, "by_task": {"d": [None]}}
+    assert ungraded_tasks_line(rows, lost) is None
+    assert pass_at(rows, lost=lost["by_task"]).n_groups == 4
+
+
+def test_nothing_to_say_when_every_task_has_a_graded_row():
+    assert ungraded_tasks_line(_rows({**GRADED, "d": [None, 1.0]})) is None
