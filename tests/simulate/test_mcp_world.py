@@ -55,6 +55,42 @@ def test_a_spec_narrows_the_servers_tools() -> None:
     assert called <= {"list_notes"}
 
 
+def test_the_report_names_the_server_not_the_shipped_desk_when_no_spec_is_given() -> None:
+    """The report said spec 'support_desk' (resolve_spec's fallback) although the tools
+    offered were the server's; the note names the server as a record shows it."""
+    import secrets
+
+    token = "Z" + secrets.token_hex(10)
+    world = {**STDIO, "command": f"{STDIO['command']} --sig {token}"}
+    rep = simulate(budget=4, seed=1, advanced={"world": world}).report()
+    assert rep["spec"] is None
+    assert rep["spec_note"] == (
+        "no spec: the tools are those the MCP server (world.command='python -m "
+        "tests.support.mcp_notes_server --sig ***redacted***') lists, under the generic MCP "
+        "system prompt; simulate.spec narrows and describes them"
+    )
+    assert token not in json.dumps(rep["spec_note"])
+
+
+def test_a_spec_given_to_a_server_run_is_the_reports_spec(tmp_path: Path) -> None:
+    spec = {
+        "name": "notes_desk",
+        "system_prompt": "You keep notes.",
+        "tools": [
+            {
+                "name": "list_notes",
+                "description": "All notes.",
+                "parameters": {"type": "object", "properties": {}},
+            }
+        ],
+    }
+    path = tmp_path / "notes.json"
+    path.write_text(json.dumps(spec))
+    rep = simulate(budget=4, seed=1, spec=str(path), advanced={"world": STDIO}).report()
+    assert rep["spec"] == "notes_desk" and "spec_note" not in rep
+    assert rep["tools"] == ["list_notes"]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

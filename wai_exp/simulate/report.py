@@ -258,13 +258,34 @@ def _sources(
         "agent_model": agent_model_of(facts.model_version, inputs["agent_model"]),
         "user_model": engine.runner.user_model if any(facts.user_model) else None,
         "user_model_configured": engine.runner.user_model,
-        "spec": inputs["spec_name"],
+        **_spec(inputs, engine),
         "tools": [t["function"]["name"] for t in inputs["tools"]],
         "system_prompt_sha": prompt_sha(inputs["system_prompt"]),
         "sampling": cfg.sampling,
         "timeout": cfg.timeout,
         "completion_timeouts": completion_timeouts(cfg, engine),
         "logprobs": cfg.logprobs,
+    }
+
+
+def _spec(inputs: Mapping[str, Any], engine: Engine) -> dict[str, Any]:
+    """``spec``: the name of the spec the tools came from; on a ``world=mcp`` run given no
+    spec (the generic MCP system prompt, the server's tools) None, and ``spec_note`` names
+    the server as a record shows it: the shipped desk's name ``resolve_spec`` fell back to
+    describes tools the run never offered."""
+    setup = engine.runner.world_setup
+    if getattr(setup, "server", None) is None:
+        return {"spec": inputs["spec_name"]}
+    from wai_exp.simulate.mcp_world import MCP_SYSTEM_PROMPT, server_setting
+
+    if inputs["system_prompt"] != MCP_SYSTEM_PROMPT:
+        return {"spec": inputs["spec_name"]}
+    return {
+        "spec": None,
+        "spec_note": (
+            f"no spec: the tools are those the MCP server ({server_setting(setup.options)}) "
+            "lists, under the generic MCP system prompt; simulate.spec narrows and describes them"
+        ),
     }
 
 
