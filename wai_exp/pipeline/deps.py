@@ -23,7 +23,7 @@ import hashlib
 import importlib.util
 import sys
 import sysconfig
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,14 +117,24 @@ def _excluded_roots() -> tuple[str, ...]:
 
 def _module_file(name: str) -> Path | None:
     """The source file of module ``name`` when it is user code, else None."""
-    if not name or name in sys.builtin_module_names or name in sys.stdlib_module_names:
-        return None
-    if name.partition(".")[0] in sys.stdlib_module_names:
+    if _not_user_module(name):
         return None
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError, AttributeError):
         return None
+    return _user_source(spec)
+
+
+def _not_user_module(name: str) -> bool:
+    if not name or name in sys.builtin_module_names or name in sys.stdlib_module_names:
+        return True
+    return name.partition(".")[0] in sys.stdlib_module_names
+
+
+def _user_source(spec: Any) -> Path | None:
+    """The ``.py`` file a module spec names when it is user code (not under the standard
+    library, site-packages or wai-exp), else None."""
     if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
         return None
     path = Path(spec.origin).resolve()
@@ -134,6 +144,29 @@ def _module_file(name: str) -> Path | None:
     if any(text.startswith(root + "/") for root in _excluded_roots()):
         return None
     return path
+
+
+def find_spec_under(name: str, roots: Sequence[str]) -> Any:
+    """The spec of module ``name`` as a process whose import path is ``roots`` finds it, or
+    None. Nothing is imported: a parent package is looked up, never run."""
+    from importlib.machinery import PathFinder
+
+    spec = None
+    search: Sequence[str] | None = list(roots)
+    parts = name.split(".")
+    for i in range(len(parts)):
+        if search is None:
+            return None
+        spec = PathFinder.find_spec(".".join(parts[: i + 1]), list(search))
+        if spec is None:
+            return None
+        search = spec.submodule_search_locations
+    return spec
+
+
+def module_file_under(name: str, roots: Sequence[str]) -> Path | None:
+    """``_module_file`` for a process whose import path is ``roots`` (another folder)."""
+    return None if _not_user_module(name) else _user_source(find_spec_under(name, roots))
 
 
 def _imports(path: Path, module: str) -> set[str]:
@@ -190,19 +223,29 @@ def code_digests(targets: Iterable[str]) -> dict[str, str]:
     package digest covers wai-exp). A target that cannot be found contributes nothing: the
     stage fails on it with a clear message anyway.
     """
+    return walk_code([(_module_of(str(t)), None) for t in targets if t], _module_file)
+
+
+def walk_code(
+    seeds: Iterable[tuple[str, Path | None]], find: Callable[[str], Path | None]
+) -> dict[str, str]:
+    """``{source file: sha256}`` of the seeds (a module name, with its file when known) and
+    every user module they import, transitively; ``find`` maps a module name to its file
+    (None: not user code, or not found)."""
     seen: dict[str, str] = {}
-    todo = [_module_of(str(t)) for t in targets if t]
     visited: set[str] = set()
+    todo = list(seeds)
     while todo:
-        name = todo.pop()
-        if name in visited:
-            continue
-        visited.add(name)
-        path = _module_file(name)
+        name, path = todo.pop()
+        if path is None:
+            if name in visited:
+                continue
+            visited.add(name)
+            path = find(name)
         if path is None or str(path) in seen:
             continue
         seen[str(path)] = _digest_or_reason(path)
-        todo.extend(sorted(_imports(path, name) - visited))
+        todo.extend((n, None) for n in sorted(_imports(path, name) - visited))
     return dict(sorted(seen.items()))
 
 

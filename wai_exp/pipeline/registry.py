@@ -117,6 +117,9 @@ KeyParams = Callable[[dict[str, Any]], dict[str, Any]]
 #: ``key_deps(config, params) -> {name: value}``: what else its result depends on that no
 #: section it reads holds (a value resolved from the environment ...), added to its key.
 KeyDeps = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+#: ``never_reused(config, params) -> why | None``: why this run of the stage cannot be
+#: checked against a cache entry (what it depends on is outside any key), so it runs.
+NeverReused = Callable[[dict[str, Any], dict[str, Any]], str | None]
 #: ``prepare(config, params)``: work a stage can start before the run's tracking does.
 Prepare = Callable[[Mapping[str, Any], dict[str, Any]], None]
 
@@ -135,6 +138,7 @@ class StageKind:
     key_sections: KeySections | None = None
     key_params: KeyParams | None = None
     key_deps: KeyDeps | None = None
+    never_reused: NeverReused | None = None
     #: The closing summary's own line this kind's numbers go to ("grading", "selection" ...);
     #: None = the summary shows the first line of its report text.
     headline: str | None = None
@@ -173,6 +177,7 @@ def register(
     key_sections: KeySections | None = None,
     key_params: KeyParams | None = None,
     key_deps: KeyDeps | None = None,
+    never_reused: NeverReused | None = None,
     headline: str | None = None,
     prepare: Prepare | None = None,
 ) -> Callable[[StageFn], StageFn]:
@@ -181,7 +186,8 @@ def register(
     ``cached=False`` makes the stage run every time (never reused from the cache).
     ``key_sections`` narrows the sections its cache key is made of, ``key_params`` the
     params, ``key_deps`` adds what it depends on outside them (all are called with the
-    stage's params); ``headline``
+    stage's params); ``never_reused(config, params)`` says why a run of it cannot be
+    checked against the cache (it then runs, saying why); ``headline``
     names the closing summary's line its numbers go to; ``prepare(config, params)`` starts
     what the stage will need while tracking starts. Registering a name twice replaces
     the earlier function (a user may shadow a built-in).
@@ -196,6 +202,7 @@ def register(
             key_sections=key_sections,
             key_params=key_params,
             key_deps=key_deps,
+            never_reused=never_reused,
             headline=headline,
             prepare=prepare,
         )

@@ -291,6 +291,14 @@ def stage_deps(
     return out
 
 
+def _never_reused(kind: Any, config: Mapping[str, Any], params: dict[str, Any]) -> str | None:
+    """Why the kind's ``never_reused`` hook says this stage cannot be checked against a
+    cache entry (it then runs, and the run says why as for a stale entry), or None."""
+    hook = getattr(kind, "never_reused", None)
+    why = hook(dict(config), dict(params)) if hook is not None else None
+    return f"{why}: its answers are never reused from the cache" if why else None
+
+
 def _user_code(sections: Mapping[str, Any], spec: StageSpec) -> list[str]:
     """The user code the stage runs (a callable agent or judge, ``simulate.execute``, a
     ``_target_`` stage), as dotted paths; empty for a stage that runs only wai-exp's code."""
@@ -785,8 +793,8 @@ class _Run:
         with self.cache.lock(spec.name, key, on_wait=lambda: _say(self.stream, waiting)):
             # Checked under the lock: a parallel sweep job with the same key may have just
             # finished it, and then this job reuses it instead of computing it twice.
-            stale = None
-            if self.cache.enabled and getattr(kind, "cached", True):
+            stale = _never_reused(kind, self.config, spec.params) if self.cache.enabled else None
+            if stale is None and self.cache.enabled and getattr(kind, "cached", True):
                 record, stale = self.cache.check(spec.name, key)
                 if record is not None:
                     hit, stale = self.cache.place(spec.name, key, record, stage_dir)

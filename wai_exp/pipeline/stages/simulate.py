@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from wai_exp.config.arms import arm_agent, resolved_arm_agent
 from wai_exp.pipeline import reads
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
+from wai_exp.pipeline.server_code import server_code
 from wai_exp.rows.jsonl import RowAppender
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import NOT_EXECUTED
@@ -506,12 +507,30 @@ def _tool_answers(report: dict[str, Any], metrics: dict[str, float]) -> str | No
 def key_deps(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """What a simulate stage's key holds beyond its sections: the judge model
     ``simulate.llm_grade=true`` resolves to (``judge.model``, ``WAI_EXP_JUDGE``), which no
-    section the key is made of holds, so a changed judge never reuses rows it did not grade.
-    Nothing for a stage reading ``simulate.rows``."""
+    section the key is made of holds, so a changed judge never reuses rows it did not grade;
+    and a ``world.command`` server's Python code (``server_code``), so an edited server
+    never reuses the answers of the old one. Nothing for a stage reading ``simulate.rows``."""
     sim = config.get("simulate") or {}
-    if {**sim, **params}.get("rows") or not sim.get("llm_grade"):
+    if {**sim, **params}.get("rows"):
         return {}
-    return {"llm_grade": str(llm_grade_value(config, params))}
+    out: dict[str, Any] = {}
+    if sim.get("llm_grade"):
+        out["llm_grade"] = str(llm_grade_value(config, params))
+    server = server_code(config.get("world"))
+    if isinstance(server, dict):
+        out["world_code"] = server
+    return out
+
+
+def never_reused(config: dict[str, Any], params: dict[str, Any]) -> str | None:
+    """Why this simulate stage's answers cannot be checked against a cache entry (a
+    ``world.url`` server, a ``world.command`` whose code is not a file wai-exp can check),
+    so it runs every time; None when its key covers what it depends on."""
+    sim = config.get("simulate") or {}
+    if {**sim, **params}.get("rows"):
+        return None
+    server = server_code(config.get("world"))
+    return server if isinstance(server, str) else None
 
 
 @register(
@@ -520,6 +539,7 @@ def key_deps(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     key_sections=key_sections,
     key_params=key_params,
     key_deps=key_deps,
+    never_reused=never_reused,
     headline="rollouts",
     prepare=prestart_workers,
 )
