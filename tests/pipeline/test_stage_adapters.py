@@ -9,6 +9,7 @@ import pytest
 from wai_exp.pipeline.registry import StageContext, StageResult, resolve
 from wai_exp.pipeline.stages.grade import pass_at_metrics, resolve_judge, with_privileged
 from wai_exp.pipeline.stages.simulate import build_agent, resume_rows, simulate_kwargs
+from wai_exp.simulate.run_health import CallTimes
 
 
 def ctx(config, tmp_path: Path, name="simulate") -> StageContext:
@@ -101,6 +102,33 @@ def make_agent(**kwargs):
         return {"final_text": kwargs["reply"]}
 
     return agent
+
+
+def test_a_served_agents_timeout_advice_names_the_setting_that_binds():
+    """The console script's agent.timeout and simulate.timeout both bound a completion
+    (300 s each at the defaults): equal, raising one alone changes nothing, so advice
+    names both; otherwise the tighter one."""
+    from wai_exp.simulate.run_health import BOTH_TIMEOUTS, early_warning, plain_error
+
+    served = {"kind": "vllm", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    knobs = {
+        (300, 300): BOTH_TIMEOUTS,
+        (60, 300): "agent.timeout",
+        (600, 300): "simulate.timeout",
+    }
+    for (own, sim), knob in knobs.items():
+        agent = build_agent({**served, "timeout": own}, seed=0, timeout=sim)
+        assert agent.timeout == min(own, sim) and agent.timeout_knob == knob
+    times = CallTimes()
+    times.done(times.start())
+    times.slowest = 250.0
+    warning = early_warning(times, timeout=300, concurrency=1, knob=BOTH_TIMEOUTS)
+    assert "of the agent.timeout and simulate.timeout (both 300 s) limit" in str(warning)
+    assert "raise agent.timeout and simulate.timeout" in str(warning)
+    lost = {"error": "CompletionTimeout: no answer within timeout=300 s", "error_type": "timeout"}
+    assert "(set by agent.timeout and simulate.timeout: raise both" in plain_error(
+        lost, BOTH_TIMEOUTS
+    )
 
 
 def test_callable_agent_directly_or_from_a_factory():

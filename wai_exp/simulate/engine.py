@@ -1548,7 +1548,12 @@ def timeout_knob(runner: Any, cfg: Config) -> str | None:
     """``Engine.timeout_knob`` for ``runner``'s agent."""
     if not runner.agent_is_backend:
         return None
-    return binding_timeout_knob(getattr(runner.agent, "timeout", None), cfg.timeout)
+    named = getattr(runner.agent, "timeout_knob", None)
+    if named:
+        return str(named)
+    own = getattr(runner.agent, "timeout", None)
+    # A backend built from a spec string took simulate.timeout as its own limit.
+    return "simulate.timeout" if own == cfg.timeout else binding_timeout_knob(own, cfg.timeout)
 
 
 def agent_warning(runner: Any, cfg: Config) -> str | None:

@@ -12,6 +12,7 @@ from wai_exp.domain.secrets import redact
 from wai_exp.simulate.ids import prompt_sha
 from wai_exp.simulate.lost import lost_summary
 from wai_exp.simulate.modes import Config
+from wai_exp.simulate.run_health import BOTH_TIMEOUTS
 from wai_exp.simulate.tasks import split_of
 
 if TYPE_CHECKING:  # the engine imports this module
@@ -302,7 +303,9 @@ def completion_timeouts(cfg: Config, engine: Engine) -> dict[str, Any]:
     sim = limit(cfg.timeout)
     if runner.agent_is_backend:
         own = limit(getattr(runner.agent, "timeout", None))
-        if own == sim:
+        if engine.timeout_knob() == BOTH_TIMEOUTS:
+            agent = {"seconds": own, "set_by": f"{BOTH_TIMEOUTS}, equal (each model completion)"}
+        elif own == sim:
             agent = {"seconds": own, "set_by": "simulate.timeout (each model completion)"}
         else:
             agent = {

@@ -100,13 +100,27 @@ class CallTimes:
         return (len(calls) - 1) / span * fastest, float(sent)
 
 
+#: What bounds a model agent's completions when its own limit and ``simulate.timeout`` are
+#: equal (both 300 s at the defaults): the smaller binds, so raising one alone changes nothing.
+BOTH_TIMEOUTS = "agent.timeout and simulate.timeout"
+
+
 def binding_timeout_knob(own: float | None, sim: float | None) -> str:
     """The knob that bounds a model agent's completions: ``agent.timeout`` when the
-    backend's own limit (``own``) is tighter than ``simulate.timeout`` (``sim``), else
-    ``simulate.timeout``. Raising the other one changes nothing, so advice names this."""
+    backend's own limit (``own``) is tighter than ``simulate.timeout`` (``sim``),
+    :data:`BOTH_TIMEOUTS` when they are equal, else ``simulate.timeout``. Raising another
+    one changes nothing, so advice names this."""
+    if own and sim and float(own) == float(sim):
+        return BOTH_TIMEOUTS
     if own and (not sim or float(own) < float(sim)):
         return "agent.timeout"
     return "simulate.timeout"
+
+
+def knob_at(knob: str, seconds: float) -> str:
+    """``knob`` with its value as advice shows it: ``simulate.timeout=300 s``, or
+    ``agent.timeout and simulate.timeout (both 300 s)``."""
+    return f"{knob} (both {seconds:g} s)" if knob == BOTH_TIMEOUTS else f"{knob}={seconds:g} s"
 
 
 def early_warning(
@@ -125,7 +139,7 @@ def early_warning(
     silent = times.silent_s()
     if silent >= min(SILENT_WARN_S, NEAR_TIMEOUT_SHARE * timeout if timeout else SILENT_WARN_S):
         # A hung server shows nothing else until the first timeout (300 s at the defaults).
-        limit = f" (each is cut off at {knob}={timeout:g} s)" if timeout else ""
+        limit = f" (each is cut off at {knob_at(knob, timeout)})" if timeout else ""
         # At concurrency 1 nothing queues behind this run's own calls: lowering it is no fix.
         queue = ", or lower knobs.concurrency" if concurrency > 1 else ""
         hung = "or queueing every request" if concurrency > 1 else "or slow on this request"
@@ -136,7 +150,7 @@ def early_warning(
     if timeout and times.slowest >= NEAR_TIMEOUT_SHARE * timeout:
         queue = ", or lower knobs.concurrency if the server queues requests"
         notes.append(
-            f"the slowest call took {times.slowest:.1f} s of the {knob}={timeout:g} s limit: "
+            f"the slowest call took {times.slowest:.1f} s of the {knob_at(knob, timeout)} limit: "
             f"raise {knob}{queue if concurrency > 1 else ''}"
         )
     par = times.parallelism()
@@ -193,8 +207,11 @@ def plain_error(lost: Mapping[str, Any], timeout_knob: str | None = None) -> str
             return f"{body} (simulate.timeout bounds each call of your agent: raise it if it needs longer)"
         if not body:
             return "the agent timed out"
+        them = "both" if timeout_knob == BOTH_TIMEOUTS else "it"
         fix = (
-            f" (set by {timeout_knob}: raise it if the model needs longer)" if timeout_knob else ""
+            f" (set by {timeout_knob}: raise {them} if the model needs longer)"
+            if timeout_knob
+            else ""
         )
         return f"a model completion ran past its limit: {body}{fix}"
     if "could not reach the model server" in text:

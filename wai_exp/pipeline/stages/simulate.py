@@ -123,18 +123,20 @@ def build_agent(agent_cfg: dict[str, Any], seed: int, timeout: float | None = No
 
     if kind in PROVIDERS:
         from wai_exp.simulate.agents.model_agent import ModelAgent
+        from wai_exp.simulate.run_health import binding_timeout_knob
 
         served = models.ModelAgentConfig.model_validate(agent_cfg)
         spec = f"{kind}:{served.model}"
         if served.base_url:
             spec += f"@{served.base_url}"
         # agent.timeout and simulate.timeout both mean seconds per completion: the
-        # tighter one is the limit, so neither is silently ignored.
+        # tighter one is the limit, so neither is silently ignored; equal, both must rise.
         limits = [served.timeout, timeout]
         return ModelAgent(
             spec,
             api_key=served.api_key,
             timeout=min(float(t) for t in limits if t),
+            timeout_knob=binding_timeout_knob(served.timeout, timeout),
             max_turns=int(served.max_turns),
             sampling={"temperature": served.temperature, "max_tokens": served.max_tokens},
         )

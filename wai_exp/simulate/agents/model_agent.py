@@ -43,10 +43,14 @@ class ModelAgent:
         logprobs: bool | str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
+        timeout_knob: str | None = None,
     ) -> None:
         self.model = Model(spec, api_key=api_key, timeout=timeout, retry=retry, transport=transport)
         self.spec = self.model.spec
         self.timeout = timeout
+        #: the setting a user raises to lengthen ``timeout`` when it is not ``timeout=`` itself
+        #: (the console script's ``agent.timeout`` and ``simulate.timeout``); None: that one
+        self.timeout_knob = timeout_knob
         self.transport = transport
         self.retry = retry
         self.api_key = self.model.api_key
