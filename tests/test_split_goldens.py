@@ -632,7 +632,7 @@ EXPECTED: dict[str, str] = {
     "load_rows/foreign_steps": ("37fa266249860d2431f52c37e9aa065ce1d82e2ae42cc2defd7f893b8c1426f7"),
     "load_rows/missing": ("bebdac50f94a64538b5be9ed68e1f44d38e5500bfc1e2f20288fad6476d8b1a6"),
     "load_rows/mixed_blank_torn": (
-        "4b42adc0c1c1d3bcba21c579e9717499dedfcd3eff8b65693ccf572a4a81dab9"
+        "8b562118a628de63fcd8433f2176623bddbaaaf1cb68f08eba51824a6bfb7e99"
     ),
     "load_rows/no_ask": ("7c4b74b26447538007bfd47e4c6fe7f1fadde4f61fa68fe3c0ed17cfcda71a8b"),
     "load_rows/not_json": ("88185965c7ca65501a487486cdf9ee95c5c746bf1e1fe28d90d34749f80163ff"),
