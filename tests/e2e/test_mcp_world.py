@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.mcp_http import notes_server_over_http
+
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 REPO = Path(__file__).resolve().parents[2]
 SERVER = "python -m tests.support.mcp_notes_server"
@@ -135,30 +137,10 @@ def test_a_crash_loses_that_rollout_not_the_stage(tmp_path: Path) -> None:
 
 
 def test_rl_round_over_streamable_http(tmp_path: Path) -> None:
-    import socket
-    import time
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.mcp_notes_server", "--http", str(port)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
+    with notes_server_over_http() as url:
         res = wai(
-            tmp_path, f"world.url=http://127.0.0.1:{port}/mcp", "world.reset_tool=reset_notes",
-            "simulate.budget=40",
-        )  # fmt: skip
-    finally:
-        server.terminate()
-        server.wait(10)
+            tmp_path, f"world.url={url}", "world.reset_tool=reset_notes", "simulate.budget=40"
+        )
     # the round ran end to end (its publish gate may refuse 40 rows: exit 3)
     assert res.returncode in (0, 3) and "simulate         ran" in res.stdout, (
         res.stdout + res.stderr

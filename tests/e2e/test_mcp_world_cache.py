@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.e2e.test_mcp_world import REPO, WAI_EXP
+from tests.support.mcp_http import notes_server_over_http
 
 SERVER_FILE = REPO / "tests/support/mcp_notes_server.py"
 
@@ -82,24 +81,8 @@ def test_a_command_whose_code_cannot_be_found_runs_every_time_saying_why(tmp_pat
 
 
 def test_a_url_server_runs_every_time_saying_why(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.mcp_notes_server", "--http", str(port)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
-        runs = [wai(tmp_path, f"world.url=http://127.0.0.1:{port}/mcp") for _ in range(2)]
-    finally:
-        server.terminate()
-        server.wait(10)
+    with notes_server_over_http() as url:
+        runs = [wai(tmp_path, f"world.url={url}") for _ in range(2)]
     assert " ran " in simulate_line(runs[1]), runs[1].stdout
     why = "world.url's server can change between runs at any time"
     assert why in runs[1].stdout  # on the terminal and in the closing summary

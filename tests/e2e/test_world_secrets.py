@@ -22,7 +22,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.mcp_http import notes_server_over_http
 from tests.support.scripted_server import chat_reply, scripted_server
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
@@ -72,20 +72,8 @@ def _everything(root: Path) -> str:
 @pytest.fixture
 def notes_server() -> Iterator[str]:
     """An MCP server over streamable HTTP: ``http://127.0.0.1:<port>/mcp``."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.mcp_notes_server", "--http", str(port)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(10)
+    with notes_server_over_http() as url:
+        yield url
 
 
 def _lineage_world(root: Path) -> dict[str, Any]:

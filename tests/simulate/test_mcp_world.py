@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.mcp_http import notes_server_over_http
 from wai_exp import simulate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,20 +98,8 @@ def _free_port() -> int:
 
 @pytest.fixture
 def http_server():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.mcp_notes_server", "--http", str(port)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(10)
+    with notes_server_over_http() as url:
+        yield url
 
 
 def test_simulate_over_streamable_http(http_server: str) -> None:
