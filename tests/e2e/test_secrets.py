@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from tests.support.scripted_server import chat_reply, echo_401, scripted_server
+from tests.support.written import all_text
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 BASE = ["+experiment=rl_round", "simulate.budget=8", "agent=openai"]
@@ -30,18 +31,6 @@ def _start(cwd: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen:
         [WAI_EXP, *args], cwd=cwd, env={**clean, **env}, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-
-
-def _everything(root: Path) -> str:
-    """The text of every file under ``root`` plus the SQL dump of every SQLite database."""
-    parts = []
-    for path in root.rglob("*"):
-        if path.is_file():
-            parts.append(path.read_bytes().decode("utf-8", "replace"))
-            if path.name == "mlflow.db":
-                with sqlite3.connect(path) as db:
-                    parts.extend(db.iterdump())
-    return "\n".join(parts)
 
 
 def test_planted_keys_reach_no_file_tag_artifact_log_or_message(tmp_path):
@@ -68,14 +57,14 @@ def test_planted_keys_reach_no_file_tag_artifact_log_or_message(tmp_path):
     for name in ("cli", "url", "env"):
         out, err = outputs[name]
         assert runs[name].returncode in (0, 1, 3), err
-        stored = _everything(tmp_path / name)
+        stored = all_text(tmp_path / name)
         # the refusal really happened and is on the record (in words, without the echoed body)
         assert "HTTP 401" in stored, name
         if name != "env":  # a key in the environment is in no config copy to redact
             assert "***redacted***" in stored, name
     assert not (tmp_path / "refused" / "outputs").exists()  # a refused run leaves no folder
     assert (tmp_path / "cli" / "mlflow.db").is_file()
-    everything = _everything(tmp_path) + "".join(o + e for o, e in outputs.values())
+    everything = all_text(tmp_path) + "".join(o + e for o, e in outputs.values())
     for how, key in keys.items():
         assert key not in everything, f"the key given by {how} leaked"
 
@@ -109,7 +98,7 @@ def test_a_sweep_keeps_swept_keys_and_preset_keys_out_of_every_file(tmp_path):
         sweep_roots = list((tmp_path / name).rglob("multirun.yaml"))
         assert len(sweep_roots) == 1, name  # the sweep ran and Hydra wrote its copy
         assert len(list(sweep_roots[0].parent.glob("*/.hydra/config.yaml"))) == 2, name
-    everything = _everything(tmp_path / "swept") + _everything(tmp_path / "preset")
+    everything = all_text(tmp_path / "swept") + all_text(tmp_path / "preset")
     everything += "".join(o + e for o, e in outputs.values())
     for key in [*swept, literal]:
         assert key not in everything, f"{key} leaked"
@@ -146,7 +135,7 @@ def _quoting_server(status: int, seen: list[str]):
 
 
 def _leaks(root: Path, outputs: tuple[str, str], keys: list[str]) -> list[str]:
-    everything = _everything(root) + "".join(outputs)
+    everything = all_text(root) + "".join(outputs)
     return sorted(f for key in keys for f in _forms(key) if f in everything)
 
 
@@ -165,7 +154,7 @@ def test_a_sweep_with_hydras_choice_over_keys_prints_neither_key(tmp_path):
     assert proc.returncode != 2, err
     assert "#1 : " in out + err  # Hydra launched both jobs and said so
     assert {f"Bearer {k}" for k in keys} <= set(seen)  # each job sent its own key
-    assert "HTTP 401" in _everything(tmp_path / "choice")
+    assert "HTTP 401" in all_text(tmp_path / "choice")
     assert _leaks(tmp_path / "choice", (out, err), keys) == []
 
 

@@ -31,6 +31,7 @@ import yaml
 
 from tests.support.mcp_http import notes_server_over_http
 from tests.support.scripted_server import chat_reply, scripted_server
+from tests.support.written import all_text
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 REPO = Path(__file__).resolve().parents[2]
@@ -56,17 +57,6 @@ def _start(cwd: Path, args: list[str], env: dict[str, str] | None = None) -> sub
         [WAI_EXP, *args], cwd=cwd, env={**clean, "PYTHONPATH": str(REPO), **(env or {})},
         text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-
-
-def _everything(root: Path) -> str:
-    parts = []
-    for path in root.rglob("*"):
-        if path.is_file():
-            parts.append(path.read_bytes().decode("utf-8", "replace"))
-            if path.name == "mlflow.db":
-                with sqlite3.connect(path) as db:
-                    parts.extend(db.iterdump())
-    return "\n".join(parts)
 
 
 @pytest.fixture
@@ -140,7 +130,7 @@ def test_tokens_in_a_worlds_url_and_command_and_a_model_url_reach_no_record(
     shown = f"{notes_server}?access={R}&X-Amz-Signature={R}"
     assert _lineage_world(tmp_path / "http")["url"] == shown
     assert _param(tmp_path / "http", "world.url") == shown
-    everything = _everything(tmp_path) + "".join(o + e for o, e in outputs.values())
+    everything = all_text(tmp_path) + "".join(o + e for o, e in outputs.values())
     assert [name for name, token in t.items() if token in everything] == []
 
 
@@ -170,5 +160,5 @@ def test_refusals_quote_a_url_or_command_without_its_values(tmp_path: Path) -> N
     for name, proc in runs.items():
         assert proc.returncode == 2, outputs[name]
         assert words[name] in outputs[name][1], outputs[name][1]
-    everything = _everything(tmp_path) + "".join(o + e for o, e in outputs.values())
+    everything = all_text(tmp_path) + "".join(o + e for o, e in outputs.values())
     assert [name for name, token in t.items() if token in everything] == []
