@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.jsonl import read_rows
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
@@ -43,7 +44,8 @@ def test_a_not_found_from_the_server_leaves_the_row_unjudged_and_says_why(tmp_pa
     tasks = {r["scenario_id"] for r in unserved}
     summary = out[out.index("wai-exp: done") :]
     assert (
-        f"warning (evaluate): {len(unserved)} row(s) on {len(tasks)} task(s) unjudged because "
+        f"warning (evaluate): {counted(len(unserved), 'row')} on {counted(len(tasks), 'task')} "
+        "unjudged because "
         "the world answered not found" in summary
     )
     assert "enum of the ids your world holds" in summary

@@ -45,7 +45,7 @@ def test_reference_rows_are_graded_on_their_vocabulary_or_left_unjudged(tmp_path
     # Every task is unanimous, so the gate has nothing to publish (exit 3): a result.
     assert res.returncode in (0, 3), res.stderr
     assert (
-        "warning (grade): 4 row(s) unjudged because their situation uses grid word(s) the "
+        "warning (grade): 4 rows unjudged because their situation uses a grid word the "
         "judge does not understand (stance 'sarcastic' on 4)"
     ) in res.stdout
     # Two tasks graded (the refused refund fails, the retry passes); the unknown one is out.

@@ -412,3 +412,24 @@ def test_a_sweep_of_one_job_has_one_child_run() -> None:
     answer = sweep_answer([_job(0, ["seed=0"], 0.5)], ["seed=0"])
     note = _sweep_note(answer["per_value"], answer["spread"], 1, 0, ["seed=0"])
     assert "\n1 child run.\n" in note, note
+
+
+def test_the_spread_and_the_paired_delta_count_in_the_number_of_their_count():
+    from wai_exp.tracking.sweep import paired_deltas
+
+    seeds = [_job(i, [f"seed={i}"], p) for i, p in enumerate([0.5, 0.6, 0.7])]
+    assert (
+        replicate_spread(seeds)["note"]
+        == "pooled over 1 configuration, 3 runs that differ only by seed"
+    )
+    values = [
+        _job(i, [f"agent.skill={s}", f"seed={i % 2}"], 0.4 + i / 10) for i, s in enumerate("6699")
+    ]
+    assert replicate_spread(values)["note"].startswith("pooled over 2 configurations, 4 runs")
+    for shared, said in ((["t0"], "1 shared task"), ([], "0 shared tasks")):
+        jobs = [
+            _tasked(0, ["agent.skill=0.6"], {"t0": 0.5, "a": 1.0}),
+            _tasked(1, ["agent.skill=0.9"], {**{t: 1.0 for t in shared}, "b": 0.0}),
+        ]
+        [d] = paired_deltas(jobs)
+        assert d["note"] == f"{said}: no paired interval"

@@ -460,7 +460,7 @@ def paired_deltas(children: Sequence[Mapping[str, Any]], *, seed: int = 0) -> li
                 "note": None,
             }
             if len(shared) < 2:
-                entry["note"] = f"{len(shared)} shared task(s): no paired interval"
+                entry["note"] = f"{counted(len(shared), 'shared task')}: no paired interval"
             else:
                 a = np.array([prev["means"][t] for t in shared])
                 b = np.array([means[t] for t in shared])
@@ -667,8 +667,9 @@ def replicate_spread(
         return out
     sd = math.sqrt(ss / df)
     out.update(run_std=sd, noise_band=noise_band(sd), noise_band_t=noise_band(sd, df=df))
-    out["note"] = f"pooled over {used} configuration(s), {n_runs} runs that differ only by " + (
-        ", ".join(table["replicate_keys"]) or "replicate"
+    out["note"] = (
+        f"pooled over {counted(used, 'configuration')}, {n_runs} runs that differ only by "
+        + (", ".join(table["replicate_keys"]) or "replicate")
     )
     return out
 

@@ -157,7 +157,7 @@ def test_the_warning_counts_rows_and_tasks_and_names_the_fix() -> None:
     ]
     text = plan_not_served_warning([*rows, {"scenario_id": "c", "judge_meta": {}}])
     assert text is not None
-    assert text.startswith("3 row(s) on 2 task(s) unjudged")
+    assert text.startswith("3 rows on 2 tasks unjudged")
     assert "adjust_stock on 3" in text and "enum" in text and "simulate.tasks=" in text
     assert plan_not_served_warning([{"judge_meta": {}}]) is None
 

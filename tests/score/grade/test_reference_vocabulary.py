@@ -170,7 +170,7 @@ def test_run_judge_counts_and_warns_about_unjudged_vocabulary():
     assert scored.counts == {"ok": 1, "abstain": 3}
     assert all("unjudged: grid word" in r["reason"] for r in scored.rows[1:])
     [warning] = [w for w in scored.warnings if "grid word" in w]
-    assert "3 row(s) unjudged" in warning
+    assert "3 rows unjudged because their situation uses grid words" in warning
     assert "stance 'sarcastic' on 2" in warning and "world_state 'frozen' on 1" in warning
 
 

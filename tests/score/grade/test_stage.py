@@ -100,7 +100,7 @@ def test_report_counts_rows_and_tasks_and_finds_leaks() -> None:
     assert rep["leaked_eval_share"] == pytest.approx(2 / 3)
     assert rep["ok"] is False
     assert any("optimized against" in w for w in rep["warnings"])
-    assert any("1 row(s) carry no stage" in w for w in rep["warnings"])
+    assert any("1 row carries no stage and is not eval-sourced" in w for w in rep["warnings"])
 
 
 def test_leak_across_several_training_stages_uses_task_key() -> None:
@@ -167,7 +167,7 @@ def test_format_stages_lists_stages_and_leaks() -> None:
     rows.append(row("z"))
     text = format_stages(stage_report(rows))
     lines = text.splitlines()
-    assert lines[0] == "stages: 5 rows; LEAK: 1 of 2 eval task(s) also used in training (50%)"
+    assert lines[0] == "stages: 5 rows; LEAK: 1 of 2 eval tasks also used in training (50%)"
     assert any(line.split()[:5] == ["sft", "2", "rows", "1", "tasks"] for line in lines)
     assert any(line.split()[:5] == ["eval", "2", "rows", "2", "tasks"] for line in lines)
     assert any(line.split()[:4] == ["(no", "stage)", "1", "rows"] for line in lines)
@@ -177,9 +177,7 @@ def test_format_stages_lists_stages_and_leaks() -> None:
 
 def test_format_stages_verdicts_and_leak_cap() -> None:
     clean = format_stages(stage_report([row("a", "sft"), row("b", "eval")]))
-    assert (
-        clean.splitlines()[0] == "stages: 2 rows; no leak: none of 1 eval task(s) used in training"
-    )
+    assert clean.splitlines()[0] == "stages: 2 rows; no leak: none of 1 eval task used in training"
     unchecked = format_stages(stage_report([row("a", "sft")]))
     assert "leaks unchecked: no eval rows" in unchecked.splitlines()[0]
     n = FORMAT_MAX_LEAKS + 3
@@ -189,3 +187,42 @@ def test_format_stages_verdicts_and_leak_cap() -> None:
     assert "... and 3 more" in text
     with pytest.raises(KeyError):
         format_stages({"rows": {}})
+
+
+@pytest.mark.parametrize(
+    ("n", "said"),
+    [
+        (
+            1,
+            [
+                "1 of 2 eval tasks was also used for training: the eval number on it was "
+                "optimized against; drop it from the eval set",
+                "1 row carries no stage and is not eval-sourced: it is not counted in any "
+                "stage; stamp it with",
+                "unknown stage name 'pre0': not one of",
+                "so it never counts as training",
+                "1 stamped row has no scenario_id",
+            ],
+        ),
+        (
+            2,
+            [
+                "2 of 3 eval tasks were also used for training: the eval number on them was "
+                "optimized against; drop them from the eval set",
+                "2 rows carry no stage and are not eval-sourced: they are not counted in any "
+                "stage; stamp them with",
+                "unknown stage names 'pre0', 'pre1': not one of",
+                "so they never count as training",
+                "2 stamped rows have no scenario_id",
+            ],
+        ),
+    ],
+)
+def test_every_warning_counts_in_the_number_of_its_count(n: int, said: list[str]) -> None:
+    leaked = [f"l{i}" for i in range(n)]
+    rows = [row(t, "sft") for t in leaked] + [row(t, "eval") for t in [*leaked, "clean"]]
+    rows += [row(f"u{i}", source="simulate") for i in range(n)]
+    rows += [row("x", f"pre{i}") for i in range(n)] + [{"stage": "sft"} for _ in range(n)]
+    text = format_stages(stage_report(rows))
+    assert all(s in text for s in said), text
+    assert f"LEAK: {n} of {n + 1} eval tasks also used in training" in text.splitlines()[0]

@@ -10,6 +10,7 @@ import pytest
 from wai_exp.score.grade.checklist import privileged_context, task_checklist
 from wai_exp.score.judges.floor import (
     FLOOR_REPLY,
+    compare_to_floor,
     do_nothing_row,
     do_nothing_rows,
     floor_of,
@@ -176,8 +177,40 @@ def test_lost_rollouts_count_against_the_agent_in_the_gap_and_an_all_lost_task_i
     own = [r["reward"] for r in skilled if r["scenario_id"] == key]
     shift = (sum(own) / len(own) - sum(own) / (len(own) + 2)) / plain.n_paired
     assert shift > 0 and counted.gap == pytest.approx(plain.gap - shift)
-    assert "1 task(s) lost every rollout" in counted.note
+    assert "1 task lost every rollout and left no ask to answer: the floor leaves it out" in (
+        counted.note
+    )
     # The summary says the floor covers fewer tasks than pass@1 (which counts the lost one).
     scope = floor_scope(counted.to_dict(), plain.n_tasks + 1)
-    assert scope.startswith(f"{plain.n_tasks} of the {plain.n_tasks + 1} tasks; 1 task(s) lost")
+    assert scope.startswith(f"{plain.n_tasks} of the {plain.n_tasks + 1} tasks; 1 task lost")
     assert floor_scope(plain.to_dict(), plain.n_tasks) == "the same tasks"
+
+
+@pytest.mark.parametrize(
+    ("n", "words"),
+    [
+        (
+            1,
+            [
+                "1 task lost every rollout",
+                "leaves it out (pass@1 counts it as a failure)",
+                "1 do-nothing row got no verdict and is left out",
+            ],
+        ),
+        (
+            2,
+            [
+                "2 tasks lost every rollout",
+                "leaves them out (pass@1 counts them as failures)",
+                "2 do-nothing rows got no verdict and are left out",
+            ],
+        ),
+    ],
+)
+def test_the_floor_note_counts_lost_tasks_and_unjudged_rows_in_their_number(n, words):
+    rows = [{"scenario_id": f"t{i}", "reward": 1.0} for i in range(3)]
+    floor_rows = [{"scenario_id": f"t{i}", "reward": 0.0} for i in range(3)]
+    floor_rows += [{"scenario_id": f"t{i}", "reward": None} for i in range(n)]
+    lost = {f"gone{i}": ["fixed"] for i in range(n)}
+    note = compare_to_floor(rows, floor_rows, lost=lost).note
+    assert note is not None and all(w in note for w in words), note

@@ -16,9 +16,11 @@ from wai_exp.score.judges.judging import (
     ScoredData,
     evaluate,
     normalize_judge_result,
+    plan_not_served_warning,
     run_judge,
     run_judge_batched,
     scoring_run_id,
+    unknown_vocabulary_warning,
 )
 
 # ---- normalize_judge_result ------------------------------------------------------------
@@ -620,3 +622,25 @@ def test_batched_judging_hands_each_final_row_on_and_keeps_what_the_caller_retur
     assert any("cancel_order" in w for w in whole.warnings)
     with pytest.raises(ValueError, match="needs run_id"):
         run_judge_batched([rows], judge, emit=emit)
+
+
+def test_a_warning_about_one_row_says_it_in_the_singular() -> None:
+    def unknown(*words: str) -> dict[str, Any]:
+        grid = {f"axis{i}": w for i, w in enumerate(words)}
+        return {"scenario_id": "a", "judge_meta": {"unknown_grid_words": grid}}
+
+    one = unknown_vocabulary_warning([unknown("sarcastic")])
+    assert one is not None and one.startswith(
+        "1 row unjudged because its situation uses a grid word the judge does not understand "
+        "(axis0 'sarcastic' on 1): it gets no reward"
+    )
+    two = unknown_vocabulary_warning([unknown("sarcastic", "frozen"), unknown("sarcastic")])
+    assert two is not None and two.startswith(
+        "2 rows unjudged because their situation uses grid words the judge does not understand "
+    )
+    assert "): they get no reward" in two
+    served = plan_not_served_warning([{"scenario_id": "a", "judge_meta": {"plan_not_served": "t"}}])
+    assert served is not None and served.startswith("1 row on 1 task unjudged because the world")
+    rows = [{"scenario_id": "a", "reward": 1.0}]
+    assert repr(ScoredData(rows, "r", "grade", "j")).startswith("ScoredData(1 row, judge='j'")
+    assert repr(ScoredData(rows, "r", "grade", "j")).endswith(", 0 warnings)")

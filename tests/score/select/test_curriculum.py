@@ -81,7 +81,7 @@ def test_more_tiers_than_tasks_leaves_empty_tiers_and_says_so():
     rep = curriculum(group("a", 1, 2) + group("b", 1, 4), tiers=4)
     assert [t["n_tasks"] for t in rep["tiers"]] == [1, 1, 0, 0]
     assert rep["tiers"][3]["pass_rate_max"] is None
-    assert "2 tier(s) are empty" in rep["note"]
+    assert "2 trainable tasks for 4 tiers: the last 2 tiers are empty" in rep["note"]
 
 
 def test_equal_pass_rates_order_by_task_key():
@@ -194,15 +194,17 @@ def test_format_prints_one_line_per_fact():
     rows += group("e", 1, 1) + [{"scenario_id": "e", "reward": None}]
     text = format_curriculum(curriculum(rows, tiers=2))
     lines = text.splitlines()
-    assert lines[0] == "curriculum: 5 tasks from 18 rows (1 rows without a 0/1 reward skipped)"
+    assert lines[0] == "curriculum: 5 tasks from 18 rows (1 row without a 0/1 reward skipped)"
     assert lines[1] == "trainable: 2 tasks with pass rate in [0.20, 0.80], easy to hard in 2 tiers"
-    assert lines[2] == "  tier 1 (easiest): 1 tasks, pass rate 0.75 to 0.75"
-    assert lines[3] == "  tier 2 (hardest): 1 tasks, pass rate 0.25 to 0.25"
+    assert lines[2] == "  tier 1 (easiest): 1 task, pass rate 0.75 to 0.75"
+    assert lines[3] == "  tier 2 (hardest): 1 task, pass rate 0.25 to 0.25"
     assert lines[4] == "in band [0.20, 0.80]: 2 of 2 trainable tasks (100%)"
-    assert lines[5] == "solved (retire): 1 tasks with pass rate above 0.80"
-    assert lines[6] == "not ready (hold): 1 tasks with pass rate below 0.20"
-    assert lines[7] == "too few rollouts: 1 tasks with fewer than 2 graded rollouts"
-    assert lines[8].startswith("note: 1 task(s) have fewer than 2 graded rollouts")
+    assert lines[5] == "solved (retire): 1 task with pass rate above 0.80"
+    assert lines[6] == "not ready (hold): 1 task with pass rate below 0.20"
+    assert lines[7] == "too few rollouts: 1 task with fewer than 2 graded rollouts"
+    assert lines[8] == (
+        "note: 1 task has fewer than 2 graded rollouts: simulate more repeats to place it"
+    )
     assert len(lines) == 9
     with pytest.raises(ValueError, match="curriculum\\(\\) report"):
         format_curriculum({"mean": 0.5})
@@ -235,3 +237,15 @@ def test_report_stage_runs_curriculum_by_module_path(tmp_path: Path):
     assert res.metrics["n_trainable"] == 1.0 and res.metrics["n_solved"] == 1.0
     assert res.metrics["n_not_ready"] == 1.0 and "trainable" not in res.metrics
     assert res.text.startswith("curriculum: 3 tasks from 12 rows")
+
+
+def test_one_empty_tier_is_said_in_the_singular():
+    rep = curriculum(group("a", 1, 2) + group("b", 1, 4), tiers=3)
+    assert [t["n_tasks"] for t in rep["tiers"]] == [1, 1, 0]
+    assert "2 trainable tasks for 3 tiers: the last tier is empty" in rep["note"]
+    one = curriculum(group("a", 1, 2), tiers=2)
+    assert "1 trainable task for 2 tiers: the last tier is empty" in one["note"]
+    lines = format_curriculum(one).splitlines()
+    assert lines[0] == "curriculum: 1 task from 2 rows (0 rows without a 0/1 reward skipped)"
+    assert lines[1].startswith("trainable: 1 task with pass rate in")
+    assert lines[4] == "in band [0.20, 0.80]: 1 of 1 trainable task (100%)"

@@ -901,7 +901,7 @@ def test_rows_an_adaptive_policy_added_do_not_skew_the_delta() -> None:
     metric = rep["metrics"]["pass_at_1"]
     assert metric["before"] == pytest.approx(0.25) and metric["delta"] == pytest.approx(0.0)
     assert rep["target_verdict"] != "regressed"
-    assert any("160 row(s) an adaptive policy added" in w for w in rep["warnings"])
+    assert any("160 rows an adaptive policy added" in w for w in rep["warnings"])
 
 
 def test_lost_rollouts_count_as_failed_repeats_as_pass_at_counts_them() -> None:

@@ -665,3 +665,18 @@ def test_task_estimates_average_to_the_headline_they_come_from(kwargs: dict) -> 
     if kwargs.get("unanimous_short"):
         assert est.pass_pow_k["t3"] == 1.0 and est.pass_pow_k["t5"] == 0.0
         assert "t4" not in est.pass_pow_k
+
+
+@pytest.mark.parametrize(
+    ("n", "said"),
+    [
+        (1, "1 task has no graded first-batch row and is left out"),
+        (2, "2 tasks have no graded first-batch row and are left out"),
+    ],
+)
+def test_tasks_with_only_added_rows_are_counted_in_their_number(n: int, said: str) -> None:
+    first = [{"scenario_id": "a", "reward": r, "selection_reason": "initial"} for r in (1.0, 0.0)]
+    added = [
+        {"scenario_id": f"x{i}", "reward": 1.0, "selection_reason": "group_split"} for i in range(n)
+    ]
+    assert said in pass_at(first + added).note

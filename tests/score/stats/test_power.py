@@ -246,3 +246,12 @@ def test_layout_reads_spread_only_when_the_rates_show_it() -> None:
     ones = np.ones(42)
     assert true_spread(np.array([1.0, 0.0] * 21), ones) is None
     assert layout_from_rates(np.array([1.0, 0.0] * 21), ones) == "equal"
+
+
+@pytest.mark.parametrize(
+    ("after", "shared"),
+    [(arm([2]), "1 task"), ([{"scenario_id": "other", "reward": 1.0}], "0 tasks")],
+)
+def test_the_paired_sd_note_counts_the_shared_tasks_in_their_number(after, shared) -> None:
+    notes = holdout_size(0.1, before=arm([1, 2, 3]), after=after)["notes"]
+    assert f"before and after share {shared}; an sd needs at least 2, so it falls back" in notes[1]

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from wai_exp.score.stats.stats import (
     MIN_CI_TASKS,
     STABILITY_BANDS,
+    adaptive_note,
     compare_runs,
     eval_variance,
     marker_names,
@@ -167,7 +168,7 @@ def test_one_sided_tasks_are_dropped_and_counted() -> None:
     res = compare_runs(a, b)
     assert res["n_paired"] == 6 and res["n_only_b"] == 2 and res["n_only_a"] == 0
     assert res["paired_share"] == pytest.approx(6 / 8)
-    assert "2 task(s) on one side only" in res["note"]
+    assert "2 tasks on one side only (0 in a, 2 in b) were dropped" in res["note"]
 
 
 def test_unpaired_fallback_below_min_paired() -> None:
@@ -369,7 +370,9 @@ def test_eval_variance_leaves_out_rows_that_name_no_run() -> None:
     rep = eval_variance(run0 + run1 + stray)
     assert rep["n_runs"] == 2 and rep["runs"] == [0, 1] and rep["n_stray_rows"] == 4
     assert rep["means"] == pytest.approx([0.5, 0.5])
-    assert any(n.startswith("4 of 28 rows name no run") for n in rep["notes"])
+    assert any(
+        n.startswith("4 of 28 rows name no run") and "they are not" in n for n in rep["notes"]
+    )
     # No row names a run: they are the one run, nothing is stray.
     alone = eval_variance(stray)
     assert alone["n_stray_rows"] == 0 and len(alone["means"]) == 1
@@ -392,10 +395,10 @@ def test_rows_an_adaptive_policy_added_are_left_out_of_summary_and_compare() -> 
     added = arm([4] * 30, selection_reason="verify")
     summary = metric_summary(first + added)
     assert summary["mean"] == pytest.approx(0.25) and summary["n_rows"] == 120
-    assert "120 row(s) an adaptive policy added" in summary["note"]
+    assert "120 rows an adaptive policy added" in summary["note"]
     cmp = compare_runs(first + added, first)
     assert cmp["delta"] == pytest.approx(0.0) and cmp["verdict"] == "no_difference_detected"
-    assert "run a: 120 row(s) an adaptive policy added" in cmp["note"]
+    assert "run a: 120 rows an adaptive policy added" in cmp["note"]
 
 
 def _rerun(rates: list[int], k: int, run: int) -> list[dict]:
@@ -445,3 +448,21 @@ def test_rollout_std_is_what_re_runs_spread_by_on_average() -> None:
     assert np.mean(measured) == pytest.approx(np.mean(predicted), rel=0.1)
     # Only spreads under the chi-square's 2.5% point are floored: about 2.5% of honest runs.
     assert floored <= 25
+
+
+def test_counts_of_one_in_the_notes_are_singular_and_agree_with_their_verb() -> None:
+    assert "on 1 task; an interval needs" in metric_summary(arm([1]))["note"]
+    assert "on 2 tasks; an interval needs" in metric_summary(arm([1, 3]))["note"]
+    assert adaptive_note(1).startswith("1 row an adaptive policy added")
+    assert ") is left out: it is drawn where" in adaptive_note(1)
+    assert ") are left out: they are drawn where" in adaptive_note(2)
+    shared = arm([1, 2, 3, 4, 0, 2])
+    one_side = compare_runs(shared, shared + arm([4], prefix="new"))["note"]
+    assert "1 task on one side only (0 in a, 1 in b) was dropped" in one_side
+    assert "only 1 shared task (< min_paired=" in compare_runs(arm([1]), arm([2]))["note"]
+    assert eval_variance(arm([1, 2]))["notes"][-1].startswith("1 run: a spread needs")
+    run0 = arm([4, 2, 0], lineage={"eval_run": 0})
+    run1 = arm([3, 2, 1], lineage={"eval_run": 1})
+    stray = [{"scenario_id": "t0", "reward": 0.0}]
+    notes = eval_variance(run0 + run1 + stray)["notes"]
+    assert any(n.startswith("1 of 25 rows names no run") and "it is not" in n for n in notes)

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.keys import task_key
 
 #: The stages a row can be stamped with, in pipeline order: mid-training, supervised
@@ -119,11 +120,7 @@ def stage_report(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     has_training = any(s in row_counts for s in TRAINING_STAGES)
     warnings: list[str] = []
     if leaks:
-        warnings.append(
-            f"{len(leaks)} of {len(eval_tasks)} eval task(s) were also used for training: the "
-            "eval number on them was optimized against; drop them from the eval set or from "
-            "training (decontaminate) and re-measure"
-        )
+        warnings.append(_leak_warning(len(leaks), len(eval_tasks)))
     if "eval" not in row_counts:
         warnings.append(
             "no eval rows: nothing to check for leaks; include the held-out rows "
@@ -134,21 +131,7 @@ def stage_report(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "no training-stage rows (mid/sft/rm/rl): leaks cannot be checked without the "
             "training data; include it, stamped with stamp_stage"
         )
-    if unstamped:
-        warnings.append(
-            f"{unstamped} row(s) carry no stage and are not eval-sourced: they are not counted "
-            "in any stage; stamp them with stamp_stage(rows, stage)"
-        )
-    if unknown:
-        warnings.append(
-            f"unknown stage name(s) {', '.join(repr(s) for s in unknown)}: not one of "
-            f"{', '.join(STAGES)}, so they never count as training; re-stamp with stamp_stage"
-        )
-    if no_key:
-        warnings.append(
-            f"{no_key} stamped row(s) have no scenario_id, task_id or prompt: left out of the "
-            "task counts and the leak check"
-        )
+    warnings.extend(_stamp_warnings(unstamped, unknown, no_key))
 
     return {
         "n_rows": n_rows,
@@ -166,6 +149,42 @@ def stage_report(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _leak_warning(n_leaks: int, n_eval: int) -> str:
+    one = n_leaks == 1
+    return (
+        f"{n_leaks} of {counted(n_eval, 'eval task')} {'was' if one else 'were'} also used for "
+        f"training: the eval number on {'it' if one else 'them'} was optimized against; drop "
+        f"{'it' if one else 'them'} from the eval set or from training (decontaminate) and "
+        "re-measure"
+    )
+
+
+def _stamp_warnings(unstamped: int, unknown: Sequence[str], no_key: int) -> list[str]:
+    """The warnings for rows whose stage or task cannot be read, each in its count's number."""
+    out = []
+    if unstamped:
+        one = unstamped == 1
+        out.append(
+            f"{counted(unstamped, 'row')} {'carries' if one else 'carry'} no stage and "
+            f"{'is' if one else 'are'} not eval-sourced: {'it is' if one else 'they are'} not "
+            f"counted in any stage; stamp {'it' if one else 'them'} with "
+            "stamp_stage(rows, stage)"
+        )
+    if unknown:
+        one = len(unknown) == 1
+        out.append(
+            f"unknown stage {'name' if one else 'names'} {', '.join(repr(s) for s in unknown)}: "
+            f"not one of {', '.join(STAGES)}, so {'it never counts' if one else 'they never count'} "
+            "as training; re-stamp with stamp_stage"
+        )
+    if no_key:
+        out.append(
+            f"{counted(no_key, 'stamped row')} {'has' if no_key == 1 else 'have'} no scenario_id, "
+            "task_id or prompt: left out of the task counts and the leak check"
+        )
+    return out
+
+
 def format_stages(report: dict[str, Any]) -> str:
     """The block a person reads: the verdict line, one line per stage, the leaked tasks
     (at most ``FORMAT_MAX_LEAKS``), then the warnings.
@@ -175,7 +194,7 @@ def format_stages(report: dict[str, Any]) -> str:
     n_leaks = report["n_leaked_tasks"]
     if n_leaks:
         verdict = (
-            f"LEAK: {n_leaks} of {report['n_eval_tasks']} eval task(s) also used in training "
+            f"LEAK: {n_leaks} of {counted(report['n_eval_tasks'], 'eval task')} also used in training "
             f"({report['leaked_eval_share']:.0%})"
         )
     elif not report["rows"].get("eval"):
@@ -183,8 +202,10 @@ def format_stages(report: dict[str, Any]) -> str:
     elif not any(report["rows"].get(s) for s in TRAINING_STAGES):
         verdict = "leaks unchecked: no training rows"
     else:
-        verdict = f"no leak: none of {report['n_eval_tasks']} eval task(s) used in training"
-    lines = [f"stages: {report['n_rows']} rows; {verdict}"]
+        verdict = (
+            f"no leak: none of {counted(report['n_eval_tasks'], 'eval task')} used in training"
+        )
+    lines = [f"stages: {counted(report['n_rows'], 'row')}; {verdict}"]
     names = list(report["rows"])
     if report["unstamped"]:
         names.append("(no stage)")

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import first_user_text, row_messages
 from wai_exp.score.stats.passat import (
@@ -243,7 +244,7 @@ class Floor:
 def floor_scope(floor: Mapping[str, Any], n_tasks: int | None) -> str:
     """Which of pass@1's ``n_tasks`` tasks the floor (a ``Floor.to_dict()``) was measured
     on, in words, then its note when it has one: ``the same tasks``, or ``39 of the 50
-    tasks; 11 task(s) lost every rollout ...``. Never raises."""
+    tasks; 11 tasks lost every rollout ...``. Never raises."""
     n = floor.get("n_tasks")
     same = not (isinstance(n, int) and isinstance(n_tasks, int) and n != n_tasks)
     where = "the same tasks" if same else f"{n} of the {n_tasks} tasks"
@@ -294,12 +295,20 @@ def compare_to_floor(
     with_rows = {task_key(r) for r in row_list}
     all_lost = sum(1 for key in lost or {} if key not in with_rows)
     if all_lost:
+        them, counts = (
+            ("it", "counts it as a failure")
+            if all_lost == 1
+            else ("them", "counts them as failures")
+        )
         notes.append(
-            f"{all_lost} task(s) lost every rollout and left no ask to answer: the floor "
-            "leaves them out (pass@1 counts them as failures)"
+            f"{counted(all_lost, 'task')} lost every rollout and left no ask to answer: the "
+            f"floor leaves {them} out (pass@1 {counts})"
         )
     if unjudged:
-        notes.append(f"{unjudged} do-nothing row(s) got no verdict and are left out")
+        notes.append(
+            f"{counted(unjudged, 'do-nothing row')} got no verdict and "
+            f"{'is' if unjudged == 1 else 'are'} left out"
+        )
     if pa.ci95 is None:
         notes.append(f"the floor's interval needs >= {MIN_CI_GROUPS} tasks, has {pa.n_groups}")
     paired = [k for k in pa.per_task if k in agent]

@@ -343,8 +343,8 @@ class ScoredData:
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
         return (
-            f"ScoredData({len(self._rows)} rows, judge={self.judge_name!r}, source={self.source!r}, "
-            f"run_id={self.run_id!r}, {counts}, {len(self.warnings)} warning(s))"
+            f"ScoredData({counted(len(self._rows), 'row')}, judge={self.judge_name!r}, source={self.source!r}, "
+            f"run_id={self.run_id!r}, {counts}, {counted(len(self.warnings), 'warning')})"
         )
 
     @property
@@ -728,9 +728,10 @@ def unknown_vocabulary_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
         return None
     listed = ", ".join(f"{w} on {c}" for w, c in words.most_common())
     return (
-        f"{n} row(s) unjudged because their situation uses grid word(s) the judge does not "
-        f"understand ({listed}): they get no reward rather than a guessed one; the words "
-        "understood are in docs/DOMAIN.md"
+        f"{counted(n, 'row')} unjudged because {'its' if n == 1 else 'their'} situation uses "
+        f"{'a grid word' if len(words) == 1 else 'grid words'} the judge does not understand "
+        f"({listed}): {'it gets' if n == 1 else 'they get'} no reward rather than a guessed "
+        "one; the words understood are in docs/DOMAIN.md"
     )
 
 
@@ -785,7 +786,8 @@ def plan_not_served_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     n = sum(tools.values())
     listed = ", ".join(f"{t} on {c}" for t, c in tools.most_common())
     return (
-        f"{n} row(s) on {len(tasks)} task(s) unjudged because the world answered not found "
+        f"{counted(n, 'row')} on {counted(len(tasks), 'task')} unjudged because the world "
+        "answered not found "
         f"for the record the ask names, on a task planned on a record that exists ({listed}): "
         "the asks draw their ids from the tools' schemas (pattern, format, examples), and "
         "your world does not hold those records, so an agent that reports not found would "

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.keys import task_key
 from wai_exp.score.select.trim import DEFAULT_BAND, check_band
 from wai_exp.score.stats.passat import as_rows
@@ -196,15 +197,15 @@ def curriculum(
             "graded rollouts: nothing to train on at this difficulty"
         )
     elif n_train < tiers:
-        notes.append(
-            f"{n_train} trainable task(s) for {tiers} tiers: the last {tiers - n_train} "
-            "tier(s) are empty"
-        )
+        empty = tiers - n_train
+        last = "the last tier is" if empty == 1 else f"the last {empty} tiers are"
+        notes.append(f"{counted(n_train, 'trainable task')} for {tiers} tiers: {last} empty")
     n_too_few = int((t.category == _TOO_FEW).sum())
     if n_too_few and t.n_graded:
         notes.append(
-            f"{n_too_few} task(s) have fewer than {min_rollouts} graded rollouts: "
-            "simulate more repeats to place them"
+            f"{counted(n_too_few, 'task')} {'has' if n_too_few == 1 else 'have'} fewer than "
+            f"{min_rollouts} graded rollouts: simulate more repeats to place "
+            f"{'it' if n_too_few == 1 else 'them'}"
         )
 
     return {
@@ -275,9 +276,9 @@ def format_curriculum(report: dict[str, Any]) -> str:
     th = report["thresholds"]
     lo, hi = th["band"]
     lines = [
-        f"curriculum: {report['n_tasks']} tasks from {report['n_rows']} rows "
-        f"({report['n_skipped']} rows without a 0/1 reward skipped)",
-        f"trainable: {report['n_trainable']} tasks with pass rate in "
+        f"curriculum: {counted(report['n_tasks'], 'task')} from {counted(report['n_rows'], 'row')} "
+        f"({counted(report['n_skipped'], 'row')} without a 0/1 reward skipped)",
+        f"trainable: {counted(report['n_trainable'], 'task')} with pass rate in "
         f"[{th['floor']:.2f}, {th['solved']:.2f}], easy to hard in {th['tiers']} tiers",
     ]
     last = len(report["tiers"])
@@ -287,13 +288,15 @@ def format_curriculum(report: dict[str, Any]) -> str:
             span = f"pass rate {tier['pass_rate_max']:.2f} to {tier['pass_rate_min']:.2f}"
         else:
             span = "empty"
-        lines.append(f"  tier {tier['tier']}{label}: {tier['n_tasks']} tasks, {span}")
+        lines.append(f"  tier {tier['tier']}{label}: {counted(tier['n_tasks'], 'task')}, {span}")
     lines += [
-        f"in band [{lo:.2f}, {hi:.2f}]: {report['n_in_band']} of {report['n_trainable']} "
-        f"trainable tasks ({_pct(report['in_band_share'])})",
-        f"solved (retire): {report['n_solved']} tasks with pass rate above {th['solved']:.2f}",
-        f"not ready (hold): {report['n_not_ready']} tasks with pass rate below {th['floor']:.2f}",
-        f"too few rollouts: {report['n_too_few']} tasks with fewer than "
+        f"in band [{lo:.2f}, {hi:.2f}]: {report['n_in_band']} of "
+        f"{counted(report['n_trainable'], 'trainable task')} ({_pct(report['in_band_share'])})",
+        f"solved (retire): {counted(report['n_solved'], 'task')} with pass rate above "
+        f"{th['solved']:.2f}",
+        f"not ready (hold): {counted(report['n_not_ready'], 'task')} with pass rate below "
+        f"{th['floor']:.2f}",
+        f"too few rollouts: {counted(report['n_too_few'], 'task')} with fewer than "
         f"{th['min_rollouts']} graded rollouts",
     ]
     if report.get("note"):

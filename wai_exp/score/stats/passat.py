@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.reader import STEP_KINDS, read_steps, spoken
 from wai_exp.score.stats.resample import (
@@ -310,9 +311,12 @@ def _basis_groups(
     ]
     first = group_values([k for k, _ in picked], np.fromiter((b for _, b in picked), float))
     if first.n_tasks < groups.n_tasks:
+        n_out = groups.n_tasks - first.n_tasks
+        one = n_out == 1
         notes.append(
-            f"pass@1 reads the first batch of each task; {groups.n_tasks - first.n_tasks} "
-            "task(s) have no graded first-batch row and are left out of it"
+            f"pass@1 reads the first batch of each task; {counted(n_out, 'task')} "
+            f"{'has' if one else 'have'} no graded first-batch row and {'is' if one else 'are'} "
+            "left out of it"
         )
     return first, "first_batch"
 

@@ -440,7 +440,7 @@ def _paired_sd(gb: Any, ga: Any, notes: list[str]) -> tuple[float | None, int]:
     n_paired = len(shared)
     if n_paired < 2:
         notes.append(
-            f"before and after share {n_paired} task(s); an sd needs at least 2, so "
+            f"before and after share {counted(n_paired, 'task')}; an sd needs at least 2, so "
             "it falls back to task_std or the model"
         )
         return None, n_paired

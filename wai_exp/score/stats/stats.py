@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from scipy import special as _sp  # not scipy.stats: 0.6 s to import for one quantile
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.keys import prompt_mismatch, task_key
 from wai_exp.score.stats.passat import ADAPTIVE_REASONS, as_rows, first_batch
 from wai_exp.score.stats.resample import (
@@ -154,7 +155,7 @@ def _summary_from_groups(
         return out
     if groups.n_tasks < MIN_CI_TASKS:
         out["note"] = (
-            f"{metric} is on {groups.n_tasks} task(s); an interval needs at least "
+            f"{metric} is on {counted(groups.n_tasks, 'task')}; an interval needs at least "
             f"{MIN_CI_TASKS} tasks, so ci95 is None"
         )
         return out
@@ -192,10 +193,12 @@ def metric_summary(
 
 def adaptive_note(n_added: int) -> str:
     """The words for rows ``first_batch`` left out of a per-task mean."""
+    one = n_added == 1
     return (
-        f"{n_added} row(s) an adaptive policy added (selection_reason "
-        f"{'/'.join(sorted(ADAPTIVE_REASONS))}) are left out: they are drawn where a task's "
-        "outcomes split and would skew its rate, so each task reads its fixed first batch"
+        f"{counted(n_added, 'row')} an adaptive policy added (selection_reason "
+        f"{'/'.join(sorted(ADAPTIVE_REASONS))}) {'is' if one else 'are'} left out: "
+        f"{'it is' if one else 'they are'} drawn where a task's outcomes split and would skew "
+        "its rate, so each task reads its fixed first batch"
     )
 
 
@@ -323,7 +326,7 @@ def _unpaired(
     """Too few shared tasks: unpaired task means, Welch's p."""
     out["method"] = "unpaired_bootstrap"
     notes.append(
-        f"only {n_shared} shared task(s) (< min_paired={min_paired}): compared unpaired "
+        f"only {counted(n_shared, 'shared task')} (< min_paired={min_paired}): compared unpaired "
         "task means, which ignores per-task difficulty and is much less precise; evaluate "
         "both runs on the same tasks"
     )
@@ -447,9 +450,11 @@ def compare_runs(
     if len(shared) >= min_paired:
         _paired(ga, gb, (a_idx, b_idx), shared, n_boot, rng, level, out, notes)
         if only_a or only_b:
+            n_one_side = only_a + only_b
             notes.append(
-                f"{only_a + only_b} task(s) on one side only ({only_a} in a, {only_b} in b) were "
-                f"dropped: the verdict covers {len(shared)} of {union} tasks "
+                f"{counted(n_one_side, 'task')} on one side only ({only_a} in a, {only_b} in b) "
+                f"{'was' if n_one_side == 1 else 'were'} dropped: the verdict covers "
+                f"{len(shared)} of {union} tasks "
                 f"(paired_share {len(shared) / union:.0%})"
             )
     else:
@@ -602,11 +607,21 @@ def _implausibly_low(run_std: float, floor: float, n_runs: int) -> bool:
     return run_std * run_std * df < floor * floor * float(_sp.chdtri(df, 0.975))
 
 
+def _stray_note(n_stray: int, n_rows: int, where: str) -> str:
+    one = n_stray == 1
+    return (
+        f"{n_stray} of {counted(n_rows, 'row')} {'names' if one else 'name'} no run ({where}) "
+        f"and {'is' if one else 'are'} left out: {'it is' if one else 'they are'} not a re-run "
+        f"of {'its' if one else 'their'} own. Stamp {'it' if one else 'them'}, or pass each "
+        "re-run as its own argument"
+    )
+
+
 def _run_count_note(n_runs: int) -> str:
     """What ``n_runs`` re-runs can say about the spread, and the fix."""
     if n_runs < 2:
         return (
-            f"{n_runs} run(s): a spread needs at least two, so run_std is None; re-run the eval "
+            f"{counted(n_runs, 'run')}: a spread needs at least two, so run_std is None; re-run the eval "
             "(simulate(runs=3)) to measure it"
         )
     if n_runs < MIN_RUNS_FOR_DISTRIBUTION:
@@ -679,11 +694,7 @@ def eval_variance(
         labels, run_rows, n_stray = _split_runs(rows, by)
         if n_stray:
             where = f"key {by!r}" if by else "lineage.eval_run or lineage.scoring_run_id"
-            notes.append(
-                f"{n_stray} of {len(rows)} rows name no run ({where}) and are left out: they "
-                "are not a re-run of their own. Stamp them, or pass each re-run as its own "
-                "argument"
-            )
+            notes.append(_stray_note(n_stray, len(rows), where))
         if len(run_rows) == 1:
             where = f"key {by!r}" if by else "lineage.eval_run or lineage.scoring_run_id"
             notes.append(
@@ -698,7 +709,11 @@ def eval_variance(
     measured = [m for m in means if m is not None]
     missing = len(means) - len(measured)
     if missing:
-        notes.append(f"{missing} run(s) carry no {name} value and are left out")
+        one = missing == 1
+        notes.append(
+            f"{counted(missing, 'run')} {'carries' if one else 'carry'} no {name} value and "
+            f"{'is' if one else 'are'} left out"
+        )
     n_runs = len(measured)
 
     def sd(values: list[float]) -> float | None:
