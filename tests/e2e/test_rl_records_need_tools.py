@@ -85,7 +85,7 @@ def test_trl_on_rows_with_no_tools_warns_and_serve_env_refuses(first) -> None:
     assert "These records have an empty `tools` list" in card
     published = first / "trl0/publish/train.jsonl"
     for line in published.open():
-        with pytest.raises(EnvError, match=r"has no `tools`.*simulate\.spec="):
+        with pytest.raises(EnvError, match=r"has no `tools`.*simulate\.spec=support_desk \("):
             reset(json.loads(line))
     from tests.support.training import require_training_stack
 
@@ -93,7 +93,10 @@ def test_trl_on_rows_with_no_tools_warns_and_serve_env_refuses(first) -> None:
     served = _wai(first, "serve-env", "--records", str(published), "--port", "9")
     assert served.returncode == 2, (served.stdout + served.stderr)[-3000:]
     assert "cannot be played: the record has no `tools`" in served.stderr
-    assert "simulate.spec=<the spec they were made with>" in served.stderr
+    # The records open with the shipped support desk's system prompt: the refusal names it.
+    assert "simulate.spec=support_desk (the rows' system prompt is that shipped spec's)" in (
+        served.stderr
+    )
 
 
 def test_with_the_spec_the_records_carry_its_tools_and_every_one_plays(first) -> None:

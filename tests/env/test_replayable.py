@@ -7,6 +7,8 @@ say so, as they do for rows another tool wrote."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from wai_exp.env import EnvError, reset
@@ -139,7 +141,6 @@ def test_the_card_of_mcp_records_never_says_reset_rebuilds_them():
 
 
 def test_serve_env_refuses_records_reset_would_refuse_before_serving(run, tmp_path):
-    import json
 
     from wai_exp.commands.serve_env import read_records
 
@@ -153,15 +154,46 @@ def test_serve_env_refuses_records_reset_would_refuse_before_serving(run, tmp_pa
     assert read_records(path) == good
 
 
-def test_reset_refuses_a_record_with_no_tools_naming_the_spec_to_publish_with(run):
+def _refusal(record):
     with pytest.raises(EnvError) as info:
-        reset({**run[1][0], "tools": []})
-    said = str(info.value)
+        reset(record)
+    return str(info.value)
+
+
+def test_reset_refuses_a_record_with_no_tools_naming_the_spec_to_publish_with(run):
+    """The record opens with the shipped support desk's system prompt: that is the spec to
+    publish with. Its refusal said "the spec they were made with" when it could tell."""
+    bare = {**run[1][0], "tools": []}
+    said = _refusal(bare)
     assert said.startswith("the record has no `tools`: the world answers only declared tools")
-    assert "simulate.rows without simulate.spec" in said
     assert said.endswith(
-        "to publish them again, pass simulate.spec=<the spec they were made with>, or write "
-        "each row's `tools`"
+        "(simulate.rows without simulate.spec); to publish them again, pass "
+        "simulate.spec=support_desk (the rows' system prompt is that shipped spec's), or "
+        "write each row's `tools`"
+    )
+    # As a Parquet row holds it (the prompt a JSON string), and with the prompt where the
+    # verl shape keeps it for the reward function.
+    assert _refusal({**bare, "prompt": json.dumps(bare["prompt"])}) == said
+    verl = {k: v for k, v in bare.items() if k != "prompt"}
+    assert _refusal({**verl, "extra_info": {"tools": [], "prompt": bare["prompt"]}}) == said
+
+
+def test_a_record_with_no_tools_and_a_prompt_of_no_shipped_spec_says_what_to_pass(run):
+    bare = {**run[1][0], "tools": []}
+    ask = bare["prompt"][1:]
+    own = _refusal({**bare, "prompt": [{"role": "system", "content": "You sell kites."}, *ask]})
+    assert own.endswith(
+        "(simulate.rows without simulate.spec); the record's system prompt is none of the "
+        "shipped specs' (support_desk); to publish them again, pass simulate.spec=<the spec "
+        "they were made with>, or write each row's `tools`"
+    )
+    bare_ask = _refusal({**bare, "prompt": ask})
+    assert "; the record has no system prompt to tell the spec by; to publish them" in bare_ask
+    assert bare_ask.endswith(f"pass {UNKNOWN}")
+    # No system message, but the record says which prompt it ran under.
+    sha = run[0][0]["lineage"]["system_prompt_sha"]
+    assert _refusal({**bare, "prompt": ask, "lineage": {"system_prompt_sha": sha}}) == (
+        _refusal(bare)
     )
 
 
@@ -232,7 +264,7 @@ def test_every_message_about_records_with_no_tools_names_the_fix_in_one_wording(
     assert no_tools_reason(calls).endswith(f"never given; pass {UNKNOWN}")
     with pytest.raises(EnvError) as info:
         reset({**run[1][0], "tools": []})
-    assert str(info.value).endswith(f"to publish them again, pass {UNKNOWN}")
+    assert str(info.value).endswith(f"to publish them again, pass {KNOWN}")
     assert publish.no_tools_problem("3 of 5 RL records have", None).endswith(f". Pass {UNKNOWN}")
     known = publish.no_tools_problem("3 of 5 RL records have", "support_desk")
     assert known.endswith(f"tools. Pass {KNOWN}")
@@ -243,7 +275,6 @@ def test_every_message_about_records_with_no_tools_names_the_fix_in_one_wording(
 
 
 def test_serve_env_refuses_records_with_no_tools_before_serving(run, tmp_path):
-    import json
 
     from wai_exp.commands.serve_env import read_records
 

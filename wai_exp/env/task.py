@@ -50,13 +50,49 @@ class ReplayGaps:
         return self.no_tools and not self.missing and self.world is None
 
 
-#: Why a record with no tools cannot be played, and the fix (what publish refuses before then).
-NO_TOOLS_FIX = (
+#: Why a record with no tools cannot be played (what publish refuses before then).
+NO_TOOLS_WHY = (
     "the world answers only declared tools, so every call the policy makes would be refused. "
     "The rows it was published from carry no `tools` and the publishing run named no agent "
-    "spec to give them (simulate.rows without simulate.spec); to publish them again, "
-    f"{no_tools_fix()}"
+    "spec to give them (simulate.rows without simulate.spec)"
 )
+
+
+def no_tools_refusal(record: Mapping[str, Any]) -> str:
+    """Why ``record`` (with no tools) cannot be played, and the fix: the shipped spec whose
+    system prompt the record opens with, when one does; else what to pass instead."""
+    from wai_exp.simulate.spec import builtin_spec_of, builtin_specs
+
+    sha = record_prompt_sha(record)
+    spec = builtin_spec_of(sha)
+    if spec:
+        which = ""
+    elif sha:
+        shipped = ", ".join(builtin_specs())
+        which = f"; the record's system prompt is none of the shipped specs' ({shipped})"
+    else:
+        which = "; the record has no system prompt to tell the spec by"
+    return (
+        f"the record has no `tools`: {NO_TOOLS_WHY}{which}; to publish them again, "
+        f"{no_tools_fix(spec)}"
+    )
+
+
+def record_prompt_sha(record: Mapping[str, Any]) -> str | None:
+    """``prompt_sha`` of the system message the record's prompt opens with, else the
+    record's own ``lineage.system_prompt_sha``; None when it has neither."""
+    from wai_exp.simulate.ids import prompt_sha
+
+    try:
+        prompt = _json(record.get("prompt"), "prompt")
+    except EnvError:
+        prompt = None
+    first = prompt[0] if isinstance(prompt, list) and prompt else None
+    if isinstance(first, Mapping) and first.get("role") == "system" and first.get("content"):
+        return prompt_sha(str(first["content"]))
+    lineage = record.get("lineage")
+    sha = lineage.get("system_prompt_sha") if isinstance(lineage, Mapping) else None
+    return sha if isinstance(sha, str) and sha else None
 
 
 #: ``world_kind`` of a situation whose tool calls the user's own ``simulate.execute`` answered.
@@ -180,7 +216,7 @@ def read_task(task: Any) -> TaskSpec:
             f"plays version {SITUATION_VERSION}: {_REPUBLISH}"
         )
     tools = _json(task.get("tools"), "tools")
-    _refuse_gaps(replay_gaps(situation, tools))
+    _refuse_gaps(replay_gaps(situation, tools), task)
     prompt = _json(task.get("prompt"), "prompt")
     if not (isinstance(prompt, list) and prompt and all(isinstance(m, Mapping) for m in prompt)):
         raise EnvError("the record has no `prompt` messages (a list of {role, content})")
@@ -195,8 +231,9 @@ def read_task(task: Any) -> TaskSpec:
     )
 
 
-def _refuse_gaps(gaps: ReplayGaps) -> None:
-    """Raise ``EnvError`` naming the fix when ``gaps`` keep the world from being rebuilt."""
+def _refuse_gaps(gaps: ReplayGaps, record: Mapping[str, Any]) -> None:
+    """Raise ``EnvError`` naming the fix when ``gaps`` keep ``record``'s world from being
+    rebuilt."""
     if gaps.missing:
         raise EnvError(
             f"the record's situation has no {', '.join(repr(k) for k in gaps.missing)}: the "
@@ -212,7 +249,7 @@ def _refuse_gaps(gaps: ReplayGaps) -> None:
             f"publish from {other.instead}"
         )
     if gaps.no_tools:  # last: with the gaps above, tools alone would not make it playable
-        raise EnvError(f"the record has no `tools`: {NO_TOOLS_FIX}")
+        raise EnvError(no_tools_refusal(record))
 
 
 def _unwrap(task: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from wai_exp.simulate.ids import prompt_sha
+
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 DEFAULT_SPEC = "support_desk"
 
@@ -280,3 +282,19 @@ def load_agent_spec(path_or_name: str | Path | Mapping[str, Any] | None = None) 
     except ValueError as exc:
         raise ValueError(f"agent spec {source}: {exc}") from None
     return AgentSpec(name=str(name), system_prompt=data["system_prompt"], tools=tools)
+
+
+def builtin_spec_of(system_prompt_sha: str | None) -> str | None:
+    """The shipped spec whose system prompt hashes to ``system_prompt_sha`` (``prompt_sha``),
+    or None. A hint for a fix that names the spec, never a spec to run with: a spec of the
+    user's may share the prompt and not the tools."""
+    if not system_prompt_sha:
+        return None
+    return next(
+        (
+            name
+            for name in builtin_specs()
+            if prompt_sha(load_agent_spec(name).system_prompt) == system_prompt_sha
+        ),
+        None,
+    )

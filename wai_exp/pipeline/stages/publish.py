@@ -155,16 +155,10 @@ def shipped_spec_of(rows: list[dict[str, Any]]) -> str | None:
     """The shipped agent spec whose system prompt every row ran under
     (``lineage.system_prompt_sha``), or None: a hint for the fix, never a guess that
     publishes (a spec of the user's may share the prompt and not the tools)."""
-    from wai_exp.simulate.ids import prompt_sha
-    from wai_exp.simulate.spec import builtin_specs, load_agent_spec
+    from wai_exp.simulate.spec import builtin_spec_of
 
     shas = {(r.get("lineage") or {}).get("system_prompt_sha") for r in rows}
-    if len(shas) != 1 or None in shas:
-        return None
-    sha = shas.pop()
-    return next(
-        (n for n in builtin_specs() if prompt_sha(load_agent_spec(n).system_prompt) == sha), None
-    )
+    return builtin_spec_of(shas.pop()) if len(shas) == 1 else None
 
 
 def _rows_source(rows_file: Any) -> str:

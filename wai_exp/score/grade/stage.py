@@ -174,8 +174,9 @@ def _stamp_warnings(unstamped: int, unknown: Sequence[str], no_key: int) -> list
         one = len(unknown) == 1
         out.append(
             f"unknown stage {'name' if one else 'names'} {', '.join(repr(s) for s in unknown)}: "
-            f"not one of {', '.join(STAGES)}, so {'it never counts' if one else 'they never count'} "
-            "as training; re-stamp with stamp_stage"
+            f"not one of {', '.join(STAGES)}, so "
+            f"{'it never counts' if one else 'they never count'} as training; re-stamp with "
+            "stamp_stage"
         )
     if no_key:
         out.append(
@@ -194,8 +195,8 @@ def format_stages(report: dict[str, Any]) -> str:
     n_leaks = report["n_leaked_tasks"]
     if n_leaks:
         verdict = (
-            f"LEAK: {n_leaks} of {counted(report['n_eval_tasks'], 'eval task')} also used in training "
-            f"({report['leaked_eval_share']:.0%})"
+            f"LEAK: {n_leaks} of {counted(report['n_eval_tasks'], 'eval task')} also used in "
+            f"training ({report['leaked_eval_share']:.0%})"
         )
     elif not report["rows"].get("eval"):
         verdict = "leaks unchecked: no eval rows"

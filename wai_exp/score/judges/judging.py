@@ -343,8 +343,8 @@ class ScoredData:
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
         return (
-            f"ScoredData({counted(len(self._rows), 'row')}, judge={self.judge_name!r}, source={self.source!r}, "
-            f"run_id={self.run_id!r}, {counts}, {counted(len(self.warnings), 'warning')})"
+            f"ScoredData({counted(len(self._rows), 'row')}, judge={self.judge_name!r}, "
+            f"source={self.source!r}, run_id={self.run_id!r}, {counts}, {counted(len(self.warnings), 'warning')})"
         )
 
     @property

@@ -621,8 +621,8 @@ def _run_count_note(n_runs: int) -> str:
     """What ``n_runs`` re-runs can say about the spread, and the fix."""
     if n_runs < 2:
         return (
-            f"{counted(n_runs, 'run')}: a spread needs at least two, so run_std is None; re-run the eval "
-            "(simulate(runs=3)) to measure it"
+            f"{counted(n_runs, 'run')}: a spread needs at least two, so run_std is None; re-run "
+            "the eval (simulate(runs=3)) to measure it"
         )
     if n_runs < MIN_RUNS_FOR_DISTRIBUTION:
         return (
