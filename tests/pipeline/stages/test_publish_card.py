@@ -64,3 +64,22 @@ def test_a_single_preference_side_is_singular_on_the_card():
     )
     assert "of a side's characters over 1 side." in card
     assert "- gated rows in: 2 over 1 task\n" in card
+
+
+def test_a_gate_report_that_holds_only_its_verdict_names_what_it_did_not_record():
+    """A gate stage of the user's own (``_target_``) that reports ``{"verdict": "passed"}``
+    left the card saying "band None; None rows, None graded." (seen through the console
+    with a pipeline file whose gate was ``my_gate:run``)."""
+    rates = {"tasks": 0}
+    card = dataset_card(
+        {**_INFO, "rows_in": 3, "tasks_in": 1, "pass_rates": rates, "gate": {"verdict": "passed"}}
+    )
+    gate = card.split("## Gate", 1)[1]
+    assert "verdict: **passed**; not recorded by the gate: band, row count, graded count." in gate
+    assert "None" not in gate
+    # A count the gate did record is still said, beside the one it did not.
+    partial = {"verdict": "passed", "band": [0.2, 0.8], "n_rows": 3}
+    card = dataset_card(
+        {**_INFO, "rows_in": 3, "tasks_in": 1, "pass_rates": rates, "gate": partial}
+    )
+    assert "band [0.2, 0.8]; 3 rows; not recorded by the gate: graded count." in card

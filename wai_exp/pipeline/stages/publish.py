@@ -34,7 +34,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from wai_exp.config.models import SelectionConfig
 from wai_exp.domain.files import atomic_write
@@ -689,8 +689,7 @@ def _card_gate(gate: dict[str, Any]) -> list[str]:
         "",
         "## Gate",
         "",
-        f"verdict: **{gate['verdict']}**; band {gate.get('band')}; "
-        f"{_rows(gate.get('n_rows'))}, {gate.get('n_graded')} graded.",
+        f"verdict: **{gate['verdict']}**; {_gate_counts(gate)}.",
     ]
     for name, ok in (gate.get("checks") or {}).items():
         lines.append(f"- {name}: {'ok' if ok else ('not run' if ok is None else 'FAILED')}")
@@ -698,9 +697,27 @@ def _card_gate(gate: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _rows(n: Any) -> str:
-    """``"1 row"``, ``"17 rows"``; a gate report without the count says ``"? rows"``."""
-    return counted(n, "row") if isinstance(n, int) else f"{n} rows"
+def _gate_counts(gate: dict[str, Any]) -> str:
+    """``band [0.2, 0.8]; 17 rows, 16 graded``; what the gate's report does not hold (a gate
+    stage of the user's own may hold only its verdict) is named as not recorded, never
+    printed as ``None``."""
+    band, rows, graded = gate.get("band"), gate.get("n_rows"), gate.get("n_graded")
+    said = [f"band {band}"] if band is not None else []
+    counts = [counted(rows, "row")] if _is_count(rows) else []
+    counts += [f"{graded} graded"] if _is_count(graded) else []
+    said += [", ".join(counts)] if counts else []
+    missing = [
+        name
+        for name, held in (("band", band is not None), ("row count", _is_count(rows)),
+                           ("graded count", _is_count(graded)))
+        if not held
+    ]  # fmt: skip
+    said += [f"not recorded by the gate: {', '.join(missing)}"] if missing else []
+    return "; ".join(said)
+
+
+def _is_count(n: Any) -> TypeGuard[int]:
+    return isinstance(n, int) and not isinstance(n, bool)
 
 
 def _card_prompt_length(tokens: dict[str, Any] | None, chars: dict[str, int] | None) -> list[str]:
