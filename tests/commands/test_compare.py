@@ -568,3 +568,58 @@ def test_run_std_from_a_failed_eval_variance_report_is_refused(tmp_path: Path, c
     )
     assert main([str(a), str(a), "--run-std-from", str(ev), "--no-record"]) == EXIT_BAD_INPUT
     assert "not measured (eval_variance failed: dead_agent)" in capsys.readouterr().err
+
+
+def test_the_rerun_advice_for_a_sweep_parent_names_a_child_or_the_sweep_not_a_before_run(
+    tmp_path: Path, capsys
+) -> None:
+    """Two seed sweeps' parents moved 0.30 -> 0.84 on one eval run a side (seen through the
+    console: ``-m +experiment=eval agent.skill=0.5|0.95 seed=0,1 simulate.budget=40``), and
+    the advice said "simulate.tasks=<before run>/simulate/rows.jsonl simulate.runs=3": a
+    sweep parent is several runs, each seed on its own tasks, so there is no before run."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+
+    def parent(skill: float, overrides: str) -> str:
+        tags = {"wai.sweep": "parent", "wai.sweep.keys": "seed", "wai.overrides": overrides}
+        par = client.create_run(exp, tags=tags)
+        for i in range(2):  # each seed's tasks are its own: s0t.., s1t..
+            rows = [{**r, "scenario_id": f"s{i}{r['scenario_id']}"} for r in arm(skill, 40 + i)]
+            folder = tmp_path / f"sweep-{skill}" / str(i)
+            write_rows(folder / "grade" / "rows.jsonl", rows)
+            kid = client.create_run(
+                exp,
+                tags={"mlflow.parentRunId": par.info.run_id, "wai.run_dir": str(folder)},
+                run_name=f"seed={i} · eval agent.skill={skill}",
+            )
+            client.log_artifact(kid.info.run_id, str(folder / "grade" / "rows.jsonl"), "grade")
+            client.set_terminated(kid.info.run_id, "FINISHED")
+        return par.info.run_id
+
+    swept = "+experiment=eval agent.skill={} seed=0,1 simulate.runs=1"
+    before = parent(0.3, swept.format(0.3))
+    after = parent(0.85, swept.format(0.85))
+    main([before, after, "--tracking-uri", uri, "--no-record"])
+    advice = next(x for x in capsys.readouterr().out.splitlines() if "Evaluate each arm" in x)
+    assert "<before run>" not in advice
+    child = tmp_path / "sweep-0.3" / "0"
+    assert (
+        f"both arms on the tasks of one child of the before sweep, seed=0: simulate.tasks="
+        f"{child}/simulate/rows.jsonl simulate.runs=3; a sweep parent is several runs with no "
+        "one task set; or add simulate.runs=3 to each sweep: "
+        "wai-exp -m +experiment=eval agent.skill=0.3 seed=0,1 simulate.runs=3; "
+        "wai-exp -m +experiment=eval agent.skill=0.85 seed=0,1 simulate.runs=3)"
+    ) in advice
+    # A plain run before a sweep keeps its own tasks to pin to; the sweep is named.
+    own = [{**r, "scenario_id": f"s0{r['scenario_id']}"} for r in arm(0.3, 3)]
+    single = run_dir(tmp_path, "one", own)
+    main([str(single), after, "--tracking-uri", uri, "--no-record"])
+    advice = next(x for x in capsys.readouterr().out.splitlines() if "Evaluate each arm" in x)
+    assert (
+        "(simulate.tasks=<before run>/simulate/rows.jsonl simulate.runs=3, the after arm as "
+        "one run of its sweep's configuration; or add simulate.runs=3 to the after sweep: "
+        "wai-exp -m +experiment=eval agent.skill=0.85 seed=0,1 simulate.runs=3)"
+    ) in advice

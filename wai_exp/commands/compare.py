@@ -179,13 +179,27 @@ def _pick_stage(found: list[str], where: str, stage: str | None) -> str:
     )
 
 
+class SweepArm(NamedTuple):
+    """A side read from a sweep parent: several runs, so no one run to re-run or pin to.
+    ``overrides`` is the sweep's command line (the parent's ``wai.overrides``); ``child``
+    names one child (its swept values) and ``child_dir`` its run folder (``wai.run_dir``),
+    None when the child recorded none."""
+
+    run_id: str
+    overrides: str
+    child: str
+    child_dir: str | None
+
+
 class Arm(NamedTuple):
     """One side as read: its rows, where they came from, and its graded stage's report
-    (None when the rows are not a run's stage: a rows file from elsewhere, pooled runs)."""
+    (None when the rows are not a run's stage: a rows file from elsewhere, pooled runs);
+    ``sweep`` when the side is a sweep parent's pooled children."""
 
     rows: list[dict[str, Any]]
     src: str
     report: dict[str, Any] | None
+    sweep: SweepArm | None = None
 
 
 def _stage_report(stage_dir: Path) -> dict[str, Any] | None:
@@ -346,7 +360,20 @@ def _rows_from_parent(client: Any, parent: Any, stage: str | None, uri: str) -> 
     per_kid = [_rows_from_mlflow(kid.info.run_id, stage, uri).rows for kid in kids]
     rows = [row for kid_rows in per_kid for row in kid_rows]
     # pooled runs have no one report: their lost rollouts are not known here
-    return Arm(rows, f"mlflow sweep {parent.info.run_id}: {_pooled(per_kid, keys)}", None)
+    src = f"mlflow sweep {parent.info.run_id}: {_pooled(per_kid, keys)}"
+    return Arm(rows, src, None, _sweep_arm(parent, kids))
+
+
+def _sweep_arm(parent: Any, kids: Sequence[Any]) -> SweepArm:
+    """What the advice needs of a sweep parent: its command line and its first child."""
+    kid = kids[0]
+    name = str(kid.info.run_name or kid.info.run_id)
+    return SweepArm(
+        parent.info.run_id,
+        parent.data.tags.get("wai.overrides", ""),
+        name.split(" · ", 1)[0],  # a child's name leads with its swept values (seed=0)
+        kid.data.tags.get("wai.run_dir"),
+    )
 
 
 def _pooled(per_kid: Sequence[Sequence[dict[str, Any]]], keys: Sequence[str]) -> str:
@@ -423,6 +450,48 @@ def _seed_sweep_warning(ref: str, keys: Sequence[str], sd: float) -> str | None:
         "within_eval_noise). For a same-task floor run the eval_variance preset (re-runs on "
         "pinned tasks) and pass its report"
     )
+
+
+def _sweep_rerun_advice(
+    warnings: list[str], before: SweepArm | None, after: SweepArm | None
+) -> list[str]:
+    """``warnings`` with the unreplicated advice worded for sweep-parent arms: "evaluate
+    each arm with runs=3 on <before run>'s tasks" names no run when an arm pools a sweep's
+    children (several runs, each seed on its own tasks)."""
+    if before is None and after is None:
+        return warnings
+    from wai_exp.score.stats.delta import CLI_FIXES, RERUN_EACH
+
+    rerun = dict(CLI_FIXES)[RERUN_EACH]
+    return [w.replace(rerun, _sweep_rerun(before, after)) for w in warnings]
+
+
+def _sweep_rerun(before: SweepArm | None, after: SweepArm | None) -> str:
+    """How to evaluate each arm with runs=3 when either is a sweep parent: both arms on one
+    task set (the before run's, or one named child's of a before sweep), or the sweep again
+    with ``simulate.runs=3``."""
+    if before is not None:
+        where = before.child_dir or f"<the run dir of child {before.child}>"
+        pin = (
+            f"both arms on the tasks of one child of the before sweep, {before.child}: "
+            f"simulate.tasks={where}/simulate/rows.jsonl simulate.runs=3; a sweep parent is "
+            "several runs with no one task set"
+        )
+    else:
+        pin = (
+            "simulate.tasks=<before run>/simulate/rows.jsonl simulate.runs=3, the after arm "
+            "as one run of its sweep's configuration"
+        )
+    sweeps = [(side, arm) for side, arm in (("before", before), ("after", after)) if arm]
+    which = "each sweep" if len(sweeps) > 1 else f"the {sweeps[0][0]} sweep"
+    commands = "; ".join(f"wai-exp -m {_with_runs(arm.overrides)}" for _, arm in sweeps)
+    return f"{pin}; or add simulate.runs=3 to {which}: {commands}"
+
+
+def _with_runs(overrides: str) -> str:
+    """A sweep's command line with ``simulate.runs=3`` in place of any runs it gave."""
+    kept = [o for o in overrides.split() if o.lstrip("+").partition("=")[0] != "simulate.runs"]
+    return " ".join([*(kept or ["<the sweep's overrides>"]), "simulate.runs=3"])
 
 
 def _run_std_from_parent(ref: str, uri: str) -> RunStdSource:
@@ -613,6 +682,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cli=True,
         )
         report["lost_lines"] = [got.line for got in lost.values() if got.line]
+        report["warnings"] = _sweep_rerun_advice(report["warnings"], arm_b.sweep, arm_a.sweep)
     except (CompareInputError, ValueError, OSError) as exc:
         sys.stderr.write(f"wai-exp compare: {exc}\n")
         return EXIT_BAD_INPUT
