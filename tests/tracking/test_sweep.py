@@ -405,6 +405,23 @@ def test_the_parent_description_names_the_spread_as_the_terminal_does():
         assert f"**{label[0].upper()}{label[1:]}**: run_std" in note, note
 
 
+def test_an_unmeasured_spread_is_said_in_the_terminals_words_in_the_description():
+    """A sweep with no replicates (``-m +experiment=eval agent.skill=0.6,0.9``) printed
+    "re-run spread: not measured (no replicates: ...)" while its parent's description said
+    "**Re-run spread:** not measured — no replicates: ...": one fact, two wordings."""
+    from wai_exp.tracking.callbacks import _sweep_note
+    from wai_exp.tracking.sweep import summary_lines, sweep_answer
+
+    swept = ["agent.skill=0.6,0.9"]
+    jobs = [_job(0, ["agent.skill=0.6"], 0.5), _job(1, ["agent.skill=0.9"], 0.8)]
+    answer = sweep_answer(jobs, swept)
+    note = _sweep_note(answer["per_value"], answer["spread"], 2, 0, swept)
+    said = summary_lines(answer, 2, 2)[-1]
+    assert said == f"re-run spread: not measured ({answer['spread']['note']})"
+    assert said.replace("re-run spread", "**Re-run spread**") in note.splitlines(), note
+    assert "—" not in note.split("Re-run spread", 1)[1].splitlines()[0]
+
+
 def test_a_sweep_of_one_job_has_one_child_run() -> None:
     from wai_exp.tracking.callbacks import _sweep_note
     from wai_exp.tracking.sweep import sweep_answer

@@ -566,7 +566,7 @@ def _sweep_note(
 ) -> str:
     """The parent run's markdown description: the per-value table, the lines under it (task
     sets, paired deltas, seeds needed) and the re-run spread."""
-    from wai_exp.tracking.sweep import spread_label, table_markdown
+    from wai_exp.tracking.sweep import spread_line, table_markdown
 
     swept = ", ".join(f"`{k}`" for k in per_value["swept"]) or "nothing"
     lines = [
@@ -582,16 +582,8 @@ def _sweep_note(
         *(f"- {line}" for line in notes),
         *([""] if notes else []),
     ]
-    if spread.get("run_std") is not None:
-        label = spread_label(spread)
-        lines.append(
-            f"**{label[0].upper()}{label[1:]}**: run_std "
-            f"{spread['run_std']:.3f}, noise band ±{spread['noise_band']:.3f} "
-            f"(±{spread['noise_band_t']:.3f} with the t quantile, df {spread['df']})"
-        )
-    else:
-        lines.append(f"**Re-run spread:** not measured — {spread.get('note')}")
     lines += [
+        spread_line(spread, markdown=True),
         "",
         counted(n_jobs, "child run") + (f", {n_failed} not finished" if n_failed else "") + ".",
         f"<sub>overrides: {' '.join(overrides) or 'none'}</sub>",

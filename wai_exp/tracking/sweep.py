@@ -43,6 +43,7 @@ __all__ = [
     "same_value",
     "seeds_needed",
     "spread_label",
+    "spread_line",
     "summary_lines",
     "sweep_answer",
     "replicate_spread",
@@ -497,20 +498,14 @@ def summary_lines(
 ) -> list[str]:
     """The sweep's summary for the terminal: how many jobs finished, what was swept, the
     table, the lines under it and the re-run spread (or why it was not measured)."""
-    per_value, spread = answer["per_value"], answer["spread"]
-    floor = (
-        f"{spread_label(spread)}: run_std {spread['run_std']:.3f}, noise band "
-        f"±{spread['noise_band']:.3f}"
-        if spread["run_std"] is not None
-        else f"re-run spread: not measured ({spread['note']})"
-    )
+    per_value = answer["per_value"]
     return [
         f"wai-exp sweep: {n_finished} of {n_jobs} jobs finished; "
         f"swept: {', '.join(per_value['swept']) or 'nothing'}",
         *([f"error: {error}"] if error else []),
         format_table(per_value),
         *answer["notes"],
-        floor,
+        spread_line(answer["spread"]),
     ]
 
 
@@ -520,10 +515,27 @@ def drew_own_tasks(task_sets: Iterable[Iterable[Any]]) -> bool:
     return len({frozenset(map(str, tasks)) for tasks in task_sets}) > 1
 
 
+def spread_line(spread: Mapping[str, Any], *, markdown: bool = False) -> str:
+    """The replicate spread in one line, as the terminal and (``markdown``: the label in
+    bold, the band's t quantile added) the parent run's description say it: what it measured
+    (``spread_label``), then ``run_std`` and the noise band, or "not measured" and why."""
+    label = spread_label(spread)
+    if spread.get("run_std") is None:
+        body = f"not measured ({spread.get('note') or 'no reason recorded'})"
+    else:
+        body = f"run_std {spread['run_std']:.3f}, noise band ±{spread['noise_band']:.3f}"
+        if markdown:
+            body += f" (±{spread['noise_band_t']:.3f} with the t quantile, df {spread['df']})"
+    return f"**{label[0].upper()}{label[1:]}**: {body}" if markdown else f"{label}: {body}"
+
+
 def spread_label(spread: Mapping[str, Any]) -> str:
-    """What the replicate spread measured. Replicates that drew different tasks (each seed
-    writes its own asks) spread by task sampling as well as re-run noise: calling that a
-    re-run floor would tell a deterministic agent its eval moves on a re-run."""
+    """What the replicate spread measured: a re-run spread, unmeasured when no two jobs
+    differ only by replicate. Replicates that drew different tasks (each seed writes its
+    own asks) spread by task sampling as well as re-run noise: calling that a re-run floor
+    would tell a deterministic agent its eval moves on a re-run."""
+    if spread.get("run_std") is None:
+        return "re-run spread"
     if spread.get("tasks_differ"):
         return (
             "seed-to-seed spread (each replicate drew its own tasks: task sampling and re-run "
