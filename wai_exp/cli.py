@@ -540,7 +540,7 @@ def _url_parts_moved(raw: str, quote: str, stash: _Stash) -> str | None:
     ):
         return None  # overlapping spans, or a secret outside them
     moved = [
-        stash(raw[a:b], url_secret_alone(raw, a, b)) + tail
+        stash(raw[a:b], url_secret_alone(raw, a)) + tail
         for (a, b), tail in zip(spans, rest[1:], strict=True)
     ]
     return rest[0] + "".join(moved)

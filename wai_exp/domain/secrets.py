@@ -431,17 +431,22 @@ def register_url_secrets(text: Any) -> None:
             register_secret(base64.b64encode(f"{u}:{p}".encode()).decode())
 
 
-def url_secret_alone(text: str, start: int, end: int) -> bool:
-    """True when the URL secret ``text[start:end]`` (a span of :func:`url_secret_spans`) is a
-    credential by its place (a password, a user with no password) or by its query
-    parameter's name (``?sig=``, ``?api_key=``)."""
+def url_secret_alone(text: str, start: int) -> bool:
+    """True when the URL secret starting at ``text[start]`` (a span of
+    :func:`url_secret_spans`) is a credential by its place (a password, a user with no
+    password) or by its query parameter's name (``?sig=``, ``?api_key=``)."""
     before = text[start - 1] if start else ""
     if before in "?&#":
         return False
     if before != "=":
         return True  # user:PASSWORD@ or https://TOKEN@
-    name_at = max(text.rfind(c, 0, start - 1) for c in "?&#") + 1
-    return is_secret_param(text[name_at : start - 1])
+    return is_secret_param(text[_param_start(text, start) : start - 1])
+
+
+def _param_start(text: str, value_at: int) -> int:
+    """Where the name of the query parameter whose value starts at ``text[value_at]`` (right
+    after its ``=``) starts: after the last ``?``, ``&`` or ``#`` before that ``=``."""
+    return max(text.rfind(c, 0, value_at - 1) for c in "?&#") + 1
 
 
 def _registered_form(text: str, start: int, end: int) -> str:
@@ -452,11 +457,11 @@ def _registered_form(text: str, start: int, end: int) -> str:
     name may be a token, so a URL that quotes it loses it; but it may as well be a word
     (``?profile=support``, ``?api-version=2024-06-01``), and scrubbing that word alone
     would rewrite every row and log line that says it."""
-    if url_secret_alone(text, start, end):
+    if url_secret_alone(text, start):
         return text[start:end]
     if text[start - 1] != "=":
         return text[start - 1 : end]  # ?TOKEN, #fragment
-    pair = text[max(text.rfind(c, 0, start - 1) for c in "?&#") + 1 : end]
+    pair = text[_param_start(text, start) : end]
     _NAMED_PAIRS.add(pair)
     return pair
 
