@@ -463,3 +463,22 @@ def test_every_value_of_world_env_and_headers_is_left_out_of_records_whatever_it
     assert move_secret_overrides([f"+world.env.GITHUB_TOKEN={t3}"], {}) == [
         "+world.env.GITHUB_TOKEN=${oc.env:WAI_EXP_SECRET_0}"
     ]
+
+
+def test_a_command_started_through_env_keeps_its_program_and_hides_its_assignments():
+    """``env NAME=value python -m srv`` is ``python -m srv`` with one more variable: the
+    program after ``env`` was recorded (and named in errors) as ``***redacted***``, and
+    ``env``'s assignments were neither recorded by their name nor scrubbed from later text."""
+    t = _token()
+    command = f"env -u HOME NOTES_TOKEN={t} python -m my_server --port 8123"
+    assert redact({"world": {"command": command}})["world"]["command"] == (
+        f"env -u {REDACTED} NOTES_TOKEN={REDACTED} python -m my_server --port {REDACTED}"
+    )
+    plain = "world.command='/usr/bin/env python -m my_server'"
+    assert redact_overrides([plain]) == ["world.command=env python -m my_server"]
+    env: dict[str, str] = {}
+    moved = move_secret_overrides([f"world.command='{command}'"], env)
+    assert [name for name, value in env.items() if value == t] == ["WAI_EXP_SECRET_0"]
+    assert "' python -m my_server --port '" in moved[0]
+    register_config_secrets({"world": {"command": command}})
+    assert redact_text(f"the server said {t}", keys=False) == f"the server said {REDACTED}"

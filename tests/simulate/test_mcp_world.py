@@ -208,6 +208,24 @@ def test_a_server_that_cannot_be_reached_or_reset_is_named_without_its_secrets()
     )
 
 
+def test_a_server_started_through_env_is_named_by_its_program() -> None:
+    """``env NAME=value python -m srv``: the error named the program ``***redacted***``."""
+    import secrets
+
+    from wai_exp.simulate.mcp_world import McpServer, McpServerError
+    from wai_exp.simulate.world import WorldOptions
+
+    token = "Z" + secrets.token_hex(10)
+    command = f"env NOTES_TOKEN={token} python -m tests.support.no_such_server --port 8123"
+    with pytest.raises(McpServerError) as err:
+        McpServer(WorldOptions(kind="mcp", command=command), startup_timeout=20)
+    assert token not in str(err.value)
+    assert (
+        "world.command='env NOTES_TOKEN=***redacted*** python -m tests.support.no_such_server "
+        "--port ***redacted***'" in str(err.value)
+    )
+
+
 def test_a_server_with_no_tools_is_named_without_its_commands_values() -> None:
     """Through the Python API too (no runner registered the config's secrets)."""
     import secrets

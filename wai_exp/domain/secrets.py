@@ -370,10 +370,11 @@ def redact_url(url: str) -> str:
 
 def redact_command(command: str) -> str:
     """``command`` (a command line, split as a POSIX shell would) with only its program (by
-    name), the names of its flags, script file names and ``-m``'s module kept; every other
-    word (a flag's value, ``--auth X`` or ``--auth=X``, an environment assignment's value,
-    ``TOKEN=X``, any other argument) becomes ``***redacted***``. A line that does not split
-    (an open quote) goes whole. Not a string: returned as it is."""
+    name, also after ``env`` and its options), the names of its flags and of its environment
+    assignments, script file names and ``-m``'s module kept; every other word (a flag's
+    value, ``--auth X`` or ``--auth=X``, an environment assignment's value, ``TOKEN=X``, any
+    other argument) becomes ``***redacted***``. A line that does not split (an open quote)
+    goes whole. Not a string: returned as it is."""
     if not isinstance(command, str):
         return command
     words = command_words(command)
@@ -388,22 +389,49 @@ def command_words(command: str) -> list[tuple[str, str]] | None:
         words = shlex.split(command)
     except ValueError:
         return None
+    program_at = _program_at(words)
     out: list[tuple[str, str]] = []
-    program, flag = None, None
-    for word in words:
-        out.append((word, _command_word(word, program, flag)))
-        if program is None and not _ASSIGNMENT.match(word):
-            program = word
+    flag = None
+    for i, word in enumerate(words):
+        out.append((word, _command_word(word, i < program_at, i == program_at, flag)))
         flag = word if word.startswith("-") and "=" not in word else None
     return out
 
 
-def _command_word(word: str, program: str | None, flag: str | None) -> str:
-    """One word of :func:`redact_command` as recorded, after ``program`` and ``flag`` (the
-    word before, when it was a flag)."""
+#: Programs that start the rest of the line after their own options and ``NAME=value``
+#: words (``env TOKEN=x python -m srv``): the word after those is the program.
+_LAUNCHERS = frozenset({"env"})
+#: ``env``'s options followed by a value (``-u NAME``, ``-C DIR``).
+_LAUNCHER_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+
+
+def _program_at(words: list[str]) -> int:
+    """The index of the program a command line runs: the first word that is no environment
+    assignment, or the first after a launcher's options and assignments (``env``).
+    ``len(words)`` when there is none."""
+    i, launched = 0, False
+    while i < len(words):
+        word = words[i]
+        if launched and word.startswith("-") and len(word) > 1:
+            i += 2 if word in _LAUNCHER_VALUED else 1
+            continue
+        if not _ASSIGNMENT.match(word):
+            if os.path.basename(word) not in _LAUNCHERS:
+                return i
+            launched = True
+        i += 1
+    return len(words)
+
+
+def _command_word(word: str, before: bool, program: bool, flag: str | None) -> str:
+    """One word of :func:`redact_command` as recorded: ``before`` the program (an
+    environment assignment, a launcher, its options), the ``program`` itself, or one of
+    its arguments, after ``flag`` (the word before, when it was a flag)."""
+    if program or (before and os.path.basename(word) in _LAUNCHERS):
+        return os.path.basename(word)
     assignment = _ASSIGNMENT.match(word)
-    if program is None:
-        return f"{assignment.group(1)}={REDACTED}" if assignment else os.path.basename(word)
+    if before and assignment:
+        return f"{assignment.group(1)}={REDACTED}"
     if word.startswith("-") and len(word) > 1:
         name, eq, _ = word.partition("=")
         if eq:
@@ -496,15 +524,14 @@ def command_credentials(command: str) -> list[str]:
     except ValueError:
         return []
     found: list[str] = []
-    flag, started = None, False
-    for word in words:
+    flag, program_at = None, _program_at(words)
+    for i, word in enumerate(words):
         name, eq, value = word.partition("=")
-        assignment = not started and _ASSIGNMENT.match(word)
+        assignment = i < program_at and _ASSIGNMENT.match(word)
         if eq and (assignment or (word.startswith("-") and is_secret_param(name.lstrip("-")))):
             found.append(value)
         elif flag is not None and is_secret_param(flag.lstrip("-")):
             found.append(word)
-        started = started or not assignment
         flag = word if word.startswith("-") and not eq else None
     return found
 
