@@ -119,12 +119,12 @@ def test_only_a_urls_secrets_are_moved_off_the_command_line():
         "judge.model=vllm:j@https://${oc.env:WAI_EXP_SECRET_2}@h:1/v1,vllm:j@http://h:2/v1",
         "agent.base_url=choice(http://u:${oc.env:WAI_EXP_SECRET_3}@h/v1,"
         "'http://u:${oc.env:WAI_EXP_SECRET_4}@h/v1')",
-        # a secret outside the URL's parts: the whole value goes
-        "agent.base_url=${oc.env:WAI_EXP_SECRET_5}",
+        # a key-shaped path segment is one of the URL's parts: it moves alone
+        "agent.base_url=http://u:${oc.env:WAI_EXP_SECRET_5}@h/v1/${oc.env:WAI_EXP_SECRET_6}",
     ]
     assert list(env.values()) == [
         "unit-pw-0034", "unit-q-0035", "1", "unit-token-0036", "unit-c-0037", "unit-c-0038",
-        "http://u:unit-pw-0039@h/v1/sk-abcdefghijklmnopqrstuv",
+        "unit-pw-0039", "sk-abcdefghijklmnopqrstuv",
     ]  # fmt: skip
     # what Hydra parses and every copy then shows: the server, and no secret
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -482,3 +482,72 @@ def test_a_command_started_through_env_keeps_its_program_and_hides_its_assignmen
     assert "' python -m my_server --port '" in moved[0]
     register_config_secrets({"world": {"command": command}})
     assert redact_text(f"the server said {t}", keys=False) == f"the server said {REDACTED}"
+
+
+#: Path segments a URL setting names its server by: models, routes, folders, dates.
+ORDINARY_SEGMENTS = [
+    "v1", "mcp", "api", "v2", "notes", "openai", "deployments", "chat-completions",
+    "gpt-4o-mini-2024-07-18", "Llama-3.1-8B-Instruct", "Qwen2.5-72B-Instruct-AWQ",
+    "Meta-Llama-3.1-70B-Instruct-Turbo", "DeepSeek-R1-Distill-Qwen-7B",
+    "Phi-3-mini-4k-instruct", "Mixtral-8x7B-Instruct-v0.1", "claude-3-5-sonnet-20241022",
+    "mistral-small-3.1-24b-instruct-2503", "gemini-2.0-flash-001",
+    "Qwen3-30B-A3B-Instruct-2507", "Llama-4-Scout-17B-16E-Instruct", "WizardLM-2-8x22B-Chat",
+    "gemma-2-27b-it-GGUF-Q4_K_M", "Mistral-Nemo-Instruct-2407", "OLMo-2-1124-13B-Instruct",
+    "c4ai-command-r-plus-08-2024", "Qwen2-VL-72B-Instruct-GPTQ-Int4",
+    "Mixtral-8x22B-Instruct-v0_1", "Qwen2_5-Coder-32B-Instruct-AWQ", "gpt-4-turbo-2024-04-09",
+    "claude-opus-4-20250514", "text-embedding-3-large", "paraphrase-multilingual-MiniLM-L12-v2",
+    "GetCustomerInformation", "listToolsAndCallTool", "apiGatewayV2Endpoint",
+    "20241206T174455Z", "2024-12-06T17-44-55", "test_a_urls_query_values_and_0",
+    "test_sweep_over_world_urls_1", "pytest-of-root", "my_experiment_2024_12_06",
+    "notes_server_2025_12_06", "order-ORD-00042-details", "modelcontextprotocol",
+]  # fmt: skip
+
+
+def test_a_key_shaped_path_segment_is_a_secret_and_an_ordinary_path_is_not():
+    """Hosted MCP gateways and webhooks take their key in the path (``/mcp/sk-.../``,
+    ``/v1/<token>/``): the URL was recorded, registered and kept on the command line with
+    it. A record still names the server; an ordinary path (a route, a model, a folder)
+    stays as it is."""
+    from wai_exp.domain.secrets import redact_url, url_secret_spans
+
+    keys = {
+        "sk": "sk-ak-Tq7ZkP2mX9vB4nR8wL3c",
+        "b62": "Tq7ZkP2mX9vB4nR8wL3cY6hJ",
+        "b64url": "vz8MdPfW_u6vRUNIAg5ptA",
+        "hex": "9f1c2ab7e04d4c6f8a3b5d7e9f0a1b2c",
+        "uuid": "c1880148-2734-4487-8b05-aa3e89c69518",
+        "slack": "xoxb-1234567890-abcdefGHIJ",
+        "named": "Kx7pq0",
+    }
+    urls = {
+        "sk": "http://127.0.0.1:8000/mcp/{}/",
+        "b62": "https://hooks.example/services/T0/B0/{}",
+        "b64url": "https://gw.example/v1/{}/mcp",
+        "hex": "https://gw.example/api/mcp/s/{}/mcp",
+        "uuid": "https://mcp.example.net/{}/gmail",
+        "slack": "https://gw.example/v1/{}",
+        "named": "https://gw.example/api-key/{}/mcp",
+    }
+    for name, key in keys.items():
+        url = urls[name].format(key)
+        assert redact_url(url) == urls[name].format(REDACTED), name
+        assert redact({"world": {"url": url}})["world"]["url"] == redact_url(url)
+        assert [url[a:b] for a, b in url_secret_spans(url)] == [key], name
+        env: dict[str, str] = {}
+        moved = move_secret_overrides([f"world.url='{url}'"], env)
+        assert moved == [f"world.url='{urls[name].format('${oc.env:WAI_EXP_SECRET_0}')}'"]
+        assert env == {"WAI_EXP_SECRET_0": key}
+    register_config_secrets({"world": {"url": urls["b62"].format(keys["b62"])}})
+    line = f"HTTP Request: POST https://hooks.example/services/T0/B0/{keys['b62']} 200"
+    assert redact_text(line, keys=False) == line.replace(keys["b62"], REDACTED)
+    assert keys["slack"] not in redact_text(f"token {keys['slack']} refused", keys=False)
+    for segment in ORDINARY_SEGMENTS:
+        url = f"https://gw.example/api/token/refresh/models/{segment}/v1"
+        assert redact_url(url) == url and url_secret_spans(url) == [], segment
+    for url in (
+        "sqlite:////home/me/runs/9f1c2ab7e04d4c6f8a3b5d7e9f0a1b2c/mlflow.db",  # a folder
+        "file:///tmp/pytest-of-root/pytest-12/test_a_urls_query_values_and_0/mlruns",
+        "http://127.0.0.1:8000/mcp/${oc.env:MCP_KEY}/",
+        "http://h/key/${oc.env:K}",
+    ):
+        assert redact_url(url) == url and url_secret_spans(url) == [], url  # fmt: skip

@@ -162,3 +162,37 @@ def test_refusals_quote_a_url_or_command_without_its_values(tmp_path: Path) -> N
         assert words[name] in outputs[name][1], outputs[name][1]
     everything = all_text(tmp_path) + "".join(o + e for o, e in outputs.values())
     assert [name for name, token in t.items() if token in everything] == []
+
+
+def test_a_key_in_a_urls_path_reaches_no_record_and_no_message(tmp_path: Path) -> None:
+    """A hosted server may take its key in the path (``/v1/<key>/``, ``/mcp/<key>/``): the
+    model server gets the real URL, while Hydra's copies, the params, the rows, the log and
+    the MCP world's refusal show the server with the key redacted."""
+    t = {name: secrets.token_hex(16) for name in ("model", "world")}
+    seen: list[str] = []
+
+    def answer(path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        seen.append(path)
+        return 200, chat_reply("Done, I looked it up.")
+
+    closed = f"http://127.0.0.1:{_free_port()}/mcp"
+    with scripted_server(answer) as model_url:
+        runs = {
+            "model": _start(tmp_path / "model", [
+                *RUN, "simulate.budget=4", "agent=openai", f"agent.base_url={model_url}/{t['model']}",
+            ], {"OPENAI_API_KEY": "none"}),
+            "world": _start(tmp_path / "world", [
+                *RUN, "world=mcp", f"world.url={closed}/{t['world']}/"]),
+        }  # fmt: skip
+        outputs = {name: p.communicate(timeout=600) for name, p in runs.items()}
+    assert runs["model"].returncode in (0, 3), outputs["model"][1][-3000:]
+    assert f"/v1/{t['model']}/chat/completions" in seen
+    assert _param(tmp_path / "model", "agent.base_url") == f"{model_url}/{R}"
+    [hydra] = (tmp_path / "model" / "outputs").rglob(".hydra/config.yaml")
+    assert yaml.safe_load(hydra.read_text(encoding="utf-8"))["agent"]["base_url"] == (
+        f"{model_url}/{R}"
+    )
+    assert runs["world"].returncode == 2, outputs["world"]
+    assert f"world.url={closed}/{R}/) could not be started" in outputs["world"][1]
+    everything = all_text(tmp_path) + "".join(o + e for o, e in outputs.values())
+    assert [name for name, token in t.items() if token in everything] == []
