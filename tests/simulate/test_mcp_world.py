@@ -226,6 +226,24 @@ def test_a_server_started_through_env_is_named_by_its_program() -> None:
     )
 
 
+def test_a_home_relative_cwd_starts_the_server_there_and_rows_keep_it_as_typed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``world.cwd=~/...`` was handed to the server's process as typed: it failed to start
+    with "No such file or directory: '~/...'", where every other path setting reads ``~``
+    as the home folder. A folder that does not exist is refused when the world is checked,
+    naming world.cwd, not when the server fails to start."""
+    from wai_exp.simulate.world import WorldOptions
+
+    monkeypatch.setenv("HOME", str(REPO.parent))
+    typed = f"~/{REPO.name}"
+    data = simulate(budget=2, seed=1, fault_rate=0.0, advanced={"world": {**STDIO, "cwd": typed}})
+    assert _sources(data).get("server", 0) > 0
+    assert {row["lineage"]["world"]["options"]["cwd"] for row in data.rows} == {typed}
+    with pytest.raises(ValueError, match=r"world.cwd '.*/no-such-folder' is no folder"):
+        WorldOptions(kind="mcp", command=STDIO["command"], cwd="~/no-such-folder")
+
+
 def test_a_server_with_no_tools_is_named_without_its_commands_values() -> None:
     """Through the Python API too (no runner registered the config's secrets)."""
     import secrets

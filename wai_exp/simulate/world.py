@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -166,7 +167,8 @@ class WorldOptions(BaseModel):
     url: str | None = None
     """A streamable-HTTP server's endpoint, e.g. ``http://127.0.0.1:8000/mcp``."""
     cwd: str | None = None
-    """The stdio server's working folder (None: the current one)."""
+    """The stdio server's and reset command's working folder, ``~`` read as the home folder
+    (None: the current one)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment for the stdio server; every value is treated as a secret."""
     headers: dict[str, str] = Field(default_factory=dict)
@@ -198,6 +200,23 @@ class WorldOptions(BaseModel):
         if isinstance(value, Mapping):
             return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
         return value
+
+    @field_validator("cwd")
+    @classmethod
+    def _home(cls, value: str | None) -> str | None:
+        # ~ is the user's home here as in every other path setting: the server and the
+        # reset command start without a shell, which would have expanded it.
+        return os.path.expanduser(value) if value else value
+
+    @model_validator(mode="after")
+    def _cwd_is_a_folder(self) -> WorldOptions:
+        if self.kind == "mcp" and self.cwd and not os.path.isdir(self.cwd):
+            raise ValueError(
+                f"world.cwd {self.cwd!r} is no folder: the stdio server and "
+                "world.reset_command start there; give an existing folder, or leave world.cwd "
+                "out to start them in the folder wai-exp runs in"
+            )
+        return self
 
     @field_validator("command", "reset_command")
     @classmethod
