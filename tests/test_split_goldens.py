@@ -620,12 +620,12 @@ EXPECTED: dict[str, str] = {
     "judge_pairs/bad_pair": ("b6ac2e3852147c995f1c98090d798a950350b4fef76ddf7e5e3c130b69f7dad3"),
     "judge_pairs/empty": ("0ccf9b56c3a4e4ce1e6c9eea38f1be8e019818d4c86f640bd14e7ff52315ade4"),
     "judge_pairs/high_flags_few": (
-        "c4bfca7be7fee4c8d9bf7720edeea274dc99728301628e02acf7e62deb178397"
+        "2af682dd27e85c7e32f48e0a8cb9a98b021635dbc3b335e6ce563b317d12e4aa"
     ),
     "judge_pairs/no_swap_low_flags": (
-        "a2ff1a821ff021036e6ed5ac0ba4a6320e566f04e80469372b0f05a4a2af303e"
+        "c7ef26172e56ce3c8426165ad27f112b2dcebe81f7a548505c9547045af99a97"
     ),
-    "judge_pairs/swap": ("33ba75d7a102b9095894d783f0d62c6c2a8ed2f109426d122c3b63f47ebeba63"),
+    "judge_pairs/swap": ("081674e6ddd6688ddb017bc63c7e03e9cb7e2be1a3476d0ac29bdd49c5086f56"),
     "load_rows/binary": ("5f884202f7fc0512a703152d4724f0afb83ac3a9527abac4da3a1a2d29231db4"),
     "load_rows/empty": ("6769e8ecb16ae5e56b11f4ebd2c4d95d750dd741eebd158380f43ece1d8f2fa4"),
     "load_rows/folder": ("2c422892f42a44dd6f40e301730a57155a8dc8e39d97af514f1e2ce33940b05d"),

@@ -530,3 +530,18 @@ def test_preference_leaves_out_a_pair_with_a_side_no_world_executed():
     records, report = preference_records([pair], TOOLS)
     assert records == [] and report["not_executed"] == 1 and report["skipped"] == 1
     assert "no world executed" in report["skip_reasons"][0]
+
+
+def test_tool_steps_no_world_executed_are_counted_in_their_number():
+    from wai_exp.rows.export import unexecuted_check
+
+    one = _claimed(steps_row("claimed", 1.0, "Shipped."))
+    with pytest.raises(ConversationError) as info:
+        unexecuted_check(one)
+    assert str(info.value).startswith("1 tool step no world executed (lookup_order;")
+    assert "): its result is the agent's claim, not a tool's answer" in str(info.value)
+    two = {**one, "steps": [*one["steps"][:2], *one["steps"]]}
+    with pytest.raises(ConversationError) as info:
+        unexecuted_check(two)
+    assert str(info.value).startswith("2 tool steps no world executed (lookup_order, lookup_order;")
+    assert "): their results are the agent's claim" in str(info.value)

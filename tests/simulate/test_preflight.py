@@ -441,3 +441,11 @@ def test_coverage_gap_wording_rules_for_tools() -> None:
     assert sorted(tools[3]) == ["cancel_order", "issue_refund"]  # two actions, two tools
     assert report["placements"][1]["stance"] == "boundary"
     assert "R3" in report["placements"][1]["rules"]  # boundary cancel: no cancel once shipped
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_asks_that_reach_no_tool_are_counted_in_their_number(n: int) -> None:
+    asks = [NO_REFUND_SUITE[0], "What a lovely day.", "Tell me a joke about cats."][: n + 1]
+    notes = coverage_gap(asks, TOOLS, POLICY)["notes"]
+    said = "1 ask names or implies" if n == 1 else f"{n} asks name or imply"
+    assert f"{said} no declared tool" in notes, notes

@@ -350,3 +350,28 @@ def test_the_parent_records_the_overrides_as_typed_not_resolved(start_dir, monke
     assert tags["wai.overrides"] == " ".join(typed)
     assert cb.overrides == typed
     cb.on_multirun_end(cfg)
+
+
+def test_when_the_summary_itself_fails_the_parent_counts_failed_jobs_in_their_number(
+    start_dir, monkeypatch
+):
+    """The last resort of the atexit hook (finalize raised): the parent still ends FAILED,
+    its tag counting the jobs that failed in this process."""
+    cfg = _sweep_cfg(start_dir)
+    cb = MlflowSweepCallback()
+    cb.on_multirun_start(cfg)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the store went away mid-summary")
+
+    monkeypatch.setattr(cb, "finalize", broken)
+    for n_failed, jobs in ((1, "1 job"), (2, "2 jobs")):
+        cb.on_job_end(cfg, job_return=SimpleNamespace(status=JobStatus.FAILED))
+        cb._ended = False  # the hook runs once a process; here once a count
+        cb._atexit()
+        parent = _client(start_dir).get_run(cb.parent_run_id)
+        assert cb.jobs_failed == n_failed and parent.info.status == "FAILED"
+        assert parent.data.tags["wai.error"] == (
+            f"the sweep ended before on_multirun_end ({jobs} failed in this process); see "
+            "the child runs and the Hydra log"
+        )

@@ -31,6 +31,7 @@ from typing import Any
 
 from wai_exp.domain.numbers import finite_float, reward_number
 from wai_exp.domain.outcome import reward_facts
+from wai_exp.domain.plurals import counted
 from wai_exp.domain.secrets import redact_setting
 from wai_exp.rows.keys import task_key
 from wai_exp.rows.model import NOT_EXECUTED, messages_from_steps, not_executed
@@ -404,9 +405,10 @@ def unexecuted_check(row: Mapping[str, Any]) -> None:
     names = not_executed(row)
     if names:
         raise ConversationError(
-            f"{len(names)} tool step(s) no world executed ({', '.join(names[:3])}"
-            f"{', ...' if len(names) > 3 else ''}; source={NOT_EXECUTED!r}): their results "
-            "are the agent's claim, not a tool's answer; make the calls through world.execute"
+            f"{counted(len(names), 'tool step')} no world executed ({', '.join(names[:3])}"
+            f"{', ...' if len(names) > 3 else ''}; source={NOT_EXECUTED!r}): "
+            f"{'its result is' if len(names) == 1 else 'their results are'} the agent's claim, "
+            "not a tool's answer; make the calls through world.execute"
         )
 
 

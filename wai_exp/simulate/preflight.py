@@ -35,6 +35,7 @@ from wai_exp.domain.dimensions import (
     TIERS,
     WORLD_STATES,
 )
+from wai_exp.domain.plurals import counted
 from wai_exp.domain.rules import parse_rules
 from wai_exp.domain.tools import is_write_tool
 from wai_exp.rows.keys import task_key
@@ -962,7 +963,11 @@ def coverage_gap(
     ]
     unplaced = [p["ask"] for p in placements if not p["tools"]]
     if unplaced:
-        notes.append(f"{len(unplaced)} ask(s) name or imply no declared tool")
+        one = len(unplaced) == 1
+        notes.append(
+            f"{counted(len(unplaced), 'ask')} {'names' if one else 'name'} or "
+            f"{'implies' if one else 'imply'} no declared tool"
+        )
 
     world_side: dict[str, str] | None = None
     if rows is not None:

@@ -521,8 +521,8 @@ class MlflowSweepCallback(Callback):
             client.set_tag(
                 self.parent_run_id,
                 "wai.error",
-                f"the sweep ended before on_multirun_end ({self.jobs_failed} job(s) failed in "
-                "this process); see the child runs and the Hydra log",
+                f"the sweep ended before on_multirun_end ({counted(self.jobs_failed, 'job')} "
+                "failed in this process); see the child runs and the Hydra log",
             )
             client.set_terminated(self.parent_run_id, "FAILED")
         self._ended = True

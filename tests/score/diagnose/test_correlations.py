@@ -117,7 +117,9 @@ def test_style_phrase_and_fired_trace_flags_are_features() -> None:
 def test_too_few_or_uniform_rewards_measure_nothing_and_say_so() -> None:
     one = reward_correlations([_row("hi", 1.0)])
     assert one["n"] == 1 and all(v is None for v in one["correlations"].values())
-    assert one["flagged"] == [] and any("1 graded row" in n for n in one["notes"])
+    assert one["flagged"] == [] and "1 graded row: no correlation is measured" in one["notes"]
+    none = reward_correlations([_row("hi", None)])
+    assert "0 graded rows: no correlation is measured" in none["notes"]
     same = reward_correlations([_row("hi", 1.0), _row("hello there", 1.0)])
     assert all(v is None for v in same["correlations"].values())
     assert any("every graded row has reward 1" in n for n in same["notes"])

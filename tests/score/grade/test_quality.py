@@ -94,7 +94,7 @@ def test_repeated_turn_is_counted_once_per_copy() -> None:
     out = score_row(row("Order ORD-10482 is processing.", steps))
     # turns: "let me check that." x2 + the reply: 1 copy out of 3 turns
     assert out["quality_scores"]["no_repeated_turns"] == pytest.approx(1 - 1 / 3)
-    assert "1 agent turn(s) repeat" in out["quality_reason"]
+    assert "1 agent turn repeats an earlier one" in out["quality_reason"]
 
 
 def test_empty_assistant_turn_is_dead_air() -> None:
@@ -197,3 +197,17 @@ def test_rank_adds_quality_without_changing_reward_from_rows_data_or_a_path(tmp_
     assert wai.rank(rows) is rows
     with pytest.raises(TypeError, match="JSONL path"):
         wai.rank(42)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_reasons_count_words_and_turns_in_their_number(n: int) -> None:
+    one = n == 1
+    said = "Let me check that."
+    steps = [{"kind": "assistant", "content": said, "tool_calls": []} for _ in range(n + 1)]
+    steps += [{"kind": "assistant", "content": " ", "tool_calls": []} for _ in range(n)]
+    reason = score_row(row(" ".join(["ok"] * n), steps))["quality_reason"]
+    assert f"the reply is {'1 word' if one else f'{n} words'} (sane: " in reason
+    assert (
+        f"{'1 agent turn repeats' if one else f'{n} agent turns repeat'} an earlier one" in reason
+    )
+    assert ("1 empty assistant turn" if one else f"{n} empty assistant turns") in reason

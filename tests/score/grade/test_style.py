@@ -216,3 +216,17 @@ def test_longest_phrase_is_reported_and_nested_families_both_fire() -> None:
     rows = [row("a", "As an AI language model, no.")]
     style_markers(rows, phrases={"no_short": ["as an ai"], "no_long": ["an ai language model"]})
     assert rows[0]["markers"]["no_short"] == 0.0 and rows[0]["markers"]["no_long"] == 0.0
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_notes_count_rows_in_their_number(n: int) -> None:
+    one = n == 1
+    rows = [row("t0", "Shipped.")] + [row(f"u{i}", "") for i in range(n)]
+    assert refusal_report(rows)["note"].startswith(
+        f"{'1 row' if one else f'{n} rows'} without a spoken reply {'is' if one else 'are'} "
+        "left out of the rate"
+    )
+    graded = [row("t0", "Shipped.", 1.0)] if one else [row("t0", "Shipped.")]
+    want = "1 graded answered row:" if one else "0 graded answered rows:"
+    note = style_report(graded)["markers"]["no_hedging"]["corr_note"]
+    assert note.startswith(f"{want} a correlation needs at least two"), note

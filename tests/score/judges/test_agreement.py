@@ -141,3 +141,17 @@ def test_scored_data_from_another_pass_as_gold() -> None:
     assert rep["n"] == 6 and rep["agreement"] == 0.5
     assert rep["confusion"]["judge_fail_gold_pass"] == 3
     assert rep["gold_kind"] == "model" and rep["ok"] is True
+
+
+def test_gold_labels_of_unknown_kind_are_counted_in_their_number() -> None:
+    rows = labelled({(1, 1): 30, (0, 0): 30})
+    rows[0].pop("gold_kind")
+    [one] = [w for w in judge_agreement(rows)["warnings"] if "gold_kind record" in w]
+    assert one.startswith(
+        "1 gold label has no gold_kind record, so nobody can say a person gave it;"
+    )
+    rows[1].pop("gold_kind")
+    [two] = [w for w in judge_agreement(rows)["warnings"] if "gold_kind record" in w]
+    assert two.startswith(
+        "2 gold labels have no gold_kind record, so nobody can say a person gave them;"
+    )

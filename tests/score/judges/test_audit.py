@@ -269,3 +269,25 @@ def test_empty_rows_name_the_judge_and_measure_nothing() -> None:
     assert report["judge"] == "truthful_judge"
     assert report["fn_rate"] is None and report["fp_rate"] is None
     assert format_audit(report).startswith("verifier audit (judge truthful_judge): ")
+
+
+@pytest.mark.parametrize(("n", "one"), [(1, True), (2, False)])
+def test_sampled_rows_without_a_verdict_or_a_reference_are_counted_in_their_number(
+    n: int, one: bool
+) -> None:
+    rows = [
+        {"rollout_id": f"y{i}", "prompt": "p", "final_text": "t", "reward": 0} for i in range(n)
+    ]
+    warnings = audit_grades(rows, lambda r: None)["warnings"]
+    rows_are = "1 sampled row" if one else f"{n} sampled rows"
+    assert any(
+        w.startswith(
+            f"{rows_are} got no verdict from the audit judge (reward None); "
+            f"{'it is' if one else 'they are'} left out"
+        )
+        for w in warnings
+    ), warnings
+    assert any(
+        w.startswith(f"{rows_are} {'carries' if one else 'carry'} no reference answer")
+        for w in warnings
+    ), warnings

@@ -385,3 +385,48 @@ def test_latest_label_of_an_annotator_is_the_one_compared() -> None:
     rep = annotator_agreement(rows)
     assert rep["per_annotator"]["a"]["n"] == 1 and rep["unanimous"] == 1.0
     assert rep["disagreements"] == []
+
+
+def _warnings_of(labels: list[dict[str, Any]]) -> list[str]:
+    _, rep = attach_labels(make_rows(8), labels)
+    return rep["warnings"]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_every_label_warning_counts_in_the_number_of_its_count(n: int) -> None:
+    one = n == 1
+    labels, rows_ = ("1 label", "1 row") if one else (f"{n} labels", f"{n} rows")
+    said = {
+        f"{labels} {'names' if one else 'name'} no row in these rows (see unmatched_labels); "
+        f"check {'it belongs' if one else 'they belong'} to this run": [
+            {"rollout_id": f"nowhere{i}", "label": 1} for i in range(n)
+        ],
+        f"{labels} {'carries' if one else 'carry'} no 0/1 value and "
+        f"{'was' if one else 'were'} not attached": [
+            {"rollout_id": "r0", "label": 0.5} for _ in range(n)
+        ],
+        f"{labels} {'matches' if one else 'match'} several rows and "
+        f"{'was' if one else 'were'} not attached": [
+            {"prompt": f"ask {i}", "label": 1} for i in range(n)
+        ],
+        f"{rows_} {'has' if one else 'have'} tied labels": [
+            {"rollout_id": f"r{i}", "label": v, "annotator": a}
+            for i in range(n)
+            for v, a in ((1, "a"), (0, "b"))
+        ],
+        f"{rows_} {'carries' if one else 'carry'} several labels from one annotator": [
+            {"rollout_id": f"r{i}", "label": 1, "annotator": "a"} for i in range(n) for _ in "ab"
+        ],
+    }
+    for words, given in said.items():
+        assert any(w.startswith(words) for w in _warnings_of(given)), (words, _warnings_of(given))
+    rows = make_rows(4)
+    attach_labels(rows, {f"r{i}": 1 for i in range(n)})
+    unnamed = annotator_agreement(rows)["warnings"]
+    assert any(
+        w.startswith(
+            f"{labels} {'names' if one else 'name'} no annotator and "
+            f"{'is' if one else 'are'} left out of agreement"
+        )
+        for w in unnamed
+    ), unnamed

@@ -291,3 +291,20 @@ def test_pairwise_judge_asks_for_the_winner_schema_and_falls_back_on_a_400() -> 
     assert ["response_format" in body for body in seen] == [True, False, False]
     assert judge.structured_meta()["structured_output"] == "off"
     assert "HTTP 400" in judge.structured_meta()["structured_output_fallback"]
+
+
+@pytest.mark.parametrize(
+    ("down", "said"),
+    [
+        (("task2",), "1 of 5 pairs got no verdict (winner None); it is left out of every rate"),
+        (("task2", "task3"), "2 of 5 pairs got no verdict (winner None); they are left out"),
+    ],
+)
+def test_failed_pairs_are_counted_in_their_number(down: tuple[str, ...], said: str) -> None:
+    def judge(a: dict, b: dict) -> dict:
+        if a["scenario_id"] in down:
+            raise RuntimeError("server fell over")
+        return json.loads(content_judge(a, b))
+
+    _, report = judge_pairs(_pairs(), judge=judge)
+    assert any(w.startswith(said) for w in report["warnings"]), report["warnings"]

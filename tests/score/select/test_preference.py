@@ -385,3 +385,28 @@ def test_scored_data_select_for_preference_delegates(scored: Any) -> None:
     assert report == direct_report
     default_pairs, _ = scored.select_for_preference()
     assert len(default_pairs) == len(build_preference_pairs(scored.rows)[0])
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_pairs_with_no_model_or_two_phrasings_are_counted_in_their_number(n: int) -> None:
+    one = n == 1
+    rows = []
+    for i in range(n):
+        rows += [
+            row(f"a{i}", f"t{i}", 1.0, model=None, prompt="refund my order"),
+            row(f"b{i}", f"t{i}", 0.0, model=None, prompt="money back"),
+        ]
+    _, report = build_preference_pairs(rows)
+    pairs = "1 pair" if one else f"{n} pairs"
+    said = report["notes"] + report["warnings"]
+    assert any(
+        w.startswith(
+            f"{pairs} {'has' if one else 'have'} a side with no model_version; "
+            f"same_policy is None there and {'it is' if one else 'they are'} left out"
+        )
+        for w in said
+    ), said
+    assert any(
+        w.startswith(f"{pairs} {'joins' if one else 'join'} different phrasings of one task")
+        for w in said
+    ), said

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.plurals import counted
 from wai_exp.score.stats.correlation import pearson_columns
 from wai_exp.score.stats.resample import UNJUDGED_STATUSES, reward_under
 
@@ -108,7 +109,7 @@ def reward_correlations(
     flagged = [k for k, v in correlations.items() if v is not None and abs(v) >= threshold]
     warnings = [_warning(name, correlations[name], threshold) for name in flagged]
     if len(graded) < 2:
-        notes.append(f"{len(graded)} graded row(s): no correlation is measured")
+        notes.append(f"{counted(len(graded), 'graded row')}: no correlation is measured")
     elif np.ptp(y) == 0:
         notes.append(f"every graded row has reward {y[0]:g}: no correlation is measured")
     return {

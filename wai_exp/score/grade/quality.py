@@ -40,6 +40,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wai_exp.domain.plurals import counted
 from wai_exp.domain.replies import acknowledges_fault, reply_acts
 from wai_exp.domain.tools import is_write_tool
 from wai_exp.score.grade.checklist import quotes_result
@@ -148,10 +149,13 @@ def _ending(row: Mapping[str, Any], reply: str, truncated: bool) -> float:
 _EXPLAIN = {
     "uses_tool_results": lambda s, ctx: "the reply ignores what the tools answered",
     "reply_length": lambda s, ctx: (
-        f"the reply is {ctx['words']} word(s) (sane: {LENGTH_WORDS[0]}-{LENGTH_WORDS[1]})"
+        f"the reply is {counted(ctx['words'], 'word')} (sane: {LENGTH_WORDS[0]}-{LENGTH_WORDS[1]})"
     ),
-    "no_repeated_turns": lambda s, ctx: f"{ctx['repeats']} agent turn(s) repeat an earlier one",
-    "no_empty_turns": lambda s, ctx: f"{ctx['empty']} empty assistant turn(s)",
+    "no_repeated_turns": lambda s, ctx: (
+        f"{counted(ctx['repeats'], 'agent turn')} "
+        f"{'repeats' if ctx['repeats'] == 1 else 'repeat'} an earlier one"
+    ),
+    "no_empty_turns": lambda s, ctx: counted(ctx["empty"], "empty assistant turn"),
     "ended_cleanly": lambda s, ctx: f"did not end cleanly ({ctx['ending']})",
     "no_raw_json": lambda s, ctx: "the reply pastes raw JSON",
 }

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows import task_key
 from wai_exp.rows.reader import spoken
 from wai_exp.score.grade.grading import final_reply
@@ -357,7 +358,7 @@ def style_report(
         if np.isnan(r):
             if n_graded < 2:
                 entry["corr_note"] = (
-                    f"{n_graded} graded answered row(s): a correlation needs at least two"
+                    f"{counted(n_graded, 'graded answered row')}: a correlation needs at least two"
                 )
             elif present[graded, j].std() == 0:
                 entry["corr_note"] = (
@@ -453,7 +454,8 @@ def refusal_report(
         )
     elif out["n_unanswered"]:
         out["note"] = (
-            f"{out['n_unanswered']} row(s) without a spoken reply are left out of the rate "
-            "(not counted as refusals or as answers)"
+            f"{counted(out['n_unanswered'], 'row')} without a spoken reply "
+            f"{'is' if out['n_unanswered'] == 1 else 'are'} left out of the rate (not counted "
+            "as refusals or as answers)"
         )
     return out

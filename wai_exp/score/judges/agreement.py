@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.plurals import counted
 from wai_exp.score.stats.resample import wilson_ci
 
 #: Fewer compared rows than this and the report says the sample is below the floor.
@@ -180,9 +181,11 @@ def _provenance_warnings(gold_kind: str, kinds: Counter[str]) -> list[str]:
             "measures the judge against another judge; pass allow_model_gold=True to accept it"
         )
     if kinds.get("unknown"):
+        one = kinds["unknown"] == 1
         out.append(
-            f"{kinds['unknown']} gold label(s) have no gold_kind record, so nobody can say a "
-            "person gave them; set gold_kind='human' when attaching hand labels"
+            f"{counted(kinds['unknown'], 'gold label')} {'has' if one else 'have'} no gold_kind "
+            f"record, so nobody can say a person gave {'it' if one else 'them'}; set "
+            "gold_kind='human' when attaching hand labels"
         )
     return out
 

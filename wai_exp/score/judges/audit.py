@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.keys import task_key
 
 # FN_WARN: the false-negative rate above which the audit says to fix the verifier before
@@ -238,14 +239,15 @@ def _findings(
         notes.append(f"only {n_failed} failed rows: all of them were audited (sample={sample})")
     if unjudged:
         warnings.append(
-            f"{unjudged} sampled row(s) got no verdict from the audit judge (reward None); they "
-            "are left out of fn_rate/fp_rate, not counted either way"
+            f"{counted(unjudged, 'sampled row')} got no verdict from the audit judge (reward "
+            f"None); {'it is' if unjudged == 1 else 'they are'} left out of fn_rate/fp_rate, not "
+            "counted either way"
         )
     if no_ref:
         warnings.append(
-            f"{no_ref} sampled row(s) carry no reference answer (no privileged.reference, no "
-            "scenario_dimensions to rebuild it): the judge answered the question without an "
-            "answer key"
+            f"{counted(no_ref, 'sampled row')} {'carries' if no_ref == 1 else 'carry'} no "
+            "reference answer (no privileged.reference, no scenario_dimensions to rebuild it): "
+            "the judge answered the question without an answer key"
         )
     if fn_rate is None:
         if n_failed:

@@ -21,6 +21,7 @@ import numpy as np
 
 # agreement.py's label rule, kappa and its bootstrap interval: the two reports' rules and
 # numbers stay identical.
+from wai_exp.domain.plurals import counted
 from wai_exp.score.judges.agreement import (
     HUMAN_KINDS,
     binary_label,
@@ -263,28 +264,34 @@ def _label_warnings(
 ) -> list[str]:
     warnings: list[str] = []
     if n_unmatched:
+        one = n_unmatched == 1
         warnings.append(
-            f"{n_unmatched} label(s) name no row in these rows (see unmatched_labels); check "
-            "they belong to this run"
+            f"{counted(n_unmatched, 'label')} {'names' if one else 'name'} no row in these rows "
+            f"(see unmatched_labels); check {'it belongs' if one else 'they belong'} to this run"
         )
     if n_invalid:
+        one = n_invalid == 1
         warnings.append(
-            f"{n_invalid} label(s) carry no 0/1 value and were not attached (see invalid_labels)"
+            f"{counted(n_invalid, 'label')} {'carries' if one else 'carry'} no 0/1 value and "
+            f"{'was' if one else 'were'} not attached (see invalid_labels)"
         )
     if n_ambiguous:
+        one = n_ambiguous == 1
         warnings.append(
-            f"{n_ambiguous} label(s) match several rows and were not attached (see "
-            "ambiguous_labels); name each row by rollout_id"
+            f"{counted(n_ambiguous, 'label')} {'matches' if one else 'match'} several rows and "
+            f"{'was' if one else 'were'} not attached (see ambiguous_labels); name each row by "
+            "rollout_id"
         )
     if ties:
         warnings.append(
-            f"{ties} row(s) have tied labels: gold_reward and gold_kind left unset; add a "
-            "tie-breaking label"
+            f"{counted(ties, 'row')} {'has' if ties == 1 else 'have'} tied labels: gold_reward "
+            "and gold_kind left unset; add a tie-breaking label"
         )
     if repeats:
         warnings.append(
-            f"{repeats} row(s) carry several labels from one annotator (only the latest "
-            "counts); if the same file was attached twice, pass replace=True"
+            f"{counted(repeats, 'row')} {'carries' if repeats == 1 else 'carry'} several labels "
+            "from one annotator (only the latest counts); if the same file was attached twice, "
+            "pass replace=True"
         )
     return warnings
 
@@ -477,8 +484,9 @@ def annotator_agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         )
     if unnamed:
         warnings.append(
-            f"{unnamed} label(s) name no annotator and are left out of agreement; pass "
-            "annotator= to attach_labels"
+            f"{counted(unnamed, 'label')} {'names' if unnamed == 1 else 'name'} no annotator and "
+            f"{'is' if unnamed == 1 else 'are'} left out of agreement; pass annotator= to "
+            "attach_labels"
         )
 
     return {

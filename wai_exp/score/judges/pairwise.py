@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from wai_exp.domain.plurals import counted
 from wai_exp.rows.keys import task_key
 from wai_exp.score.judges.rubric import tool_status_text
 from wai_exp.score.stats.resample import wilson_ci
@@ -439,8 +440,9 @@ def _pair_warnings(
         warnings.append("no pairs to judge: build them with build_preference_pairs first")
     if t.failed:
         warnings.append(
-            f"{t.failed} of {n_pairs} pair(s) got no verdict (winner None); they are left out "
-            f"of every rate. First problem: {t.failed_reasons[0]}"
+            f"{t.failed} of {counted(n_pairs, 'pair')} got no verdict (winner None); "
+            f"{'it is' if t.failed == 1 else 'they are'} left out of every rate. First problem: "
+            f"{t.failed_reasons[0]}"
         )
     if flip_rate is not None and flip_rate >= position_flip_flag:
         warnings.append(

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_exp.domain.plurals import counted
 from wai_exp.llm.providers import bare_model
 from wai_exp.rows.keys import task_key
 from wai_exp.score.stats.intervals import wilson_interval
@@ -381,9 +382,11 @@ def _report(
             "unmeasured (None)"
         )
     if unknown:
+        one = unknown == 1
         notes.append(
-            f"{unknown} pair(s) have a side with no model_version; same_policy is None there "
-            "and they are left out of off_policy_share"
+            f"{counted(unknown, 'pair')} {'has' if one else 'have'} a side with no model_version; "
+            f"same_policy is None there and {'it is' if one else 'they are'} left out of "
+            "off_policy_share"
         )
     if longer_ci is not None and longer_ci[0] > 0.5:
         warnings.append(
@@ -399,8 +402,9 @@ def _report(
         )
     if cross:
         warnings.append(
-            f"{cross} pair(s) join different phrasings of one task (prompt texts differ); a "
-            "DPO trainer needs one prompt per pair, so check how it reads `prompt`"
+            f"{counted(cross, 'pair')} {'joins' if cross == 1 else 'join'} different phrasings "
+            "of one task (prompt texts differ); a DPO trainer needs one prompt per pair, so "
+            "check how it reads `prompt`"
         )
     margins = Counter(round(p["margin"], 6) for p in pairs)
     return {
