@@ -1302,6 +1302,8 @@ def _not_measured(outcome: RunOutcome) -> list[tuple[str, str]]:
 
 def summarize(outcome: RunOutcome) -> str:
     """The closing block a person reads in the terminal."""
+    from wai_exp.score.stats.left_out import k_way_note
+
     lines = []
     for s in outcome.stages:
         rows = counted(len(s.result.rows), "row") if s.result is not None else ""
@@ -1355,7 +1357,7 @@ def summarize(outcome: RunOutcome) -> str:
         if "pass_pow_k" in m and "pass_at_k" in m:
             out.append(_k_way_line(m, res.report, few))
         else:
-            note = res.report.get("note") or "not enough repeats per task"
+            note = k_way_note(res.report) or "not enough repeats per task"
             out.append(f"  pass^k, pass@k: not measured ({note})")
         if res.report.get("lost_line"):  # what lost rollouts did to these numbers
             out.append(f"  {res.report['lost_line']}")

@@ -319,6 +319,26 @@ def _gate_lines(
     return out
 
 
+def _k_way_line(s: StageNote) -> str:
+    """pass^k and pass@k with their intervals, or "not measured" and why (the note, less
+    what the left-out line above says already: ``k_way_note``)."""
+    from wai_exp.score.stats.left_out import k_way_note
+
+    m, k = s.metrics, s.report.get("k")
+    kk = k if isinstance(k, int) else "k"
+    pow_k, at_k = finite_float(m.get("pass_pow_k")), finite_float(m.get("pass_at_k"))
+    if pow_k is None and at_k is None:
+        note = k_way_note(s.report) or "not enough repeats per task"
+        return f"pass^k and pass@k: not measured ({note})"
+    return (
+        f"pass^{kk} {_fmt(pow_k)} "
+        f"({_interval(m.get('pass_pow_k_ci_lo'), m.get('pass_pow_k_ci_hi'))}) · "
+        f"pass@{kk} {_fmt(at_k)} "
+        f"({_interval(m.get('pass_at_k_ci_lo'), m.get('pass_at_k_ci_hi'))})"
+        + (f" ({s.report['k_basis']})" if s.report.get("k_basis") else "")
+    )
+
+
 def _said(report: Mapping[str, Any], key: str) -> list[str]:
     """``report[key]`` as one line, or none when it is empty or absent."""
     return [str(report[key])] if report.get(key) else []
@@ -369,20 +389,7 @@ def describe_run(
         out.append(f"### pass@1{where} {_fmt(finite_float(m['pass_at_1']))} ({ci}){over}{basis}")
         out += _said(s.report, "ungraded_tasks_line")  # tasks "over N tasks" leaves out
         out.extend(_floor_lines(m, s.report.get("floor"), n))
-        k = s.report.get("k")
-        kk = k if isinstance(k, int) else "k"
-        pow_k, at_k = finite_float(m.get("pass_pow_k")), finite_float(m.get("pass_at_k"))
-        if pow_k is None and at_k is None:
-            note = s.report.get("note") or "not enough repeats per task"
-            out.append(f"pass^k and pass@k: not measured ({note})")
-        else:
-            out.append(
-                f"pass^{kk} {_fmt(pow_k)} "
-                f"({_interval(m.get('pass_pow_k_ci_lo'), m.get('pass_pow_k_ci_hi'))}) · "
-                f"pass@{kk} {_fmt(at_k)} "
-                f"({_interval(m.get('pass_at_k_ci_lo'), m.get('pass_at_k_ci_hi'))})"
-                + (f" ({s.report['k_basis']})" if s.report.get("k_basis") else "")
-            )
+        out.append(_k_way_line(s))
         if s.report.get("lost_line"):  # what lost rollouts did to these numbers
             out.append(str(s.report["lost_line"]))
         out.append("")

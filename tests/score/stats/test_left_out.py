@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from wai_exp.score.stats.left_out import ungraded_tasks_line
-from wai_exp.score.stats.passat import pass_at
+from wai_exp.score.stats.left_out import k_way_note, ungraded_tasks_line
+from wai_exp.score.stats.passat import BASIS_NOTE_HEAD, pass_at
 
 
 def _rows(rewards: dict[str, list[Any]], unserved: set[str] = frozenset()) -> list[dict]:
@@ -71,3 +71,35 @@ def test_lost_rollouts_counted_as_failures_keep_their_task_in_the_score():
 
 def test_nothing_to_say_when_every_task_has_a_graded_row():
     assert ungraded_tasks_line(_rows({**GRADED, "d": [None, 1.0]})) is None
+
+
+def _batched(first: dict[str, list[Any]], added: dict[str, list[Any]]) -> list[dict]:
+    """An adaptive run's rows: each task's first batch, then rows the split policy added."""
+    rows = [{**r, "selection_reason": "initial"} for r in _rows(first, unserved=set(first))]
+    return rows + [{**r, "selection_reason": "group_split"} for r in _rows(added)]
+
+
+def test_an_adaptive_run_leaves_out_a_task_whose_first_batch_has_no_grade_and_says_so():
+    """rl_round on the notes MCP server: a task whose first batch was all unjudged but
+    whose added rows were graded sat in "over 145 tasks" while pass@1 read 144; only the
+    pass^k note said one task had no graded first-batch row."""
+    rows = _batched({**GRADED, "d": [None, None], "e": [None]}, {"a": [1.0], "d": [1.0, 0.0]})
+    line = ungraded_tasks_line(rows)
+    assert line is not None
+    assert line.startswith(
+        "left out: 2 of 5 tasks are not in pass@1, pass^k or pass@k (over 3 tasks): none of "
+        "their first-batch rows has a 0/1 grade (1 of them has 0/1 grades only on rows an "
+        "adaptive policy added, which pass@1 leaves out: they skew the rates); of their 3 "
+        "first-batch rows, 3 are unjudged because the world answered not found"
+    ), line
+    pa = pass_at(rows)
+    assert pa.pass_at_1_basis == "first_batch" and pa.n_groups == 3  # "over 3 tasks" too
+
+
+def test_the_pass_k_note_leaves_the_tasks_with_no_first_batch_grade_to_the_line():
+    rows = _batched({**GRADED, "d": [None, None]}, {"d": [1.0, 0.0]})
+    line, pa = ungraded_tasks_line(rows), pass_at(rows)
+    assert BASIS_NOTE_HEAD in pa.note  # pass_at's own note still says it
+    said = k_way_note({"note": pa.note, "ungraded_tasks_line": line})
+    assert BASIS_NOTE_HEAD not in said and "first-batch row" not in said
+    assert k_way_note({"note": pa.note}) == pa.note  # no line: the note keeps it

@@ -84,6 +84,9 @@ _SEED = 0
 #: ``selection_reason`` of rollouts a policy added after a task's first batch because of
 #: what that batch showed (a split group, a verify pass): a rate over them is biased.
 ADAPTIVE_REASONS = frozenset({"group_split", "verify"})
+#: How the note under an adaptive run's numbers opens when some tasks have no graded
+#: first-batch row (the summaries leave that clause to their left-out line).
+BASIS_NOTE_HEAD = "pass@1 reads the first batch of each task"
 #: ``ended_by`` values that mean the model ran out of its token budget.
 _TOKEN_CAP_ENDINGS = frozenset({"max_tokens", "length", "token_cap", "truncated"})
 
@@ -149,7 +152,8 @@ class PassAt:
     per-task pass rate, the headline), ``pass_pow_k`` (``pass^4``: all k repeats pass),
     ``pass_at_k`` (``pass@4``: at least one of k passes), ``headroom`` (property, pass@k minus
     pass@1), ``ci95`` / ``pass_pow_k_ci95`` / ``pass_at_k_ci95`` (``[lo..hi]``, task
-    bootstrap, ``None`` under three groups), ``n_groups`` (``N groups``), and not printed:
+    bootstrap, ``None`` under three groups), ``n_groups`` (``N groups``: the tasks pass@1
+    reads, under an adaptive run those with a graded first-batch row), and not printed:
     ``n_rows`` (graded rows), ``pass_at_1_basis`` (``"all_rows"``, or ``"first_batch"`` for
     an adaptive run, printed beside pass@1), ``n_rows_pass_at_1`` (graded rows pass@1 and
     its interval read), ``n_groups_at_k`` (tasks the k-way numbers used),
@@ -314,7 +318,7 @@ def _basis_groups(
         n_out = groups.n_tasks - first.n_tasks
         one = n_out == 1
         notes.append(
-            f"pass@1 reads the first batch of each task; {counted(n_out, 'task')} "
+            f"{BASIS_NOTE_HEAD}; {counted(n_out, 'task')} "
             f"{'has' if one else 'have'} no graded first-batch row and {'is' if one else 'are'} "
             "left out of it"
         )
@@ -694,7 +698,7 @@ def pass_at(
         pass_at_1=pass1,
         pass_pow_k=kw.pow_k,
         pass_at_k=kw.at_k,
-        n_groups=groups.n_tasks,
+        n_groups=g.basis_groups.n_tasks,  # the tasks pass@1 reads: "over N tasks"
         n_rows=groups.n_rows - g.n_failed,
         n_groups_at_k=kw.n_at_k,
         n_groups_imputed=kw.n_imputed,
