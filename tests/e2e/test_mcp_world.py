@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 from tests.support.mcp_http import notes_server_over_http
+from wai_exp.score.stats.left_out import FIX_SAID_ABOVE
+from wai_exp.score.stats.passat import PLAN_NOT_SERVED_FIX
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 REPO = Path(__file__).resolve().parents[2]
@@ -183,6 +185,10 @@ def test_the_headline_says_which_tasks_it_left_out_for_want_of_a_judged_row(
         "none of their rows has a 0/1 grade; of their 12 rows, 12 are unjudged because the "
         "world answered not found for the record the ask names"
     ), below
-    assert "give the identifying argument an enum of the ids your world holds" in below
+    # The fix is given once, in the grade warning above; the line points back to it.
+    assert res.stdout.lower().count(PLAN_NOT_SERVED_FIX) == 1, res.stdout
+    assert below.endswith("which grading again does not change: see the fix above"), below
     report = json.loads((tmp_path / "outputs/run/evaluate/report.json").read_text())
-    assert report["ungraded_tasks_line"] == below.strip()
+    assert report["ungraded_tasks_line"] == below.strip().replace(
+        FIX_SAID_ABOVE, PLAN_NOT_SERVED_FIX
+    )

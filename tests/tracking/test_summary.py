@@ -172,3 +172,31 @@ def test_the_description_says_why_one_task_has_no_interval_and_what_k_is_under_r
     )  # fmt: skip
     note = describe_run([pooled], preset="eval_variance", overrides=[], config_hash="0" * 16)
     assert f"· pass@4 0.940 (interval not measured) ({basis})" in note
+
+
+def test_the_description_gives_the_plan_not_served_fix_once():
+    """A world=mcp eval's description gave the same fix in the left-out line, the pass^k
+    note and the grade warning; it also said the adaptive basis's left-out task twice."""
+    from wai_exp.score.stats.passat import PLAN_NOT_SERVED_FIX as FIX
+
+    stages = _stages()
+    grade = stages[1]
+    del grade.metrics["pass_pow_k"], grade.metrics["pass_at_k"]
+    grade.report.update(
+        ungraded_tasks_line=f"left out: 3 of 147 tasks ...: {FIX}",
+        note="pass@1 reads the first batch of each task; 1 task has no graded first-batch row "
+        "and is left out of it; "
+        f"k=2 is below min_k=4 ...: 40 are unjudged ... does not change: {FIX}; or pass k=4",
+        warnings=[f"103 rows on 26 tasks unjudged ... fail there. {FIX[0].upper()}{FIX[1:]}"],
+    )
+    note = describe_run(stages, preset="rl_round", overrides=[], config_hash="a" * 16)
+    assert note.lower().count(FIX) == 1, note
+    lines = note.splitlines()
+    head = next(i for i, text in enumerate(lines) if text.startswith("### pass@1"))
+    assert lines[head + 1] == f"left out: 3 of 147 tasks ...: {FIX}"
+    k_way = next(text for text in lines if text.startswith("pass^k and pass@k: not measured"))
+    assert k_way == (
+        "pass^k and pass@k: not measured (k=2 is below min_k=4 ...: 40 are unjudged ... does "
+        "not change: see the fix above; or pass k=4)"
+    )
+    assert "fail there. See the fix above" in note

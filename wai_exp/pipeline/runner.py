@@ -1301,8 +1301,9 @@ def _not_measured(outcome: RunOutcome) -> list[tuple[str, str]]:
 
 
 def summarize(outcome: RunOutcome) -> str:
-    """The closing block a person reads in the terminal."""
-    from wai_exp.score.stats.left_out import k_way_note
+    """The closing block a person reads in the terminal; a fix it would give twice is given
+    once (``fix_said_once``)."""
+    from wai_exp.score.stats.left_out import fix_said_once, k_way_note
 
     lines = []
     for s in outcome.stages:
@@ -1406,4 +1407,4 @@ def summarize(outcome: RunOutcome) -> str:
         out.append("MLflow run: not recorded (tracking failed: see the error above)")
     else:
         out.append("MLflow run: none (tracking=none)")
-    return "\n".join(out)
+    return fix_said_once("\n".join(out))

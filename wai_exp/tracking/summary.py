@@ -367,6 +367,8 @@ def describe_run(
     whether the pipeline has no such stage or the run ended before it finished.
     Never raises on odd inputs.
     """
+    from wai_exp.score.stats.left_out import fix_said_once
+
     out: list[str] = []
     if status != "FINISHED":
         out.append(f"**Run {status}**" + (f": {error}" if error else ""))
@@ -450,7 +452,7 @@ def describe_run(
         f"<sub>preset {preset or 'none'} · overrides: {' '.join(shown) or 'none'} · "
         f"config {config_hash[:12]}" + (f" · wai-exp {version}" if version else "") + "</sub>"
     )
-    return "\n".join(out).strip() + "\n"
+    return fix_said_once("\n".join(out)).strip() + "\n"
 
 
 def split_knobs(

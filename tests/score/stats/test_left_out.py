@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from wai_exp.score.stats.left_out import k_way_note, ungraded_tasks_line
-from wai_exp.score.stats.passat import BASIS_NOTE_HEAD, pass_at
+from wai_exp.score.stats.left_out import fix_said_once, k_way_note, ungraded_tasks_line
+from wai_exp.score.stats.passat import BASIS_NOTE_HEAD, PLAN_NOT_SERVED_FIX, pass_at
 
 
 def _rows(rewards: dict[str, list[Any]], unserved: set[str] = frozenset()) -> list[dict]:
@@ -103,3 +103,13 @@ def test_the_pass_k_note_leaves_the_tasks_with_no_first_batch_grade_to_the_line(
     said = k_way_note({"note": pa.note, "ungraded_tasks_line": line})
     assert BASIS_NOTE_HEAD not in said and "first-batch row" not in said
     assert k_way_note({"note": pa.note}) == pa.note  # no line: the note keeps it
+
+
+def test_the_plan_not_served_fix_is_given_once_and_pointed_back_to():
+    fix = PLAN_NOT_SERVED_FIX
+    text = f"warning: 3 rows ... fail there. {fix[0].upper()}{fix[1:]}\nleft out: ...: {fix}\n"
+    text += f"pass^k: not measured (... does not change: {fix}; or pass k=4)"
+    once = fix_said_once(text)
+    assert once.lower().count(fix) == 1 and once.startswith(text.splitlines()[0])
+    assert once.splitlines()[1] == "left out: ...: see the fix above"
+    assert "does not change: see the fix above; or pass k=4" in once

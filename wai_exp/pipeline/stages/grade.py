@@ -334,7 +334,7 @@ def judge_rows(
 ) -> StageResult:
     """Shared by ``grade`` and ``evaluate``: judge, then pass@k over the judged rows."""
     from wai_exp.score.judges.judging import unknown_vocabulary_warning
-    from wai_exp.score.stats.left_out import ungraded_tasks_line
+    from wai_exp.score.stats.left_out import fix_said_once, ungraded_tasks_line
 
     stored = next(iter(inputs.values())).rows if len(inputs) == 1 else None
     # Rows the runner kept on disk are read here in batches, for this stage alone: each
@@ -445,7 +445,7 @@ def judge_rows(
     return StageResult(
         rows=written if written is not None else graded,
         report=report,
-        text="\n".join(lines) + "\n",
+        text=fix_said_once("\n".join(lines)) + "\n",
         metrics=metrics,
     )
 

@@ -1,4 +1,5 @@
-"""The tasks a pass@1 headline leaves out because none of their rows has a 0/1 grade.
+"""The tasks a pass@1 headline leaves out because none of their rows has a 0/1 grade, and
+the summaries' rule that says each fix once.
 
 ``pass_at`` groups only 0/1-graded rows, so a task whose every row is unjudged (a judge
 error, a record the world did not hold, a partial reward) drops out of "over N tasks" with
@@ -20,9 +21,13 @@ from wai_exp.domain.plurals import counted
 from wai_exp.score.stats.passat import (
     ADAPTIVE_REASONS,
     BASIS_NOTE_HEAD,
+    PLAN_NOT_SERVED_FIX,
     Ungraded,
 )
 from wai_exp.score.stats.row_facts import as_rows, row_facts
+
+#: What a summary says where it would give the plan-not-served fix a second time.
+FIX_SAID_ABOVE = "see the fix above"
 
 
 def _added(reason: Any) -> bool:
@@ -124,3 +129,20 @@ def k_way_note(report: Mapping[str, Any]) -> str:
     if not report.get("ungraded_tasks_line"):
         return note
     return re.sub(re.escape(BASIS_NOTE_HEAD) + r"; [^;]*(; |$)", "", note)
+
+
+def fix_said_once(text: str) -> str:
+    """``text`` with the plan-not-served fix (``PLAN_NOT_SERVED_FIX``) given where it first
+    appears and pointed back to after: a world=mcp run's summary gave it in the grade
+    warning, the left-out line and the pass^k note."""
+    seen = False
+
+    def once(match: re.Match[str]) -> str:
+        nonlocal seen
+        if not seen:
+            seen = True
+            return match.group(0)
+        first = FIX_SAID_ABOVE[0].upper() if match.group(0)[0].isupper() else FIX_SAID_ABOVE[0]
+        return first + FIX_SAID_ABOVE[1:]
+
+    return re.sub(re.escape(PLAN_NOT_SERVED_FIX), once, text, flags=re.IGNORECASE)
