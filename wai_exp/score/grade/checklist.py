@@ -51,6 +51,7 @@ few words by a negation ("has not been refunded") is not a claim.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -582,16 +583,55 @@ def result_not_found(result: Any, arguments: Mapping[str, Any] | None = None) ->
     )
 
 
+def empty_result(result: Any) -> bool:
+    """A tool answer that holds nothing: ``[]``, ``{}``, or an object with at least one
+    collection whose collections are all empty, at any depth (``{"books": []}``,
+    ``{"results": [], "total": 0}``, ``{"data": {"items": []}}``). An object holding a record
+    of scalars beside an empty list (``{"book": {...}, "related": []}``) found something."""
+    if isinstance(result, list | tuple):
+        return not result
+    if not isinstance(result, Mapping):
+        return False
+    held = [v for v in result.values() if isinstance(v, Mapping | list | tuple)]
+    return not result or (bool(held) and all(empty_result(v) for v in held))
+
+
+#: Provenance classes of an argument that is the person's own (their words, their number)
+#: or no choice of the agent's at all (a flag, a page size): a search made with them that
+#: finds nothing shows the world holds nothing for the ask, not that the agent asked badly.
+_PERSONS_OWN = frozenset({"given", "num_given", "literal", "num_other"})
+
+
+def _empty_lookup(target: str, calls: list[Call]) -> Call | None:
+    """The call of the task's own lookup that found nothing, or None. Only the plan's target
+    counts, and only a read tool: an empty list from another tool (``list_tasks`` on an
+    empty board before the ``create_task`` the ask wants) or from a write is an answer, not
+    a missing record. The call's arguments are the person's own, and no other call of the
+    target found anything (a reworded search that did find the record served the plan)."""
+    if is_write_tool(target):
+        return None
+    answered = [
+        c for c in calls if c["name"] == target and c["status"] == "ok" and not call_failed(c)
+    ]
+    if any(not empty_result(c.get("result")) for c in answered):
+        return None
+    return next(
+        (c for c in answered if set(call_provenance(c).values()) <= _PERSONS_OWN),
+        None,
+    )
+
+
 def _from_the_person(call: Call) -> bool:
     """No argument of ``call`` came from an earlier tool result: the record it names is the
     one the person asked about (a tool's echo of the agent's own typo does not count)."""
     return all(cls not in ("tool", "num_tool") for cls in call_provenance(call).values())
 
 
-def _plan_not_served(world: Any, ro: _Rollout, calls: list[Call]) -> Outcome | None:
+def _plan_not_served(world: Any, target: str, ro: _Rollout, calls: list[Call]) -> Outcome | None:
     """The task was planned on a record that exists, but a world that keeps no record of
     its own (a ``world=mcp`` server, ``simulate.execute``, rows from elsewhere) answered a
-    call made with the person's own identifiers that no such record exists. The plan and the
+    call made with the person's own identifiers that no such record exists, or the task's
+    own lookup (``target``, a read tool) with nothing (``empty_result``). The plan and the
     world disagree, so no rule can say what the reply should have been: "not found" is the
     truth of the world served and a failure under the plan. Unjudged, never a verdict; a
     rollout with an invented identifier anywhere keeps its rule-6 failure."""
@@ -605,15 +645,28 @@ def _plan_not_served(world: Any, ro: _Rollout, calls: list[Call]) -> Outcome | N
             and _from_the_person(call)
             and result_not_found(call.get("result"), call.get("arguments"))
         ):
-            args = ", ".join(f"{k}={v!r}" for k, v in (call.get("arguments") or {}).items())
-            planned = "exists" if world == "exists" else "shows the action already done"
-            reason = (
-                f"plan not served: the task was planned on a record that {planned}, but the "
-                f"world answered {call['name']}({args}) with not found: it does not hold the "
-                "record the ask names, so no rule grades the reply"
-            )
-            return None, reason, {"rule": "plan_not_served", "plan_not_served": call["name"]}
+            return _unserved(world, call, "not found")
+    empty = _empty_lookup(target, calls)
+    if empty is not None:
+        return _unserved(world, empty, f"nothing ({_shown(empty.get('result'))})")
     return None
+
+
+def _unserved(world: Any, call: Call, answer: str) -> Outcome:
+    args = ", ".join(f"{k}={v!r}" for k, v in (call.get("arguments") or {}).items())
+    planned = "exists" if world == "exists" else "shows the action already done"
+    reason = (
+        f"plan not served: the task was planned on a record that {planned}, but the "
+        f"world answered {call['name']}({args}) with {answer}: it does not hold the "
+        "record the ask names, so no rule grades the reply"
+    )
+    return None, reason, {"rule": "plan_not_served", "plan_not_served": call["name"]}
+
+
+def _shown(result: Any) -> str:
+    """An empty answer as the reason quotes it (compact JSON, cut at 80 characters)."""
+    text = json.dumps(result, default=str, separators=(", ", ": "))
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _state_rules(
@@ -622,7 +675,7 @@ def _state_rules(
     """Rules 4-7 (missing, already_done, standing fault, direct) over ``calls``."""
     target = str(dims.get("tool"))
     world = dims.get("world_state") or row.get("world_state") or "exists"
-    unserved = _plan_not_served(world, ro, calls)
+    unserved = _plan_not_served(world, target, ro, calls)
     if unserved is not None:
         return unserved
     writes = _writes(calls)
