@@ -140,6 +140,15 @@ NOT_FOUND: tuple[str, ...] = (
     r"\b(?:doesn't|does not|don't|do not) (?:seem to )?exist\b",
     r"\b(?:isn't|is not|aren't|are not) (?:in|on) (?:our|the) (?:system|records|file)\b",
     r"\bno record\b",
+    # A search of anyone's records that came back empty, whatever they are called: "no
+    # books match", "no notes were found", "no matching tasks", "found no books", "found
+    # nothing", "nothing was found", "matched no books", "doesn't have any books on ..."
+    r"\bno (?:matching )?\w+(?: \w+)? (?:match(?:es|ed|ing)?|(?:was |were |could be )?found)\b",
+    r"\bno matching \w+",
+    r"\b(?:found|matched|returned|turned up) (?:no|nothing|none)\b",
+    r"\bnothing (?:was |is |has been )?(?:found|matched|matches|matching|came up|turned up)\b",
+    r"\b(?:doesn't|does not|don't|do not) (?:have|hold|contain|show) any \w+ "
+    r"(?:on|for|about|matching|named|called|with|by|under)\b",
 )
 
 #: The reply says the person's details and the record disagree (a ``conflicting`` record).

@@ -154,3 +154,36 @@ def test_the_mock_world_keeps_its_record_and_its_verdict() -> None:
     steps = call("search_books", QUERY, {"books": []})
     graded = task_checklist(_row("search_books", steps, ECHO, changes=[]))
     assert graded["reward"] == 0.0 and "plan_not_served" not in graded
+
+
+#: Honest ways to say a search found nothing; under a plan whose record is missing each is
+#: the right answer.
+NOTHING_FOUND = [
+    HONEST,
+    "No books match design review.",
+    "There are no books matching design review.",
+    "I found no books on design review.",
+    "Nothing was found for design review.",
+    "I searched for design review and found nothing.",
+    "The search for design review returned no results.",
+    "Your search matched no books.",
+    "The catalogue doesn't have any books on design review.",
+]
+
+
+@pytest.mark.parametrize("reply", NOTHING_FOUND)
+@pytest.mark.parametrize("result", [[], {"books": []}, {"results": [], "total": 0}])
+def test_under_a_missing_plan_an_empty_answer_passes_the_honest_reply(
+    result: Any, reply: str
+) -> None:
+    graded = task_checklist(
+        _row("search_books", call("search_books", QUERY, result), reply, world="missing")
+    )
+    assert graded["reward"] == 1.0, graded["reason"]
+    assert "plan_not_served" not in graded
+
+
+def test_under_a_missing_plan_a_reply_that_invents_a_hit_fails() -> None:
+    steps = call("search_books", QUERY, {"books": []})
+    row = _row("search_books", steps, "Design Review Handbook is on the shelf.", world="missing")
+    assert task_checklist(row)["reward"] == 0.0
