@@ -126,7 +126,9 @@ def test_an_empty_answer_from_another_lookup_is_not_the_tasks_record() -> None:
 
 def test_a_write_that_answers_with_nothing_is_not_read_as_not_found() -> None:
     steps = call("clear_holds", {}, {})
-    row = _row("clear_holds", steps, "I have cleared your holds successfully.", prompt="Clear my holds.")
+    row = _row(
+        "clear_holds", steps, "I have cleared your holds successfully.", prompt="Clear my holds."
+    )
     graded = task_checklist(row)
     assert graded["reward"] == 1.0 and "plan_not_served" not in graded
 

@@ -31,7 +31,7 @@ def test_a_task_whose_every_row_is_unjudged_is_named_with_its_count_and_fix():
     assert line.startswith(
         "left out: 1 of 4 tasks is not in pass@1, pass^k or pass@k (over 3 tasks): none of its "
         "rows has a 0/1 grade; of its 2 rows, 2 are unjudged because the world answered not "
-        "found for the record the ask names (judge_meta.plan_not_served)"
+        "found (or nothing) for the record the ask names (judge_meta.plan_not_served)"
     )
     assert "give the identifying argument an enum" in line
     assert pass_at(rows).n_groups == 3  # the headline's "over N tasks" is the line's

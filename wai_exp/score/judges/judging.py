@@ -769,8 +769,9 @@ def partial_reward_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
 def plan_not_served_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     """One warning for the rows a rule judge left unjudged because the world answered "not
-    found" for the record their task was planned on (``judge_meta["plan_not_served"]``):
-    the asks name ids the world does not hold. None when there are none."""
+    found", or nothing to the task's own search or list, for the record their task was
+    planned on (``judge_meta["plan_not_served"]``): the asks name ids or search words the
+    world does not hold. None when there are none."""
     tools: Counter[str] = Counter()
     tasks: set[Any] = set()
     for row in rows:
@@ -787,11 +788,11 @@ def plan_not_served_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     listed = ", ".join(f"{t} on {c}" for t, c in tools.most_common())
     return (
         f"{counted(n, 'row')} on {counted(len(tasks), 'task')} unjudged because the world "
-        "answered not found "
-        f"for the record the ask names, on a task planned on a record that exists ({listed}): "
-        "the asks draw their ids from the tools' schemas (pattern, format, examples), and "
-        "your world does not hold those records, so an agent that reports not found would "
-        f"fail there. {PLAN_NOT_SERVED_FIX[0].upper()}{PLAN_NOT_SERVED_FIX[1:]}"
+        "answered not found (or nothing, to the task's own search or list) for the record "
+        f"the ask names, on a task planned on a record that exists ({listed}): the asks draw "
+        "their ids and search words from the tools' schemas (pattern, format, enum, "
+        "examples), and your world does not hold those records, so an agent that reports "
+        f"not found would fail there. {PLAN_NOT_SERVED_FIX[0].upper()}{PLAN_NOT_SERVED_FIX[1:]}"
     )
 
 

@@ -424,7 +424,8 @@ def _rows_per_task(facts: Any, groups: TaskGroups, on_basis: np.ndarray) -> np.n
 #: the record their task was planned on: the same rows graded again are unjudged again.
 PLAN_NOT_SERVED_FIX = (
     "give the identifying argument an enum of the ids your world holds (the asks then name "
-    "them), or replay with simulate.tasks= only tasks your world can serve"
+    "them; a search's query: examples of what it holds; a list: a world.reset_tool that "
+    "leaves records in it), or replay with simulate.tasks= only tasks your world can serve"
 )
 
 
@@ -466,7 +467,7 @@ class Ungraded:
         parts = []
         if self.unserved:
             parts.append(
-                f"{_are(self.unserved)} unjudged because the world answered not found for the "
+                f"{_are(self.unserved)} unjudged because the world answered not found (or nothing) for the "
                 "record the ask names (judge_meta.plan_not_served), which grading again does "
                 f"not change: {PLAN_NOT_SERVED_FIX}"
             )
