@@ -102,6 +102,14 @@ def test_a_search_that_finds_the_record_is_graded_as_before() -> None:
     assert graded["reward"] == 1.0 and "plan_not_served" not in graded
 
 
+def test_a_reply_quoting_a_record_a_search_found_under_a_key_confirms_it() -> None:
+    # {"books": [{...}]}: the record's fields sit three levels down (a search's answer).
+    hit = {"books": [{"book_id": "BK-1001", "title": "Design Review Handbook"}], "total": 1}
+    steps = call("search_books", QUERY, hit)
+    graded = task_checklist(_row("search_books", steps, "BK-1001 is the one you want."))
+    assert graded["reward"] == 1.0, graded["reason"]
+
+
 def test_an_empty_list_before_the_create_the_ask_wants_is_an_answer() -> None:
     # An empty board is the truth the create starts from, not a missing record.
     steps = call("list_tasks", {}, {"tasks": []})

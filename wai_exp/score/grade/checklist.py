@@ -142,14 +142,19 @@ def _writes(calls: Iterable[Call]) -> list[Call]:
     return [c for c in calls if is_write_tool(c["name"])]
 
 
+#: How deep ``_scalars`` reads a tool result: a search's answer holds its records in a list
+#: under a key (``{"books": [{"book_id": ...}]}``), the record's fields three levels down.
+RESULT_DEPTH = 3
+
+
 def _scalars(value: Any, depth: int = 0) -> Iterable[Any]:
-    """Scalar leaves of a tool result, two levels deep (enough for a record)."""
+    """Scalar leaves of a tool result, ``RESULT_DEPTH`` levels deep."""
     if isinstance(value, Mapping):
-        if depth < 2:
+        if depth < RESULT_DEPTH:
             for v in value.values():
                 yield from _scalars(v, depth + 1)
     elif isinstance(value, list | tuple):
-        if depth < 2:
+        if depth < RESULT_DEPTH:
             for v in value:
                 yield from _scalars(v, depth + 1)
     elif value is not None and not isinstance(value, bool):
