@@ -453,6 +453,33 @@ def test_trl_parquet_keeps_each_calls_own_arguments(tmp_path):
     assert args == [{"order_id": "ORD-1"}, {"email": "a@b.c"}]
 
 
+def test_trl_parquet_of_pairs_whose_prompts_hold_no_tool_call(tmp_path):
+    # Every pair parts at the first turn (one side looks up, the other answers at once), so
+    # no prompt message carries a tool call: Arrow types that field null, and casting a list
+    # of such structs corrupted the column (ArrowInvalid 'Struct child array ... length').
+    datasets = pytest.importorskip("datasets")
+    import pyarrow.parquet as pq
+
+    from wai_exp.pipeline.stages.publish import parquet_table
+    from wai_exp.rows.formats import get_format
+
+    def answered_at_once(rid: str) -> dict:
+        row = openai_row(rid, 0.0)
+        row["messages"] = [*row["messages"][:2], {"role": "assistant", "content": "Done."}]
+        return row
+
+    pairs = [_pair(openai_row(f"c{i}"), answered_at_once(f"r{i}")) for i in range(2)]
+    records, _ = preference_records(pairs, TOOLS, system_prompt="Be kind.")
+    assert len(records) == 2 and all(not m.get("tool_calls") for m in records[0]["prompt"])
+    pq.write_table(
+        parquet_table(get_format("trl").convert("preference", records)), tmp_path / "p.pq"
+    )
+    ds = datasets.load_dataset("parquet", data_files=str(tmp_path / "p.pq"), split="train")
+    assert [m["role"] for m in ds[1]["prompt"]] == ["system", "user"]
+    assert ds[1]["chosen"][0]["tool_calls"][0]["function"]["arguments"] == {"order_id": "ORD-1"}
+    assert [m["content"] for m in ds[1]["rejected"]] == ["Done."]
+
+
 @pytest.mark.parametrize(("verdict", "reward"), [(True, 1.0), (False, 0.0), (0.5, 0.5)])
 def test_a_pass_fail_verdict_another_tool_wrote_is_published_as_the_reward_metrics_count(
     verdict, reward

@@ -322,8 +322,35 @@ def parquet_table(records: list[dict[str, Any]]) -> Any:
     table = pa.Table.from_pylist(flat)
     if not any(_has_object_arguments(r) for r in records):
         return table
-    schema = pa.schema([pa.field(f.name, _json_arguments_type(f.type)) for f in table.schema])
-    return table.cast(schema)
+    columns = [
+        pa.chunked_array(
+            [_retyped(chunk, _json_arguments_type(f.type)) for chunk in table.column(i).chunks],
+            _json_arguments_type(f.type),
+        )
+        for i, f in enumerate(table.schema)
+    ]
+    return pa.Table.from_arrays(columns, names=table.column_names)
+
+
+def _retyped(array: Any, typ: Any) -> Any:
+    """``array`` as ``typ``, rebuilt child by child so only the leaves that change are cast:
+    pyarrow's cast of a list whose items hold a null-typed field (a message key no record
+    fills, such as ``tool_calls`` on prompts of system and user turns only) corrupts it."""
+    import pyarrow as pa
+
+    if array.type == typ:
+        return array
+    if array.offset:  # a slice: its null bitmap and offsets start mid-buffer
+        array = pa.concat_arrays([array])
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_list(typ):
+        return pa.ListArray.from_arrays(
+            array.offsets, _retyped(array.values, typ.value_type), mask=mask
+        )
+    if pa.types.is_struct(typ):
+        children = [_retyped(array.field(i), typ.field(i).type) for i in range(typ.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(typ), mask=mask)
+    return array.cast(typ)
 
 
 def _has_object_arguments(value: Any) -> bool:
