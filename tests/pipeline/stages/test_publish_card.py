@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from wai_exp.pipeline.stages.publish import dataset_card
 
 _INFO: dict[str, Any] = {
@@ -83,3 +85,23 @@ def test_a_gate_report_that_holds_only_its_verdict_names_what_it_did_not_record(
         {**_INFO, "rows_in": 3, "tasks_in": 1, "pass_rates": rates, "gate": partial}
     )
     assert "band [0.2, 0.8]; 3 rows; not recorded by the gate: graded count." in card
+
+
+def test_a_folder_published_again_loads_its_new_records(tmp_path):
+    """``datasets`` caches a folder whose card names its files under the card's config name
+    and the files' relative paths, not their contents: with one fixed name, the folder a
+    re-run wrote over (``hydra.run.dir=run``, then ``trl sft --dataset_name run/publish``)
+    loaded the first run's records."""
+    datasets = pytest.importorskip("datasets")
+    from wai_exp.pipeline.stages.publish import FILES, _write_records
+
+    folder, cache = tmp_path / "run" / "publish", tmp_path / "hf-cache"
+    rates, gate = {"tasks": 0}, {"verdict": "passed", "n_rows": 1, "n_graded": 1}
+    for n in (1, 2):
+        records = [{"prompt": f"ask {i}", "reward": 1.0} for i in range(n)]
+        _, _, digest, _ = _write_records(folder, records)
+        card = dataset_card({**_INFO, "rows_in": n, "tasks_in": n, "pass_rates": rates,
+                             "gate": gate, "digest": digest})  # fmt: skip
+        (folder / FILES["card"]).write_text(card)
+        ds = datasets.load_dataset(str(folder), split="train", cache_dir=str(cache))
+        assert ds["prompt"] == [r["prompt"] for r in records]

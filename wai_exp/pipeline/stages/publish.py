@@ -617,11 +617,15 @@ def dataset_card(info: dict[str, Any]) -> str:
 
 
 def _card_header(info: dict[str, Any]) -> list[str]:
-    """The Hub's front matter, the title and where the records came from."""
+    """The Hub's front matter, the title and where the records came from.
+
+    The config is named after the records' digest: ``datasets`` caches a folder's config
+    under its name and the files' relative paths, not their contents, so under one fixed
+    name a folder published again loaded the records of the first publish."""
     lines = [
         "---",
         "configs:",
-        "- config_name: default",
+        f"- config_name: {info['shape']}-{info['digest'][:16]}",
         "  data_files:",
         "  - split: train",
         f"    path: {FILES['parquet']}",
