@@ -295,7 +295,9 @@ def override_grammar_problem(args: Sequence[str]) -> str | None:
 
 
 def refuse_adding_existing_keys() -> None:
-    """Make ``+key=value`` on a key the composed config already has exit 2 naming both fixes.
+    """Make ``+key=value`` on a key the composed config already has, and ``key=value`` on one
+    it lacks (``agent.kwargs.skill=0.6``: the keys models cannot list, such as a class
+    agent's ``kwargs``), exit 2 naming the fix.
 
     Only Hydra's composition knows which keys exist (the experiment, the chosen agent and any
     ``--config-dir`` decide), so the check wraps the step where Hydra applies the overrides:
@@ -313,7 +315,9 @@ def refuse_adding_existing_keys() -> None:
         try:
             apply(overrides, cfg)
         except ConfigCompositionException as exc:
-            problem = _existing_key_problem(overrides, str(exc))
+            problem = _existing_key_problem(overrides, str(exc)) or _missing_key_problem(
+                overrides, str(exc)
+            )
             if problem is None:
                 raise
             sys.stderr.write(f"wai-exp: invalid override:\n  - {problem}\n")
@@ -336,6 +340,21 @@ def _existing_key_problem(overrides: Sequence[Any], message: str) -> str | None:
             return (
                 f"{key} already exists: drop the '+' ({line[1:]}), or use '++' to "
                 f"add-or-override (+{line})"
+            )
+    return None
+
+
+def _missing_key_problem(overrides: Sequence[Any], message: str) -> str | None:
+    """The sentence for Hydra's "Could not override" ``message`` (a key the composed config
+    lacks, set without ``+``): the key and the override with its ``+``; None otherwise."""
+    if not message.startswith("Could not override '"):
+        return None
+    for override in overrides:
+        line = override.input_line or ""
+        if not override.is_add() and f"'{override.key_or_group}'" in message and line:
+            return (
+                f"{override.key_or_group} is not in the config: add it with a '+' (+{line}), "
+                "or check its spelling (`wai-exp --cfg job` prints every key)"
             )
     return None
 

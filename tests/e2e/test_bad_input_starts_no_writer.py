@@ -157,6 +157,18 @@ CASES: dict[str, tuple[list[str], dict[str, str], list[str]]] = {
         {},
         ["simulate.budget already exists: drop the '+' (simulate.budget=8)"],
     ),
+    # Old code: Hydra's "Could not override 'agent.kwargs.skill'" and its HYDRA_FULL_ERROR
+    # hint, exit 1; in a sweep after the MLflow parent run opened ("0 of 0 jobs failed").
+    "a key the config lacks, without a +": (
+        ["agent=callable", "agent.target=agents:Desk", "agent.kwargs.skill=0.6"],
+        {},
+        ["agent.kwargs.skill is not in the config: add it with a '+' (+agent.kwargs.skill=0.6)"],
+    ),
+    "a key the config lacks, without a +, in a sweep": (
+        ["-m", "agent=callable", "agent.target=agents:Desk", "agent.kwargs.skill=0.6,0.9"],
+        {},
+        ["agent.kwargs.skill is not in the config: add it with a '+' (+agent.kwargs.skill=0.6)"],
+    ),
 }  # fmt: skip
 
 
