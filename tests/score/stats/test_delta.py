@@ -943,6 +943,21 @@ def test_same_rollouts_on_both_sides_are_named_as_such() -> None:
     assert any("compares a run's rows with themselves, not a re-run" in w for w in rep["warnings"])
 
 
+def test_same_rollout_ids_with_other_answers_are_not_called_the_same_rows() -> None:
+    """Two callable agents of one name (a class agent at two ``kwargs``) drew the same
+    rollout ids on the same pinned tasks; the warning said every delta was 0 by
+    construction beside a delta of +0.265."""
+    rows = [
+        {"scenario_id": f"t{t}", "reward": 0.0, "rollout_id": f"r{t}-{i}", "final_text": "Done."}
+        for t in range(10)
+        for i in range(2)
+    ]
+    better = [{**r, "reward": 1.0, "final_text": "Refilled RX-1."} for r in rows]
+    rep = delta_report(rows, better, n_boot=500)
+    assert rep["metrics"]["pass_at_1"]["delta"] == pytest.approx(1.0)
+    assert not any("by construction" in w for w in rep["warnings"]), rep["warnings"]
+
+
 def test_tasks_whose_rows_on_one_side_carry_no_pass_fail_are_not_called_absent() -> None:
     """A task the after file holds, all of whose rows carry a partial reward, has no pass@1
     there: it is dropped from the pairing like a task the file lacks, and the warning says

@@ -1187,12 +1187,19 @@ def _group_shape(keys: list[str]) -> dict[str, Any]:
 
 
 def _same_rollouts(b_rows: list[dict[str, Any]], a_rows: list[dict[str, Any]]) -> bool:
-    """Both sides hold the same rollouts: every row has a rollout id and the ids agree."""
+    """Both sides hold the same rollouts: every row has a rollout id, the ids agree and so
+    do each id's reward and reply. Ids alone can repeat across two agents that the run id
+    does not tell apart (two callables of one name), whose answers differ."""
     if len(b_rows) != len(a_rows):
         return False
     ids_b = sorted(str(r.get("rollout_id") or "") for r in b_rows)
     ids_a = sorted(str(r.get("rollout_id") or "") for r in a_rows)
-    return bool(ids_b) and "" not in ids_b and ids_b == ids_a
+    if not ids_b or "" in ids_b or ids_b != ids_a:
+        return False
+    answers = {str(r["rollout_id"]): (r.get("reward"), r.get("final_text")) for r in b_rows}
+    return all(
+        answers[str(r["rollout_id"])] == (r.get("reward"), r.get("final_text")) for r in a_rows
+    )
 
 
 def _writers_check(
