@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import hashlib
 import inspect
+import json
 import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from wai_exp.rows.model import NOT_EXECUTED
@@ -63,6 +66,7 @@ def resolve_agent(
         agent, timeout=timeout, logprobs=logprobs, avg_turns=avg_turns
     )
     if not is_backend and not isinstance(agent, ScriptedAgent) and agent not in (None, "scripted"):
+        identity = callable_identity(agent, model)
         fn = UserAgent(fn, concurrency=concurrency)
     resolved = ResolvedAgent(fn, model, is_backend, identity if identity is not None else model)
     if logprobs and not is_backend:
@@ -126,6 +130,34 @@ def _callable_of(
     if isinstance(agent, ModelAgent) and logprobs and agent.logprobs is None:
         agent.logprobs = logprobs  # the CLI builds the agent from agent.*, logprobs from simulate.*
     return agent, str(name), isinstance(agent, ModelAgent)
+
+
+def callable_identity(agent: Any, name: str) -> str:
+    """What the run id hashes for a user's callable: its name, the file that defines it and
+    an instance's plain settings, so two agents of one name (a class at two ``kwargs``, a
+    function before and after an edit) do not share rollout ids. Only what reads the same in
+    every process goes in: a setting that is not plain data counts by its type's name."""
+    owner = getattr(agent, "__self__", None) if inspect.ismethod(agent) else agent
+    code = agent if inspect.isroutine(agent) else type(agent)
+    try:
+        source = Path(inspect.getsourcefile(code) or "").read_bytes()
+    except (OSError, TypeError):
+        source = b""
+    settings = None if inspect.isroutine(owner) else _plain(getattr(owner, "__dict__", None))
+    digest = hashlib.sha256(source + json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    return f"{name}#{digest[:16]}"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON data: numbers, text, lists and dicts kept, anything else its type's
+    name (its repr may carry a memory address or an unordered set)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return type(value).__qualname__
 
 
 def callable_name(fn: Any) -> str:

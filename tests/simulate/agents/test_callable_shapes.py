@@ -204,6 +204,25 @@ def test_threaded_sync_agent_gives_the_same_rows_for_a_seed():
     assert strip(a.rows) == strip(b.rows)
 
 
+class _Desk:
+    """An agent class: each instance answers with its own settings."""
+
+    def __init__(self, skill: float) -> None:
+        self.skill = skill
+
+    def __call__(self, message: str) -> str:
+        return f"skill {self.skill}: {message[:20]}"
+
+
+def test_two_instances_of_one_agent_class_do_not_share_rollout_ids():
+    """The run id hashed a callable's name only: a class agent at two settings
+    (``+agent.kwargs.skill=0.6,0.9``) gave both runs the same rollout ids, and compare took
+    the two for one run's rows. The same settings still give the same ids."""
+    ids = {skill: [r["rollout_id"] for r in run(_Desk(skill)).rows] for skill in (0.6, 0.9)}
+    assert not set(ids[0.6]) & set(ids[0.9])
+    assert [r["rollout_id"] for r in run(_Desk(0.6)).rows] == ids[0.6]
+
+
 def test_functools_partial_of_sync_and_async_agents():
     import functools
 
