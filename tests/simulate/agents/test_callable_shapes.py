@@ -450,3 +450,16 @@ def test_a_callable_that_rewrites_its_tool_results_does_not_rewrite_its_row():
         tools = [s for s in row["steps"] if s["kind"] == "tool"]
         assert tools[f["step"]]["status"] == f["mode"], tools[f["step"]]
     assert not any(s.get("result") == {"forged": True} for row in data.rows for s in row["steps"])
+
+
+def test_the_recipe_names_every_keyword_an_agent_is_offered():
+    """RECIPES said "any subset of the keyword contract" and named none of them: a user who
+    wrote ``messages=`` learnt the list only from the refusal."""
+    from pathlib import Path
+
+    from wai_exp.simulate.agent_setup import CONTEXT_KEYS
+
+    recipes = (Path(__file__).parents[3] / "docs" / "RECIPES.md").read_text(encoding="utf-8")
+    paragraph = recipes[recipes.index("**Your own agent or judge.**") :].split("\n- **", 1)[0]
+    for key in CONTEXT_KEYS:
+        assert f"`{key}`" in paragraph, key
