@@ -467,4 +467,23 @@ def test_a_user_world_answering_in_its_own_shapes_loses_no_rollout() -> None:
     data = wai.simulate(execute=execute, budget=120, seed=0)
     assert not data.lost, data.lost[:1]
     finals = [r["final_text"] for r in data.rows]
-    assert any("with 3 order(s) on file" in f for f in finals)
+    assert any("with 3 orders on file" in f for f in finals)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_agent_counts_orders_in_their_number(n: int) -> None:
+    import wai_exp as wai
+
+    def execute(name: str, arguments: dict) -> dict:
+        if name == "lookup_account":
+            return {"name": "Ada", "email": "ada@example.com", "orders": n}
+        if name == "search_orders":
+            orders = [{"order_id": f"ORD-{i}", "status": "shipped", "total": 10} for i in range(n)]
+            return {"orders": orders}
+        return {"ok": True}
+
+    finals = [r["final_text"] for r in wai.simulate(execute=execute, budget=120, seed=0).rows]
+    orders = "1 order" if n == 1 else f"{n} orders"
+    assert any(f"with {orders} on file" in f for f in finals)
+    assert any(f.startswith(f"I found {orders} under ") for f in finals)
+    assert not any("order(s)" in f for f in finals)

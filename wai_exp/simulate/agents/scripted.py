@@ -40,6 +40,7 @@ from functools import lru_cache
 from typing import Any, NoReturn
 
 from wai_exp.domain.dimensions import BEHAVIOURS
+from wai_exp.domain.plurals import counted
 from wai_exp.domain.tool_values import Shape, ToolDomain, past_limit
 from wai_exp.domain.tools import ID_ARG, is_support_tool, is_write_tool
 
@@ -677,13 +678,13 @@ class ScriptedAgent:
             listed = f" ({', '.join(named)})" if named else ""
             r.final(
                 f"I found your account: {res.get('name')}, {res.get('email')}, member since "
-                f"{res.get('member_since')}, with {count} order(s) on file{listed}."
+                f"{res.get('member_since')}, with {counted(count, 'order')} on file{listed}."
             )
         orders = _records(res.get("orders"))
         listed = "; ".join(
             f"{o.get('order_id')} ({o.get('status')}, {_money(o.get('total'))})" for o in orders
         )
-        r.final(f"I found {len(orders)} order(s) under {args[idarg]}: {listed}.")
+        r.final(f"I found {counted(len(orders), 'order')} under {args[idarg]}: {listed}.")
 
     @staticmethod
     def _invent_read(r: _Run, tool: str, ident: str) -> None:
