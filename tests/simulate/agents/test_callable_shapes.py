@@ -463,3 +463,5 @@ def test_the_recipe_names_every_keyword_an_agent_is_offered():
     paragraph = recipes[recipes.index("**Your own agent or judge.**") :].split("\n- **", 1)[0]
     for key in CONTEXT_KEYS:
         assert f"`{key}`" in paragraph, key
+    # Two versions of one class named apart, else compare calls them one policy.
+    assert "self.model_version = " in paragraph
