@@ -150,3 +150,16 @@ def test_usable_bounds_patterns_and_ecma_only_escapes_still_load():
         {"enum": [5, 10]},
     ):
         assert load_agent_spec(_spec_with(**amount)).tool_names == ["pay_bill"]
+
+
+def test_a_spec_file_with_no_tools_is_refused_naming_the_file(tmp_path):
+    """It said "pass tools=[...] or a spec with tools" to a command-line user whose
+    simulate.spec file listed none, naming neither the file nor the setting."""
+    from wai_exp.simulate.world_setup import resolve_spec
+
+    path = tmp_path / "pharmacy.json"
+    path.write_text(json.dumps({"system_prompt": "1. Be kind.", "tools": []}))
+    with pytest.raises(ValueError, match=r"pharmacy\.json lists none; add one to its \"tools\""):
+        resolve_spec(str(path), None, None)
+    with pytest.raises(ValueError, match=r"tools= is empty"):
+        resolve_spec(None, [], None)

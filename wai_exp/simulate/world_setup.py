@@ -40,7 +40,12 @@ def resolve_spec(
         )
         sp = system_prompt if system_prompt is not None else load_agent_spec(None).system_prompt
     if not tool_list:
-        raise ValueError("the agent has no tools: pass tools=[...] or a spec with tools")
+        where = (
+            f'the spec {spec} lists none; add one to its "tools" (OpenAI function shape)'
+            if tools is None
+            else "tools= is empty; pass at least one tool"
+        )
+        raise ValueError(f"the agent has no tools: {where}")
     return spec_name, tool_list, sp
 
 
