@@ -203,3 +203,35 @@ def test_an_older_entry_whose_run_folders_are_gone_is_recomputed_saying_why(tmp_
     info, _ = cache.check("grade", k)
     hit, why = cache.place("grade", k, info, tmp_path / "r2" / "grade")
     assert hit is None and "rows.jsonl" in why and "missing" in why
+
+
+def _parts(server: str, budget: int = 30) -> dict:
+    from wai_exp.pipeline.cache import key_parts
+
+    deps = {"wai_exp": "w", "world_code": {"/srv/notes_server.py": server, "/srv/util.py": "u"}}
+    return key_parts("simulate", {}, {"simulate": {"budget": budget}}, [], "0.1.0", deps=deps)
+
+
+def test_rows_another_key_streamed_are_named_only_when_content_alone_changed(tmp_path):
+    from wai_exp.pipeline.cache import PARTIAL_KEY
+
+    cache = StageCache(tmp_path)
+    old, new, other = _parts("a"), _parts("b"), _parts("a", budget=40)
+    old_key, new_key, other_key, fourth = (stage_key("simulate", {}, {}, [], p) for p in "wxyz")
+    for k, parts in ((old_key, old), (other_key, other)):
+        entry = cache.prepare("simulate", k)
+        (entry / PARTIAL).write_text('{"rollout_id": "r1"}\n')
+        cache.keep_partial_key("simulate", k, parts)
+    # the same command, the server edited: the old rows are named with what changed
+    assert cache.superseded_partial("simulate", new_key, new) == (
+        cache.entry("simulate", old_key) / PARTIAL,
+        "the MCP server's code (notes_server.py)",
+    )
+    found = cache.superseded_partial("simulate", fourth, _parts("c", budget=40))
+    assert found is not None and found[0].parent == cache.entry("simulate", other_key)
+    # another command (a config part differs from every attempt's): nothing to say
+    assert cache.superseded_partial("simulate", new_key, _parts("b", budget=50)) is None
+    # a finished entry no longer holds rows to resume, nor its key record
+    cache.mark_complete("simulate", old_key, {})
+    assert not (cache.entry("simulate", old_key) / PARTIAL_KEY).exists()
+    assert cache.superseded_partial("simulate", new_key, new) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from wai_exp.pipeline.server_code import server_code
-from wai_exp.pipeline.stages.simulate import key_deps, never_reused
+from wai_exp.pipeline.stages.simulate import key_deps, never_reused, reused_note
 
 
 def _package(root: Path) -> None:
@@ -65,9 +65,21 @@ def test_servers_that_cannot_be_checked_say_why_and_the_mock_world_has_nothing(
         said = never_reused(config, {})
         assert said is not None and why in said, (command, said)
         assert "sk-1" not in said and "world_code" not in key_deps(config, {})
-    url = {"world": {"kind": "mcp", "url": "http://127.0.0.1:9/mcp"}}
-    assert "world.url's server can change between runs" in str(never_reused(url, {}))
+    url = {"world": {"kind": "mcp", "url": "http://127.0.0.1:9/mcp?token=sk-2"}}
+    said = str(never_reused(url, {}))
+    # the server is named as a record shows it: no query value
+    assert "the server at world.url=http://127.0.0.1:9/mcp?token=***redacted*** can" in said
+    assert "sk-2" not in said
     assert never_reused({"world": {"kind": "mock"}}, {}) is None
     assert server_code({"kind": "mock"}) is None
     # a stage reading simulate.rows never talks to the server
     assert never_reused({**url, "simulate": {"rows": "rows.jsonl"}}, {}) is None
+
+
+def test_only_a_checked_server_notes_that_its_run_time_reads_are_not(tmp_path: Path) -> None:
+    (tmp_path / "srv.py").write_text("import json\n")
+    checked = {"world": {"kind": "mcp", "command": "python srv.py", "cwd": str(tmp_path)}}
+    assert "not what it reads at run time" in str(reused_note(checked, {}))
+    url = {"world": {"kind": "mcp", "url": "http://127.0.0.1:9/mcp"}}
+    for config in (url, {"world": {"kind": "mock"}}, {**checked, "simulate": {"rows": "r"}}):
+        assert reused_note(config, {}) is None, config

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -77,6 +78,8 @@ PARTIAL = "partial.jsonl"
 PARTIAL_READS = "partial.reads.json"
 #: the partial file's row hashes (``wai_exp.rows.partial.hashes_path``)
 PARTIAL_HASHES = PARTIAL + ".sha256"
+#: What the key of the attempt that streamed ``partial.jsonl`` was made of (``key_parts``).
+PARTIAL_KEY = "partial.key.json"
 ROWS = "rows.jsonl"
 #: Small files a finished entry holds itself, copied into the run folder.
 ENTRY_FILES = ("report.json", "report.txt", "metrics.json")
@@ -89,6 +92,8 @@ READABLE_RECORDS = (2, 3)
 #: The folder under the cache root holding rows files by content (``objects/ab/cdef...``).
 OBJECTS = "objects"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: The tail of an entry's folder name after ``<stage>-`` (``StageCache.entry``).
+_ENTRY_TAIL = re.compile(r"[0-9a-f]{16}")
 #: Linux's FICLONE ioctl: a copy-on-write clone of a whole file (btrfs, xfs, bcachefs ...).
 _FICLONE = 0x40049409
 
@@ -133,6 +138,59 @@ def stage_key(
     if deps:
         payload["deps"] = dict(deps)
     return content_hash(payload)
+
+
+def key_parts(
+    kind: str,
+    params: Mapping[str, Any],
+    sections: Mapping[str, Any],
+    input_keys: Iterable[tuple[str, ...]],
+    version: str = "",
+    *,
+    deps: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What ``stage_key`` hashes, part by part: the config parts by their hash, the content
+    digests (``deps``) as they are, so two keys can be told apart by which file changed."""
+    return {
+        "kind": kind,
+        "params": content_hash(dict(params)),
+        "sections": content_hash(dict(sections)),
+        "inputs": content_hash(sorted([list(p) for p in input_keys])),
+        "version": version,
+        "deps": json.loads(_canonical(dict(deps or {}))),
+    }
+
+
+#: How a changed content digest of a key is named (``changed_digests``).
+_DEP_NAMES = {
+    "world_code": "the MCP server's code",
+    "code": "your code",
+    "files": "its input files",
+    "wai_exp": "wai-exp's own files",
+    "salt": "cache.salt",
+    "llm_grade": "the judge simulate.llm_grade resolves to",
+}
+
+
+def changed_digests(now: Mapping[str, Any], then: Mapping[str, Any]) -> str | None:
+    """Which content digests differ between two ``key_parts`` whose config parts are equal,
+    in words (``the MCP server's code (srv.py)``); None when a config part differs too (a
+    changed command, not changed content) or nothing does."""
+    if any(now.get(k) != then.get(k) for k in ("kind", "params", "sections", "inputs", "version")):
+        return None
+    deps_now, deps_then = now.get("deps") or {}, then.get("deps") or {}
+    out = []
+    for name in sorted(set(deps_now) | set(deps_then)):
+        a, b = deps_now.get(name), deps_then.get(name)
+        if a == b:
+            continue
+        what = _DEP_NAMES.get(name, name)
+        if isinstance(a, dict) and isinstance(b, dict):
+            files = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+            shown = ", ".join(Path(f).name for f in files[:3])
+            what += f" ({shown}{f' and {len(files) - 3} more' if len(files) > 3 else ''})"
+        out.append(what)
+    return " and ".join(out) or None
 
 
 def _mismatch(name: str, got: Mapping[str, Any], want: Mapping[str, Any]) -> str | None:
@@ -425,9 +483,7 @@ class StageCache:
             if why is not None:
                 raise OSError(f"cannot store {ROWS} in the stage cache: {why}")
         record = {"key": key, "record": RECORD_VERSION, **info, "files": files}
-        (path / PARTIAL).unlink(missing_ok=True)
-        (path / PARTIAL_READS).unlink(missing_ok=True)
-        (path / PARTIAL_HASHES).unlink(missing_ok=True)
+        _drop_partial(path)
         atomic_write_text(path / MARKER, json.dumps(record, sort_keys=True, default=str) + "\n")
         return record
 
@@ -451,10 +507,46 @@ class StageCache:
             return None  # a killed attempt recorded nothing: resume as before
         why = reads.changed(read if isinstance(read, dict) else None)
         if why is not None:
-            (path / PARTIAL).unlink(missing_ok=True)
-            (path / PARTIAL_HASHES).unlink(missing_ok=True)
-            (path / PARTIAL_READS).unlink(missing_ok=True)
+            _drop_partial(path)
         return why
+
+    def keep_partial_key(self, stage: str, key: str, parts: Mapping[str, Any]) -> None:
+        """Record what the key of the attempt about to stream ``partial.jsonl`` is made of
+        (``key_parts``), for ``superseded_partial`` to name what changed when a later run's
+        key differs."""
+        atomic_write_text(
+            self.entry(stage, key) / PARTIAL_KEY, json.dumps(parts, sort_keys=True) + "\n"
+        )
+
+    def superseded_partial(
+        self, stage: str, key: str, parts: Mapping[str, Any]
+    ) -> tuple[Path, str] | None:
+        """The rows an interrupted attempt of ``stage`` streamed under another key whose
+        config parts equal ``parts`` (the same command) while a file its key hashes has
+        changed since (the MCP server's code, your code, an input file): they are not
+        resumed, and the run says why. The newest such ``partial.jsonl`` and what changed;
+        None when there is none."""
+        found: tuple[float, Path, str] | None = None
+        own = self.entry(stage, key).name
+        for entry in self.root.glob(f"{glob.escape(stage)}-*"):
+            tail = entry.name[len(stage) + 1 :]
+            if entry.name == own or not _ENTRY_TAIL.fullmatch(tail):
+                continue
+            try:
+                then = json.loads((entry / PARTIAL_KEY).read_text())
+                mtime = (entry / PARTIAL).stat().st_mtime
+            except (OSError, ValueError):
+                continue
+            what = changed_digests(parts, then) if isinstance(then, dict) else None
+            if what is not None and (found is None or mtime > found[0]):
+                found = (mtime, entry / PARTIAL, what)
+        return None if found is None else (found[1], found[2])
+
+
+def _drop_partial(entry: Path) -> None:
+    """Remove an entry's streamed rows and what was recorded beside them."""
+    for name in (PARTIAL, PARTIAL_READS, PARTIAL_HASHES, PARTIAL_KEY):
+        (entry / name).unlink(missing_ok=True)
 
 
 def copy_outputs(src: Path, dst: Path, names: Iterable[str] = OUTPUT_FILES) -> list[Path]:

@@ -120,6 +120,9 @@ KeyDeps = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 #: ``never_reused(config, params) -> why | None``: why this run of the stage cannot be
 #: checked against a cache entry (what it depends on is outside any key), so it runs.
 NeverReused = Callable[[dict[str, Any], dict[str, Any]], str | None]
+#: ``reused_note(config, params) -> note | None``: what a reused result may not reflect
+#: (something its key cannot see), said once when the stage is reused.
+ReusedNote = Callable[[dict[str, Any], dict[str, Any]], str | None]
 #: ``prepare(config, params)``: work a stage can start before the run's tracking does.
 Prepare = Callable[[Mapping[str, Any], dict[str, Any]], None]
 
@@ -139,6 +142,7 @@ class StageKind:
     key_params: KeyParams | None = None
     key_deps: KeyDeps | None = None
     never_reused: NeverReused | None = None
+    reused_note: ReusedNote | None = None
     #: The closing summary's own line this kind's numbers go to ("grading", "selection" ...);
     #: None = the summary shows the first line of its report text.
     headline: str | None = None
@@ -178,6 +182,7 @@ def register(
     key_params: KeyParams | None = None,
     key_deps: KeyDeps | None = None,
     never_reused: NeverReused | None = None,
+    reused_note: ReusedNote | None = None,
     headline: str | None = None,
     prepare: Prepare | None = None,
 ) -> Callable[[StageFn], StageFn]:
@@ -187,7 +192,8 @@ def register(
     ``key_sections`` narrows the sections its cache key is made of, ``key_params`` the
     params, ``key_deps`` adds what it depends on outside them (all are called with the
     stage's params); ``never_reused(config, params)`` says why a run of it cannot be
-    checked against the cache (it then runs, saying why); ``headline``
+    checked against the cache (it then runs, saying why); ``reused_note(config, params)``
+    what a reused result of it may not reflect (said once when reused); ``headline``
     names the closing summary's line its numbers go to; ``prepare(config, params)`` starts
     what the stage will need while tracking starts. Registering a name twice replaces
     the earlier function (a user may shadow a built-in).
@@ -203,6 +209,7 @@ def register(
             key_params=key_params,
             key_deps=key_deps,
             never_reused=never_reused,
+            reused_note=reused_note,
             headline=headline,
             prepare=prepare,
         )

@@ -295,8 +295,21 @@ def _never_reused(kind: Any, config: Mapping[str, Any], params: dict[str, Any]) 
     """Why the kind's ``never_reused`` hook says this stage cannot be checked against a
     cache entry (it then runs, and the run says why as for a stale entry), or None."""
     hook = getattr(kind, "never_reused", None)
-    why = hook(dict(config), dict(params)) if hook is not None else None
-    return f"{why}: its answers are never reused from the cache" if why else None
+    return (hook(dict(config), dict(params)) or None) if hook is not None else None
+
+
+def _cache_note(stale: str | None, never: str | None) -> dict[str, str]:
+    """A computed stage's report ``cache``: why an entry at its key was not reused
+    (``recomputed_because``) and why its result is never reused (``never_reused``)."""
+    out = {"recomputed_because": stale, "never_reused": never}
+    return {k: v for k, v in out.items() if v}
+
+
+def _reused_note(kind: Any, config: Mapping[str, Any], params: dict[str, Any]) -> str | None:
+    """What the kind's ``reused_note`` hook says a reused result may not reflect (what its
+    key cannot see), or None."""
+    hook = getattr(kind, "reused_note", None)
+    return (hook(dict(config), dict(params)) or None) if hook is not None else None
 
 
 def _user_code(sections: Mapping[str, Any], spec: StageSpec) -> list[str]:
@@ -576,6 +589,14 @@ def _sequential(
         yield out
 
 
+def _shown(path: Path, start_dir: Path) -> str:
+    """``path`` relative to the folder the run started in (absolute on another drive)."""
+    try:
+        return os.path.relpath(path, start_dir)
+    except ValueError:
+        return str(path)
+
+
 def _kept_rows(state: _Run, stopped: list[str]) -> str:
     """Where the interrupted stages' finished rows wait for the resume, e.g.
     ``312 finished rows kept in outputs/.cache/simulate-ab12/partial.jsonl``; "" if none."""
@@ -769,14 +790,14 @@ class _Run:
             self.start_dir,
             getattr(kind, "key_deps", None),
         )
-        key = cache_mod.stage_key(
+        key_inputs = (
             kind.name,
             _key_params(kind, spec.params),
             sections,
             [(n, self.keys[n], self.made.get(n, "")) for n in spec.needs if n in self.keys],
             __version__,
-            deps=deps,
         )
+        key = cache_mod.stage_key(*key_inputs, deps=deps)
         self.keys[spec.name] = key
         stage_dir = self.run_dir / spec.name
         why = next((self.blocked[n] for n in spec.needs if n in self.blocked), None)
@@ -793,17 +814,27 @@ class _Run:
         with self.cache.lock(spec.name, key, on_wait=lambda: _say(self.stream, waiting)):
             # Checked under the lock: a parallel sweep job with the same key may have just
             # finished it, and then this job reuses it instead of computing it twice.
-            stale = _never_reused(kind, self.config, spec.params) if self.cache.enabled else None
-            if stale is None and self.cache.enabled and getattr(kind, "cached", True):
-                record, stale = self.cache.check(spec.name, key)
-                if record is not None:
-                    hit, stale = self.cache.place(spec.name, key, record, stage_dir)
+            never = _never_reused(kind, self.config, spec.params)
+            stale = None
+            if self.cache.enabled and getattr(kind, "cached", True):
+                if never is None:
+                    record, stale = self.cache.check(spec.name, key)
+                    if record is not None:
+                        hit, stale = self.cache.place(spec.name, key, record, stage_dir)
+                elif self.cache.is_complete(spec.name, key):  # an entry it could have reused
+                    stale = f"{never}: its answers are never reused from the cache"
             if hit is None:
                 if stale:
                     _say(self.stream, f"{head}: not reusing {rel}: {stale}; recomputing")
+                elif never and self.cache.enabled:  # its first run: no entry to speak of
+                    _say(
+                        self.stream, f"{head}: {never}: its answers are never reused from the cache"
+                    )
+                parts = cache_mod.key_parts(*key_inputs, deps=deps)
                 result, status, compute_s = self.compute(
-                    spec, kind, entry, key, head, stale, _user_code(sections, spec)
-                )
+                    spec, kind, entry, key, head, stale, _user_code(sections, spec),
+                    never=never, parts=parts,
+                )  # fmt: skip
         computed_s = None
         counts: dict[str, Any] = {}
         unseen = None
@@ -825,6 +856,9 @@ class _Run:
                 unseen = reads_mod.unseen_note(info.get("reads"))
                 if unseen:
                     _say(self.stream, f"{head}: note: {unseen}")
+            note = _reused_note(kind, self.config, spec.params)
+            if note:
+                _say(self.stream, f"{head}: note: {note}; to run it again, delete {rel}")
         else:
             counts = self.last_counts.pop(spec.name, {})
         if status == "refused":
@@ -918,6 +952,42 @@ class _Run:
             _merge_worker_reads(recorder, spooled, None)
             self.cache.keep_partial_reads(stage, key, reads_mod.snapshot(recorder))
 
+    def _resuming(
+        self,
+        stage: str,
+        key: str,
+        head: str,
+        partial: Path,
+        never: str | None,
+        parts: Mapping[str, Any] | None,
+    ) -> str:
+        """What the "running" line adds about the rows an interrupted attempt streamed:
+        resumed (and, when what answered them cannot be checked, that they may not match it
+        any more, with how to start afresh). Starting afresh while another key's attempt of
+        the same command left rows (a file its key hashes changed since), it says so first."""
+        resuming = partial.exists()
+        if parts is not None:
+            other = None if resuming else self.cache.superseded_partial(stage, key, parts)
+            if other is not None:
+                old, what = other
+                _say(
+                    self.stream,
+                    f"{head}: not resuming from the rows an interrupted attempt streamed to "
+                    f"{_shown(old, self.start_dir)}: {what} changed since; starting from the "
+                    "first row",
+                )
+            self.cache.keep_partial_key(stage, key, parts)
+        if not resuming:
+            return ""
+        if never is None:
+            return " (resuming from streamed rows)"
+        shown = _shown(partial, self.start_dir)
+        return (
+            f" (resuming from the rows an interrupted attempt streamed to {shown}: {never}, "
+            "so wai-exp cannot check that they still match its answers; to start afresh, "
+            f"delete {shown} and run the same command)"
+        )
+
     def compute(
         self,
         spec: StageSpec,
@@ -927,13 +997,18 @@ class _Run:
         head: str,
         stale: str | None,
         runs: Sequence[str] = (),
+        *,
+        never: str | None = None,
+        parts: Mapping[str, Any] | None = None,
     ) -> tuple[StageResult, str, float]:
         """Run one stage: rows into the run's stage folder, the rest into its cache entry, the
         marker last. Returns (result, "ran" | "refused", compute seconds). A result whose run
         ended in a failure stop reason raises ``StageFailed`` after its rows are written, and
         gets no marker: it is not a finished stage, so the same command computes it again.
         What it read while it ran (``pipeline/reads.py``; ``runs``: the user code it runs) is
-        recorded with it, so a later lookup misses when any of that changed."""
+        recorded with it, so a later lookup misses when any of that changed. ``never``: why
+        the kind says its result cannot be checked (``never_reused``); ``parts``: what its key
+        is made of (``cache.key_parts``)."""
         self.cache.prepare(spec.name, key)
         inputs = {n: self.results[n] for n in spec.needs}
         progress = ProgressLine(spec.name, self.stream, redraw=self.redraw)
@@ -945,7 +1020,7 @@ class _Run:
         dropped = self.cache.drop_stale_partial(spec.name, key)
         if dropped:
             _say(self.stream, f"{head}: not resuming from its streamed rows: {dropped}")
-        resumed = " (resuming from streamed rows)" if ctx.partial_path.exists() else ""
+        resumed = self._resuming(spec.name, key, head, ctx.partial_path, never, parts)
         _say(self.stream, f"{head}: running{resumed}")
         tc = time.perf_counter()
         recorder: reads_mod.Recorder | None = None
@@ -970,12 +1045,17 @@ class _Run:
         assert recorder is not None  # record() opened it before the stage ran
         _merge_worker_reads(recorder, spooled, result.report.get("workers_rollouts"))
         read = reads_mod.snapshot(recorder)
-        if stale:
+        if stale or (never and self.cache.enabled):
             # The run says why it did not reuse the entry: on the terminal (above), in the
             # stage's report and its text block.
-            result.report["cache"] = {"recomputed_because": stale}
+            result.report["cache"] = _cache_note(stale, never)
+            said = (
+                f"recomputed, the entry was not reused: {stale}"
+                if stale
+                else f"never reused: {never}"
+            )
             result.text = (result.text.rstrip("\n") + "\n" if result.text else "") + (
-                f"cache: recomputed, the entry was not reused: {stale}\n"
+                f"cache: {said}\n"
             )
         failure = failure_reason(result)
         if failure is not None:

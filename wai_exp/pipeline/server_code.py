@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from wai_exp.domain.secrets import redact_url
 from wai_exp.pipeline import deps
 
 #: Interpreter options followed by a value (``-W error``, ``-X dev``).
@@ -114,7 +115,10 @@ def server_code(world: Mapping[str, Any] | None) -> dict[str, str] | str | None:
     if not isinstance(world, Mapping) or world.get("kind") != "mcp":
         return None
     if world.get("url"):
-        return "world.url's server can change between runs at any time"
+        # Named as a record shows it (no query value, no password): a resume says which
+        # server answered the rows it keeps.
+        url = redact_url(str(world["url"]))
+        return f"the server at world.url={url} can change between runs at any time"
     command = world.get("command")
     if not command:
         return None  # refused by the world's own check before any stage runs

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from wai_exp.config.arms import arm_agent, resolved_arm_agent
+from wai_exp.domain.plurals import counted
 from wai_exp.pipeline import reads
 from wai_exp.pipeline.registry import StageContext, StageResult, import_object, register
 from wai_exp.pipeline.server_code import server_code
@@ -535,6 +536,38 @@ def never_reused(config: dict[str, Any], params: dict[str, Any]) -> str | None:
     return server if isinstance(server, str) else None
 
 
+def reused_note(config: dict[str, Any], params: dict[str, Any]) -> str | None:
+    """For a reused stage whose ``world.command`` server's code is in its key: that what
+    the server reads at run time is not (it runs in its own process, unrecorded)."""
+    sim = config.get("simulate") or {}
+    if {**sim, **params}.get("rows"):
+        return None
+    if not isinstance(server_code(config.get("world")), dict):
+        return None
+    return (
+        "the MCP server's code was checked, but not what it reads at run time (a data file "
+        "it opens, a module it loads by name)"
+    )
+
+
+def _unchecked_resume(ctx: StageContext, params: dict[str, Any], rows: int) -> list[str]:
+    """A warning when rows an interrupted attempt streamed were resumed from a server whose
+    answers no key can check (``never_reused``): they may not be what it answers now."""
+    why = never_reused(ctx.config, params) if rows else None
+    if why is None:
+        return []
+    try:
+        shown = os.path.relpath(ctx.partial_path, ctx.start_dir)
+    except ValueError:
+        shown = str(ctx.partial_path)
+    return [
+        f"{counted(rows, 'row')} {'was' if rows == 1 else 'were'} resumed from {shown}, "
+        f"streamed by an interrupted attempt: {why}, "
+        "so wai-exp cannot check that they still match its answers; to start afresh, delete "
+        f"{shown} and run the same command"
+    ]
+
+
 @register(
     "simulate",
     reads=("simulate", "agent", "world", "knobs", "seed", "judge"),
@@ -542,6 +575,7 @@ def never_reused(config: dict[str, Any], params: dict[str, Any]) -> str | None:
     key_params=key_params,
     key_deps=key_deps,
     never_reused=never_reused,
+    reused_note=reused_note,
     headline="rollouts",
     prepare=prestart_workers,
 )
@@ -646,7 +680,8 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         metrics["rows_with_unexecuted_tool_steps"] = float(claimed)
     if report.get("failure_summary"):
         lines.append(report["failure_summary"])
-    warnings = resume.notes() + list(getattr(data, "warnings", []))
+    warnings = resume.notes() + _unchecked_resume(ctx, params, len(done))
+    warnings += list(getattr(data, "warnings", []))
     lines += [f"warning: {w}" for w in warnings]
     if warnings:  # for the run's description and the closing summary
         report["warnings"] = warnings
