@@ -90,7 +90,9 @@ def test_editing_a_module_the_users_agent_imports_changes_pass_at_1(tmp_path):
     env = {"PYTHONPATH": str(code)}
     agent = ["agent=callable", "agent.target=my_agent:make", "agent.factory=true"]
     low = ok(wai(tmp_path, "r1", *agent, env=env))
-    assert status(ok(wai(tmp_path, "r2", *agent, env=env)), "simulate") == "cached"
+    again = ok(wai(tmp_path, "r2", *agent, env=env))
+    # why it was not reused (a "not reusing" line) is on stderr: shown if this ever fails
+    assert status(again, "simulate") == "cached", again.stdout + again.stderr
     # Only the imported module changes; my_agent.py is byte for byte the same.
     (code / "agent_skill.py").write_text("SKILL = 0.95\n")
     high = ok(wai(tmp_path, "r3", *agent, env=env))

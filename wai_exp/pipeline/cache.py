@@ -513,10 +513,11 @@ class StageCache:
     def keep_partial_key(self, stage: str, key: str, parts: Mapping[str, Any]) -> None:
         """Record what the key of the attempt about to stream ``partial.jsonl`` is made of
         (``key_parts``), for ``superseded_partial`` to name what changed when a later run's
-        key differs."""
-        atomic_write_text(
-            self.entry(stage, key) / PARTIAL_KEY, json.dumps(parts, sort_keys=True) + "\n"
-        )
+        key differs. Best effort: it only serves that message."""
+        with contextlib.suppress(OSError):
+            atomic_write_text(
+                self.entry(stage, key) / PARTIAL_KEY, json.dumps(parts, sort_keys=True) + "\n"
+            )
 
     def superseded_partial(
         self, stage: str, key: str, parts: Mapping[str, Any]
