@@ -377,6 +377,31 @@ def test_a_sweep_parent_is_an_arm_only_when_its_jobs_are_replicates(tmp_path: Pa
     assert "measured no re-run spread" in capsys.readouterr().err
 
 
+def test_a_floor_pooled_over_several_configurations_keeps_its_degrees_of_freedom(
+    tmp_path: Path, capsys
+) -> None:
+    """A sweep over two skills at two seeds each pools its run_std over 2 configurations:
+    4 runs, df 2 (its parent says the band at df 2). --run-std-from read it as 4 re-runs of
+    one configuration, df 3: a band of 0.018 where the parent's was 0.024."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+    par = client.create_run(exp, tags={"wai.sweep": "parent", "wai.sweep.keys": "agent.skill,seed"})
+    client.log_metric(par.info.run_id, "run_std", 0.02)
+    info = tmp_path / "sweep" / "replicates.json"
+    info.parent.mkdir()
+    info.write_text(json.dumps({"metric": "pass_at_1", "n_runs": 4, "df": 2, "n_groups": 2}))
+    client.log_artifact(par.info.run_id, str(info), "sweep")
+    single = run_dir(tmp_path, "one", arm(0.5, 3))
+    main([str(single), str(single), "--run-std-from", par.info.run_id, "--tracking-uri", uri,
+          "--json", "--no-record"])  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert report["metrics"]["pass_at_1"]["df"] == 2
+    assert any("2 configurations" in w and "df 2" in w for w in report["warnings"]), report
+
+
 def test_a_sweep_parent_whose_seeds_drew_their_own_tasks_says_so(tmp_path: Path, capsys) -> None:
     from mlflow import MlflowClient
 

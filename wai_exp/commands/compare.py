@@ -47,7 +47,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -515,13 +515,28 @@ def _run_std_from_parent(ref: str, uri: str) -> RunStdSource:
             f"--run-std-from {ref}: the sweep measured no re-run spread (no two jobs differ "
             "only by seed/replicate); sweep seeds, e.g. `wai-exp -m +experiment=eval seed=0,1,2`"
         )
-    n_runs = None
+    info: dict[str, Any] = {}
     with contextlib.suppress(Exception), tempfile.TemporaryDirectory(prefix="wai-exp-") as dest:
         info = json.loads(Path(_download(client, ref, "sweep/replicates.json", dest)).read_text())
-        n_runs = int(info.get("n_runs") or 0) or None
+    n_runs, pooled = _pooled_runs(ref, info)
     keys = [k for k in run.data.tags.get("wai.sweep.keys", "").split(",") if k]
-    warning = _seed_sweep_warning(ref, keys, float(sd))
-    return RunStdSource({"pass_at_1": float(sd)}, n_runs, [warning] if warning else [])
+    warnings = [w for w in (_seed_sweep_warning(ref, keys, float(sd)), pooled) if w]
+    return RunStdSource({"pass_at_1": float(sd)}, n_runs, warnings)
+
+
+def _pooled_runs(ref: str, info: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    """The run count whose t quantile fits the floor of ``replicates.json`` (its ``df`` + 1:
+    a spread pooled over several configurations loses one degree of freedom to each), and
+    the sentence saying so when it pooled more than one."""
+    n_runs, df, groups = (int(info.get(k) or 0) for k in ("n_runs", "df", "n_groups"))
+    if not df:
+        return n_runs or None, None
+    if groups < 2:
+        return df + 1, None
+    return df + 1, (
+        f"--run-std-from {ref}: its run_std pools {n_runs} runs over {groups} configurations "
+        f"(df {df}), so the band uses df {df}, as the sweep's own noise band does"
+    )
 
 
 class RunStdSource(NamedTuple):
