@@ -105,3 +105,13 @@ def test_a_folder_published_again_loads_its_new_records(tmp_path):
         (folder / FILES["card"]).write_text(card)
         ds = datasets.load_dataset(str(folder), split="train", cache_dir=str(cache))
         assert ds["prompt"] == [r["prompt"] for r in records]
+
+
+def test_the_training_recipe_says_where_its_tool_template_comes_from():
+    """PUBLISH's `trl sft ... --chat_template_path tools.jinja` named a file nothing ships
+    or makes; a new user had to find ENV.md's pointer to TRL's Qwen2.5 template."""
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[3] / "docs" / "PUBLISH.md").read_text(encoding="utf-8")
+    train = doc[doc.index("## Train on it") :]
+    assert train.index("qwen2_5_chat_template") < train.index("--chat_template_path tools.jinja")
