@@ -466,6 +466,9 @@ def test_adaptive_run_reads_pass_at_1_unbiased_at_a_known_p() -> None:
     assert pa.n_rows_pass_at_1 == 4 * n_tasks
     assert abs(pa.pass_at_1 - p) < 0.02
     assert pa.ci95[0] < p < pa.ci95[1]
+    # per_task is the vector pass@1 averages, so a user's own statistic over it (or the
+    # floor's paired comparison) reads the first batch too, not the skewed all-rows rates
+    assert float(np.mean(list(pa.per_task.values()))) == pytest.approx(pa.pass_at_1)
     assert "fixed first batch" in str(pa).split(" | ")[0]
     assert pa.to_dict()["pass_at_1_basis"] == "first_batch"
 

@@ -159,7 +159,7 @@ class PassAt:
     its interval read), ``n_groups_at_k`` (tasks the k-way numbers used),
     ``n_groups_imputed`` (short unanimous tasks counted in), ``n_lost`` (lost rollouts counted
     as failed repeats of their task, ``lost=``; not in ``n_rows``), ``per_task`` (``{task key:
-    pass rate}``), ``note`` (printed last: why a number is missing and the fix) and ``config``
+    pass rate}`` on pass@1's basis: its values are what pass@1 averages), ``note`` (printed last: why a number is missing and the fix) and ``config``
     (``run_config``: how the rows were made; its token-cap share is printed when nonzero).
     """
 
@@ -685,8 +685,8 @@ def pass_at(
     res1 = _rate_interval(rates1, n_rows1)
     ci1 = _interval(res1)
     flat: list[tuple[str, np.ndarray]] = [("pass@1", rates1)]
-    if groups.n_tasks < MIN_CI_GROUPS:
-        notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {groups.n_tasks}")
+    if g.basis_groups.n_tasks < MIN_CI_GROUPS:
+        notes.append(f"intervals need >= {MIN_CI_GROUPS} tasks, have {g.basis_groups.n_tasks}")
     kw = g.k_way(k, min_k, unanimous_short)
     use_k = kw.k
     flat += kw.flat
@@ -703,7 +703,7 @@ def pass_at(
         n_rows=groups.n_rows - g.n_failed,
         n_groups_at_k=kw.n_at_k,
         n_groups_imputed=kw.n_imputed,
-        per_task=groups.per_task(),
+        per_task=g.basis_groups.per_task(),  # the rates pass@1 averages (the spec's word)
         note="; ".join(notes),
         config=run_config_with_keys(row_list, use_k, g.keys[:n_real]),
         ci95=ci1,
