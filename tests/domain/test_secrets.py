@@ -416,7 +416,7 @@ def test_a_command_line_runs_as_typed_with_its_values_moved(monkeypatch):
         assert shlex.split(resolved) == shlex.split(typed[key])
     shown = " ".join(redact_overrides(moved))
     assert not any(token in shown for token in t)
-    assert f"world.command=npx -y {REDACTED} --api-key {REDACTED} --auth={REDACTED}" in shown
+    assert f"world.command=npx -y @scope/server-x --api-key {REDACTED} --auth={REDACTED}" in shown
     assert f"world.reset_command=TOKEN={REDACTED} python reset.py --quiet" in shown
 
 
@@ -481,6 +481,69 @@ def test_a_command_started_through_env_keeps_its_program_and_hides_its_assignmen
     assert [name for name, value in env.items() if value == t] == ["WAI_EXP_SECRET_0"]
     assert "' python -m my_server --port '" in moved[0]
     register_config_secrets({"world": {"command": command}})
+    assert redact_text(f"the server said {t}", keys=False) == f"the server said {REDACTED}"
+
+
+#: Command lines started through a launcher, and how a record shows each: what the launcher
+#: starts stays (it names the server), its options' values and every argument go.
+LAUNCHED = {
+    "npx -y @modelcontextprotocol/server-filesystem /srv":
+        f"npx -y @modelcontextprotocol/server-filesystem {REDACTED}",
+    "uvx mcp-server-fetch": "uvx mcp-server-fetch",
+    "uvx --from ./tools/fetch mcp-server-fetch --user-agent=bot":
+        f"uvx --from {REDACTED} mcp-server-fetch --user-agent={REDACTED}",
+    "uv run --with mcp my_server.py": f"uv run --with {REDACTED} my_server.py",
+    "uv run --python=3.12 mcp-server-x": f"uv run --python={REDACTED} mcp-server-x",
+    "uv tool run mcp-server-time --local-timezone UTC":
+        f"uv tool run mcp-server-time --local-timezone {REDACTED}",
+    "pipx run pkg": "pipx run pkg",
+    "node server.js": "node server.js",
+    "deno run -A server.ts": "deno run -A server.ts",
+    "deno run --allow-net=api.example.com jsr:@scope/srv":
+        f"deno run --allow-net={REDACTED} jsr:@scope/srv",
+    "docker run -i --rm mcp/fetch": "docker run -i --rm mcp/fetch",
+    "docker run -it --rm -v /srv:/data --name notes ghcr.io/org/notes-server:1.2 stdio":
+        f"docker run -it --rm -v {REDACTED} --name {REDACTED} ghcr.io/org/notes-server:1.2 "
+        f"{REDACTED}",
+    "python3 -m pkg": "python3 -m pkg",
+    "python3.11 srv.py": "python3.11 srv.py",
+    "env DEBUG=1 npx -y @scope/server-x": f"env DEBUG={REDACTED} npx -y @scope/server-x",
+    # an option the launcher does not know may take the next word: nothing after it stays
+    "npx --some-option x @scope/server-x": f"npx --some-option {REDACTED} {REDACTED}",
+}  # fmt: skip
+
+
+def test_what_a_launcher_starts_is_recorded_and_its_options_values_are_not():
+    """``npx -y @scope/server``, ``uvx pkg``, ``docker run -i --rm image`` ...: the package,
+    image or program the launcher starts was recorded (and named in errors, and moved off
+    the command line) as ``***redacted***``, so no record said which server a run used."""
+    for command, shown in LAUNCHED.items():
+        assert redact({"world": {"command": command}})["world"]["command"] == shown, command
+    env: dict[str, str] = {}
+    moved = move_secret_overrides(["world.command='uvx mcp-server-fetch --api-key KEYVALUE1'"], env)
+    assert moved == [
+        "world.command=\"uvx mcp-server-fetch --api-key '${oc.env:WAI_EXP_SECRET_0}'\""
+    ]
+    assert list(env.values()) == ["KEYVALUE1"]
+
+
+def test_a_credential_shaped_word_is_hidden_even_where_a_program_stands():
+    """A key (``sk-...``, a long hex or random token) is no package name: in the place a
+    launcher's package or the program stands it goes too; docker's ``-e NAME=value`` is an
+    environment assignment, recorded by name and scrubbed from later text."""
+    import secrets
+
+    key, hex_token, t = "sk-" + secrets.token_hex(12), secrets.token_hex(16), _token()
+    for command, shown in {
+        f"npx -y {key}": f"npx -y {REDACTED}",
+        f"uvx --from mcp-server-x {hex_token}": f"uvx --from {REDACTED} {REDACTED}",
+        f"docker run -i ghcr.io/{hex_token}/srv": f"docker run -i {REDACTED}",
+        f"./bin/{key}": REDACTED,
+        f"docker run -i --rm -e NOTES_TOKEN={t} -e PORT mcp/notes":
+            f"docker run -i --rm -e NOTES_TOKEN={REDACTED} -e {REDACTED} mcp/notes",
+    }.items():  # fmt: skip
+        assert redact_overrides([f"world.command='{command}'"]) == [f"world.command={shown}"]
+    register_config_secrets({"world": {"command": f"docker run -i -e NOTES_TOKEN={t} mcp/x"}})
     assert redact_text(f"the server said {t}", keys=False) == f"the server said {REDACTED}"
 
 

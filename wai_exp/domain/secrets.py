@@ -24,8 +24,10 @@ or :func:`redact` (nested data, where a credential-like key hides its value too)
   password), every key-shaped path segment (``/mcp/sk-.../``, a long random one: hosted
   servers may take their key in the path; :func:`is_key_segment`) and every query value go
   (:func:`redact_url`). A value under a command key
-  (``command``, ``*_command``) keeps its program, flag names, script file names and
-  ``-m``'s module; every other word goes (:func:`redact_command`). The runner registers
+  (``command``, ``*_command``) keeps its program, what a known launcher starts (``npx -y
+  @scope/server``, ``docker run -i mcp/fetch``), flag names, script file names and
+  ``-m``'s module; every other word, and a kept one shaped like a key, goes
+  (:func:`redact_command`). The runner registers
   every query value and key-shaped path segment of a URL in the config too, so a message
   or log line that quotes the URL (an HTTP client's request line) loses them as well;
 * any value handed to :func:`register_secret` (the runner registers every secret it finds in
@@ -52,6 +54,7 @@ import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
@@ -457,11 +460,13 @@ def redact_url(url: str) -> str:
 
 def redact_command(command: str) -> str:
     """``command`` (a command line, split as a POSIX shell would) with only its program (by
-    name, also after ``env`` and its options), the names of its flags and of its environment
-    assignments, script file names and ``-m``'s module kept; every other word (a flag's
-    value, ``--auth X`` or ``--auth=X``, an environment assignment's value, ``TOKEN=X``, any
-    other argument) becomes ``***redacted***``. A line that does not split (an open quote)
-    goes whole. Not a string: returned as it is."""
+    name), what a known launcher starts (:func:`command_roles`: ``npx -y
+    @scope/server``, ``uvx mcp-server-fetch``, ``docker run -i --rm mcp/fetch``, ``env ...
+    python``), the names of its flags and of its environment assignments, script file names
+    and ``-m``'s module kept; every other word (a flag's value, ``--auth X`` or ``--auth=X``,
+    an environment assignment's value, ``TOKEN=X``, any other argument) and every kept word
+    shaped like a credential (:func:`is_key_segment`) becomes ``***redacted***``. A line that
+    does not split (an open quote) goes whole. Not a string: returned as it is."""
     if not isinstance(command, str):
         return command
     words = command_words(command)
@@ -476,49 +481,203 @@ def command_words(command: str) -> list[tuple[str, str]] | None:
         words = shlex.split(command)
     except ValueError:
         return None
-    program_at = _program_at(words)
     out: list[tuple[str, str]] = []
     flag = None
-    for i, word in enumerate(words):
-        out.append((word, _command_word(word, i < program_at, i == program_at, flag)))
+    for word, role in zip(words, command_roles(words), strict=True):
+        out.append((word, _shown_word(word, role, flag)))
         flag = word if word.startswith("-") and "=" not in word else None
     return out
 
 
-#: Programs that start the rest of the line after their own options and ``NAME=value``
-#: words (``env TOKEN=x python -m srv``): the word after those is the program.
-_LAUNCHERS = frozenset({"env"})
-#: ``env``'s options followed by a value (``-u NAME``, ``-C DIR``).
-_LAUNCHER_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+#: The part a word plays in a command line (:func:`command_roles`).
+ASSIGNMENT = "assignment"  # NAME=value before the program or among env's options
+PROGRAM = "program"  # an executable: the line's first, a launcher, what env or uv run runs
+SUBCOMMAND = "subcommand"  # the rest of a launcher's name: run in docker run, uv tool run
+OPTION = "option"  # a launcher's own option (-y, --rm, --with, --allow-net=host)
+OPTION_VALUE = "option value"  # the word after a launcher's option that takes one
+PACKAGE = "package"  # the package, image or script a launcher fetches and starts
+ARGUMENT = "argument"  # a word after the program
 
 
-def _program_at(words: list[str]) -> int:
-    """The index of the program a command line runs: the first word that is no environment
-    assignment, or the first after a launcher's options and assignments (``env``).
-    ``len(words)`` when there is none."""
-    i, launched = 0, False
-    while i < len(words):
-        word = words[i]
-        if launched and word.startswith("-") and len(word) > 1:
-            i += 2 if word in _LAUNCHER_VALUED else 1
-            continue
-        if not _ASSIGNMENT.match(word):
-            if os.path.basename(word) not in _LAUNCHERS:
-                return i
-            launched = True
-        i += 1
-    return len(words)
+@dataclass(frozen=True)
+class _Launcher:
+    """How a launcher reads the words after its name: its own options, with no value
+    (``flags``) or followed by one (``valued``), then what it starts: an executable
+    (``starts_executable``: ``env``, ``uv run``; itself maybe a launcher) or a package, image
+    or script (``npx``, ``uvx``, ``docker run``), whose own arguments follow."""
+
+    flags: frozenset[str]
+    valued: frozenset[str] = frozenset()
+    starts_executable: bool = False
+    assignments: bool = False  # env: NAME=value words among its options
 
 
-def _command_word(word: str, before: bool, program: bool, flag: str | None) -> str:
-    """One word of :func:`redact_command` as recorded: ``before`` the program (an
-    environment assignment, a launcher, its options), the ``program`` itself, or one of
-    its arguments, after ``flag`` (the word before, when it was a flag)."""
-    if program or (before and os.path.basename(word) in _LAUNCHERS):
-        return os.path.basename(word)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_UV_FLAGS = "-q --quiet -v --verbose -n --no-cache --offline --isolated --no-config --native-tls"
+_UV_FLAGS += " --no-progress -U --upgrade --refresh --no-build --no-binary --no-python-downloads"
+_UV_VALUED = "--from --with --with-editable --with-requirements -p --python --index -i --index-url"
+_UV_VALUED += " --default-index --extra-index-url -f --find-links --cache-dir --directory"
+_UV_VALUED += " --project --config-file --env-file --python-preference --color -P"
+_UV_VALUED += " --upgrade-package --refresh-package --prerelease --resolution --index-strategy"
+_UVX = _Launcher(_words(_UV_FLAGS), _words(_UV_VALUED))
+_DOCKER_RUN = _Launcher(
+    _words("-i --interactive -t --tty --rm -d --detach --init --privileged -P --publish-all"
+           " --read-only -q --quiet"),
+    _words("-e --env --env-file -v --volume -p --publish --name --network --net -w --workdir"
+           " -u --user --mount --entrypoint --platform -m --memory --cpus --pull -l --label"
+           " -h --hostname --add-host --cap-add --cap-drop --device --gpus --ipc --shm-size"
+           " --security-opt --tmpfs --ulimit --dns --restart --runtime --pid --userns -a"
+           " --attach --group-add --expose --log-driver --log-opt --stop-signal --stop-timeout"),
+)  # fmt: skip
+#: Launchers by the words that name them, longest first: ``npx -y pkg`` runs ``pkg``.
+_LAUNCHERS: dict[tuple[str, ...], _Launcher] = {
+    ("uv", "tool", "run"): _UVX,
+    ("uv", "run"): _Launcher(
+        _words(_UV_FLAGS + " --no-project --no-sync --frozen --locked --active --no-dev --dev"
+               " --all-extras --all-packages --all-groups --exact --no-editable -s --script"
+               " --gui-script -m --module --no-env-file --only-dev"),
+        _words(_UV_VALUED + " --extra --group --no-group --only-group --package"),
+        starts_executable=True,
+    ),
+    ("docker", "run"): _DOCKER_RUN,
+    ("podman", "run"): _DOCKER_RUN,
+    ("pipx", "run"): _Launcher(
+        _words("--no-cache -q --quiet -v --verbose --system-site-packages --path --pypackages"),
+        _words("--spec --python --pip-args --index-url"),
+    ),
+    ("deno", "run"): _Launcher(
+        _words("-A --allow-all -q --quiet --no-check --check -r --reload --unstable --no-prompt"
+               " --cached-only --no-lock --no-remote --no-npm --watch -R --allow-read -W"
+               " --allow-write -N --allow-net -E --allow-env --allow-run -S --allow-sys"
+               " --allow-ffi --allow-hrtime -I --allow-import -P"),
+        _words("-c --config --import-map --lock --location --seed --cert --ext"),
+    ),
+    ("env",): _Launcher(
+        _words("-i --ignore-environment -0 --null -v --debug"),
+        _words("-u --unset -C --chdir -S --split-string"),
+        starts_executable=True,
+        assignments=True,
+    ),
+    ("npx",): _Launcher(
+        _words("-y --yes --no --no-install -q --quiet -s --silent --ignore-existing"
+               " --prefer-offline --prefer-online --offline"),
+        _words("-p --package -c --call --registry --cache --userconfig --loglevel"),
+    ),
+    ("uvx",): _UVX,
+}  # fmt: skip
+#: Launcher options whose value is ``NAME=value`` (``docker run -e TOKEN=x``): recorded by
+#: its name, the value a credential as an environment assignment's is.
+_ENV_OPTIONS = frozenset({"-e", "--env"})
+
+
+def command_roles(words: list[str]) -> list[str]:
+    """The part each word of a split command line plays, in one walk: leading environment
+    assignments, the program, and after a known launcher (:data:`_LAUNCHERS`) its
+    subcommand, its options (with their values) and what it starts: an executable, which
+    may be a launcher again (``env TOKEN=x npx -y pkg``), or a package, image or script
+    (``uvx mcp-server-fetch``, ``docker run -i --rm mcp/fetch``); every later word is an
+    argument. After an option the launcher does not know (it may take the next word as
+    its value) no word is taken for what it starts: the rest are arguments."""
+    roles: list[str] = []
+    while len(roles) < len(words) and _ASSIGNMENT.match(words[len(roles)]):
+        roles.append(ASSIGNMENT)
+    while len(roles) < len(words):
+        name = _launcher_name(words, len(roles))
+        if name is None:
+            roles.append(PROGRAM)
+            break
+        launcher = _LAUNCHERS[name]
+        roles += [PROGRAM] + [SUBCOMMAND] * (len(name) - 1)
+        options, known = _launcher_options(words, len(roles), launcher)
+        roles += options
+        if not known:
+            break
+        if not launcher.starts_executable:
+            roles += [PACKAGE][: len(words) - len(roles)]
+            break
+    return roles + [ARGUMENT] * (len(words) - len(roles))
+
+
+def _launcher_name(words: list[str], at: int) -> tuple[str, ...] | None:
+    """The name of the launcher ``words[at:]`` starts with (``("docker", "run")``), or None."""
+    first = os.path.basename(words[at])
+    for name in _LAUNCHERS:
+        if name[0] == first and tuple(words[at + 1 : at + len(name)]) == name[1:]:
+            return name
+    return None
+
+
+def _launcher_options(words: list[str], at: int, launcher: _Launcher) -> tuple[list[str], bool]:
+    """The roles of ``launcher``'s options from ``words[at]`` on, and whether they end where
+    what it starts begins (False: an option it does not know, which may take a value)."""
+    roles: list[str] = []
+    while at + len(roles) < len(words):
+        word = words[at + len(roles)]
+        if launcher.assignments and _ASSIGNMENT.match(word):
+            roles.append(ASSIGNMENT)
+        elif word == "--":
+            return [*roles, OPTION], True
+        elif not word.startswith("-") or word == "-":
+            return roles, True
+        elif "=" in word or _no_value(word, launcher):
+            roles.append(OPTION)  # --with=mcp carries its value; -y, -it take none
+        elif word in launcher.valued:
+            roles += [OPTION, OPTION_VALUE][: len(words) - at - len(roles)]
+        else:
+            return roles, False
+    return roles, True
+
+
+def _no_value(option: str, launcher: _Launcher) -> bool:
+    """True when ``option`` takes no value: one of ``launcher.flags``, or short ones joined
+    (``-it``)."""
+    if option in launcher.flags:
+        return True
+    joined = len(option) > 2 and option[0] == "-" and option[1] != "-"
+    return joined and all(f"-{c}" in launcher.flags for c in option[1:])
+
+
+def _shown_word(word: str, role: str, flag: str | None) -> str:
+    """One word of :func:`redact_command` as recorded, by its ``role``
+    (:func:`command_roles`), after ``flag`` (the word before, when it was a flag). A kept
+    word shaped like a credential goes whatever its place."""
     assignment = _ASSIGNMENT.match(word)
-    if before and assignment:
+    if assignment and (role == ASSIGNMENT or (role == OPTION_VALUE and flag in _ENV_OPTIONS)):
         return f"{assignment.group(1)}={REDACTED}"
+    if role in (ASSIGNMENT, OPTION_VALUE):
+        return REDACTED
+    if role == PROGRAM:
+        shown = os.path.basename(word)
+    elif role == SUBCOMMAND:
+        shown = word
+    elif role == OPTION:
+        name, eq, _ = word.partition("=")
+        shown = f"{name}={REDACTED}" if eq else word
+    elif role == PACKAGE:
+        shown = _package_shown(word)
+    else:
+        shown = _argument_shown(word, flag)
+    pieces = re.split(r"[/@:=]", shown)
+    return REDACTED if any(is_key_segment(piece) for piece in pieces) else shown
+
+
+def _package_shown(word: str) -> str:
+    """What a launcher starts as recorded: a package or image by its name
+    (``@scope/server-x@1.2``, ``ghcr.io/org/server:tag``), a script or a path by its file's
+    name, a URL as it is when it holds nothing :func:`redact_url` hides (else not at all)."""
+    if "://" in word:
+        return word if redact_url(word) == word else REDACTED
+    if _SCRIPT.search(word) or word.startswith(("/", "./", "../", "~")):
+        return os.path.basename(word.rstrip("/")) or REDACTED
+    return word
+
+
+def _argument_shown(word: str, flag: str | None) -> str:
+    """An argument (or a launcher's option) as recorded: a flag by its name, a script by its
+    file's name, ``-m``'s module; anything else, a flag's value included, goes."""
     if word.startswith("-") and len(word) > 1:
         name, eq, _ = word.partition("=")
         if eq:
@@ -529,6 +688,19 @@ def _command_word(word: str, before: bool, program: bool, flag: str | None) -> s
     if (flag == "-m" and _MODULE.match(word)) or _SCRIPT.search(word):
         return os.path.basename(word)
     return REDACTED
+
+
+def started_program(words: list[str]) -> int | None:
+    """The index of the program a split command line starts itself: its first word that is
+    no assignment, or the one ``env`` runs after its options and assignments. None when
+    there is none, or ``env``'s options hide it. What another launcher runs (``uv run
+    python``, ``docker run ... python``) is that launcher's to find."""
+    for i, role in enumerate(command_roles(words)):
+        if role == PROGRAM and _launcher_name(words, i) != ("env",):
+            return i
+        if role not in (ASSIGNMENT, PROGRAM, OPTION, OPTION_VALUE):
+            return None
+    return None
 
 
 def register_url_secrets(text: Any) -> None:
@@ -604,17 +776,18 @@ def register_command_secrets(command: str) -> None:
 
 def command_credentials(command: str) -> list[str]:
     """The words of a command line that are credentials by their name: an environment
-    assignment's value (``TOKEN=X python srv.py``) and the value of a credential-like flag
+    assignment's value (``TOKEN=X python srv.py``, ``env TOKEN=X ...``, ``docker run -e
+    TOKEN=X ...``) and the value of a credential-like flag
     (``--api-key X``, ``--auth=X``, ``--sig X``). A line that does not split: none."""
     try:
         words = shlex.split(command)
     except ValueError:
         return []
     found: list[str] = []
-    flag, program_at = None, _program_at(words)
-    for i, word in enumerate(words):
+    flag = None
+    for word, role in zip(words, command_roles(words), strict=True):
         name, eq, value = word.partition("=")
-        assignment = i < program_at and _ASSIGNMENT.match(word)
+        assignment = role == ASSIGNMENT or (role == OPTION_VALUE and flag in _ENV_OPTIONS)
         if eq and (assignment or (word.startswith("-") and is_secret_param(name.lstrip("-")))):
             found.append(value)
         elif flag is not None and is_secret_param(flag.lstrip("-")):
