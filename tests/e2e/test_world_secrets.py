@@ -196,3 +196,39 @@ def test_a_key_in_a_urls_path_reaches_no_record_and_no_message(tmp_path: Path) -
     assert f"world.url={closed}/{R}/) could not be started" in outputs["world"][1]
     everything = all_text(tmp_path) + "".join(o + e for o, e in outputs.values())
     assert [name for name, token in t.items() if token in everything] == []
+
+
+def test_a_server_started_through_a_launcher_is_named_by_it_in_every_record(
+    tmp_path: Path,
+) -> None:
+    """``uvx mcp-server-x --api-key T``: the package the launcher starts was recorded as
+    ``***redacted***`` in the rows, the params and Hydra's copies, so no record said which
+    server the run used. ``world.cwd=~/...`` is one value everywhere: report.json showed
+    the expanded folder while the rows and the params kept the ``~``."""
+    token = _token()
+    bin_dir, home = tmp_path / "bin", tmp_path / "home"
+    bin_dir.mkdir()
+    home.mkdir()
+    (home / "srv").symlink_to(REPO)
+    # a stand-in for uvx on PATH: it starts the notes server whatever package it is given
+    uvx = bin_dir / "uvx"
+    uvx.write_text(f"#!/bin/sh\nexec {sys.executable} -m tests.support.mcp_notes_server\n")
+    uvx.chmod(0o755)
+    run = _start(tmp_path / "run", [
+        *RUN, "world=mcp", "world.cwd='~/srv'",
+        f"world.command='uvx mcp-notes-server --api-key {token}'",
+    ], {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(home)})  # fmt: skip
+    out, err = run.communicate(timeout=600)
+    assert run.returncode in (0, 3), err[-3000:]
+    shown = f"uvx mcp-notes-server --api-key {R}"
+    world = _lineage_world(tmp_path / "run")
+    assert (world["command"], world["cwd"]) == (shown, "~/srv")
+    assert _param(tmp_path / "run", "world.command") == shown
+    assert _param(tmp_path / "run", "world.cwd") == "~/srv"
+    [report] = (tmp_path / "run" / "outputs").rglob("simulate/report.json")
+    assert json.loads(report.read_text(encoding="utf-8"))["world"]["cwd"] == "~/srv"
+    [hydra] = (tmp_path / "run" / "outputs").rglob(".hydra/config.yaml")
+    assert yaml.safe_load(hydra.read_text(encoding="utf-8"))["world"]["command"] == shown
+    [typed] = (tmp_path / "run" / "outputs").rglob(".hydra/overrides.yaml")
+    assert f"uvx mcp-notes-server --api-key '{R}'" in typed.read_text(encoding="utf-8")
+    assert token not in all_text(tmp_path) + out + err

@@ -240,6 +240,9 @@ def test_a_home_relative_cwd_starts_the_server_there_and_rows_keep_it_as_typed(
     data = simulate(budget=2, seed=1, fault_rate=0.0, advanced={"world": {**STDIO, "cwd": typed}})
     assert _sources(data).get("server", 0) > 0
     assert {row["lineage"]["world"]["options"]["cwd"] for row in data.rows} == {typed}
+    # report.json's world is the options the stage ran with: as typed, as the rows say
+    # (it showed the expanded folder while rows and params kept "~/...").
+    assert data.report()["world"]["cwd"] == typed
     with pytest.raises(ValueError, match=r"world.cwd '.*/no-such-folder' is no folder"):
         WorldOptions(kind="mcp", command=STDIO["command"], cwd="~/no-such-folder")
 
@@ -255,3 +258,74 @@ def test_a_server_with_no_tools_is_named_without_its_commands_values() -> None:
         simulate(budget=2, advanced={"world": world})
     assert token not in str(err.value)
     assert "python -m tests.support.mcp_notes_server --access ***redacted***" in str(err.value)
+
+
+def _path_python_that_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put a ``python`` and a ``python3`` first on PATH that cannot start a server, as on a
+    machine whose PATH interpreter lacks the ``mcp`` package."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("python", "python3"):
+        exe = bin_dir / name
+        exe.write_text('#!/bin/sh\necho "PATH\'s $0 has no mcp" >&2\nexit 3\n')
+        exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_python_or_python3_after_env_is_the_interpreter_wai_exp_runs_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``env NAME=v python -m srv`` and ``python3 -m srv`` started the first interpreter on
+    PATH ("Connection closed" when it lacks ``mcp``); only a bare ``python`` first was
+    wai-exp's own."""
+    from wai_exp.simulate.mcp_world import McpServer
+    from wai_exp.simulate.world import WorldOptions
+
+    _path_python_that_fails(tmp_path, monkeypatch)
+    module = "-m tests.support.mcp_notes_server"
+    for command in (f"python {module}", f"python3 {module}", f"env NOTES_X=1 python {module}",
+                    f"/usr/bin/env -u HOME NOTES_X=1 python3 {module}"):  # fmt: skip
+        server = McpServer(WorldOptions(kind="mcp", command=command, cwd=str(REPO)))
+        try:
+            assert "create_note" in {t["function"]["name"] for t in server.tools}, command
+        finally:
+            server.close()
+
+
+def test_an_interpreter_another_launcher_or_a_path_names_is_not_replaced() -> None:
+    """A path or a version names its own interpreter; ``uv run`` and a container pick theirs."""
+    from wai_exp.simulate.mcp_world import server_argv
+
+    assert server_argv("env A=1 python srv.py") == ["env", "A=1", sys.executable, "srv.py"]
+    for command in ("/usr/bin/python3 srv.py", "python3.12 srv.py", "uv run python srv.py",
+                    "docker run -i --rm img python srv.py", "env --weird x python srv.py",
+                    "node python"):  # fmt: skip
+        assert sys.executable not in server_argv(command), command
+
+
+def test_a_server_started_through_a_launcher_is_named_by_what_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``uvx mcp-server-fetch``, ``npx -y @scope/server``: the error named the package
+    ``***redacted***``, so it did not say which server failed; flag values still go."""
+    import secrets
+
+    from wai_exp.simulate.mcp_world import McpServer, McpServerError
+    from wai_exp.simulate.world import WorldOptions
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no launcher there: the start fails
+    token = "Z" + secrets.token_hex(10)
+    for command, shown in {
+        f"uvx mcp-server-fetch --api-key {token}":
+            "uvx mcp-server-fetch --api-key ***redacted***",
+        f"npx -y @modelcontextprotocol/server-filesystem /srv/{token}":
+            "npx -y @modelcontextprotocol/server-filesystem ***redacted***",
+        f"docker run -i --rm -e NOTES_TOKEN={token} mcp/notes":
+            "docker run -i --rm -e NOTES_TOKEN=***redacted*** mcp/notes",
+    }.items():  # fmt: skip
+        with pytest.raises(McpServerError) as err:
+            McpServer(WorldOptions(kind="mcp", command=command), startup_timeout=20)
+        assert token not in str(err.value)
+        assert f"(world.command={shown!r}) could not be started" in str(err.value)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from wai_exp.domain.secrets import redact_command, redact_url
+from wai_exp.domain.secrets import redact_command, redact_url, started_program
 from wai_exp.simulate.world import HUMAN_TOOL_NAMES, RolloutWorld
 
 #: The system prompt of a ``world=mcp`` run given no spec: the shipped spec's desk prompt
@@ -41,6 +42,30 @@ def server_setting(options: Any) -> str:
     if options.url:
         return f"world.url={redact_url(options.url)}"
     return f"world.command={redact_command(options.command)!r}"
+
+
+#: Program words that mean the interpreter wai-exp runs in (its venv has the ``mcp``
+#: package); a path (``/usr/bin/python3``) or a version (``python3.12``) names another.
+_THIS_PYTHON = frozenset({"python", "python3"})
+
+
+def server_argv(command: str) -> list[str]:
+    """``world.command`` split as it is started: ``python`` or ``python3`` as the program,
+    first or after ``env``'s options and assignments (``env TOKEN=x python -m srv``), is
+    the interpreter wai-exp runs in, not the first one on PATH, which may lack the server's
+    packages. What another launcher runs (``uv run python``, a container's ``python``) is
+    that launcher's to pick."""
+    argv = shlex.split(command)
+    at = started_program(argv)
+    if at is not None and argv[at] in _THIS_PYTHON:
+        argv[at] = sys.executable
+    return argv
+
+
+def _folder(cwd: str | None) -> str | None:
+    """``world.cwd`` as the server's process gets it: ``~`` is the home folder (no shell
+    expands it). Records keep it as typed, report.json included."""
+    return os.path.expanduser(cwd) if cwd else cwd
 
 
 class McpServerError(RuntimeError):
@@ -136,11 +161,9 @@ class McpServer:
             return _with_client(client, streamable_http_client(o.url, http_client=client))
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        argv = shlex.split(o.command)
-        if argv and argv[0] == "python":
-            argv[0] = sys.executable  # the interpreter wai-exp runs in, venv included
+        argv = server_argv(o.command)
         params = StdioServerParameters(
-            command=argv[0], args=argv[1:], env=dict(o.env) or None, cwd=o.cwd
+            command=argv[0], args=argv[1:], env=dict(o.env) or None, cwd=_folder(o.cwd)
         )
         return stdio_client(params, errlog=self._errlog)
 
@@ -234,7 +257,7 @@ class McpServer:
         if o.reset_tool:
             self.call(o.reset_tool, {})
         elif o.reset_command:
-            _run_reset(o.reset_command, o.cwd)
+            _run_reset(o.reset_command, _folder(o.cwd))
 
     def state(self) -> Any:
         """The server's own account of its state (``world.state_tool``), or None."""

@@ -163,12 +163,13 @@ class WorldOptions(BaseModel):
     kind: Literal["mock", "mcp"] = "mock"
     """``mock`` (these records answer) or ``mcp`` (the server at ``command``/``url`` does)."""
     command: str | None = None
-    """The stdio server's command line (``python`` is the interpreter wai-exp runs in)."""
+    """The stdio server's command line (``python`` or ``python3``, also after ``env``, is the
+    interpreter wai-exp runs in)."""
     url: str | None = None
     """A streamable-HTTP server's endpoint, e.g. ``http://127.0.0.1:8000/mcp``."""
     cwd: str | None = None
     """The stdio server's and reset command's working folder, ``~`` read as the home folder
-    (None: the current one)."""
+    when they start (kept as typed here, as every record shows it; None: the current one)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment for the stdio server; every value is treated as a secret."""
     headers: dict[str, str] = Field(default_factory=dict)
@@ -201,18 +202,14 @@ class WorldOptions(BaseModel):
             return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
         return value
 
-    @field_validator("cwd")
-    @classmethod
-    def _home(cls, value: str | None) -> str | None:
-        # ~ is the user's home here as in every other path setting: the server and the
-        # reset command start without a shell, which would have expanded it.
-        return os.path.expanduser(value) if value else value
-
     @model_validator(mode="after")
     def _cwd_is_a_folder(self) -> WorldOptions:
-        if self.kind == "mcp" and self.cwd and not os.path.isdir(self.cwd):
+        # ~ is the user's home, as in every other path setting; the value stays as typed
+        # (report.json shows it as rows do): the server's start expands it.
+        folder = os.path.expanduser(self.cwd) if self.cwd else None
+        if self.kind == "mcp" and folder and not os.path.isdir(folder):
             raise ValueError(
-                f"world.cwd {self.cwd!r} is no folder: the stdio server and "
+                f"world.cwd {folder!r} is no folder: the stdio server and "
                 "world.reset_command start there; give an existing folder, or leave world.cwd "
                 "out to start them in the folder wai-exp runs in"
             )
