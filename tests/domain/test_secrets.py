@@ -614,3 +614,13 @@ def test_a_key_shaped_path_segment_is_a_secret_and_an_ordinary_path_is_not():
         "http://h/key/${oc.env:K}",
     ):
         assert redact_url(url) == url and url_secret_spans(url) == [], url  # fmt: skip
+
+
+def test_a_redacted_query_value_keeps_the_bracket_or_comma_that_ends_the_sentence() -> None:
+    text = "the server at (world.url=http://127.0.0.1:9/mcp?token=abc123xyz) can change, see"
+    assert redact_text(text) == (
+        "the server at (world.url=http://127.0.0.1:9/mcp?token=***redacted***) can change, see"
+    )
+    assert redact_text("at http://h/mcp?key=abc123xyz, then") == (
+        "at http://h/mcp?key=***redacted***, then"
+    )

@@ -856,7 +856,15 @@ def redact_text(text: str, *, keys: bool = True) -> str:
 def _query_value(m: re.Match[str]) -> str:
     if not is_secret_param(m.group(2)):
         return m.group(0)
-    return f"{m.group(1)}{m.group(2)}={REDACTED}"
+    # Punctuation that ends the value is the sentence's (a URL in brackets, or before a
+    # comma), not the token's: it stays, so a message keeps its shape.
+    value = m.group(3)
+    after = value[len(value.rstrip(_CLOSING)) :]
+    return f"{m.group(1)}{m.group(2)}={REDACTED}{after}"
+
+
+#: what closes a sentence or a bracket around a URL, kept after a redacted query value
+_CLOSING = ").,;:]}"
 
 
 def redact(value: Any, *, keys: bool = True) -> Any:
