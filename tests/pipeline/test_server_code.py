@@ -4,6 +4,7 @@ a server cannot be checked (the simulate stage's cache key, ``docs/CACHE.md``)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from wai_exp.pipeline.server_code import server_code
 from wai_exp.pipeline.stages.simulate import key_deps, never_reused, reused_note
@@ -83,3 +84,17 @@ def test_only_a_checked_server_notes_that_its_run_time_reads_are_not(tmp_path: P
     url = {"world": {"kind": "mcp", "url": "http://127.0.0.1:9/mcp"}}
     for config in (url, {"world": {"kind": "mock"}}, {**checked, "simulate": {"rows": "r"}}):
         assert reused_note(config, {}) is None, config
+
+
+def test_a_server_started_through_env_or_from_a_home_folder_is_still_checked(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # ``env NAME=v python -m srv`` runs the same module as ``python -m srv`` (the start swaps
+    # in wai-exp's Python there too), and ``world.cwd=~/srv`` is the home folder's srv: both
+    # servers' code is hashed, so their stage can be reused and an edit is seen.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "work").mkdir()
+    _package(tmp_path / "work")
+    world = {"kind": "mcp", "command": "env NOTES_MODE=fast python -u -m srv.app", "cwd": "~/work"}
+    names = _names(server_code(world), tmp_path / "work")
+    assert names == {"srv/__init__.py", "srv/app.py", "srv/tools.py", "helper.py"}

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from wai_exp.domain.secrets import redact_url
+from wai_exp.domain.secrets import redact_url, started_program
 from wai_exp.pipeline import deps
 
 #: Interpreter options followed by a value (``-W error``, ``-X dev``).
@@ -39,7 +39,7 @@ def _base_dir(world: Mapping[str, Any]) -> Path:
     as the server's launcher resolves it), else this process's folder."""
     here = Path(os.getcwd())
     cwd = world.get("cwd")
-    return (here / str(cwd)).resolve() if cwd else here
+    return (here / Path(str(cwd)).expanduser()).resolve() if cwd else here
 
 
 def _what_python_runs(args: list[str]) -> tuple[str, str] | None:
@@ -71,14 +71,15 @@ def _program(command: str) -> tuple[str, str] | str:
         argv = shlex.split(command)
     except ValueError:
         return "world.command cannot be split into words"
-    if not argv:
-        return "world.command is empty"
-    name = Path(argv[0]).name
+    at = started_program(argv)  # after ``env``'s options and assignments, as the start reads it
+    if at is None:
+        return "world.command names no program wai-exp can find"
+    name = Path(argv[at]).name
     if name.endswith(".py"):
-        return "script", argv[0]
+        return "script", argv[at]
     if not _PYTHON.fullmatch(name):
         return f"world.command runs {name!r}, whose server code is not a file wai-exp can check"
-    found = _what_python_runs(argv[1:])
+    found = _what_python_runs(argv[at + 1 :])
     if found is None:
         return "world.command runs no Python file or module wai-exp can check"
     return found
