@@ -57,6 +57,7 @@ _INFO: dict[str, Any] = {
     "preset": "rl_round",
     "config_hash": "abc123",
     "selection_mode": "rl",
+    "made_by": "simulate, grade, optimize (selection mode `rl`), publish_gate, publish",
     "format": "trl",
     "trainers": "TRL GRPOTrainer",
     "templates": "qwen2.5, llama-3.1",

@@ -733,3 +733,32 @@ def test_a_full_disk_stops_simulate_naming_it_not_as_lost_rollouts(tmp_path, mon
     out, log = run(cfg, tmp_path, "r2")
     assert out.status == "passed", out.error
     assert out.stage("simulate").result.metrics["rows_resumed"] == 50
+
+
+def _my_gate(ctx, params, inputs):
+    """A user's own gate: passes its input on and records only its verdict."""
+    rows = next(iter(inputs.values())).rows
+    return StageResult(rows=rows, report={"verdict": "passed"}, text="my gate: passed\n")
+
+
+def test_a_users_own_gate_that_passed_is_named_in_the_summary_and_the_card(tmp_path):
+    """With ``gate: {_target_: my_gate:run}`` before publish, the closing block said
+    ``publish gate: not run`` and the card's header listed publish_gate, a stage that never
+    ran."""
+    cfg = composed("+experiment=rl_round", "simulate.budget=160", "tracking=none")
+    stages = cfg["pipeline"]["stages"]
+    del stages["publish_gate"]
+    stages["gate"] = {"_target_": f"{__name__}:_my_gate", "needs": ["optimize"]}
+    stages["publish"] = {**stages.pop("publish"), "needs": ["gate"]}
+    out, _ = run(cfg, tmp_path, "r1")
+    assert out.status == "passed", out.error
+    mine = "gate (`tests.pipeline.test_runner:_my_gate`, a stage of your own)"
+    assert out.gate == "passed"
+    assert (
+        f"publish gate: passed, given by stage {mine}; not recorded by the gate: band, row "
+        "count, graded count"
+    ) in summarize(out).splitlines()
+    card = (tmp_path / "outputs/r1/publish/README.md").read_text()
+    assert f"optimize (selection mode `rl`), {mine}, publish." in card
+    assert "publish_gate" not in card
+    assert f"graded count; given by stage {mine}." in card

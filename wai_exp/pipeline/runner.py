@@ -556,6 +556,31 @@ def _record_stage(outcome: RunOutcome, out: Any, refusal_code: int) -> None:
         )
     if out.result and out.result.tags.get("gate_verdict") == "passed" and outcome.gate is None:
         outcome.gate = "passed"
+    if outcome.gate is None and _gate_of_publish(out) is not None:
+        # publish ran only on a passed verdict: a user's own gate stage passed
+        outcome.gate = "passed"
+
+
+def _gate_of_publish(out: Any) -> dict[str, Any] | None:
+    """The verdict a publish stage read from the gate before it (which stage gave it, and what
+    that gate recorded); None for any other stage."""
+    gate = out.result.report.get("gate") if out.result and out.kind == "publish" else None
+    return gate if isinstance(gate, dict) and gate.get("verdict") == "passed" else None
+
+
+def _gate_line(outcome: RunOutcome) -> str:
+    """The closing block's gate line: a gate stage of the user's own is named with what it
+    did not record, since it checks what it checks, not what publish_gate does."""
+    if outcome.gate == "refused":
+        return f"publish gate: REFUSED - {outcome.gate_reason}"
+    if outcome.gate != "passed":
+        return "publish gate: not run"
+    if any(s.kind == "publish_gate" for s in outcome.stages):
+        return "publish gate: passed"
+    from wai_exp.pipeline.stages.publish import gate_counts
+
+    gate = next((g for s in outcome.stages if (g := _gate_of_publish(s)) is not None), {})
+    return f"publish gate: passed, given by stage {gate.get('by') or '?'}; {gate_counts(gate)}"
 
 
 def _failure_words(exc: BaseException, where: str, state: Any, stopped: list[str]) -> str:
@@ -1466,12 +1491,7 @@ def summarize(outcome: RunOutcome) -> str:
         )
     else:
         out.append(f"rows kept: not measured ({_missing(outcome, 'selection')})")
-    if outcome.gate == "refused":
-        out.append(f"publish gate: REFUSED - {outcome.gate_reason}")
-    elif outcome.gate == "passed":
-        out.append("publish gate: passed")
-    else:
-        out.append("publish gate: not run")
+    out.append(_gate_line(outcome))
     if outcome.error:
         out.append(f"error: {redact_text(outcome.error)}")
     out.append(f"run dir: {outcome.run_dir}")

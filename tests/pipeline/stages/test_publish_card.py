@@ -16,6 +16,7 @@ _INFO: dict[str, Any] = {
     "preset": "rl_round",
     "config_hash": "abc",
     "selection_mode": "rl",
+    "made_by": "simulate, grade, optimize (selection mode `rl`), publish_gate, publish",
     "format": "trl",
     "trainers": "TRL GRPOTrainer",
     "templates": "qwen2.5",

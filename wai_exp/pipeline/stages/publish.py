@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from wai_exp.config.models import SelectionConfig
 from wai_exp.domain.files import atomic_write
 from wai_exp.domain.plurals import counted
+from wai_exp.pipeline.dag import StageSpec, plan
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
 from wai_exp.pipeline.stages.optimize import selection
 from wai_exp.rows.formats import get_format
@@ -67,6 +68,29 @@ def _shape(sel: SelectionConfig, params: dict[str, Any]) -> str:
             f"pipeline.stages.<publish>.params.shape or selection.mode"
         )
     return shape
+
+
+def _stage_words(spec: StageSpec, mode: str) -> str:
+    """``optimize (selection mode `rl`)``, ``gate (`my_gate:run`, a stage of your own)``."""
+    said = [spec.kind] if spec.kind and spec.kind != spec.name else []
+    said += [f"`{spec.target}`, a stage of your own"] if spec.target and not spec.kind else []
+    said += [f"selection mode `{mode}`"] if spec.kind == "optimize" else []
+    return spec.name + (f" ({', '.join(said)})" if said else "")
+
+
+def _lineage(ctx: StageContext, mode: str) -> dict[str, str]:
+    """Each stage this one descends from (itself last), in run order, as the card words it:
+    what ran before these records, not a fixed list of kinds."""
+    stages = (ctx.config.get("pipeline") or {}).get("stages") or {ctx.name: {"kind": ctx.kind}}
+    order = plan(stages)
+    by_name = {s.name: s for s in order}
+    wanted, todo = set(), [ctx.name]
+    while todo:
+        name = todo.pop()
+        if name in by_name and name not in wanted:
+            wanted.add(name)
+            todo.extend(by_name[name].needs)
+    return {s.name: _stage_words(s, mode) for s in order if s.name in wanted}
 
 
 def _gate_report(inputs: dict[str, StageResult]) -> dict[str, Any]:
@@ -635,8 +659,7 @@ def _card_header(info: dict[str, Any]) -> list[str]:
         f"# {info['name']}: {info['shape']} dataset",
         "",
         f"Made by wai-exp {info['version']} from run `{info['run_dir']}`, preset "
-        f"`{info['preset']}`, config hash `{info['config_hash']}`: simulate, grade, optimize "
-        f"(selection mode `{info['selection_mode']}`), publish_gate, publish.",
+        f"`{info['preset']}`, config hash `{info['config_hash']}`: {info['made_by']}.",
         f"Format `{info['format']}` (publish.format), for: {info['trainers']}"
         + (
             "; no reward function ships with these records (Reward facts)"
@@ -720,15 +743,17 @@ def _card_gate(gate: dict[str, Any]) -> list[str]:
         "",
         "## Gate",
         "",
-        f"verdict: **{gate['verdict']}**; {_gate_counts(gate)}.",
+        f"verdict: **{gate['verdict']}**; {gate_counts(gate)}.",
     ]
+    if gate.get("by"):  # which stage gave the verdict: a user's own gate records less
+        lines[-1] = f"{lines[-1][:-1]}; given by stage {gate['by']}."
     for name, ok in (gate.get("checks") or {}).items():
         lines.append(f"- {name}: {'ok' if ok else ('not run' if ok is None else 'FAILED')}")
     lines += [f"- warning: {w}" for w in gate.get("warnings") or []]
     return lines
 
 
-def _gate_counts(gate: dict[str, Any]) -> str:
+def gate_counts(gate: dict[str, Any]) -> str:
     """``band [0.2, 0.8]; 17 rows, 16 graded``; what the gate's report does not hold (a gate
     stage of the user's own may hold only its verdict) is named as not recorded, never
     printed as ``None``."""
@@ -884,6 +909,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
     gate = _gate_report(inputs)
     sel = selection(ctx, {k: v for k, v in params.items() if k != "shape"})
     shape = _shape(sel, params)
+    lineage = _lineage(ctx, sel.mode)
     tools, system_prompt = spec_tools_and_system(ctx.config, ctx.start_dir)
     fmt = get_format(str(params.get("format") or _publish_config(ctx).get("format") or "trl"))
     records, export_report = build_records(
@@ -915,6 +941,7 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "preset": (ctx.config.get("name") or "?"),
         "config_hash": config_hash(ctx.config),
         "selection_mode": sel.mode,
+        "made_by": ", ".join(lineage.values()),
         "records": len(records),
         "rows_in": len(rows),
         "tasks_in": len({task_key(r) for r in rows}),
@@ -934,7 +961,11 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         "prompt_chars": prompt_chars(records),
         "pass_rates": _pass_rates(rows),
         "gate": {
-            k: gate.get(k) for k in ("verdict", "band", "n_rows", "n_graded", "checks", "warnings")
+            **{
+                k: gate.get(k)
+                for k in ("verdict", "band", "n_rows", "n_graded", "checks", "warnings")
+            },
+            "by": lineage.get(next(iter(inputs), ""), next(iter(inputs), None)),
         },
         "digest": digest,
         "columns": _columns(table),
