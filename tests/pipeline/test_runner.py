@@ -762,3 +762,20 @@ def test_a_users_own_gate_that_passed_is_named_in_the_summary_and_the_card(tmp_p
     assert f"optimize (selection mode `rl`), {mine}, publish." in card
     assert "publish_gate" not in card
     assert f"graded count; given by stage {mine}." in card
+
+
+def test_next_rounds_kept_rows_are_counted_in_the_closing_block(tmp_path):
+    """The closing block said ``rows kept: not measured (no selection stage in this
+    pipeline)`` one line after ``next_round: kept 49 tasks``: what next_round wrote, one row
+    per kept task, is counted and said in that unit."""
+    cfg = composed("+experiment=next_round", "simulate.budget=96", "tracking=none")
+    out, _ = run(cfg, tmp_path, "r1")
+    assert out.status == "passed", out.error
+    written = read_rows(tmp_path / "outputs/r1/next_round/rows.jsonl")
+    m = out.stage("next_round").result.metrics
+    assert len(written) == m["kept"] + m["unknown"] > 0
+    line = next(x for x in summarize(out).splitlines() if x.startswith("rows kept:"))
+    assert line == (
+        f"rows kept: {len(written)} of 96 (next_round: one row per task it keeps, the next "
+        "round's prompt set)"
+    )

@@ -200,3 +200,45 @@ def test_the_description_gives_the_plan_not_served_fix_once():
         "not change: see the fix above; or pass k=4)"
     )
     assert "fail there. See the fix above" in note
+
+
+def test_the_description_gives_the_published_record_count_or_says_it_is_not_recorded():
+    """The terminal said ``publish: 47 preference records`` and the description only
+    ``Rows kept``; a publish with no count, or a skipped one, says so, never a number."""
+
+    def note(report):
+        stages = [*_stages(), StageNote("publish", "publish", {"records": 18.0}, report)]
+        return describe_run(stages, preset="rl_round", overrides=[], config_hash="h")
+
+    assert "**Records published:** 18 rl records (publish)" in note({"records": 18, "shape": "rl"})
+    assert "**Records published:** 1 record (publish)" in note({"records": 1})
+    assert "**Records published:** not recorded (publish's report holds no count)" in note({})
+    skipped = note({"skipped": "publish_gate refused"})
+    assert "**Records published:** none (publish skipped: publish_gate refused)" in skipped
+    assert "**Records published:**" not in describe_run(
+        _stages(), preset="eval", overrides=[], config_hash="h"
+    )
+
+
+def test_the_description_names_a_users_own_gate_and_next_rounds_unit():
+    """A ``_target_`` gate that passed read ``Publish gate: not run in this pipeline``; a
+    next_round run read ``rows kept: not measured`` beside its kept tasks."""
+    stages = [
+        StageNote("simulate", "simulate", {"rows_out": 600}, {}),
+        StageNote("gate", "my_gate:run", {}, {"verdict": "passed"}),
+        StageNote(
+            "publish",
+            "publish",
+            {},
+            {"records": 3, "gate": {"verdict": "passed", "by": "gate (x)"}},
+        ),
+    ]
+    note = describe_run(stages, preset="r", overrides=[], config_hash="h", gate_verdict="passed")
+    assert "**Publish gate: PASSED**\n- given by stage gate (x); its checks: not recorded" in note
+    kept = StageNote(
+        "next_round", "next_round", {"rows_kept": 49.0, "rows_in": 600.0},
+        {"rows_kept_are": "one row per task it keeps"},
+    )  # fmt: skip
+    note = describe_run([stages[0], kept], preset="next_round", overrides=[], config_hash="h")
+    assert "**Rows kept:** 49 of 600 made (next_round: one row per task it keeps)" in note
+    assert "not measured" not in note.split("**Rows kept:**", 1)[1].splitlines()[0]

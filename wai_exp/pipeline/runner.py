@@ -1486,9 +1486,9 @@ def summarize(outcome: RunOutcome) -> str:
         m = kept.result.metrics
         of = f" of {int(m['rows_in'])}" if "rows_in" in m else ""
         why = kept.result.report.get("kept_none_because") if not m["rows_kept"] else None
-        out.append(
-            f"rows kept: {int(m['rows_kept'])}{of} ({kept.name})" + (f": {why}" if why else "")
-        )
+        are = kept.result.report.get("rows_kept_are")  # a stage that keeps rows in its unit
+        where = f"{kept.name}: {are}" if are else kept.name
+        out.append(f"rows kept: {int(m['rows_kept'])}{of} ({where})" + (f": {why}" if why else ""))
     else:
         out.append(f"rows kept: not measured ({_missing(outcome, 'selection')})")
     out.append(_gate_line(outcome))

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wai_exp.domain.numbers import finite_float
+from wai_exp.domain.plurals import counted
 
 __all__ = [
     "DELTA_HEADLINE_KEYS",
@@ -319,6 +320,35 @@ def _gate_lines(
     return out
 
 
+def _own_gate_line(stages: Sequence[StageNote]) -> list[str]:
+    """Which stage of the user's own gave publish its verdict, read from publish's report: it
+    records what it chooses, so a check it did not report is said as not recorded."""
+    for s in stages:
+        gate = s.report.get("gate") if s.kind == "publish" else None
+        if isinstance(gate, Mapping) and gate.get("by"):
+            checks = "" if gate.get("checks") else "; its checks: not recorded by the gate"
+            return [f"- given by stage {gate['by']}{checks}"]
+    return []
+
+
+def _published_lines(stages: Sequence[StageNote]) -> list[str]:
+    """How many records each publish stage wrote (its report's ``records``): a skipped publish
+    says why, and a report that holds no count says so rather than a number."""
+    out = []
+    for s in stages:
+        if s.kind != "publish":
+            continue
+        n = s.report.get("records")
+        if s.report.get("skipped"):
+            out.append(f"**Records published:** none ({s.name} skipped: {s.report['skipped']})")
+        elif isinstance(n, int) and not isinstance(n, bool):
+            shape = f"{s.report['shape']} " if s.report.get("shape") else ""
+            out.append(f"**Records published:** {counted(n, shape + 'record')} ({s.name})")
+        else:
+            out.append(f"**Records published:** not recorded ({s.name}'s report holds no count)")
+    return out
+
+
 def _k_way_line(s: StageNote) -> str:
     """pass^k and pass@k with their intervals, or "not measured" and why (the note, less
     what the left-out line above says already: ``k_way_note``)."""
@@ -408,6 +438,7 @@ def describe_run(
         out.append("")
     gate = next((s for s in reversed(stages) if s.kind == "publish_gate"), None)
     out.extend(_gate_lines(gate, gate_verdict, gate_reason, planned))
+    out.extend(_own_gate_line(stages) if gate is None else [])
     out.append("")
     made = sum(
         int(finite_float(s.metrics.get("rows_out")) or 0)
@@ -420,7 +451,9 @@ def describe_run(
     )
     if kept is not None:
         of = f" of {made} made" if any_sim else ""
-        out.append(f"**Rows kept:** {int(kept.metrics['rows_kept'])}{of} ({kept.name})")
+        are = kept.report.get("rows_kept_are")  # a stage that keeps rows in its own unit
+        where = f"{kept.name}: {are}" if are else kept.name
+        out.append(f"**Rows kept:** {int(kept.metrics['rows_kept'])}{of} ({where})")
     elif any_sim:
         why = (
             "the selection stage did not finish" if "optimize" in planned else "no selection stage"
@@ -432,6 +465,7 @@ def describe_run(
         )
     else:
         out.append("**Rows kept:** not measured (no simulate or selection stage)")
+    out.extend(_published_lines(stages))
     warnings = [
         (s.name, str(w))
         for s in stages

@@ -2,7 +2,8 @@
 
 Calls ``next_round(prior=rows, lo=, hi=)`` with ``selection.band`` (``params.band`` overrides).
 Rows out: one representative row per kept task (with ``calibration.pass_rate``). Metrics:
-``kept``, ``dropped_solved``, ``dropped_unsolved``, ``unknown``; tag ``prompt_set_sha``.
+``kept``, ``dropped_solved``, ``dropped_unsolved``, ``unknown``, ``rows_in`` and ``rows_kept``
+(the rows it wrote); tag ``prompt_set_sha``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from typing import Any
 
 from wai_exp.config.models import SelectionConfig
 from wai_exp.pipeline.registry import StageContext, StageResult, input_rows, register
+
+#: What next_round's ``rows_kept`` counts, said beside it wherever rows kept are said.
+ROWS_KEPT_ARE = "one row per task it keeps, the next round's prompt set"
 
 
 @register("next_round", reads=("selection",))
@@ -28,7 +32,9 @@ def run(ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult
         for k in ("kept", "dropped_solved", "dropped_unsolved", "unknown")
         if isinstance(report.get(k), int | float)
     }
-    metrics["rows_in"] = float(len(rows))
+    # What it wrote is one row per task it keeps: the summaries count those, in that unit.
+    metrics["rows_in"], metrics["rows_kept"] = float(len(rows)), float(len(tasks))
+    report["rows_kept_are"] = ROWS_KEPT_ARE
     text = (
         f"{ctx.name}: kept {report.get('kept')} tasks in the band [{lo}, {hi}]; dropped "
         f"{report.get('dropped_solved')} solved, {report.get('dropped_unsolved')} unsolved; "
