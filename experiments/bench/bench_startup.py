@@ -5,11 +5,17 @@ Run with the suite (``python experiments/bench/run.py startup``) or alone, with 
 repeats, niced on a shared machine::
 
     nice -n 19 python experiments/bench/bench_startup.py --repeats 7
+    nice -n 19 python experiments/bench/bench_startup.py --repeats 7 --against /tmp/base
+
+``--against`` measures another checkout (say ``main`` before a change) in turn with this one,
+command by command, so both see the same load.
 
 Each command runs in a fresh temporary folder (a first run computes its stages; the
 ``cached`` rows run the same command again, so every stage is reused). CPU is user + system
-of the process and the children it waited for; a tracked run's writer and plot processes
-are not waited for, so only its wall time is shown. Values are medians.
+of the wai-exp process and of every process it started: a tracked run's writer and plot
+processes exit just after it, so the bench adopts them (Linux's child subreaper; where that
+is missing, a tracked run shows its wall time only). CPU is what a command costs a machine
+whose cores are all busy, as CI's are. Values are medians.
 
 ``imports`` is ``python -X importtime`` over the same command run through
 ``wai_exp.cli.main``: the sum of the top-level imports' cumulative times (wall clock, so it
@@ -20,6 +26,7 @@ same on a busy machine, and names the heavy libraries among them (``HEAVY``).
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import subprocess
@@ -53,11 +60,40 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _timed(args: list[str], cwd: Path) -> tuple[float, float]:
-    """Wall and CPU seconds of one ``wai-exp ARGS``. Raises when it fails."""
+def _adopt_orphans() -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux's child subreaper):
+    a tracked run's writer and plot processes exit just after the wai-exp process, and
+    their CPU then counts here too. False where that cannot be set."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _reap_orphans(timeout: float = 120.0) -> None:
+    """Wait for every adopted descendant to exit (their CPU joins ``RUSAGE_CHILDREN``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.05)
+
+
+def _timed(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds of one ``wai-exp ARGS`` and the CPU seconds of it and of every process
+    it started (once adopted: ``_adopt_orphans``). Raises when it fails."""
     c0, t0 = _children_cpu(), time.perf_counter()
-    done = subprocess.run([WAI_EXP, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
-    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
+    done = subprocess.run(
+        [WAI_EXP, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+    wall = time.perf_counter() - t0
+    _reap_orphans()
+    cpu = _children_cpu() - c0
     if done.returncode != 0:
         raise RuntimeError(
             f"wai-exp {' '.join(args)} exited {done.returncode}: {done.stderr[-800:]}"
@@ -65,22 +101,27 @@ def _timed(args: list[str], cwd: Path) -> tuple[float, float]:
     return wall, cpu
 
 
-def _medians(args: list[str], repeats: int, cached: bool) -> tuple[float, float]:
-    """Median wall and CPU over ``repeats`` runs, each in a fresh folder (``cached``: the
-    second of two identical runs there)."""
-    walls, cpus = [], []
+def _medians(
+    args: list[str], repeats: int, cached: bool, envs: list[dict[str, str]]
+) -> list[tuple[float, float]]:
+    """Median wall and CPU over ``repeats`` runs in each environment (one per checkout
+    measured, taken in turn so a change of the machine's load falls on all of them), each
+    run in a fresh folder (``cached``: the second of two identical runs there)."""
+    walls: list[list[float]] = [[] for _ in envs]
+    cpus: list[list[float]] = [[] for _ in envs]
     for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as tmp:
-            if cached:
-                _timed(args, Path(tmp))
-                time.sleep(1.1)  # a new run folder
-            wall, cpu = _timed(args, Path(tmp))
-        walls.append(wall)
-        cpus.append(cpu)
-    return statistics.median(walls), statistics.median(cpus)
+        for i, env in enumerate(envs):
+            with tempfile.TemporaryDirectory() as tmp:
+                if cached:
+                    _timed(args, Path(tmp), env)
+                    time.sleep(1.1)  # a new run folder
+                wall, cpu = _timed(args, Path(tmp), env)
+            walls[i].append(wall)
+            cpus[i].append(cpu)
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)]
 
 
-def _imports(args: list[str]) -> tuple[float, int, list[str]]:
+def _imports(args: list[str], env: dict[str, str]) -> tuple[float, int, list[str]]:
     """Milliseconds of imports (the sum of the top-level imports' cumulative times), the
     number of modules loaded (unlike a time, the same on a busy machine) and the heavy
     libraries among them, for ``wai-exp ARGS`` run in one interpreter."""
@@ -88,10 +129,12 @@ def _imports(args: list[str]) -> tuple[float, int, list[str]]:
         done = subprocess.run(
             [sys.executable, "-X", "importtime", "-c", _IMPORTED, ",".join(HEAVY), *args],
             cwd=tmp,
+            env=env,
             capture_output=True,
             text=True,
             timeout=600,
         )
+        _reap_orphans()  # a tracked run's writer: not counted in the next command's CPU
     total_us = n_modules = 0
     heavy: list[str] = []
     for line in done.stderr.splitlines():
@@ -115,21 +158,30 @@ COMMANDS = [
 ]
 
 
-def measure(repeats: int) -> list[dict]:
-    """One result per command and measure (wall, CPU, imports)."""
+def measure(repeats: int, against: Path | None = None) -> list[dict]:
+    """One result per command and measure (wall, CPU, imports, modules), for this checkout
+    and, when given, for the one at ``against`` (its folder holding ``wai_exp`` goes first
+    on ``PYTHONPATH``), the two measured in turn."""
+    trees = [("", dict(os.environ))]
+    if against is not None:
+        trees = [("this: ", trees[0][1]), ("against: ", {**os.environ, "PYTHONPATH": str(against)})]
+    envs = [env for _, env in trees]
+    every = _adopt_orphans()
     results = []
     for label, args, cached in COMMANDS:
-        wall, cpu = _medians(args, repeats, cached)
-        results.append(_row(f"{label}: wall (median of {repeats})", wall, "s"))
-        if "MLflow" not in label:
-            results.append(_row(f"{label}: CPU (median of {repeats})", cpu, "s"))
-        if not cached:
-            seen = [_imports(args) for _ in range(repeats)]
-            ms = statistics.median(m for m, _, _ in seen)
-            results.append(_row(f"{label}: imports (median of {repeats})", ms, "ms"))
-            row = _row(f"{label}: modules loaded", seen[-1][1], "")
-            row["heavy"] = seen[-1][2]
-            results.append(row)
+        medians = _medians(args, repeats, cached, envs)
+        for (tree, env), (wall, cpu) in zip(trees, medians, strict=True):
+            name = f"{tree}{label}"
+            results.append(_row(f"{name}: wall (median of {repeats})", wall, "s"))
+            if every or "MLflow" not in label:
+                results.append(_row(f"{name}: CPU, all processes (median of {repeats})", cpu, "s"))
+            if not cached:
+                seen = [_imports(args, env) for _ in range(repeats)]
+                ms = statistics.median(m for m, _, _ in seen)
+                results.append(_row(f"{name}: imports (median of {repeats})", ms, "ms"))
+                row = _row(f"{name}: modules loaded", seen[-1][1], "")
+                row["heavy"] = seen[-1][2]
+                results.append(row)
     return results
 
 
@@ -144,6 +196,13 @@ def bench_startup() -> list[dict]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
-    for res in measure(parser.parse_args().repeats):
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout's folder (e.g. `git worktree add --detach /tmp/base main`), "
+        "measured in turn with this one",
+    )
+    opts = parser.parse_args()
+    for res in measure(opts.repeats, opts.against):
         extra = f"  [{' '.join(res['heavy'])}]" if "heavy" in res else ""
-        print(f"{res['name']:<56} {res['value']:>9.3f} {res['unit']}{extra}", flush=True)
+        print(f"{res['name']:<75} {res['value']:>9.3f} {res['unit']}{extra}", flush=True)
