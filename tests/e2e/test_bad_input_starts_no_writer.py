@@ -216,3 +216,30 @@ def test_an_option_between_overrides_is_read_as_if_first(tmp_path):
     assert res.returncode == 0, res.stderr[-1500:]
     assert "  budget: 8\n" in res.stdout
     assert sorted(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_value_hydra_cannot_compose_is_refused_before_the_parent_opens(tmp_path):
+    """A swept option whose own file's defaults list names a group that is not there: the
+    sweep check skipped every job it could not compose, so Hydra's launcher failed at that
+    job after the MLflow parent opened, printing "0 of 0 jobs finished ... 0 of 0 jobs
+    failed" and exiting 1."""
+    conf = tmp_path / "conf" / "agent"
+    conf.mkdir(parents=True)
+    (conf / "mine.yaml").write_text(
+        "defaults:\n  - scripted\n  - override /judge: nosuch\n  - _self_\nskill: 0.7\n"
+    )
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    code, err, writers = run_watching_the_writer(
+        ["-m", "--config-dir", str(tmp_path / "conf"), "+experiment=eval",
+         "agent=scripted,mine", "simulate.budget=8"],
+        cwd,
+    )  # fmt: skip
+    assert code == 2, (code, err[-1500:])
+    assert "1 job of this sweep would be refused; no job ran" in err
+    assert "job +experiment=eval agent=mine simulate.budget=8:" in err
+    assert "Hydra cannot compose this job's config: In 'agent/mine'" in err
+    assert "Fix the config file it names, or drop the value" in err
+    assert "0 of 0" not in err and "Traceback" not in err
+    assert writers == set()
+    assert sorted(cwd.iterdir()) == []  # no mlflow.db, no parent run, no multirun/

@@ -152,10 +152,12 @@ def sweep_jobs(config: Any) -> list[list[str]] | None:
 
 
 def sweep_problems(config: Any) -> list[tuple[list[str], str]]:
-    """``(job overrides, problem)`` for each job whose config a run would refuse. A job
-    whose config cannot be composed here is left to Hydra (it checks each job's composition
-    itself before launching). Identical job configs are checked once."""
+    """``(job overrides, problem)`` for each job whose config a run would refuse or Hydra
+    cannot compose (a swept config file whose defaults list names no option). A job whose
+    config composes but cannot be resolved here is left to the job unless it fails wherever
+    it runs. Identical job configs are checked once."""
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
     from omegaconf import OmegaConf, open_dict
 
     from wai_exp.commands.run import config_dict, config_problem, unresolved_message
@@ -170,6 +172,12 @@ def sweep_problems(config: Any) -> list[tuple[list[str], str]]:
     for overrides in jobs:
         try:
             job_cfg = loader.load_sweep_config(config, overrides)
+        except HydraException as exc:
+            # Hydra's launcher composes each job with this same call as the job starts: a
+            # job that fails here fails there, after the jobs before it ran.
+            out.append((overrides, _composition_message(exc)))
+            continue
+        try:
             with open_dict(job_cfg):
                 del job_cfg["hydra"]
             plain = config_dict(OmegaConf.to_container(job_cfg, resolve=True))
@@ -185,6 +193,16 @@ def sweep_problems(config: Any) -> list[tuple[list[str], str]]:
         if seen[key]:
             out.append((overrides, str(seen[key])))
     return out
+
+
+def _composition_message(exc: Exception) -> str:
+    """Hydra's reason a job's config cannot be composed, and the fix."""
+    why = str(exc).strip() or type(exc).__name__
+    return (
+        f"Hydra cannot compose this job's config: {why}\n"
+        "Fix the config file it names, or drop the value (`wai-exp ... --cfg job` with the "
+        "job's overrides shows the same error and starts nothing)."
+    )
 
 
 def _unresolvable_anywhere(exc: Exception) -> bool:
