@@ -602,31 +602,10 @@ def test_the_rerun_advice_for_a_sweep_parent_names_a_child_or_the_sweep_not_a_be
     console: ``-m +experiment=eval agent.skill=0.5|0.95 seed=0,1 simulate.budget=40``), and
     the advice said "simulate.tasks=<before run>/simulate/rows.jsonl simulate.runs=3": a
     sweep parent is several runs, each seed on its own tasks, so there is no before run."""
-    from mlflow import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
-
-    def parent(skill: float, overrides: str) -> str:
-        tags = {"wai.sweep": "parent", "wai.sweep.keys": "seed", "wai.overrides": overrides}
-        par = client.create_run(exp, tags=tags)
-        for i in range(2):  # each seed's tasks are its own: s0t.., s1t..
-            rows = [{**r, "scenario_id": f"s{i}{r['scenario_id']}"} for r in arm(skill, 40 + i)]
-            folder = tmp_path / f"sweep-{skill}" / str(i)
-            write_rows(folder / "grade" / "rows.jsonl", rows)
-            kid = client.create_run(
-                exp,
-                tags={"mlflow.parentRunId": par.info.run_id, "wai.run_dir": str(folder)},
-                run_name=f"seed={i} · eval agent.skill={skill}",
-            )
-            client.log_artifact(kid.info.run_id, str(folder / "grade" / "rows.jsonl"), "grade")
-            client.set_terminated(kid.info.run_id, "FINISHED")
-        return par.info.run_id
-
+    uri, parent = _sweep_store(tmp_path)
     swept = "+experiment=eval agent.skill={} seed=0,1 simulate.runs=1"
-    before = parent(0.3, swept.format(0.3))
-    after = parent(0.85, swept.format(0.85))
+    before = parent(0.3, swept.format(0.3), (0, 1))
+    after = parent(0.85, swept.format(0.85), (0, 1))
     main([before, after, "--tracking-uri", uri, "--no-record"])
     advice = next(x for x in capsys.readouterr().out.splitlines() if "Evaluate each arm" in x)
     assert "<before run>" not in advice
@@ -648,3 +627,62 @@ def test_the_rerun_advice_for_a_sweep_parent_names_a_child_or_the_sweep_not_a_be
         "one run of its sweep's configuration; or add simulate.runs=3 to the after sweep: "
         "wai-exp -m +experiment=eval agent.skill=0.85 seed=0,1 simulate.runs=3)"
     ) in advice
+
+
+def _sweep_store(tmp_path: Path):
+    """An MLflow store, and a maker of seed-sweep parents in it: ``parent(skill, overrides,
+    seeds)`` logs one child a seed, each on its own tasks (s0t.., s1t..), and returns the
+    parent's id."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+
+    def parent(skill: float, overrides: str, seeds: tuple[int, ...]) -> str:
+        tags = {"wai.sweep": "parent", "wai.sweep.keys": "seed", "wai.overrides": overrides}
+        par = client.create_run(exp, tags=tags)
+        for i in seeds:
+            rows = [{**r, "scenario_id": f"s{i}{r['scenario_id']}"} for r in arm(skill, 40 + i)]
+            folder = tmp_path / f"sweep-{skill}" / str(i)
+            write_rows(folder / "grade" / "rows.jsonl", rows)
+            kid = client.create_run(
+                exp,
+                tags={"mlflow.parentRunId": par.info.run_id, "wai.run_dir": str(folder)},
+                run_name=f"seed={i} · eval agent.skill={skill}",
+            )
+            client.log_artifact(kid.info.run_id, str(folder / "grade" / "rows.jsonl"), "grade")
+            client.set_terminated(kid.info.run_id, "FINISHED")
+        return par.info.run_id
+
+    return uri, parent
+
+
+def test_the_pinning_advice_of_a_not_comparable_sweep_pair_names_a_child_not_a_before_run(
+    tmp_path: Path, capsys
+) -> None:
+    """Two seed sweeps on different seeds drew different tasks (seen through the console:
+    ``-m +experiment=eval agent.skill=0.5 seed=0,1`` against ``agent.skill=0.95 seed=2,3``):
+    NOT COMPARABLE said "Pin the after arm to the before run's tasks
+    (simulate.tasks=<before run>/simulate/rows.jsonl)", and a sweep parent has no one run."""
+    uri, parent = _sweep_store(tmp_path)
+    before = parent(0.3, "+experiment=eval agent.skill=0.3 seed=0,1", (0, 1))
+    after = parent(0.85, "+experiment=eval agent.skill=0.85 seed=2,3", (2, 3))
+    main([before, after, "--tracking-uri", uri, "--no-record"])
+    out = capsys.readouterr().out
+    cause = next(x for x in out.splitlines() if x.startswith("NOT COMPARABLE: situations"))
+    assert "<before run>" not in cause and "the before run's tasks" not in cause
+    child = tmp_path / "sweep-0.3" / "0"
+    assert (
+        "Pin the after arm to one task set (both arms on the tasks of one child of the before "
+        f"sweep, seed=0: simulate.tasks={child}/simulate/rows.jsonl; a sweep parent is several "
+        "runs with no one task set) or compare per tier with dataset_report"
+    ) in cause
+    main([before, after, "--tracking-uri", uri, "--no-record", "--json"])
+    [cause] = json.loads(capsys.readouterr().out)["not_comparable"]
+    assert f"simulate.tasks={child}/simulate/rows.jsonl;" in cause
+    # A plain run before a sweep is one task set: its advice names it as before.
+    single = run_dir(tmp_path, "one", arm(0.3, 3))
+    main([str(single), after, "--tracking-uri", uri, "--no-record"])
+    out = capsys.readouterr().out
+    assert "Pin the after arm to the before run's tasks (simulate.tasks=<before run>/" in out

@@ -455,15 +455,30 @@ def _seed_sweep_warning(ref: str, keys: Sequence[str], sd: float) -> str | None:
 def _sweep_rerun_advice(
     warnings: list[str], before: SweepArm | None, after: SweepArm | None
 ) -> list[str]:
-    """``warnings`` with the unreplicated advice worded for sweep-parent arms: "evaluate
-    each arm with runs=3 on <before run>'s tasks" names no run when an arm pools a sweep's
-    children (several runs, each seed on its own tasks)."""
+    """``warnings`` (or the NOT COMPARABLE causes) with the pinning advice worded for
+    sweep-parent arms: "evaluate each arm with runs=3 on <before run>'s tasks" and "pin the
+    after arm to the before run's tasks (simulate.tasks=<before run>/...)" name no run when an
+    arm pools a sweep's children (several runs, each seed on its own tasks)."""
     if before is None and after is None:
         return warnings
-    from wai_exp.score.stats.delta import CLI_FIXES, RERUN_EACH
+    from wai_exp.score.stats.delta import CLI_FIXES, PIN_TASKS, RERUN_EACH
 
-    rerun = dict(CLI_FIXES)[RERUN_EACH]
-    return [w.replace(rerun, _sweep_rerun(before, after)) for w in warnings]
+    fixes = dict(CLI_FIXES)
+    rerun, pin = fixes[RERUN_EACH], f"the before run's tasks ({fixes[PIN_TASKS]})"
+    out = [w.replace(rerun, _sweep_rerun(before, after)) for w in warnings]
+    if before is not None:  # a plain before run keeps its own tasks to pin to
+        out = [w.replace(pin, f"one task set ({_child_pin(before)})") for w in out]
+    return out
+
+
+def _child_pin(before: SweepArm, runs: str = "") -> str:
+    """Both arms on the tasks of one named child of the before sweep (its run dir)."""
+    where = before.child_dir or f"<the run dir of child {before.child}>"
+    return (
+        f"both arms on the tasks of one child of the before sweep, {before.child}: "
+        f"simulate.tasks={where}/simulate/rows.jsonl{runs}; a sweep parent is several runs "
+        "with no one task set"
+    )
 
 
 def _sweep_rerun(before: SweepArm | None, after: SweepArm | None) -> str:
@@ -471,12 +486,7 @@ def _sweep_rerun(before: SweepArm | None, after: SweepArm | None) -> str:
     task set (the before run's, or one named child's of a before sweep), or the sweep again
     with ``simulate.runs=3``."""
     if before is not None:
-        where = before.child_dir or f"<the run dir of child {before.child}>"
-        pin = (
-            f"both arms on the tasks of one child of the before sweep, {before.child}: "
-            f"simulate.tasks={where}/simulate/rows.jsonl simulate.runs=3; a sweep parent is "
-            "several runs with no one task set"
-        )
+        pin = _child_pin(before, " simulate.runs=3")
     else:
         pin = (
             "simulate.tasks=<before run>/simulate/rows.jsonl simulate.runs=3, the after arm "
@@ -697,7 +707,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cli=True,
         )
         report["lost_lines"] = [got.line for got in lost.values() if got.line]
-        report["warnings"] = _sweep_rerun_advice(report["warnings"], arm_b.sweep, arm_a.sweep)
+        for key in ("warnings", "not_comparable"):
+            report[key] = _sweep_rerun_advice(report[key], arm_b.sweep, arm_a.sweep)
     except (CompareInputError, ValueError, OSError) as exc:
         sys.stderr.write(f"wai-exp compare: {exc}\n")
         return EXIT_BAD_INPUT
