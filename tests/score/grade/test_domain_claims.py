@@ -87,6 +87,8 @@ NOT_CLAIMS = [
     "The note was created on 2026-01-01.",
     "That task was added by Ana last week.",
     "Dune was published in 1965.",
+    "The task was marked as done last week.",
+    "Your invoice was paid with Visa.",
     "I found 2 notes: NOTE-1001 (groceries).",
     "I've logged your request, but the hold hasn't been cleared.",
     "I've flagged it to the team; nothing has been removed yet.",
