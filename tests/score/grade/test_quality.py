@@ -211,3 +211,20 @@ def test_the_reasons_count_words_and_turns_in_their_number(n: int) -> None:
         f"{'1 agent turn repeats' if one else f'{n} agent turns repeat'} an earlier one" in reason
     )
     assert ("1 empty assistant turn" if one else f"{n} empty assistant turns") in reason
+
+
+@pytest.mark.parametrize(
+    ("result", "uses"),
+    [
+        ({"books": []}, 1.0),
+        ({"data": {"items": [], "page": 1}}, 1.0),
+        # a record was found beside an empty list: "not found" does not use that result
+        ({"book": {"book_id": "BK-1002", "title": "Emma"}, "related": []}, 0.0),
+    ],
+)
+def test_a_not_found_reply_uses_a_result_the_checklist_reads_as_empty(
+    result: dict[str, Any], uses: float
+) -> None:
+    steps = tool_turn("search_books", {"query": "design review"}, result)
+    scored = score_row(row("I couldn't find any books on design review.", steps))
+    assert scored["quality_scores"]["uses_tool_results"] == uses

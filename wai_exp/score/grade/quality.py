@@ -43,7 +43,7 @@ from typing import Any
 from wai_exp.domain.plurals import counted
 from wai_exp.domain.replies import acknowledges_fault, reply_acts
 from wai_exp.domain.tools import is_write_tool
-from wai_exp.score.grade.checklist import quotes_result
+from wai_exp.score.grade.checklist import empty_result, quotes_result
 from wai_exp.score.grade.grading import (
     call_failed,
     calls_from_steps,
@@ -97,16 +97,13 @@ def _uses_results(calls: Sequence[dict[str, Any]], reply: str) -> float | None:
     wrote = [c for c in answered if is_write_tool(c["name"]) and not call_failed(c)]
     if wrote and "claim_success" in acts:
         return 1.0
-    if "not_found" in acts and any(_is_empty_search(c.get("result")) for c in answered):
+    # The checklist's reading of "found nothing", so a not-found reply earns here what the
+    # plan rules grade it for: a nested empty list counts, a record beside one does not.
+    if "not_found" in acts and any(empty_result(c.get("result")) for c in answered):
         return 1.0
     if "already_done" in acts and any(_has_set_flag(c.get("result")) for c in answered):
         return 1.0
     return 0.0
-
-
-def _is_empty_search(result: Any) -> bool:
-    """A search that answered with an empty list of records."""
-    return isinstance(result, Mapping) and any(v == [] for v in result.values())
 
 
 def _has_set_flag(result: Any) -> bool:
