@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.support.mcp_http import notes_server_over_http
 from wai_exp.score.stats.left_out import FIX_SAID_ABOVE
-from wai_exp.score.stats.passat import PLAN_NOT_SERVED_FIX
+from wai_exp.score.stats.passat import BASIS_NOTE_HEAD, PLAN_NOT_SERVED_FIX
 
 WAI_EXP = str(Path(sys.executable).parent / "wai-exp")
 REPO = Path(__file__).resolve().parents[2]
@@ -193,3 +193,20 @@ def test_the_headline_says_which_tasks_it_left_out_for_want_of_a_judged_row(
     assert report["ungraded_tasks_line"] == below.strip().replace(
         FIX_SAID_ABOVE, PLAN_NOT_SERVED_FIX
     )
+
+
+def test_an_adaptive_runs_grade_report_says_the_first_batch_left_out_fact_once(
+    tmp_path: Path,
+) -> None:
+    """On rl_round, grade's report.txt said a task with no graded first-batch row is left
+    out twice: in pass@1's note ("1 task has no graded first-batch row and is left out of
+    it") and in the left-out line under it. The summaries said it once; now report.txt too."""
+    res = wai(tmp_path, f"world.command={SERVER}", "world.reset_tool=reset_notes")
+    assert res.returncode == 0, res.stdout + res.stderr
+    text = (tmp_path / "outputs/run/grade/report.txt").read_text()
+    left = next(line for line in text.splitlines() if line.startswith("left out: "))
+    assert "first-batch rows has a 0/1 grade" in left, left
+    assert BASIS_NOTE_HEAD not in text and "no graded first-batch row" not in text, text
+    # report.json keeps pass_at's note whole, for a reader that has no left-out line
+    report = json.loads((tmp_path / "outputs/run/grade/report.json").read_text())
+    assert report["note"].startswith(BASIS_NOTE_HEAD)

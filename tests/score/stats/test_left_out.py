@@ -113,3 +113,14 @@ def test_the_plan_not_served_fix_is_given_once_and_pointed_back_to():
     assert once.lower().count(fix) == 1 and once.startswith(text.splitlines()[0])
     assert once.splitlines()[1] == "left out: ...: see the fix above"
     assert "does not change: see the fix above; or pass k=4" in once
+
+
+def test_grades_pass_at_line_leaves_the_first_batch_fact_to_the_left_out_line():
+    from wai_exp.pipeline.stages.grade import pass_at_line
+
+    rows = _batched({**GRADED, "d": [None, None]}, {"d": [1.0, 0.0]})
+    line, pa = ungraded_tasks_line(rows), pass_at(rows)
+    text = pass_at_line(pa, {"ungraded_tasks_line": line})
+    assert BASIS_NOTE_HEAD not in text and "first-batch row" not in text
+    assert text.startswith(str(pa).split(" | ", 1)[0])
+    assert pass_at_line(pa, {}) == str(pa)  # no left-out line: the note keeps the fact

@@ -329,6 +329,18 @@ def _pass_at(
     )
 
 
+def pass_at_line(pa: Any, report: dict[str, Any]) -> str:
+    """``str(pa)`` with its note as the summaries give it (``k_way_note``): the tasks with no
+    graded first-batch row are said by the left-out line under it, not here too."""
+    from wai_exp.score.stats.left_out import k_way_note
+
+    text, note = str(pa), str(pa.note or "")
+    if not note:
+        return text
+    kept = k_way_note({"note": note, "ungraded_tasks_line": report.get("ungraded_tasks_line")})
+    return text.removesuffix(f" | {note}") + (f" | {kept}" if kept else "")
+
+
 def judge_rows(
     ctx: StageContext, params: dict[str, Any], inputs: dict[str, StageResult], source: str
 ) -> StageResult:
@@ -433,7 +445,7 @@ def judge_rows(
         metrics["rollouts_lost"] = float(lost["rollouts"])
     lines = [
         f"{ctx.name}: judged {n_in} rows with {name} ({unjudged} unjudged, never counted as failures)",
-        str(pa),
+        pass_at_line(pa, report),
         *([report["ungraded_tasks_line"]] if report["ungraded_tasks_line"] else []),
         str(floor),
     ]
