@@ -14,7 +14,7 @@ from pathlib import Path
 #: Libraries no scripted eval needs in the wai-exp process itself.
 NOT_ON_THE_EVAL_PATH = {
     "scipy", "mlflow", "matplotlib", "pandas", "pyarrow", "sqlalchemy", "ray", "torch", "trl",
-    "transformers", "datasets", "mcp",
+    "transformers", "datasets", "mcp", "httpx", "aiohttp",
 }  # fmt: skip
 
 _MAIN = """

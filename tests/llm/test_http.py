@@ -20,8 +20,8 @@ from wai_exp.llm.http import (
     async_client,
     classify,
     post_json,
-    send_requests_first,
 )
+from wai_exp.llm.loop import send_requests_first
 
 NO_WAIT = RetryPolicy(retries=2, base_s=0.0, max_s=0.0)
 

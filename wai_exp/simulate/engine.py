@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from wai_exp.domain.gc_tuning import fewer_gc_passes, landed_rows_frozen
-from wai_exp.llm.http import send_requests_first
+from wai_exp.llm.loop import send_requests_first
 from wai_exp.rows.model import NOT_EXECUTED, not_executed
 from wai_exp.simulate.agent_setup import ResolvedAgent, is_async_callable, resolve_agent
 from wai_exp.simulate.data import SimulationData

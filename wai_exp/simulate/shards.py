@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wai_exp.llm.http import send_requests_first, warm_up
+from wai_exp.llm.loop import send_requests_first
 from wai_exp.rows.jsonl import StringSharer
 from wai_exp.simulate.ids import stable_hash
 from wai_exp.simulate.rollout import Outcome
@@ -925,6 +925,8 @@ async def _serve(
         from wai_exp.simulate.engine import shard_runner
 
         if spare:
+            from wai_exp.llm.http import warm_up  # here: a run with no HTTP agent never loads httpx
+
             warm_up()
 
         try:
