@@ -375,3 +375,30 @@ def test_when_the_summary_itself_fails_the_parent_counts_failed_jobs_in_their_nu
             f"the sweep ended before on_multirun_end ({jobs} failed in this process); see "
             "the child runs and the Hydra log"
         )
+
+
+def test_a_second_sweep_in_one_process_opens_a_store_made_again_at_the_same_path(
+    start_dir, migrated_db, monkeypatch
+):
+    """Two sweeps in one process, the store deleted and made again at the same path between
+    them (``rm mlflow.db`` in a notebook; pytest's tmp folders, whose names repeat once a
+    passed test's folder is removed). The second parent run was inserted through MLflow's
+    cached connection to the deleted file: "attempt to write a readonly database". The
+    callback keeps no state between sweeps; the first one ending through the last-resort
+    branch is where this was first seen, not its cause."""
+    cfg = _sweep_cfg(start_dir)
+    first = MlflowSweepCallback()
+    first.on_multirun_start(cfg)
+    monkeypatch.setattr(first, "finalize", lambda *a, **k: 1 / 0)  # the last-resort branch
+    first._atexit()
+    assert _client(start_dir).get_run(first.parent_run_id).info.status == "FAILED"
+    (start_dir / "mlflow.db").unlink()
+    shutil.copyfile(migrated_db, start_dir / "mlflow.db")
+    second = MlflowSweepCallback()
+    second.on_multirun_start(cfg)
+    second.on_multirun_end(cfg)
+    runs = _client(start_dir).search_runs(
+        [second.experiment_id], filter_string="tags.`wai.sweep` = 'parent'"
+    )
+    assert [r.info.run_id for r in runs] == [second.parent_run_id]  # only the new store's
+    assert runs[0].info.status == "FINISHED"

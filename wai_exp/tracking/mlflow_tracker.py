@@ -93,6 +93,9 @@ _STATUSES = ("FINISHED", "FAILED", "KILLED")
 #: graded rows but a histogram of the kept subset would read as the policy's pass rate.
 GRADED_KINDS = frozenset({"grade", "evaluate"})
 _prepared: dict[tuple[str, str], str] = {}
+#: The SQLite file each prepared URI was opened on (device, inode): a file made again at
+#: that path is another store, which MLflow's cached engine would not see.
+_opened_files: dict[str, tuple[int, int] | None] = {}
 #: Runs this process started (a launcher worker that is reused runs several jobs).
 _RUNS_IN_PROCESS = 0
 
@@ -199,6 +202,7 @@ def prepare_store(uri: str, experiment: str) -> str:
     ``http(s)`` URI.
     """
     key = (uri, experiment)
+    _forget_a_replaced_store(uri)
     if key in _prepared:
         return _prepared[key]
     if uri.startswith(("http://", "https://")):
@@ -235,7 +239,38 @@ def prepare_store(uri: str, experiment: str) -> str:
         except MlflowException as e:
             raise TrackingError(f"cannot open MLflow store {uri}: {e}") from e
     _prepared[key] = exp_id
+    _opened_files[uri] = _file_identity(uri)
     return exp_id
+
+
+def _file_identity(uri: str) -> tuple[int, int] | None:
+    """(device, inode) of a SQLite URI's file; None for another store or no file."""
+    db = sqlite_path(uri)
+    try:
+        st = db.stat() if db is not None else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_dev, st.st_ino)
+
+
+def _forget_a_replaced_store(uri: str) -> None:
+    """Drop what this process keeps of ``uri``'s store when its SQLite file was deleted and
+    made again since it was prepared (``rm mlflow.db`` between two runs in one process): the
+    experiment ids, and MLflow's cached engine, whose open connections still write to the
+    deleted file ("attempt to write a readonly database")."""
+    if uri not in _opened_files or _opened_files[uri] == _file_identity(uri):
+        return
+    del _opened_files[uri]
+    for key in [k for k in _prepared if k[0] == uri]:
+        del _prepared[key]
+    with contextlib.suppress(Exception):  # MLflow's engine cache is private: best effort
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        # Closing its pooled connections makes the engine (kept by MLflow's cached store)
+        # open the file now at the path on its next use.
+        engine = SqlAlchemyStore._engine_map.get(uri)
+        if engine is not None:
+            engine.dispose()
 
 
 #: Where the migrated, empty MLflow schema is kept (one file per MLflow version), under
