@@ -45,6 +45,14 @@ _WRITE_STATE = (
     r"paid|ordered|set up|signed (?:you )?up|checked (?:you )?in"
 )
 _WRITE_PAST = _WRITE_EVENT + "|" + _WRITE_STATE
+#: The same writes in their base form, for "I couldn't add Emma", "it didn't create the
+#: task", "the note could not be created".
+_WRITE_BASE = (
+    r"create|add|clear|remove|delete|renew|refill|reserve|register|enrol|enroll|book|"
+    r"schedule|reschedule|assign|archive|mark|upload|post|invite|extend|pause|resume|"
+    r"subscribe|unsubscribe|rename|edit|modify|transfer|restore|unlock|replace|place|"
+    r"be (?:" + _WRITE_PAST + r")"
+)
 #: A passive report of a write that dates or attributes it ("was created on 3 May", "was
 #: added by Ana", "was moved in 2024") describes a record the agent read, not an act.
 _NOT_AN_ACT = r"(?! (?:on|in|at|by|since|back|last|yesterday|earlier|ago|before)\b)"
@@ -124,7 +132,7 @@ TROUBLE: tuple[str, ...] = (
     r"down for maintenance|maintenance)",
     r"\b(?:did not|didn't|does not|doesn't|has not|hasn't|was not|wasn't|could not|couldn't|"
     r"cannot|can't|unable to|not able to|wasn't able to|was not able to|never|won't|"
-    r"wouldn't|failed to|yet to)\b[^.!?;]{0,40}?\b(?:" + _ACTION_BASE + r")\b",
+    r"wouldn't|failed to|yet to)\b[^.!?;]{0,40}?\b(?:" + _ACTION_BASE + "|" + _WRITE_BASE + r")\b",
     r"\b(?:try again|retry|another (?:try|shot|go|attempt))\b",
     r"\b(?:unsuccessful|did not succeed|didn't succeed|no confirmation|can't confirm|"
     r"cannot confirm|couldn't confirm)\b",
