@@ -402,3 +402,28 @@ def test_a_second_sweep_in_one_process_opens_a_store_made_again_at_the_same_path
     )
     assert [r.info.run_id for r in runs] == [second.parent_run_id]  # only the new store's
     assert runs[0].info.status == "FINISHED"
+
+
+@pytest.mark.parametrize("tracking", ["mlflow", "none"])
+def test_a_sweep_hydra_stopped_before_its_first_job_says_how_many_were_planned(
+    start_dir, capsys, tracking
+):
+    """Hydra's launcher raised before any job (a config only the job's composition refuses):
+    the summary read "0 of 0 jobs finished ... error: 0 of 0 jobs failed" under an empty
+    table, as if the sweep had planned nothing."""
+    cfg = _sweep_cfg(start_dir, {"kind": tracking, "experiment": "wai-exp"})
+    cfg.hydra.sweeper = {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"}
+    cb = MlflowSweepCallback()
+    cb.on_multirun_start(cfg)
+    cb._atexit()  # Hydra skips on_multirun_end when its launcher raises
+    out = capsys.readouterr().out
+    error = (
+        "error: Hydra stopped the sweep before the first of 3 planned jobs started; Hydra's "
+        "error, printed with this summary, says why"
+    )
+    assert out.startswith(f"wai-exp sweep: no job ran\n{error}\n"), out
+    assert "0 of 0" not in out and "pass@1" not in out
+    if tracking == "mlflow":
+        parent = _client(start_dir).get_run(cb.parent_run_id)
+        assert parent.info.status == "FAILED"
+        assert parent.data.tags["wai.error"] == error.removeprefix("error: ")

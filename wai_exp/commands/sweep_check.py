@@ -37,7 +37,6 @@ from wai_exp.domain.plurals import counted
 log = logging.getLogger(__name__)
 
 EXIT_INVALID_CONFIG = 2
-_BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
 class ValidateSweepCallback(Callback):
@@ -134,21 +133,9 @@ def pin_tasks(config: Any) -> str | None:
 def sweep_jobs(config: Any) -> list[list[str]] | None:
     """The override list of every job the basic sweeper will launch for ``config`` (the
     composed multirun config), in its order; None for another sweeper."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
+    from wai_exp.tracking.sweep import planned_jobs
 
-    sweeper = OmegaConf.select(config, "hydra.sweeper._target_")
-    if sweeper != _BASIC_SWEEPER:
-        return None
-    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
-    arguments = [f"{k}={v}" for k, v in dict(params).items()]
-    task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
-    assert isinstance(task, list)  # hydra.overrides.task is a list of override strings
-    arguments += [str(a) for a in task]
-    parsed = OverridesParser.create().parse_overrides(arguments)
-    [jobs] = BasicSweeper.split_arguments(parsed, None)
-    return [list(job) for job in jobs]
+    return planned_jobs(config)
 
 
 def sweep_problems(config: Any) -> list[tuple[list[str], str]]:

@@ -191,6 +191,8 @@ class MlflowSweepCallback(Callback):
         self.experiment_id: str | None = None
         self.sweep_dir: Path | None = None
         self.jobs_failed = 0
+        #: jobs the basic sweeper will launch (None: another sweeper, or not known)
+        self.planned: int | None = None
         self.overrides: list[str] = []
         self.summary: str | None = None
         #: tracking=none: the table is built from the jobs' run folders
@@ -256,6 +258,7 @@ class MlflowSweepCallback(Callback):
         )
         self.parent_run_id = run.info.run_id
         self.overrides = overrides
+        self._plan(config)
         self.uri = uri
         self.experiment_id = exp_id
         self.sweep_dir = sweep_dir
@@ -269,6 +272,13 @@ class MlflowSweepCallback(Callback):
             )
         log.info("MLflow sweep parent run %s in %s", self.parent_run_id, uri)
 
+    def _plan(self, config: Any) -> None:
+        """Count the jobs the basic sweeper will launch: it words a sweep no job ran in."""
+        from wai_exp.tracking.sweep import planned_jobs
+
+        with contextlib.suppress(Exception):
+            self.planned = len(planned_jobs(config) or []) or None
+
     def _start_unrecorded(self, config: Any) -> None:
         """tracking=none: no parent run, but the sweep still ends with its table, built from
         the jobs' run folders (``sweep_jobs``) by the code that builds it from child runs."""
@@ -281,6 +291,7 @@ class MlflowSweepCallback(Callback):
         hydra_cwd = Path(_select(config, "hydra.runtime.cwd") or os.getcwd())
         self.sweep_dir = (hydra_cwd / str(sweep_dir_raw)).resolve()
         self.overrides = redact_overrides(as_typed(_select(config, "hydra.overrides.task")))
+        self._plan(config)
         self.unrecorded = True
         self._ended = False
         atexit.register(self._atexit)
@@ -301,6 +312,8 @@ class MlflowSweepCallback(Callback):
         error = (
             _folder_failures(jobs, self.jobs_failed) if failed or len(done) < len(jobs) else None
         )
+        if error and not jobs and not self.jobs_failed:
+            error = self._none_ran()
         lines = sweep_mod.summary_lines(answer, len(jobs), len(done), error)
         try:
             where = f"tables: {write_tables(answer, self.sweep_dir)}"
@@ -483,6 +496,8 @@ class MlflowSweepCallback(Callback):
     def _failure(self, client: Any) -> str:
         """Which jobs failed and why, from the children's ``wai.error`` tags."""
         kids = self.children(client)
+        if not kids and not self.jobs_failed:
+            return self._none_ran()
         failed = [r for r in kids if r.info.status != "FINISHED"]
         n = max(self.jobs_failed, len(failed))
         # A job refused before its run opened (invalid config) has no child run to list.
@@ -496,6 +511,14 @@ class MlflowSweepCallback(Callback):
         if not failed:
             lines.append("see the Hydra log for the jobs that never opened a run")
         return "; ".join(lines)
+
+    def _none_ran(self) -> str:
+        """The error of a sweep Hydra stopped before its first job: how many were planned."""
+        planned = counted(self.planned, "planned job") if self.planned else "its jobs"
+        return (
+            f"Hydra stopped the sweep before the first of {planned} started; Hydra's error, "
+            "printed with this summary, says why"
+        )
 
     def _atexit(self) -> None:
         """The sweep ended without on_multirun_end (a job failed, or a crash): the finished

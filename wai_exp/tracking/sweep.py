@@ -40,6 +40,7 @@ __all__ = [
     "parse_overrides",
     "pinned_by",
     "per_value_table",
+    "planned_jobs",
     "same_value",
     "seeds_needed",
     "spread_label",
@@ -54,6 +55,7 @@ __all__ = [
     "unpinned",
 ]
 
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 REPLICATE_KEYS = frozenset({"seed", "replicate", "knobs.seed"})
 #: The knob a sweep with ``sweep.tasks=same`` sets to 0 on every job so every value draws
 #: the same asks per seed (``commands.sweep_check.pin_tasks``): failing rows steer nothing.
@@ -493,12 +495,35 @@ def sweep_answer(jobs: Sequence[Mapping[str, Any]], overrides: Sequence[str]) ->
     }
 
 
+def planned_jobs(config: Any) -> list[list[str]] | None:
+    """The override list of every job the basic sweeper will launch for ``config`` (the
+    composed multirun config), in its order; None for another sweeper."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    sweeper = OmegaConf.select(config, "hydra.sweeper._target_")
+    if sweeper != BASIC_SWEEPER:
+        return None
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    arguments = [f"{k}={v}" for k, v in dict(params).items()]
+    task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
+    assert isinstance(task, list)  # hydra.overrides.task is a list of override strings
+    arguments += [str(a) for a in task]
+    parsed = OverridesParser.create().parse_overrides(arguments)
+    [jobs] = BasicSweeper.split_arguments(parsed, None)
+    return [list(job) for job in jobs]
+
+
 def summary_lines(
     answer: Mapping[str, Any], n_jobs: int, n_finished: int, error: str | None = None
 ) -> list[str]:
     """The sweep's summary for the terminal: how many jobs finished, what was swept, the
-    table, the lines under it and the re-run spread (or why it was not measured)."""
+    table, the lines under it and the re-run spread (or why it was not measured). With no
+    job (Hydra stopped the sweep before its first one) only that and ``error``."""
     per_value = answer["per_value"]
+    if not n_jobs:  # no job, no table; what was swept is read off the jobs
+        return ["wai-exp sweep: no job ran", *([f"error: {error}"] if error else [])]
     return [
         f"wai-exp sweep: {n_finished} of {n_jobs} jobs finished; "
         f"swept: {', '.join(per_value['swept']) or 'nothing'}",
