@@ -95,6 +95,21 @@ CASES: dict[str, tuple[list[str], dict[str, str], dict[str, Any], list[str]]] = 
         {},
         ["the MLflow server at http://127.0.0.1:9 cannot be reached", "tracking=mlflow"],
     ),
+    # Old code: ray.init retried the address for minutes (no error after 200 s), inside the
+    # simulate stage, its MLflow run open.
+    "an unreachable Ray cluster": (
+        ["simulate.cluster=ray", "simulate.workers=2", "simulate.ray.address=127.0.0.1:9"],
+        {},
+        {},
+        ["simulate.ray.address: the Ray cluster at 127.0.0.1:9 cannot be reached",
+         "ray start --head", "leave simulate.ray.address unset"],
+    ),
+    "an unreachable Ray client address": (
+        ["simulate.cluster=ray", "simulate.ray.address=ray://127.0.0.1:9"],
+        {},
+        {},
+        ["simulate.ray.address: the Ray cluster at ray://127.0.0.1:9 cannot be reached"],
+    ),
     # Old code: exit 0; the trace rows were read, aimed nothing, and nothing said so.
     "simulate.traces rows without prompts": (
         ["simulate.traces=noprompt.jsonl"],

@@ -155,9 +155,9 @@ def model_servers(config: Mapping[str, Any], start_dir: Path) -> dict[str, str]:
 
 
 def server_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
-    """A model server or MLflow server the run needs that no connection reaches: one TCP
-    connect each (``llm.probe``), so a server that is down costs a second, not a minute of
-    lost rollouts. The offline defaults (scripted agent, template writer, SQLite store)
+    """A model server, Ray cluster or MLflow server the run needs that no connection reaches:
+    one TCP connect each (``llm.probe``), so a server that is down costs a second, not a
+    minute of lost rollouts (or of ``ray.init`` retrying a wrong address). The offline defaults (scripted agent, template writer, SQLite store)
     reach nothing and are not probed."""
     from wai_exp.llm.probe import unreachable
 
@@ -174,6 +174,15 @@ def server_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
         problems.append(
             f"{who}: the model server at {url} cannot be reached ({why}); start it, or {fix}"
         )
+    for address in ray_clusters(config):
+        why = unreachable(_ray_probe_url(address))
+        if why:
+            problems.append(
+                f"simulate.ray.address: the Ray cluster at {address} cannot be reached ({why}); "
+                "start it (ray start --head), point simulate.ray.address at the head that runs "
+                "(host:6379, or ray://host:10001 for Ray Client), or leave simulate.ray.address "
+                "unset for a local Ray the stage starts"
+            )
     uri = _tracking_server(config)
     if uri:
         why = unreachable(uri)
@@ -184,6 +193,37 @@ def server_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
                 "MLFLOW_TRACKING_URI) at the server that runs, or record locally with tracking=mlflow"
             )
     return problems
+
+
+def ray_clusters(config: Mapping[str, Any]) -> list[str]:
+    """The Ray cluster address of each simulate stage that runs its rollouts on Ray
+    (``simulate.cluster=ray``, its stage's params over the config's), where it names a host:
+    ``simulate.ray.address``, else ``RAY_ADDRESS`` as ``ray.init`` reads it. None and
+    ``auto``/``local`` find or start a Ray on this machine and are not probed."""
+    found: list[str] = []
+    stages = ((config.get("pipeline") or {}).get("stages")) or {}
+    for stage in stages.values():
+        if not isinstance(stage, Mapping) or stage.get("kind") != "simulate":
+            continue
+        sim = {**(config.get("simulate") or {}), **(stage.get("params") or {})}
+        if sim.get("cluster") != "ray" or sim.get("rows"):
+            continue
+        address = (sim.get("ray") or {}).get("address") or os.environ.get("RAY_ADDRESS")
+        if address and str(address) not in ("auto", "local") and str(address) not in found:
+            found.append(str(address))
+    return found
+
+
+def _ray_probe_url(address: str) -> str:
+    """``address`` as a URL whose port is the one Ray connects to: a bare ``host`` is the
+    head's GCS on 6379, ``ray://host`` its Ray Client server on 10001."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "ray", address
+    default = 10001 if scheme == "ray" and sep else 6379
+    host_port = rest.split("/", 1)[0]
+    has_port = host_port.rsplit(":", 1)[-1].isdigit() and not host_port.endswith("]")
+    return f"{scheme}://{host_port if has_port else f'{host_port}:{default}'}"
 
 
 def _tracking_server(config: Mapping[str, Any]) -> str | None:
