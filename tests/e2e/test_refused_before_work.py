@@ -110,6 +110,14 @@ CASES: dict[str, tuple[list[str], dict[str, str], dict[str, Any], list[str]]] = 
         {},
         ["simulate.ray.address: the Ray cluster at ray://127.0.0.1:9 cannot be reached"],
     ),
+    # Old code: every stage ran, then "recording in MLflow failed: ... OperationalError".
+    "a PostgreSQL store that is down": (
+        ["tracking.uri=postgresql+psycopg2://wai:pw-not-shown-4242@127.0.0.1:9/mlflow"],
+        {},
+        {},
+        ["tracking.uri: the MLflow database at postgresql+psycopg2://wai:***redacted***@127.0.0.1:9/mlflow cannot be reached",
+         "tracking=mlflow and no tracking.uri"],
+    ),
     # Old code: exit 0; the trace rows were read, aimed nothing, and nothing said so.
     "simulate.traces rows without prompts": (
         ["simulate.traces=noprompt.jsonl"],
@@ -214,6 +222,7 @@ def test_refused_before_work_with_the_fix_and_nothing_written(tmp_path, case):
     for w in words:
         assert w in res.stderr, (w, res.stderr)
     assert "Traceback" not in res.stderr
+    assert "pw-not-shown-4242" not in res.stdout + res.stderr
     assert "simulate" not in res.stdout  # no stage started
     after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert after == before

@@ -192,7 +192,36 @@ def server_problems(config: Mapping[str, Any], start_dir: Path) -> list[str]:
                 "(mlflow server --host 127.0.0.1 --port 5000), point tracking.uri (or "
                 "MLFLOW_TRACKING_URI) at the server that runs, or record locally with tracking=mlflow"
             )
+    problems.extend(database_problems(config))
     return problems
+
+
+#: The port a database MLflow store listens on when its URI names none.
+_DB_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
+
+
+def database_problems(config: Mapping[str, Any]) -> list[str]:
+    """A PostgreSQL/MySQL/MSSQL tracking URI whose host does not answer: one TCP connect,
+    before the stages (MLflow would first reach it once every stage had finished). The
+    password never shows: the URI is named with its credentials redacted."""
+    from wai_exp.domain.secrets import redact_url
+    from wai_exp.llm.probe import unreachable
+
+    uri = _tracking_uri(config)
+    scheme, sep, rest = (uri or "").partition("://")
+    port = _DB_PORTS.get(scheme.split("+", 1)[0].lower())
+    if not sep or port is None:
+        return []
+    netloc = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    has_port = netloc.rsplit(":", 1)[-1].isdigit() and not netloc.endswith("]")
+    why = unreachable(f"tcp://{netloc if has_port else f'{netloc}:{port}'}") if netloc else None
+    if not why:
+        return []
+    return [
+        f"tracking.uri: the MLflow database at {redact_url(str(uri))} cannot be reached ({why}); "
+        "start it, point tracking.uri (or MLFLOW_TRACKING_URI) at the database that runs, or "
+        "record locally with tracking=mlflow and no tracking.uri"
+    ]
 
 
 def ray_clusters(config: Mapping[str, Any]) -> list[str]:
@@ -228,6 +257,12 @@ def _ray_probe_url(address: str) -> str:
 
 def _tracking_server(config: Mapping[str, Any]) -> str | None:
     """The ``http(s)`` tracking server URI of the config, or None (local store, tracking off)."""
+    uri = _tracking_uri(config)
+    return uri if uri and uri.startswith(("http://", "https://")) else None
+
+
+def _tracking_uri(config: Mapping[str, Any]) -> str | None:
+    """The MLflow tracking URI the config sets, or None (the default store, tracking off)."""
     from wai_exp.tracking import tracking_settings
 
     try:
@@ -235,9 +270,7 @@ def _tracking_server(config: Mapping[str, Any]) -> str | None:
     except ValueError:
         return None
     uri = settings.get("uri")
-    if settings["kind"] != "mlflow" or not isinstance(uri, str):
-        return None
-    return uri if uri.startswith(("http://", "https://")) else None
+    return uri if settings["kind"] == "mlflow" and isinstance(uri, str) else None
 
 
 def judge_problems(config: Mapping[str, Any]) -> list[str]:
