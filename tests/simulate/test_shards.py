@@ -691,3 +691,11 @@ def test_a_spare_loads_its_model_transport_before_its_setup_arrives():
     finally:
         shards._close_spares()
     assert "/aiohttp/_http_parser" in maps
+
+
+def test_a_ray_actor_that_cannot_import_wai_exp_names_where_to_install_it() -> None:
+    from wai_exp.simulate.shards import _missing_module_fix
+
+    said = _missing_module_fix("ModuleNotFoundError: No module named 'wai_exp'")
+    assert "every node of the Ray cluster" in said and "simulate.cluster=local" in said
+    assert _missing_module_fix("ValueError: bad agent.kwargs") == ""

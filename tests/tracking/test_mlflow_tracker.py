@@ -622,3 +622,12 @@ def test_metrics_held_for_a_headline_that_never_came_are_written_at_the_end(star
     tracker.finish("FAILED", error="grade: the judge refused")
     run = client.get_run(tracker.run_id)
     assert run.data.metrics["simulate.rows_out"] == 3 and run.data.metrics["rows_made"] == 3
+
+
+def test_a_tracking_servers_hint_is_its_link_alone_and_a_database_store_names_the_command() -> None:
+    # the summary prints "open it:  <hint>": a server's hint read "open it:  open http://..."
+    from wai_exp.tracking.mlflow_tracker import ui_hint
+
+    hint = ui_hint("http://127.0.0.1:5001/", "3", "abc")
+    assert hint == "http://127.0.0.1:5001/#/experiments/3/runs/abc?workflowType=machine_learning"
+    assert ui_hint("sqlite:///mlflow.db").startswith("mlflow ui --backend-store-uri ")

@@ -671,7 +671,7 @@ class _RayShard:
         except ray.exceptions.RayActorError as exc:
             if exc.actor_init_failed:  # its setup raised (the agent's module, its config)
                 text = f"simulate worker {self.index} (a Ray actor) could not start: {exc}"
-                raise WorkerNotStarted(text) from exc
+                raise WorkerNotStarted(text + _missing_module_fix(str(exc))) from exc
             raise WorkerDied(self.index, f"Ray actor: {type(exc).__name__}", 1) from exc
         return _shared(out, self.share)
 
@@ -681,6 +681,18 @@ class _RayShard:
         with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
             self.peak_rss_mb = await asyncio.wait_for(self.actor.peak_rss_mb.remote(), 5.0)
         ray.kill(self.actor)
+
+
+def _missing_module_fix(error: str) -> str:
+    """The fix for a Ray actor that could not import wai-exp or the agent's code: the
+    cluster's nodes import them from their own Python, not this machine's."""
+    if "No module named" not in error:
+        return ""
+    return (
+        "; every node of the Ray cluster imports wai-exp and your agent's modules from its "
+        "own Python environment: install them there (the same versions as here), or run "
+        "with simulate.cluster=local"
+    )
 
 
 class _StageShard:

@@ -433,8 +433,9 @@ UI_APP = "wai-exp"
 
 def ui_hint(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
     """How to look at a run: the ``mlflow ui`` command (with wai-exp's UI app, so a bare
-    experiment URL opens on its runs) for a database store, the server URL otherwise. The
-    link opens the model-training view, where the runs table and run pages are."""
+    experiment URL opens on its runs) for a database store, the server's URL alone otherwise
+    (callers print it after their own "open it:"). The link opens the model-training view,
+    where the runs table and run pages are."""
     path = ""
     if experiment_id is not None:
         path = f"/#/experiments/{experiment_id}"
@@ -442,7 +443,7 @@ def ui_hint(uri: str, experiment_id: str | None = None, run_id: str | None = Non
             path += f"/runs/{run_id}"
         path += f"?{UI_VIEW}"
     if uri.startswith(("http://", "https://")):
-        return f"open {uri.rstrip('/')}{path}"
+        return f"{uri.rstrip('/')}{path}"
     # One worker: with mlflow's default of 4, uvicorn's supervisor health-checks each within
     # 5 s, and on a busy 2-core machine it kills and restarts them in a loop.
     cmd = f"mlflow ui --backend-store-uri {shlex.quote(uri)} --app-name {UI_APP} --workers 1"
