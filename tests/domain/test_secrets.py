@@ -305,7 +305,7 @@ def test_a_recorded_command_keeps_its_program_and_flags_and_loses_their_values()
     }
     assert redact({"world": world})["world"] == {
         "command": f"python -m my_server --access {REDACTED} --auth={REDACTED} -k{REDACTED}",
-        "reset_command": f"TOKEN={REDACTED} reset.sh {REDACTED}",
+        "reset_command": f"TOKEN={REDACTED} ./scripts/reset.sh {REDACTED}",
     }
     assert redact_overrides([f"world.command='python srv.py --access {t[0]}'"]) == [
         f"world.command=python srv.py --access {REDACTED}"
@@ -417,7 +417,7 @@ def test_a_command_line_runs_as_typed_with_its_values_moved(monkeypatch):
     shown = " ".join(redact_overrides(moved))
     assert not any(token in shown for token in t)
     assert f"world.command=npx -y @scope/server-x --api-key {REDACTED} --auth={REDACTED}" in shown
-    assert f"world.reset_command=TOKEN={REDACTED} python reset.py --quiet" in shown
+    assert f"world.reset_command=TOKEN={REDACTED} python scripts/reset.py --quiet" in shown
 
 
 def test_an_override_hydra_cannot_read_is_quoted_without_its_values():
@@ -624,3 +624,17 @@ def test_a_redacted_query_value_keeps_the_bracket_or_comma_that_ends_the_sentenc
     assert redact_text("at http://h/mcp?key=abc123xyz, then") == (
         "at http://h/mcp?key=***redacted***, then"
     )
+
+
+def test_a_relative_script_path_is_recorded_as_written_and_an_absolute_one_by_its_name() -> None:
+    from wai_exp.domain.secrets import redact_command
+
+    # a relative path names the server and runs again from the same folder; an absolute or
+    # home path's folders may name the person
+    assert redact_command("python srv/notes_srv.py --port 8000") == (
+        f"python srv/notes_srv.py --port {REDACTED}"
+    )
+    assert redact_command("./bin/notes-server") == "./bin/notes-server"
+    assert redact_command("npx -y ./tools/srv.js") == "npx -y ./tools/srv.js"
+    assert redact_command("python /home/maria/srv/notes_srv.py") == "python notes_srv.py"
+    assert redact_command("~/bin/notes-server") == "notes-server"

@@ -650,7 +650,7 @@ def _shown_word(word: str, role: str, flag: str | None) -> str:
     if role in (ASSIGNMENT, OPTION_VALUE):
         return REDACTED
     if role == PROGRAM:
-        shown = os.path.basename(word)
+        shown = _path_shown(word)
     elif role == SUBCOMMAND:
         shown = word
     elif role == OPTION:
@@ -671,8 +671,15 @@ def _package_shown(word: str) -> str:
     if "://" in word:
         return word if redact_url(word) == word else REDACTED
     if _SCRIPT.search(word) or word.startswith(("/", "./", "../", "~")):
-        return os.path.basename(word.rstrip("/")) or REDACTED
+        return _path_shown(word.rstrip("/")) or REDACTED
     return word
+
+
+def _path_shown(path: str) -> str:
+    """A program's or script's path as recorded: a relative one as written (it names the
+    server, and a recorded command can be run again from the same folder), an absolute or
+    home one by its file's name (its folders may name the person: /home/maria/...)."""
+    return os.path.basename(path) if path.startswith(("/", "~")) else path
 
 
 def _argument_shown(word: str, flag: str | None) -> str:
@@ -685,8 +692,10 @@ def _argument_shown(word: str, flag: str | None) -> str:
         if not word.startswith("--") and len(word) > 2:
             return f"{word[:2]}{REDACTED}"  # -kVALUE: a short flag with its value
         return word
-    if (flag == "-m" and _MODULE.match(word)) or _SCRIPT.search(word):
-        return os.path.basename(word)
+    if flag == "-m" and _MODULE.match(word):
+        return word
+    if _SCRIPT.search(word):
+        return _path_shown(word)
     return REDACTED
 
 
