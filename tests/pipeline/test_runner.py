@@ -764,6 +764,28 @@ def test_a_users_own_gate_that_passed_is_named_in_the_summary_and_the_card(tmp_p
     assert f"graded count; given by stage {mine}." in card
 
 
+def _my_refusing_gate(ctx, params, inputs):
+    """A user's own gate that refuses by its verdict, without raising."""
+    rows = next(iter(inputs.values())).rows
+    return StageResult(rows=rows, report={"verdict": "refused", "reason": "too few rows"})
+
+
+def test_a_users_own_gate_that_refused_by_its_verdict_is_named_not_said_not_run(tmp_path):
+    """A gate of the user's own returned ``{"verdict": "refused"}``: publish published
+    nothing, and the closing block said ``publish gate: not run``."""
+    cfg = composed("+experiment=rl_round", "simulate.budget=160", "tracking=none")
+    stages = cfg["pipeline"]["stages"]
+    del stages["publish_gate"]
+    stages["gate"] = {"_target_": f"{__name__}:_my_refusing_gate", "needs": ["optimize"]}
+    stages["publish"] = {**stages.pop("publish"), "needs": ["gate"]}
+    out, _ = run(cfg, tmp_path, "r1")
+    assert out.gate == "refused"
+    assert (
+        "publish gate: REFUSED - stage gate (a stage of your own) returned verdict 'refused': "
+        "too few rows"
+    ) in summarize(out).splitlines()
+
+
 def test_next_rounds_kept_rows_are_counted_in_the_closing_block(tmp_path):
     """The closing block said ``rows kept: not measured (no selection stage in this
     pipeline)`` one line after ``next_round: kept 49 tasks``: what next_round wrote, one row

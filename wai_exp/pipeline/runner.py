@@ -556,6 +556,15 @@ def _record_stage(outcome: RunOutcome, out: Any, refusal_code: int) -> None:
         )
     if out.result and out.result.tags.get("gate_verdict") == "passed" and outcome.gate is None:
         outcome.gate = "passed"
+    verdict = out.result.report.get("verdict") if out.result and out.status != "refused" else None
+    if outcome.gate is None and isinstance(verdict, str) and verdict != "passed":
+        # a gate stage of the user's own that returned a verdict other than passed (publish
+        # then publishes nothing): the closing block says so, not "not run"
+        why = out.result.report.get("reason") if out.result else None
+        outcome.gate = verdict
+        outcome.gate_reason = f"stage {out.name} (a stage of your own) returned verdict " + (
+            f"{verdict!r}: {why}" if why else repr(verdict)
+        )
     if outcome.gate is None and _gate_of_publish(out) is not None:
         # publish ran only on a passed verdict: a user's own gate stage passed
         outcome.gate = "passed"
@@ -571,10 +580,10 @@ def _gate_of_publish(out: Any) -> dict[str, Any] | None:
 def _gate_line(outcome: RunOutcome) -> str:
     """The closing block's gate line: a gate stage of the user's own is named with what it
     did not record, since it checks what it checks, not what publish_gate does."""
-    if outcome.gate == "refused":
-        return f"publish gate: REFUSED - {outcome.gate_reason}"
-    if outcome.gate != "passed":
+    if outcome.gate is None:
         return "publish gate: not run"
+    if outcome.gate != "passed":
+        return f"publish gate: {outcome.gate.upper()} - {outcome.gate_reason}"
     if any(s.kind == "publish_gate" for s in outcome.stages):
         return "publish gate: passed"
     from wai_exp.pipeline.stages.publish import gate_counts
