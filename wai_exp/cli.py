@@ -324,8 +324,10 @@ def refuse_adding_existing_keys() -> None:
         try:
             apply(overrides, cfg)
         except ConfigCompositionException as exc:
-            problem = _existing_key_problem(overrides, str(exc)) or _missing_key_problem(
-                overrides, str(exc)
+            problem = (
+                _existing_key_problem(overrides, str(exc))
+                or _missing_key_problem(overrides, str(exc))
+                or _delete_problem(overrides, str(exc))
             )
             if problem is None:
                 raise
@@ -365,6 +367,23 @@ def _missing_key_problem(overrides: Sequence[Any], message: str) -> str | None:
                 f"{override.key_or_group} is not in the config: add it with a '+' (+{line}), "
                 "or check its spelling (`wai-exp --cfg job` prints every key)"
             )
+    return None
+
+
+def _delete_problem(overrides: Sequence[Any], message: str) -> str | None:
+    """The sentence for Hydra's "Could not delete from config" ``message`` (``~key`` on a key
+    the composed config lacks, or ``~key=value`` naming another value); None otherwise."""
+    if not message.startswith("Could not delete from config."):
+        return None
+    for override in overrides:
+        key = override.key_or_group
+        if override.is_delete() and f"'{key}'" in message:
+            if message.endswith("does not exist."):
+                return (
+                    f"{key} is not in the config, so ~{key} has nothing to delete: drop it, or "
+                    "check its spelling (`wai-exp --cfg job` prints every key)"
+                )
+            return f"{message.removeprefix('Could not delete from config. ')} Use ~{key} to delete it whatever it holds"
     return None
 
 

@@ -169,6 +169,13 @@ CASES: dict[str, tuple[list[str], dict[str, str], list[str]]] = {
         {},
         ["agent.kwargs.skill is not in the config: add it with a '+' (+agent.kwargs.skill=0.6)"],
     ),
+    # Old code: Hydra's "Could not delete from config. 'agent.nosuch' does not exist." and
+    # its HYDRA_FULL_ERROR hint, exit 1.
+    "a ~ on a key the config lacks": (
+        ["~agent.nosuch"],
+        {},
+        ["agent.nosuch is not in the config, so ~agent.nosuch has nothing to delete"],
+    ),
 }  # fmt: skip
 
 
