@@ -104,13 +104,14 @@ def test_an_edited_script_server_is_run_again(tmp_path: Path) -> None:
 
 
 def test_a_command_whose_code_cannot_be_found_runs_every_time_saying_why(tmp_path: Path) -> None:
-    # ``env`` runs the server: a program wai-exp cannot read the server's code through
-    command = f"env {sys.executable} -m tests.support.mcp_notes_server"
+    # ``nice`` runs the server: a program wai-exp cannot read the server's code through
+    # (``env`` it can: the start and the key both read the program env runs)
+    command = f"nice {sys.executable} -m tests.support.mcp_notes_server"
     args = (f"world.command={command}", f"world.cwd={REPO}")
     wai(tmp_path, *args)
     again = wai(tmp_path, *args)
     assert " ran " in simulate_line(again), again.stdout
-    assert "world.command runs 'env', whose server code is not a file" in again.stdout
+    assert "world.command runs 'nice', whose server code is not a file" in again.stdout
 
 
 def test_a_url_server_runs_every_time_saying_why(tmp_path: Path) -> None:
