@@ -291,10 +291,14 @@ def stage_deps(
     return out
 
 
-def _never_reused(kind: Any, config: Mapping[str, Any], params: dict[str, Any]) -> str | None:
-    """Why the kind's ``never_reused`` hook says this stage cannot be checked against a
-    cache entry (it then runs, and the run says why as for a stale entry), or None."""
-    hook = getattr(kind, "never_reused", None)
+def _hook_says(
+    kind: Any, hook_name: str, config: Mapping[str, Any], params: dict[str, Any]
+) -> str | None:
+    """What the kind's cache hook ``hook_name`` says of this run of it, or None:
+    ``never_reused`` (why the stage cannot be checked against a cache entry: it runs, and
+    says why as for a stale entry) or ``reused_note`` (what a reused result may not reflect,
+    since its key cannot see it)."""
+    hook = getattr(kind, hook_name, None)
     return (hook(dict(config), dict(params)) or None) if hook is not None else None
 
 
@@ -303,13 +307,6 @@ def _cache_note(stale: str | None, never: str | None) -> dict[str, str]:
     (``recomputed_because``) and why its result is never reused (``never_reused``)."""
     out = {"recomputed_because": stale, "never_reused": never}
     return {k: v for k, v in out.items() if v}
-
-
-def _reused_note(kind: Any, config: Mapping[str, Any], params: dict[str, Any]) -> str | None:
-    """What the kind's ``reused_note`` hook says a reused result may not reflect (what its
-    key cannot see), or None."""
-    hook = getattr(kind, "reused_note", None)
-    return (hook(dict(config), dict(params)) or None) if hook is not None else None
 
 
 def _user_code(sections: Mapping[str, Any], spec: StageSpec) -> list[str]:
@@ -848,7 +845,7 @@ class _Run:
         with self.cache.lock(spec.name, key, on_wait=lambda: _say(self.stream, waiting)):
             # Checked under the lock: a parallel sweep job with the same key may have just
             # finished it, and then this job reuses it instead of computing it twice.
-            never = _never_reused(kind, self.config, spec.params)
+            never = _hook_says(kind, "never_reused", self.config, spec.params)
             stale = None
             if self.cache.enabled and getattr(kind, "cached", True):
                 if never is None:
@@ -890,7 +887,7 @@ class _Run:
                 unseen = reads_mod.unseen_note(info.get("reads"))
                 if unseen:
                     _say(self.stream, f"{head}: note: {unseen}")
-            note = _reused_note(kind, self.config, spec.params)
+            note = _hook_says(kind, "reused_note", self.config, spec.params)
             if note:
                 _say(self.stream, f"{head}: note: {note}; to run it again, delete {rel}")
         else:
